@@ -1,0 +1,31 @@
+// The query model shared by every engine and the wire: analyzed terms, a mode and k.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace search {
+
+// and: every term; or: any term; andor: AND, and if it yields fewer than k hits, OR (Ding §8).
+enum class QueryMode : uint8_t { kAnd = 0, kOr = 1, kAndOr = 2 };
+
+inline constexpr uint32_t kMaxK = 10000;
+
+std::string_view QueryModeName(QueryMode mode);
+Result<QueryMode> ParseQueryMode(std::string_view name);
+
+struct Query {
+  std::vector<std::string> terms;  // canonical: analyzed, unique, sorted ascending
+  QueryMode mode = QueryMode::kAnd;
+  uint32_t k = 10;
+};
+
+// InvalidArgument unless 1 <= k <= kMaxK.
+Status ValidateK(int64_t k);
+
+}  // namespace search

@@ -1,0 +1,235 @@
+// BlockCursor: a forward-only cursor over one compressed posting list (codec/ ListView), and the
+// C++20 concepts the query algorithms (query_engine.hpp) require of a cursor.
+//
+// A cursor has a *block position* (which block it is in) and, once that block is decoded, a
+// *document position* inside it. shallow_seek() moves only the block position, reading BlockMeta
+// (last_doc, max_score) and decoding nothing: block-max pruning uses it to bound the scores of a
+// docID range before paying for a decode. next_geq()/next() decode a block's docIDs (ListView::
+// DecodeDocs, the AVX2 path) only when they must look inside it; score() decodes the block's
+// frequencies (DecodeFreqs) lazily, the first time a document of that block is scored.
+// Every decode is counted in the query's QueryStats. A block that fails to decode records its
+// Corruption in the shared CursorEnv and leaves the cursor exhausted, so every loop ends.
+//
+// No position ever moves backwards: targets passed to shallow_seek/next_geq over a cursor's life
+// must not decrease below what it has already passed (a smaller target is a no-op).
+// Thread-safety: a cursor belongs to one query on one thread.
+#pragma once
+
+#include <concepts>
+#include <cstdint>
+#include <limits>
+
+#include "codec/block_codec.hpp"
+#include "core/bm25.hpp"
+#include "core/status.hpp"
+#include "cpu_exec/cpu_executor.hpp"
+
+namespace search::cpu_internal {
+
+// doc() of an exhausted cursor; larger than any docID a list can hold.
+inline constexpr uint32_t kEndDoc = std::numeric_limits<uint32_t>::max();
+
+// A DAAT posting cursor (in the spirit of pisa's concepts/posting_cursor.hpp).
+template <class C>
+concept PostingCursor = requires(C& c, const C& cc, uint32_t target) {
+  { cc.doc() } -> std::same_as<uint32_t>;  // the current docID; kEndDoc once exhausted
+  { c.next() };                            // REQUIRES: positioned on a document (not exhausted)
+  { c.next_geq(target) };                  // first docID >= target; never moves backwards
+  { c.score() } -> std::same_as<float>;    // BM25 contribution of the current document
+  { cc.slot() } -> std::same_as<uint32_t>; // the term's index in canonical order
+  { cc.size() } -> std::same_as<uint32_t>; // postings in the list
+};
+
+// A cursor that also exposes block-max metadata without decoding.
+template <class C>
+concept BlockMaxCursor = PostingCursor<C> && requires(C& c, const C& cc, uint32_t target) {
+  { c.shallow_seek(target) };                      // block position to the first block with last_doc >= target
+  { cc.blocks_exhausted() } -> std::same_as<bool>; // no block with last_doc >= the last target
+  { cc.block_max_score() } -> std::same_as<float>; // upper bound of the current block's contributions
+  { cc.block_last_doc() } -> std::same_as<uint32_t>;
+  { cc.max_score() } -> std::same_as<float>;       // upper bound of the whole list's contributions
+};
+
+// What every cursor of one query shares.
+struct CursorEnv {
+  const float* norms = nullptr;  // norms[doc - doc_begin]
+  uint32_t doc_begin = 0;
+  float k1 = 0.9f;
+  QueryStats* stats = nullptr;
+  Status* error = nullptr;  // the first decode error of the query
+};
+
+// An upper bound must be a non-negative number to be usable; anything else (a corrupted NaN or a
+// negative) becomes +inf, which never prunes.
+inline float SanitizeBound(float v) { return v >= 0.0f ? v : std::numeric_limits<float>::infinity(); }
+
+class BlockCursor {
+ public:
+  // REQUIRES: list parsed by ListView::Parse (so count >= 1 and the metadata is consistent).
+  void reset(const ListView* list, float idf, uint32_t slot, const CursorEnv* env) {
+    list_ = list;
+    meta_ = list->blocks();
+    num_blocks_ = list->num_blocks();
+    idf_ = idf;
+    slot_ = slot;
+    env_ = env;
+    block_ = 0;
+    decoded_block_ = kNoBlock;
+    freq_block_ = kNoBlock;
+    pos_ = 0;
+    block_count_ = 0;
+    doc_ = num_blocks_ == 0 ? kEndDoc : 0;  // not positioned until the first next_geq
+    max_score_ = SanitizeBound(list->max_score());
+  }
+
+  uint32_t doc() const { return doc_; }
+  uint32_t slot() const { return slot_; }
+  uint32_t size() const { return list_->count(); }
+  float idf() const { return idf_; }
+  float max_score() const { return max_score_; }
+
+  // --- block (shallow) position ---
+  void shallow_seek(uint32_t target) {
+    if (block_ < num_blocks_ && meta_[block_].last_doc < target) advance_blocks(target);
+  }
+  bool blocks_exhausted() const { return block_ >= num_blocks_; }
+  float block_max_score() const { return block_ < num_blocks_ ? SanitizeBound(meta_[block_].max_score) : 0.0f; }
+  uint32_t block_last_doc() const { return block_ < num_blocks_ ? meta_[block_].last_doc : kEndDoc; }
+
+  // --- document position ---
+  void next_geq(uint32_t target) {
+    if (block_ >= num_blocks_) {
+      doc_ = kEndDoc;
+      return;
+    }
+    if (decoded_block_ == block_) {
+      if (doc_ >= target) return;
+      if (target <= meta_[block_].last_doc) {
+        scan_to(target);
+        return;
+      }
+    }
+    if (meta_[block_].last_doc < target) {
+      advance_blocks(target);
+      if (block_ >= num_blocks_) {
+        doc_ = kEndDoc;
+        return;
+      }
+    }
+    if (decoded_block_ != block_ && !decode_block()) return;
+    scan_to(target);
+  }
+
+  void next() {
+    if (++pos_ < block_count_) {
+      doc_ = docs_[pos_];
+      return;
+    }
+    if (++block_ >= num_blocks_) {
+      doc_ = kEndDoc;
+      return;
+    }
+    if (decode_block()) doc_ = docs_[0];
+  }
+
+  // REQUIRES: positioned on a document.
+  uint32_t freq() {
+    if (freq_block_ != block_) {
+      list_->DecodeFreqs(block_, freqs_);
+      freq_block_ = block_;
+      QueryStats& s = *env_->stats;
+      ++s.freq_blocks_decoded;
+      s.bytes_touched += PackedBytes(meta_[block_].count, meta_[block_].freq_bits);
+    }
+    return freqs_[pos_];
+  }
+
+  float score() { return Bm25TermScore(idf_, freq(), env_->norms[doc_ - env_->doc_begin], env_->k1); }
+
+ private:
+  static constexpr uint32_t kNoBlock = std::numeric_limits<uint32_t>::max();
+
+  // REQUIRES: block_ < num_blocks_ and meta_[block_].last_doc < target. Galloping then binary
+  // search over the blocks' last_doc.
+  void advance_blocks(uint32_t target) {
+    uint64_t lo = block_, step = 1, hi;
+    for (;;) {
+      hi = lo + step;
+      if (hi >= num_blocks_) {
+        hi = num_blocks_;
+        break;
+      }
+      if (meta_[hi].last_doc >= target) break;
+      lo = hi;
+      step <<= 1;
+    }
+    // meta_[lo].last_doc < target; hi == num_blocks_ or meta_[hi].last_doc >= target.
+    while (hi - lo > 1) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (meta_[mid].last_doc < target) lo = mid;
+      else hi = mid;
+    }
+    block_ = static_cast<uint32_t>(hi);
+  }
+
+  // Decodes block_'s docIDs and positions on its first document. False (cursor exhausted, error
+  // recorded) on Corruption.
+  bool decode_block() {
+    const BlockMeta& m = meta_[block_];
+    QueryStats& s = *env_->stats;
+    ++s.blocks_decoded;
+    s.postings_decoded += m.count;
+    s.bytes_touched += PackedBytes(m.count, m.doc_bits);
+    Status st = list_->DecodeDocs(block_, docs_);
+    if (!st.ok() || m.count == 0 || docs_[0] < env_->doc_begin) {
+      if (env_->error->ok())
+        *env_->error = st.ok() ? Status::Corruption("posting list docID below the shard's first document") : st;
+      fail();
+      return false;
+    }
+    decoded_block_ = block_;
+    block_count_ = m.count;
+    pos_ = 0;
+    doc_ = docs_[0];
+    return true;
+  }
+
+  // REQUIRES: the current block decoded and target <= its last_doc.
+  void scan_to(uint32_t target) {
+    uint32_t p = pos_;
+    while (p < block_count_ && docs_[p] < target) ++p;
+    if (p == block_count_) {  // the decoded block disagrees with its last_doc: DecodeDocs vouches it cannot
+      if (env_->error->ok()) *env_->error = Status::Corruption("posting block shorter than its last_doc");
+      fail();
+      return;
+    }
+    pos_ = p;
+    doc_ = docs_[p];
+  }
+
+  void fail() {
+    block_ = num_blocks_;
+    decoded_block_ = kNoBlock;
+    doc_ = kEndDoc;
+  }
+
+  alignas(32) uint32_t docs_[kBlockSize];
+  alignas(32) uint32_t freqs_[kBlockSize];
+  const ListView* list_ = nullptr;
+  const BlockMeta* meta_ = nullptr;
+  const CursorEnv* env_ = nullptr;
+  uint32_t num_blocks_ = 0;
+  uint32_t block_ = 0;          // current block; num_blocks_ when exhausted
+  uint32_t decoded_block_ = kNoBlock;
+  uint32_t freq_block_ = kNoBlock;
+  uint32_t pos_ = 0;            // index in docs_ of the current document
+  uint32_t block_count_ = 0;    // values in the decoded block
+  uint32_t doc_ = 0;
+  uint32_t slot_ = 0;
+  float idf_ = 0.0f;
+  float max_score_ = 0.0f;
+};
+
+static_assert(BlockMaxCursor<BlockCursor>);
+
+}  // namespace search::cpu_internal

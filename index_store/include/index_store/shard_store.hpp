@@ -1,0 +1,98 @@
+// One shard of the index in RocksDB (index_store/FORMAT.md is the key schema): the term
+// dictionary, the compressed posting lists (codec/ format), the document table and the global
+// statistics, so that BM25 computed here is identical to BM25 on any other shard.
+//
+// ShardWriter builds a shard once (terms and documents in ascending order); ShardReader opens it
+// read-only for serving, with a main-memory list cache (ListCache) above RocksDB's block cache.
+// Thread-safety: ShardWriter is single-threaded. ShardReader is thread-safe after Open.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "codec/block_codec.hpp"
+#include "core/analyzer.hpp"
+#include "core/bm25.hpp"
+#include "core/status.hpp"
+#include "index_store/list_cache.hpp"
+
+namespace search {
+
+inline constexpr uint32_t kIndexFormatVersion = 1;
+
+struct TermInfo {
+  uint32_t df = 0;          // global document frequency (all shards)
+  uint32_t count = 0;       // postings of the term in this shard (its list length)
+  uint64_t cf = 0;          // sum of tf over this shard's postings
+  float max_score = 0.0f;   // max BM25 contribution of any posting in this shard
+  uint32_t list_bytes = 0;  // size of the encoded list blob
+};
+
+struct ShardMeta {
+  uint32_t format_version = kIndexFormatVersion;
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 1;
+  uint32_t doc_begin = 0;  // first global docID of the shard
+  uint32_t doc_end = 0;    // one past the last
+  CollectionStats stats;   // global: N and total tokens of the whole collection
+  Bm25Params bm25;
+  AnalyzerConfig analyzer;
+  uint64_t num_terms = 0;     // terms with postings in this shard
+  uint64_t num_postings = 0;  // postings in this shard
+};
+
+class ShardWriter {
+ public:
+  // Creates a new RocksDB database at `path` (which must not exist).
+  static Result<std::unique_ptr<ShardWriter>> Create(const std::string& path, const ShardMeta& meta);
+  ~ShardWriter();
+
+  // REQUIRES: terms strictly ascending (bytewise); list_bytes a valid codec list whose docIDs lie
+  // in [doc_begin, doc_end). InvalidArgument otherwise.
+  Status AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes);
+  // REQUIRES: every doc in [doc_begin, doc_end) exactly once, ascending.
+  Status AddDoc(uint32_t doc, std::string_view external_id, uint32_t length);
+  // Writes the metadata, compacts, syncs and closes. num_terms/num_postings are filled in.
+  Status Finish();
+
+ private:
+  struct Impl;
+  explicit ShardWriter(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct ShardReaderOptions {
+  size_t list_cache_bytes = size_t{256} << 20;   // main-memory cache of decoded-ready lists
+  size_t block_cache_bytes = size_t{64} << 20;   // RocksDB's shared block cache
+};
+
+class ShardReader {
+ public:
+  static Result<std::unique_ptr<ShardReader>> Open(const std::string& path, const ShardReaderOptions& options = {});
+  ~ShardReader();
+
+  const ShardMeta& meta() const;
+  // nullopt when the term has no postings in this shard.
+  Result<std::optional<TermInfo>> GetTermInfo(std::string_view term) const;
+  // The term's list through the list cache; NotFound when the term has no postings here;
+  // Corruption when the stored bytes fail validation (header, metadata or CRC).
+  Result<std::shared_ptr<const CachedList>> GetList(std::string_view term) const;
+  Result<std::string> GetExternalId(uint32_t doc) const;
+  // Per-document BM25 length norms (core/bm25.hpp Bm25Norm), indexed by doc - doc_begin.
+  const float* norms() const;
+  uint32_t DocLength(uint32_t doc) const;  // REQUIRES: doc in [doc_begin, doc_end)
+  // Visits every term of the shard in ascending order; stops early when fn returns false.
+  Status ForEachTerm(const std::function<bool(std::string_view, const TermInfo&)>& fn) const;
+  ListCache& list_cache() const;
+
+ private:
+  struct Impl;
+  explicit ShardReader(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace search

@@ -1,0 +1,201 @@
+// ShardReader: the shard opened read-only (rocksdb::DB::OpenForReadOnly) for serving. Term and
+// document lookups go through one shared LRU block cache; lists go through the ListCache above it
+// (read with fill_cache = false, so a list is cached once, in its aligned, parsed form).
+#include <rocksdb/cache.h>
+#include <rocksdb/db.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "index_store/shard_store.hpp"
+#include "shard_format.hpp"
+
+namespace search {
+
+namespace fs = std::filesystem;
+using namespace store;  // NOLINT(google-build-using-namespace)
+
+namespace {
+
+rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+
+}  // namespace
+
+struct ShardReader::Impl {
+  std::string path;
+  std::shared_ptr<rocksdb::Cache> block_cache;
+  std::unique_ptr<rocksdb::DB> db;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  ShardMeta meta;
+  std::vector<uint32_t> lengths;  // by doc - doc_begin
+  std::vector<float> norms;       // by doc - doc_begin
+  std::unique_ptr<ListCache> list_cache;
+  rocksdb::ReadOptions point_read;  // terms, docs
+  rocksdb::ReadOptions list_read;   // lists: not kept in the block cache (the ListCache keeps them)
+
+  ~Impl() {
+    if (db) {
+      for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+      (void)db->Close();
+    }
+  }
+
+  Status LoadMeta() {
+    rocksdb::PinnableSlice value;
+    auto s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeyFormatVersion), &value);
+    if (s.IsNotFound()) return Status::Corruption("shard " + path + " has no format version: not a finished shard");
+    SEARCH_RETURN_IF_ERROR(FromRocks(s, "read format version of " + path));
+    if (value.size() != 4) return Status::Corruption("shard " + path + ": format version value is not 4 bytes");
+    const uint32_t version = GetLe32(value.data());
+    if (version != kIndexFormatVersion)
+      return Status::InvalidArgument("shard " + path + ": index format version " + std::to_string(version) +
+                                     ", this build reads " + std::to_string(kIndexFormatVersion));
+    value.Reset();
+    s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeyShardMeta), &value);
+    if (s.IsNotFound()) return Status::Corruption("shard " + path + " has no shard metadata");
+    SEARCH_RETURN_IF_ERROR(FromRocks(s, "read shard metadata of " + path));
+    auto m = ShardMetaFromJson(std::string_view(value.data(), value.size()));
+    if (!m.ok()) return m.status().WithContext("shard " + path);
+    if (m->format_version != version)
+      return Status::Corruption("shard " + path + ": metadata format_version disagrees with the version key");
+    meta = std::move(m).value();
+    return Status::Ok();
+  }
+
+  // Reads the "len/<chunk>" values into `lengths` and computes the BM25 norms.
+  Status LoadLengths() {
+    const uint64_t num_docs = meta.doc_end - meta.doc_begin;
+    lengths.resize(num_docs);
+    rocksdb::ReadOptions ro;
+    ro.fill_cache = false;
+    ro.readahead_size = 2 << 20;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(ro, handles[kMetaIdx]));
+    uint64_t loaded = 0;
+    uint32_t chunk = 0;
+    for (it->Seek(ToSlice(kLenPrefix)); it->Valid() && it->key().starts_with(ToSlice(kLenPrefix)); it->Next(), ++chunk) {
+      const rocksdb::Slice key = it->key(), value = it->value();
+      if (key.size() != kLenPrefix.size() + 4 || GetBe32(key.data() + kLenPrefix.size()) != chunk)
+        return Status::Corruption("shard " + path + ": length chunk " + std::to_string(chunk) + " missing or misnamed");
+      const uint64_t want = std::min<uint64_t>(kLenChunk, num_docs - std::min<uint64_t>(num_docs, loaded));
+      if (want == 0 || value.size() != want * 4)
+        return Status::Corruption("shard " + path + ": length chunk " + std::to_string(chunk) + " has " +
+                                  std::to_string(value.size()) + " bytes, expected " + std::to_string(want * 4));
+      for (uint64_t i = 0; i < want; ++i) lengths[loaded + i] = GetLe32(value.data() + 4 * i);
+      loaded += want;
+    }
+    SEARCH_RETURN_IF_ERROR(FromRocks(it->status(), "read document lengths of " + path));
+    if (loaded != num_docs)
+      return Status::Corruption("shard " + path + ": lengths of " + std::to_string(num_docs - loaded) +
+                                " documents missing");
+    norms.resize(num_docs);
+    const double avgdl = meta.stats.avgdl();
+    for (uint64_t i = 0; i < num_docs; ++i) norms[i] = Bm25Norm(lengths[i], avgdl, meta.bm25);
+    return Status::Ok();
+  }
+};
+
+ShardReader::ShardReader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ShardReader::~ShardReader() = default;
+
+Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, const ShardReaderOptions& options) {
+  std::error_code ec;
+  if (!fs::is_directory(path, ec)) return Status::NotFound("shard " + path + " does not exist");
+
+  rocksdb::DBOptions db_options;
+  db_options.info_log = MakeStderrLogger(path);  // nothing is written into the shard directory
+  db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
+  db_options.keep_log_file_num = 1;
+  db_options.max_open_files = -1;  // open every table once, at Open; lookups never reopen files
+  db_options.skip_stats_update_on_db_open = true;
+  db_options.verify_sst_unique_id_in_manifest = false;  // ingested files have none (shard_writer.cpp)
+
+  std::vector<std::string> present;
+  SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &present),
+                                   "shard " + path + " is not a RocksDB database"));
+  for (const auto& name : CfNames()) {
+    if (std::find(present.begin(), present.end(), name) == present.end())
+      return Status::Corruption("shard " + path + " lacks column family '" + name + "': not an index shard");
+  }
+
+  auto impl = std::make_unique<Impl>();
+  impl->path = path;
+  impl->block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
+  const auto cf_options = CfOptions(impl->block_cache);
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (int i = 0; i < kNumCfs; ++i) descriptors.emplace_back(CfNames()[i], cf_options[i]);
+  rocksdb::DB* raw = nullptr;
+  SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &impl->handles, &raw),
+                                   "open shard " + path));
+  impl->db.reset(raw);
+  impl->list_read.fill_cache = getenv("FILLC") != nullptr; // TMPBENCH
+  SEARCH_RETURN_IF_ERROR(impl->LoadMeta());
+  SEARCH_RETURN_IF_ERROR(impl->LoadLengths());
+  impl->list_cache = std::make_unique<ListCache>(options.list_cache_bytes);
+  return std::unique_ptr<ShardReader>(new ShardReader(std::move(impl)));
+}
+
+const ShardMeta& ShardReader::meta() const { return impl_->meta; }
+
+Result<std::optional<TermInfo>> ShardReader::GetTermInfo(std::string_view term) const {
+  rocksdb::PinnableSlice value;
+  auto s = impl_->db->Get(impl_->point_read, impl_->handles[kTermsIdx], ToSlice(term), &value);
+  if (s.IsNotFound()) return std::optional<TermInfo>();
+  SEARCH_RETURN_IF_ERROR(FromRocks(s, "term " + QuoteTerm(term)));
+  auto info = DecodeTermInfo(std::string_view(value.data(), value.size()));
+  if (!info.ok()) return info.status().WithContext("shard " + impl_->path + " term " + QuoteTerm(term));
+  return std::optional<TermInfo>(*info);
+}
+
+Result<std::shared_ptr<const CachedList>> ShardReader::GetList(std::string_view term) const {
+  if (auto hit = impl_->list_cache->Lookup(term)) return hit;
+  rocksdb::PinnableSlice value;
+  auto s = impl_->db->Get(impl_->list_read, impl_->handles[kListsIdx], ToSlice(term), &value);
+  if (s.IsNotFound())
+    return Status::NotFound("term " + QuoteTerm(term) + " has no postings in shard " + std::to_string(impl_->meta.shard_id));
+  SEARCH_RETURN_IF_ERROR(FromRocks(s, "list of term " + QuoteTerm(term)));
+  auto list = CachedList::Make(term, std::string_view(value.data(), value.size()));
+  if (!list.ok()) return list.status().WithContext("shard " + impl_->path);
+  const ListView& view = (*list)->view;
+  if (view.num_blocks() == 0 || view.base_doc() < impl_->meta.doc_begin ||
+      view.block(view.num_blocks() - 1).last_doc >= impl_->meta.doc_end)
+    return Status::Corruption("shard " + impl_->path + ": list of term " + QuoteTerm(term) +
+                              " has docIDs outside the shard's range");
+  impl_->list_cache->Insert(*list);
+  return std::move(list).value();
+}
+
+Result<std::string> ShardReader::GetExternalId(uint32_t doc) const {
+  if (doc < impl_->meta.doc_begin || doc >= impl_->meta.doc_end)
+    return Status::NotFound("doc " + std::to_string(doc) + " is not in shard " + std::to_string(impl_->meta.shard_id) +
+                            " [" + std::to_string(impl_->meta.doc_begin) + ", " + std::to_string(impl_->meta.doc_end) +
+                            ")");
+  rocksdb::PinnableSlice value;
+  const std::string key = Be32Key(doc);
+  auto s = impl_->db->Get(impl_->point_read, impl_->handles[kDocsIdx], ToSlice(key), &value);
+  if (s.IsNotFound()) return Status::Corruption("shard " + impl_->path + " lacks doc " + std::to_string(doc));
+  SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
+  if (value.size() < 4) return Status::Corruption("shard " + impl_->path + ": doc " + std::to_string(doc) + " value too short");
+  return std::string(value.data() + 4, value.size() - 4);
+}
+
+const float* ShardReader::norms() const { return impl_->norms.data(); }
+
+uint32_t ShardReader::DocLength(uint32_t doc) const { return impl_->lengths[doc - impl_->meta.doc_begin]; }
+
+Status ShardReader::ForEachTerm(const std::function<bool(std::string_view, const TermInfo&)>& fn) const {
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;  // a full scan must not flush the hot blocks out of the cache
+  ro.readahead_size = 2 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(impl_->db->NewIterator(ro, impl_->handles[kTermsIdx]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const std::string_view term(it->key().data(), it->key().size());
+    auto info = DecodeTermInfo(std::string_view(it->value().data(), it->value().size()));
+    if (!info.ok()) return info.status().WithContext("shard " + impl_->path + " term " + QuoteTerm(term));
+    if (!fn(term, *info)) return Status::Ok();
+  }
+  return FromRocks(it->status(), "scan terms of " + impl_->path);
+}
+
+ListCache& ShardReader::list_cache() const { return *impl_->list_cache; }
+
+}  // namespace search

@@ -1,0 +1,71 @@
+// The integrator's answer to one search and its JSON shapes (Elasticsearch-like):
+//   search:  {"took": ms, "took_us": us, "timed_out": b, "cached": b,
+//             "_shards": {"total", "successful", "failed", "failures": [{"shard", "reason"}]},
+//             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc"}]}}
+//   error:   {"error": {"type", "reason"}, "status": http} (+ "_shards" when shards were asked)
+//   health:  {"status": green|yellow|red, "shards": [{"shard", "endpoint", "state", "last_seen_ms", ...}]}
+// MergeShardHits merges per-shard top-k lists in DESIGN.md order (score desc, smaller docID first).
+// Thread-safety: plain values and pure functions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "integrator/result_cache.hpp"
+#include "integrator/search_params.hpp"
+
+namespace search {
+
+struct ShardFailure {
+  uint32_t shard = 0;
+  std::string reason;
+};
+
+struct ShardsSummary {
+  uint32_t total = 0;
+  uint32_t successful = 0;
+  std::vector<ShardFailure> failures;  // failed = failures.size()
+};
+
+struct SearchAnswer {
+  uint64_t took_us = 0;
+  bool timed_out = false;
+  bool cached = false;
+  ShardsSummary shards;
+  std::vector<MergedHit> hits;  // best first
+  bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
+};
+
+// One shard's contribution to a merge: its id and hits (best first, as the node sent them).
+struct ShardHits {
+  uint32_t shard = 0;
+  const std::vector<MergedHit>* hits = nullptr;
+};
+
+// The best k of all lists in DESIGN.md order (score desc, then smaller docID). Ties between equal
+// (score, doc) pairs, which only a broken cluster produces, keep the first list's hit.
+std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k);
+
+std::string SearchAnswerJson(const SearchAnswer& answer);
+// `shards`: included when given (the 503 "no shard answered" case).
+std::string ErrorJson(const RequestError& error, const ShardsSummary* shards = nullptr);
+
+struct ShardHealthView {
+  uint32_t shard = 0;      // the shard id the node reports (its position in --shards until known)
+  std::string endpoint;
+  std::string state;       // "up", "down", "mismatch"
+  int64_t last_seen_ms = -1;  // ms since the last pong or reply; -1 = never
+  std::string node_state;  // the node's own state string ("serving", "draining", ...), if known
+  uint32_t in_flight = 0, queued = 0;
+  uint32_t doc_begin = 0, doc_end = 0;
+  bool gpu = false;
+  std::string last_error;
+};
+
+// green: every shard up; yellow: some up; red: none up.
+std::string HealthStatus(const std::vector<ShardHealthView>& shards);
+std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error);
+
+}  // namespace search

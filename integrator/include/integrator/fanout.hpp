@@ -1,0 +1,109 @@
+// Fanout: the integrator's side of the wire. One ZeroMQ DEALER socket per shard endpoint, all
+// owned by a single I/O thread that zmq::polls them together with an inproc PULL socket through
+// which caller threads submit requests (a mutex-guarded queue plus a wake-up message), and one
+// inproc PAIR per DEALER carrying its connection events (zmq_socket_monitor).
+//
+// Search() encodes one SearchRequest with a fresh request id and an absolute deadline, the I/O
+// thread sends it to every shard and collects the replies; the caller blocks on a condition
+// variable until every shard has answered or the deadline passes. A shard that is not connected
+// fails at once; a shard whose connection drops fails when the drop is seen; a shard silent until
+// the deadline is timed out. Replies that arrive after their request completed are dropped by
+// request id (and reported to the listener as late). Search() never waits much beyond the deadline:
+// even a stuck I/O thread only delays it by a bounded grace period.
+//
+// Health: every ping_interval each shard gets a Ping; a shard is up while it is connected and its
+// last Pong (or reply) is younger than missed_pongs_down intervals. Pongs carry the node's
+// ShardHealth (analyzer, docID range, load), kept per shard and reported to the listener.
+//
+// Socket hygiene, as the node: LINGER 0, MAXMSGSIZE, explicit HWMs, IMMEDIATE (no queueing towards a
+// shard that is not connected), ZMTP heartbeats, bounded reconnect intervals.
+// Thread-safety: Search, Health and Stop are thread-safe; the listener is called on the I/O thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.hpp"
+#include "integrator/answer.hpp"
+#include "integrator/result_cache.hpp"
+#include "proto/wire.hpp"
+
+namespace search {
+
+struct FanoutOptions {
+  std::vector<std::string> endpoints;  // "tcp://host:port", one per shard
+  std::chrono::milliseconds ping_interval{1000};
+  int missed_pongs_down = 3;            // down after this many ping intervals without a pong
+  int send_hwm = 10000, recv_hwm = 10000;
+  int reconnect_ivl_ms = 100, reconnect_ivl_max_ms = 1000;
+  int heartbeat_ivl_ms = 1000, heartbeat_timeout_ms = 3000;
+  std::chrono::milliseconds grace{2000};  // how long a caller waits past its deadline at most
+};
+
+enum class ShardCallState : uint8_t { kPending, kOk, kFailed, kTimedOut };
+
+struct ShardCallResult {
+  ShardCallState state = ShardCallState::kPending;
+  uint32_t shard = 0;      // the node's shard id (its position in endpoints until known)
+  std::string reason;      // why it failed or timed out
+  std::vector<MergedHit> hits;  // kOk only; best first
+  uint64_t latency_us = 0;
+};
+
+// Events for metrics and logs; every method is called on the I/O thread and must not block.
+class FanoutListener {
+ public:
+  virtual ~FanoutListener() = default;
+  virtual void OnShardReply(size_t /*index*/, ShardCallState /*state*/, double /*seconds*/) {}
+  virtual void OnLateReply(size_t /*index*/) {}
+  virtual void OnMalformedReply(size_t /*index*/, const Status& /*why*/) {}
+  virtual void OnShardUp(size_t /*index*/, bool /*up*/) {}
+  virtual void OnHealth(size_t /*index*/, const ShardHealthMsg& /*health*/) {}
+};
+
+class Fanout {
+ public:
+  // Creates the sockets, connects them and starts the I/O thread. InvalidArgument for a bad
+  // endpoint. `listener` may be null; it must outlive the Fanout.
+  static Result<std::unique_ptr<Fanout>> Start(FanoutOptions options, FanoutListener* listener);
+  ~Fanout();  // Stop()s
+
+  size_t num_shards() const { return options_.endpoints.size(); }
+  const std::vector<std::string>& endpoints() const { return options_.endpoints; }
+
+  // Sends `request` (its request_id is replaced, deadline_unix_micros must be set by the caller) to
+  // every shard and returns one result per endpoint, in endpoint order, by `deadline`.
+  std::vector<ShardCallResult> Search(SearchRequestMsg request, std::chrono::steady_clock::time_point deadline);
+
+  // Per-shard health as of now.
+  std::vector<ShardHealthView> Health() const;
+  // The last ShardHealth each node reported (nullopt before its first pong).
+  std::vector<std::optional<ShardHealthMsg>> LastReportedHealth() const;
+
+  // Completes every outstanding search as failed ("integrator shutting down"), stops the I/O
+  // thread and closes the sockets. Later Search() calls fail at once. Idempotent.
+  void Stop();
+
+ private:
+  struct Call;
+  struct Impl;
+  Fanout(FanoutOptions options, FanoutListener* listener);
+  void Submit(const std::shared_ptr<Call>& call);
+
+  FanoutOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::atomic<uint64_t> next_id_;
+  std::atomic<bool> stopped_{false};
+  std::thread io_thread_;
+  std::mutex stop_mu_;
+};
+
+}  // namespace search

@@ -1,0 +1,49 @@
+// HttpFront: the integrator's HTTP API over cpp-httplib, a thin layer over Integrator.
+//   GET  /search?q=&k=&mode=&timeout_ms=   POST /search {"q","k","mode","timeout_ms"}
+//   GET  /health   cluster health (green | yellow | red) and per-shard state
+//   GET  /stats    live numbers for the status page (QPS, latency percentiles, cache)
+//   GET  /         the status page (HTML; refreshes itself from /health and /stats every second)
+// Anything else is 404 with the JSON error shape; bodies over kMaxBodyBytes are refused (413).
+// Thread-safety: Listen blocks in the calling thread, serving on a pool of worker threads; Stop may
+// be called from any thread (a signal-watching thread) and makes Listen return after in-flight
+// requests finished.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/status.hpp"
+#include "integrator/integrator.hpp"
+
+namespace search {
+
+inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
+
+struct HttpFrontOptions {
+  std::string host = "127.0.0.1";
+  int port = 9200;
+  int threads = 32;
+  int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
+};
+
+// The status page served at /.
+const std::string& StatusPageHtml();
+
+class HttpFront {
+ public:
+  HttpFront(Integrator* integrator, HttpFrontOptions options);
+  ~HttpFront();
+  // Binds the port (IOError when it cannot). Port 0 picks a free port, see port().
+  Status Bind();
+  int port() const { return bound_port_; }
+  // Serves until Stop(). REQUIRES: Bind() succeeded.
+  void Listen();
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int bound_port_ = 0;
+};
+
+}  // namespace search

@@ -1,0 +1,118 @@
+// Integrator: the query front of the cluster, independent of HTTP. It analyzes a query once with
+// the index's analyzer, answers from the result cache when it can, otherwise fans it out to every
+// shard (Fanout) under one deadline, merges the per-shard top-k in DESIGN.md order and shapes the
+// Elasticsearch-like JSON answer (answer.hpp).
+//
+// The analyzer comes from --index DIR's manifest when given, otherwise from the shards' pongs
+// (ShardHealth.analyzerJson). Every shard must report the same analyzer, collection size and shard
+// count, and distinct shard ids; otherwise searches are refused (503, illegal_state_exception) with a
+// reason naming the shards, and /health is red.
+//
+// andor across shards: the global rule is "AND; if the whole collection has fewer than k AND hits,
+// OR" (DESIGN.md). A shard cannot decide that locally, so the integrator runs AND on every shard and,
+// only when all shards' AND hits together are fewer than k, runs OR under the same deadline.
+//
+// Overload: at most max_inflight searches run at once; more are answered 429 at once.
+// Thread-safety: HandleSearch, HealthJson and StatsJson are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/analyzer.hpp"
+#include "core/status.hpp"
+#include "integrator/answer.hpp"
+#include "integrator/fanout.hpp"
+#include "integrator/result_cache.hpp"
+#include "integrator/search_params.hpp"
+#include "integrator/stats_window.hpp"
+
+namespace search {
+
+// Hooks for metrics (integrator_metrics.hpp implements them over Prometheus). Fanout events arrive
+// on the I/O thread, request events on HTTP threads; implementations must be thread-safe and quick.
+class IntegratorObserver : public FanoutListener {
+ public:
+  // mode: nullopt when the request did not parse; status: the HTTP status; partial: a 200 missing
+  // some shards (timed_out: some shard missed the deadline).
+  virtual void OnRequest(std::optional<QueryMode> /*mode*/, int /*http_status*/, bool /*partial*/,
+                         bool /*timed_out*/, double /*seconds*/) {}
+  virtual void OnInFlight(int /*delta*/) {}
+};
+
+struct IntegratorOptions {
+  std::vector<std::string> shards;    // ZeroMQ endpoints, one per shard
+  uint32_t default_timeout_ms = 500;  // Ding §9
+  size_t cache_bytes = size_t{64} << 20;
+  uint32_t max_inflight = 1024;
+  std::string index_dir;              // optional: take the analyzer from DIR/manifest.json
+  FanoutOptions fanout;               // endpoints are filled from `shards`
+};
+
+struct HttpReply {
+  int status = 200;
+  std::string body;  // JSON
+};
+
+class Integrator {
+ public:
+  // Reads the manifest when index_dir is set and starts the fan-out. `observer` may be null and
+  // must outlive the Integrator.
+  static Result<std::unique_ptr<Integrator>> Start(IntegratorOptions options, IntegratorObserver* observer);
+  ~Integrator();
+
+  // Answers one /search request (a parse error included, so that it is counted).
+  HttpReply HandleSearch(const ParsedSearch& parsed);
+  // The same for an already valid request; exposed for tests and benchmarks.
+  HttpReply Search(const SearchParams& params);
+
+  std::string HealthJson() const;
+  std::string StatsJson() const;
+  // "" when searches can run; otherwise why they are refused (analyzer unknown or disagreeing).
+  std::string AnalyzerError() const;
+
+  const ResultCache& cache() const { return cache_; }
+  size_t num_shards() const { return fanout_->num_shards(); }
+  // Completes outstanding searches and stops the fan-out. Idempotent.
+  void Stop();
+
+ private:
+  class Listener;
+  struct AnalyzerState {
+    std::shared_ptr<const Analyzer> analyzer;  // null when error is set
+    std::string error;
+  };
+
+  Integrator(IntegratorOptions options, IntegratorObserver* observer);
+  void OnHealth(size_t index, const ShardHealthMsg& health);  // I/O thread
+  void RecomputeAnalyzer();                                  // REQUIRES: analyzer_mu_ held
+  std::shared_ptr<const AnalyzerState> CurrentAnalyzer() const;
+  std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
+                                      std::chrono::steady_clock::time_point deadline, int64_t deadline_unix_micros);
+  HttpReply Finish(std::optional<QueryMode> mode, HttpReply reply, std::chrono::steady_clock::time_point start,
+                   bool partial = false, bool timed_out = false);
+
+  IntegratorOptions options_;
+  IntegratorObserver* observer_;
+  std::unique_ptr<Listener> listener_;
+  std::unique_ptr<Fanout> fanout_;
+  ResultCache cache_;
+  StatsWindow window_;
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> requests_{0}, errors_{0}, partial_{0}, rejected_{0}, late_replies_{0};
+
+  std::optional<AnalyzerConfig> manifest_analyzer_;
+  uint64_t manifest_num_docs_ = 0;
+  mutable std::mutex analyzer_mu_;
+  std::vector<std::optional<ShardHealthMsg>> reported_;  // GUARDED_BY(analyzer_mu_)
+  std::shared_ptr<const AnalyzerState> analyzer_;        // GUARDED_BY(analyzer_mu_)
+};
+
+}  // namespace search

@@ -1,0 +1,59 @@
+// IntegratorMetrics: the integrator's Prometheus series (metrics/ families, component
+// "integrator"), fed through the IntegratorObserver hooks:
+//   search_requests_total{mode,status}, search_request_duration_seconds{mode} (end to end),
+//   search_inflight_requests, search_deadline_exceeded_total, search_bad_requests_total{reason},
+//   search_shard_request_duration_seconds{shard}, search_shard_requests_total{shard,status},
+//   search_shard_up{shard}, search_result_cache_* (refreshed at scrape time from the cache), and
+//   search_late_replies_total (shard replies dropped because their request had completed; not in
+//   metrics/families.hpp, registered here).
+// The shard label is the node's shard id once it has answered a ping, its position before.
+// Thread-safety: request hooks run on HTTP threads (prometheus-cpp metrics are thread-safe); the
+// per-shard pointer table is touched only by the fan-out I/O thread (every FanoutListener hook).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "integrator/integrator.hpp"
+#include "metrics/metrics.hpp"
+
+namespace search {
+
+class IntegratorMetrics : public IntegratorObserver {
+ public:
+  // REQUIRES: `metrics` outlives this object.
+  IntegratorMetrics(Metrics* metrics, size_t num_shards);
+  ~IntegratorMetrics() override;
+
+  // Refreshes the result-cache series from `cache` at every scrape until Detach().
+  void AttachCache(const ResultCache* cache);
+  void Detach();
+
+  void OnRequest(std::optional<QueryMode> mode, int http_status, bool partial, bool timed_out,
+                 double seconds) override;
+  void OnInFlight(int delta) override;
+  void OnShardReply(size_t index, ShardCallState state, double seconds) override;
+  void OnLateReply(size_t index) override;
+  void OnMalformedReply(size_t index, const Status& why) override;
+  void OnShardUp(size_t index, bool up) override;
+  void OnHealth(size_t index, const ShardHealthMsg& health) override;
+
+ private:
+  struct ShardSeries {
+    uint32_t label = 0;
+    prometheus::Histogram* duration = nullptr;
+    prometheus::Counter* ok = nullptr;
+    prometheus::Counter* failed = nullptr;
+    prometheus::Counter* timed_out = nullptr;
+    prometheus::Gauge* up = nullptr;
+    bool is_up = false;
+  };
+  void Bind(size_t index, uint32_t label);  // I/O thread (or the constructor)
+
+  Metrics* metrics_;
+  std::vector<ShardSeries> shards_;
+  prometheus::Counter* late_replies_ = nullptr;
+  int hook_id_ = 0;
+};
+
+}  // namespace search

@@ -1,0 +1,98 @@
+#include "integrator/answer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/topk.hpp"
+
+namespace search {
+namespace {
+
+using nlohmann::json;
+
+bool HitRanksBefore(const MergedHit& a, const MergedHit& b) {
+  return RanksBefore(ScoredDoc{a.doc, a.score}, ScoredDoc{b.doc, b.score});
+}
+
+json ShardsJson(const ShardsSummary& s) {
+  json failures = json::array();
+  for (const auto& f : s.failures) failures.push_back({{"shard", f.shard}, {"reason", f.reason}});
+  return {{"total", s.total},
+          {"successful", s.successful},
+          {"failed", s.failures.size()},
+          {"failures", std::move(failures)}};
+}
+
+// Scores are float32 on the wire; widening to double prints them exactly (shortest round trip of
+// the double, which identifies the float), so clients can compare bit for bit.
+double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
+
+}  // namespace
+
+std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k) {
+  std::vector<MergedHit> all;
+  size_t n = 0;
+  for (const auto& l : lists) n += l.size();
+  all.reserve(n);
+  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
+  const size_t keep = std::min<size_t>(k, all.size());
+  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), HitRanksBefore);
+  all.resize(keep);
+  return all;
+}
+
+std::string SearchAnswerJson(const SearchAnswer& a) {
+  json hits = json::array();
+  for (const auto& h : a.hits)
+    hits.push_back({{"_id", h.external_id}, {"_score", ScoreValue(h.score)}, {"_shard", h.shard}, {"_doc", h.doc}});
+  json out = {{"took", a.took_us / 1000},
+              {"took_us", a.took_us},
+              {"timed_out", a.timed_out},
+              {"cached", a.cached},
+              {"_shards", ShardsJson(a.shards)},
+              {"hits",
+               {{"total", a.hits.size()},
+                {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
+                {"hits", std::move(hits)}}}};
+  // Replace invalid UTF-8 in external ids instead of throwing.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string ErrorJson(const RequestError& error, const ShardsSummary* shards) {
+  json out = {{"error", {{"type", error.type}, {"reason", error.reason}}}, {"status", error.http_status}};
+  if (shards) out["_shards"] = ShardsJson(*shards);
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string HealthStatus(const std::vector<ShardHealthView>& shards) {
+  size_t up = 0;
+  for (const auto& s : shards) up += s.state == "up";
+  if (!shards.empty() && up == shards.size()) return "green";
+  return up > 0 ? "yellow" : "red";
+}
+
+std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error) {
+  json list = json::array();
+  for (const auto& s : shards) {
+    json j = {{"shard", s.shard},
+              {"endpoint", s.endpoint},
+              {"state", s.state},
+              {"last_seen_ms", s.last_seen_ms < 0 ? json(nullptr) : json(s.last_seen_ms)},
+              {"node_state", s.node_state},
+              {"in_flight", s.in_flight},
+              {"queued", s.queued},
+              {"doc_begin", s.doc_begin},
+              {"doc_end", s.doc_end},
+              {"gpu", s.gpu}};
+    if (!s.last_error.empty()) j["last_error"] = s.last_error;
+    list.push_back(std::move(j));
+  }
+  std::string status = HealthStatus(shards);
+  if (!analyzer_error.empty()) status = "red";  // searches are refused
+  json out = {{"status", status}, {"shards", std::move(list)}};
+  if (!analyzer_error.empty()) out["error"] = analyzer_error;
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace search

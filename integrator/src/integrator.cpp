@@ -1,0 +1,353 @@
+#include "integrator/integrator.hpp"
+
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "index_store/manifest.hpp"
+
+namespace search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+HttpReply Error(int status, std::string type, std::string reason, const ShardsSummary* shards = nullptr) {
+  return {status, ErrorJson(RequestError{status, std::move(type), std::move(reason)}, shards)};
+}
+
+uint64_t MicrosSince(Clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
+}
+
+// Canonical form for comparing analyzers reported as JSON: parsed and re-serialised.
+std::string CanonicalAnalyzer(const std::string& json, std::string* error) {
+  auto cfg = AnalyzerConfig::FromJson(json);
+  if (!cfg.ok()) {
+    *error = cfg.status().ToString();
+    return {};
+  }
+  return cfg->ToJson();
+}
+
+}  // namespace
+
+// Forwards fan-out events to the observer and watches the analyzer the shards report.
+class Integrator::Listener : public FanoutListener {
+ public:
+  explicit Listener(Integrator* owner) : owner_(owner) {}
+  void OnShardReply(size_t i, ShardCallState s, double sec) override {
+    if (owner_->observer_) owner_->observer_->OnShardReply(i, s, sec);
+  }
+  void OnLateReply(size_t i) override {
+    owner_->late_replies_.fetch_add(1, std::memory_order_relaxed);
+    if (owner_->observer_) owner_->observer_->OnLateReply(i);
+  }
+  void OnMalformedReply(size_t i, const Status& why) override {
+    if (owner_->observer_) owner_->observer_->OnMalformedReply(i, why);
+  }
+  void OnShardUp(size_t i, bool up) override {
+    if (owner_->observer_) owner_->observer_->OnShardUp(i, up);
+  }
+  void OnHealth(size_t i, const ShardHealthMsg& h) override {
+    owner_->OnHealth(i, h);
+    if (owner_->observer_) owner_->observer_->OnHealth(i, h);
+  }
+
+ private:
+  Integrator* owner_;
+};
+
+Integrator::Integrator(IntegratorOptions options, IntegratorObserver* observer)
+    : options_(std::move(options)), observer_(observer), cache_(options_.cache_bytes) {}
+
+Integrator::~Integrator() { Stop(); }
+
+Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options, IntegratorObserver* observer) {
+  if (options.shards.empty()) return Status::InvalidArgument("--shards lists no endpoint");
+  if (options.default_timeout_ms < 1 || options.default_timeout_ms > kMaxTimeoutMs)
+    return Status::InvalidArgument("--timeout-ms must be in 1.." + std::to_string(kMaxTimeoutMs));
+  if (options.max_inflight < 1) return Status::InvalidArgument("--max-inflight must be at least 1");
+  std::unique_ptr<Integrator> in(new Integrator(std::move(options), observer));
+  if (!in->options_.index_dir.empty()) {
+    auto m = Manifest::Read(in->options_.index_dir);
+    if (!m.ok()) return m.status().WithContext("--index " + in->options_.index_dir);
+    in->manifest_analyzer_ = m->analyzer;
+    in->manifest_num_docs_ = m->stats.num_docs;
+    if (m->shards.size() != in->options_.shards.size())
+      return Status::InvalidArgument("--index " + in->options_.index_dir + " has " + std::to_string(m->shards.size()) +
+                                     " shards but --shards lists " + std::to_string(in->options_.shards.size()));
+  }
+  {
+    std::lock_guard lock(in->analyzer_mu_);
+    in->reported_.assign(in->options_.shards.size(), std::nullopt);
+    in->RecomputeAnalyzer();
+  }
+  in->listener_ = std::make_unique<Listener>(in.get());
+  FanoutOptions fo = in->options_.fanout;
+  fo.endpoints = in->options_.shards;
+  SEARCH_ASSIGN_OR_RETURN(in->fanout_, Fanout::Start(std::move(fo), in->listener_.get()));
+  return in;
+}
+
+void Integrator::Stop() {
+  if (fanout_) fanout_->Stop();
+}
+
+void Integrator::OnHealth(size_t index, const ShardHealthMsg& health) {
+  std::lock_guard lock(analyzer_mu_);
+  auto& slot = reported_[index];
+  const bool changed = !slot || slot->analyzer_json != health.analyzer_json ||
+                       slot->num_docs_global != health.num_docs_global || slot->num_shards != health.num_shards ||
+                       slot->shard_id != health.shard_id;
+  slot = health;
+  if (changed) RecomputeAnalyzer();
+}
+
+void Integrator::RecomputeAnalyzer() {
+  auto state = std::make_shared<AnalyzerState>();
+  std::string error;
+  std::optional<std::string> agreed;  // canonical analyzer JSON
+  std::string agreed_from;
+  if (manifest_analyzer_) {
+    agreed = manifest_analyzer_->ToJson();
+    agreed_from = "the index manifest (--index)";
+  }
+  std::optional<uint64_t> num_docs;
+  if (manifest_analyzer_) num_docs = manifest_num_docs_;
+  std::map<uint32_t, size_t> ids;
+  const size_t n = reported_.size();
+  for (size_t i = 0; i < n && error.empty(); ++i) {
+    if (!reported_[i]) continue;
+    const ShardHealthMsg& h = *reported_[i];
+    const std::string who = "shard " + std::to_string(h.shard_id) + " (" + options_.shards[i] + ")";
+    std::string parse_error;
+    const std::string canon = CanonicalAnalyzer(h.analyzer_json, &parse_error);
+    if (!parse_error.empty()) {
+      error = who + " reports an unreadable analyzer: " + parse_error;
+    } else if (!agreed) {
+      agreed = canon;
+      agreed_from = who;
+    } else if (*agreed != canon) {
+      error = "shards disagree on the analyzer: " + agreed_from + " has " + *agreed + " but " + who + " has " + canon;
+    } else if (num_docs && *num_docs != h.num_docs_global) {
+      error = "shards disagree on the collection size: " + std::to_string(*num_docs) + " documents vs " +
+              std::to_string(h.num_docs_global) + " at " + who;
+    } else if (h.num_shards != 0 && h.num_shards != n) {
+      error = who + " belongs to an index of " + std::to_string(h.num_shards) + " shards but --shards lists " +
+              std::to_string(n);
+    } else if (auto [it, fresh] = ids.emplace(h.shard_id, i); !fresh) {
+      error = "two endpoints serve shard " + std::to_string(h.shard_id) + ": " + options_.shards[it->second] +
+              " and " + options_.shards[i];
+    }
+    if (!num_docs) num_docs = h.num_docs_global;
+  }
+  if (error.empty() && !agreed) error = "no shard has reported its analyzer yet (waiting for pongs)";
+  if (error.empty()) {
+    auto cfg = AnalyzerConfig::FromJson(*agreed);
+    if (cfg.ok()) {
+      auto an = Analyzer::Create(*cfg);
+      if (an.ok()) {
+        // Reuse the current analyzer when nothing changed (keeps its per-thread stemmers warm).
+        if (analyzer_ && analyzer_->analyzer && analyzer_->analyzer->config() == *cfg)
+          state->analyzer = analyzer_->analyzer;
+        else
+          state->analyzer = std::make_shared<const Analyzer>(std::move(*an));
+      } else {
+        error = "cannot build the index's analyzer: " + an.status().ToString();
+      }
+    } else {
+      error = "cannot read the index's analyzer: " + cfg.status().ToString();
+    }
+  }
+  if (!error.empty()) state->analyzer.reset();
+  state->error = std::move(error);
+  analyzer_ = std::move(state);
+}
+
+std::shared_ptr<const Integrator::AnalyzerState> Integrator::CurrentAnalyzer() const {
+  std::lock_guard lock(analyzer_mu_);
+  return analyzer_;
+}
+
+std::string Integrator::AnalyzerError() const { return CurrentAnalyzer()->error; }
+
+HttpReply Integrator::Finish(std::optional<QueryMode> mode, HttpReply reply, Clock::time_point start, bool partial,
+                             bool timed_out) {
+  const double sec = static_cast<double>(MicrosSince(start)) * 1e-6;
+  requests_.fetch_add(1, std::memory_order_relaxed);
+  if (reply.status != 200) errors_.fetch_add(1, std::memory_order_relaxed);
+  window_.Record(sec);
+  if (observer_) observer_->OnRequest(mode, reply.status, partial, timed_out, sec);
+  return reply;
+}
+
+HttpReply Integrator::HandleSearch(const ParsedSearch& parsed) {
+  if (!parsed.ok()) {
+    const RequestError& e = *parsed.error;
+    return Finish(std::nullopt, {e.http_status, ErrorJson(e)}, Clock::now());
+  }
+  return Search(parsed.params);
+}
+
+std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
+                                                Clock::time_point deadline, int64_t deadline_unix_micros) {
+  SearchRequestMsg req;
+  req.terms = terms;
+  req.mode = mode;
+  req.k = k;
+  req.deadline_unix_micros = deadline_unix_micros;
+  return fanout_->Search(std::move(req), deadline);
+}
+
+HttpReply Integrator::Search(const SearchParams& p) {
+  const auto start = Clock::now();
+  const QueryMode mode_name = p.mode;
+  // Overload: bound the searches in flight.
+  if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_inflight) {
+    in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    rejected_.fetch_add(1, std::memory_order_relaxed);
+    return Finish(mode_name,
+                  Error(429, "es_rejected_execution_exception",
+                        "too many searches in flight (at most " + std::to_string(options_.max_inflight) + ")"),
+                  start);
+  }
+  if (observer_) observer_->OnInFlight(+1);
+  struct Release {
+    Integrator* self;
+    ~Release() {
+      self->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+      if (self->observer_) self->observer_->OnInFlight(-1);
+    }
+  } release{this};
+
+  auto an = CurrentAnalyzer();
+  if (!an->analyzer) return Finish(mode_name, Error(503, "illegal_state_exception", an->error), start);
+  std::vector<std::string> terms = an->analyzer->AnalyzeQuery(p.q);
+  if (terms.size() > kMaxTerms)
+    return Finish(mode_name,
+                  Error(400, "illegal_argument_exception",
+                        "query has " + std::to_string(terms.size()) + " distinct terms (at most " +
+                            std::to_string(kMaxTerms) + ")"),
+                  start);
+  for (const auto& t : terms)
+    if (t.size() > kMaxTermBytes)
+      return Finish(mode_name,
+                    Error(400, "illegal_argument_exception",
+                          "query term of " + std::to_string(t.size()) + " bytes (at most " +
+                              std::to_string(kMaxTermBytes) + ")"),
+                    start);
+
+  const uint32_t n = static_cast<uint32_t>(fanout_->num_shards());
+  const bool use_cache = cache_.capacity_bytes() > 0;
+  std::string key;
+  if (use_cache) {
+    key = ResultCacheKey(terms, p.mode, p.k);
+    auto cached = cache_.Lookup(key);
+    if (cached) {
+      SearchAnswer a;
+      a.cached = true;
+      a.shards.total = n;
+      a.shards.successful = n;
+      a.hits = std::move(*cached);
+      a.took_us = MicrosSince(start);
+      return Finish(mode_name, {200, SearchAnswerJson(a)}, start);
+    }
+  }
+
+  const uint32_t timeout_ms = p.timeout_ms.value_or(options_.default_timeout_ms);
+  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
+  const int64_t deadline_unix =
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count() +
+      int64_t{timeout_ms} * 1000 - static_cast<int64_t>(MicrosSince(start));
+
+  std::vector<ShardCallResult> results;
+  if (p.mode == QueryMode::kAndOr) {
+    results = FanOut(terms, QueryMode::kAnd, p.k, deadline, deadline_unix);
+    size_t and_hits = 0;
+    for (const auto& r : results) and_hits += r.hits.size();
+    if (and_hits < p.k) {
+      // The whole collection (as far as it answered) has fewer than k AND hits: OR decides.
+      std::vector<ShardCallResult> and_results = std::move(results);
+      results = FanOut(terms, QueryMode::kOr, p.k, deadline, deadline_unix);
+      // A shard that failed the AND phase leaves the answer partial even if it answered OR.
+      for (size_t i = 0; i < results.size(); ++i)
+        if (and_results[i].state != ShardCallState::kOk && results[i].state == ShardCallState::kOk) {
+          results[i].state = and_results[i].state;
+          results[i].reason = and_results[i].reason + " (AND phase of andor)";
+          results[i].hits.clear();
+        }
+    }
+  } else {
+    results = FanOut(terms, p.mode, p.k, deadline, deadline_unix);
+  }
+
+  SearchAnswer a;
+  a.shards.total = n;
+  std::vector<std::vector<MergedHit>> lists;
+  lists.reserve(results.size());
+  for (auto& r : results) {
+    if (r.state == ShardCallState::kOk) {
+      ++a.shards.successful;
+      lists.push_back(std::move(r.hits));
+    } else {
+      if (r.state == ShardCallState::kTimedOut) a.timed_out = true;
+      a.shards.failures.push_back(ShardFailure{r.shard, r.reason});
+    }
+  }
+  if (a.shards.successful == 0) {
+    a.took_us = MicrosSince(start);
+    return Finish(mode_name,
+                  Error(503, "search_phase_execution_exception",
+                        a.timed_out ? "all shards failed or timed out" : "all shards failed", &a.shards),
+                  start, false, a.timed_out);
+  }
+  a.hits = MergeShardHits(lists, p.k);
+  if (a.complete()) {
+    if (use_cache) (void)cache_.Insert(key, a.hits);
+  } else {
+    partial_.fetch_add(1, std::memory_order_relaxed);
+  }
+  a.took_us = MicrosSince(start);
+  return Finish(mode_name, {200, SearchAnswerJson(a)}, start, !a.complete(), a.timed_out);
+}
+
+std::string Integrator::HealthJson() const {
+  auto views = fanout_->Health();
+  const std::string err = AnalyzerError();
+  return search::HealthJson(views, err);
+}
+
+std::string Integrator::StatsJson() const {
+  using nlohmann::json;
+  const auto w = window_.Take();
+  const auto c = cache_.stats();
+  const uint64_t lookups = c.hits + c.misses;
+  const auto views = fanout_->Health();
+  json out = {
+      {"health", HealthStatus(views)},
+      {"shards_total", views.size()},
+      {"shards_up", std::count_if(views.begin(), views.end(), [](const auto& v) { return v.state == "up"; })},
+      {"qps", w.qps},
+      {"latency_ms",
+       {{"p50", w.p50 * 1e3}, {"p95", w.p95 * 1e3}, {"p99", w.p99 * 1e3}, {"p999", w.p999 * 1e3}, {"max", w.max * 1e3},
+        {"samples", w.samples}}},
+      {"requests_total", requests_.load()},
+      {"errors_total", errors_.load()},
+      {"partial_total", partial_.load()},
+      {"rejected_total", rejected_.load()},
+      {"late_replies_total", late_replies_.load()},
+      {"in_flight", in_flight_.load()},
+      {"cache",
+       {{"hits", c.hits},
+        {"misses", c.misses},
+        {"hit_ratio", lookups ? static_cast<double>(c.hits) / static_cast<double>(lookups) : 0.0},
+        {"entries", c.entries},
+        {"bytes", c.bytes},
+        {"capacity_bytes", c.capacity_bytes},
+        {"evictions", c.evictions}}},
+      {"analyzer_error", AnalyzerError()},
+  };
+  return out.dump();
+}
+
+}  // namespace search

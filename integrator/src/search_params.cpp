@@ -1,0 +1,149 @@
+#include "integrator/search_params.hpp"
+
+#include <charconv>
+#include <nlohmann/json.hpp>
+
+namespace search {
+namespace {
+
+constexpr const char* kIllegalArgument = "illegal_argument_exception";
+constexpr const char* kParseException = "parse_exception";
+
+ParsedSearch Fail(std::string type, std::string reason) {
+  ParsedSearch r;
+  r.error = RequestError{400, std::move(type), std::move(reason)};
+  return r;
+}
+
+// Strict decimal: optional leading '-', digits only, no spaces, no '+', no exponent.
+std::optional<int64_t> ParseInteger(std::string_view s) {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  int64_t v = 0;
+  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || ptr != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+std::string Quote(std::string_view s) {
+  // Bounded echo of a bad value, so a huge parameter does not make a huge error.
+  constexpr size_t kMaxEcho = 64;
+  std::string out = "'";
+  out.append(s.substr(0, kMaxEcho));
+  if (s.size() > kMaxEcho) out += "...";
+  out += "'";
+  return out;
+}
+
+std::optional<RequestError> CheckQ(const std::string& q) {
+  if (q.size() > kMaxQueryBytes)
+    return RequestError{400, kIllegalArgument,
+                        "parameter [q] is too long: " + std::to_string(q.size()) + " bytes (at most " +
+                            std::to_string(kMaxQueryBytes) + ")"};
+  return std::nullopt;
+}
+
+std::optional<RequestError> CheckK(int64_t k) {
+  if (k < 1 || k > kMaxK)
+    return RequestError{400, kIllegalArgument,
+                        "parameter [k] must be an integer between 1 and " + std::to_string(kMaxK) + " (got " +
+                            std::to_string(k) + ")"};
+  return std::nullopt;
+}
+
+std::optional<RequestError> CheckTimeout(int64_t t) {
+  if (t < 1 || t > kMaxTimeoutMs)
+    return RequestError{400, kIllegalArgument,
+                        "parameter [timeout_ms] must be an integer between 1 and " + std::to_string(kMaxTimeoutMs) +
+                            " (got " + std::to_string(t) + ")"};
+  return std::nullopt;
+}
+
+std::optional<RequestError> SetMode(std::string_view name, SearchParams* p) {
+  auto mode = ParseQueryMode(name);
+  if (!mode.ok())
+    return RequestError{400, kIllegalArgument, "parameter [mode] must be one of and, or, andor (got " + Quote(name) + ")"};
+  p->mode = *mode;
+  return std::nullopt;
+}
+
+}  // namespace
+
+ParsedSearch ParseSearchQuery(const std::multimap<std::string, std::string>& params) {
+  ParsedSearch out;
+  bool have_q = false;
+  for (auto it = params.begin(); it != params.end(); it = params.upper_bound(it->first)) {
+    const std::string& name = it->first;
+    if (params.count(name) > 1) return Fail(kIllegalArgument, "parameter [" + name + "] given more than once");
+  }
+  for (const auto& [name, value] : params) {
+    if (name == "q") {
+      if (auto e = CheckQ(value)) return Fail(e->type, e->reason);
+      out.params.q = value;
+      have_q = true;
+    } else if (name == "k") {
+      auto k = ParseInteger(value);
+      if (!k) return Fail(kIllegalArgument, "parameter [k] must be an integer (got " + Quote(value) + ")");
+      if (auto e = CheckK(*k)) return Fail(e->type, e->reason);
+      out.params.k = static_cast<uint32_t>(*k);
+    } else if (name == "mode") {
+      if (auto e = SetMode(value, &out.params)) return Fail(e->type, e->reason);
+    } else if (name == "timeout_ms") {
+      auto t = ParseInteger(value);
+      if (!t) return Fail(kIllegalArgument, "parameter [timeout_ms] must be an integer (got " + Quote(value) + ")");
+      if (auto e = CheckTimeout(*t)) return Fail(e->type, e->reason);
+      out.params.timeout_ms = static_cast<uint32_t>(*t);
+    } else {
+      return Fail(kIllegalArgument, "unrecognized parameter [" + std::string(name.substr(0, 64)) +
+                                        "] (known: q, k, mode, timeout_ms)");
+    }
+  }
+  if (!have_q) return Fail(kIllegalArgument, "missing required parameter [q]");
+  return out;
+}
+
+ParsedSearch ParseSearchBody(std::string_view body) {
+  using nlohmann::json;
+  ParsedSearch out;
+  json doc;
+  try {
+    // nlohmann's parser and destructor are iterative, so deep nesting cannot overflow the stack;
+    // the body's size is bounded by the HTTP server's payload limit.
+    doc = json::parse(body.begin(), body.end());
+  } catch (const json::parse_error& e) {
+    return Fail(kParseException, std::string("request body is not valid JSON: ") + e.what());
+  }
+  if (!doc.is_object()) return Fail(kParseException, "request body must be a JSON object");
+  bool have_q = false;
+  for (const auto& [name, value] : doc.items()) {
+    if (name == "q") {
+      if (!value.is_string()) return Fail(kIllegalArgument, "field [q] must be a string");
+      const auto& q = value.get_ref<const std::string&>();
+      if (auto e = CheckQ(q)) return Fail(e->type, e->reason);
+      out.params.q = q;
+      have_q = true;
+    } else if (name == "k") {
+      if (!value.is_number_integer()) return Fail(kIllegalArgument, "field [k] must be an integer");
+      const int64_t k = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}
+                            ? INT64_MAX
+                            : value.get<int64_t>();
+      if (auto e = CheckK(k)) return Fail(e->type, e->reason);
+      out.params.k = static_cast<uint32_t>(k);
+    } else if (name == "mode") {
+      if (!value.is_string()) return Fail(kIllegalArgument, "field [mode] must be a string");
+      if (auto e = SetMode(value.get_ref<const std::string&>(), &out.params)) return Fail(e->type, e->reason);
+    } else if (name == "timeout_ms") {
+      if (!value.is_number_integer()) return Fail(kIllegalArgument, "field [timeout_ms] must be an integer");
+      const int64_t t = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}
+                            ? INT64_MAX
+                            : value.get<int64_t>();
+      if (auto e = CheckTimeout(t)) return Fail(e->type, e->reason);
+      out.params.timeout_ms = static_cast<uint32_t>(t);
+    } else {
+      return Fail(kIllegalArgument, "unrecognized field [" + name.substr(0, 64) + "] (known: q, k, mode, timeout_ms)");
+    }
+  }
+  if (!have_q) return Fail(kIllegalArgument, "missing required field [q]");
+  return out;
+}
+
+}  // namespace search

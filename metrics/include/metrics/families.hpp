@@ -1,0 +1,72 @@
+// The metric families of the cluster: names (Prometheus naming: base units, _total for counters,
+// _seconds / _bytes for units), label names and help texts. Metrics (metrics.hpp) registers each
+// exactly once; dashboards, alerts and tests refer to these names.
+// Thread-safety: constants.
+#pragma once
+
+#include <string_view>
+
+namespace search::families {
+
+struct Family {
+  std::string_view name;
+  std::string_view help;
+};
+
+// Requests. Labels: component, mode (and|or|andor), status (RequestStatus labels).
+inline constexpr Family kRequests{"search_requests_total",
+                                  "Search requests answered, by component, query mode and outcome."};
+// Labels: component, mode. Integrator: end to end (HTTP in to HTTP out); node: receive to reply.
+inline constexpr Family kRequestDuration{"search_request_duration_seconds",
+                                         "Search request latency in seconds, by component and query mode."};
+// Labels: component.
+inline constexpr Family kInflight{"search_inflight_requests", "Search requests currently being processed."};
+inline constexpr Family kDeadlineExceeded{"search_deadline_exceeded_total",
+                                          "Requests whose deadline passed before they were answered in full."};
+// Labels: component, reason (BadRequestReason labels).
+inline constexpr Family kBadRequests{"search_bad_requests_total",
+                                     "Rejected requests (malformed, unsupported version, invalid fields), by reason."};
+
+// Integrator, per shard. Labels: shard.
+inline constexpr Family kShardRequestDuration{"search_shard_request_duration_seconds",
+                                              "Integrator-observed round trip to one shard node in seconds."};
+// Labels: shard, status.
+inline constexpr Family kShardRequests{"search_shard_requests_total",
+                                       "Requests sent by the integrator to a shard node, by outcome."};
+inline constexpr Family kShardUp{"search_shard_up", "1 when the shard node answers health checks, else 0."};
+
+// Node. Labels: processor (cpu|gpu|hybrid).
+inline constexpr Family kNodeQueue{"search_node_queue_seconds",
+                                   "Time a request waited in the node's queue for a worker, in seconds."};
+inline constexpr Family kNodeExecution{"search_node_execution_seconds",
+                                       "Time a node spent executing a request, in seconds."};
+inline constexpr Family kNodeQueued{"search_node_queued_requests", "Requests waiting in the node's queue."};
+inline constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
+                                        "Replies dropped because their peer had disconnected."};
+inline constexpr Family kPostingsDecoded{"search_postings_decoded_total", "Posting docIDs decoded, by processor."};
+inline constexpr Family kBlocksDecoded{"search_blocks_decoded_total", "Posting blocks decoded, by processor."};
+inline constexpr Family kPostingsScored{"search_postings_scored_total", "Documents fully scored, by processor."};
+inline constexpr Family kFallbackCpu{"search_fallback_cpu_total",
+                                     "Queries the GPU engine handed back to the CPU executor."};
+
+// Integrator result cache.
+inline constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
+inline constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
+inline constexpr Family kResultCacheEvictions{"search_result_cache_evictions_total", "Result cache evictions."};
+inline constexpr Family kResultCacheBytes{"search_result_cache_bytes", "Bytes held by the result cache."};
+inline constexpr Family kResultCacheEntries{"search_result_cache_entries", "Entries in the result cache."};
+inline constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byte budget of the result cache."};
+
+// Node list cache (ListCache::stats()).
+inline constexpr Family kListCacheHits{"search_list_cache_hits_total", "Posting-list cache hits."};
+inline constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Posting-list cache misses."};
+inline constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};
+inline constexpr Family kListCacheBytes{"search_list_cache_bytes", "Bytes held by the posting-list cache."};
+inline constexpr Family kListCacheEntries{"search_list_cache_entries", "Lists held by the posting-list cache."};
+inline constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte budget of the posting-list cache."};
+
+// Process.
+inline constexpr Family kProcessStartTime{"process_start_time_seconds",
+                                          "Start time of the process since the Unix epoch in seconds."};
+
+}  // namespace search::families

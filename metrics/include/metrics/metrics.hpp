@@ -1,0 +1,178 @@
+// Metrics: every Prometheus metric family of the cluster, in one place, over prometheus-cpp.
+// A process makes one Metrics (its component label: "node", "integrator", ...), which registers
+// ALL families once with their help texts (families.hpp lists names, help texts and labels) and
+// hands out typed accessors, so callers never repeat label strings and labels stay bounded:
+// mode in {and, or, andor}, status in RequestStatus, processor in {cpu, gpu, hybrid}, reason in
+// BadRequestReason, shard = a shard id. StartExposer serves GET /metrics on HOST:PORT.
+//
+// Values computed elsewhere (the list cache's counters, a result cache's size) are refreshed at
+// scrape time by scrape hooks (AddScrapeHook): the exposer and SerializeText run every hook before
+// collecting. Counters fed from an external monotonic source use SetCounterTo.
+//
+// Latency histograms are in seconds with exponential buckets 50 us * 2^i up to 6.55 s.
+// Thread-safety: all accessors and metric updates are thread-safe (prometheus-cpp metrics are);
+// the returned references live as long as the Metrics. Hooks run on the exposer's thread: a hook
+// must be removed (RemoveScrapeHook) before anything it captures dies.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "core/query.hpp"
+#include "core/status.hpp"
+#include "proto/wire.hpp"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace search {
+
+// The status label of request counters: the StatusCode names in snake_case, plus "partial" (an
+// integrator answer missing some shards).
+enum class RequestStatus : uint8_t {
+  kOk = 0, kPartial, kInvalidArgument, kNotFound, kCorruption, kIOError, kUnavailable,
+  kDeadlineExceeded, kResourceExhausted, kInternal,
+};
+inline constexpr size_t kNumRequestStatus = 10;
+RequestStatus ToRequestStatus(StatusCode code);  // kAlreadyExists -> kInternal
+std::string_view RequestStatusLabel(RequestStatus s);
+
+enum class BadRequestReason : uint8_t {
+  kMalformed = 0,        // frame failed to parse (capnp) / body not parseable
+  kUnsupportedVersion,   // unknown protocol major version
+  kInvalidArgument,      // parsed but invalid fields (terms, k, mode)
+  kBadFrames,            // wrong multipart shape (not [identity][empty][payload])
+  kUnexpectedMessage,    // a message kind this process does not accept
+  kHttpBadParameter,     // integrator: a bad HTTP parameter or body
+};
+inline constexpr size_t kNumBadRequestReasons = 6;
+std::string_view BadRequestReasonLabel(BadRequestReason r);
+
+// "and", "or", "andor" (the metrics label; same as QueryModeName).
+std::string_view ModeLabel(QueryMode mode);
+
+// A snapshot of a main-memory cache's counters (ListCache::stats(), the result cache).
+struct CacheSnapshot {
+  uint64_t hits = 0, misses = 0, evictions = 0;
+  uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
+};
+
+// The latency buckets: 50 us * 2^i, i = 0..17.
+prometheus::Histogram::BucketBoundaries LatencyBuckets();
+
+// Adds max(0, value - current) so a prometheus counter follows an external monotonic counter.
+void SetCounterTo(prometheus::Counter& counter, double value);
+
+class Metrics {
+ public:
+  // `component`: the component label of this process, e.g. "node" or "integrator".
+  explicit Metrics(std::string component);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  const std::string& component() const { return component_; }
+  prometheus::Registry& registry() { return *registry_; }
+  std::shared_ptr<prometheus::Registry> shared_registry() { return registry_; }
+
+  // Serves GET /metrics on "HOST:PORT" (PORT 0 picks a free port). IOError when it cannot bind;
+  // InvalidArgument when already started.
+  [[nodiscard]] Status StartExposer(const std::string& host_port);
+  void StopExposer();
+  // The bound port, 0 when not serving.
+  int exposer_port() const;
+
+  // Scrape hooks: run (in registration order) before each collection. Returns an id.
+  int AddScrapeHook(std::function<void()> hook);
+  void RemoveScrapeHook(int id);
+  void RunScrapeHooks();
+  // The whole registry in Prometheus text format, after running the hooks.
+  std::string SerializeText();
+
+  // --- search requests (integrator end to end, node per request) ---
+  prometheus::Counter& requests(QueryMode mode, RequestStatus status) {
+    return *requests_[Idx(mode)][static_cast<size_t>(status)];
+  }
+  prometheus::Histogram& request_duration(QueryMode mode) { return *request_duration_[Idx(mode)]; }
+  prometheus::Gauge& inflight() { return *inflight_; }
+  prometheus::Counter& deadline_exceeded() { return *deadline_exceeded_; }
+  prometheus::Counter& bad_requests(BadRequestReason r) { return *bad_requests_[static_cast<size_t>(r)]; }
+
+  // --- integrator, per shard (created on first use; shard ids are bounded by the cluster) ---
+  prometheus::Histogram& shard_request_duration(uint32_t shard);
+  prometheus::Counter& shard_requests(uint32_t shard, RequestStatus status);
+  prometheus::Gauge& shard_up(uint32_t shard);
+
+  // --- node ---
+  prometheus::Histogram& node_queue_seconds(Processor p) { return *node_queue_[static_cast<size_t>(p)]; }
+  prometheus::Histogram& node_execution_seconds(Processor p) { return *node_exec_[static_cast<size_t>(p)]; }
+  prometheus::Gauge& node_queued() { return *node_queued_; }
+  prometheus::Counter& node_unroutable_replies() { return *node_unroutable_; }
+  prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[static_cast<size_t>(p)]; }
+  prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[static_cast<size_t>(p)]; }
+  prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[static_cast<size_t>(p)]; }
+  prometheus::Counter& fallback_cpu() { return *fallback_cpu_; }
+
+  // --- caches ---
+  prometheus::Counter& result_cache_hits() { return *result_cache_hits_; }
+  prometheus::Counter& result_cache_misses() { return *result_cache_misses_; }
+  // Sets the result-cache series from a snapshot (hits/misses only when they are tracked outside).
+  void SetResultCache(const CacheSnapshot& s, bool include_hit_counters);
+  // Sets every search_list_cache_* series (call from a scrape hook with ListCache::stats()).
+  void SetListCache(const CacheSnapshot& s);
+
+ private:
+  static size_t Idx(QueryMode m) { return static_cast<size_t>(m); }
+  class HookedCollectable;
+
+  std::string component_;
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Histogram::BucketBoundaries buckets_;
+  std::shared_ptr<HookedCollectable> collectable_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  mutable std::mutex hooks_mu_;
+  std::map<int, std::function<void()>> hooks_;  // GUARDED_BY(hooks_mu_)
+  int next_hook_id_ = 1;                        // GUARDED_BY(hooks_mu_)
+  std::mutex run_hooks_mu_;                     // serializes hook runs (exposer vs SerializeText)
+
+  prometheus::Family<prometheus::Histogram>* shard_duration_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* shard_requests_family_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* shard_up_family_ = nullptr;
+
+  std::array<std::array<prometheus::Counter*, kNumRequestStatus>, 3> requests_{};
+  std::array<prometheus::Histogram*, 3> request_duration_{};
+  prometheus::Gauge* inflight_ = nullptr;
+  prometheus::Counter* deadline_exceeded_ = nullptr;
+  std::array<prometheus::Counter*, kNumBadRequestReasons> bad_requests_{};
+  std::array<prometheus::Histogram*, 3> node_queue_{};
+  std::array<prometheus::Histogram*, 3> node_exec_{};
+  prometheus::Gauge* node_queued_ = nullptr;
+  prometheus::Counter* node_unroutable_ = nullptr;
+  std::array<prometheus::Counter*, 3> postings_decoded_{};
+  std::array<prometheus::Counter*, 3> blocks_decoded_{};
+  std::array<prometheus::Counter*, 3> postings_scored_{};
+  prometheus::Counter* fallback_cpu_ = nullptr;
+  prometheus::Counter *result_cache_hits_ = nullptr, *result_cache_misses_ = nullptr,
+                      *result_cache_evictions_ = nullptr;
+  prometheus::Gauge *result_cache_bytes_ = nullptr, *result_cache_entries_ = nullptr,
+                    *result_cache_capacity_ = nullptr;
+  prometheus::Counter *list_cache_hits_ = nullptr, *list_cache_misses_ = nullptr, *list_cache_evictions_ = nullptr;
+  prometheus::Gauge *list_cache_bytes_ = nullptr, *list_cache_entries_ = nullptr, *list_cache_capacity_ = nullptr;
+  prometheus::Gauge* start_time_ = nullptr;
+};
+
+}  // namespace search

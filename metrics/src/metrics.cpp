@@ -1,0 +1,253 @@
+// Metrics: registration of every family and the exposer (see metrics/metrics.hpp).
+#include "metrics/metrics.hpp"
+
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/text_serializer.h>
+
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "metrics/families.hpp"
+
+namespace search {
+namespace {
+
+using prometheus::Labels;
+
+constexpr std::array<QueryMode, 3> kModes = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kGpu, Processor::kHybrid};
+
+prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& r, const families::Family& f) {
+  return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+}
+prometheus::Family<prometheus::Gauge>& GaugeFamily(prometheus::Registry& r, const families::Family& f) {
+  return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+}
+prometheus::Family<prometheus::Histogram>& HistogramFamily(prometheus::Registry& r, const families::Family& f) {
+  return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+}
+
+}  // namespace
+
+// The exposer's view of the registry: runs the scrape hooks, then collects.
+class Metrics::HookedCollectable : public prometheus::Collectable {
+ public:
+  explicit HookedCollectable(Metrics* owner) : owner_(owner) {}
+  std::vector<prometheus::MetricFamily> Collect() const override {
+    owner_->RunScrapeHooks();
+    return owner_->registry_->Collect();
+  }
+
+ private:
+  Metrics* owner_;
+};
+
+RequestStatus ToRequestStatus(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return RequestStatus::kOk;
+    case StatusCode::kInvalidArgument: return RequestStatus::kInvalidArgument;
+    case StatusCode::kNotFound: return RequestStatus::kNotFound;
+    case StatusCode::kCorruption: return RequestStatus::kCorruption;
+    case StatusCode::kIOError: return RequestStatus::kIOError;
+    case StatusCode::kUnavailable: return RequestStatus::kUnavailable;
+    case StatusCode::kDeadlineExceeded: return RequestStatus::kDeadlineExceeded;
+    case StatusCode::kResourceExhausted: return RequestStatus::kResourceExhausted;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kInternal: return RequestStatus::kInternal;
+  }
+  return RequestStatus::kInternal;
+}
+
+std::string_view RequestStatusLabel(RequestStatus s) {
+  static constexpr std::array<std::string_view, kNumRequestStatus> kNames = {
+      "ok", "partial", "invalid_argument", "not_found", "corruption", "io_error",
+      "unavailable", "deadline_exceeded", "resource_exhausted", "internal"};
+  const auto i = static_cast<size_t>(s);
+  return i < kNames.size() ? kNames[i] : "internal";
+}
+
+std::string_view BadRequestReasonLabel(BadRequestReason r) {
+  static constexpr std::array<std::string_view, kNumBadRequestReasons> kNames = {
+      "malformed", "unsupported_version", "invalid_argument", "bad_frames", "unexpected_message",
+      "http_bad_parameter"};
+  const auto i = static_cast<size_t>(r);
+  return i < kNames.size() ? kNames[i] : "malformed";
+}
+
+std::string_view ModeLabel(QueryMode mode) {
+  switch (mode) {
+    case QueryMode::kAnd: return "and";
+    case QueryMode::kOr: return "or";
+    case QueryMode::kAndOr: return "andor";
+  }
+  return "and";
+}
+
+prometheus::Histogram::BucketBoundaries LatencyBuckets() {
+  prometheus::Histogram::BucketBoundaries b;
+  double v = 50e-6;
+  for (int i = 0; i < 18; ++i, v *= 2) b.push_back(v);
+  return b;
+}
+
+void SetCounterTo(prometheus::Counter& counter, double value) {
+  const double delta = value - counter.Value();
+  if (delta > 0) counter.Increment(delta);
+}
+
+Metrics::Metrics(std::string component)
+    : component_(std::move(component)), registry_(std::make_shared<prometheus::Registry>()) {
+  collectable_ = std::make_shared<HookedCollectable>(this);
+  auto& r = *registry_;
+  const Labels comp{{"component", component_}};
+  buckets_ = LatencyBuckets();
+  const auto& buckets = buckets_;
+
+  auto& requests = CounterFamily(r, families::kRequests);
+  auto& duration = HistogramFamily(r, families::kRequestDuration);
+  for (QueryMode m : kModes) {
+    for (size_t s = 0; s < kNumRequestStatus; ++s) {
+      requests_[Idx(m)][s] = &requests.Add({{"component", component_},
+                                            {"mode", std::string(ModeLabel(m))},
+                                            {"status", std::string(RequestStatusLabel(static_cast<RequestStatus>(s)))}});
+    }
+    request_duration_[Idx(m)] =
+        &duration.Add({{"component", component_}, {"mode", std::string(ModeLabel(m))}}, buckets);
+  }
+  inflight_ = &GaugeFamily(r, families::kInflight).Add(comp);
+  deadline_exceeded_ = &CounterFamily(r, families::kDeadlineExceeded).Add(comp);
+  auto& bad = CounterFamily(r, families::kBadRequests);
+  for (size_t i = 0; i < kNumBadRequestReasons; ++i) {
+    bad_requests_[i] = &bad.Add(
+        {{"component", component_}, {"reason", std::string(BadRequestReasonLabel(static_cast<BadRequestReason>(i)))}});
+  }
+
+  shard_duration_family_ = &HistogramFamily(r, families::kShardRequestDuration);
+  shard_requests_family_ = &CounterFamily(r, families::kShardRequests);
+  shard_up_family_ = &GaugeFamily(r, families::kShardUp);
+
+  auto& queue = HistogramFamily(r, families::kNodeQueue);
+  auto& exec = HistogramFamily(r, families::kNodeExecution);
+  auto& postings = CounterFamily(r, families::kPostingsDecoded);
+  auto& blocks = CounterFamily(r, families::kBlocksDecoded);
+  auto& scored = CounterFamily(r, families::kPostingsScored);
+  for (Processor p : kProcessors) {
+    const Labels l{{"processor", std::string(ProcessorName(p))}};
+    const auto i = static_cast<size_t>(p);
+    node_queue_[i] = &queue.Add(l, buckets);
+    node_exec_[i] = &exec.Add(l, buckets);
+    postings_decoded_[i] = &postings.Add(l);
+    blocks_decoded_[i] = &blocks.Add(l);
+    postings_scored_[i] = &scored.Add(l);
+  }
+  node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
+  node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
+  fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
+
+  result_cache_hits_ = &CounterFamily(r, families::kResultCacheHits).Add({});
+  result_cache_misses_ = &CounterFamily(r, families::kResultCacheMisses).Add({});
+  result_cache_evictions_ = &CounterFamily(r, families::kResultCacheEvictions).Add({});
+  result_cache_bytes_ = &GaugeFamily(r, families::kResultCacheBytes).Add({});
+  result_cache_entries_ = &GaugeFamily(r, families::kResultCacheEntries).Add({});
+  result_cache_capacity_ = &GaugeFamily(r, families::kResultCacheCapacity).Add({});
+
+  list_cache_hits_ = &CounterFamily(r, families::kListCacheHits).Add({});
+  list_cache_misses_ = &CounterFamily(r, families::kListCacheMisses).Add({});
+  list_cache_evictions_ = &CounterFamily(r, families::kListCacheEvictions).Add({});
+  list_cache_bytes_ = &GaugeFamily(r, families::kListCacheBytes).Add({});
+  list_cache_entries_ = &GaugeFamily(r, families::kListCacheEntries).Add({});
+  list_cache_capacity_ = &GaugeFamily(r, families::kListCacheCapacity).Add({});
+
+  start_time_ = &GaugeFamily(r, families::kProcessStartTime).Add({});
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  start_time_->Set(std::chrono::duration<double>(now).count());
+}
+
+Metrics::~Metrics() { StopExposer(); }
+
+Status Metrics::StartExposer(const std::string& host_port) {
+  if (exposer_) return Status::InvalidArgument("metrics exposer already started");
+  try {
+    // One serving thread is plenty for scrapes.
+    exposer_ = std::make_unique<prometheus::Exposer>(host_port, 1);
+    exposer_->RegisterCollectable(collectable_, "/metrics");
+  } catch (const std::exception& e) {
+    exposer_.reset();
+    return Status::IOError("cannot serve metrics on " + host_port + ": " + e.what());
+  }
+  return Status::Ok();
+}
+
+void Metrics::StopExposer() { exposer_.reset(); }
+
+int Metrics::exposer_port() const {
+  if (!exposer_) return 0;
+  auto ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+int Metrics::AddScrapeHook(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(hooks_mu_);
+  const int id = next_hook_id_++;
+  hooks_.emplace(id, std::move(hook));
+  return id;
+}
+
+void Metrics::RemoveScrapeHook(int id) {
+  // Taking run_hooks_mu_ waits for a hook run in progress, so after this returns the removed hook
+  // no longer runs and whatever it captured may die.
+  std::lock_guard<std::mutex> run_lock(run_hooks_mu_);
+  std::lock_guard<std::mutex> lock(hooks_mu_);
+  hooks_.erase(id);
+}
+
+void Metrics::RunScrapeHooks() {
+  std::lock_guard<std::mutex> run_lock(run_hooks_mu_);
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(hooks_mu_);
+    for (auto& [id, h] : hooks_) hooks.push_back(h);
+  }
+  for (auto& h : hooks) h();
+}
+
+std::string Metrics::SerializeText() {
+  prometheus::TextSerializer serializer;
+  return serializer.Serialize(collectable_->Collect());
+}
+
+prometheus::Histogram& Metrics::shard_request_duration(uint32_t shard) {
+  return shard_duration_family_->Add({{"shard", std::to_string(shard)}}, buckets_);
+}
+
+prometheus::Counter& Metrics::shard_requests(uint32_t shard, RequestStatus status) {
+  return shard_requests_family_->Add({{"shard", std::to_string(shard)}, {"status", std::string(RequestStatusLabel(status))}});
+}
+
+prometheus::Gauge& Metrics::shard_up(uint32_t shard) {
+  return shard_up_family_->Add({{"shard", std::to_string(shard)}});
+}
+
+void Metrics::SetResultCache(const CacheSnapshot& s, bool include_hit_counters) {
+  if (include_hit_counters) {
+    SetCounterTo(*result_cache_hits_, static_cast<double>(s.hits));
+    SetCounterTo(*result_cache_misses_, static_cast<double>(s.misses));
+  }
+  SetCounterTo(*result_cache_evictions_, static_cast<double>(s.evictions));
+  result_cache_bytes_->Set(static_cast<double>(s.bytes));
+  result_cache_entries_->Set(static_cast<double>(s.entries));
+  result_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+}
+
+void Metrics::SetListCache(const CacheSnapshot& s) {
+  SetCounterTo(*list_cache_hits_, static_cast<double>(s.hits));
+  SetCounterTo(*list_cache_misses_, static_cast<double>(s.misses));
+  SetCounterTo(*list_cache_evictions_, static_cast<double>(s.evictions));
+  list_cache_bytes_->Set(static_cast<double>(s.bytes));
+  list_cache_entries_->Set(static_cast<double>(s.entries));
+  list_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+}
+
+}  // namespace search

@@ -1,0 +1,59 @@
+// Executor: what a shard node runs a query on. The node's server only sees this interface; the
+// CPU engine (CpuExecutorAdapter) is one implementation and the GPU engine / CPU-GPU scheduler
+// plug in later as others. Hits come back best first (score desc, docID asc) with external ids.
+// Thread-safety: Execute may be called from many worker threads at once; implementations must
+// be thread-safe.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/query.hpp"
+#include "core/status.hpp"
+#include "cpu_exec/cpu_executor.hpp"
+#include "proto/wire.hpp"
+
+namespace search {
+
+class ShardReader;
+
+struct ExecOutput {
+  std::vector<HitMsg> hits;  // best first, at most k, external ids resolved
+  QueryStats stats;
+  Processor processor = Processor::kCpu;  // where it actually ran
+};
+
+using Deadline = std::chrono::steady_clock::time_point;
+inline constexpr Deadline kNoDeadline = Deadline::max();
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  // "cpu", "gpu", "scheduler", ... for logs.
+  virtual std::string_view name() const = 0;
+  // True when a GPU executor is active behind this one (reported in ShardHealth.gpu).
+  virtual bool has_gpu() const { return false; }
+  // REQUIRES: query.terms canonical (unique, ascending). `flags` are SearchRequest.flags
+  // (kFlagForceCpu / kFlagForceGpu). DeadlineExceeded when the deadline has passed before the
+  // work starts (engines may also stop between phases); InvalidArgument for a bad k; Unavailable
+  // when a forced processor does not exist here.
+  virtual Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) = 0;
+};
+
+// The CPU engine over one open shard: CpuExecutor::Search, then ShardReader::GetExternalId.
+class CpuExecutorAdapter final : public Executor {
+ public:
+  // REQUIRES: shard outlives the adapter.
+  explicit CpuExecutorAdapter(const ShardReader* shard);
+  std::string_view name() const override { return "cpu"; }
+  Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+
+ private:
+  const ShardReader* shard_;
+  CpuExecutor executor_;
+};
+
+}  // namespace search

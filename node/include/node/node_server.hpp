@@ -1,0 +1,96 @@
+// NodeServer: the shard node's service. A ZeroMQ ROUTER bound to `listen` receives
+// [identity][empty][Envelope frame] messages (proto/search.capnp) from integrator DEALERs; one
+// I/O thread owns the ROUTER and answers Pings itself; SearchRequests go through a bounded job
+// queue to a pool of worker threads that run them on an Executor and hand encoded replies back to
+// the I/O thread through a mutex-guarded queue plus an eventfd the I/O thread polls (no socket is
+// ever shared between threads).
+//
+// Behaviour on the wire:
+//   - undecodable frames: answered InvalidArgument ("malformed message: ...", or "unsupported
+//     protocol major version ...") when a request id can be recovered, else counted and dropped;
+//   - a request already past its deadline, or whose deadline passes while queued: DeadlineExceeded
+//     without running; a full queue: ResourceExhausted (load shedding);
+//   - while draining (after stop()): new requests are answered Unavailable, Pings report "draining".
+// Socket hygiene: LINGER 0, MAXMSGSIZE, explicit SNDHWM/RCVHWM, ROUTER_MANDATORY (a reply to a
+// vanished peer, or to one whose pipe is full, is dropped and counted), ZMTP heartbeats.
+// Thread-safety: start() and stop() from one controlling thread; accessors are thread-safe.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.hpp"
+#include "node/executor.hpp"
+
+namespace search {
+
+class Metrics;
+class ShardReader;
+
+struct NodeServerOptions {
+  std::string listen = "tcp://127.0.0.1:*";  // a ZeroMQ endpoint; port "*" picks a free one
+  size_t threads = 0;                         // workers; 0 = hardware threads
+  size_t queue_capacity = 1024;               // queued requests beyond this are shed
+  int sndhwm = 10000;                         // messages per peer pipe
+  int rcvhwm = 10000;
+  int64_t max_msg_bytes = int64_t{16} << 20;  // ZMQ_MAXMSGSIZE (= proto kMaxFrameBytes)
+  int heartbeat_ivl_ms = 1000;
+  int heartbeat_timeout_ms = 5000;
+  int heartbeat_ttl_ms = 5000;
+  std::chrono::milliseconds drain_timeout{10000};  // stop() gives in-flight work this long
+};
+
+class NodeServer {
+ public:
+  // REQUIRES: shard, executor and metrics outlive the server. metrics may be nullptr.
+  NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options);
+  ~NodeServer();  // stop()s if running
+  NodeServer(const NodeServer&) = delete;
+  NodeServer& operator=(const NodeServer&) = delete;
+
+  // Binds and starts the I/O thread and workers. IOError when the endpoint cannot be bound.
+  [[nodiscard]] Status start();
+  // Stops accepting (new requests answered Unavailable), waits for in-flight requests to be
+  // answered (up to drain_timeout), then closes the socket and joins every thread. Idempotent.
+  void stop();
+  // Asks the server to stop without waiting (async-signal-safe: one atomic store, one write(2)).
+  void request_stop();
+
+  // The bound endpoint (ZMQ_LAST_ENDPOINT), e.g. "tcp://127.0.0.1:40123". Valid after start().
+  const std::string& endpoint() const { return endpoint_; }
+  bool running() const { return running_.load(); }
+
+  // Counters, for tests and health.
+  uint64_t in_flight() const { return in_flight_.load(); }
+  uint64_t queued() const;
+  uint64_t unroutable_replies() const { return unroutable_.load(); }
+  uint64_t dropped_frames() const { return dropped_.load(); }
+
+ private:
+  struct Impl;
+  void IoLoop();
+  void WorkerLoop();
+
+  const ShardReader* shard_;
+  Executor* executor_;
+  Metrics* metrics_;
+  NodeServerOptions options_;
+  std::unique_ptr<Impl> impl_;
+  std::string endpoint_;
+  std::thread io_thread_;
+  std::vector<std::thread> workers_;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> stop_requested_{false};
+  std::atomic<uint64_t> in_flight_{0};
+  std::atomic<uint64_t> unroutable_{0};
+  std::atomic<uint64_t> dropped_{0};
+  int hook_id_ = 0;
+};
+
+}  // namespace search

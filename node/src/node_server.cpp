@@ -1,0 +1,531 @@
+// NodeServer (see node/node_server.hpp): the ROUTER I/O thread, the job queue and the workers.
+#include "node/node_server.hpp"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <zmq.hpp>
+
+#include "index_store/shard_store.hpp"
+#include "metrics/log.hpp"
+#include "metrics/metrics.hpp"
+
+namespace search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const Logger& Log() {
+  static const Logger kLog("node");
+  return kLog;
+}
+
+int64_t WallMicrosNow() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t MicrosBetween(Clock::time_point a, Clock::time_point b) {
+  return b <= a ? 0 : static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(b - a).count());
+}
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// The frames of one received multipart message: the first kMaxParts kept, the rest counted.
+constexpr size_t kMaxParts = 4;
+// Messages read per poll round before replies get a turn.
+constexpr int kReceiveBatch = 256;
+
+struct Job {
+  std::string identity;
+  SearchRequestMsg request;
+  Clock::time_point received;
+  Deadline deadline = kNoDeadline;
+};
+
+struct Reply {
+  std::string identity;
+  std::string payload;
+  QueryMode mode = QueryMode::kAnd;
+  Clock::time_point received;
+};
+
+}  // namespace
+
+struct NodeServer::Impl {
+  zmq::context_t ctx{1};
+  zmq::socket_t router;
+  int wake_fd = -1;
+  std::atomic<bool> draining{false};
+  std::string analyzer_json;
+
+  std::mutex jobs_mu;
+  std::condition_variable jobs_cv;
+  std::deque<Job> jobs;  // GUARDED_BY(jobs_mu)
+  bool closed = false;   // GUARDED_BY(jobs_mu)
+
+  std::mutex replies_mu;
+  std::vector<Reply> replies;  // GUARDED_BY(replies_mu)
+
+  ~Impl() {
+    if (wake_fd >= 0) ::close(wake_fd);
+  }
+  void Wake() const {
+    const uint64_t one = 1;
+    ssize_t ignored = ::write(wake_fd, &one, sizeof(one));
+    (void)ignored;
+  }
+};
+
+NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options)
+    : shard_(shard), executor_(executor), metrics_(metrics), options_(std::move(options)),
+      impl_(std::make_unique<Impl>()) {
+  if (options_.threads == 0) options_.threads = std::max(1u, std::thread::hardware_concurrency());
+  if (options_.queue_capacity == 0) options_.queue_capacity = 1;
+  impl_->analyzer_json = shard_->meta().analyzer.ToJson();
+}
+
+NodeServer::~NodeServer() { stop(); }
+
+uint64_t NodeServer::queued() const {
+  std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+  return impl_->jobs.size();
+}
+
+Status NodeServer::start() {
+  if (running_.load()) return Status::InvalidArgument("node server already started");
+  if (io_thread_.joinable()) return Status::InvalidArgument("a stopped node server cannot restart");
+  impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (impl_->wake_fd < 0) return Status::IOError("eventfd failed");
+  try {
+    impl_->router = zmq::socket_t(impl_->ctx, zmq::socket_type::router);
+    auto& s = impl_->router;
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::maxmsgsize, options_.max_msg_bytes);
+    s.set(zmq::sockopt::sndhwm, options_.sndhwm);
+    s.set(zmq::sockopt::rcvhwm, options_.rcvhwm);
+    s.set(zmq::sockopt::router_mandatory, true);
+    s.set(zmq::sockopt::heartbeat_ivl, options_.heartbeat_ivl_ms);
+    s.set(zmq::sockopt::heartbeat_timeout, options_.heartbeat_timeout_ms);
+    s.set(zmq::sockopt::heartbeat_ttl, options_.heartbeat_ttl_ms);
+    s.bind(options_.listen);
+    endpoint_ = s.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    impl_->router.close();
+    return Status::IOError("cannot listen on " + options_.listen + ": " + e.what());
+  }
+  if (metrics_ != nullptr) {
+    hook_id_ = metrics_->AddScrapeHook([this] {
+      const ListCacheStats s = shard_->list_cache().stats();
+      metrics_->SetListCache(CacheSnapshot{s.hits, s.misses, s.evictions, s.bytes, s.entries, s.capacity_bytes});
+      metrics_->node_queued().Set(static_cast<double>(queued()));
+    });
+  }
+  running_ = true;
+  for (size_t i = 0; i < options_.threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+  io_thread_ = std::thread([this] { IoLoop(); });
+  Log().Info() << "shard " << shard_->meta().shard_id << " serving on " << endpoint_ << " with " << options_.threads
+               << " workers (" << executor_->name() << ")";
+  return Status::Ok();
+}
+
+void NodeServer::request_stop() {
+  stop_requested_.store(true);
+  if (impl_->wake_fd >= 0) impl_->Wake();
+}
+
+void NodeServer::stop() {
+  if (!io_thread_.joinable()) return;
+  request_stop();
+  io_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+    impl_->closed = true;
+  }
+  impl_->jobs_cv.notify_all();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+  if (metrics_ != nullptr && hook_id_ != 0) {
+    metrics_->RemoveScrapeHook(hook_id_);
+    hook_id_ = 0;
+  }
+  impl_->ctx.close();
+  running_ = false;
+  Log().Info() << "shard " << shard_->meta().shard_id << " stopped";
+}
+
+// ---- the I/O thread ---------------------------------------------------------------------------
+
+namespace {
+
+// Everything the I/O thread does with its socket; lives on the I/O thread's stack.
+class IoHandler {
+ public:
+  IoHandler(zmq::socket_t& router, const ShardMeta& meta, Metrics* metrics, std::atomic<uint64_t>& unroutable,
+            std::atomic<uint64_t>& dropped)
+      : router_(router), meta_(meta), metrics_(metrics), unroutable_(unroutable), dropped_(dropped) {}
+
+  // Sends [identity][empty][payload]; a vanished or saturated peer drops the reply (counted).
+  void Send(const std::string& identity, const std::string& payload) {
+    try {
+      zmq::message_t id(identity.data(), identity.size());
+      if (!router_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        Unroutable();
+        return;
+      }
+      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+      router_.send(zmq::message_t(payload.data(), payload.size()), zmq::send_flags::none);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EHOSTUNREACH || e.num() == EAGAIN) {
+        Unroutable();
+      } else {
+        Log().Warn() << "send failed: " << e.what();
+        Unroutable();
+      }
+    }
+  }
+
+  SearchResponseMsg ErrorResponse(uint64_t request_id, Status status) const {
+    SearchResponseMsg r;
+    r.request_id = request_id;
+    r.shard_id = meta_.shard_id;
+    r.status = std::move(status);
+    r.doc_begin = meta_.doc_begin;
+    r.doc_end = meta_.doc_end;
+    return r;
+  }
+
+  // An error for a message of `kind` (pings get a Pong, everything else a SearchResponse).
+  void SendError(const std::string& identity, MessageKind kind, uint64_t request_id, Status status) {
+    if (kind == MessageKind::kPing) {
+      PongMsg pong;
+      pong.request_id = request_id;
+      pong.status = std::move(status);
+      Send(identity, EncodePong(pong));
+    } else {
+      Send(identity, EncodeSearchResponse(ErrorResponse(request_id, std::move(status))));
+    }
+  }
+
+  void BadRequest(BadRequestReason reason) {
+    if (metrics_ != nullptr) metrics_->bad_requests(reason).Increment();
+  }
+  void Dropped() { dropped_.fetch_add(1); }
+
+ private:
+  void Unroutable() {
+    unroutable_.fetch_add(1);
+    if (metrics_ != nullptr) metrics_->node_unroutable_replies().Increment();
+  }
+
+  zmq::socket_t& router_;
+  const ShardMeta& meta_;
+  Metrics* metrics_;
+  std::atomic<uint64_t>& unroutable_;
+  std::atomic<uint64_t>& dropped_;
+};
+
+}  // namespace
+
+void NodeServer::IoLoop() {
+  auto& router = impl_->router;
+  const ShardMeta& meta = shard_->meta();
+  IoHandler io(router, meta, metrics_, unroutable_, dropped_);
+
+  auto count_request = [this](QueryMode mode, const Status& st, Clock::time_point received) {
+    if (metrics_ == nullptr) return;
+    metrics_->requests(mode, ToRequestStatus(st.code())).Increment();
+    metrics_->request_duration(mode).Observe(SecondsBetween(received, Clock::now()));
+    if (st.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
+  };
+
+  auto send_pending = [&] {
+    std::vector<Reply> batch;
+    {
+      std::lock_guard<std::mutex> lock(impl_->replies_mu);
+      batch.swap(impl_->replies);
+    }
+    for (Reply& r : batch) {
+      if (r.payload.empty()) {
+        io.Dropped();
+      } else {
+        io.Send(r.identity, r.payload);
+      }
+      in_flight_.fetch_sub(1);
+      if (metrics_ != nullptr) {
+        metrics_->inflight().Decrement();
+        metrics_->request_duration(r.mode).Observe(SecondsBetween(r.received, Clock::now()));
+      }
+    }
+  };
+
+  auto handle_search = [&](const std::string& identity, SearchRequestMsg req, Clock::time_point received) {
+    Deadline deadline = kNoDeadline;
+    if (req.deadline_unix_micros != 0) {
+      const int64_t left = req.deadline_unix_micros - WallMicrosNow();
+      if (left <= 0) {
+        Status st = Status::DeadlineExceeded("deadline passed " + std::to_string(-left) + " us before arrival");
+        io.SendError(identity, MessageKind::kSearchRequest, req.request_id, st);
+        count_request(req.mode, st, received);
+        return;
+      }
+      deadline = received + std::chrono::microseconds(left);
+    }
+    if (impl_->draining.load()) {
+      Status st = Status::Unavailable("node is draining (shutting down)");
+      io.SendError(identity, MessageKind::kSearchRequest, req.request_id, st);
+      count_request(req.mode, st, received);
+      return;
+    }
+    const uint64_t id = req.request_id;
+    const QueryMode mode = req.mode;
+    bool queued = false;
+    size_t depth = 0;
+    {
+      std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+      depth = impl_->jobs.size();
+      if (depth < options_.queue_capacity) {
+        impl_->jobs.push_back(Job{identity, std::move(req), received, deadline});
+        queued = true;
+        in_flight_.fetch_add(1);
+      }
+    }
+    if (!queued) {
+      Status st = Status::ResourceExhausted("node queue full (" + std::to_string(depth) + " requests waiting)");
+      io.SendError(identity, MessageKind::kSearchRequest, id, st);
+      count_request(mode, st, received);
+      return;
+    }
+    impl_->jobs_cv.notify_one();
+    if (metrics_ != nullptr) metrics_->inflight().Increment();
+  };
+
+  auto handle_ping = [&](const std::string& identity, const PingMsg& ping) {
+    PongMsg pong;
+    pong.request_id = ping.request_id;
+    ShardHealthMsg& h = pong.health;
+    h.shard_id = meta.shard_id;
+    h.num_shards = meta.num_shards;
+    h.doc_begin = meta.doc_begin;
+    h.doc_end = meta.doc_end;
+    h.num_docs_global = meta.stats.num_docs;
+    h.state = impl_->draining.load() ? "draining" : "serving";
+    const uint64_t q = queued();
+    const uint64_t f = in_flight_.load();
+    h.queued = static_cast<uint32_t>(q);
+    h.in_flight = static_cast<uint32_t>(f > q ? f - q : 0);
+    h.gpu = executor_->has_gpu();
+    h.analyzer_json = impl_->analyzer_json;
+    h.index_format_version = meta.format_version;
+    io.Send(identity, EncodePong(pong));
+  };
+
+  // One multipart message: [identity][empty][payload] expected.
+  auto handle_message = [&](std::array<zmq::message_t, kMaxParts>& parts, size_t n) {
+    const Clock::time_point received = Clock::now();
+    const std::string identity(static_cast<const char*>(parts[0].data()), parts[0].size());
+    const bool shape_ok = n == 3 && parts[1].size() == 0;
+    if (n < 2) {  // nothing but an identity: no payload to answer
+      io.BadRequest(BadRequestReason::kBadFrames);
+      io.Dropped();
+      return;
+    }
+    const zmq::message_t& payload = parts[std::min(n, kMaxParts) - 1];
+    RecoveredHeader rec;
+    auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(payload.data()), payload.size()), &rec);
+    if (!shape_ok) {
+      io.BadRequest(BadRequestReason::kBadFrames);
+      if (rec.request_id) {
+        io.SendError(identity, rec.kind, *rec.request_id,
+                     Status::InvalidArgument("expected frames [empty][message], got " + std::to_string(n - 1) +
+                                             " frames after the identity"));
+      } else {
+        io.Dropped();
+      }
+      return;
+    }
+    if (!env.ok()) {
+      BadRequestReason reason = BadRequestReason::kMalformed;
+      if (rec.kind != MessageKind::kUnknown) {
+        reason = rec.major != kProtocolMajor ? BadRequestReason::kUnsupportedVersion : BadRequestReason::kInvalidArgument;
+      }
+      io.BadRequest(reason);
+      if (rec.request_id) {
+        io.SendError(identity, rec.kind, *rec.request_id, env.status());
+      } else {
+        io.Dropped();
+        Log().Debug() << "dropped an unanswerable message: " << env.status().ToString();
+      }
+      return;
+    }
+    switch (env->kind()) {
+      case MessageKind::kSearchRequest:
+        handle_search(identity, std::move(std::get<SearchRequestMsg>(env->body)), received);
+        return;
+      case MessageKind::kPing:
+        handle_ping(identity, std::get<PingMsg>(env->body));
+        return;
+      default:
+        io.BadRequest(BadRequestReason::kUnexpectedMessage);
+        io.SendError(identity, MessageKind::kSearchResponse, rec.request_id.value_or(0),
+                     Status::InvalidArgument("a node accepts searchRequest and ping, not " +
+                                             std::string(MessageKindName(env->kind()))));
+        return;
+    }
+  };
+
+  // Reads one whole multipart message without blocking; false when none is waiting.
+  auto receive_one = [&]() -> bool {
+    std::array<zmq::message_t, kMaxParts> parts;
+    if (!router.recv(parts[0], zmq::recv_flags::dontwait)) return false;
+    size_t n = 1;
+    bool more = parts[0].more();
+    while (more) {  // the rest of a multipart message arrives atomically with its first part
+      zmq::message_t part;
+      if (!router.recv(part, zmq::recv_flags::dontwait)) break;
+      more = part.more();
+      if (n < kMaxParts) parts[n] = std::move(part);
+      ++n;
+    }
+    try {
+      handle_message(parts, n);
+    } catch (const std::exception& e) {
+      io.Dropped();
+      Log().Error() << "request handler failed: " << e.what();
+    } catch (...) {
+      io.Dropped();
+      Log().Error() << "request handler failed with an unknown exception";
+    }
+    return true;
+  };
+
+  std::array<zmq::pollitem_t, 2> items = {zmq::pollitem_t{router.handle(), 0, ZMQ_POLLIN, 0},
+                                          zmq::pollitem_t{nullptr, impl_->wake_fd, ZMQ_POLLIN, 0}};
+  bool draining = false;
+  Clock::time_point drain_deadline{};
+  for (;;) {
+    try {
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(draining ? 10 : 200));
+      if ((items[1].revents & ZMQ_POLLIN) != 0) {
+        uint64_t v;
+        ssize_t ignored = ::read(impl_->wake_fd, &v, sizeof(v));
+        (void)ignored;
+      }
+      send_pending();
+      if ((items[0].revents & ZMQ_POLLIN) != 0) {
+        for (int i = 0; i < kReceiveBatch && receive_one(); ++i) {
+        }
+      }
+    } catch (const zmq::error_t& e) {
+      if (e.num() == ETERM) break;
+      if (e.num() != EINTR) Log().Error() << "I/O loop: " << e.what();
+    } catch (const std::exception& e) {
+      Log().Error() << "I/O loop: " << e.what();
+    }
+    if (stop_requested_.load() && !draining) {
+      draining = true;
+      impl_->draining = true;
+      drain_deadline = Clock::now() + options_.drain_timeout;
+      Log().Info() << "draining: " << in_flight_.load() << " requests in flight";
+    }
+    if (draining) {
+      send_pending();
+      if (in_flight_.load() == 0) break;
+      if (Clock::now() >= drain_deadline) {
+        Log().Warn() << "drain timeout: abandoning " << in_flight_.load() << " requests";
+        break;
+      }
+    }
+  }
+  router.close();
+}
+
+// ---- workers ------------------------------------------------------------------------------------
+
+void NodeServer::WorkerLoop() {
+  const ShardMeta& meta = shard_->meta();
+  for (;;) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(impl_->jobs_mu);
+      impl_->jobs_cv.wait(lock, [&] { return impl_->closed || !impl_->jobs.empty(); });
+      if (impl_->closed) return;
+      job = std::move(impl_->jobs.front());
+      impl_->jobs.pop_front();
+    }
+    const Clock::time_point start = Clock::now();
+    SearchResponseMsg resp;
+    resp.request_id = job.request.request_id;
+    resp.shard_id = meta.shard_id;
+    resp.doc_begin = meta.doc_begin;
+    resp.doc_end = meta.doc_end;
+    Processor processor = Processor::kCpu;
+    bool ran = false;
+    if (job.deadline != kNoDeadline && start >= job.deadline) {
+      resp.status = Status::DeadlineExceeded("deadline passed while queued (waited " +
+                                             std::to_string(MicrosBetween(job.received, start)) + " us)");
+    } else {
+      try {
+        Query query{std::move(job.request.terms), job.request.mode, job.request.k};
+        auto out = executor_->Execute(query, job.deadline, job.request.flags);
+        if (out.ok()) {
+          ran = true;
+          processor = out->processor;
+          resp.hits = std::move(out->hits);
+          resp.stats.processor = processor;
+          if ((job.request.flags & kFlagIncludeStats) != 0) {
+            resp.stats.blocks_decoded = out->stats.blocks_decoded;
+            resp.stats.postings_decoded = out->stats.postings_decoded;
+            resp.stats.postings_scored = out->stats.postings_scored;
+          }
+          if (metrics_ != nullptr) {
+            metrics_->postings_decoded(processor).Increment(static_cast<double>(out->stats.postings_decoded));
+            metrics_->blocks_decoded(processor).Increment(static_cast<double>(out->stats.blocks_decoded));
+            metrics_->postings_scored(processor).Increment(static_cast<double>(out->stats.postings_scored));
+          }
+        } else {
+          resp.status = out.status();
+        }
+      } catch (const std::exception& e) {
+        resp.status = Status::Internal(std::string("executor failed: ") + e.what());
+      }
+    }
+    const Clock::time_point end = Clock::now();
+    if ((job.request.flags & kFlagIncludeStats) != 0) {
+      resp.stats.queue_micros = MicrosBetween(job.received, start);
+      resp.stats.run_micros = MicrosBetween(start, end);
+    }
+    if (metrics_ != nullptr) {
+      metrics_->node_queue_seconds(processor).Observe(SecondsBetween(job.received, start));
+      if (ran) metrics_->node_execution_seconds(processor).Observe(SecondsBetween(start, end));
+      metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
+      if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
+    }
+    if (!resp.status.ok()) resp.hits.clear();
+    std::string payload;  // empty: nothing could be encoded; the reply is dropped
+    try {
+      payload = EncodeSearchResponse(resp);
+    } catch (const std::exception& e) {
+      try {
+        resp.hits.clear();
+        resp.status = Status::Internal(std::string("cannot encode the response: ") + e.what());
+        payload = EncodeSearchResponse(resp);
+      } catch (...) {
+        payload.clear();
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(impl_->replies_mu);
+      impl_->replies.push_back(Reply{std::move(job.identity), std::move(payload), job.request.mode, job.received});
+    }
+    impl_->Wake();
+  }
+}
+
+}  // namespace search

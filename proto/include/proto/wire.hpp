@@ -1,0 +1,146 @@
+// The wire codec: plain C++ messages <-> Cap'n Proto frames of proto/search.capnp (the contract;
+// read its comments). Integrator and node only ever see these structs: every capnp reader stays
+// inside wire.cpp, where each kj::Exception a malformed frame raises is caught and returned as
+// InvalidArgument("malformed message: ...").
+//
+// A frame is one unpacked capnp message (messageToFlatArray) holding an Envelope. Decoding:
+//   - frames larger than kMaxFrameBytes, empty or not a multiple of 8 bytes are rejected;
+//   - the bytes are copied into a word-aligned buffer (any input alignment is fine);
+//   - parsed with ReaderOptions{traversalLimitInWords = kTraversalLimitWords,
+//     nestingLimit = kNestingLimit}; trailing bytes after the message are rejected;
+//   - an unknown major version is rejected ("unsupported protocol major version X (this node
+//     speaks Y)"); minor versions are accepted;
+//   - a SearchRequest is validated: <= kMaxTerms terms, each 1..kMaxTermBytes bytes, strictly
+//     ascending (canonical), k in 1..kMaxK (ValidateK), a known mode;
+//   - a SearchResponse carries at most kMaxK hits.
+// When decoding fails after the envelope parsed, DecodeEnvelope reports the message kind and
+// request id it could still read, so the receiver can answer with an error for that request.
+// Thread-safety: free functions over values; reentrant.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "core/query.hpp"
+#include "core/status.hpp"
+
+namespace search {
+
+inline constexpr uint16_t kProtocolMajor = 1;  // = search.capnp protocolMajor
+inline constexpr uint16_t kProtocolMinor = 0;  // = search.capnp protocolMinor
+inline constexpr size_t kMaxFrameBytes = size_t{16} << 20;
+inline constexpr uint64_t kTraversalLimitWords = uint64_t{8} << 20;
+inline constexpr int kNestingLimit = 16;
+inline constexpr size_t kMaxTerms = 1024;
+inline constexpr size_t kMaxTermBytes = 1024;
+
+// SearchRequest.flags bits.
+inline constexpr uint32_t kFlagIncludeStats = 1u << 0;
+inline constexpr uint32_t kFlagForceCpu = 1u << 1;
+inline constexpr uint32_t kFlagForceGpu = 1u << 2;
+
+enum class Processor : uint8_t { kCpu = 0, kGpu = 1, kHybrid = 2 };
+std::string_view ProcessorName(Processor p);  // "cpu", "gpu", "hybrid"
+
+struct SearchRequestMsg {
+  uint64_t request_id = 0;
+  std::vector<std::string> terms;  // canonical: analyzed, unique, ascending
+  QueryMode mode = QueryMode::kAnd;
+  uint32_t k = 10;
+  int64_t deadline_unix_micros = 0;  // absolute wall clock; 0 = none
+  uint32_t flags = 0;
+  bool operator==(const SearchRequestMsg&) const = default;
+};
+
+struct HitMsg {
+  uint32_t doc = 0;  // global docID
+  float score = 0.0f;
+  std::string external_id;
+  bool operator==(const HitMsg&) const = default;
+};
+
+struct ExecStatsMsg {
+  Processor processor = Processor::kCpu;
+  uint64_t blocks_decoded = 0;
+  uint64_t postings_decoded = 0;
+  uint64_t postings_scored = 0;
+  uint64_t queue_micros = 0;
+  uint64_t run_micros = 0;
+  bool operator==(const ExecStatsMsg&) const = default;
+};
+
+struct SearchResponseMsg {
+  uint64_t request_id = 0;
+  uint32_t shard_id = 0;
+  Status status;              // OK, or the error (then hits is empty)
+  std::vector<HitMsg> hits;   // best first, at most k
+  ExecStatsMsg stats;
+  uint32_t doc_begin = 0, doc_end = 0;
+};
+
+struct PingMsg {
+  uint64_t request_id = 0;
+  bool operator==(const PingMsg&) const = default;
+};
+
+struct ShardHealthMsg {
+  uint32_t shard_id = 0;
+  uint32_t num_shards = 0;
+  uint32_t doc_begin = 0, doc_end = 0;
+  uint64_t num_docs_global = 0;
+  std::string state;  // "serving", "draining", "degraded: <reason>"
+  uint32_t in_flight = 0;
+  uint32_t queued = 0;
+  bool gpu = false;
+  std::string analyzer_json;
+  uint32_t index_format_version = 0;
+  bool operator==(const ShardHealthMsg&) const = default;
+};
+
+struct PongMsg {
+  uint64_t request_id = 0;
+  ShardHealthMsg health;
+  Status status;
+};
+
+enum class MessageKind : uint8_t { kUnknown = 0, kSearchRequest, kSearchResponse, kPing, kPong };
+std::string_view MessageKindName(MessageKind kind);
+
+struct EnvelopeMsg {
+  uint16_t major = kProtocolMajor;
+  uint16_t minor = kProtocolMinor;
+  std::variant<SearchRequestMsg, SearchResponseMsg, PingMsg, PongMsg> body;
+  MessageKind kind() const { return static_cast<MessageKind>(body.index() + 1); }
+};
+
+// What a failed decode could still read, for addressing an error reply.
+struct RecoveredHeader {
+  MessageKind kind = MessageKind::kUnknown;
+  std::optional<uint64_t> request_id;
+  uint16_t major = 0;
+};
+
+// Frames. Encoding never fails for valid structs (it does not validate: tests build bad ones).
+std::string EncodeEnvelope(const EnvelopeMsg& msg);
+std::string EncodeSearchRequest(const SearchRequestMsg& msg);
+std::string EncodeSearchResponse(const SearchResponseMsg& msg);
+std::string EncodePing(const PingMsg& msg);
+std::string EncodePong(const PongMsg& msg);
+
+// Decodes and validates one frame (rules above). InvalidArgument on any problem; `recovered`, when
+// given, is filled with whatever header fields could be read (also on success).
+Result<EnvelopeMsg> DecodeEnvelope(std::span<const std::byte> frame, RecoveredHeader* recovered = nullptr);
+inline Result<EnvelopeMsg> DecodeEnvelope(std::string_view frame, RecoveredHeader* recovered = nullptr) {
+  return DecodeEnvelope(std::as_bytes(std::span<const char>(frame.data(), frame.size())), recovered);
+}
+
+// Checks a request's fields as DecodeEnvelope does (terms, k, mode).
+Status ValidateSearchRequest(const SearchRequestMsg& msg);
+
+}  // namespace search

@@ -1,0 +1,119 @@
+# The wire contract between the query integrator and the shard nodes: the ONLY thing they share.
+# Transport: ZeroMQ. The integrator holds a DEALER socket per node; a node has a ROUTER front.
+# Each ZeroMQ message is [empty delimiter frame][one Cap'n Proto message, unpacked, flat segments
+# as written by capnp::messageToFlatArray]. Every message is an Envelope.
+#
+# Versioning: Envelope.major/minor. A receiver rejects an unknown MAJOR version with an
+# ErrorInfo{code = invalidArgument, message = "unsupported protocol major version X (this node
+# speaks Y)"} in a SearchResponse (or Pong) addressed to the same request id; minor versions are
+# additive (new fields at the end of structs, new union members) and always accepted.
+# Limits: receivers parse with capnp::ReaderOptions{traversalLimitInWords = 8 Mi words,
+# nestingLimit = 16}; a message that fails to parse is answered with an error when a request id can
+# be recovered and dropped (and counted) otherwise. Frames are copied into word-aligned buffers
+# before parsing.
+@0xad94d701fdefbf14;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("search::wire");
+
+const protocolMajor :UInt16 = 1;
+const protocolMinor :UInt16 = 0;
+
+enum Mode {
+  and @0;    # every term
+  or @1;     # any term
+  andOr @2;  # AND; if fewer than k hits, OR (Ding 2009 §8)
+}
+
+enum StatusCode {
+  ok @0;
+  invalidArgument @1;
+  notFound @2;
+  corruption @3;
+  ioError @4;
+  unavailable @5;
+  deadlineExceeded @6;
+  resourceExhausted @7;
+  internal @8;
+}
+
+enum Processor {
+  cpu @0;
+  gpu @1;
+  hybrid @2;   # parts of the query ran on each (intra-query migration)
+}
+
+struct ErrorInfo {
+  code @0 :StatusCode;
+  message @1 :Text;
+}
+
+struct SearchRequest {
+  requestId @0 :UInt64;        # chosen by the integrator; echoed in the response
+  terms @1 :List(Text);        # analyzed at the integrator: unique, sorted ascending (canonical order)
+  mode @2 :Mode;
+  k @3 :UInt32;                # 1..10000
+  deadlineUnixMicros @4 :Int64;# absolute wall-clock deadline; 0 = none. A node answers
+                               # deadlineExceeded without running a request already past it.
+  flags @5 :UInt32;            # bit 0: include execution stats; bit 1: force CPU; bit 2: force GPU
+}
+
+struct Hit {
+  doc @0 :UInt32;              # global docID
+  score @1 :Float32;           # BM25, summed in canonical term order
+  externalId @2 :Text;
+}
+
+struct ExecStats {
+  processor @0 :Processor;
+  blocksDecoded @1 :UInt64;
+  postingsDecoded @2 :UInt64;
+  postingsScored @3 :UInt64;
+  queueMicros @4 :UInt64;      # time waiting for a worker
+  runMicros @5 :UInt64;        # time executing
+}
+
+struct SearchResponse {
+  requestId @0 :UInt64;
+  shardId @1 :UInt32;
+  status @2 :ErrorInfo;        # code = ok on success; otherwise hits is empty
+  hits @3 :List(Hit);          # best first (score desc, docID asc), at most k
+  stats @4 :ExecStats;
+  docBegin @5 :UInt32;         # the shard's docID range, for coverage reporting
+  docEnd @6 :UInt32;
+}
+
+struct Ping {
+  requestId @0 :UInt64;
+}
+
+struct ShardHealth {
+  shardId @0 :UInt32;
+  numShards @1 :UInt32;
+  docBegin @2 :UInt32;
+  docEnd @3 :UInt32;
+  numDocsGlobal @4 :UInt64;
+  state @5 :Text;              # "serving", "draining", "degraded: <reason>"
+  inFlight @6 :UInt32;
+  queued @7 :UInt32;
+  gpu @8 :Bool;                # a GPU executor is active
+  analyzerJson @9 :Text;       # the analyzer recorded in the index (AnalyzerConfig::ToJson)
+  indexFormatVersion @10 :UInt32;
+}
+
+struct Pong {
+  requestId @0 :UInt64;
+  health @1 :ShardHealth;
+  status @2 :ErrorInfo;
+}
+
+struct Envelope {
+  major @0 :UInt16;
+  minor @1 :UInt16;
+  body :union {
+    searchRequest @2 :SearchRequest;
+    searchResponse @3 :SearchResponse;
+    ping @4 :Ping;
+    pong @5 :Pong;
+  }
+}

@@ -1,0 +1,373 @@
+// The wire codec over the generated search.capnp code (see proto/wire.hpp).
+#include "proto/wire.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <kj/array.h>
+#include <kj/exception.h>
+
+#include <cstring>
+#include <exception>
+
+#include "proto/search.capnp.h"
+
+namespace search {
+namespace {
+
+static_assert(kProtocolMajor == wire::PROTOCOL_MAJOR, "wire.hpp and search.capnp disagree");
+static_assert(kProtocolMinor == wire::PROTOCOL_MINOR, "wire.hpp and search.capnp disagree");
+
+wire::Mode ToWire(QueryMode m) {
+  switch (m) {
+    case QueryMode::kAnd: return wire::Mode::AND;
+    case QueryMode::kOr: return wire::Mode::OR;
+    case QueryMode::kAndOr: return wire::Mode::AND_OR;
+  }
+  return wire::Mode::AND;
+}
+
+Result<QueryMode> FromWire(wire::Mode m) {
+  switch (m) {
+    case wire::Mode::AND: return QueryMode::kAnd;
+    case wire::Mode::OR: return QueryMode::kOr;
+    case wire::Mode::AND_OR: return QueryMode::kAndOr;
+  }
+  return Status::InvalidArgument("unknown query mode " + std::to_string(static_cast<uint16_t>(m)));
+}
+
+wire::Processor ToWire(Processor p) {
+  switch (p) {
+    case Processor::kCpu: return wire::Processor::CPU;
+    case Processor::kGpu: return wire::Processor::GPU;
+    case Processor::kHybrid: return wire::Processor::HYBRID;
+  }
+  return wire::Processor::CPU;
+}
+
+Processor FromWire(wire::Processor p) {
+  switch (p) {
+    case wire::Processor::CPU: return Processor::kCpu;
+    case wire::Processor::GPU: return Processor::kGpu;
+    case wire::Processor::HYBRID: return Processor::kHybrid;
+  }
+  return Processor::kCpu;  // a newer processor kind: report it as CPU rather than fail
+}
+
+wire::StatusCode ToWire(StatusCode c) {
+  switch (c) {
+    case StatusCode::kOk: return wire::StatusCode::OK;
+    case StatusCode::kInvalidArgument: return wire::StatusCode::INVALID_ARGUMENT;
+    case StatusCode::kNotFound: return wire::StatusCode::NOT_FOUND;
+    case StatusCode::kCorruption: return wire::StatusCode::CORRUPTION;
+    case StatusCode::kIOError: return wire::StatusCode::IO_ERROR;
+    case StatusCode::kUnavailable: return wire::StatusCode::UNAVAILABLE;
+    case StatusCode::kDeadlineExceeded: return wire::StatusCode::DEADLINE_EXCEEDED;
+    case StatusCode::kResourceExhausted: return wire::StatusCode::RESOURCE_EXHAUSTED;
+    case StatusCode::kAlreadyExists:
+    case StatusCode::kInternal: return wire::StatusCode::INTERNAL;
+  }
+  return wire::StatusCode::INTERNAL;
+}
+
+Status FromWire(wire::ErrorInfo::Reader e) {
+  std::string msg(e.getMessage().cStr(), e.getMessage().size());
+  switch (e.getCode()) {
+    case wire::StatusCode::OK: return Status::Ok();
+    case wire::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(std::move(msg));
+    case wire::StatusCode::NOT_FOUND: return Status::NotFound(std::move(msg));
+    case wire::StatusCode::CORRUPTION: return Status::Corruption(std::move(msg));
+    case wire::StatusCode::IO_ERROR: return Status::IOError(std::move(msg));
+    case wire::StatusCode::UNAVAILABLE: return Status::Unavailable(std::move(msg));
+    case wire::StatusCode::DEADLINE_EXCEEDED: return Status::DeadlineExceeded(std::move(msg));
+    case wire::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(std::move(msg));
+    case wire::StatusCode::INTERNAL: return Status::Internal(std::move(msg));
+  }
+  return Status::Internal("unknown status code " + std::to_string(static_cast<uint16_t>(e.getCode())) + ": " + msg);
+}
+
+void SetError(wire::ErrorInfo::Builder b, const Status& s) {
+  b.setCode(ToWire(s.code()));
+  b.setMessage(s.message());
+}
+
+std::string ToString(kj::StringPtr s) { return std::string(s.cStr(), s.size()); }
+
+std::string Flatten(capnp::MallocMessageBuilder& message) {
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(message);
+  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
+  return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
+}
+
+void Fill(wire::SearchRequest::Builder b, const SearchRequestMsg& m) {
+  b.setRequestId(m.request_id);
+  auto terms = b.initTerms(static_cast<unsigned>(m.terms.size()));
+  for (size_t i = 0; i < m.terms.size(); ++i) {
+    terms.set(static_cast<unsigned>(i), capnp::Text::Reader(m.terms[i].data(), m.terms[i].size()));
+  }
+  b.setMode(ToWire(m.mode));
+  b.setK(m.k);
+  b.setDeadlineUnixMicros(m.deadline_unix_micros);
+  b.setFlags(m.flags);
+}
+
+void Fill(wire::SearchResponse::Builder b, const SearchResponseMsg& m) {
+  b.setRequestId(m.request_id);
+  b.setShardId(m.shard_id);
+  SetError(b.initStatus(), m.status);
+  auto hits = b.initHits(static_cast<unsigned>(m.hits.size()));
+  for (size_t i = 0; i < m.hits.size(); ++i) {
+    auto h = hits[static_cast<unsigned>(i)];
+    h.setDoc(m.hits[i].doc);
+    h.setScore(m.hits[i].score);
+    h.setExternalId(capnp::Text::Reader(m.hits[i].external_id.data(), m.hits[i].external_id.size()));
+  }
+  auto st = b.initStats();
+  st.setProcessor(ToWire(m.stats.processor));
+  st.setBlocksDecoded(m.stats.blocks_decoded);
+  st.setPostingsDecoded(m.stats.postings_decoded);
+  st.setPostingsScored(m.stats.postings_scored);
+  st.setQueueMicros(m.stats.queue_micros);
+  st.setRunMicros(m.stats.run_micros);
+  b.setDocBegin(m.doc_begin);
+  b.setDocEnd(m.doc_end);
+}
+
+void Fill(wire::Pong::Builder b, const PongMsg& m) {
+  b.setRequestId(m.request_id);
+  auto h = b.initHealth();
+  h.setShardId(m.health.shard_id);
+  h.setNumShards(m.health.num_shards);
+  h.setDocBegin(m.health.doc_begin);
+  h.setDocEnd(m.health.doc_end);
+  h.setNumDocsGlobal(m.health.num_docs_global);
+  h.setState(m.health.state);
+  h.setInFlight(m.health.in_flight);
+  h.setQueued(m.health.queued);
+  h.setGpu(m.health.gpu);
+  h.setAnalyzerJson(m.health.analyzer_json);
+  h.setIndexFormatVersion(m.health.index_format_version);
+  SetError(b.initStatus(), m.status);
+}
+
+Result<SearchRequestMsg> Read(wire::SearchRequest::Reader r) {
+  SearchRequestMsg m;
+  m.request_id = r.getRequestId();
+  auto terms = r.getTerms();
+  if (terms.size() > kMaxTerms) {
+    return Status::InvalidArgument("too many terms: " + std::to_string(terms.size()) + " (limit " +
+                                   std::to_string(kMaxTerms) + ")");
+  }
+  m.terms.reserve(terms.size());
+  for (auto t : terms) m.terms.push_back(ToString(t));
+  auto mode = FromWire(r.getMode());
+  if (!mode.ok()) return mode.status();
+  m.mode = *mode;
+  m.k = r.getK();
+  m.deadline_unix_micros = r.getDeadlineUnixMicros();
+  m.flags = r.getFlags();
+  SEARCH_RETURN_IF_ERROR(ValidateSearchRequest(m));
+  return m;
+}
+
+Result<SearchResponseMsg> Read(wire::SearchResponse::Reader r) {
+  SearchResponseMsg m;
+  m.request_id = r.getRequestId();
+  m.shard_id = r.getShardId();
+  m.status = FromWire(r.getStatus());
+  auto hits = r.getHits();
+  if (hits.size() > kMaxK) {
+    return Status::InvalidArgument("too many hits: " + std::to_string(hits.size()) + " (limit " +
+                                   std::to_string(kMaxK) + ")");
+  }
+  m.hits.reserve(hits.size());
+  for (auto h : hits) m.hits.push_back(HitMsg{h.getDoc(), h.getScore(), ToString(h.getExternalId())});
+  auto st = r.getStats();
+  m.stats.processor = FromWire(st.getProcessor());
+  m.stats.blocks_decoded = st.getBlocksDecoded();
+  m.stats.postings_decoded = st.getPostingsDecoded();
+  m.stats.postings_scored = st.getPostingsScored();
+  m.stats.queue_micros = st.getQueueMicros();
+  m.stats.run_micros = st.getRunMicros();
+  m.doc_begin = r.getDocBegin();
+  m.doc_end = r.getDocEnd();
+  return m;
+}
+
+PongMsg Read(wire::Pong::Reader r) {
+  PongMsg m;
+  m.request_id = r.getRequestId();
+  auto h = r.getHealth();
+  m.health.shard_id = h.getShardId();
+  m.health.num_shards = h.getNumShards();
+  m.health.doc_begin = h.getDocBegin();
+  m.health.doc_end = h.getDocEnd();
+  m.health.num_docs_global = h.getNumDocsGlobal();
+  m.health.state = ToString(h.getState());
+  m.health.in_flight = h.getInFlight();
+  m.health.queued = h.getQueued();
+  m.health.gpu = h.getGpu();
+  m.health.analyzer_json = ToString(h.getAnalyzerJson());
+  m.health.index_format_version = h.getIndexFormatVersion();
+  m.status = FromWire(r.getStatus());
+  return m;
+}
+
+Result<EnvelopeMsg> ReadEnvelope(wire::Envelope::Reader env, RecoveredHeader* rec) {
+  struct {
+    uint16_t major, minor;
+  } out{env.getMajor(), env.getMinor()};
+  rec->major = out.major;
+  auto body = env.getBody();
+  // Header first (kind and request id), so that even a rejected message can be answered.
+  switch (body.which()) {
+    case wire::Envelope::Body::SEARCH_REQUEST:
+      rec->kind = MessageKind::kSearchRequest;
+      rec->request_id = body.getSearchRequest().getRequestId();
+      break;
+    case wire::Envelope::Body::SEARCH_RESPONSE:
+      rec->kind = MessageKind::kSearchResponse;
+      rec->request_id = body.getSearchResponse().getRequestId();
+      break;
+    case wire::Envelope::Body::PING:
+      rec->kind = MessageKind::kPing;
+      rec->request_id = body.getPing().getRequestId();
+      break;
+    case wire::Envelope::Body::PONG:
+      rec->kind = MessageKind::kPong;
+      rec->request_id = body.getPong().getRequestId();
+      break;
+    default:
+      return Status::InvalidArgument("unknown message type " + std::to_string(static_cast<uint16_t>(body.which())));
+  }
+  if (out.major != kProtocolMajor) {
+    return Status::InvalidArgument("unsupported protocol major version " + std::to_string(out.major) +
+                                   " (this node speaks " + std::to_string(kProtocolMajor) + ")");
+  }
+  const uint16_t major = out.major, minor = out.minor;
+  switch (body.which()) {
+    case wire::Envelope::Body::SEARCH_REQUEST: {
+      auto m = Read(body.getSearchRequest());
+      if (!m.ok()) return m.status();
+      return EnvelopeMsg{major, minor, std::move(m).value()};
+    }
+    case wire::Envelope::Body::SEARCH_RESPONSE: {
+      auto m = Read(body.getSearchResponse());
+      if (!m.ok()) return m.status();
+      return EnvelopeMsg{major, minor, std::move(m).value()};
+    }
+    case wire::Envelope::Body::PING:
+      return EnvelopeMsg{major, minor, PingMsg{body.getPing().getRequestId()}};
+    case wire::Envelope::Body::PONG:
+      return EnvelopeMsg{major, minor, Read(body.getPong())};
+  }
+  return Status::InvalidArgument("unknown message type");
+}
+
+}  // namespace
+
+std::string_view ProcessorName(Processor p) {
+  switch (p) {
+    case Processor::kCpu: return "cpu";
+    case Processor::kGpu: return "gpu";
+    case Processor::kHybrid: return "hybrid";
+  }
+  return "cpu";
+}
+
+std::string_view MessageKindName(MessageKind kind) {
+  switch (kind) {
+    case MessageKind::kUnknown: return "unknown";
+    case MessageKind::kSearchRequest: return "searchRequest";
+    case MessageKind::kSearchResponse: return "searchResponse";
+    case MessageKind::kPing: return "ping";
+    case MessageKind::kPong: return "pong";
+  }
+  return "unknown";
+}
+
+Status ValidateSearchRequest(const SearchRequestMsg& m) {
+  if (m.terms.size() > kMaxTerms) {
+    return Status::InvalidArgument("too many terms: " + std::to_string(m.terms.size()) + " (limit " +
+                                   std::to_string(kMaxTerms) + ")");
+  }
+  for (size_t i = 0; i < m.terms.size(); ++i) {
+    const std::string& t = m.terms[i];
+    if (t.empty()) return Status::InvalidArgument("empty term at position " + std::to_string(i));
+    if (t.size() > kMaxTermBytes) {
+      return Status::InvalidArgument("term " + std::to_string(i) + " is " + std::to_string(t.size()) +
+                                     " bytes (limit " + std::to_string(kMaxTermBytes) + ")");
+    }
+    if (i > 0 && !(m.terms[i - 1] < t)) {
+      return Status::InvalidArgument("terms are not unique and ascending at position " + std::to_string(i));
+    }
+  }
+  switch (m.mode) {
+    case QueryMode::kAnd:
+    case QueryMode::kOr:
+    case QueryMode::kAndOr: break;
+    default: return Status::InvalidArgument("unknown query mode");
+  }
+  return ValidateK(m.k);
+}
+
+std::string EncodeEnvelope(const EnvelopeMsg& msg) {
+  capnp::MallocMessageBuilder message;
+  auto env = message.initRoot<wire::Envelope>();
+  env.setMajor(msg.major);
+  env.setMinor(msg.minor);
+  auto body = env.initBody();
+  std::visit(
+      [&](const auto& m) {
+        using T = std::decay_t<decltype(m)>;
+        if constexpr (std::is_same_v<T, SearchRequestMsg>) {
+          Fill(body.initSearchRequest(), m);
+        } else if constexpr (std::is_same_v<T, SearchResponseMsg>) {
+          Fill(body.initSearchResponse(), m);
+        } else if constexpr (std::is_same_v<T, PingMsg>) {
+          body.initPing().setRequestId(m.request_id);
+        } else {
+          Fill(body.initPong(), m);
+        }
+      },
+      msg.body);
+  return Flatten(message);
+}
+
+std::string EncodeSearchRequest(const SearchRequestMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+std::string EncodeSearchResponse(const SearchResponseMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+std::string EncodePing(const PingMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+std::string EncodePong(const PongMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+
+Result<EnvelopeMsg> DecodeEnvelope(std::span<const std::byte> frame, RecoveredHeader* recovered) {
+  RecoveredHeader local;
+  RecoveredHeader* rec = recovered != nullptr ? recovered : &local;
+  *rec = RecoveredHeader{};
+  if (frame.empty()) return Status::InvalidArgument("malformed message: empty frame");
+  if (frame.size() > kMaxFrameBytes) {
+    return Status::InvalidArgument("malformed message: frame of " + std::to_string(frame.size()) +
+                                   " bytes exceeds the limit of " + std::to_string(kMaxFrameBytes));
+  }
+  if (frame.size() % sizeof(capnp::word) != 0) {
+    return Status::InvalidArgument("malformed message: frame size " + std::to_string(frame.size()) +
+                                   " is not a multiple of 8");
+  }
+  try {
+    // Word-aligned copy: zmq frames carry no alignment guarantee.
+    kj::Array<capnp::word> words = kj::heapArray<capnp::word>(frame.size() / sizeof(capnp::word));
+    std::memcpy(words.begin(), frame.data(), frame.size());
+    capnp::ReaderOptions options;
+    options.traversalLimitInWords = kTraversalLimitWords;
+    options.nestingLimit = kNestingLimit;
+    capnp::FlatArrayMessageReader reader(words.asPtr(), options);
+    if (reader.getEnd() != words.end()) {
+      return Status::InvalidArgument("malformed message: trailing bytes after the message");
+    }
+    return ReadEnvelope(reader.getRoot<wire::Envelope>(), rec);
+  } catch (const kj::Exception& e) {
+    return Status::InvalidArgument("malformed message: " + ToString(e.getDescription()));
+  } catch (const std::exception& e) {
+    return Status::InvalidArgument(std::string("malformed message: ") + e.what());
+  }
+}
+
+}  // namespace search

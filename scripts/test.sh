@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Sets up (Debian packages), builds in Release and runs every test with CTest.
+# usage: scripts/test.sh [extra ctest args]   env: BUILD_DIR (default build), JOBS, SEARCH_CUDA (default AUTO)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+build=${BUILD_DIR:-build}
+jobs=${JOBS:-$(nproc)}
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA="${SEARCH_CUDA:-AUTO}" >/dev/null
+cmake --build "$build" -j "$jobs"
+ctest --test-dir "$build" --output-on-failure -j "$jobs" --timeout 600 "$@"

@@ -1,0 +1,256 @@
+// ExecuteQuery against brute-force BM25 on random corpora, in every mode and for k from 1 to 1000.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "exec_fixture.hpp"
+
+namespace search::testing {
+namespace {
+
+const QueryMode kModes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+const uint32_t kKs[] = {1, 10, 100, 1000};
+
+std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
+  std::string s = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " [";
+  for (uint32_t t : q.terms) s += " " + QueryTermName(c, t) + "(df " + (t < c.postings.size() ? std::to_string(c.df(t)) : "-") + ")";
+  return s + " ]";
+}
+
+Result<SearchResult> Run(const Corpus& c, const MemShard& s, const TestQuery& q, QueryMode mode, uint32_t k) {
+  const std::vector<TermInput> in = Inputs(c, s, q);
+  return ExecuteQuery(in, std::span<const float>(s.norms), s.doc_begin, mode, k);
+}
+
+struct Case {
+  const char* name;
+  CorpusOptions options;
+  int queries;
+};
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  CorpusOptions zipf;  // long lists (thousands of postings), heavy tf, empty documents
+  zipf.num_docs = 6000;
+  zipf.vocab = 3000;
+  zipf.seed = 11;
+  cases.push_back({"zipf", zipf, 50});
+  CorpusOptions tied;  // every document of one length over a tiny vocabulary: many exact ties
+  tied.num_docs = 3000;
+  tied.vocab = 30;
+  tied.zipf_s = 0.5;
+  tied.fixed_len = 6;
+  tied.seed = 22;
+  cases.push_back({"tied", tied, 50});
+  CorpusOptions tied_one;  // length 1: every posting of a term scores the same
+  tied_one.num_docs = 2000;
+  tied_one.vocab = 12;
+  tied_one.fixed_len = 1;
+  tied_one.seed = 23;
+  cases.push_back({"tied_one", tied_one, 25});
+  CorpusOptions sparse;  // many empty documents and huge tf
+  sparse.num_docs = 4000;
+  sparse.vocab = 800;
+  sparse.empty_fraction = 0.3;
+  sparse.heavy_fraction = 0.05;
+  sparse.zipf_s = 1.3;
+  sparse.seed = 33;
+  cases.push_back({"sparse", sparse, 40});
+  CorpusOptions small;
+  small.num_docs = 150;
+  small.vocab = 60;
+  small.max_len = 20;
+  small.seed = 44;
+  cases.push_back({"small", small, 30});
+  return cases;
+}
+
+TEST(ExecuteQuery, MatchesBruteForceOnRandomCorpora) {
+  for (const Case& cs : Cases()) {
+    SCOPED_TRACE(cs.name);
+    const Corpus c = MakeCorpus(cs.options);
+    const MemShard s = BuildShard(c, 0, c.num_docs);
+    std::mt19937_64 rng(cs.options.seed * 7 + 1);
+    for (int qi = 0; qi < cs.queries; ++qi) {
+      const TestQuery q = RandomQuery(c, rng);
+      const std::vector<RefHit> ref_and = ReferenceAll(c, q.terms, true), ref_or = ReferenceAll(c, q.terms, false);
+      const std::vector<double> by_and = RefByDoc(ref_and, c.num_docs), by_or = RefByDoc(ref_or, c.num_docs);
+      const std::vector<ScoredDoc> f_and = FloatReferenceAll(c, q.terms, true),
+                                   f_or = FloatReferenceAll(c, q.terms, false);
+      ASSERT_EQ(f_and.size(), ref_and.size());
+      ASSERT_EQ(f_or.size(), ref_or.size());
+      for (QueryMode mode : kModes) {
+        for (uint32_t k : kKs) {
+          const std::string what = Describe(c, q, mode, k);
+          auto r = Run(c, s, q, mode, k);
+          ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+          const bool use_and = mode == QueryMode::kAnd || (mode == QueryMode::kAndOr && ref_and.size() >= k);
+          // Exact: the float twin, bit for bit and in the same order.
+          const std::vector<ScoredDoc> want = Prefix(use_and ? f_and : f_or, k);
+          EXPECT_EQ(r->hits, want) << what;
+          // Brute force in double, tolerant only of genuine near-ties.
+          ExpectMatchesReference(r->hits, use_and ? ref_and : ref_or, use_and ? by_and : by_or, k, what);
+          EXPECT_LE(r->stats.postings_scored, use_and ? f_and.size() : f_or.size()) << what;
+          if (HasFailure()) return;
+        }
+      }
+    }
+  }
+}
+
+TEST(ExecuteQuery, AndWithAnUnknownTermIsEmpty) {
+  CorpusOptions o;
+  o.num_docs = 1500;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  const uint32_t unknown = static_cast<uint32_t>(c.postings.size()) + 5;
+  for (uint32_t t = 0; t < 5; ++t) {
+    TestQuery q{{t, unknown}};  // canonical: "t0000x" < "u..."
+    auto and_r = Run(c, s, q, QueryMode::kAnd, 10);
+    ASSERT_TRUE(and_r.ok());
+    EXPECT_TRUE(and_r->hits.empty());
+    auto or_r = Run(c, s, q, QueryMode::kOr, 10);
+    ASSERT_TRUE(or_r.ok());
+    EXPECT_EQ(or_r->hits, Prefix(FloatReferenceAll(c, {t}, false), 10));
+    EXPECT_FALSE(or_r->hits.empty());
+  }
+}
+
+TEST(ExecuteQuery, AndOrFallsBackToOrExactlyWhenAndHasFewerThanK) {
+  CorpusOptions o;
+  o.num_docs = 3000;
+  o.vocab = 500;
+  o.seed = 5;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  std::mt19937_64 rng(99);
+  int fell_back = 0, stayed = 0;
+  for (int qi = 0; qi < 60; ++qi) {
+    const TestQuery q = RandomQuery(c, rng);
+    auto all_and = Run(c, s, q, QueryMode::kAnd, kMaxK);
+    ASSERT_TRUE(all_and.ok());
+    const uint32_t hits = static_cast<uint32_t>(all_and->hits.size());
+    for (uint32_t k : {std::max(hits, 1u), hits + 1, std::max(hits, 2u) - 1, 10u}) {
+      if (k < 1 || k > kMaxK) continue;
+      auto andor = Run(c, s, q, QueryMode::kAndOr, k);
+      auto and_r = Run(c, s, q, QueryMode::kAnd, k);
+      auto or_r = Run(c, s, q, QueryMode::kOr, k);
+      ASSERT_TRUE(andor.ok() && and_r.ok() && or_r.ok());
+      if (hits >= k) {
+        EXPECT_EQ(andor->hits, and_r->hits);
+        EXPECT_EQ(andor->stats.lists, and_r->stats.lists);  // or did not run
+        ++stayed;
+      } else {
+        EXPECT_EQ(andor->hits, or_r->hits);
+        EXPECT_EQ(andor->stats.lists, and_r->stats.lists + or_r->stats.lists);  // stats summed
+        ++fell_back;
+      }
+    }
+  }
+  EXPECT_GT(fell_back, 0);
+  EXPECT_GT(stayed, 0);
+}
+
+TEST(ExecuteQuery, ValidatesKAndHandlesEmptyQueries) {
+  CorpusOptions o;
+  o.num_docs = 200;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  TestQuery q{{0, 1}};
+  for (int64_t bad : {0, int64_t{kMaxK} + 1}) {
+    auto r = Run(c, s, q, QueryMode::kOr, static_cast<uint32_t>(bad));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  }
+  auto max_k = Run(c, s, q, QueryMode::kOr, kMaxK);
+  ASSERT_TRUE(max_k.ok());
+  EXPECT_EQ(max_k->hits, FloatReferenceAll(c, q.terms, false));
+  for (QueryMode mode : kModes) {
+    auto empty = Run(c, s, TestQuery{}, mode, 10);
+    ASSERT_TRUE(empty.ok());
+    EXPECT_TRUE(empty->hits.empty());
+    auto unknown_only = Run(c, s, TestQuery{{static_cast<uint32_t>(c.postings.size()) + 1}}, mode, 10);
+    ASSERT_TRUE(unknown_only.ok());
+    EXPECT_TRUE(unknown_only->hits.empty());
+  }
+}
+
+TEST(ExecuteQuery, SameListTwiceCountsTwiceWithoutCrashing) {
+  CorpusOptions o;
+  o.num_docs = 2000;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  const std::vector<float> idf = GlobalIdf(c);
+  for (uint32_t t : {0u, 3u, 50u}) {
+    std::vector<TermInput> in = {{s.view(t), idf[t]}, {s.view(t), idf[t]}, {s.view(t + 1), idf[t + 1]}};
+    for (QueryMode mode : kModes) {
+      auto r = ExecuteQuery(in, std::span<const float>(s.norms), 0, mode, 20);
+      ASSERT_TRUE(r.ok());
+      const std::vector<ScoredDoc> all_and = FloatReferenceAll(c, {t, t, t + 1}, true);
+      const bool conj = mode == QueryMode::kAnd || (mode == QueryMode::kAndOr && all_and.size() >= 20);
+      EXPECT_EQ(r->hits, Prefix(conj ? all_and : FloatReferenceAll(c, {t, t, t + 1}, false), 20))
+          << QueryModeName(mode);
+    }
+  }
+}
+
+TEST(ExecuteQuery, PruningSkipsBlocksAndCountsWork) {
+  CorpusOptions o;
+  o.num_docs = 20000;
+  o.vocab = 2000;
+  o.max_len = 60;
+  o.seed = 8;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  // Two long lists and a mid one: k = 10 must decode far fewer blocks than the lists hold.
+  TestQuery q{{0, 1, 40}};
+  uint64_t total_blocks = 0, total_bytes = 0;
+  for (uint32_t t : q.terms) {
+    total_blocks += s.view(t)->num_blocks();
+    total_bytes += s.view(t)->bytes().size();
+  }
+  ASSERT_GT(total_blocks, 100u);
+  for (QueryMode mode : {QueryMode::kOr, QueryMode::kAnd}) {
+    auto r = Run(c, s, q, mode, 10);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->hits, Prefix(FloatReferenceAll(c, q.terms, mode == QueryMode::kAnd), 10));
+    EXPECT_EQ(r->stats.lists, 3u);
+    EXPECT_GT(r->stats.blocks_decoded, 0u);
+    EXPECT_LT(r->stats.blocks_decoded, total_blocks) << QueryModeName(mode);
+    EXPECT_LE(r->stats.freq_blocks_decoded, r->stats.blocks_decoded);
+    EXPECT_GT(r->stats.bytes_touched, 0u);
+    EXPECT_LT(r->stats.bytes_touched, total_bytes);
+    EXPECT_LE(r->stats.postings_decoded, r->stats.blocks_decoded * kBlockSize);
+    EXPECT_GE(r->stats.postings_scored, 10u);
+  }
+  // Exhaustive: k = kMaxK over an or-query touches every block and scores every document.
+  auto all = Run(c, s, q, QueryMode::kOr, kMaxK);
+  ASSERT_TRUE(all.ok());
+  const size_t matching = FloatReferenceAll(c, q.terms, false).size();
+  if (matching <= kMaxK) {
+    EXPECT_EQ(all->stats.blocks_decoded, total_blocks);
+    EXPECT_EQ(all->stats.postings_scored, matching);
+  }
+}
+
+TEST(ExecuteQuery, ListsOutsideTheNormsAreCorruption) {
+  CorpusOptions o;
+  o.num_docs = 1000;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  const std::vector<float> idf = GlobalIdf(c);
+  std::vector<TermInput> in = {{s.view(0), idf[0]}};
+  const std::vector<float> short_norms(s.norms.begin(), s.norms.begin() + 500);
+  auto r = ExecuteQuery(in, std::span<const float>(short_norms), 0, QueryMode::kOr, 10);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
+  // A list whose documents start below doc_begin.
+  auto r2 = ExecuteQuery(in, std::span<const float>(s.norms.data() + 100, 900), 100, QueryMode::kOr, 10);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_EQ(r2.status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace search::testing

@@ -1,0 +1,387 @@
+// ShardWriter -> ShardReader round trips over random corpora, input validation, format versions
+// and corrupted shards (which must yield Corruption, never a crash).
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <cstring>
+#include <set>
+#include <thread>
+
+#include "index_store/shard_store.hpp"
+#include "shard_fixture.hpp"
+
+namespace search {
+namespace {
+
+using testing::Corpus;
+using testing::MakeCorpus;
+using testing::TempDir;
+using testing::WriteShard;
+
+// Opens the shard read-write with plain RocksDB (the schema of index_store/FORMAT.md) and puts
+// one value, simulating damage or a different build.
+void PutRaw(const std::string& path, const std::string& cf, const std::string& key, const std::string& value) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const char* name : {"default", "terms", "lists", "docs"}) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &db).ok());
+  size_t idx = 0;
+  while (cfs[idx].name != cf) ++idx;
+  ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[idx], key, value).ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles[idx]).ok());
+  for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  ASSERT_TRUE(db->Close().ok());
+  delete db;
+}
+
+void ExpectSameInfo(const TermInfo& a, const TermInfo& b, const std::string& term) {
+  EXPECT_EQ(a.df, b.df) << term;
+  EXPECT_EQ(a.count, b.count) << term;
+  EXPECT_EQ(a.cf, b.cf) << term;
+  EXPECT_EQ(a.max_score, b.max_score) << term;
+  EXPECT_EQ(a.list_bytes, b.list_bytes) << term;
+}
+
+// Everything the reader serves must equal what was written.
+void CheckShard(const Corpus& c, const ShardReader& r) {
+  const ShardMeta& m = r.meta();
+  EXPECT_EQ(m.format_version, kIndexFormatVersion);
+  EXPECT_EQ(m.shard_id, c.meta.shard_id);
+  EXPECT_EQ(m.num_shards, c.meta.num_shards);
+  EXPECT_EQ(m.doc_begin, c.meta.doc_begin);
+  EXPECT_EQ(m.doc_end, c.meta.doc_end);
+  EXPECT_EQ(m.stats.num_docs, c.meta.stats.num_docs);
+  EXPECT_EQ(m.stats.total_tokens, c.meta.stats.total_tokens);
+  EXPECT_EQ(m.bm25.k1, c.meta.bm25.k1);
+  EXPECT_EQ(m.bm25.b, c.meta.bm25.b);
+  EXPECT_EQ(m.analyzer, c.meta.analyzer);
+  EXPECT_EQ(m.num_terms, c.terms.size());
+  uint64_t postings = 0;
+  for (const auto& td : c.terms) postings += td.docs.size();
+  EXPECT_EQ(m.num_postings, postings);
+
+  for (const auto& td : c.terms) {
+    auto info = r.GetTermInfo(td.term);
+    ASSERT_TRUE(info.ok()) << info.status().ToString();
+    ASSERT_TRUE(info->has_value()) << td.term;
+    ExpectSameInfo(**info, td.info, td.term);
+    auto list = r.GetList(td.term);
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    EXPECT_EQ((*list)->bytes(), td.blob) << td.term;
+    EXPECT_EQ((*list)->term, td.term);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>((*list)->bytes().data()) % 64, 0u);
+    EXPECT_EQ((*list)->view.count(), td.docs.size());
+  }
+  // Absent terms: neighbours and extensions of present ones.
+  std::set<std::string> present;
+  for (const auto& td : c.terms) present.insert(td.term);
+  for (const auto& td : c.terms) {
+    for (const std::string& probe : {td.term + std::string(1, '\0'), td.term + "~", std::string("~") + td.term}) {
+      if (present.count(probe)) continue;
+      auto info = r.GetTermInfo(probe);
+      ASSERT_TRUE(info.ok());
+      EXPECT_FALSE(info->has_value()) << probe;
+      auto list = r.GetList(probe);
+      ASSERT_FALSE(list.ok());
+      EXPECT_EQ(list.status().code(), StatusCode::kNotFound);
+    }
+  }
+  // ForEachTerm: ascending, complete, same infos.
+  size_t i = 0;
+  Status st = r.ForEachTerm([&](std::string_view term, const TermInfo& info) {
+    EXPECT_LT(i, c.terms.size());
+    if (i >= c.terms.size()) return false;
+    EXPECT_EQ(term, c.terms[i].term);
+    ExpectSameInfo(info, c.terms[i].info, c.terms[i].term);
+    ++i;
+    return true;
+  });
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(i, c.terms.size());
+  // Documents.
+  const double avgdl = c.meta.stats.avgdl();
+  for (uint32_t d = c.meta.doc_begin; d < c.meta.doc_end; ++d) {
+    const uint32_t k = d - c.meta.doc_begin;
+    auto id = r.GetExternalId(d);
+    ASSERT_TRUE(id.ok()) << id.status().ToString();
+    EXPECT_EQ(*id, c.ext_ids[k]);
+    EXPECT_EQ(r.DocLength(d), c.lengths[k]);
+    const float want = Bm25Norm(c.lengths[k], avgdl, c.meta.bm25);
+    EXPECT_EQ(std::memcmp(&r.norms()[k], &want, sizeof(float)), 0) << d;
+  }
+  for (uint32_t outside : {c.meta.doc_end, c.meta.doc_end + 100u}) {
+    auto id = r.GetExternalId(outside);
+    ASSERT_FALSE(id.ok());
+    EXPECT_EQ(id.status().code(), StatusCode::kNotFound);
+  }
+  if (c.meta.doc_begin > 0) {
+    EXPECT_EQ(r.GetExternalId(c.meta.doc_begin - 1).status().code(), StatusCode::kNotFound);
+  }
+}
+
+TEST(ShardStoreTest, RoundTripAndReopen) {
+  TempDir dir;
+  // 9000 docs: three length chunks, the last one partial.
+  const Corpus c = MakeCorpus(7, 5000, 14000, 20000, 400);
+  Status st = WriteShard(c, dir / "shard-1");
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_FALSE(std::filesystem::exists(dir / "shard-1/ingest.tmp"));
+  {
+    auto r = ShardReader::Open(dir / "shard-1");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    CheckShard(c, **r);
+    // Every list was loaded once; a second pass is served by the list cache.
+    const auto before = (*r)->list_cache().stats();
+    EXPECT_EQ(before.inserts, c.terms.size());
+    for (const auto& td : c.terms) ASSERT_TRUE((*r)->GetList(td.term).ok());
+    const auto after = (*r)->list_cache().stats();
+    EXPECT_EQ(after.hits - before.hits, c.terms.size());
+    EXPECT_EQ(after.misses, before.misses);
+  }
+  auto again = ShardReader::Open(dir / "shard-1");  // reopen after close
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  CheckShard(c, **again);
+  // Two readers of one shard at once (read-only opens take no lock).
+  auto second = ShardReader::Open(dir / "shard-1");
+  ASSERT_TRUE(second.ok()) << second.status().ToString();
+}
+
+TEST(ShardStoreTest, ReaderWritesNothingIntoTheShard) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(3, 0, 500, 500, 50);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  auto listing = [&] {
+    std::map<std::string, std::pair<uintmax_t, std::filesystem::file_time_type>> files;
+    for (const auto& e : std::filesystem::directory_iterator(dir / "s"))
+      files[e.path().filename().string()] = {e.is_regular_file() ? e.file_size() : 0, e.last_write_time()};
+    return files;
+  };
+  const auto before = listing();
+  EXPECT_EQ(before.count("LOG"), 0u) << "the writer logs to stderr, not into the shard";
+  {
+    auto r = ShardReader::Open(dir / "s");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    CheckShard(c, **r);
+  }
+  EXPECT_EQ(listing(), before);
+}
+
+TEST(ShardStoreTest, EmptyShardsAndShardsWithoutTerms) {
+  TempDir dir;
+  ShardMeta m;
+  m.shard_id = 2;
+  m.num_shards = 3;
+  m.doc_begin = m.doc_end = 2;  // 2 docs over 3 shards: shard 2 is empty
+  m.stats = {2, 10};
+  auto w = ShardWriter::Create(dir / "empty", m);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto r = ShardReader::Open(dir / "empty");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->meta().num_terms, 0u);
+  int visited = 0;
+  ASSERT_TRUE((*r)->ForEachTerm([&](std::string_view, const TermInfo&) { return ++visited, true; }).ok());
+  EXPECT_EQ(visited, 0);
+  EXPECT_EQ((*r)->GetExternalId(2).status().code(), StatusCode::kNotFound);
+
+  m.shard_id = 0;
+  m.doc_begin = 0;
+  m.doc_end = 1;
+  auto w2 = ShardWriter::Create(dir / "noterms", m);
+  ASSERT_TRUE(w2.ok());
+  ASSERT_TRUE((*w2)->AddDoc(0, "only", 0).ok());
+  ASSERT_TRUE((*w2)->Finish().ok());
+  auto r2 = ShardReader::Open(dir / "noterms");
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ(*(*r2)->GetExternalId(0), "only");
+  EXPECT_EQ((*r2)->DocLength(0), 0u);
+}
+
+TEST(ShardStoreTest, FormatVersionMismatchRejected) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(5, 0, 300, 300, 20);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  std::string v2("\x02\x00\x00\x00", 4);
+  PutRaw(dir / "s", "default", "meta/format_version", v2);
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("index format version 2, this build reads 1"), std::string::npos)
+      << r.status().message();
+}
+
+TEST(ShardStoreTest, OpenRejectsWhatIsNotAShard) {
+  TempDir dir;
+  auto missing = ShardReader::Open(dir / "nope");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  std::filesystem::create_directory(dir / "plain");
+  auto plain = ShardReader::Open(dir / "plain");
+  EXPECT_FALSE(plain.ok());
+  // A RocksDB database with the right column families but no metadata (an unfinished build).
+  {
+    auto w = ShardWriter::Create(dir / "unfinished", MakeCorpus(1, 0, 10, 10, 3).meta);
+    ASSERT_TRUE(w.ok());
+  }
+  auto unfinished = ShardReader::Open(dir / "unfinished");
+  ASSERT_FALSE(unfinished.ok());
+  EXPECT_EQ(unfinished.status().code(), StatusCode::kCorruption) << unfinished.status().ToString();
+}
+
+TEST(ShardStoreTest, WriterValidatesInput) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(11, 100, 400, 1000, 30);
+  ASSERT_GE(c.terms.size(), 3u);
+  auto w = ShardWriter::Create(dir / "s", c.meta);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(ShardWriter::Create(dir / "s", c.meta).status().code(), StatusCode::kAlreadyExists);
+  ShardMeta bad = c.meta;
+  bad.shard_id = 3;  // not below num_shards
+  EXPECT_EQ(ShardWriter::Create(dir / "bad", bad).status().code(), StatusCode::kInvalidArgument);
+  bad = c.meta;
+  bad.doc_end = 1001;  // past N
+  EXPECT_EQ(ShardWriter::Create(dir / "bad", bad).status().code(), StatusCode::kInvalidArgument);
+
+  auto code = [](const Status& s) { return s.code(); };
+  const auto& t0 = c.terms[0];
+  const auto& t1 = c.terms[1];
+  const auto& t2 = c.terms[2];
+  // Garbage and damaged lists.
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, t0.info, "not a list")), StatusCode::kInvalidArgument);
+  std::string flipped = t0.blob;
+  flipped.back() ^= 0x01;  // payload byte: CRC mismatch
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, t0.info, flipped)), StatusCode::kInvalidArgument);
+  // Count disagreeing with the list; df below count.
+  TermInfo wrong = t0.info;
+  wrong.count += 1;
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, wrong, t0.blob)), StatusCode::kInvalidArgument);
+  wrong = t0.info;
+  wrong.df = 0;
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, wrong, t0.blob)), StatusCode::kInvalidArgument);
+  // DocIDs outside [doc_begin, doc_end): encoded with a lower base, or past the end.
+  const PostingScorer one = [](uint32_t, uint32_t) { return 1.0f; };
+  std::vector<uint32_t> low_docs = {50, 150}, tfs = {1, 1};
+  auto low = EncodeList(low_docs, tfs, 0, one);
+  ASSERT_TRUE(low.ok());
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, TermInfo{2, 2, 2, 1.0f, 0}, *low)), StatusCode::kInvalidArgument);
+  std::vector<uint32_t> high_docs = {150, 400};
+  auto high = EncodeList(high_docs, tfs, 100, one);
+  ASSERT_TRUE(high.ok());
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, TermInfo{2, 2, 2, 1.0f, 0}, *high)), StatusCode::kInvalidArgument);
+  // Valid input is still accepted after rejected calls; list bytes at an odd address too.
+  std::string unaligned = " " + t0.blob;
+  ASSERT_TRUE((*w)->AddTerm(t0.term, t0.info, std::string_view(unaligned).substr(1)).ok());
+  // Order: equal and smaller terms are rejected.
+  EXPECT_EQ(code((*w)->AddTerm(t0.term, t0.info, t0.blob)), StatusCode::kInvalidArgument);
+  ASSERT_TRUE((*w)->AddTerm(t2.term, t2.info, t2.blob).ok());
+  EXPECT_EQ(code((*w)->AddTerm(t1.term, t1.info, t1.blob)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code((*w)->AddTerm("", t1.info, t1.blob)), StatusCode::kInvalidArgument);
+  // Documents: range, order, duplicates, gaps, completeness.
+  EXPECT_EQ(code((*w)->AddDoc(99, "x", 1)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code((*w)->AddDoc(400, "x", 1)), StatusCode::kInvalidArgument);
+  EXPECT_EQ(code((*w)->AddDoc(101, "x", 1)), StatusCode::kInvalidArgument);  // 100 missing
+  ASSERT_TRUE((*w)->AddDoc(100, "a", 1).ok());
+  EXPECT_EQ(code((*w)->AddDoc(100, "a", 1)), StatusCode::kInvalidArgument);  // twice
+  ASSERT_TRUE((*w)->AddDoc(101, "b", 1).ok());
+  Status fin = (*w)->Finish();
+  EXPECT_EQ(fin.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(fin.message().find("[102, 400)"), std::string::npos) << fin.message();
+  for (uint32_t d = 102; d < 400; ++d) ASSERT_TRUE((*w)->AddDoc(d, "d", 1).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  EXPECT_EQ(code((*w)->AddDoc(0, "late", 1)), StatusCode::kInvalidArgument);  // after Finish
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)->meta().num_terms, 2u);
+  EXPECT_EQ((*r)->meta().num_postings, t0.docs.size() + t2.docs.size());
+}
+
+TEST(ShardStoreTest, CorruptedListValueIsCorruptionNamingTheTerm) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(13, 0, 2000, 2000, 40);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  // The longest list, one payload byte flipped: its structure still parses, its CRC fails.
+  const auto& victim = *std::max_element(c.terms.begin(), c.terms.end(),
+                                         [](const auto& a, const auto& b) { return a.blob.size() < b.blob.size(); });
+  std::string bad = victim.blob;
+  bad[bad.size() - 3] ^= 0x40;
+  PutRaw(dir / "s", "lists", victim.term, bad);
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto list = (*r)->GetList(victim.term);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(list.status().message().find("'" + victim.term + "'"), std::string::npos) << list.status().message();
+  EXPECT_EQ((*r)->list_cache().stats().entries, 0u);  // nothing bad is cached
+  for (const auto& td : c.terms) {
+    if (td.term != victim.term) {
+      EXPECT_TRUE((*r)->GetList(td.term).ok()) << td.term;
+    }
+  }
+  // Structurally broken values too: truncated, and a term info of the wrong size.
+  PutRaw(dir / "s", "lists", victim.term, victim.blob.substr(0, 40));
+  PutRaw(dir / "s", "terms", victim.term, "short");
+  r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ((*r)->GetList(victim.term).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ((*r)->GetTermInfo(victim.term).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ((*r)->ForEachTerm([](std::string_view, const TermInfo&) { return true; }).code(), StatusCode::kCorruption);
+}
+
+TEST(ShardStoreTest, FlippedSstByteIsCorruption) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(17, 0, 3000, 3000, 60);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  const auto& victim = *std::max_element(c.terms.begin(), c.terms.end(),
+                                         [](const auto& a, const auto& b) { return a.blob.size() < b.blob.size(); });
+  // The lists column family is stored uncompressed: find the blob inside an SST and damage it.
+  bool flipped = false;
+  for (const auto& file : testing::SstFiles(dir / "s")) {
+    std::string data = testing::ReadFile(file);
+    const size_t at = data.find(victim.blob);
+    if (at == std::string::npos) continue;
+    data[at + victim.blob.size() / 2] ^= 0x10;
+    testing::WriteFile(file, data);
+    flipped = true;
+  }
+  ASSERT_TRUE(flipped);
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto list = (*r)->GetList(victim.term);
+  ASSERT_FALSE(list.ok());
+  EXPECT_EQ(list.status().code(), StatusCode::kCorruption) << list.status().ToString();
+}
+
+TEST(ShardStoreTest, ConcurrentGetListThroughASmallCache) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(19, 0, 4000, 4000, 200);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  ShardReaderOptions opt;
+  size_t total = 0;
+  for (const auto& td : c.terms) total += td.blob.size();
+  opt.list_cache_bytes = total / 4;  // forces evictions
+  auto r = ShardReader::Open(dir / "s", opt);
+  ASSERT_TRUE(r.ok());
+  constexpr int kThreads = 4, kLookups = 2000;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < kLookups; ++i) {
+        const auto& td = c.terms[rng() % c.terms.size()];
+        auto list = (*r)->GetList(td.term);
+        if (!list.ok() || (*list)->bytes() != td.blob) bad.fetch_add(1);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  const auto s = (*r)->list_cache().stats();
+  EXPECT_EQ(s.hits + s.misses, uint64_t{kThreads} * kLookups);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_LE(s.bytes, opt.list_cache_bytes);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,207 @@
+// Metrics: every family registered once with help texts, typed accessors land on the right
+// series, scrape hooks refresh values, and the exposer answers GET /metrics over HTTP.
+#include "metrics/metrics.hpp"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <regex>
+#include <string>
+
+#include "metrics/families.hpp"
+#include "metrics/log.hpp"
+
+namespace search {
+namespace {
+
+size_t Count(const std::string& hay, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
+  return n;
+}
+
+// The value of the series line `series` (name{labels}) in a text exposition, or -1.
+double ValueOf(const std::string& text, const std::string& series) {
+  const std::string prefix = series + " ";
+  for (size_t p = text.find(prefix); p != std::string::npos; p = text.find(prefix, p + 1)) {
+    if (p == 0 || text[p - 1] == '\n') return std::stod(text.substr(p + prefix.size()));
+  }
+  return -1;
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return "";
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  if (::send(fd, req.data(), req.size(), 0) != static_cast<ssize_t>(req.size())) {
+    ::close(fd);
+    return "";
+  }
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
+  Metrics m("node");
+  const std::string text = m.SerializeText();
+  for (const auto* f : {&families::kRequests, &families::kRequestDuration, &families::kInflight,
+                        &families::kDeadlineExceeded, &families::kBadRequests, &families::kNodeQueue,
+                        &families::kNodeExecution, &families::kNodeQueued, &families::kPostingsDecoded,
+                        &families::kBlocksDecoded, &families::kListCacheHits, &families::kListCacheBytes,
+                        &families::kResultCacheHits, &families::kResultCacheBytes, &families::kProcessStartTime,
+                        &families::kFallbackCpu, &families::kNodeUnroutable}) {
+    EXPECT_EQ(Count(text, "# HELP " + std::string(f->name) + " "), 1u) << f->name;
+    EXPECT_EQ(Count(text, "# TYPE " + std::string(f->name) + " "), 1u) << f->name;
+  }
+  // Naming: counters end in _total, histograms are in seconds.
+  EXPECT_NE(text.find("# TYPE search_requests_total counter"), std::string::npos);
+  EXPECT_NE(text.find("# TYPE search_request_duration_seconds histogram"), std::string::npos);
+  EXPECT_GT(ValueOf(text, "process_start_time_seconds"), 1.6e9);
+}
+
+TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
+  Metrics m("integrator");
+  for (int i = 0; i < 3; ++i) m.requests(QueryMode::kAnd, RequestStatus::kOk).Increment();
+  m.requests(QueryMode::kAndOr, ToRequestStatus(StatusCode::kDeadlineExceeded)).Increment();
+  m.requests(QueryMode::kOr, RequestStatus::kPartial).Increment(2);
+  m.request_duration(QueryMode::kOr).Observe(0.0002);  // 200 us
+  m.request_duration(QueryMode::kOr).Observe(2.0);
+  m.bad_requests(BadRequestReason::kUnsupportedVersion).Increment();
+  m.shard_request_duration(2).Observe(0.001);
+  m.shard_requests(2, RequestStatus::kUnavailable).Increment();
+  m.shard_up(2).Set(1);
+  m.inflight().Increment();
+  m.postings_decoded(Processor::kCpu).Increment(1000);
+  const std::string t = m.SerializeText();
+  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="and",status="ok"})"), 3);
+  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="andor",status="deadline_exceeded"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="or",status="partial"})"), 2);
+  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="or",status="ok"})"), 0);
+  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_count{component="integrator",mode="or"})"), 2);
+  EXPECT_DOUBLE_EQ(ValueOf(t, R"(search_request_duration_seconds_sum{component="integrator",mode="or"})"), 2.0002);
+  // 200 us falls in the 400 us bucket, not the 100 us one.
+  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0001"})"), 0);
+  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0004"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="+Inf"})"), 2);
+  EXPECT_EQ(ValueOf(t, R"(search_bad_requests_total{component="integrator",reason="unsupported_version"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_shard_request_duration_seconds_count{shard="2"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_shard_requests_total{shard="2",status="unavailable"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_shard_up{shard="2"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_inflight_requests{component="integrator"})"), 1);
+  EXPECT_EQ(ValueOf(t, R"(search_postings_decoded_total{processor="cpu"})"), 1000);
+  EXPECT_EQ(ValueOf(t, R"(search_postings_decoded_total{processor="gpu"})"), 0);
+  // The same shard accessor returns the same series.
+  EXPECT_EQ(&m.shard_up(2), &m.shard_up(2));
+}
+
+TEST(MetricsTest, LatencyBucketsSpan50usTo5s) {
+  auto b = LatencyBuckets();
+  ASSERT_FALSE(b.empty());
+  EXPECT_DOUBLE_EQ(b.front(), 50e-6);
+  EXPECT_GE(b.back(), 5.0);
+  EXPECT_LT(b.back(), 10.0);
+  for (size_t i = 1; i < b.size(); ++i) EXPECT_DOUBLE_EQ(b[i], 2 * b[i - 1]);
+}
+
+TEST(MetricsTest, ScrapeHooksRefreshCacheSeries) {
+  Metrics m("node");
+  CacheSnapshot snap{.hits = 10, .misses = 4, .evictions = 1, .bytes = 4096, .entries = 3, .capacity_bytes = 1 << 20};
+  int calls = 0;
+  const int id = m.AddScrapeHook([&] {
+    ++calls;
+    m.SetListCache(snap);
+  });
+  std::string t = m.SerializeText();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 10);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_misses_total"), 4);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_bytes"), 4096);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_entries"), 3);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_capacity_bytes"), 1 << 20);
+  snap.hits = 25;
+  snap.bytes = 100;
+  t = m.SerializeText();
+  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 25);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_bytes"), 100);
+  m.RemoveScrapeHook(id);
+  snap.hits = 99;
+  t = m.SerializeText();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 25);
+}
+
+TEST(MetricsTest, SetCounterToNeverGoesBackwards) {
+  Metrics m("node");
+  auto& c = m.fallback_cpu();
+  SetCounterTo(c, 5);
+  EXPECT_EQ(c.Value(), 5);
+  SetCounterTo(c, 3);
+  EXPECT_EQ(c.Value(), 5);
+  SetCounterTo(c, 8);
+  EXPECT_EQ(c.Value(), 8);
+}
+
+TEST(MetricsTest, TwoInstancesDoNotShareSeries) {
+  Metrics a("node"), b("node");
+  a.deadline_exceeded().Increment();
+  EXPECT_EQ(ValueOf(b.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 0);
+  EXPECT_EQ(ValueOf(a.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 1);
+}
+
+TEST(MetricsTest, ExposerServesMetricsOverHttp) {
+  Metrics m("node");
+  ASSERT_TRUE(m.StartExposer("127.0.0.1:0").ok());
+  const int port = m.exposer_port();
+  ASSERT_GT(port, 0);
+  m.requests(QueryMode::kOr, RequestStatus::kOk).Increment(7);
+  int hook_calls = 0;
+  const int id = m.AddScrapeHook([&] { ++hook_calls; });
+  const std::string resp = HttpGet(port, "/metrics");
+  m.RemoveScrapeHook(id);
+  ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp.substr(0, 200);
+  const auto body = resp.substr(resp.find("\r\n\r\n") + 4);
+  EXPECT_EQ(ValueOf(body, R"(search_requests_total{component="node",mode="or",status="ok"})"), 7);
+  EXPECT_EQ(hook_calls, 1);
+  // A second exposer cannot take the same port; a second start on the same Metrics is refused.
+  Metrics other("node");
+  Status st = other.StartExposer("127.0.0.1:" + std::to_string(port));
+  EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+  EXPECT_FALSE(m.StartExposer("127.0.0.1:0").ok());
+  m.StopExposer();
+  EXPECT_EQ(m.exposer_port(), 0);
+  EXPECT_EQ(HttpGet(port, "/metrics"), "");
+}
+
+TEST(LogTest, LevelsParseAndFilter) {
+  EXPECT_EQ(*ParseLogLevel("warn"), LogLevel::kWarn);
+  EXPECT_FALSE(ParseLogLevel("loud").ok());
+  const LogLevel saved = GetLogLevel();
+  SetLogLevel(LogLevel::kWarn);
+  Logger log("test");
+  EXPECT_FALSE(log.Enabled(LogLevel::kInfo));
+  EXPECT_TRUE(log.Enabled(LogLevel::kError));
+  testing::internal::CaptureStderr();
+  log.Info() << "hidden";
+  log.Warn() << "shown " << 42;
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("hidden"), std::string::npos);
+  EXPECT_TRUE(std::regex_search(err, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z WARN  \[test\] shown 42\n$)"))) << err;
+  SetLogLevel(saved);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,369 @@
+// Wire codec: round trips of every message, version and field validation, and untrusted bytes
+// (random, truncated, bit-flipped, misaligned frames) that must return errors and never crash.
+#include "proto/wire.hpp"
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "proto/search.capnp.h"
+
+namespace search {
+namespace {
+
+std::string RandomTerm(std::mt19937_64& rng) {
+  std::uniform_int_distribution<int> len(1, 12), ch('a', 'z');
+  std::string t(len(rng), 'a');
+  for (auto& c : t) c = static_cast<char>(ch(rng));
+  return t;
+}
+
+SearchRequestMsg RandomRequest(std::mt19937_64& rng) {
+  SearchRequestMsg m;
+  m.request_id = rng();
+  std::uniform_int_distribution<int> nterms(0, 20);
+  std::vector<std::string> terms;
+  for (int i = nterms(rng); i > 0; --i) terms.push_back(RandomTerm(rng));
+  std::sort(terms.begin(), terms.end());
+  terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
+  m.terms = terms;
+  m.mode = static_cast<QueryMode>(rng() % 3);
+  m.k = 1 + static_cast<uint32_t>(rng() % kMaxK);
+  m.deadline_unix_micros = static_cast<int64_t>(rng() >> 1);
+  m.flags = static_cast<uint32_t>(rng() & 7);
+  return m;
+}
+
+SearchResponseMsg RandomResponse(std::mt19937_64& rng, size_t hits) {
+  SearchResponseMsg m;
+  m.request_id = rng();
+  m.shard_id = static_cast<uint32_t>(rng() % 64);
+  for (size_t i = 0; i < hits; ++i) {
+    m.hits.push_back(HitMsg{static_cast<uint32_t>(rng()), static_cast<float>(rng() % 100000) / 7.0f,
+                            "doc-" + std::to_string(rng() % 1000000)});
+  }
+  m.stats = ExecStatsMsg{Processor::kGpu, rng() % 1000, rng() % 100000, rng() % 1000, rng() % 77, rng() % 99};
+  m.doc_begin = 100;
+  m.doc_end = 200;
+  return m;
+}
+
+EnvelopeMsg DecodeOk(const std::string& frame) {
+  auto r = DecodeEnvelope(frame);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? std::move(r).value() : EnvelopeMsg{};
+}
+
+TEST(WireTest, SearchRequestRoundTrip) {
+  std::mt19937_64 rng(1);
+  for (int i = 0; i < 200; ++i) {
+    SearchRequestMsg m = RandomRequest(rng);
+    std::string frame = EncodeSearchRequest(m);
+    ASSERT_EQ(frame.size() % 8, 0u);
+    EnvelopeMsg env = DecodeOk(frame);
+    EXPECT_EQ(env.major, kProtocolMajor);
+    ASSERT_EQ(env.kind(), MessageKind::kSearchRequest);
+    EXPECT_EQ(std::get<SearchRequestMsg>(env.body), m);
+  }
+}
+
+TEST(WireTest, SearchResponseRoundTripKeepsEveryField) {
+  std::mt19937_64 rng(2);
+  for (size_t hits : {0u, 1u, 10u, 1000u, 10000u}) {
+    SearchResponseMsg m = RandomResponse(rng, hits);
+    EnvelopeMsg env = DecodeOk(EncodeSearchResponse(m));
+    ASSERT_EQ(env.kind(), MessageKind::kSearchResponse);
+    const auto& got = std::get<SearchResponseMsg>(env.body);
+    EXPECT_EQ(got.request_id, m.request_id);
+    EXPECT_EQ(got.shard_id, m.shard_id);
+    EXPECT_TRUE(got.status.ok());
+    EXPECT_EQ(got.hits, m.hits);
+    EXPECT_EQ(got.stats, m.stats);
+    EXPECT_EQ(got.doc_begin, 100u);
+    EXPECT_EQ(got.doc_end, 200u);
+  }
+}
+
+TEST(WireTest, StatusCodesRoundTrip) {
+  const std::vector<Status> statuses = {
+      Status::Ok(), Status::InvalidArgument("a"), Status::NotFound("b"), Status::Corruption("c"),
+      Status::IOError("d"), Status::Unavailable("e"), Status::DeadlineExceeded("f"),
+      Status::ResourceExhausted("g"), Status::Internal("h")};
+  for (const Status& s : statuses) {
+    SearchResponseMsg m;
+    m.request_id = 5;
+    m.status = s;
+    EnvelopeMsg env = DecodeOk(EncodeSearchResponse(m));
+    const auto& got = std::get<SearchResponseMsg>(env.body);
+    EXPECT_EQ(got.status.code(), s.code());
+    EXPECT_EQ(got.status.message(), s.message());
+  }
+  // Codes the wire lacks travel as internal, keeping the message.
+  SearchResponseMsg m;
+  m.status = Status::AlreadyExists("dup");
+  EnvelopeMsg env = DecodeOk(EncodeSearchResponse(m));
+  EXPECT_EQ(std::get<SearchResponseMsg>(env.body).status.code(), StatusCode::kInternal);
+  EXPECT_EQ(std::get<SearchResponseMsg>(env.body).status.message(), "dup");
+}
+
+TEST(WireTest, PingPongRoundTrip) {
+  EnvelopeMsg ping = DecodeOk(EncodePing(PingMsg{77}));
+  ASSERT_EQ(ping.kind(), MessageKind::kPing);
+  EXPECT_EQ(std::get<PingMsg>(ping.body).request_id, 77u);
+
+  PongMsg pong;
+  pong.request_id = 78;
+  pong.health = ShardHealthMsg{3, 4, 10, 20, 40, "serving", 2, 5, true, R"({"stem":null})", 1};
+  pong.status = Status::Unavailable("draining");
+  EnvelopeMsg env = DecodeOk(EncodePong(pong));
+  ASSERT_EQ(env.kind(), MessageKind::kPong);
+  const auto& got = std::get<PongMsg>(env.body);
+  EXPECT_EQ(got.request_id, 78u);
+  EXPECT_EQ(got.health, pong.health);
+  EXPECT_EQ(got.status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(got.status.message(), "draining");
+}
+
+TEST(WireTest, UnknownMajorVersionIsRejectedWithRecoverableId) {
+  SearchRequestMsg m;
+  m.request_id = 4242;
+  m.terms = {"a", "b"};
+  EnvelopeMsg env{.major = 2, .minor = 0, .body = m};
+  RecoveredHeader rec;
+  auto r = DecodeEnvelope(EncodeEnvelope(env), &rec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.status().message(), "unsupported protocol major version 2 (this node speaks 1)");
+  EXPECT_EQ(rec.kind, MessageKind::kSearchRequest);
+  ASSERT_TRUE(rec.request_id.has_value());
+  EXPECT_EQ(*rec.request_id, 4242u);
+  EXPECT_EQ(rec.major, 2);
+
+  // A ping with major 0 likewise.
+  auto p = DecodeEnvelope(EncodeEnvelope(EnvelopeMsg{.major = 0, .minor = 0, .body = PingMsg{9}}), &rec);
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(rec.kind, MessageKind::kPing);
+  EXPECT_EQ(rec.request_id.value_or(0), 9u);
+}
+
+TEST(WireTest, NewerMinorVersionIsAccepted) {
+  EnvelopeMsg env{.major = kProtocolMajor, .minor = 7, .body = PingMsg{3}};
+  EnvelopeMsg got = DecodeOk(EncodeEnvelope(env));
+  EXPECT_EQ(got.minor, 7);
+}
+
+TEST(WireTest, InvalidRequestFieldsAreRejected) {
+  auto expect_bad = [](const SearchRequestMsg& m, const std::string& needle) {
+    RecoveredHeader rec;
+    auto r = DecodeEnvelope(EncodeSearchRequest(m), &rec);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ(rec.request_id.value_or(0), m.request_id);
+  };
+  SearchRequestMsg base;
+  base.request_id = 11;
+  base.terms = {"apple", "pear"};
+  base.k = 10;
+  ASSERT_TRUE(ValidateSearchRequest(base).ok());
+
+  SearchRequestMsg m = base;
+  m.k = 0;
+  expect_bad(m, "k");
+  m.k = kMaxK + 1;
+  expect_bad(m, "k");
+  m = base;
+  m.terms = {"pear", "apple"};
+  expect_bad(m, "ascending");
+  m.terms = {"apple", "apple"};
+  expect_bad(m, "ascending");
+  m.terms = {""};
+  expect_bad(m, "empty term");
+  m.terms = {std::string(kMaxTermBytes + 1, 'x')};
+  expect_bad(m, "bytes");
+  m.terms.clear();
+  for (size_t i = 0; i <= kMaxTerms; ++i) {
+    char buf[16];
+    std::snprintf(buf, sizeof(buf), "t%06zu", i);
+    m.terms.push_back(buf);
+  }
+  expect_bad(m, "too many terms");
+  m.terms.pop_back();
+  EXPECT_TRUE(DecodeEnvelope(EncodeSearchRequest(m)).ok());  // exactly at the limit
+}
+
+TEST(WireTest, UnknownModeAndUnknownBodyAreRejected) {
+  {
+    capnp::MallocMessageBuilder b;
+    auto env = b.initRoot<wire::Envelope>();
+    env.setMajor(kProtocolMajor);
+    auto req = env.initBody().initSearchRequest();
+    req.setRequestId(5);
+    req.setK(3);
+    req.setMode(static_cast<wire::Mode>(9));
+    auto words = capnp::messageToFlatArray(b);
+    RecoveredHeader rec;
+    auto r = DecodeEnvelope(std::as_bytes(std::span(words.begin(), words.size())), &rec);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("mode"), std::string::npos);
+    EXPECT_EQ(rec.request_id.value_or(0), 5u);
+  }
+  {
+    // A union member from a future minor version: the discriminant lies past the known ones.
+    std::string frame = EncodePing(PingMsg{1});
+    capnp::MallocMessageBuilder b;
+    auto env = b.initRoot<wire::Envelope>();
+    env.setMajor(kProtocolMajor);
+    env.initBody().initPing().setRequestId(1);
+    auto words = capnp::messageToFlatArray(b);
+    // Layout: segment table (8 bytes), root pointer (8), Envelope data word: major, minor,
+    // discriminant (bytes 4..5 of the data word).
+    auto bytes = words.asBytes();
+    ASSERT_EQ(bytes[20], 2);  // Body::PING == 2
+    bytes[20] = 9;
+    capnp::FlatArrayMessageReader check(words.asPtr());
+    ASSERT_EQ(static_cast<int>(check.getRoot<wire::Envelope>().getBody().which()), 9);
+    RecoveredHeader rec;
+    auto r = DecodeEnvelope(std::as_bytes(std::span(words.begin(), words.size())), &rec);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("unknown message type 9"), std::string::npos) << r.status().message();
+    EXPECT_EQ(rec.kind, MessageKind::kUnknown);
+  }
+}
+
+TEST(WireTest, FrameShapeLimits) {
+  EXPECT_FALSE(DecodeEnvelope(std::string_view()).ok());
+  std::string frame = EncodePing(PingMsg{1});
+  auto odd = DecodeEnvelope(std::string_view(frame.data(), frame.size() - 3));
+  ASSERT_FALSE(odd.ok());
+  EXPECT_NE(odd.status().message().find("multiple of 8"), std::string::npos);
+  std::string trailing = frame + std::string(8, '\0');
+  auto t = DecodeEnvelope(trailing);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("trailing"), std::string::npos);
+  std::string huge(kMaxFrameBytes + 8, '\0');
+  auto h = DecodeEnvelope(huge);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("exceeds"), std::string::npos);
+}
+
+TEST(WireTest, MisalignedInputDecodes) {
+  std::mt19937_64 rng(3);
+  SearchResponseMsg m = RandomResponse(rng, 37);
+  std::string frame = EncodeSearchResponse(m);
+  std::vector<char> buf(frame.size() + 16);
+  for (size_t off = 0; off < 8; ++off) {
+    std::memcpy(buf.data() + off, frame.data(), frame.size());
+    auto r = DecodeEnvelope(std::string_view(buf.data() + off, frame.size()));
+    ASSERT_TRUE(r.ok()) << "offset " << off << ": " << r.status().ToString();
+    EXPECT_EQ(std::get<SearchResponseMsg>(r->body).hits, m.hits);
+  }
+}
+
+TEST(WireTest, RandomBytesNeverDecodeAsValidGarbage) {
+  std::mt19937_64 rng(4);
+  int ok = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string bytes(8 * (1 + rng() % 64) + (i % 4 == 0 ? rng() % 8 : 0), '\0');
+    for (auto& c : bytes) c = static_cast<char>(rng());
+    auto r = DecodeEnvelope(bytes);
+    if (r.ok()) {
+      ++ok;
+    } else {
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+  // The segment table alone rejects nearly every random frame.
+  EXPECT_LT(ok, 30);
+}
+
+TEST(WireTest, TruncatedFramesAreRejected) {
+  std::mt19937_64 rng(5);
+  std::string frame = EncodeSearchResponse(RandomResponse(rng, 20));
+  for (size_t len = 0; len < frame.size(); ++len) {
+    auto r = DecodeEnvelope(std::string_view(frame.data(), len));
+    EXPECT_FALSE(r.ok()) << "prefix of " << len << " bytes decoded";
+  }
+  std::string req = EncodeSearchRequest(RandomRequest(rng));
+  for (size_t len = 0; len < req.size(); ++len) EXPECT_FALSE(DecodeEnvelope(std::string_view(req.data(), len)).ok());
+}
+
+TEST(WireTest, BitFlippedFramesNeverCrash) {
+  std::mt19937_64 rng(6);
+  std::vector<std::string> seeds = {EncodeSearchRequest(RandomRequest(rng)), EncodeSearchResponse(RandomResponse(rng, 30)),
+                                    EncodePing(PingMsg{1}), EncodePong(PongMsg{.request_id = 2, .health = ShardHealthMsg{.state = "serving", .analyzer_json = "{}"}, .status = {}})};
+  int rejected = 0, accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string f = seeds[i % seeds.size()];
+    const int flips = 1 + static_cast<int>(rng() % 4);
+    for (int j = 0; j < flips; ++j) f[rng() % f.size()] ^= static_cast<char>(1u << (rng() % 8));
+    RecoveredHeader rec;
+    auto r = DecodeEnvelope(f, &rec);
+    if (!r.ok()) {
+      ++rejected;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      continue;
+    }
+    ++accepted;
+    // Whatever decoded must re-encode and decode to the same kind (a stable, valid message).
+    auto again = DecodeEnvelope(EncodeEnvelope(*r));
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->kind(), r->kind());
+  }
+  EXPECT_GT(rejected, 0);
+  EXPECT_GT(accepted, 0);
+}
+
+TEST(WireTest, PointerAmplificationHitsTheTraversalLimit) {
+  // 10000 hits whose externalId pointers are rewritten to all point at the last hit's 8 MiB text:
+  // an 8 MiB frame that would read ~80 GiB. The traversal limit (8 Mi words) must stop it.
+  const uint64_t big_bytes = 8 * 1024 * 1024;
+  // One segment big enough for everything, so every pointer is a near pointer.
+  capnp::MallocMessageBuilder b(big_bytes / 8 + (1 << 16), capnp::AllocationStrategy::FIXED_SIZE);
+  auto env = b.initRoot<wire::Envelope>();
+  env.setMajor(kProtocolMajor);
+  auto resp = env.initBody().initSearchResponse();
+  resp.setRequestId(1);
+  auto hit_list = resp.initHits(10000);
+  for (uint32_t i = 0; i < 10000; ++i) {
+    hit_list[i].setDoc(i);
+    hit_list[i].setScore(1.0f);
+  }
+  hit_list[9999].initExternalId(big_bytes);
+  auto flat = capnp::messageToFlatArray(b);
+  ASSERT_EQ(b.getSegmentsForOutput().size(), 1u);
+  const std::string frame(reinterpret_cast<const char*>(flat.asBytes().begin()), flat.asBytes().size());
+  ASSERT_TRUE(DecodeEnvelope(frame).ok());  // unpatched, it is valid
+  ASSERT_LE(frame.size(), kMaxFrameBytes);
+
+  std::vector<uint64_t> words(frame.size() / 8);
+  std::memcpy(words.data(), frame.data(), frame.size());
+  // Locate the hit list: Hit i is a data word (doc = i, score = 1.0f) followed by its pointer.
+  auto data_word = [](uint32_t doc) { return uint64_t{doc} | (uint64_t{0x3f800000u} << 32); };
+  size_t first = 0;
+  while (first + 2 < words.size() && !(words[first] == data_word(0) && words[first + 2] == data_word(1))) ++first;
+  ASSERT_LT(first + 2, words.size());
+  // The last hit's pointer locates the big text: a list pointer's bits 2..31 are the signed word
+  // offset from the end of the pointer; bits 32..34 the element size (2 = byte); 35..63 the count.
+  const size_t last_ptr = first + 2 * 9999 + 1;
+  const int64_t big_word = static_cast<int64_t>(last_ptr) + 1 + (static_cast<int32_t>(words[last_ptr] & 0xffffffffu) >> 2);
+  ASSERT_EQ(words[last_ptr] >> 35, big_bytes + 1);  // NUL included
+  for (size_t i = 0; i < 9999; ++i) {
+    const size_t ptr_word = first + 2 * i + 1;
+    const int64_t offset = big_word - static_cast<int64_t>(ptr_word + 1);
+    words[ptr_word] = 1u | (static_cast<uint64_t>(static_cast<uint32_t>(offset) & 0x3fffffffu) << 2) |
+                      (uint64_t{2} << 32) | ((big_bytes + 1) << 35);
+  }
+  auto r = DecodeEnvelope(std::as_bytes(std::span(words.data(), words.size())));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("malformed message"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("traversal limit"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,59 @@
+// The index builder's phases (index_builder.hpp): the parse phase (parse_phase.cpp) and the
+// merge phase that writes the shards (merge_phase.cpp), plus the progress counters they share
+// with the progress printer. Internal to the indexer library.
+// Thread-safety: BuildProgress is atomics only; the phases use their own threads internally.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/analyzer.hpp"
+#include "core/status.hpp"
+#include "index_store/manifest.hpp"
+#include "indexer/index_builder.hpp"
+
+namespace search {
+
+struct BuildProgress {
+  enum Phase : int { kParse = 0, kMerge = 1, kFinish = 2 };
+  std::atomic<int> phase{kParse};
+  std::atomic<uint64_t> docs{0};
+  std::atomic<uint64_t> input_bytes{0};  // consumed (compressed offset for gzip)
+  uint64_t input_size = 0;               // 0 when unknown
+  std::atomic<uint64_t> merge_bytes{0};  // run bytes read by the final merge
+  std::atomic<uint64_t> merge_total{0};
+  std::atomic<uint64_t> terms{0};
+};
+
+struct ParseOutput {
+  std::vector<uint32_t> lengths;  // by docID
+  uint64_t total_tokens = 0;
+  uint64_t skipped = 0;
+  uint64_t blank_lines = 0;
+  std::vector<std::string> runs;  // run files, in spill order
+  std::string ids_path;           // varint(len) id, by docID
+};
+
+// Reads, parses and analyzes the input; spills runs into `work_dir`.
+Status RunParsePhase(const IndexBuildOptions& options, const Analyzer& analyzer, const std::string& work_dir,
+                     uint32_t threads, BuildProgress* progress, ParseOutput* out);
+
+struct MergeOutput {
+  std::vector<ShardEntry> shards;  // checksums not yet filled in
+  uint64_t terms = 0;
+  uint64_t postings = 0;
+  uint64_t merge_passes = 0;
+};
+
+// Merges the runs and writes shard-<i> for every shard into `index_dir` (finished, synced).
+// Consumes (deletes) the run files and the ids file.
+Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_dir, const std::string& work_dir,
+                     uint32_t threads, ParseOutput* parsed, BuildProgress* progress, MergeOutput* out);
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads (the caller's included).
+void ParallelFor(size_t n, uint32_t threads, const std::function<void(size_t)>& fn);
+
+}  // namespace search

@@ -1,0 +1,285 @@
+// The parse phase of the index builder (build_phases.hpp): a reader (the calling thread), parser
+// threads, and an in-order commit that assigns docIDs.
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "indexer/build_phases.hpp"
+#include "indexer/jsonl_reader.hpp"
+#include "indexer/posting_accumulator.hpp"
+#include "indexer/run_file.hpp"
+
+namespace search {
+
+namespace {
+
+constexpr uint64_t kMaxDocs = UINT32_MAX;  // docIDs are uint32 and N must fit as well
+constexpr size_t kMinShareBytes = size_t{64} << 10;
+
+struct ParsedDoc {
+  uint64_t line = 0;
+  bool ok = false;
+  std::string reason;  // when !ok
+  std::string id;
+  uint32_t length = 0;
+  std::vector<std::pair<std::string, uint32_t>> term_tfs;
+};
+
+struct ParsedChunk {
+  uint64_t seq = 0;
+  uint64_t blank_lines = 0;
+  std::vector<ParsedDoc> docs;
+};
+
+// Parses one chunk's lines and analyzes every good document.
+void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, ParsedChunk* out) {
+  out->seq = chunk.seq;
+  out->blank_lines = 0;
+  out->docs.clear();
+  std::string_view rest(chunk.data);
+  uint64_t line_no = chunk.first_line;
+  DocLine doc;
+  std::vector<std::string> tokens;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest.remove_prefix(nl == std::string_view::npos ? rest.size() : nl + 1);
+    const uint64_t this_line = line_no++;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (IsBlankLine(line)) {
+      ++out->blank_lines;
+      continue;
+    }
+    ParsedDoc& pd = out->docs.emplace_back();
+    pd.line = this_line;
+    if (!ParseDocLine(line, &doc, &pd.reason)) continue;
+    tokens.clear();
+    analyzer.Analyze(doc.contents, &tokens);
+    if (tokens.size() > UINT32_MAX) {
+      pd.reason = "document has more than 2^32 - 1 tokens";
+      continue;
+    }
+    pd.ok = true;
+    pd.id = std::move(doc.id);
+    pd.length = static_cast<uint32_t>(tokens.size());
+    std::sort(tokens.begin(), tokens.end());
+    for (size_t i = 0; i < tokens.size();) {
+      size_t j = i + 1;
+      while (j < tokens.size() && tokens[j] == tokens[i]) ++j;
+      pd.term_tfs.emplace_back(std::move(tokens[i]), static_cast<uint32_t>(j - i));
+      i = j;
+    }
+  }
+}
+
+class ParseState {
+ public:
+  ParseState(const IndexBuildOptions& options, const Analyzer& analyzer, std::string work_dir, uint32_t threads,
+             BuildProgress* progress, ParseOutput* out)
+      : options_(options), analyzer_(analyzer), work_dir_(std::move(work_dir)), threads_(threads),
+        progress_(progress), out_(out) {
+    share_ = std::max(kMinShareBytes, options.memory_bytes / threads);
+    queue_cap_ = 2 * static_cast<size_t>(threads);
+  }
+
+  ~ParseState() {
+    if (ids_file_ != nullptr) std::fclose(ids_file_);
+  }
+
+  Status Run() {
+    SEARCH_ASSIGN_OR_RETURN(auto reader, JsonlReader::Open(options_.input));
+    SEARCH_RETURN_IF_ERROR(OpenIds());
+    progress_->input_size = reader->file_size();
+    std::vector<std::thread> workers;
+    workers.reserve(threads_);
+    for (uint32_t t = 0; t < threads_; ++t) workers.emplace_back([this] { Worker(); });
+    Status read_status;
+    for (;;) {
+      LineChunk chunk;
+      auto more = reader->Next(options_.chunk_bytes, &chunk);
+      progress_->input_bytes.store(reader->consumed_bytes(), std::memory_order_relaxed);
+      if (!more.ok()) {
+        read_status = more.status();
+        break;
+      }
+      if (!*more) break;
+      std::unique_lock lk(queue_mu_);
+      queue_cv_.wait(lk, [&] { return queue_.size() < queue_cap_ || Aborted(); });
+      if (Aborted()) break;
+      queue_.push_back(std::move(chunk));
+      queue_cv_.notify_all();
+    }
+    {
+      std::lock_guard lk(queue_mu_);
+      input_done_ = true;
+    }
+    queue_cv_.notify_all();
+    if (!read_status.ok()) Fail(read_status);
+    for (auto& w : workers) w.join();
+    if (ids_file_ != nullptr) {
+      const bool bad = std::fflush(ids_file_) != 0;
+      std::fclose(ids_file_);
+      ids_file_ = nullptr;
+      if (bad) Fail(Status::IOError("write " + out_->ids_path + ": " + std::strerror(errno)));
+    }
+    std::lock_guard lk(error_mu_);
+    return error_;
+  }
+
+ private:
+  bool Aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  void Fail(Status s) {
+    {
+      std::lock_guard lk(error_mu_);
+      if (error_.ok()) error_ = std::move(s);
+    }
+    aborted_.store(true, std::memory_order_release);
+    { std::lock_guard lk(queue_mu_); }
+    queue_cv_.notify_all();
+    { std::lock_guard lk(commit_mu_); }
+    commit_cv_.notify_all();
+  }
+
+  Status OpenIds() {
+    out_->ids_path = work_dir_ + "/ids.tmp";
+    ids_file_ = std::fopen(out_->ids_path.c_str(), "wbx");
+    if (ids_file_ == nullptr) return Status::IOError("create " + out_->ids_path + ": " + std::strerror(errno));
+    ids_buffer_.reset(new char[size_t{1} << 20]);
+    std::setvbuf(ids_file_, ids_buffer_.get(), _IOFBF, size_t{1} << 20);
+    std::error_code ec;
+    std::filesystem::create_directory(work_dir_ + "/runs", ec);
+    if (ec) return Status::IOError("create " + work_dir_ + "/runs: " + ec.message());
+    return Status::Ok();
+  }
+
+  Status Spill(PostingAccumulator* acc) {
+    std::string path;
+    {
+      std::lock_guard lk(runs_mu_);
+      path = work_dir_ + "/runs/run-" + std::to_string(next_run_++) + ".run";
+    }
+    SEARCH_RETURN_IF_ERROR(acc->Spill(path));
+    std::lock_guard lk(runs_mu_);
+    out_->runs.push_back(std::move(path));
+    return Status::Ok();
+  }
+
+  // Waits for the chunk's turn, then assigns docIDs in input order. Returns the first docID, or
+  // an error (a bad line when !skip_bad) — the earliest in input order, whatever the threads did.
+  Result<uint32_t> Commit(const ParsedChunk& chunk) {
+    std::unique_lock lk(commit_mu_);
+    commit_cv_.wait(lk, [&] { return next_commit_ == chunk.seq || Aborted(); });
+    if (Aborted()) return Status::Internal("aborted");
+    const uint64_t first = next_doc_;
+    std::string rec;
+    for (const ParsedDoc& d : chunk.docs) {
+      if (!d.ok) {
+        if (!options_.skip_bad) return Status::InvalidArgument("line " + std::to_string(d.line) + ": " + d.reason);
+        ++out_->skipped;
+        continue;
+      }
+      if (next_doc_ >= kMaxDocs) return Status::InvalidArgument("more than 4294967295 documents: docIDs are 32-bit");
+      rec.clear();
+      PutVarint(&rec, d.id.size());
+      rec.append(d.id);
+      if (std::fwrite(rec.data(), 1, rec.size(), ids_file_) != rec.size())
+        return Status::IOError("write " + out_->ids_path + ": " + std::strerror(errno));
+      out_->lengths.push_back(d.length);
+      out_->total_tokens += d.length;
+      ++next_doc_;
+    }
+    out_->blank_lines += chunk.blank_lines;
+    ++next_commit_;
+    progress_->docs.store(next_doc_, std::memory_order_relaxed);
+    if (options_.kill_after_docs != 0 && next_doc_ >= options_.kill_after_docs) {
+      std::fflush(ids_file_);
+      ::raise(SIGKILL);
+    }
+    lk.unlock();
+    commit_cv_.notify_all();
+    return static_cast<uint32_t>(first);
+  }
+
+  void Worker() {
+    PostingAccumulator acc;
+    ParsedChunk parsed;
+    for (;;) {
+      LineChunk chunk;
+      {
+        std::unique_lock lk(queue_mu_);
+        queue_cv_.wait(lk, [&] { return !queue_.empty() || input_done_ || Aborted(); });
+        if (Aborted() || queue_.empty()) break;
+        chunk = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      queue_cv_.notify_all();
+      ParseChunk(chunk, analyzer_, &parsed);
+      auto first = Commit(parsed);
+      if (!first.ok()) {
+        if (!Aborted()) Fail(first.status());
+        return;
+      }
+      uint32_t doc = *first;
+      for (const ParsedDoc& d : parsed.docs) {
+        if (d.ok) acc.AddDoc(doc++, d.term_tfs);
+      }
+      if (acc.memory_bytes() >= share_) {
+        if (Status s = Spill(&acc); !s.ok()) {
+          Fail(s);
+          return;
+        }
+      }
+    }
+    if (!Aborted() && !acc.empty()) {
+      if (Status s = Spill(&acc); !s.ok()) Fail(s);
+    }
+  }
+
+  const IndexBuildOptions& options_;
+  const Analyzer& analyzer_;
+  const std::string work_dir_;
+  const uint32_t threads_;
+  BuildProgress* const progress_;
+  ParseOutput* const out_;
+  size_t share_ = 0;
+  size_t queue_cap_ = 0;
+
+  std::atomic<bool> aborted_{false};
+  std::mutex error_mu_;
+  Status error_;  // GUARDED_BY(error_mu_)
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::deque<LineChunk> queue_;  // GUARDED_BY(queue_mu_)
+  bool input_done_ = false;      // GUARDED_BY(queue_mu_)
+
+  std::mutex commit_mu_;
+  std::condition_variable commit_cv_;
+  uint64_t next_commit_ = 0;  // GUARDED_BY(commit_mu_)
+  uint64_t next_doc_ = 0;     // GUARDED_BY(commit_mu_)
+  FILE* ids_file_ = nullptr;  // GUARDED_BY(commit_mu_)
+  std::unique_ptr<char[]> ids_buffer_;
+
+  std::mutex runs_mu_;
+  uint64_t next_run_ = 0;  // GUARDED_BY(runs_mu_)
+};
+
+}  // namespace
+
+Status RunParsePhase(const IndexBuildOptions& options, const Analyzer& analyzer, const std::string& work_dir,
+                     uint32_t threads, BuildProgress* progress, ParseOutput* out) {
+  ParseState state(options, analyzer, work_dir, threads, progress, out);
+  return state.Run();
+}
+
+}  // namespace search
