@@ -48,6 +48,7 @@ concept BlockMaxCursor = PostingCursor<C> && requires(C& c, const C& cc, uint32_
   { cc.block_max_score() } -> std::same_as<float>; // upper bound of the current block's contributions
   { cc.block_last_doc() } -> std::same_as<uint32_t>;
   { cc.max_score() } -> std::same_as<float>;       // upper bound of the whole list's contributions
+  { cc.decoded() } -> std::same_as<bool>;          // the current block is decoded: next_geq within it is free
 };
 
 // What every cursor of one query shares.
@@ -95,6 +96,8 @@ class BlockCursor {
   bool blocks_exhausted() const { return block_ >= num_blocks_; }
   float block_max_score() const { return block_ < num_blocks_ ? SanitizeBound(meta_[block_].max_score) : 0.0f; }
   uint32_t block_last_doc() const { return block_ < num_blocks_ ? meta_[block_].last_doc : kEndDoc; }
+  // True when the block position's docIDs are decoded (doc() is then a real position in it).
+  bool decoded() const { return decoded_block_ == block_; }
 
   // --- document position ---
   void next_geq(uint32_t target) {

@@ -29,6 +29,7 @@
 #include "cpu_exec/cpu_executor.hpp"
 
 namespace search::cpu_internal {
+inline thread_local uint64_t g_iters = 0, g_cands = 0, g_probes = 0, g_bounds = 0;
 
 // The current candidate's per-term contributions, by canonical slot; unset slots hold 0 (and
 // x + 0.0f == x, so summing every slot in order equals summing the present terms in order).
@@ -97,33 +98,55 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack,
       }
       bounded = true;
     }
-    size_t i = 1;
-    for (; i < n; ++i) {
-      cur[i]->next_geq(d);
-      if (cur[i]->doc() != d) break;
-    }
-    if (i < n) {
-      const uint32_t t = cur[i]->doc();
-      if (t == kEndDoc) break;
-      lead.next_geq(t);
-      d = lead.doc();
-      continue;
-    }
-    // Every list is at d. Score shortest first; stop when the rest cannot lift it over thr.
-    float partial = 0.0f;
-    bool pruned = false;
-    for (size_t j = 0; j < n; ++j) {
-      const float c = cur[j]->score();
-      sheet.set(cur[j]->slot(), c);
-      partial += c;
-      if (bounded && j + 1 < n && (partial + rest[j + 1]) * slack <= thr) {
-        pruned = true;
-        break;
+    if (bounded) {
+      // Align and score list by list: list j+1's block is decoded only while the exact partial
+      // score plus the block maxima of the lists after j can still beat the threshold.
+      float partial = 0.0f;
+      uint32_t mismatch = d;
+      bool pruned = false;
+      for (size_t j = 0; j < n; ++j) {
+        if (j > 0) {
+          cur[j]->next_geq(d);
+          if (cur[j]->doc() != d) {
+            mismatch = cur[j]->doc();
+            break;
+          }
+        }
+        const float c = cur[j]->score();
+        sheet.set(cur[j]->slot(), c);
+        partial += c;
+        if (j + 1 < n && (partial + rest[j + 1]) * slack <= thr) {
+          pruned = true;
+          break;
+        }
       }
-    }
-    if (pruned) {
-      sheet.clear();
+      if (mismatch != d) {
+        sheet.clear();
+        if (mismatch == kEndDoc) break;
+        lead.next_geq(mismatch);
+        d = lead.doc();
+        continue;
+      }
+      if (pruned) {
+        sheet.clear();
+      } else {
+        topk.Push(d, sheet.sum_and_clear());
+        ++stats.postings_scored;
+      }
     } else {
+      size_t i = 1;
+      for (; i < n; ++i) {
+        cur[i]->next_geq(d);
+        if (cur[i]->doc() != d) break;
+      }
+      if (i < n) {
+        const uint32_t t = cur[i]->doc();
+        if (t == kEndDoc) break;
+        lead.next_geq(t);
+        d = lead.doc();
+        continue;
+      }
+      for (size_t j = 0; j < n; ++j) sheet.set(cur[j]->slot(), cur[j]->score());
       topk.Push(d, sheet.sum_and_clear());
       ++stats.postings_scored;
     }
@@ -143,68 +166,64 @@ void RunOr(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, 
     ub[i] = acc;  // bound of any document that only lists 0..i hold
     cur[i]->next_geq(0);
   }
-  size_t first_ess = 0;  // lists [first_ess, n) are essential
+  size_t first_ess = 0;  // lists [first_ess, n) are essential; first_ess > 0 only when topk is full
   float thr = -std::numeric_limits<float>::infinity();
   auto min_essential = [&] {
     uint32_t m = kEndDoc;
     for (size_t i = first_ess; i < n; ++i) m = std::min(m, cur[i]->doc());
     return m;
   };
-  // Block-max bound of every document in [pivot, range_end].
-  uint32_t range_end = 0;
-  float range_bound = 0.0f;
-  bool range_valid = false;
-  auto compute_range = [&](uint32_t pivot) {
-    float b = 0.0f;
-    uint32_t e = kEndDoc;
-    for (size_t i = 0; i < n; ++i) {
-      cur[i]->shallow_seek(pivot);
-      if (cur[i]->blocks_exhausted()) continue;
-      b += cur[i]->block_max_score();
-      e = std::min(e, cur[i]->block_last_doc());
-    }
-    range_bound = b;
-    range_end = e;
-    range_valid = true;
-  };
 
-  uint32_t d = min_essential();
-  while (d != kEndDoc) {
+  uint32_t pivot = min_essential();
+  while (pivot != kEndDoc) {
+    ++g_iters;
     if (topk.full()) {
-      if (!range_valid || d > range_end) compute_range(d);
-      if (range_bound * slack <= thr) {
-        // Skip whole block ranges by metadata alone, then land the essential lists past them.
-        uint32_t pivot = d;
-        do {
-          if (range_end == kEndDoc) {
-            pivot = kEndDoc;
-            break;
-          }
-          pivot = range_end + 1;
-          compute_range(pivot);
-        } while (range_bound * slack <= thr);
-        if (pivot == kEndDoc) break;
-        for (size_t i = first_ess; i < n; ++i) cur[i]->next_geq(pivot);
-        d = min_essential();
-        continue;
-      }
-      // Candidate bound from the blocks holding d: essential lists at d plus every non-essential.
+      // Bound every document in [pivot, end]: each non-essential list by its block there; each
+      // essential list by its block, or by 0 up to its next document when that is known for free
+      // (its block is decoded). Nothing is decoded here, so runs of blocks are skipped unread.
       float bound = 0.0f;
-      for (size_t i = first_ess; i < n; ++i)
-        if (cur[i]->doc() == d) bound += cur[i]->block_max_score();
-      float ne_acc = 0.0f;
+      uint32_t end = kEndDoc;
       for (size_t i = 0; i < first_ess; ++i) {
-        cur[i]->shallow_seek(d);
-        ne_acc += cur[i]->block_max_score();  // 0 once the list has no block left
-        ne[i] = ne_acc;
+        C& c = *cur[i];
+        c.shallow_seek(pivot);
+        if (!c.blocks_exhausted()) {
+          bound += c.block_max_score();
+          end = std::min(end, c.block_last_doc());
+        }
+        ne[i] = bound;  // prefix sums: the most lists 0..i can add
       }
-      if ((bound + ne_acc) * slack <= thr) {
-        for (size_t i = first_ess; i < n; ++i)
-          if (cur[i]->doc() == d) cur[i]->next();
-        d = min_essential();
+      for (size_t i = first_ess; i < n; ++i) {
+        C& c = *cur[i];
+        c.shallow_seek(pivot);
+        if (c.blocks_exhausted()) continue;
+        if (c.decoded()) {
+          c.next_geq(pivot);  // within the decoded block: a scan, no decode
+          if (c.doc() > pivot) {
+            end = std::min(end, c.doc() - 1);
+            continue;
+          }
+        }
+        bound += c.block_max_score();
+        end = std::min(end, c.block_last_doc());
+      }
+      if (bound * slack <= thr) {
+        if (end == kEndDoc) break;
+        pivot = end + 1;
         continue;
       }
     }
+    // The bound admits a document at pivot or later: position the essential lists for real.
+    uint32_t d = kEndDoc;
+    for (size_t i = first_ess; i < n; ++i) {
+      cur[i]->next_geq(pivot);
+      d = std::min(d, cur[i]->doc());
+    }
+    if (d == kEndDoc) break;
+    if (d != pivot) {
+      pivot = d;  // re-bound at the real candidate
+      continue;
+    }
+    ++g_cands;
     float partial = 0.0f;
     for (size_t i = first_ess; i < n; ++i) {
       if (cur[i]->doc() != d) continue;
@@ -214,12 +233,12 @@ void RunOr(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, 
       cur[i]->next();
     }
     bool pruned = false;
-    for (size_t i = first_ess; i-- > 0;) {  // first_ess > 0 only once the heap is full (ne is set)
+    for (size_t i = first_ess; i-- > 0;) {  // ne[] was filled at this pivot (the heap is full)
       if ((partial + ne[i]) * slack <= thr) {
         pruned = true;
         break;
       }
-      cur[i]->next_geq(d);
+      ++g_probes; cur[i]->next_geq(d);
       if (cur[i]->doc() == d) {
         const float c = cur[i]->score();
         sheet.set(cur[i]->slot(), c);
@@ -236,7 +255,7 @@ void RunOr(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, 
         while (first_ess < n && ub[first_ess] * slack <= thr) ++first_ess;
       }
     }
-    d = min_essential();
+    pivot = min_essential();
   }
 }
 

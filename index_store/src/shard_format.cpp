@@ -219,7 +219,7 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
       case kListsIdx:
         // Large blocks: lists are read whole, a value larger than a block is one block anyway,
         // and a small index keeps the pinned metadata small. The blobs are bitpacked already.
-        t.block_size = getenv("LBS") ? atoi(getenv("LBS")) << 10 : 32 << 10; // TMPBENCH
+        t.block_size = 32 << 10;
         cf.compression = rocksdb::kNoCompression;
         break;
       case kDocsIdx:

@@ -127,7 +127,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &impl->handles, &raw),
                                    "open shard " + path));
   impl->db.reset(raw);
-  impl->list_read.fill_cache = getenv("FILLC") != nullptr; // TMPBENCH
+  impl->list_read.fill_cache = false;
   SEARCH_RETURN_IF_ERROR(impl->LoadMeta());
   SEARCH_RETURN_IF_ERROR(impl->LoadLengths());
   impl->list_cache = std::make_unique<ListCache>(options.list_cache_bytes);

@@ -81,7 +81,7 @@ struct Fanout::Impl {
   }
 
   std::vector<ShardCallResult> AllFailed(ShardCallState state, const std::string& reason) const {
-    std::vector<ShardCallResult> out(dealers.size());
+    std::vector<ShardCallResult> out(opt.endpoints.size());
     std::lock_guard lock(health_mu);
     for (size_t i = 0; i < out.size(); ++i) {
       out[i].state = state;

@@ -15,13 +15,14 @@ void Reply(httplib::Response& res, const HttpReply& r) {
 }  // namespace
 
 struct HttpFront::Impl {
+  Impl(Integrator* in, HttpFrontOptions o) : integrator(in), options(std::move(o)) {}
   Integrator* integrator;
   HttpFrontOptions options;
   httplib::Server server;
 };
 
 HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
-    : impl_(std::make_unique<Impl>(Impl{integrator, std::move(options), {}})) {
+    : impl_(std::make_unique<Impl>(integrator, std::move(options))) {
   auto& s = impl_->server;
   Integrator* in = integrator;
   const int threads = impl_->options.threads;

@@ -123,10 +123,13 @@ void Integrator::RecomputeAnalyzer() {
     const std::string canon = CanonicalAnalyzer(h.analyzer_json, &parse_error);
     if (!parse_error.empty()) {
       error = who + " reports an unreadable analyzer: " + parse_error;
-    } else if (!agreed) {
+      break;
+    }
+    if (!agreed) {
       agreed = canon;
       agreed_from = who;
-    } else if (*agreed != canon) {
+    }
+    if (*agreed != canon) {
       error = "shards disagree on the analyzer: " + agreed_from + " has " + *agreed + " but " + who + " has " + canon;
     } else if (num_docs && *num_docs != h.num_docs_global) {
       error = "shards disagree on the collection size: " + std::to_string(*num_docs) + " documents vs " +

@@ -5,9 +5,16 @@
 #include <prometheus/exposer.h>
 #include <prometheus/text_serializer.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <string>
+#include <thread>
 
 #include "metrics/families.hpp"
 
@@ -27,6 +34,19 @@ prometheus::Family<prometheus::Gauge>& GaugeFamily(prometheus::Registry& r, cons
 }
 prometheus::Family<prometheus::Histogram>& HistogramFamily(prometheus::Registry& r, const families::Family& f) {
   return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+}
+
+// Opens and closes a TCP connection to host:port (IPv4 literal or "localhost"); errors ignored.
+void PokeTcp(const std::string& host, int port) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const std::string h = host == "localhost" ? "127.0.0.1" : host;
+  if (::inet_pton(AF_INET, h.c_str(), &addr.sin_addr) != 1) return;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  (void)::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  ::close(fd);
 }
 
 }  // namespace
@@ -169,6 +189,9 @@ Metrics::~Metrics() { StopExposer(); }
 
 Status Metrics::StartExposer(const std::string& host_port) {
   if (exposer_) return Status::InvalidArgument("metrics exposer already started");
+  // The host to poke when stopping (StopExposer): a wildcard bind is reachable on loopback.
+  exposer_host_ = host_port.substr(0, host_port.rfind(':'));
+  if (exposer_host_.empty() || exposer_host_ == "0.0.0.0" || exposer_host_ == "*") exposer_host_ = "127.0.0.1";
   try {
     // One serving thread is plenty for scrapes.
     exposer_ = std::make_unique<prometheus::Exposer>(host_port, 1);
@@ -180,7 +203,25 @@ Status Metrics::StartExposer(const std::string& host_port) {
   return Status::Ok();
 }
 
-void Metrics::StopExposer() { exposer_.reset(); }
+void Metrics::StopExposer() {
+  if (!exposer_) return;
+  // civetweb's listener polls with a 2 s timeout and checks its stop flag only between polls, so
+  // a plain stop takes up to 2 s. Connecting to it while it stops wakes the poll at once.
+  const int port = exposer_port();
+  std::atomic<bool> done{false};
+  std::thread waker;
+  if (port > 0) {
+    waker = std::thread([&done, port, host = exposer_host_] {
+      while (!done.load()) {
+        PokeTcp(host, port);
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+    });
+  }
+  exposer_.reset();
+  done = true;
+  if (waker.joinable()) waker.join();
+}
 
 int Metrics::exposer_port() const {
   if (!exposer_) return 0;

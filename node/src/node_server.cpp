@@ -37,7 +37,7 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// The frames of one received multipart message: the first kMaxParts kept, the rest counted.
+// The frames of one received multipart message: the first kMaxParts - 1 and the last are kept.
 constexpr size_t kMaxParts = 4;
 // Messages read per poll round before replies get a turn.
 constexpr int kReceiveBatch = 256;
@@ -390,7 +390,7 @@ void NodeServer::IoLoop() {
       zmq::message_t part;
       if (!router.recv(part, zmq::recv_flags::dontwait)) break;
       more = part.more();
-      if (n < kMaxParts) parts[n] = std::move(part);
+      parts[std::min(n, kMaxParts - 1)] = std::move(part);  // the last slot keeps the last frame
       ++n;
     }
     try {

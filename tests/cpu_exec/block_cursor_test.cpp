@@ -102,7 +102,9 @@ TEST_F(BlockCursorTest, NextGeqMatchesLowerBoundAndNeverMovesBack) {
         cur.next_geq(asked);
         auto it = std::lower_bound(docs.begin(), docs.end(), target);
         const uint32_t want = it == docs.end() ? kEndDoc : *it;
-        if (asked == target) ASSERT_EQ(cur.doc(), want) << "target " << target;
+        if (asked == target) {
+          ASSERT_EQ(cur.doc(), want) << "target " << target;
+        }
         ASSERT_GE(cur.doc(), last);
         last = cur.doc();
         if (cur.doc() == kEndDoc) break;

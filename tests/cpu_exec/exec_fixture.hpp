@@ -153,7 +153,10 @@ struct TestQuery {
 };
 
 inline std::string QueryTermName(const Corpus& c, uint32_t id) {
-  return id < c.postings.size() ? c.names[id] : "u" + std::to_string(id);
+  if (id < c.postings.size()) return c.names[id];
+  std::string name = std::to_string(id);
+  name.insert(name.begin(), 'u');
+  return name;
 }
 
 // Random 1..8 terms, popular and rare, some unknown, some repeated; returned canonical.
@@ -265,10 +268,13 @@ inline void ExpectMatchesReference(const std::vector<ScoredDoc>& got, const std:
     ASSERT_FALSE(std::isnan(mine)) << what << " rank " << i << ": doc " << got[i].doc << " does not match the query";
     EXPECT_TRUE(CloseRel(got[i].score, mine)) << what << " doc " << got[i].doc << ": engine " << got[i].score
                                               << " reference " << mine;
-    if (got[i].doc != r.doc)
+    if (got[i].doc != r.doc) {
       EXPECT_TRUE(CloseRel(mine, r.score)) << what << " rank " << i << ": doc " << got[i].doc << " vs " << r.doc
                                            << " is not a tie";
-    if (i > 0) EXPECT_TRUE(RanksBefore(got[i - 1], got[i])) << what << " rank " << i << " out of order";
+    }
+    if (i > 0) {
+      EXPECT_TRUE(RanksBefore(got[i - 1], got[i])) << what << " rank " << i << " out of order";
+    }
   }
 }
 

@@ -38,12 +38,6 @@ struct SearchAnswer {
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
 };
 
-// One shard's contribution to a merge: its id and hits (best first, as the node sent them).
-struct ShardHits {
-  uint32_t shard = 0;
-  const std::vector<MergedHit>* hits = nullptr;
-};
-
 // The best k of all lists in DESIGN.md order (score desc, then smaller docID). Ties between equal
 // (score, doc) pairs, which only a broken cluster produces, keep the first list's hit.
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k);

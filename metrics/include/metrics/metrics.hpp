@@ -144,6 +144,7 @@ class Metrics {
   prometheus::Histogram::BucketBoundaries buckets_;
   std::shared_ptr<HookedCollectable> collectable_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::string exposer_host_;
   mutable std::mutex hooks_mu_;
   std::map<int, std::function<void()>> hooks_;  // GUARDED_BY(hooks_mu_)
   int next_hook_id_ = 1;                        // GUARDED_BY(hooks_mu_)

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -14,6 +13,7 @@
 #include "core/status.hpp"
 #include "index_store/manifest.hpp"
 #include "indexer/index_builder.hpp"
+#include "indexer/parallel_for.hpp"
 
 namespace search {
 
@@ -52,8 +52,5 @@ struct MergeOutput {
 // Consumes (deletes) the run files and the ids file.
 Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_dir, const std::string& work_dir,
                      uint32_t threads, ParseOutput* parsed, BuildProgress* progress, MergeOutput* out);
-
-// Runs fn(i) for i in [0, n) on up to `threads` threads (the caller's included).
-void ParallelFor(size_t n, uint32_t threads, const std::function<void(size_t)>& fn);
 
 }  // namespace search

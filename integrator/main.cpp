@@ -1,0 +1,158 @@
+// search-integrator: the cluster's query front (integrator/integrator.hpp, http_front.hpp).
+//   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
+//                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
+//                     [--http-threads N] [--ping-ms P] [--log-level L]
+// PORT 0 picks a free port. Prints one JSON line to stdout once serving:
+//   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N}
+// SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <pthread.h>
+
+#include <atomic>
+#include <csignal>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "integrator/http_front.hpp"
+#include "integrator/integrator.hpp"
+#include "integrator/integrator_metrics.hpp"
+#include "metrics/log.hpp"
+#include "metrics/metrics.hpp"
+
+namespace {
+
+bool SplitHostPort(const std::string& s, std::string* host, int* port) {
+  const size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) return false;
+  *host = s.substr(0, colon);
+  const std::string p = s.substr(colon + 1);
+  if (p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos) return false;
+  *port = std::stoi(p);
+  return *port <= 65535;
+}
+
+std::vector<std::string> SplitList(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    if (!item.empty()) out.push_back(item);
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace search;
+  CLI::App app{"search-integrator: HTTP front of the search cluster (fan-out, merge, result cache)"};
+  std::string shards, http_addr = "127.0.0.1:9200", metrics_addr = "127.0.0.1:9201", log_level = "info";
+  IntegratorOptions options;
+  size_t cache_mb = 64;
+  int http_threads = 32, ping_ms = 1000;
+  app.add_option("--shards", shards, "comma-separated ZeroMQ endpoints of the shard nodes, tcp://HOST:PORT")
+      ->required();
+  app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
+  app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)")
+      ->capture_default_str();
+  app.add_option("--cache-mb", cache_mb, "result cache budget in MiB (0 disables it)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1} << 20));
+  app.add_option("--timeout-ms", options.default_timeout_ms, "default per-request deadline in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxTimeoutMs));
+  app.add_option("--index", options.index_dir, "index directory: take the analyzer from its manifest.json");
+  app.add_option("--max-inflight", options.max_inflight, "searches in flight before answering 429")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  app.add_option("--http-threads", http_threads, "HTTP worker threads")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 4096));
+  app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(10, 60000));
+  app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  CLI11_PARSE(app, argc, argv);
+
+  auto level = ParseLogLevel(log_level);
+  if (!level.ok()) {
+    std::cerr << "search-integrator: " << level.status().ToString() << "\n";
+    return 2;
+  }
+  SetLogLevel(*level);
+  const Logger log("integrator");
+  options.shards = SplitList(shards);
+  options.cache_bytes = cache_mb << 20;
+  options.fanout.ping_interval = std::chrono::milliseconds(ping_ms);
+  HttpFrontOptions http;
+  http.threads = http_threads;
+  if (!SplitHostPort(http_addr, &http.host, &http.port)) {
+    std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
+    return 2;
+  }
+
+  // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Metrics metrics("integrator");
+  if (!metrics_addr.empty()) {
+    if (Status st = metrics.StartExposer(metrics_addr); !st.ok()) {
+      log.Error() << st.ToString();
+      return 1;
+    }
+  }
+  IntegratorMetrics observer(&metrics, options.shards.size());
+  auto integrator = Integrator::Start(options, &observer);
+  if (!integrator.ok()) {
+    log.Error() << integrator.status().ToString();
+    return 1;
+  }
+  observer.AttachCache(&(*integrator)->cache());
+  HttpFront front(integrator->get(), http);
+  if (Status st = front.Bind(); !st.ok()) {
+    log.Error() << st.ToString();
+    return 1;
+  }
+
+  std::atomic<bool> listening_done{false};
+  std::atomic<bool> got_signal{false};
+  std::thread signal_thread([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    if (listening_done.load()) return;  // woken by main after Listen returned on its own
+    got_signal = true;
+    log.Info() << "received " << (sig == SIGTERM ? "SIGTERM" : "SIGINT") << ", draining";
+    // Stop() is a no-op until the server loop runs: repeat until Listen has returned.
+    while (!listening_done.load()) {
+      front.Stop();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+
+  const std::string metrics_bound =
+      metrics_addr.empty() ? std::string()
+                           : metrics_addr.substr(0, metrics_addr.rfind(':')) + ":" + std::to_string(metrics.exposer_port());
+  nlohmann::json ready = {{"event", "ready"},
+                          {"http", http.host + ":" + std::to_string(front.port())},
+                          {"metrics", metrics_bound},
+                          {"shards", options.shards.size()}};
+  std::cout << ready.dump() << std::endl;
+  log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
+             << " shards (" << shards << "), metrics on " << metrics_bound;
+
+  front.Listen();  // returns after Stop(), once in-flight requests finished
+  listening_done = true;
+  if (!got_signal.load()) pthread_kill(signal_thread.native_handle(), SIGTERM);
+  signal_thread.join();
+  (*integrator)->Stop();
+  observer.Detach();
+  metrics.StopExposer();
+  log.Info() << "exit";
+  return got_signal.load() ? 0 : 1;
+}

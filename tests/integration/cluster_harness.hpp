@@ -1,0 +1,232 @@
+// Test harness for multi-process tests: child processes (fork/exec with logs in a temp dir, the
+// "ready" JSON line their stdout prints, signals, exit status), a random corpus indexed with the
+// indexer library, and small HTTP helpers.
+// Thread-safety: single-threaded test helpers.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "core/status.hpp"
+#include "indexer/index_builder.hpp"
+
+namespace search::testing {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "cluster-test-XXXXXX").string();
+    path_ = mkdtemp(tmpl.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// One child process; killed (SIGKILL) on destruction if still running.
+class Process {
+ public:
+  Process() = default;
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  ~Process() {
+    if (running()) {
+      ::kill(pid_, SIGCONT);
+      ::kill(pid_, SIGKILL);
+      Wait(std::chrono::seconds(5));
+    }
+  }
+
+  // Starts argv[0] with stdout/stderr to `log_prefix`.out / .err.
+  bool Start(const std::vector<std::string>& argv, const std::string& log_prefix) {
+    out_path_ = log_prefix + ".out";
+    err_path_ = log_prefix + ".err";
+    pid_ = fork();
+    if (pid_ < 0) return false;
+    if (pid_ == 0) {
+      int out = ::open(out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(out, 1);
+      ::dup2(err, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execv(args[0], args.data());
+      _exit(127);
+    }
+    exited_ = false;
+    return true;
+  }
+
+  // The first {"event":"ready",...} line on stdout, or nullopt after `limit` or if it exits.
+  std::optional<json> WaitReady(std::chrono::milliseconds limit = std::chrono::seconds(30)) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      std::ifstream in(out_path_);
+      std::string line;
+      while (std::getline(in, line)) {
+        auto j = json::parse(line, nullptr, false);
+        if (!j.is_discarded() && j.is_object() && j.value("event", "") == "ready") return j;
+      }
+      if (!running()) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return std::nullopt;
+  }
+
+  bool running() {
+    if (pid_ <= 0 || exited_) return false;
+    int st = 0;
+    pid_t r = ::waitpid(pid_, &st, WNOHANG);
+    if (r == pid_) {
+      exited_ = true;
+      status_ = st;
+      return false;
+    }
+    return true;
+  }
+  void Signal(int sig) {
+    if (pid_ > 0 && !exited_) ::kill(pid_, sig);
+  }
+  // Waits for exit; returns the raw wait status or nullopt on timeout.
+  std::optional<int> Wait(std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      if (!running()) return status_;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return std::nullopt;
+  }
+  std::string Logs() const {
+    std::ifstream o(out_path_), e(err_path_);
+    std::stringstream ss;
+    ss << "--- " << out_path_ << "\n" << o.rdbuf() << "\n--- " << err_path_ << "\n" << e.rdbuf();
+    return ss.str();
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = true;
+  int status_ = 0;
+  std::string out_path_, err_path_;
+};
+
+inline std::string DescribeExit(std::optional<int> st) {
+  if (!st) return "still running";
+  if (WIFEXITED(*st)) return "exit " + std::to_string(WEXITSTATUS(*st));
+  if (WIFSIGNALED(*st)) return "signal " + std::to_string(WTERMSIG(*st));
+  return "status " + std::to_string(*st);
+}
+
+// A random corpus over a Zipf-like vocabulary; words are "w<rank>" plus a few capitalised and
+// UTF-8 forms so the analyzer matters.
+struct Corpus {
+  std::vector<std::string> vocab;
+  std::string jsonl_path;
+  size_t docs = 0;
+};
+
+inline Corpus WriteCorpus(const std::string& dir, size_t docs, uint32_t seed) {
+  Corpus c;
+  std::mt19937 rng(seed);
+  for (int i = 0; i < 400; ++i) c.vocab.push_back("w" + std::to_string(i));
+  c.vocab.push_back("caf\xc3\xa9");
+  c.vocab.push_back("na\xc3\xafve");
+  std::vector<double> weights;
+  for (size_t i = 0; i < c.vocab.size(); ++i) weights.push_back(1.0 / static_cast<double>(i + 1));
+  std::discrete_distribution<size_t> word(weights.begin(), weights.end());
+  c.jsonl_path = dir + "/corpus.jsonl";
+  std::ofstream out(c.jsonl_path);
+  for (size_t d = 0; d < docs; ++d) {
+    std::string text;
+    const size_t len = 3 + rng() % 60;
+    for (size_t t = 0; t < len; ++t) {
+      std::string w = c.vocab[word(rng)];
+      if (rng() % 10 == 0) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
+      text += w;
+      text += (rng() % 7 == 0) ? ", " : " ";
+    }
+    out << json{{"id", "doc-" + std::to_string(d)}, {"contents", text}}.dump() << "\n";
+  }
+  c.docs = docs;
+  return c;
+}
+
+inline Status BuildTestIndex(const Corpus& c, const std::string& out, uint32_t shards) {
+  IndexBuildOptions o;
+  o.input = c.jsonl_path;
+  o.output = out;
+  o.shards = shards;
+  o.threads = 2;
+  o.memory_bytes = size_t{64} << 20;
+  auto r = BuildIndex(o);
+  return r.ok() ? Status::Ok() : r.status();
+}
+
+// A random query text: 1..4 words, sometimes repeated, sometimes absent from the index, mixed case.
+inline std::string RandomQuery(const Corpus& c, std::mt19937& rng) {
+  std::string q;
+  const int n = 1 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < n; ++i) {
+    std::string w;
+    const uint32_t r = rng() % 20;
+    if (r == 0) w = "absent" + std::to_string(rng() % 5);
+    else if (r < 12) w = c.vocab[rng() % 30];  // frequent words: long lists, many ties
+    else w = c.vocab[rng() % c.vocab.size()];
+    if (rng() % 5 == 0) w[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(w[0])));
+    q += w;
+    q += (rng() % 3 == 0) ? " ,  " : " ";
+  }
+  return q;
+}
+
+struct HttpResult {
+  int status = 0;  // 0: no answer
+  json body;
+  std::string raw;
+  double seconds = 0;
+};
+
+inline HttpResult Fetch(int port, const std::string& path, const httplib::Params& params = {},
+                        const std::string* post_body = nullptr) {
+  httplib::Client cli("127.0.0.1", port);
+  cli.set_connection_timeout(5, 0);
+  cli.set_read_timeout(15, 0);
+  HttpResult r;
+  const auto t0 = Clock::now();
+  httplib::Result res = post_body ? cli.Post(path, *post_body, "application/json")
+                                  : cli.Get(path, params, httplib::Headers{});
+  r.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (!res) return r;
+  r.status = res->status;
+  r.raw = res->body;
+  r.body = json::parse(res->body, nullptr, false);
+  return r;
+}
+
+}  // namespace search::testing

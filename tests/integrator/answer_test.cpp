@@ -1,0 +1,138 @@
+// The answer's JSON shapes and the shard merge (DESIGN.md order) against a brute-force reference.
+#include "integrator/answer.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "core/topk.hpp"
+
+namespace search {
+namespace {
+
+using nlohmann::json;
+
+TEST(MergeShardHits, EqualsBruteForceOverDisjointShards) {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 300; ++round) {
+    const uint32_t shards = 1 + rng() % 5, k = 1 + rng() % 30;
+    std::vector<std::vector<MergedHit>> lists(shards);
+    std::vector<ScoredDoc> all;
+    for (uint32_t s = 0; s < shards; ++s) {
+      // Shard s holds docIDs [s*1000, s*1000+1000); few distinct scores make many ties.
+      std::vector<MergedHit> l;
+      const uint32_t n = rng() % 40;
+      std::vector<uint32_t> docs;
+      while (docs.size() < n) {
+        uint32_t d = s * 1000 + rng() % 1000;
+        if (std::find(docs.begin(), docs.end(), d) == docs.end()) docs.push_back(d);
+      }
+      for (uint32_t d : docs) {
+        const float score = static_cast<float>(rng() % 5) * 0.5f;
+        l.push_back(MergedHit{d, score, s, "id" + std::to_string(d)});
+        all.push_back(ScoredDoc{d, score});
+      }
+      std::sort(l.begin(), l.end(), [](const MergedHit& a, const MergedHit& b) {
+        return RanksBefore(ScoredDoc{a.doc, a.score}, ScoredDoc{b.doc, b.score});
+      });
+      if (l.size() > k) l.resize(k);  // a node sends at most k
+      lists[s] = std::move(l);
+    }
+    std::sort(all.begin(), all.end(), RanksBefore);
+    if (all.size() > k) all.resize(k);
+    const auto merged = MergeShardHits(lists, k);
+    ASSERT_EQ(merged.size(), all.size());
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(merged[i].doc, all[i].doc) << "round " << round << " rank " << i;
+      EXPECT_EQ(merged[i].score, all[i].score);
+      EXPECT_EQ(merged[i].shard, merged[i].doc / 1000);
+      EXPECT_EQ(merged[i].external_id, "id" + std::to_string(merged[i].doc));
+    }
+  }
+}
+
+TEST(SearchAnswerJson, ElasticsearchShape) {
+  SearchAnswer a;
+  a.took_us = 2500;
+  a.timed_out = true;
+  a.shards.total = 3;
+  a.shards.successful = 2;
+  a.shards.failures.push_back({1, "shard 1 did not answer before the deadline"});
+  a.hits = {{42, 3.25f, 0, "doc-42"}, {7, 1.0f / 3.0f, 2, "doc-\"7\""}};
+  const json j = json::parse(SearchAnswerJson(a));
+  EXPECT_EQ(j["took"], 2);
+  EXPECT_EQ(j["took_us"], 2500);
+  EXPECT_EQ(j["timed_out"], true);
+  EXPECT_EQ(j["cached"], false);
+  EXPECT_EQ(j["_shards"]["total"], 3);
+  EXPECT_EQ(j["_shards"]["successful"], 2);
+  EXPECT_EQ(j["_shards"]["failed"], 1);
+  EXPECT_EQ(j["_shards"]["failures"][0]["shard"], 1);
+  EXPECT_EQ(j["_shards"]["failures"][0]["reason"], "shard 1 did not answer before the deadline");
+  EXPECT_EQ(j["hits"]["max_score"].get<double>(), 3.25);
+  ASSERT_EQ(j["hits"]["hits"].size(), 2u);
+  EXPECT_EQ(j["hits"]["hits"][0]["_id"], "doc-42");
+  EXPECT_EQ(j["hits"]["hits"][0]["_doc"], 42);
+  EXPECT_EQ(j["hits"]["hits"][0]["_shard"], 0);
+  EXPECT_EQ(j["hits"]["hits"][1]["_id"], "doc-\"7\"");
+  // The float score survives the round trip exactly.
+  EXPECT_EQ(static_cast<float>(j["hits"]["hits"][1]["_score"].get<double>()), 1.0f / 3.0f);
+}
+
+TEST(SearchAnswerJson, EmptyAnswerHasNullMaxScoreAndInvalidUtf8IsReplaced) {
+  SearchAnswer a;
+  a.shards.total = a.shards.successful = 1;
+  json j = json::parse(SearchAnswerJson(a));
+  EXPECT_TRUE(j["hits"]["max_score"].is_null());
+  EXPECT_TRUE(j["hits"]["hits"].empty());
+  EXPECT_EQ(j["_shards"]["failed"], 0);
+  a.hits = {{1, 1.0f, 0, std::string("bad\xff\xfe")}};
+  j = json::parse(SearchAnswerJson(a));  // valid JSON despite the bad bytes
+  EXPECT_EQ(j["hits"]["hits"][0]["_doc"], 1);
+}
+
+TEST(ErrorJson, Shape) {
+  json j = json::parse(ErrorJson(RequestError{400, "illegal_argument_exception", "parameter [k] ..."}));
+  EXPECT_EQ(j["status"], 400);
+  EXPECT_EQ(j["error"]["type"], "illegal_argument_exception");
+  EXPECT_EQ(j["error"]["reason"], "parameter [k] ...");
+  EXPECT_FALSE(j.contains("_shards"));
+  ShardsSummary s{2, 0, {{0, "down"}, {1, "down"}}};
+  j = json::parse(ErrorJson(RequestError{503, "search_phase_execution_exception", "all shards failed"}, &s));
+  EXPECT_EQ(j["status"], 503);
+  EXPECT_EQ(j["_shards"]["failed"], 2);
+  EXPECT_EQ(j["_shards"]["successful"], 0);
+}
+
+TEST(HealthJson, GreenYellowRed) {
+  std::vector<ShardHealthView> v(3);
+  for (uint32_t i = 0; i < 3; ++i) {
+    v[i].shard = i;
+    v[i].endpoint = "tcp://127.0.0.1:" + std::to_string(7000 + i);
+    v[i].state = "up";
+    v[i].last_seen_ms = 10;
+  }
+  EXPECT_EQ(HealthStatus(v), "green");
+  v[1].state = "down";
+  v[1].last_seen_ms = -1;
+  EXPECT_EQ(HealthStatus(v), "yellow");
+  json j = json::parse(HealthJson(v, ""));
+  EXPECT_EQ(j["status"], "yellow");
+  ASSERT_EQ(j["shards"].size(), 3u);
+  EXPECT_EQ(j["shards"][1]["state"], "down");
+  EXPECT_TRUE(j["shards"][1]["last_seen_ms"].is_null());
+  EXPECT_EQ(j["shards"][2]["endpoint"], "tcp://127.0.0.1:7002");
+  v[0].state = v[2].state = "down";
+  EXPECT_EQ(HealthStatus(v), "red");
+  EXPECT_EQ(HealthStatus({}), "red");
+  // An analyzer problem makes the cluster red whatever the shards say.
+  for (auto& s : v) s.state = "up";
+  j = json::parse(HealthJson(v, "shards disagree on the analyzer"));
+  EXPECT_EQ(j["status"], "red");
+  EXPECT_EQ(j["error"], "shards disagree on the analyzer");
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,151 @@
+// FakeNode: a scriptable stand-in for search-node in tests: a ROUTER socket on a free loopback
+// port served by its own thread, answering Pings with a configurable ShardHealth and
+// SearchRequests through a handler (which may delay, drop or garble the reply).
+// Thread-safety: setters are atomic or mutex-guarded; the handler runs on the node's thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "core/analyzer.hpp"
+#include "proto/wire.hpp"
+
+namespace search::testing {
+
+class FakeNode {
+ public:
+  // Returns the response to send, or nullopt to stay silent.
+  using Handler = std::function<std::optional<SearchResponseMsg>(const SearchRequestMsg&)>;
+
+  explicit FakeNode(uint32_t shard_id, Handler handler, uint32_t num_shards = 1)
+      : handler_(std::move(handler)), sock_(ctx_, zmq::socket_type::router) {
+    health_.shard_id = shard_id;
+    health_.num_shards = num_shards;
+    health_.num_docs_global = 1000;
+    health_.state = "serving";
+    health_.analyzer_json = AnalyzerConfig{}.ToJson();
+    health_.index_format_version = 1;
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.bind("tcp://127.0.0.1:*");
+    endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
+    thread_ = std::thread([this] { Run(); });
+  }
+  ~FakeNode() {
+    stop_ = true;
+    thread_.join();
+  }
+
+  const std::string& endpoint() const { return endpoint_; }
+  void set_delay(std::chrono::milliseconds d) { delay_ms_ = static_cast<int>(d.count()); }
+  void set_answer_pings(bool on) { answer_pings_ = on; }
+  void set_garble(bool on) { garble_ = on; }
+  void set_health(const ShardHealthMsg& h) {
+    std::lock_guard lock(mu_);
+    health_ = h;
+  }
+  ShardHealthMsg health() const {
+    std::lock_guard lock(mu_);
+    return health_;
+  }
+  std::vector<SearchRequestMsg> requests() const {
+    std::lock_guard lock(mu_);
+    return requests_;
+  }
+  int pings() const { return pings_; }
+
+ private:
+  struct Due {
+    std::chrono::steady_clock::time_point at;
+    std::string identity, frame;
+  };
+
+  void Send(const std::string& identity, const std::string& frame) {
+    zmq::message_t id(identity.data(), identity.size()), empty, body(frame.data(), frame.size());
+    try {
+      sock_.send(id, zmq::send_flags::sndmore);
+      sock_.send(empty, zmq::send_flags::sndmore);
+      sock_.send(body, zmq::send_flags::none);
+    } catch (const zmq::error_t&) {
+    }
+  }
+
+  void Run() {
+    std::vector<Due> due;
+    while (!stop_) {
+      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(5));
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = due.begin(); it != due.end();) {
+        if (it->at <= now) {
+          Send(it->identity, it->frame);
+          it = due.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!(item.revents & ZMQ_POLLIN)) continue;
+      std::vector<zmq::message_t> parts;
+      while (true) {
+        zmq::message_t m;
+        if (!sock_.recv(m, zmq::recv_flags::dontwait)) break;
+        const bool more = m.more();
+        parts.push_back(std::move(m));
+        if (!more) break;
+      }
+      if (parts.size() != 3) continue;
+      const std::string identity(static_cast<const char*>(parts[0].data()), parts[0].size());
+      auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[2].data()), parts[2].size()));
+      if (!env.ok()) continue;
+      if (auto* ping = std::get_if<PingMsg>(&env->body)) {
+        ++pings_;
+        if (!answer_pings_) continue;
+        PongMsg pong;
+        pong.request_id = ping->request_id;
+        pong.health = health();
+        Send(identity, EncodePong(pong));
+      } else if (auto* req = std::get_if<SearchRequestMsg>(&env->body)) {
+        {
+          std::lock_guard lock(mu_);
+          requests_.push_back(*req);
+        }
+        auto resp = handler_(*req);
+        if (!resp) continue;
+        resp->request_id = req->request_id;
+        std::string frame = EncodeSearchResponse(*resp);
+        if (garble_) frame = std::string(24, '\x5a');
+        due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, std::move(frame)});
+      }
+    }
+  }
+
+  Handler handler_;
+  zmq::context_t ctx_{1};
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false}, answer_pings_{true}, garble_{false};
+  std::atomic<int> delay_ms_{0}, pings_{0};
+  mutable std::mutex mu_;
+  ShardHealthMsg health_;
+  std::vector<SearchRequestMsg> requests_;
+};
+
+// A handler answering every request with `hits` (ok status) from shard `shard`.
+inline FakeNode::Handler AnswerWith(uint32_t shard, std::vector<HitMsg> hits) {
+  return [shard, hits](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    r.shard_id = shard;
+    r.hits = hits;
+    if (r.hits.size() > req.k) r.hits.resize(req.k);
+    return r;
+  };
+}
+
+}  // namespace search::testing

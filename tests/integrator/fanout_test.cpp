@@ -1,0 +1,247 @@
+// Fanout against in-process fake nodes: complete answers, deadlines, late replies, malformed
+// replies, unreachable shards, health from pongs and shutdown with work outstanding.
+#include "integrator/fanout.hpp"
+
+#include <gtest/gtest.h>
+
+#include "fake_node.hpp"
+
+namespace search {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using testing::AnswerWith;
+using testing::FakeNode;
+
+class CountingListener : public FanoutListener {
+ public:
+  void OnLateReply(size_t) override { ++late; }
+  void OnMalformedReply(size_t, const Status&) override { ++malformed; }
+  void OnShardUp(size_t i, bool up) override { up ? ++ups : ++downs; (void)i; }
+  std::atomic<int> late{0}, malformed{0}, ups{0}, downs{0};
+};
+
+FanoutOptions Options(std::vector<std::string> endpoints) {
+  FanoutOptions o;
+  o.endpoints = std::move(endpoints);
+  o.ping_interval = 50ms;
+  o.reconnect_ivl_ms = 20;
+  o.reconnect_ivl_max_ms = 100;
+  return o;
+}
+
+SearchRequestMsg Request(uint32_t k = 10) {
+  SearchRequestMsg r;
+  r.terms = {"alpha", "beta"};
+  r.mode = QueryMode::kOr;
+  r.k = k;
+  r.deadline_unix_micros = 0;
+  return r;
+}
+
+// Waits until every shard is up (its first pong arrived).
+bool WaitAllUp(const Fanout& f, std::chrono::milliseconds limit = 5s) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    auto h = f.Health();
+    if (std::all_of(h.begin(), h.end(), [](const auto& s) { return s.state == "up"; })) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+TEST(Fanout, AllShardsAnswer) {
+  FakeNode a(0, AnswerWith(0, {{1, 2.0f, "d1"}, {3, 1.0f, "d3"}}), 2);
+  FakeNode b(1, AnswerWith(1, {{600, 1.5f, "d600"}}), 2);
+  CountingListener l;
+  auto f = Fanout::Start(Options({a.endpoint(), b.endpoint()}), &l);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(WaitAllUp(**f));
+  auto r = (*f)->Search(Request(), Clock::now() + 2s);
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].state, ShardCallState::kOk);
+  EXPECT_EQ(r[1].state, ShardCallState::kOk);
+  ASSERT_EQ(r[0].hits.size(), 2u);
+  EXPECT_EQ(r[0].hits[0], (MergedHit{1, 2.0f, 0, "d1"}));
+  EXPECT_EQ(r[1].hits[0], (MergedHit{600, 1.5f, 1, "d600"}));
+  EXPECT_EQ(r[1].shard, 1u);
+  // Both nodes saw the same request with distinct ids per search.
+  auto second = (*f)->Search(Request(3), Clock::now() + 2s);
+  ASSERT_EQ(a.requests().size(), 2u);
+  EXPECT_NE(a.requests()[0].request_id, a.requests()[1].request_id);
+  EXPECT_EQ(a.requests()[0].request_id, b.requests()[0].request_id);
+  EXPECT_EQ(a.requests()[1].k, 3u);
+  EXPECT_EQ(a.requests()[0].terms, (std::vector<std::string>{"alpha", "beta"}));
+  auto h = (*f)->Health();
+  EXPECT_EQ(h[1].shard, 1u);
+  EXPECT_GE(h[1].last_seen_ms, 0);
+  EXPECT_EQ(l.late, 0);
+}
+
+TEST(Fanout, SlowShardTimesOutAndItsLateReplyIsDropped) {
+  FakeNode fast(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2);
+  FakeNode slow(1, AnswerWith(1, {{900, 9.0f, "y"}}), 2);
+  slow.set_delay(300ms);
+  CountingListener l;
+  auto f = Fanout::Start(Options({fast.endpoint(), slow.endpoint()}), &l);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  const auto t0 = Clock::now();
+  auto r = (*f)->Search(Request(), t0 + 100ms);
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 95ms);
+  EXPECT_LT(took, 250ms);  // the deadline, not the slow shard, ends the wait
+  EXPECT_EQ(r[0].state, ShardCallState::kOk);
+  EXPECT_EQ(r[1].state, ShardCallState::kTimedOut);
+  EXPECT_NE(r[1].reason.find("deadline"), std::string::npos);
+  EXPECT_TRUE(r[1].hits.empty());
+  // The slow reply arrives later and is dropped by request id.
+  const auto end = Clock::now() + 3s;
+  while (l.late == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(l.late, 1);
+}
+
+TEST(Fanout, ErrorStatusAndDeadlineExceededFromANode) {
+  FakeNode bad(0, [](const SearchRequestMsg&) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    r.status = Status::Corruption("block 7 failed its CRC");
+    return r;
+  });
+  FakeNode late(1, [](const SearchRequestMsg&) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    r.shard_id = 1;
+    r.status = Status::DeadlineExceeded("deadline passed in the queue");
+    return r;
+  });
+  auto f = Fanout::Start(Options({bad.endpoint(), late.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  auto r = (*f)->Search(Request(), Clock::now() + 2s);
+  EXPECT_EQ(r[0].state, ShardCallState::kFailed);
+  EXPECT_NE(r[0].reason.find("block 7 failed its CRC"), std::string::npos);
+  EXPECT_EQ(r[1].state, ShardCallState::kTimedOut);
+  EXPECT_NE(r[1].reason.find("deadline passed in the queue"), std::string::npos);
+}
+
+TEST(Fanout, MalformedReplyIsCountedAndNeverCrashes) {
+  FakeNode g(0, AnswerWith(0, {{1, 1.0f, "x"}}));
+  g.set_garble(true);
+  CountingListener l;
+  auto f = Fanout::Start(Options({g.endpoint()}), &l);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  auto r = (*f)->Search(Request(), Clock::now() + 150ms);
+  EXPECT_NE(r[0].state, ShardCallState::kOk);
+  EXPECT_GE(l.malformed, 1);
+}
+
+TEST(Fanout, UnreachableShardFailsAtOnce) {
+  FakeNode ok(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2);
+  // A port nothing listens on: bind and close a socket to find one.
+  std::string dead;
+  {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::linger, 0);
+    s.bind("tcp://127.0.0.1:*");
+    dead = s.get(zmq::sockopt::last_endpoint);
+  }
+  auto f = Fanout::Start(Options({ok.endpoint(), dead}), nullptr);
+  ASSERT_TRUE(f.ok());
+  const auto end = Clock::now() + 3s;
+  while ((*f)->Health()[0].state != "up" && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  const auto t0 = Clock::now();
+  auto r = (*f)->Search(Request(), t0 + 2s);
+  EXPECT_LT(Clock::now() - t0, 500ms);  // no waiting for the deadline
+  EXPECT_EQ(r[0].state, ShardCallState::kOk);
+  EXPECT_EQ(r[1].state, ShardCallState::kFailed);
+  EXPECT_NE(r[1].reason.find("not connected"), std::string::npos);
+  auto h = (*f)->Health();
+  EXPECT_EQ(h[1].state, "down");
+  EXPECT_EQ(h[1].last_seen_ms, -1);
+}
+
+TEST(Fanout, ShardGoesDownWhenPongsStopAndUpAgain) {
+  FakeNode n(0, AnswerWith(0, {}));
+  CountingListener l;
+  auto f = Fanout::Start(Options({n.endpoint()}), &l);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  n.set_answer_pings(false);
+  auto end = Clock::now() + 3s;
+  while ((*f)->Health()[0].state == "up" && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ((*f)->Health()[0].state, "down");
+  n.set_answer_pings(true);
+  EXPECT_TRUE(WaitAllUp(**f));
+  EXPECT_GE(l.downs, 1);
+  EXPECT_GE(l.ups, 2);
+  auto reported = (*f)->LastReportedHealth();
+  ASSERT_TRUE(reported[0].has_value());
+  EXPECT_EQ(reported[0]->analyzer_json, AnalyzerConfig{}.ToJson());
+}
+
+TEST(Fanout, NodeDisappearingFailsOutstandingWorkEarly) {
+  auto n = std::make_unique<FakeNode>(0, [](const SearchRequestMsg&) { return std::optional<SearchResponseMsg>(); });
+  auto f = Fanout::Start(Options({n->endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  std::thread killer([&] {
+    std::this_thread::sleep_for(100ms);
+    n.reset();  // closes the node's socket: the connection drops
+  });
+  const auto t0 = Clock::now();
+  auto r = (*f)->Search(Request(), t0 + 3s);
+  killer.join();
+  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_EQ(r[0].state, ShardCallState::kFailed);
+  EXPECT_NE(r[0].reason.find("lost"), std::string::npos);
+}
+
+TEST(Fanout, StopCompletesOutstandingSearches) {
+  FakeNode silent(0, [](const SearchRequestMsg&) { return std::optional<SearchResponseMsg>(); });
+  auto f = Fanout::Start(Options({silent.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  std::vector<ShardCallResult> r;
+  std::thread t([&] { r = (*f)->Search(Request(), Clock::now() + 10s); });
+  std::this_thread::sleep_for(100ms);
+  const auto t0 = Clock::now();
+  (*f)->Stop();
+  t.join();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].state, ShardCallState::kFailed);
+  EXPECT_NE(r[0].reason.find("shutting down"), std::string::npos);
+  // Later searches fail at once.
+  auto later = (*f)->Search(Request(), Clock::now() + 10s);
+  EXPECT_EQ(later[0].state, ShardCallState::kFailed);
+}
+
+TEST(Fanout, BadEndpointIsAnError) {
+  auto f = Fanout::Start(Options({"tcp://127.0.0.1:notaport"}), nullptr);
+  EXPECT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(Fanout::Start(Options({}), nullptr).ok());
+}
+
+TEST(Fanout, ManyConcurrentSearches) {
+  FakeNode a(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2), b(1, AnswerWith(1, {{2, 2.0f, "y"}}), 2);
+  auto f = Fanout::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  std::atomic<int> ok{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 200; ++i) {
+        auto r = (*f)->Search(Request(), Clock::now() + 2s);
+        if (r[0].state == ShardCallState::kOk && r[1].state == ShardCallState::kOk && r[1].hits[0].doc == 2) ++ok;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 1600);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,183 @@
+// Test support for the shard node: a random one-shard index written with ShardWriter (Zipf
+// vocabulary "w0".."wV", global stats = the shard's own), the reference answer from CpuExecutor
+// plus ShardReader::GetExternalId, and a DEALER client speaking [empty][Envelope].
+// Thread-safety: none needed (each object belongs to one test thread).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "codec/block_codec.hpp"
+#include "core/bm25.hpp"
+#include "cpu_exec/cpu_executor.hpp"
+#include "index_store/shard_store.hpp"
+#include "proto/wire.hpp"
+
+namespace search::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "node_test.XXXXXX").string();
+    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string Word(uint32_t i) {
+  char buf[16];
+  std::snprintf(buf, sizeof(buf), "w%u", i);
+  return buf;
+}
+
+// Writes a one-shard collection of `num_docs` documents at `path`.
+inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> cdf(vocab);
+  double acc = 0;
+  for (uint32_t i = 0; i < vocab; ++i) cdf[i] = acc += 1.0 / (i + 1.0);
+  auto draw = [&] {
+    const double u = std::uniform_real_distribution<double>(0, acc)(rng);
+    return std::min<uint32_t>(vocab - 1, static_cast<uint32_t>(std::lower_bound(cdf.begin(), cdf.end(), u) - cdf.begin()));
+  };
+  std::vector<uint32_t> lengths(num_docs);
+  std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> postings;  // term -> (doc, tf)
+  uint64_t total = 0;
+  for (uint32_t d = 0; d < num_docs; ++d) {
+    const uint32_t len = 3 + static_cast<uint32_t>(rng() % 40);
+    std::map<uint32_t, uint32_t> tf;
+    for (uint32_t i = 0; i < len; ++i) ++tf[draw()];
+    for (const auto& [t, f] : tf) postings[Word(t)].push_back({d, f});
+    lengths[d] = len;
+    total += len;
+  }
+  ShardMeta meta;
+  meta.shard_id = 0;
+  meta.num_shards = 1;
+  meta.doc_begin = 0;
+  meta.doc_end = num_docs;
+  meta.stats.num_docs = num_docs;
+  meta.stats.total_tokens = total;
+  auto writer = ShardWriter::Create(path, meta);
+  if (!writer.ok()) return writer.status();
+  const double avgdl = meta.stats.avgdl();
+  for (const auto& [term, list] : postings) {  // std::map: ascending bytewise for ASCII
+    std::vector<uint32_t> docs, tfs;
+    uint64_t cf = 0;
+    for (const auto& [d, f] : list) {
+      docs.push_back(d);
+      tfs.push_back(f);
+      cf += f;
+    }
+    const float idf = Bm25Idf(num_docs, docs.size());
+    auto blob = EncodeList(docs, tfs, 0, [&](uint32_t doc, uint32_t f) {
+      return Bm25TermScore(idf, f, Bm25Norm(lengths[doc], avgdl, meta.bm25), meta.bm25.k1);
+    });
+    if (!blob.ok()) return blob.status();
+    auto view = ListView::Parse(*blob);
+    if (!view.ok()) return view.status();
+    TermInfo info;
+    info.df = static_cast<uint32_t>(docs.size());
+    info.count = info.df;
+    info.cf = cf;
+    info.max_score = view->max_score();
+    info.list_bytes = static_cast<uint32_t>(blob->size());
+    SEARCH_RETURN_IF_ERROR((*writer)->AddTerm(term, info, *blob));
+  }
+  for (uint32_t d = 0; d < num_docs; ++d) {
+    SEARCH_RETURN_IF_ERROR((*writer)->AddDoc(d, "ext-" + std::to_string(d), lengths[d]));
+  }
+  return (*writer)->Finish();
+}
+
+// A canonical random query over the vocabulary (sometimes with a term absent from the index).
+inline SearchRequestMsg RandomRequest(std::mt19937_64& rng, uint32_t vocab, uint64_t id) {
+  SearchRequestMsg r;
+  r.request_id = id;
+  const int n = 1 + static_cast<int>(rng() % 4);
+  for (int i = 0; i < n; ++i) r.terms.push_back(Word(static_cast<uint32_t>(rng() % (rng() % 4 == 0 ? vocab : 30))));
+  if (rng() % 20 == 0) r.terms.push_back("absent");
+  std::sort(r.terms.begin(), r.terms.end());
+  r.terms.erase(std::unique(r.terms.begin(), r.terms.end()), r.terms.end());
+  r.mode = static_cast<QueryMode>(rng() % 3);
+  r.k = 1 + static_cast<uint32_t>(rng() % 50);
+  return r;
+}
+
+// What the node must answer: CpuExecutor's hits with external ids.
+inline std::vector<HitMsg> Reference(const ShardReader& shard, const SearchRequestMsg& r) {
+  CpuExecutor exec(&shard);
+  auto res = exec.Search(Query{r.terms, r.mode, r.k});
+  EXPECT_TRUE(res.ok()) << res.status().ToString();
+  std::vector<HitMsg> out;
+  if (!res.ok()) return out;
+  for (const ScoredDoc& d : res->hits) out.push_back(HitMsg{d.doc, d.score, *shard.GetExternalId(d.doc)});
+  return out;
+}
+
+// A DEALER speaking to a node.
+class Client {
+ public:
+  Client(zmq::context_t& ctx, const std::string& endpoint) : s_(ctx, zmq::socket_type::dealer) {
+    s_.set(zmq::sockopt::linger, 0);
+    s_.connect(endpoint);
+  }
+  void SendFrames(const std::vector<std::string>& frames) {
+    for (size_t i = 0; i < frames.size(); ++i) {
+      s_.send(zmq::buffer(frames[i]), i + 1 < frames.size() ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    }
+  }
+  void Send(const std::string& payload) { SendFrames({"", payload}); }
+  // The next reply within `timeout_ms`, decoded; nullopt on timeout.
+  std::optional<EnvelopeMsg> Recv(int timeout_ms = 5000) {
+    zmq::pollitem_t item{s_.handle(), 0, ZMQ_POLLIN, 0};
+    if (zmq::poll(&item, 1, std::chrono::milliseconds(timeout_ms)) <= 0) return std::nullopt;
+    std::vector<zmq::message_t> parts;
+    for (bool more = true; more;) {
+      zmq::message_t m;
+      if (!s_.recv(m)) return std::nullopt;
+      more = m.more();
+      parts.push_back(std::move(m));
+    }
+    EXPECT_EQ(parts.size(), 2u);
+    EXPECT_EQ(parts.front().size(), 0u);
+    auto env = DecodeEnvelope(parts.back().to_string_view());
+    EXPECT_TRUE(env.ok()) << env.status().ToString();
+    if (!env.ok()) return std::nullopt;
+    return std::move(env).value();
+  }
+  SearchResponseMsg RecvResponse(int timeout_ms = 5000) {
+    auto env = Recv(timeout_ms);
+    EXPECT_TRUE(env.has_value()) << "no reply";
+    if (!env || env->kind() != MessageKind::kSearchResponse) {
+      SearchResponseMsg bad;
+      bad.status = Status::Internal("no search response");
+      return bad;
+    }
+    return std::get<SearchResponseMsg>(env->body);
+  }
+
+ private:
+  zmq::socket_t s_;
+};
+
+}  // namespace search::testing

@@ -1,0 +1,146 @@
+// The real search-node binary as a subprocess: it prints its ready line, answers queries exactly
+// like CpuExecutor, serves /metrics over HTTP, and exits 0 within seconds of SIGTERM.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <nlohmann/json.hpp>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "node_fixture.hpp"
+
+#ifndef SEARCH_NODE_BINARY
+#error "SEARCH_NODE_BINARY must name the search-node executable"
+#endif
+
+namespace search {
+namespace {
+
+// Reads one line from fd within timeout_ms ("" on timeout or EOF).
+std::string ReadLine(int fd, int timeout_ms) {
+  std::string line;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) <= 0) continue;
+    char c;
+    if (::read(fd, &c, 1) != 1) break;
+    if (c == '\n') return line;
+    line.push_back(c);
+  }
+  return "";
+}
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+    if (::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size())) {
+      char buf[4096];
+      for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+// Waits for the child up to timeout_ms; its exit status, or -1 if it did not exit.
+int WaitExit(pid_t pid, int timeout_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -1;
+}
+
+TEST(NodeProcessTest, ServesQueriesAndExitsCleanlyOnSigterm) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 200;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 1500, kVocab, 9).ok());
+
+  int out_pipe[2];
+  ASSERT_EQ(::pipe(out_pipe), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::close(out_pipe[0]);
+    ::close(out_pipe[1]);
+    ::execl(SEARCH_NODE_BINARY, SEARCH_NODE_BINARY, "--index", shard_path.c_str(), "--listen", "tcp://127.0.0.1:*",
+            "--metrics", "127.0.0.1:0", "--threads", "2", "--cache-mb", "16", "--log-level", "warn",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  const std::string line = ReadLine(out_pipe[0], 15000);
+  ASSERT_FALSE(line.empty()) << "search-node printed no ready line";
+  const auto ready = nlohmann::json::parse(line);
+  ASSERT_EQ(ready["event"], "ready");
+  const std::string endpoint = ready["listen"];
+  const std::string metrics = ready["metrics"];
+  const int metrics_port = std::stoi(metrics.substr(metrics.rfind(':') + 1));
+  ASSERT_GT(metrics_port, 0);
+
+  {
+    auto reader = ShardReader::Open(shard_path);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    zmq::context_t ctx(1);
+    testing::Client client(ctx, endpoint);
+    std::mt19937_64 rng(11);
+    for (uint64_t id = 1; id <= 50; ++id) {
+      SearchRequestMsg r = testing::RandomRequest(rng, kVocab, id);
+      client.Send(EncodeSearchRequest(r));
+      SearchResponseMsg resp = client.RecvResponse();
+      ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+      EXPECT_EQ(resp.request_id, id);
+      EXPECT_EQ(resp.hits, testing::Reference(**reader, r));
+    }
+    client.Send(EncodePing(PingMsg{7}));
+    auto pong = client.Recv();
+    ASSERT_TRUE(pong.has_value());
+    EXPECT_EQ(std::get<PongMsg>(pong->body).health.state, "serving");
+  }
+  const std::string scrape = HttpGet(metrics_port, "/metrics");
+  EXPECT_NE(scrape.find("200 OK"), std::string::npos);
+  EXPECT_NE(scrape.find("search_requests_total{component=\"node\""), std::string::npos);
+  EXPECT_NE(scrape.find("search_list_cache_misses_total "), std::string::npos);
+
+  const auto sigterm_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(pid, 5000), 0);
+  const auto exit_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - sigterm_at).count();
+  EXPECT_LT(exit_ms, 5000);
+  std::cerr << "search-node exited " << exit_ms << " ms after SIGTERM\n";
+  ::close(out_pipe[0]);
+}
+
+TEST(NodeProcessTest, MissingIndexFailsWithAClearError) {
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::execl(SEARCH_NODE_BINARY, SEARCH_NODE_BINARY, "--index", "/nonexistent/shard-0", "--log-level", "off",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  EXPECT_EQ(WaitExit(pid, 10000), 1);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,372 @@
+// The shard node in-process: a NodeServer on a loopback port over a random shard, driven by a
+// DEALER. Answers must equal CpuExecutor's exactly; deadlines, load shedding, garbage frames,
+// version mismatch, Ping and draining stop behave as node_server.hpp promises.
+#include "node/node_server.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "metrics/metrics.hpp"
+#include "node/executor.hpp"
+#include "node_fixture.hpp"
+
+namespace search {
+namespace {
+
+using testing::Client;
+using testing::RandomRequest;
+using testing::Reference;
+
+constexpr uint32_t kDocs = 3000;
+constexpr uint32_t kVocab = 400;
+
+int64_t WallMicros(int64_t offset_us) {
+  return std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
+             .count() +
+         offset_us;
+}
+
+// An executor that waits before delegating, to hold workers busy.
+class SlowExecutor final : public Executor {
+ public:
+  SlowExecutor(Executor* inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  std::string_view name() const override { return "slow"; }
+  Result<ExecOutput> Execute(const Query& q, Deadline d, uint32_t flags) override {
+    started_.fetch_add(1);
+    std::this_thread::sleep_for(delay_);
+    return inner_->Execute(q, d, flags);
+  }
+  int started() const { return started_.load(); }
+
+ private:
+  Executor* inner_;
+  std::chrono::milliseconds delay_;
+  std::atomic<int> started_{0};
+};
+
+class NodeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    const std::string path = dir_->path() + "/shard-0";
+    Status st = testing::WriteRandomShard(path, kDocs, kVocab, 42);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    auto reader = ShardReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    shard_ = reader->release();
+  }
+  static void TearDownTestSuite() {
+    delete shard_;
+    delete dir_;
+  }
+
+  std::unique_ptr<NodeServer> Start(Executor* exec, NodeServerOptions o = {}) {
+    o.listen = "tcp://127.0.0.1:*";
+    auto server = std::make_unique<NodeServer>(shard_, exec, &metrics_, o);
+    Status st = server->start();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    return server;
+  }
+
+  static testing::TempDir* dir_;
+  static ShardReader* shard_;
+  zmq::context_t ctx_{1};
+  Metrics metrics_{"node"};
+  CpuExecutorAdapter cpu_{shard_};
+};
+testing::TempDir* NodeTest::dir_ = nullptr;
+ShardReader* NodeTest::shard_ = nullptr;
+
+TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
+  NodeServerOptions o;
+  o.threads = 4;
+  auto server = Start(&cpu_, o);
+  Client client(ctx_, server->endpoint());
+  std::mt19937_64 rng(7);
+  std::map<uint64_t, SearchRequestMsg> sent;
+  for (uint64_t id = 1; id <= 600; ++id) {
+    SearchRequestMsg r = RandomRequest(rng, kVocab, id);
+    r.deadline_unix_micros = WallMicros(30'000'000);
+    r.flags = id % 2 == 0 ? kFlagIncludeStats : 0;
+    sent[id] = r;
+    client.Send(EncodeSearchRequest(r));  // pipelined: the workers answer out of order
+  }
+  std::set<uint64_t> seen;
+  size_t nonempty = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id;
+    EXPECT_TRUE(seen.insert(resp.request_id).second) << "duplicate reply " << resp.request_id;
+    const SearchRequestMsg& r = sent[resp.request_id];
+    const std::vector<HitMsg> want = Reference(*shard_, r);
+    EXPECT_EQ(resp.hits, want) << "request " << r.request_id;  // scores compared bit for bit
+    nonempty += !want.empty();
+    EXPECT_EQ(resp.shard_id, 0u);
+    EXPECT_EQ(resp.doc_begin, 0u);
+    EXPECT_EQ(resp.doc_end, kDocs);
+    if (r.flags & kFlagIncludeStats) {
+      EXPECT_EQ(resp.stats.processor, Processor::kCpu);
+      if (!want.empty()) {
+        EXPECT_GT(resp.stats.postings_decoded, 0u);
+      }
+    } else {
+      EXPECT_EQ(resp.stats.postings_decoded, 0u);
+    }
+  }
+  EXPECT_GT(nonempty, sent.size() / 2);
+  // Every reply was counted by mode and status; list cache stats come from the shard.
+  const std::string text = metrics_.SerializeText();
+  double ok_total = 0;
+  for (const char* mode : {"and", "or", "andor"}) {
+    const std::string series =
+        std::string("search_requests_total{component=\"node\",mode=\"") + mode + "\",status=\"ok\"} ";
+    const size_t p = text.find(series);
+    ASSERT_NE(p, std::string::npos) << series;
+    ok_total += std::stod(text.substr(p + series.size()));
+  }
+  EXPECT_EQ(ok_total, 600);
+  EXPECT_NE(text.find("search_list_cache_hits_total "), std::string::npos);
+  EXPECT_GT(shard_->list_cache().stats().hits, 0u);
+  server->stop();
+  EXPECT_EQ(server->in_flight(), 0u);
+}
+
+TEST_F(NodeTest, PastDeadlineIsAnsweredWithoutRunning) {
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(0));
+  auto server = Start(&slow);
+  Client client(ctx_, server->endpoint());
+  SearchRequestMsg r;
+  r.request_id = 99;
+  r.terms = {"w1", "w2"};
+  r.deadline_unix_micros = WallMicros(-1000);
+  client.Send(EncodeSearchRequest(r));
+  SearchResponseMsg resp = client.RecvResponse();
+  EXPECT_EQ(resp.request_id, 99u);
+  EXPECT_EQ(resp.status.code(), StatusCode::kDeadlineExceeded) << resp.status.ToString();
+  EXPECT_TRUE(resp.hits.empty());
+  EXPECT_EQ(slow.started(), 0);
+  // No deadline at all: it runs.
+  r.deadline_unix_micros = 0;
+  client.Send(EncodeSearchRequest(r));
+  EXPECT_TRUE(client.RecvResponse().status.ok());
+  EXPECT_EQ(slow.started(), 1);
+}
+
+TEST_F(NodeTest, DeadlinePassingWhileQueuedIsNotRun) {
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(300));
+  NodeServerOptions o;
+  o.threads = 1;
+  auto server = Start(&slow, o);
+  Client client(ctx_, server->endpoint());
+  SearchRequestMsg a;
+  a.request_id = 1;
+  a.terms = {"w3"};
+  client.Send(EncodeSearchRequest(a));
+  SearchRequestMsg b = a;
+  b.request_id = 2;
+  b.deadline_unix_micros = WallMicros(100'000);  // passes while `a` holds the only worker
+  client.Send(EncodeSearchRequest(b));
+  std::map<uint64_t, SearchResponseMsg> got;
+  for (int i = 0; i < 2; ++i) {
+    SearchResponseMsg r = client.RecvResponse();
+    got[r.request_id] = r;
+  }
+  EXPECT_TRUE(got[1].status.ok());
+  EXPECT_EQ(got[2].status.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_NE(got[2].status.message().find("queued"), std::string::npos) << got[2].status.message();
+  EXPECT_EQ(slow.started(), 1);
+}
+
+TEST_F(NodeTest, FullQueueShedsLoad) {
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(200));
+  NodeServerOptions o;
+  o.threads = 1;
+  o.queue_capacity = 2;
+  auto server = Start(&slow, o);
+  Client client(ctx_, server->endpoint());
+  SearchRequestMsg r;
+  r.terms = {"w5"};
+  for (uint64_t id = 1; id <= 6; ++id) {
+    r.request_id = id;
+    client.Send(EncodeSearchRequest(r));
+  }
+  int ok = 0, shed = 0;
+  for (int i = 0; i < 6; ++i) {
+    SearchResponseMsg resp = client.RecvResponse();
+    if (resp.status.ok()) ++ok;
+    if (resp.status.code() == StatusCode::kResourceExhausted) ++shed;
+  }
+  // One running plus two queued at most; the rest shed at once.
+  EXPECT_GE(ok, 2);
+  EXPECT_LE(ok, 3);
+  EXPECT_EQ(ok + shed, 6);
+}
+
+TEST_F(NodeTest, GarbageIsAnsweredOrDroppedAndTheNodeKeepsServing) {
+  auto server = Start(&cpu_);
+  Client client(ctx_, server->endpoint());
+  std::mt19937_64 rng(3);
+  // Random bytes: no request id to answer; dropped and counted.
+  for (int i = 0; i < 200; ++i) {
+    std::string junk(8 * (1 + rng() % 20) + (i % 3), '\0');
+    for (auto& c : junk) c = static_cast<char>(rng());
+    client.Send(junk);
+  }
+  // Truncated and bit-flipped valid requests.
+  SearchRequestMsg good;
+  good.request_id = 5;
+  good.terms = {"w1"};
+  const std::string frame = EncodeSearchRequest(good);
+  for (size_t len = 0; len < frame.size(); len += 8) client.Send(frame.substr(0, len));
+  // A wrong major version: answered with the request id.
+  SearchRequestMsg v2 = good;
+  v2.request_id = 777;
+  client.Send(EncodeEnvelope(EnvelopeMsg{.major = 2, .minor = 0, .body = v2}));
+  // Odd multipart shapes: no delimiter, extra frames.
+  SearchRequestMsg odd = good;
+  odd.request_id = 778;
+  client.SendFrames({EncodeSearchRequest(odd)});
+  odd.request_id = 781;
+  client.SendFrames({"", "x", "y", "z", EncodeSearchRequest(odd)});
+  // Invalid fields: k = 0.
+  SearchRequestMsg badk = good;
+  badk.request_id = 779;
+  badk.k = 0;
+  client.Send(EncodeSearchRequest(badk));
+  // A message a node does not accept.
+  SearchResponseMsg not_a_request;
+  not_a_request.request_id = 780;
+  client.Send(EncodeSearchResponse(not_a_request));
+  // And finally a good request.
+  good.request_id = 1000;
+  client.Send(EncodeSearchRequest(good));
+
+  std::map<uint64_t, SearchResponseMsg> got;
+  for (int i = 0; i < 6; ++i) {
+    auto env = client.Recv(3000);
+    if (!env) break;
+    ASSERT_EQ(env->kind(), MessageKind::kSearchResponse);
+    const auto& r = std::get<SearchResponseMsg>(env->body);
+    got[r.request_id] = r;
+  }
+  std::string ids;
+  for (const auto& [id, r] : got) ids += std::to_string(id) + " ";
+  ASSERT_EQ(got.size(), 6u) << ids;
+  EXPECT_EQ(got[777].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(got[777].status.message(), "unsupported protocol major version 2 (this node speaks 1)");
+  EXPECT_EQ(got[778].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[778].status.message().find("frames"), std::string::npos);
+  EXPECT_EQ(got[781].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[781].status.message().find("got 5 frames"), std::string::npos) << got[781].status.message();
+  EXPECT_EQ(got[779].status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(got[779].status.message().find("k"), std::string::npos);
+  EXPECT_EQ(got[780].status.code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(got[1000].status.ok()) << got[1000].status.ToString();
+  EXPECT_EQ(got[1000].hits, Reference(*shard_, good));
+  EXPECT_FALSE(client.Recv(200).has_value());  // nothing else was answered
+  EXPECT_GE(server->dropped_frames(), 200u);
+  const std::string text = metrics_.SerializeText();
+  EXPECT_NE(text.find(R"(search_bad_requests_total{component="node",reason="unsupported_version"} 1)"),
+            std::string::npos);
+}
+
+TEST_F(NodeTest, PingAnswersPongWithShardHealth) {
+  auto server = Start(&cpu_);
+  Client client(ctx_, server->endpoint());
+  client.Send(EncodePing(PingMsg{31}));
+  auto env = client.Recv();
+  ASSERT_TRUE(env.has_value());
+  ASSERT_EQ(env->kind(), MessageKind::kPong);
+  const PongMsg& pong = std::get<PongMsg>(env->body);
+  EXPECT_EQ(pong.request_id, 31u);
+  EXPECT_TRUE(pong.status.ok());
+  EXPECT_EQ(pong.health.shard_id, 0u);
+  EXPECT_EQ(pong.health.num_shards, 1u);
+  EXPECT_EQ(pong.health.doc_begin, 0u);
+  EXPECT_EQ(pong.health.doc_end, kDocs);
+  EXPECT_EQ(pong.health.num_docs_global, kDocs);
+  EXPECT_EQ(pong.health.state, "serving");
+  EXPECT_EQ(pong.health.analyzer_json, shard_->meta().analyzer.ToJson());
+  EXPECT_EQ(pong.health.index_format_version, kIndexFormatVersion);
+  EXPECT_FALSE(pong.health.gpu);
+  // A ping with a wrong major version gets an error Pong.
+  client.Send(EncodeEnvelope(EnvelopeMsg{.major = 9, .minor = 0, .body = PingMsg{32}}));
+  env = client.Recv();
+  ASSERT_TRUE(env.has_value());
+  ASSERT_EQ(env->kind(), MessageKind::kPong);
+  EXPECT_EQ(std::get<PongMsg>(env->body).request_id, 32u);
+  EXPECT_EQ(std::get<PongMsg>(env->body).status.code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(150));
+  NodeServerOptions o;
+  o.threads = 2;
+  auto server = Start(&slow, o);
+  Client client(ctx_, server->endpoint());
+  SearchRequestMsg r;
+  r.terms = {"w2", "w7"};
+  r.mode = QueryMode::kOr;
+  for (uint64_t id = 1; id <= 4; ++id) {
+    r.request_id = id;
+    client.Send(EncodeSearchRequest(r));
+  }
+  for (int i = 0; i < 200 && server->in_flight() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(server->in_flight(), 4u);
+  std::thread stopper([&] { server->stop(); });
+  // While draining: new requests are refused.
+  for (int i = 0; i < 200 && slow.started() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  r.request_id = 50;
+  client.Send(EncodeSearchRequest(r));
+  std::map<uint64_t, SearchResponseMsg> got;
+  for (int i = 0; i < 5; ++i) {
+    auto env = client.Recv(3000);
+    if (!env) break;
+    const auto& resp = std::get<SearchResponseMsg>(env->body);
+    got[resp.request_id] = resp;
+  }
+  stopper.join();
+  ASSERT_EQ(got.size(), 5u);
+  const std::vector<HitMsg> want = Reference(*shard_, r);
+  for (uint64_t id = 1; id <= 4; ++id) {
+    EXPECT_TRUE(got[id].status.ok()) << id << ": " << got[id].status.ToString();
+    EXPECT_EQ(got[id].hits, want);
+  }
+  EXPECT_EQ(got[50].status.code(), StatusCode::kUnavailable);
+  EXPECT_EQ(slow.started(), 4);
+  EXPECT_FALSE(server->running());
+}
+
+TEST_F(NodeTest, ForcedGpuOnACpuNodeIsUnavailable) {
+  auto server = Start(&cpu_);
+  Client client(ctx_, server->endpoint());
+  SearchRequestMsg r;
+  r.request_id = 8;
+  r.terms = {"w1"};
+  r.flags = kFlagForceGpu;
+  client.Send(EncodeSearchRequest(r));
+  EXPECT_EQ(client.RecvResponse().status.code(), StatusCode::kUnavailable);
+}
+
+TEST_F(NodeTest, BindFailureIsReported) {
+  auto first = Start(&cpu_);
+  NodeServerOptions o;
+  o.listen = first->endpoint();
+  NodeServer second(shard_, &cpu_, nullptr, o);
+  Status st = second.start();
+  EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+  NodeServerOptions bad;
+  bad.listen = "nonsense://x";
+  NodeServer third(shard_, &cpu_, nullptr, bad);
+  EXPECT_FALSE(third.start().ok());
+}
+
+}  // namespace
+}  // namespace search

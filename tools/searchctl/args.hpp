@@ -1,0 +1,74 @@
+// searchctl's subcommands: one argument struct per subcommand, the function that registers its
+// options with CLI11 and the function that runs it (pisa tools/ style: one .cpp per subcommand).
+// Exit codes: 0 success, 1 failure (bad input, corrupt index, I/O), 2 bad command-line arguments.
+// Thread-safety: used from main's thread only.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+namespace search::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct IndexArgs {
+  std::string input;
+  std::string out;
+  uint32_t shards = 1;
+  std::string stem;
+  std::string stopwords;
+  bool skip_bad = false;
+  uint64_t memory_mb = 1024;
+  uint32_t threads = 0;
+  bool force = false;
+  bool quiet = false;
+  uint64_t merge_fan_in = 128;  // hidden: runs merged at once
+};
+CLI::App* AddIndexCommand(CLI::App& app, IndexArgs* args);
+int RunIndex(const IndexArgs& args);
+
+struct QueryArgs {
+  std::string index;
+  std::string mode = "and";
+  int64_t k = 10;
+  std::string query;
+  std::string queries;
+  uint32_t threads = 1;
+};
+CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* args);
+int RunQuery(const QueryArgs& args);
+
+struct BenchArgs {
+  std::string index;
+  std::string queries;
+  std::string mode = "and";
+  int64_t k = 10;
+  uint32_t threads = 1;
+  double seconds = 10;
+  double warmup = 1;
+};
+CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
+int RunBench(const BenchArgs& args);
+
+struct GenQueriesArgs {
+  std::string index;
+  uint64_t count = 1000;
+  std::string out;
+  uint64_t seed = 1;
+  std::string lengths = "25,30,25,20";
+  uint32_t min_df = 2;
+  double df_exponent = 0.8;
+};
+CLI::App* AddGenQueriesCommand(CLI::App& app, GenQueriesArgs* args);
+int RunGenQueries(const GenQueriesArgs& args);
+
+struct VerifyArgs {
+  std::string index;
+};
+CLI::App* AddVerifyCommand(CLI::App& app, VerifyArgs* args);
+int RunVerify(const VerifyArgs& args);
+
+}  // namespace search::cli

@@ -1,0 +1,146 @@
+// searchctl bench: closed-loop throughput and latency of LocalIndex::Search. T threads each loop
+// over the query list (thread t starts at query t * Q / T) for --seconds after a --warmup, and one
+// JSON line summarises: QPS, exact latency percentiles from the sorted sample, and per-query work.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <iostream>
+#include <latch>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "args.hpp"
+#include "common.hpp"
+#include "cpu_exec/local_index.hpp"
+
+namespace search::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct ThreadTally {
+  std::vector<double> latencies_us;
+  uint64_t queries = 0, postings = 0, blocks = 0, bytes = 0, hits = 0;
+  Status error;
+};
+
+// Nearest-rank percentile of a sorted sample.
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
+}
+
+}  // namespace
+
+CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
+  CLI::App* cmd = app.add_subcommand("bench", "Measure query throughput and latency on the CPU");
+  cmd->footer(
+      "Prints one JSON line: mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
+      "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
+      "postings and blocks decoded, compressed bytes touched and hits.");
+  cmd->add_option("--index", a->index, "index directory")->required();
+  cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
+  cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
+  cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "client threads")->capture_default_str();
+  cmd->add_option("--seconds", a->seconds, "measured duration")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "warm-up duration before measuring")->capture_default_str();
+  return cmd;
+}
+
+int RunBench(const BenchArgs& a) {
+  auto mode = CheckModeAndK(a.mode, a.k);
+  if (!mode.ok()) return ReportError("bench", mode.status(), kExitUsage);
+  if (a.threads == 0 || a.threads > 4096)
+    return ReportError("bench", Status::InvalidArgument("--threads must be between 1 and 4096"), kExitUsage);
+  if (!(a.seconds > 0 && a.seconds <= 86400) || !(a.warmup >= 0 && a.warmup <= 86400))
+    return ReportError("bench", Status::InvalidArgument("--seconds must be in (0, 86400], --warmup in [0, 86400]"),
+                       kExitUsage);
+  auto queries = ReadQueryFile(a.queries);
+  if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
+  if (queries->empty()) return ReportError("bench", Status::InvalidArgument("the query file is empty"), kExitFailure);
+  auto index = LocalIndex::Open(a.index);
+  if (!index.ok()) return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
+  const LocalIndex& idx = **index;
+  const std::vector<std::string>& qs = *queries;
+  const auto k = static_cast<uint32_t>(a.k);
+
+  std::vector<ThreadTally> tallies(a.threads);
+  std::latch ready(a.threads + 1);
+  std::atomic<bool> failed{false};
+  Clock::time_point measure_start, measure_end;
+  auto worker = [&](uint32_t t) {
+    ThreadTally& tally = tallies[t];
+    size_t i = qs.size() * t / a.threads;
+    ready.arrive_and_wait();
+    const auto warm_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
+    const auto end = warm_end + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+    for (auto now = Clock::now(); now < end && !failed.load(std::memory_order_relaxed);) {
+      auto result = idx.Search(qs[i], *mode, k);
+      const auto after = Clock::now();
+      if (!result.ok()) {
+        tally.error = result.status().WithContext("query '" + qs[i] + "'");
+        failed.store(true);
+        break;
+      }
+      if (now >= warm_end) {
+        tally.latencies_us.push_back(std::chrono::duration<double, std::micro>(after - now).count());
+        ++tally.queries;
+        tally.postings += result->stats.postings_decoded;
+        tally.blocks += result->stats.blocks_decoded;
+        tally.bytes += result->stats.bytes_touched;
+        tally.hits += result->hits.size();
+      }
+      now = after;
+      if (++i == qs.size()) i = 0;
+    }
+  };
+  std::vector<std::thread> pool;
+  for (uint32_t t = 0; t < a.threads; ++t) pool.emplace_back(worker, t);
+  ready.arrive_and_wait();
+  const auto start = Clock::now();
+  measure_start = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
+  for (auto& th : pool) th.join();
+  measure_end = Clock::now();
+  for (const auto& t : tallies) {
+    if (!t.error.ok()) return ReportError("bench", t.error, kExitFailure);
+  }
+
+  std::vector<double> all;
+  ThreadTally sum;
+  for (auto& t : tallies) {
+    all.insert(all.end(), t.latencies_us.begin(), t.latencies_us.end());
+    sum.queries += t.queries;
+    sum.postings += t.postings;
+    sum.blocks += t.blocks;
+    sum.bytes += t.bytes;
+    sum.hits += t.hits;
+  }
+  std::sort(all.begin(), all.end());
+  const double n = std::max<double>(1, static_cast<double>(sum.queries));
+  double mean = 0;
+  for (double v : all) mean += v;
+  const double elapsed = std::max(1e-9, std::chrono::duration<double>(measure_end - measure_start).count());
+  nlohmann::ordered_json out;
+  out["mode"] = std::string(QueryModeName(*mode));
+  out["k"] = k;
+  out["threads"] = a.threads;
+  out["queries"] = sum.queries;
+  out["qps"] = static_cast<double>(sum.queries) / elapsed;
+  out["mean_us"] = all.empty() ? 0.0 : mean / static_cast<double>(all.size());
+  out["p50_us"] = Percentile(all, 0.50);
+  out["p95_us"] = Percentile(all, 0.95);
+  out["p99_us"] = Percentile(all, 0.99);
+  out["p999_us"] = Percentile(all, 0.999);
+  out["postings_decoded_per_query"] = static_cast<double>(sum.postings) / n;
+  out["blocks_decoded_per_query"] = static_cast<double>(sum.blocks) / n;
+  out["bytes_touched_per_query"] = static_cast<double>(sum.bytes) / n;
+  out["hits_per_query"] = static_cast<double>(sum.hits) / n;
+  std::cout << out.dump() << std::endl;
+  return kExitOk;
+}
+
+}  // namespace search::cli

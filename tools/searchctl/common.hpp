@@ -1,0 +1,33 @@
+// Helpers shared by searchctl's subcommands: error reporting, mode/k validation, query files and
+// the JSON line of a query's answer.
+// Thread-safety: free functions; FormatAnswer is reentrant.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/query.hpp"
+#include "core/status.hpp"
+#include "cpu_exec/local_index.hpp"
+
+namespace search::cli {
+
+// Prints "searchctl <command>: error: <message>" on stderr and returns `code`.
+int ReportError(std::string_view command, const Status& status, int code);
+
+// The query mode and k, validated: InvalidArgument with a clear message otherwise.
+Result<QueryMode> CheckModeAndK(const std::string& mode, int64_t k);
+
+// One query per line; '\r' before '\n' dropped; blank (whitespace-only) lines skipped.
+Result<std::vector<std::string>> ReadQueryFile(const std::string& path);
+
+// {"query": TEXT, "hits": [{"id": ID, "score": S}, ...], "took_us": N} (no trailing newline).
+// Scores are printed so that parsing them back as float gives the same float exactly.
+std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us);
+
+// Escapes `s` as a JSON string (with quotes); invalid UTF-8 bytes become U+FFFD.
+std::string JsonString(std::string_view s);
+
+}  // namespace search::cli
