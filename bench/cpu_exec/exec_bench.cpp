@@ -16,7 +16,6 @@
 #include "codec/block_codec.hpp"
 #include "core/bm25.hpp"
 #include "cpu_exec/cpu_executor.hpp"
-#include "../../cpu_exec/src/query_engine.hpp"
 
 namespace search {
 namespace {
@@ -122,7 +121,6 @@ void BM_Query(benchmark::State& state, QueryMode mode, bool long_queries) {
   state.counters["QPS"] = benchmark::Counter(static_cast<double>(queries), benchmark::Counter::kIsRate);
   state.counters["blocks/q"] = static_cast<double>(total.blocks_decoded) / queries;
   state.counters["postings/q"] = static_cast<double>(total.postings_decoded) / queries;
-  state.counters["iters/q"] = double(cpu_internal::g_iters) / queries; state.counters["cands/q"] = double(cpu_internal::g_cands) / queries; state.counters["probes/q"] = double(cpu_internal::g_probes) / queries; cpu_internal::g_iters = cpu_internal::g_cands = cpu_internal::g_probes = 0;
   state.counters["scored/q"] = static_cast<double>(total.postings_scored) / queries;
 }
 

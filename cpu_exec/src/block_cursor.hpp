@@ -149,6 +149,34 @@ class BlockCursor {
 
   float score() { return Bm25TermScore(idf_, freq(), env_->norms[doc_ - env_->doc_begin], env_->k1); }
 
+  // --- block-at-a-time access; REQUIRES: decoded() and not exhausted ---
+  uint32_t pos() const { return pos_; }
+  uint32_t block_count() const { return block_count_; }
+  const uint32_t* block_docs() const { return docs_; }
+  // out[j] = score() of position j, for j in [pos(), block_count()): the same float operations,
+  // eight lanes at a time.
+  void score_rest_of_block(float* out) {
+    (void)freq();
+    const float idf = idf_, k1 = env_->k1, k1p1 = k1 + 1.0f;
+    const float* norms = env_->norms;
+    const uint32_t base = env_->doc_begin;
+    for (uint32_t j = pos_; j < block_count_; ++j) {
+      const float t = static_cast<float>(freqs_[j]);
+      const float num = t * k1p1;
+      const float den = t + norms[docs_[j] - base];
+      out[j] = idf * num / den;
+    }
+  }
+  // Leaves the decoded block for the next one without decoding it; doc() is then only a lower
+  // bound (the next block's base) until next_geq positions the cursor again.
+  void skip_block() {
+    if (++block_ >= num_blocks_) {
+      doc_ = kEndDoc;
+      return;
+    }
+    doc_ = list_->block_base(block_);
+  }
+
  private:
   static constexpr uint32_t kNoBlock = std::numeric_limits<uint32_t>::max();
 

@@ -8,6 +8,8 @@
 
 #include "block_cursor.hpp"
 #include "index_store/shard_store.hpp"
+#include "and_query.hpp"
+#include "or_query.hpp"
 #include "query_engine.hpp"
 
 namespace search {
@@ -40,6 +42,8 @@ struct Scratch {
   std::vector<BlockCursor> cursors;
   std::vector<BlockCursor*> order;
   std::vector<float> sheet, a, b;
+  std::vector<float> acc = std::vector<float>(cpu_internal::kWindow, 0.0f);        // all 0 between queries
+  std::vector<uint64_t> bits = std::vector<uint64_t>(cpu_internal::kWindow / 64, 0);  // all 0 between queries
   void Reserve(size_t n) {
     if (cursors.size() < n) cursors.resize(n);
     if (order.size() < n) order.resize(n);
@@ -91,7 +95,9 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
     std::sort(cur, cur + m, [](const BlockCursor* x, const BlockCursor* y) {
       return x->max_score() != y->max_score() ? x->max_score() < y->max_score() : x->slot() < y->slot();
     });
-    cpu_internal::RunOr(cur, m, sheet, topk, slack, s.a.data(), s.b.data(), local);
+    cpu_internal::OrQuery<BlockCursor> query(cur, m, sheet, topk, slack,
+                                             {s.a.data(), s.b.data(), s.acc.data(), s.bits.data()}, local);
+    query.Run();
   }
   *stats += local;
   if (!error.ok()) return error;

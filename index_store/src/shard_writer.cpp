@@ -97,7 +97,6 @@ Status SyncDirectoryFiles(const std::string& dir) {
 struct ShardWriter::Impl {
   std::string path;
   ShardMeta meta;
-  rocksdb::Options options;  // DB-wide options (for SstFileWriter: merged with each CF's)
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   std::vector<std::unique_ptr<CfSink>> sinks;  // by CF index

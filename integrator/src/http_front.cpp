@@ -36,8 +36,9 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     Reply(res, in->HandleSearch(ParseSearchQuery(req.params)));
   });
   s.Post("/search", [in](const httplib::Request& req, httplib::Response& res) {
-    // Query-string parameters on a POST would be ambiguous next to the body: refuse them.
-    if (!req.params.empty()) {
+    // Query-string parameters on a POST would be ambiguous next to the body: refuse them. (Not
+    // req.params: httplib also fills it from form-encoded bodies, which is what curl -d sends.)
+    if (req.target.find('?') != std::string::npos) {
       ParsedSearch bad;
       bad.error = RequestError{400, "illegal_argument_exception",
                                "POST /search takes its parameters in the JSON body, not the query string"};

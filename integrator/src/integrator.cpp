@@ -4,11 +4,17 @@
 #include <nlohmann/json.hpp>
 
 #include "index_store/manifest.hpp"
+#include "metrics/log.hpp"
 
 namespace search {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+const Logger& Log() {
+  static const Logger kLog("integrator");
+  return kLog;
+}
 
 HttpReply Error(int status, std::string type, std::string reason, const ShardsSummary* shards = nullptr) {
   return {status, ErrorJson(RequestError{status, std::move(type), std::move(reason)}, shards)};
@@ -42,9 +48,11 @@ class Integrator::Listener : public FanoutListener {
     if (owner_->observer_) owner_->observer_->OnLateReply(i);
   }
   void OnMalformedReply(size_t i, const Status& why) override {
+    Log().Warn() << "malformed reply from " << owner_->options_.shards[i] << ": " << why.ToString();
     if (owner_->observer_) owner_->observer_->OnMalformedReply(i, why);
   }
   void OnShardUp(size_t i, bool up) override {
+    Log().Info() << "shard endpoint " << owner_->options_.shards[i] << (up ? " up" : " down");
     if (owner_->observer_) owner_->observer_->OnShardUp(i, up);
   }
   void OnHealth(size_t i, const ShardHealthMsg& h) override {
@@ -162,6 +170,13 @@ void Integrator::RecomputeAnalyzer() {
     }
   }
   if (!error.empty()) state->analyzer.reset();
+  // Logged on changes only (the first state, "waiting for pongs", is not news).
+  if ((analyzer_ && error != analyzer_->error) || (!analyzer_ && error.empty())) {
+    if (error.empty())
+      Log().Info() << "searches enabled: analyzer " << *agreed;
+    else
+      Log().Warn() << "searches refused: " << error;
+  }
   state->error = std::move(error);
   analyzer_ = std::move(state);
 }

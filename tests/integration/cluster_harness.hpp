@@ -4,7 +4,10 @@
 // Thread-safety: single-threaded test helpers.
 #pragma once
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -46,6 +49,8 @@ class TempDir {
  private:
   std::string path_;
 };
+
+inline std::string Slurp(const std::string& path);
 
 // One child process; killed (SIGKILL) on destruction if still running.
 class Process {
@@ -121,12 +126,7 @@ class Process {
     }
     return std::nullopt;
   }
-  std::string Logs() const {
-    std::ifstream o(out_path_), e(err_path_);
-    std::stringstream ss;
-    ss << "--- " << out_path_ << "\n" << o.rdbuf() << "\n--- " << err_path_ << "\n" << e.rdbuf();
-    return ss.str();
-  }
+  std::string Logs() const { return "--- " + out_path_ + "\n" + Slurp(out_path_) + "\n--- " + err_path_ + "\n" + Slurp(err_path_); }
   pid_t pid() const { return pid_; }
 
  private:
@@ -135,6 +135,27 @@ class Process {
   int status_ = 0;
   std::string out_path_, err_path_;
 };
+
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// A loopback TCP port free right now (bound, read back and closed).
+inline int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  ::close(fd);
+  return port;
+}
 
 inline std::string DescribeExit(std::optional<int> st) {
   if (!st) return "still running";

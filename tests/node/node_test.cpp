@@ -344,6 +344,28 @@ TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {
   EXPECT_FALSE(server->running());
 }
 
+TEST_F(NodeTest, ReplyToAVanishedPeerIsCountedAndDropped) {
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(150));
+  auto server = Start(&slow);
+  {
+    Client gone(ctx_, server->endpoint());
+    SearchRequestMsg r;
+    r.request_id = 1;
+    r.terms = {"w1"};
+    gone.Send(EncodeSearchRequest(r));
+    for (int i = 0; i < 200 && slow.started() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }  // the DEALER closes (linger 0) while its request runs
+  for (int i = 0; i < 300 && server->unroutable_replies() < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(server->unroutable_replies(), 1u);
+  EXPECT_EQ(server->in_flight(), 0u);
+  // Others are still served.
+  Client client(ctx_, server->endpoint());
+  client.Send(EncodePing(PingMsg{2}));
+  EXPECT_TRUE(client.Recv().has_value());
+}
+
 TEST_F(NodeTest, ForcedGpuOnACpuNodeIsUnavailable) {
   auto server = Start(&cpu_);
   Client client(ctx_, server->endpoint());

@@ -47,9 +47,14 @@ inline std::vector<Doc> RandomCorpus(size_t n, size_t vocab, size_t max_len, uin
     const size_t l = len(rng);
     for (size_t i = 0; i < l; ++i) {
       if (!text.empty()) text += (rng() % 7 == 0) ? ", " : " ";
-      text += (rng() % 3 == 0 ? "W" : "w") + std::to_string(word(rng));
+      text.push_back(rng() % 3 == 0 ? 'W' : 'w');
+      text += std::to_string(word(rng));
     }
-    docs.push_back({"doc-" + std::to_string(d) + "-" + std::to_string(rng() % 1000), text});
+    std::string id = "doc-";
+    id += std::to_string(d);
+    id += '-';
+    id += std::to_string(rng() % 1000);
+    docs.push_back({id, text});
   }
   return docs;
 }

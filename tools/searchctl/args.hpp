@@ -8,11 +8,9 @@
 #include <cstdint>
 #include <string>
 
-namespace search::cli {
+#include "common.hpp"  // kExitOk, kExitFailure, kExitUsage
 
-inline constexpr int kExitOk = 0;
-inline constexpr int kExitFailure = 1;
-inline constexpr int kExitUsage = 2;
+namespace search::cli {
 
 struct IndexArgs {
   std::string input;

@@ -14,6 +14,11 @@
 
 namespace search::cli {
 
+// searchctl's exit codes.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;  // bad input, corrupt index, I/O error
+inline constexpr int kExitUsage = 2;    // bad command-line arguments
+
 // Prints "searchctl <command>: error: <message>" on stderr and returns `code`.
 int ReportError(std::string_view command, const Status& status, int code);
 

@@ -1,5 +1,6 @@
 // searchctl: the command-line tool. Each subcommand lives in its own <name>_cmd.cpp (args.hpp).
 #include "args.hpp"
+#include "scale_args.hpp"
 
 int main(int argc, char** argv) {
   using namespace search::cli;  // NOLINT(google-build-using-namespace)
@@ -11,11 +12,17 @@ int main(int argc, char** argv) {
   BenchArgs bench_args;
   GenQueriesArgs gen_args;
   VerifyArgs verify_args;
+  GenerateArgs generate_args;
+  ImportCiffArgs import_args;
+  StatsArgs stats_args;
   CLI::App* index = AddIndexCommand(app, &index_args);
   CLI::App* query = AddQueryCommand(app, &query_args);
   CLI::App* bench = AddBenchCommand(app, &bench_args);
   CLI::App* gen = AddGenQueriesCommand(app, &gen_args);
   CLI::App* verify = AddVerifyCommand(app, &verify_args);
+  CLI::App* generate = AddGenerateCommand(app, &generate_args);
+  CLI::App* import_ciff = AddImportCiffCommand(app, &import_args);
+  CLI::App* stats = AddStatsCommand(app, &stats_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -27,5 +34,8 @@ int main(int argc, char** argv) {
   if (bench->parsed()) return RunBench(bench_args);
   if (gen->parsed()) return RunGenQueries(gen_args);
   if (verify->parsed()) return RunVerify(verify_args);
+  if (generate->parsed()) return RunGenerate(generate_args);
+  if (import_ciff->parsed()) return RunImportCiff(import_args);
+  if (stats->parsed()) return RunStats(stats_args);
   return kExitUsage;
 }

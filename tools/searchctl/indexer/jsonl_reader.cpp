@@ -14,7 +14,8 @@
 namespace search {
 
 namespace {
-constexpr unsigned kReadBytes = 1u << 20;
+constexpr size_t kReadBytes = size_t{1} << 20;
+constexpr size_t kMinReadBytes = 4096;
 constexpr unsigned kGzBuffer = 1u << 18;
 }  // namespace
 
@@ -84,8 +85,9 @@ Result<bool> JsonlReader::Next(size_t target_bytes, LineChunk* out) {
       if (eof_) break;  // the final line has no '\n' (or the input is exhausted)
     }
     const size_t old = data.size();
-    data.resize(old + kReadBytes);
-    const int n = gzread(gz_->file, data.data() + old, kReadBytes);
+    const size_t want = std::min<size_t>(kReadBytes, std::max<size_t>(target_bytes, kMinReadBytes));
+    data.resize(old + want);
+    const int n = gzread(gz_->file, data.data() + old, static_cast<unsigned>(want));
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(gz_->file, &err);

@@ -31,7 +31,7 @@ struct ParsedDoc {
   std::string reason;  // when !ok
   std::string id;
   uint32_t length = 0;
-  std::vector<std::pair<std::string, uint32_t>> term_tfs;
+  std::vector<std::pair<uint32_t, uint32_t>> id_tfs;  // (term id in the worker's accumulator, tf)
 };
 
 struct ParsedChunk {
@@ -40,8 +40,8 @@ struct ParsedChunk {
   std::vector<ParsedDoc> docs;
 };
 
-// Parses one chunk's lines and analyzes every good document.
-void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, ParsedChunk* out) {
+// Parses one chunk's lines and analyzes every good document; terms get ids from `acc`.
+void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, PostingAccumulator* acc, ParsedChunk* out) {
   out->seq = chunk.seq;
   out->blank_lines = 0;
   out->docs.clear();
@@ -49,6 +49,7 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, ParsedChunk* o
   uint64_t line_no = chunk.first_line;
   DocLine doc;
   std::vector<std::string> tokens;
+  std::vector<uint32_t> ids;
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -71,11 +72,13 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, ParsedChunk* o
     pd.ok = true;
     pd.id = std::move(doc.id);
     pd.length = static_cast<uint32_t>(tokens.size());
-    std::sort(tokens.begin(), tokens.end());
-    for (size_t i = 0; i < tokens.size();) {
+    ids.clear();
+    for (const auto& t : tokens) ids.push_back(acc->TermId(t));
+    std::sort(ids.begin(), ids.end());
+    for (size_t i = 0; i < ids.size();) {
       size_t j = i + 1;
-      while (j < tokens.size() && tokens[j] == tokens[i]) ++j;
-      pd.term_tfs.emplace_back(std::move(tokens[i]), static_cast<uint32_t>(j - i));
+      while (j < ids.size() && ids[j] == ids[i]) ++j;
+      pd.id_tfs.emplace_back(ids[i], static_cast<uint32_t>(j - i));
       i = j;
     }
   }
@@ -223,7 +226,7 @@ class ParseState {
         queue_.pop_front();
       }
       queue_cv_.notify_all();
-      ParseChunk(chunk, analyzer_, &parsed);
+      ParseChunk(chunk, analyzer_, &acc, &parsed);
       auto first = Commit(parsed);
       if (!first.ok()) {
         if (!Aborted()) Fail(first.status());
@@ -231,7 +234,7 @@ class ParseState {
       }
       uint32_t doc = *first;
       for (const ParsedDoc& d : parsed.docs) {
-        if (d.ok) acc.AddDoc(doc++, d.term_tfs);
+        if (d.ok) acc.AddDoc(doc++, d.id_tfs);
       }
       if (acc.memory_bytes() >= share_) {
         if (Status s = Spill(&acc); !s.ok()) {

@@ -1,6 +1,8 @@
 // PostingAccumulator: one parser thread's in-memory inverted index (term -> postings of the
 // documents it was given), kept compact as varint bytes in the run format (run_file.hpp), and
-// spilled as one sorted run when it outgrows its memory share.
+// spilled as one sorted run when it outgrows its memory share. Terms get small integer ids
+// (TermId) so a document's term frequencies are counted by sorting integers, not strings;
+// ids are valid until the next Spill.
 // Thread-safety: not thread-safe; each parser thread owns one.
 #pragma once
 
@@ -17,16 +19,21 @@ namespace search {
 
 class PostingAccumulator {
  public:
-  // One document's terms with their frequencies (any order, each term once).
-  // REQUIRES: doc larger than every doc added before.
+  // The id of `term`, added to the dictionary if new. REQUIRES: term not empty.
+  uint32_t TermId(std::string_view term);
+  // One document's (term id, tf) pairs, each id once, any order.
+  // REQUIRES: doc larger than every doc added before; ids from TermId since the last Spill.
+  void AddDoc(uint32_t doc, const std::vector<std::pair<uint32_t, uint32_t>>& id_tfs);
+  // Convenience: (term, tf) pairs.
   void AddDoc(uint32_t doc, const std::vector<std::pair<std::string, uint32_t>>& term_tfs);
 
-  bool empty() const { return terms_.empty(); }
-  // Approximate heap bytes held (keys, payloads and per-entry overhead).
+  bool empty() const { return postings_ == 0; }
+  // Approximate heap bytes held (dictionary, payloads and per-entry overhead).
   size_t memory_bytes() const { return memory_; }
   uint64_t postings() const { return postings_; }
 
-  // Writes every term (ascending) to a new run file at `path` and empties the accumulator.
+  // Writes every term with postings (ascending) to a new run file at `path` and empties the
+  // accumulator, dictionary included.
   Status Spill(const std::string& path);
 
  private:
@@ -39,7 +46,9 @@ class PostingAccumulator {
     using is_transparent = void;
     size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
   };
-  std::unordered_map<std::string, Entry, Hash, std::equal_to<>> terms_;
+  std::unordered_map<std::string, uint32_t, Hash, std::equal_to<>> ids_;
+  std::vector<std::string_view> terms_;  // by id, pointing into ids_' keys (stable in a node map)
+  std::vector<Entry> entries_;           // by id
   size_t memory_ = 0;
   uint64_t postings_ = 0;
 };

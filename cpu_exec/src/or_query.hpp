@@ -1,0 +1,252 @@
+// Block-max MaxScore over BlockMaxCursors (block_cursor.hpp), exact.
+// Lists are sorted by list max score; the prefix whose summed maxima cannot beat the threshold is
+// non-essential: those lists never produce candidates, they are only probed. Before any decode the
+// docID range ahead is bounded from block metadata (every non-essential list's block maximum plus
+// each essential list's, or 0 up to its next document where its block is already decoded), and
+// whole runs of blocks are skipped when the bound cannot beat the threshold. Past the bound:
+//   * one essential list: its block is scored eight lanes at a time and only documents whose
+//     score plus the non-essential maxima can beat the threshold are looked at;
+//   * several: their postings in a window of at most kWindow docIDs (within their decoded blocks)
+//     are scored block-wise and accumulated into a dense array; the window's documents are then
+//     visited in order and only those whose accumulated score plus the non-essential maxima can
+//     beat the threshold are scored exactly;
+//   * until the heap is full: plain document-at-a-time.
+// A document that survives is scored per term in canonical order (ScoreSheet) and non-essential
+// lists are probed from the largest bound down while the partial score plus their block maxima
+// can still beat the threshold (ProbeAndPush).
+// Thread-safety: one OrQuery per query and thread.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "block_cursor.hpp"
+#include "core/topk.hpp"
+#include "query_engine.hpp"
+
+namespace search::cpu_internal {
+
+// DocIDs per accumulation window: 16 KiB of floats, L1-resident.
+inline constexpr uint32_t kWindow = 4096;
+
+struct OrBuffers {
+  float* ub;       // n floats
+  float* ne;       // n floats
+  float* acc;      // kWindow floats, all 0 between uses
+  uint64_t* bits;  // kWindow / 64 words, all 0 between uses
+};
+
+template <BlockMaxCursor C>
+class OrQuery {
+ public:
+  // REQUIRES: cur[0..n) sorted by max_score ascending, n >= 1, every list non-empty.
+  OrQuery(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, OrBuffers buf, QueryStats& stats)
+      : cur_(cur), n_(n), sheet_(sheet), topk_(topk), slack_(slack), buf_(buf), stats_(stats) {}
+
+  void Run() {
+    float acc = 0.0f;
+    for (size_t i = 0; i < n_; ++i) {
+      acc += cur_[i]->max_score();
+      buf_.ub[i] = acc;  // bound of any document that only lists 0..i hold
+      cur_[i]->next_geq(0);
+    }
+    uint32_t pivot = MinEssential();
+    while (pivot != kEndDoc) {
+      if (topk_.full()) {
+        uint32_t end;
+        if (!BoundAdmits(pivot, &end)) {
+          if (end == kEndDoc) return;
+          pivot = end + 1;
+          continue;
+        }
+      }
+      // The bound admits a document at pivot or later: position the essential lists for real.
+      uint32_t d = kEndDoc;
+      for (size_t i = first_ess_; i < n_; ++i) {
+        cur_[i]->next_geq(pivot);
+        d = std::min(d, cur_[i]->doc());
+      }
+      if (d == kEndDoc) return;
+      if (d != pivot) {
+        pivot = d;  // bound again at the real candidate
+        continue;
+      }
+      if (topk_.full()) {
+        const bool more = first_ess_ + 1 == n_ ? ScanSingle(&pivot) : ScanWindow(&pivot);
+        if (!more) return;
+        continue;
+      }
+      // Heap not full yet (so every list is essential): document at a time.
+      for (size_t i = first_ess_; i < n_; ++i) {
+        if (cur_[i]->doc() != d) continue;
+        sheet_.set(cur_[i]->slot(), cur_[i]->score());
+        cur_[i]->next();
+      }
+      topk_.Push(d, sheet_.sum_and_clear());
+      ++stats_.postings_scored;
+      if (!UpdateThreshold()) return;
+      pivot = MinEssential();
+    }
+  }
+
+ private:
+  uint32_t MinEssential() const {
+    uint32_t m = kEndDoc;
+    for (size_t i = first_ess_; i < n_; ++i) m = std::min(m, cur_[i]->doc());
+    return m;
+  }
+  float NonEssentialMax() const { return first_ess_ > 0 ? buf_.ub[first_ess_ - 1] : 0.0f; }
+
+  // After a push: follows a new threshold; false when no list is essential any more (done).
+  bool UpdateThreshold() {
+    if (!topk_.full() || topk_.Threshold() == thr_) return true;
+    thr_ = topk_.Threshold();
+    while (first_ess_ < n_ && buf_.ub[first_ess_] * slack_ <= thr_) ++first_ess_;
+    return first_ess_ < n_;
+  }
+
+  // Bounds every document in [pivot, *end] from metadata and decoded blocks only (nothing is
+  // decoded); fills ne[] with the non-essential block maxima's prefix sums at pivot. True when
+  // the bound can beat the threshold.
+  bool BoundAdmits(uint32_t pivot, uint32_t* end_out) {
+    float bound = 0.0f;
+    uint32_t end = kEndDoc;
+    for (size_t i = 0; i < first_ess_; ++i) {
+      C& c = *cur_[i];
+      c.shallow_seek(pivot);
+      if (!c.blocks_exhausted()) {
+        bound += c.block_max_score();
+        end = std::min(end, c.block_last_doc());
+      }
+      buf_.ne[i] = bound;
+    }
+    for (size_t i = first_ess_; i < n_; ++i) {
+      C& c = *cur_[i];
+      c.shallow_seek(pivot);
+      if (c.blocks_exhausted()) continue;
+      if (c.decoded()) {
+        c.next_geq(pivot);  // within the decoded block: a scan, no decode
+        if (c.doc() > pivot) {
+          end = std::min(end, c.doc() - 1);  // nothing from this list before its next document
+          continue;
+        }
+      }
+      bound += c.block_max_score();
+      end = std::min(end, c.block_last_doc());
+    }
+    *end_out = end;
+    return bound * slack_ > thr_;
+  }
+
+  // Fills ne[] with the non-essential block maxima's prefix sums at d; returns their total.
+  float NonEssentialBlockMax(uint32_t d) {
+    float acc = 0.0f;
+    for (size_t i = 0; i < first_ess_; ++i) {
+      cur_[i]->shallow_seek(d);
+      acc += cur_[i]->block_max_score();  // 0 once the list has no block left
+      buf_.ne[i] = acc;
+    }
+    return acc;
+  }
+
+  // One essential list, positioned (decoded) at *pivot: finishes its block. False when done.
+  bool ScanSingle(uint32_t* pivot) {
+    C& e = *cur_[n_ - 1];
+    const uint32_t* docs = e.block_docs();
+    const uint32_t count = e.block_count();
+    const uint32_t last = docs[count - 1];
+    e.score_rest_of_block(scores_);
+    float ne_max = NonEssentialMax();
+    for (uint32_t j = e.pos(); j < count; ++j) {
+      const float c = scores_[j];
+      if ((c + ne_max) * slack_ <= thr_) continue;
+      const uint32_t doc = docs[j];
+      if ((c + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
+      sheet_.set(e.slot(), c);
+      if (ProbeAndPush(cur_, first_ess_, doc, c, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
+        if (!UpdateThreshold()) return false;
+        ne_max = NonEssentialMax();
+      }
+    }
+    e.skip_block();
+    *pivot = e.blocks_exhausted() ? kEndDoc : last + 1;
+    return true;
+  }
+
+  // Several essential lists, positioned (decoded) with the smallest at *pivot: accumulates their
+  // postings in [pivot, wend] and scores the documents that can beat the threshold. False when done.
+  bool ScanWindow(uint32_t* pivot) {
+    const uint32_t p = *pivot;
+    uint32_t wend = p + std::min<uint32_t>(kWindow - 1, kEndDoc - 1 - p);
+    for (size_t i = first_ess_; i < n_; ++i) {
+      const C& c = *cur_[i];
+      if (c.doc() <= wend) wend = std::min(wend, c.block_last_doc());  // stay inside decoded blocks
+    }
+    float* acc = buf_.acc;
+    uint64_t* bits = buf_.bits;
+    for (size_t i = first_ess_; i < n_; ++i) {
+      C& c = *cur_[i];
+      if (c.doc() > wend) continue;
+      c.score_rest_of_block(scores_);
+      const uint32_t* docs = c.block_docs();
+      const uint32_t count = c.block_count();
+      for (uint32_t j = c.pos(); j < count && docs[j] <= wend; ++j) {
+        const uint32_t off = docs[j] - p;
+        acc[off] += scores_[j];
+        bits[off >> 6] |= uint64_t{1} << (off & 63);
+      }
+    }
+    bool done = false;
+    const uint32_t words = (wend - p) / 64 + 1;
+    for (uint32_t w = 0; w < words; ++w) {
+      uint64_t m = bits[w];
+      bits[w] = 0;
+      while (m != 0) {
+        const uint32_t off = w * 64 + static_cast<uint32_t>(__builtin_ctzll(m));
+        m &= m - 1;
+        const float a = acc[off];
+        acc[off] = 0.0f;
+        if (done || (a + NonEssentialMax()) * slack_ <= thr_) continue;
+        const uint32_t doc = p + off;
+        float partial = 0.0f;
+        for (size_t i = first_ess_; i < n_; ++i) {
+          C& c = *cur_[i];
+          c.next_geq(doc);  // inside the decoded block (doc <= wend): a scan
+          if (c.doc() != doc) continue;
+          const float v = c.score();
+          sheet_.set(c.slot(), v);
+          partial += v;
+        }
+        NonEssentialBlockMax(doc);
+        if (ProbeAndPush(cur_, first_ess_, doc, partial, buf_.ne, sheet_, topk_, slack_, thr_, stats_) &&
+            !UpdateThreshold())
+          done = true;  // keep clearing acc and bits
+      }
+    }
+    if (done) return false;
+    // Move the essential lists past the window; a block used up is left undecoded.
+    for (size_t i = first_ess_; i < n_; ++i) {
+      C& c = *cur_[i];
+      if (c.blocks_exhausted() || c.doc() > wend) continue;
+      if (c.block_last_doc() <= wend) c.skip_block();
+      else c.next_geq(wend + 1);
+    }
+    *pivot = wend + 1;  // kEndDoc when wend was the largest possible docID: then all is done
+    return true;
+  }
+
+  C* const* cur_;
+  const size_t n_;
+  ScoreSheet& sheet_;
+  TopK& topk_;
+  const float slack_;
+  OrBuffers buf_;
+  QueryStats& stats_;
+  size_t first_ess_ = 0;  // lists [first_ess_, n_) are essential; > 0 only once the heap is full
+  float thr_ = -std::numeric_limits<float>::infinity();
+  alignas(32) float scores_[kBlockSize];
+};
+
+}  // namespace search::cpu_internal

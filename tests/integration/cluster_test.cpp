@@ -1,0 +1,410 @@
+// The cluster end to end with real processes on loopback: 3 search-node processes (one per shard
+// of a random index) and a search-integrator, compared over HTTP with LocalIndex (the single-process
+// twin) over the same 3-shard index and over a 1-shard index of the same corpus. Then failures:
+// bad parameters, a node killed (SIGKILL) and restarted, a node stopped (SIGSTOP/SIGCONT), every
+// node stopped; /metrics of every process; a real Prometheus scraping them (when installed); and
+// SIGTERM makes every process exit 0 (checked in TearDown of every test).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "cluster_harness.hpp"
+#include "cpu_exec/local_index.hpp"
+
+namespace search::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kShards = 3;
+constexpr size_t kDocs = 3000;
+
+struct SharedIndex {
+  TempDir dir;
+  Corpus corpus;
+  std::string index3, index1;
+  std::unique_ptr<LocalIndex> local3, local1;
+};
+SharedIndex* g_index = nullptr;
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_index = new SharedIndex;
+    g_index->corpus = WriteCorpus(g_index->dir.path(), kDocs, 20240501);
+    g_index->index3 = g_index->dir.path() + "/index3";
+    g_index->index1 = g_index->dir.path() + "/index1";
+    Status s3 = BuildTestIndex(g_index->corpus, g_index->index3, kShards);
+    ASSERT_TRUE(s3.ok()) << s3.ToString();
+    Status s1 = BuildTestIndex(g_index->corpus, g_index->index1, 1);
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    auto l3 = LocalIndex::Open(g_index->index3);
+    ASSERT_TRUE(l3.ok()) << l3.status().ToString();
+    auto l1 = LocalIndex::Open(g_index->index1);
+    ASSERT_TRUE(l1.ok()) << l1.status().ToString();
+    g_index->local3 = std::move(*l3);
+    g_index->local1 = std::move(*l1);
+  }
+  static void TearDownTestSuite() {
+    delete g_index;
+    g_index = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(g_index->local3, nullptr);
+    run_ = std::make_unique<TempDir>();
+    nodes_.resize(kShards);
+    endpoints_.resize(kShards);
+    node_metrics_.resize(kShards);
+    for (uint32_t i = 0; i < kShards; ++i) ASSERT_NO_FATAL_FAILURE(StartNode(i, "tcp://127.0.0.1:*"));
+    std::string shards;
+    for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
+    integrator_ = std::make_unique<Process>();
+    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics",
+                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16"},
+                                   run_->path() + "/integrator"));
+    auto ready = integrator_->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
+    http_port_ = PortOf(ready->at("http").get<std::string>());
+    metrics_port_ = PortOf(ready->at("metrics").get<std::string>());
+    ASSERT_TRUE(WaitHealth("green", 15s)) << Fetch(http_port_, "/health").raw << integrator_->Logs();
+  }
+
+  void TearDown() override {
+    // SIGTERM: every live process drains and exits 0.
+    if (integrator_ && integrator_->running()) {
+      integrator_->Signal(SIGTERM);
+      auto st = integrator_->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
+          << "integrator: " << DescribeExit(st) << "\n" << integrator_->Logs();
+    }
+    for (auto& n : nodes_) {
+      if (!n || !n->running()) continue;
+      n->Signal(SIGCONT);
+      n->Signal(SIGTERM);
+      auto st = n->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
+    }
+  }
+
+  static int PortOf(const std::string& host_port) { return std::stoi(host_port.substr(host_port.rfind(':') + 1)); }
+
+  void StartNode(uint32_t i, const std::string& listen) {
+    nodes_[i] = std::make_unique<Process>();
+    ASSERT_TRUE(nodes_[i]->Start({SEARCH_NODE_BIN, "--index", g_index->index3 + "/shard-" + std::to_string(i),
+                                  "--listen", listen, "--metrics", "127.0.0.1:0", "--threads", "2"},
+                                 run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
+    auto ready = nodes_[i]->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
+    endpoints_[i] = ready->at("listen").get<std::string>();
+    node_metrics_[i] = PortOf(ready->at("metrics").get<std::string>());
+  }
+
+  bool WaitHealth(const std::string& status, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      auto h = Fetch(http_port_, "/health");
+      if (h.status == 200 && h.body.is_object() && h.body["status"] == status) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  HttpResult Search(const std::string& q, QueryMode mode, uint32_t k, bool post = false, int timeout_ms = 0) {
+    if (post) {
+      json body = {{"q", q}, {"k", k}, {"mode", std::string(QueryModeName(mode))}};
+      if (timeout_ms) body["timeout_ms"] = timeout_ms;
+      const std::string s = body.dump();
+      return Fetch(http_port_, "/search", {}, &s);
+    }
+    httplib::Params p{{"q", q}, {"k", std::to_string(k)}, {"mode", std::string(QueryModeName(mode))}};
+    if (timeout_ms) p.emplace("timeout_ms", std::to_string(timeout_ms));
+    return Fetch(http_port_, "/search", p);
+  }
+
+  // The expected hits from a LocalIndex, as (external id, score).
+  static std::vector<ExternalHit> Expected(const LocalIndex& index, const std::string& q, QueryMode mode, uint32_t k) {
+    auto r = index.Search(q, mode, k);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    auto hits = index.Resolve(r->hits);
+    EXPECT_TRUE(hits.ok());
+    return hits.ok() ? *hits : std::vector<ExternalHit>{};
+  }
+
+  static void ExpectSameHits(const json& got, const std::vector<ExternalHit>& want, const std::string& what) {
+    ASSERT_TRUE(got.is_array()) << what;
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i]["_id"], want[i].id) << what << " rank " << i;
+      ASSERT_EQ(got[i]["_doc"], want[i].doc) << what << " rank " << i;
+      const double s = got[i]["_score"].get<double>(), w = want[i].score;
+      ASSERT_LE(std::abs(s - w), 1e-6 * std::max(1.0, std::abs(w))) << what << " rank " << i;
+    }
+  }
+
+  std::unique_ptr<TempDir> run_;
+  std::vector<std::unique_ptr<Process>> nodes_;
+  std::vector<std::string> endpoints_;
+  std::vector<int> node_metrics_;
+  std::unique_ptr<Process> integrator_;
+  int http_port_ = 0, metrics_port_ = 0, starts_ = 0;
+};
+
+TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
+  std::mt19937 rng(99);
+  const uint32_t ks[] = {1, 3, 10, 10, 50, 1000};
+  size_t nonempty = 0, cached = 0;
+  for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr}) {
+    for (int i = 0; i < 1000; ++i) {
+      const std::string q = RandomQuery(g_index->corpus, rng);
+      const uint32_t k = ks[rng() % std::size(ks)];
+      const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " q='" + q + "'";
+      auto r = Search(q, mode, k, /*post=*/i % 2 == 1);
+      ASSERT_EQ(r.status, 200) << what << " " << r.raw;
+      ASSERT_EQ(r.body["timed_out"], false) << what;
+      ASSERT_EQ(r.body["_shards"]["successful"], kShards) << what;
+      cached += r.body["cached"] == true;
+      const auto want3 = Expected(*g_index->local3, q, mode, k);
+      ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], want3, what + " vs 3-shard LocalIndex"));
+      ASSERT_NO_FATAL_FAILURE(
+          ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local1, q, mode, k), what + " vs 1-shard index"));
+      nonempty += !want3.empty();
+    }
+  }
+  EXPECT_GT(nonempty, 2000u);  // the queries exercise real answers, not just empty ones
+  EXPECT_GT(cached, 0u);       // random queries repeat: some came from the cache, equal all the same
+}
+
+TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {
+  auto miss = Search("w1 w2 w3", QueryMode::kOr, 20);
+  auto hit = Search("W3 w2, w1 w1", QueryMode::kOr, 20, /*post=*/true);
+  ASSERT_EQ(miss.status, 200);
+  ASSERT_EQ(hit.status, 200);
+  EXPECT_EQ(miss.body["cached"], false);
+  EXPECT_EQ(hit.body["cached"], true);
+  EXPECT_EQ(hit.body["hits"], miss.body["hits"]);
+  EXPECT_EQ(hit.body["_shards"]["successful"], kShards);
+  EXPECT_EQ(Search("w1 w2 w3", QueryMode::kOr, 21).body["cached"], false);  // k is part of the key
+  EXPECT_EQ(Search("w1 w2 w3", QueryMode::kAnd, 20).body["cached"], false);  // so is the mode
+  auto stats = Fetch(http_port_, "/stats");
+  ASSERT_EQ(stats.status, 200);
+  EXPECT_GE(stats.body["cache"]["hits"].get<int>(), 1);
+  EXPECT_GE(stats.body["cache"]["entries"].get<int>(), 3);
+}
+
+TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
+  const std::vector<httplib::Params> bad = {
+      {},
+      {{"k", "5"}},
+      {{"q", "w1"}, {"k", "abc"}},
+      {{"q", "w1"}, {"k", "0"}},
+      {{"q", "w1"}, {"k", "10001"}},
+      {{"q", "w1"}, {"k", "1e3"}},
+      {{"q", "w1"}, {"mode", "xor"}},
+      {{"q", "w1"}, {"timeout_ms", "0"}},
+      {{"q", "w1"}, {"timeout_ms", "999999"}},
+      {{"q", "w1"}, {"bogus", "1"}},
+  };
+  for (const auto& p : bad) {
+    auto r = Fetch(http_port_, "/search", p);
+    EXPECT_EQ(r.status, 400) << r.raw;
+    ASSERT_TRUE(r.body.is_object()) << r.raw;
+    EXPECT_TRUE(r.body["error"]["type"].is_string()) << r.raw;
+    EXPECT_FALSE(r.body["error"]["reason"].get<std::string>().empty()) << r.raw;
+  }
+  for (const std::string& body : {std::string("{not json"), std::string("[1]"), std::string(R"({"q": 1})"),
+                                 std::string(R"({"q": "w1", "k": 1.5})"), std::string(R"({"q": "w1", "mode": "x"})"),
+                                 std::string(50000, '['), "{\"q\": \"" + std::string(70 * 1024, 'a') + "\"}"}) {
+    auto r = Fetch(http_port_, "/search", {}, &body);
+    EXPECT_EQ(r.status, 400) << body.substr(0, 60) << " -> " << r.raw.substr(0, 200);
+    EXPECT_TRUE(r.body.is_object() && r.body["error"].is_object()) << r.raw.substr(0, 200);
+  }
+  // A GET URI past the HTTP server's limit, an unknown route, an oversized body: errors, not hangs.
+  EXPECT_GE(Fetch(http_port_, "/search", {{"q", std::string(20000, 'w')}}).status, 400);
+  EXPECT_EQ(Fetch(http_port_, "/nope").status, 404);
+  const std::string huge = "{\"q\": \"" + std::string(2 << 20, 'a') + "\"}";
+  auto big = Fetch(http_port_, "/search", {}, &huge);
+  EXPECT_TRUE(big.status == 413 || big.status == 0) << big.status;
+  // Still serving, with the right answer.
+  auto ok = Search("w5 w7", QueryMode::kOr, 10);
+  ASSERT_EQ(ok.status, 200);
+  ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10), "after bad input");
+}
+
+// The expected answer when shard `down` is missing: the best k of the other shards' documents.
+std::vector<ExternalHit> ExpectedWithout(uint32_t down, const std::string& q, QueryMode mode, uint32_t k) {
+  const auto& sh = g_index->local3->manifest().shards[down];
+  auto all = g_index->local3->Search(q, mode, kMaxK);
+  std::vector<ScoredDoc> keep;
+  for (const auto& h : all->hits)
+    if ((h.doc < sh.doc_begin || h.doc >= sh.doc_end) && keep.size() < k) keep.push_back(h);
+  return *g_index->local3->Resolve(keep);
+}
+
+TEST_F(ClusterTest, KilledNodeGivesPartialAnswersThenRecoversAfterRestart) {
+  nodes_[1]->Signal(SIGKILL);
+  ASSERT_TRUE(nodes_[1]->Wait(5s).has_value());
+  std::mt19937 rng(5);
+  for (int i = 0; i < 30; ++i) {
+    const std::string q = RandomQuery(g_index->corpus, rng);
+    const QueryMode mode = i % 2 ? QueryMode::kOr : QueryMode::kAnd;
+    auto r = Search(q, mode, 10, false, 500);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    EXPECT_LT(r.seconds, 1.5);  // within the deadline (plus slack), never a hang
+    EXPECT_EQ(r.body["_shards"]["failed"], 1) << r.raw;
+    EXPECT_EQ(r.body["_shards"]["successful"], kShards - 1);
+    EXPECT_EQ(r.body["cached"], false);
+    ASSERT_EQ(r.body["_shards"]["failures"].size(), 1u);
+    EXPECT_EQ(r.body["_shards"]["failures"][0]["shard"], 1);
+    EXPECT_FALSE(r.body["_shards"]["failures"][0]["reason"].get<std::string>().empty());
+    ExpectSameHits(r.body["hits"]["hits"], ExpectedWithout(1, q, mode, 10), "partial " + q);
+  }
+  EXPECT_TRUE(WaitHealth("yellow", 10s)) << Fetch(http_port_, "/health").raw;
+  auto health = Fetch(http_port_, "/health");
+  EXPECT_EQ(health.body["shards"][1]["state"], "down");
+  EXPECT_EQ(health.body["shards"][0]["state"], "up");
+
+  // Restart the node on the same endpoint: complete answers again.
+  ASSERT_NO_FATAL_FAILURE(StartNode(1, endpoints_[1]));
+  ASSERT_TRUE(WaitHealth("green", 15s)) << Fetch(http_port_, "/health").raw;
+  auto r = Search("w2 w9", QueryMode::kOr, 10);
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.body["_shards"]["failed"], 0);
+  ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local3, "w2 w9", QueryMode::kOr, 10), "after restart");
+}
+
+TEST_F(ClusterTest, StoppedNodeTimesOutWithinTheDeadlineThenRecovers) {
+  nodes_[2]->Signal(SIGSTOP);
+  auto r = Search("w3 w4", QueryMode::kOr, 10, false, 300);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body["timed_out"], true) << r.raw;
+  EXPECT_EQ(r.body["_shards"]["failed"], 1);
+  EXPECT_EQ(r.body["_shards"]["failures"][0]["shard"], 2);
+  EXPECT_GE(r.seconds, 0.25);
+  EXPECT_LT(r.seconds, 1.0);
+  ExpectSameHits(r.body["hits"]["hits"], ExpectedWithout(2, "w3 w4", QueryMode::kOr, 10), "stopped node");
+  // A few more while stopped, POST too: all answered by their deadline.
+  for (int i = 0; i < 3; ++i) {
+    auto again = Search("w" + std::to_string(10 + i), QueryMode::kAnd, 5, true, 200);
+    ASSERT_EQ(again.status, 200);
+    EXPECT_EQ(again.body["_shards"]["failed"], 1);
+    EXPECT_LT(again.seconds, 1.0);
+  }
+  nodes_[2]->Signal(SIGCONT);
+  const auto end = Clock::now() + 15s;
+  HttpResult ok;
+  while (Clock::now() < end) {
+    ok = Search("w3 w4", QueryMode::kOr, 10, false, 500);
+    if (ok.status == 200 && ok.body["_shards"]["failed"] == 0) break;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_EQ(ok.body["_shards"]["failed"], 0) << ok.raw;
+  EXPECT_EQ(ok.body["timed_out"], false);
+  ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, "w3 w4", QueryMode::kOr, 10), "after SIGCONT");
+  // The stopped node answered the queued requests late: the integrator dropped them by request id.
+  const auto end2 = Clock::now() + 5s;
+  int late = 0;
+  while (Clock::now() < end2 && late == 0) {
+    late = Fetch(http_port_, "/stats").body["late_replies_total"].get<int>();
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_GE(late, 1);
+}
+
+TEST_F(ClusterTest, NoNodeLeftIs503) {
+  for (auto& n : nodes_) n->Signal(SIGKILL);
+  for (auto& n : nodes_) ASSERT_TRUE(n->Wait(5s).has_value());
+  auto r = Search("w1", QueryMode::kOr, 10, false, 300);
+  EXPECT_EQ(r.status, 503) << r.raw;
+  EXPECT_LT(r.seconds, 1.0);
+  EXPECT_EQ(r.body["error"]["type"], "search_phase_execution_exception");
+  EXPECT_EQ(r.body["_shards"]["failed"], kShards);
+  EXPECT_TRUE(WaitHealth("red", 10s));
+}
+
+TEST_F(ClusterTest, HealthStatsAndStatusPage) {
+  auto h = Fetch(http_port_, "/health");
+  ASSERT_EQ(h.status, 200);
+  ASSERT_EQ(h.body["shards"].size(), kShards);
+  for (uint32_t i = 0; i < kShards; ++i) {
+    EXPECT_EQ(h.body["shards"][i]["shard"], i);
+    EXPECT_EQ(h.body["shards"][i]["endpoint"], endpoints_[i]);
+    EXPECT_EQ(h.body["shards"][i]["state"], "up");
+    EXPECT_GE(h.body["shards"][i]["last_seen_ms"].get<int>(), 0);
+  }
+  for (int i = 0; i < 20; ++i) ASSERT_EQ(Search("w" + std::to_string(i % 4), QueryMode::kOr, 10).status, 200);
+  auto s = Fetch(http_port_, "/stats");
+  ASSERT_EQ(s.status, 200);
+  EXPECT_GE(s.body["requests_total"].get<int>(), 20);
+  EXPECT_GT(s.body["cache"]["hit_ratio"].get<double>(), 0.5);  // 16 of 20 were repeats
+  EXPECT_GT(s.body["latency_ms"]["p50"].get<double>(), 0.0);
+  auto page = Fetch(http_port_, "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.raw.find("<html"), std::string::npos);
+  EXPECT_NE(page.raw.find("fetch('/health')"), std::string::npos);
+  EXPECT_NE(page.raw.find("fetch('/stats')"), std::string::npos);
+}
+
+TEST_F(ClusterTest, EveryProcessServesMetrics) {
+  ASSERT_EQ(Search("w1 w2", QueryMode::kAnd, 10).status, 200);
+  ASSERT_EQ(Search("w1 w2", QueryMode::kAnd, 10).status, 200);
+  ASSERT_EQ(Fetch(http_port_, "/search", {{"q", "x"}, {"k", "0"}}).status, 400);
+  auto m = Fetch(metrics_port_, "/metrics");
+  ASSERT_EQ(m.status, 200);
+  for (const char* series : {"search_requests_total{", "search_request_duration_seconds_bucket{",
+                             "search_shard_request_duration_seconds_bucket{", "search_shard_up{",
+                             "search_result_cache_hits_total", "search_result_cache_bytes", "search_inflight_requests",
+                             "search_late_replies_total", "search_bad_requests_total{"})
+    EXPECT_NE(m.raw.find(series), std::string::npos) << series;
+  EXPECT_NE(m.raw.find("\nsearch_result_cache_hits_total 1\n"), std::string::npos) << m.raw;
+  for (uint32_t i = 0; i < kShards; ++i) {
+    auto n = Fetch(node_metrics_[i], "/metrics");
+    ASSERT_EQ(n.status, 200);
+    EXPECT_NE(n.raw.find("search_requests_total{"), std::string::npos);
+    EXPECT_NE(n.raw.find("search_node_execution_seconds"), std::string::npos);
+  }
+}
+
+TEST_F(ClusterTest, PrometheusScrapesTheCluster) {
+  const std::string prom = "/usr/bin/prometheus";
+  if (access(prom.c_str(), X_OK) != 0) GTEST_SKIP() << "no Prometheus binary at " << prom;
+  // A free port for Prometheus' own web server.
+  const int port = FreePort();
+  ASSERT_GT(port, 0);
+  std::string targets = "'127.0.0.1:" + std::to_string(metrics_port_) + "'";
+  for (int p : node_metrics_) targets += ", '127.0.0.1:" + std::to_string(p) + "'";
+  const std::string cfg = run_->path() + "/prometheus.yml";
+  std::ofstream(cfg) << "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                     << "scrape_configs:\n  - job_name: search\n    static_configs:\n      - targets: [" << targets
+                     << "]\n";
+  Process p;
+  ASSERT_TRUE(p.Start({prom, "--config.file=" + cfg, "--storage.tsdb.path=" + run_->path() + "/tsdb",
+                       "--web.listen-address=127.0.0.1:" + std::to_string(port), "--log.level=warn"},
+                      run_->path() + "/prometheus"));
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(Search("w1", QueryMode::kOr, 10).status, 200);
+  const auto end = Clock::now() + 60s;
+  bool all_up = false, ours = false;
+  while (Clock::now() < end && !(all_up && ours)) {
+    auto up = Fetch(port, "/api/v1/query", {{"query", "up"}});
+    if (up.status == 200 && up.body["status"] == "success") {
+      const auto& res = up.body["data"]["result"];
+      all_up = res.size() == kShards + 1 &&
+               std::all_of(res.begin(), res.end(), [](const json& s) { return s["value"][1] == "1"; });
+    }
+    auto q = Fetch(port, "/api/v1/query", {{"query", "sum(search_requests_total{component=\"integrator\"})"}});
+    ours = q.status == 200 && q.body["status"] == "success" && !q.body["data"]["result"].empty() &&
+           std::stod(q.body["data"]["result"][0]["value"][1].get<std::string>()) >= 5;
+    if (!(all_up && ours)) std::this_thread::sleep_for(250ms);
+    ASSERT_TRUE(p.running()) << p.Logs();
+  }
+  EXPECT_TRUE(all_up) << Fetch(port, "/api/v1/query", {{"query", "up"}}).raw;
+  EXPECT_TRUE(ours);
+  p.Signal(SIGTERM);
+  EXPECT_TRUE(p.Wait(20s).has_value());
+}
+
+}  // namespace
+}  // namespace search::testing

@@ -1,0 +1,276 @@
+// The real searchctl binary, run as a subprocess: its JSON answers equal LocalIndex's, argument
+// errors exit non-zero with a message, a build killed at any point leaves nothing loadable at
+// DIR (and an old index intact), verify catches a flipped byte, gen-queries and bench work.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cpu_exec/local_index.hpp"
+#include "index_store/manifest.hpp"
+#include "tools_fixture.hpp"
+
+namespace search {
+namespace {
+
+using testing::RunCommand;
+using testing::TempDir;
+using Json = nlohmann::json;
+
+const std::string kSearchctl = SEARCHCTL_PATH;
+
+testing::CommandResult Ctl(std::vector<std::string> args, const std::string& env = "") {
+  args.insert(args.begin(), kSearchctl);
+  return RunCommand(args, env);
+}
+
+class SearchctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    docs_ = testing::RandomCorpus(2000, 500, 40, 21);
+    testing::WriteJsonl(tmp_ / "in.jsonl", docs_);
+  }
+  testing::CommandResult Index(const std::string& out, std::vector<std::string> extra = {},
+                               const std::string& env = "") {
+    std::vector<std::string> args = {"index", "--input", tmp_ / "in.jsonl", "--out", out, "--threads", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Ctl(args, env);
+  }
+  TempDir tmp_;
+  std::vector<testing::Doc> docs_;
+};
+
+TEST_F(SearchctlTest, QueryPrintsLocalIndexAnswersAsJsonLines) {
+  auto built = Index(tmp_ / "idx", {"--shards", "3"});
+  ASSERT_EQ(built.exit_code, 0) << built.err;
+  EXPECT_NE(built.err.find("docs=2000"), std::string::npos) << built.err;
+  EXPECT_NE(built.err.find("skipped=0"), std::string::npos);
+  const std::vector<std::string> queries = {"w1 w2", "w0", "w3 w17 w250", "zzz w1", "W5, w9"};
+  std::string file;
+  for (const auto& q : queries) file += q + "\n\n";
+  testing::WriteText(tmp_ / "q.txt", file);
+
+  auto index = LocalIndex::Open(tmp_ / "idx");
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  for (const char* mode : {"and", "or", "andor"}) {
+    auto r = Ctl({"query", "--index", tmp_ / "idx", "--mode", mode, "--k", "15", "--queries", tmp_ / "q.txt",
+                  "--threads", "2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto lines = testing::Lines(r.out);
+    ASSERT_EQ(lines.size(), queries.size());
+    for (size_t i = 0; i < queries.size(); ++i) {
+      const Json j = Json::parse(lines[i]);
+      EXPECT_EQ(j.at("query"), queries[i]);
+      EXPECT_TRUE(j.at("took_us").is_number_unsigned());
+      auto want = (*index)->Search(queries[i], *ParseQueryMode(mode), 15);
+      ASSERT_TRUE(want.ok());
+      auto ids = (*index)->Resolve(want->hits);
+      ASSERT_TRUE(ids.ok());
+      ASSERT_EQ(j.at("hits").size(), ids->size()) << lines[i];
+      for (size_t h = 0; h < ids->size(); ++h) {
+        EXPECT_EQ(j["hits"][h].at("id"), (*ids)[h].id);
+        EXPECT_EQ(static_cast<float>(j["hits"][h].at("score").get<double>()), (*ids)[h].score);  // bit-exact
+      }
+    }
+  }
+  // A single --query, and reopening the index in a new process gives the same answer.
+  auto one = Ctl({"query", "--index", tmp_ / "idx", "--mode", "or", "--k", "5", "--query", "w1 w2"});
+  auto two = Ctl({"query", "--index", tmp_ / "idx", "--mode", "or", "--k", "5", "--query", "w1 w2"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(Json::parse(one.out)["hits"], Json::parse(two.out)["hits"]);
+  EXPECT_EQ(Json::parse(one.out)["hits"].size(), 5u);
+}
+
+TEST_F(SearchctlTest, BadArgumentsAreRejected) {
+  ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
+  const std::string idx = tmp_ / "idx";
+  struct Case {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {{"query", "--index", idx, "--mode", "xor", "--query", "a"}, "mode must be one of"},
+      {{"query", "--index", idx, "--k", "0", "--query", "a"}, "k must be between"},
+      {{"query", "--index", idx, "--k", "-3", "--query", "a"}, "k must be between"},
+      {{"query", "--index", idx, "--k", "10001", "--query", "a"}, "k must be between"},
+      {{"query", "--index", idx, "--k", "ten", "--query", "a"}, "--k"},
+      {{"query", "--index", idx}, "exactly one of"},
+      {{"query", "--index", tmp_ / "none", "--query", "a"}, "does not exist"},
+      {{"query", "--index", idx, "--queries", tmp_ / "none.txt"}, "none.txt"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--mode", "nope"}, "mode must be one of"},
+      {{"index", "--input", tmp_ / "none.jsonl", "--out", tmp_ / "x"}, "does not exist"},
+      {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--stem", "klingon"}, "klingon"},
+      {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--shards", "0"}, "--shards"},
+      {{"index", "--input", tmp_ / "in.jsonl", "--out", idx}, "already exists"},
+      {{"gen-queries", "--index", idx, "--out", tmp_ / "g.txt", "--lengths", "1,2,3"}, "4 numbers"},
+      {{"frobnicate"}, ""},
+      {{}, ""},
+  };
+  for (const auto& c : cases) {
+    auto r = Ctl(c.args);
+    EXPECT_NE(r.exit_code, 0) << testing::Lines(r.err).size() << " for " << (c.args.empty() ? "" : c.args[0]);
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  EXPECT_FALSE(testing::fs::exists(tmp_ / "x"));
+  EXPECT_EQ(Ctl({"--help"}).exit_code, 0);
+  EXPECT_NE(Ctl({"index", "--help"}).out.find("--skip-bad"), std::string::npos);
+}
+
+TEST_F(SearchctlTest, BadLineFailsWithItsNumberOrIsSkippedAndCounted) {
+  std::string text = testing::ReadText(tmp_ / "in.jsonl");
+  const size_t second_nl = text.find('\n', text.find('\n') + 1);
+  text.insert(second_nl + 1, "{\"id\": \"broken\", \"contents\": \"unterminated}\n");
+  testing::WriteText(tmp_ / "bad.jsonl", text);
+  auto r = Ctl({"index", "--input", tmp_ / "bad.jsonl", "--out", tmp_ / "idx"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("line 3:"), std::string::npos) << r.err;
+  EXPECT_FALSE(testing::fs::exists(tmp_ / "idx"));
+  auto s = Ctl({"index", "--input", tmp_ / "bad.jsonl", "--out", tmp_ / "idx", "--skip-bad"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_NE(s.err.find("docs=2000 skipped=1"), std::string::npos) << s.err;
+}
+
+TEST_F(SearchctlTest, KilledBuildLeavesNothingLoadableAndTheOldIndexIntact) {
+  // A bigger input so the kill lands mid-build (after the first 1000 committed documents).
+  testing::WriteJsonl(tmp_ / "big.jsonl", testing::RandomCorpus(20000, 2000, 30, 5));
+  for (const std::string env : {"SEARCHCTL_FAIL_AFTER_DOCS=1000", "SEARCHCTL_FAIL_BEFORE_PUBLISH=1"}) {
+    SCOPED_TRACE(env);
+    const std::string dir = tmp_ / "fresh";
+    auto r = Ctl({"index", "--input", tmp_ / "big.jsonl", "--out", dir, "--threads", "2"}, env);
+    EXPECT_EQ(r.exit_code, 128 + 9) << r.err;  // SIGKILL
+    EXPECT_FALSE(testing::fs::exists(dir));
+    auto open = LocalIndex::Open(dir);
+    ASSERT_FALSE(open.ok());
+    EXPECT_EQ(Manifest::Read(dir).status().code(), StatusCode::kNotFound);
+    // The killed build's temp dir is all that remains; the next build removes it.
+    size_t leftovers = 0;
+    for (const auto& e : testing::fs::directory_iterator(tmp_.path()))
+      leftovers += e.path().filename().string().rfind("fresh.tmp-", 0) == 0;
+    EXPECT_EQ(leftovers, 1u);
+  }
+
+  ASSERT_EQ(Index(tmp_ / "old").exit_code, 0);
+  const std::string before = testing::ReadText(tmp_ / "old/manifest.json");
+  auto killed = Ctl({"index", "--input", tmp_ / "big.jsonl", "--out", tmp_ / "old", "--force"},
+                    "SEARCHCTL_FAIL_BEFORE_PUBLISH=1");
+  EXPECT_EQ(killed.exit_code, 128 + 9);
+  EXPECT_EQ(testing::ReadText(tmp_ / "old/manifest.json"), before);
+  EXPECT_TRUE(VerifyIndex(tmp_ / "old").ok());
+  auto old = LocalIndex::Open(tmp_ / "old");
+  ASSERT_TRUE(old.ok());
+  EXPECT_EQ((*old)->manifest().stats.num_docs, docs_.size());
+
+  auto redo = Ctl({"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "fresh"});
+  ASSERT_EQ(redo.exit_code, 0) << redo.err;
+  EXPECT_NE(redo.err.find("removed leftover"), std::string::npos) << redo.err;
+  for (const auto& e : testing::fs::directory_iterator(tmp_.path()))
+    EXPECT_NE(e.path().filename().string().rfind("fresh.tmp-", 0), 0u) << e.path();
+}
+
+TEST_F(SearchctlTest, VerifyDetectsAFlippedSstByte) {
+  ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
+  auto ok = Ctl({"verify", "--index", tmp_ / "idx"});
+  EXPECT_EQ(ok.exit_code, 0);
+  EXPECT_EQ(ok.out, "OK\n");
+  std::string sst;
+  for (const auto& e : testing::fs::directory_iterator(tmp_ / "idx/shard-1"))
+    if (e.path().extension() == ".sst") sst = e.path().string();
+  ASSERT_FALSE(sst.empty());
+  std::string bytes = testing::ReadText(sst);
+  bytes[bytes.size() / 2] ^= 0x01;
+  testing::WriteText(sst, bytes);
+  auto bad = Ctl({"verify", "--index", tmp_ / "idx"});
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("Corruption"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("shard 1"), std::string::npos) << bad.out;
+  EXPECT_NE(Ctl({"verify", "--index", tmp_ / "none"}).exit_code, 0);
+}
+
+TEST_F(SearchctlTest, GenQueriesIsDeterministicAndFollowsTheLengths) {
+  ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
+  auto gen = [&](const std::string& out, const std::string& seed, const std::string& lengths) {
+    return Ctl({"gen-queries", "--index", tmp_ / "idx", "--count", "2000", "--out", out, "--seed", seed, "--lengths",
+                lengths});
+  };
+  auto a = gen(tmp_ / "a.txt", "7", "25,30,25,20");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_NE(a.err.find("mean df"), std::string::npos);
+  ASSERT_EQ(gen(tmp_ / "b.txt", "7", "25,30,25,20").exit_code, 0);
+  ASSERT_EQ(gen(tmp_ / "c.txt", "8", "25,30,25,20").exit_code, 0);
+  const std::string qa = testing::ReadText(tmp_ / "a.txt");
+  EXPECT_EQ(qa, testing::ReadText(tmp_ / "b.txt"));
+  EXPECT_NE(qa, testing::ReadText(tmp_ / "c.txt"));
+
+  const testing::Reference ref(docs_, Analyzer());
+  const auto lines = testing::Lines(qa);
+  ASSERT_EQ(lines.size(), 2000u);
+  std::array<double, 7> by_len{};
+  for (const auto& line : lines) {
+    const auto terms = Analyzer().Analyze(line);
+    const std::set<std::string> unique(terms.begin(), terms.end());
+    EXPECT_EQ(unique.size(), terms.size()) << "repeated term in '" << line << "'";
+    ASSERT_GE(terms.size(), 1u);
+    ASSERT_LE(terms.size(), 6u);
+    for (const auto& t : terms) EXPECT_GE(ref.df(t), 2u) << t;
+    ++by_len[terms.size()];
+  }
+  // Binomial standard deviation at n = 2000 is ~1%: allow 4%.
+  EXPECT_NEAR(by_len[1] / 2000, 0.25, 0.04);
+  EXPECT_NEAR(by_len[2] / 2000, 0.30, 0.04);
+  EXPECT_NEAR(by_len[3] / 2000, 0.25, 0.04);
+  EXPECT_NEAR((by_len[4] + by_len[5] + by_len[6]) / 2000, 0.20, 0.04);
+  EXPECT_GT(by_len[6], 0);
+
+  ASSERT_EQ(gen(tmp_ / "d.txt", "7", "0,100,0,0").exit_code, 0);
+  for (const auto& line : testing::Lines(testing::ReadText(tmp_ / "d.txt")))
+    EXPECT_EQ(Analyzer().Analyze(line).size(), 2u) << line;
+}
+
+TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
+  ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
+  testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10",
+                "--threads", "2", "--seconds", "0.3", "--warmup", "0.1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = testing::Lines(r.out);
+  ASSERT_EQ(lines.size(), 1u);
+  const Json j = Json::parse(lines[0]);
+  for (const char* key : {"mode", "k", "threads", "queries", "qps", "mean_us", "p50_us", "p95_us", "p99_us", "p999_us",
+                          "postings_decoded_per_query", "blocks_decoded_per_query", "bytes_touched_per_query",
+                          "hits_per_query"})
+    EXPECT_TRUE(j.contains(key)) << key;
+  EXPECT_EQ(j["mode"], "or");
+  EXPECT_EQ(j["threads"], 2);
+  EXPECT_GT(j["queries"].get<uint64_t>(), 0u);
+  EXPECT_GT(j["qps"].get<double>(), 0);
+  EXPECT_LE(j["p50_us"].get<double>(), j["p95_us"].get<double>());
+  EXPECT_LE(j["p95_us"].get<double>(), j["p99_us"].get<double>());
+  EXPECT_LE(j["p99_us"].get<double>(), j["p999_us"].get<double>());
+  EXPECT_GT(j["postings_decoded_per_query"].get<double>(), 0);
+  EXPECT_DOUBLE_EQ(j["hits_per_query"].get<double>(), 10.0);  // every query has >= 10 hits in or mode
+}
+
+TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {
+  testing::WriteJsonlGz(tmp_ / "s.jsonl.gz", {{"r1", "He runs fast"}, {"r2", "the slow one"}, {"r3", "nothing"}});
+  testing::WriteText(tmp_ / "stop.txt", "# stopwords\nthe\nOne\n");
+  auto r = Ctl({"index", "--input", tmp_ / "s.jsonl.gz", "--out", tmp_ / "idx", "--stem", "english", "--stopwords",
+                tmp_ / "stop.txt"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto m = Manifest::Read(tmp_ / "idx");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->analyzer.stem_language, "english");
+  EXPECT_EQ(std::set<std::string>(m->analyzer.stopwords.begin(), m->analyzer.stopwords.end()),
+            (std::set<std::string>{"the", "one"}));
+  auto q = Ctl({"query", "--index", tmp_ / "idx", "--mode", "or", "--query", "running"});
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const Json j = Json::parse(q.out);
+  ASSERT_EQ(j["hits"].size(), 1u);
+  EXPECT_EQ(j["hits"][0]["id"], "r1");
+  auto stop = Ctl({"query", "--index", tmp_ / "idx", "--mode", "or", "--query", "the ONE"});
+  ASSERT_EQ(stop.exit_code, 0);
+  EXPECT_TRUE(Json::parse(stop.out)["hits"].empty());
+}
+
+}  // namespace
+}  // namespace search

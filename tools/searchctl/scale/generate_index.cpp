@@ -1,0 +1,164 @@
+// GenerateIndex (generate_index.hpp).
+#include "scale/generate_index.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+#include "index_store/postings_ingest.hpp"
+#include "indexer/build_dir.hpp"
+#include "indexer/parallel_for.hpp"
+
+namespace search {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Prints "generate: <phase> <done>/<total> terms" on stderr every second while alive (if enabled).
+class Progress {
+ public:
+  Progress(bool enabled, uint64_t total) : total_(total) {
+    if (enabled) thread_ = std::thread([this] { Loop(); });
+  }
+  ~Progress() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    std::fprintf(stderr, "\r%60s\r", "");
+  }
+  void Phase(const char* name) {
+    std::lock_guard lk(mu_);
+    phase_ = name;
+    done.store(0);
+  }
+  std::atomic<uint64_t> done{0};
+
+ private:
+  void Loop() {
+    std::unique_lock lk(mu_);
+    while (!cv_.wait_for(lk, std::chrono::seconds(1), [this] { return stop_; })) {
+      std::fprintf(stderr, "\rgenerate: %s %llu/%llu terms   ", phase_,
+                   static_cast<unsigned long long>(done.load()), static_cast<unsigned long long>(total_));
+      std::fflush(stderr);
+    }
+  }
+  const uint64_t total_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  const char* phase_ = "lengths";  // GUARDED_BY(mu_)
+  bool stop_ = false;              // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+}  // namespace
+
+uint64_t DirectorySize(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const auto n = it->file_size(size_ec);
+      if (!size_ec) total += n;
+    }
+  }
+  return total;
+}
+
+Result<GenerateSummary> GenerateIndex(const GenerateOptions& options) {
+  const auto start = Clock::now();
+  if (options.output.empty()) return Status::InvalidArgument("no output directory given");
+  if (options.shards == 0) return Status::InvalidArgument("--shards must be at least 1");
+  if (options.threads > 4096) return Status::InvalidArgument("at most 4096 threads");
+  SEARCH_ASSIGN_OR_RETURN(SyntheticCorpus corpus, SyntheticCorpus::Create(options.corpus));
+  if (options.shards > corpus.num_docs())
+    return Status::InvalidArgument(std::to_string(options.shards) + " shards for " +
+                                   std::to_string(corpus.num_docs()) + " documents: every shard needs at least one");
+  GenerateSummary summary;
+  summary.threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t threads = summary.threads;
+  SEARCH_ASSIGN_OR_RETURN(auto dir, BuildDir::Create(options.output, options.force, &summary.notes));
+  const uint32_t num_terms = corpus.num_terms();
+  Progress progress(options.progress, num_terms);
+
+  // 1. Document lengths: the sum of each document's tfs over all lists.
+  auto t = Clock::now();
+  std::vector<uint32_t> lengths(corpus.num_docs(), 0);
+  std::atomic<uint64_t> total_postings{0};
+  {
+    constexpr uint32_t kChunk = 64;  // terms per hand-out: fewer atomics for the many short lists
+    ParallelFor((num_terms + kChunk - 1) / kChunk, threads, [&](size_t chunk) {
+      thread_local std::vector<uint32_t> docs, tfs;
+      thread_local SyntheticScratch scratch;
+      uint64_t postings = 0;
+      const uint32_t first = static_cast<uint32_t>(chunk * kChunk) + 1;
+      const uint32_t last = std::min<uint32_t>(num_terms, first + kChunk - 1);
+      for (uint32_t rank = first; rank <= last; ++rank) {
+        corpus.Generate(rank, &docs, &tfs, &scratch);
+        for (size_t i = 0; i < docs.size(); ++i)
+          std::atomic_ref<uint32_t>(lengths[docs[i]]).fetch_add(tfs[i], std::memory_order_relaxed);
+        postings += docs.size();
+      }
+      total_postings.fetch_add(postings, std::memory_order_relaxed);
+      progress.done.fetch_add(last - first + 1, std::memory_order_relaxed);
+    });
+  }
+  summary.seconds_lengths = SecondsSince(t);
+
+  // 2. The lists, in term byte order.
+  t = Clock::now();
+  progress.Phase("lists");
+  IngestOptions io;
+  io.shards = options.shards;
+  io.bm25 = options.bm25;
+  io.threads = threads;
+  io.created_by = options.created_by;
+  SEARCH_ASSIGN_OR_RETURN(auto ingest, PostingsIngest::Create(dir->path(), std::move(lengths), io));
+  summary.total_tokens = ingest->stats().total_tokens;
+  SEARCH_RETURN_IF_ERROR(ingest->AddListsParallel(num_terms, [&](uint64_t i, TermPostings* out) {
+    thread_local SyntheticScratch scratch;
+    const uint32_t rank = corpus.RankAt(static_cast<uint32_t>(i));
+    out->term = SyntheticCorpus::TermName(rank);
+    corpus.Generate(rank, &out->docs, &out->tfs, &scratch);
+    progress.done.fetch_add(1, std::memory_order_relaxed);
+    return Status::Ok();
+  }));
+  summary.seconds_lists = SecondsSince(t);
+
+  // 3. Documents, shards, manifest, publish.
+  t = Clock::now();
+  progress.Phase("documents");
+  SEARCH_ASSIGN_OR_RETURN(IngestSummary done, ingest->Finish([](uint32_t doc, std::string* id) {
+    *id = "doc" + std::to_string(doc);
+    return Status::Ok();
+  }));
+  ingest.reset();
+  if (done.postings != total_postings.load())
+    return Status::Internal("the lists changed between the two passes (" + std::to_string(total_postings.load()) +
+                            " vs " + std::to_string(done.postings) + " postings)");
+  SEARCH_RETURN_IF_ERROR(dir->Publish());
+  summary.seconds_finish = SecondsSince(t);
+  summary.docs = corpus.num_docs();
+  summary.terms = done.terms;
+  summary.postings = done.postings;
+  summary.bytes = DirectorySize(dir->target());
+  summary.seconds = SecondsSince(start);
+  return summary;
+}
+
+}  // namespace search
