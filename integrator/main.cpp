@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   std::string shards, http_addr = "127.0.0.1:9200", metrics_addr = "127.0.0.1:9201", log_level = "info";
   IntegratorOptions options;
   size_t cache_mb = 64;
-  int http_threads = 32, ping_ms = 1000;
+  int http_threads = 64, ping_ms = 1000;
   app.add_option("--shards", shards, "comma-separated ZeroMQ endpoints of the shard nodes, tcp://HOST:PORT")
       ->required();
   app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
@@ -63,7 +63,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1u, kMaxTimeoutMs));
   app.add_option("--index", options.index_dir, "index directory: take the analyzer from its manifest.json");
-  app.add_option("--max-inflight", options.max_inflight, "searches in flight before answering 429")
+  app.add_option("--max-inflight", options.max_inflight,
+                 "searches running plus requests queued for a worker before answering 429")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   app.add_option("--http-threads", http_threads, "HTTP worker threads")

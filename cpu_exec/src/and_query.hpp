@@ -55,7 +55,6 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack,
   C& lead = *cur[0];
   float others_max = 0.0f;  // the most lists 1..n-1 can add to any document
   for (size_t i = 1; i < n; ++i) others_max += cur[i]->max_score();
-  alignas(32) float lead_scores[kBlockSize];
   lead.next_geq(0);
   uint32_t d = lead.doc();  // a lower bound of lead's next document while its block is not decoded
   while (d != kEndDoc) {
@@ -93,7 +92,7 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack,
     // only if its lead score plus the other lists' maxima can beat thr.
     lead.next_geq(d);
     if (lead.doc() == kEndDoc) break;
-    lead.score_rest_of_block(lead_scores);
+    const float* lead_scores = lead.block_scores();
     const uint32_t* docs = lead.block_docs();
     const uint32_t count = lead.block_count();
     for (uint32_t j = lead.pos(); j < count; ++j) {

@@ -15,9 +15,14 @@
 // Thread-safety: a cursor belongs to one query on one thread.
 #pragma once
 
+#include <algorithm>
 #include <concepts>
 #include <cstdint>
 #include <limits>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "codec/block_codec.hpp"
 #include "core/bm25.hpp"
@@ -48,7 +53,8 @@ concept BlockMaxCursor = PostingCursor<C> && requires(C& c, const C& cc, uint32_
   { cc.block_max_score() } -> std::same_as<float>; // upper bound of the current block's contributions
   { cc.block_last_doc() } -> std::same_as<uint32_t>;
   { cc.max_score() } -> std::same_as<float>;       // upper bound of the whole list's contributions
-  { cc.decoded() } -> std::same_as<bool>;          // the current block is decoded: next_geq within it is free
+  { cc.decoded() } -> std::same_as<bool>;
+  { cc.block_max_score_through(target) } -> std::same_as<float>;          // the current block is decoded: next_geq within it is free
 };
 
 // What every cursor of one query shares.
@@ -77,6 +83,8 @@ class BlockCursor {
     block_ = 0;
     decoded_block_ = kNoBlock;
     freq_block_ = kNoBlock;
+    scores_block_ = kNoBlock;
+    scores_from_ = 0;
     pos_ = 0;
     block_count_ = 0;
     doc_ = num_blocks_ == 0 ? kEndDoc : 0;  // not positioned until the first next_geq
@@ -96,6 +104,16 @@ class BlockCursor {
   bool blocks_exhausted() const { return block_ >= num_blocks_; }
   float block_max_score() const { return block_ < num_blocks_ ? SanitizeBound(meta_[block_].max_score) : 0.0f; }
   uint32_t block_last_doc() const { return block_ < num_blocks_ ? meta_[block_].last_doc : kEndDoc; }
+  // The largest block maximum among the blocks from the block position through the first whose
+  // last_doc >= end: a bound of the list over [current block, end]. Reads metadata only.
+  float block_max_score_through(uint32_t end) const {
+    float m = 0.0f;
+    for (uint32_t b = block_; b < num_blocks_; ++b) {
+      m = std::max(m, SanitizeBound(meta_[b].max_score));
+      if (meta_[b].last_doc >= end) break;
+    }
+    return m;
+  }
   // True when the block position's docIDs are decoded (doc() is then a real position in it).
   bool decoded() const { return decoded_block_ == block_; }
 
@@ -153,19 +171,15 @@ class BlockCursor {
   uint32_t pos() const { return pos_; }
   uint32_t block_count() const { return block_count_; }
   const uint32_t* block_docs() const { return docs_; }
-  // out[j] = score() of position j, for j in [pos(), block_count()): the same float operations,
-  // eight lanes at a time.
-  void score_rest_of_block(float* out) {
-    (void)freq();
-    const float idf = idf_, k1 = env_->k1, k1p1 = k1 + 1.0f;
-    const float* norms = env_->norms;
-    const uint32_t base = env_->doc_begin;
-    for (uint32_t j = pos_; j < block_count_; ++j) {
-      const float t = static_cast<float>(freqs_[j]);
-      const float num = t * k1p1;
-      const float den = t + norms[docs_[j] - base];
-      out[j] = idf * num / den;
+  // block_scores()[j] == score() at position j, for j in [pos(), block_count()): the same float
+  // operations, eight lanes at a time, computed once per block (positions only move forward).
+  const float* block_scores() {
+    if (scores_block_ != block_ || scores_from_ > pos_) {
+      score_rest_of_block(scores_);
+      scores_block_ = block_;
+      scores_from_ = pos_;
     }
+    return scores_;
   }
   // Leaves the decoded block for the next one without decoding it; doc() is then only a lower
   // bound (the next block's base) until next_geq positions the cursor again.
@@ -179,6 +193,38 @@ class BlockCursor {
 
  private:
   static constexpr uint32_t kNoBlock = std::numeric_limits<uint32_t>::max();
+
+  // out[j] = score() of position j, for j in [pos(), block_count()).
+  void score_rest_of_block(float* out) {
+    (void)freq();
+    const float idf = idf_, k1 = env_->k1, k1p1 = k1 + 1.0f;
+    const float* norms = env_->norms;
+    const uint32_t base = env_->doc_begin;
+    uint32_t j = pos_;
+#if defined(__AVX2__)
+    // Gathers index with signed 32-bit offsets: only when every offset in the block fits.
+    if (docs_[block_count_ - 1] - base < 0x80000000u) {
+      const __m256 v_idf = _mm256_set1_ps(idf), v_k1p1 = _mm256_set1_ps(k1p1);
+      const __m256i v_base = _mm256_set1_epi32(static_cast<int>(base));
+      for (; j + 8 <= block_count_; j += 8) {
+        const __m256i f = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(freqs_ + j));
+        if (_mm256_movemask_ps(_mm256_castsi256_ps(f)) != 0) break;  // tf >= 2^31: the scalar twin converts unsigned
+        const __m256i idx = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(docs_ + j)), v_base);
+        const __m256 norm = _mm256_i32gather_ps(norms, idx, 4);
+        const __m256 t = _mm256_cvtepi32_ps(f);
+        const __m256 num = _mm256_mul_ps(t, v_k1p1);
+        const __m256 den = _mm256_add_ps(t, norm);
+        _mm256_storeu_ps(out + j, _mm256_div_ps(_mm256_mul_ps(v_idf, num), den));  // (idf * num) / den
+      }
+    }
+#endif
+    for (; j < block_count_; ++j) {
+      const float t = static_cast<float>(freqs_[j]);
+      const float num = t * k1p1;
+      const float den = t + norms[docs_[j] - base];
+      out[j] = idf * num / den;
+    }
+  }
 
   // REQUIRES: block_ < num_blocks_ and meta_[block_].last_doc < target. Galloping then binary
   // search over the blocks' last_doc.
@@ -246,6 +292,7 @@ class BlockCursor {
 
   alignas(32) uint32_t docs_[kBlockSize];
   alignas(32) uint32_t freqs_[kBlockSize];
+  alignas(32) float scores_[kBlockSize];
   const ListView* list_ = nullptr;
   const BlockMeta* meta_ = nullptr;
   const CursorEnv* env_ = nullptr;
@@ -253,6 +300,8 @@ class BlockCursor {
   uint32_t block_ = 0;          // current block; num_blocks_ when exhausted
   uint32_t decoded_block_ = kNoBlock;
   uint32_t freq_block_ = kNoBlock;
+  uint32_t scores_block_ = kNoBlock;  // the block whose scores_ [scores_from_, count) are valid
+  uint32_t scores_from_ = 0;
   uint32_t pos_ = 0;            // index in docs_ of the current document
   uint32_t block_count_ = 0;    // values in the decoded block
   uint32_t doc_ = 0;

@@ -151,23 +151,33 @@ class OrQuery {
     return acc;
   }
 
+  // The non-essential lists' bound over [from, to] from block metadata (shallow seeks to from).
+  float NonEssentialRangeMax(uint32_t from, uint32_t to) {
+    float acc = 0.0f;
+    for (size_t i = 0; i < first_ess_; ++i) {
+      cur_[i]->shallow_seek(from);
+      acc += cur_[i]->block_max_score_through(to);
+    }
+    return acc;
+  }
+
   // One essential list, positioned (decoded) at *pivot: finishes its block. False when done.
   bool ScanSingle(uint32_t* pivot) {
     C& e = *cur_[n_ - 1];
     const uint32_t* docs = e.block_docs();
     const uint32_t count = e.block_count();
     const uint32_t last = docs[count - 1];
-    e.score_rest_of_block(scores_);
-    float ne_max = NonEssentialMax();
+    const float* scores = e.block_scores();
+    float ne_max = NonEssentialRangeMax(docs[e.pos()], last);
     for (uint32_t j = e.pos(); j < count; ++j) {
-      const float c = scores_[j];
+      const float c = scores[j];
       if ((c + ne_max) * slack_ <= thr_) continue;
       const uint32_t doc = docs[j];
       if ((c + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
       sheet_.set(e.slot(), c);
       if (ProbeAndPush(cur_, first_ess_, doc, c, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
         if (!UpdateThreshold()) return false;
-        ne_max = NonEssentialMax();
+        ne_max = NonEssentialRangeMax(doc, last);
       }
     }
     e.skip_block();
@@ -189,16 +199,17 @@ class OrQuery {
     for (size_t i = first_ess_; i < n_; ++i) {
       C& c = *cur_[i];
       if (c.doc() > wend) continue;
-      c.score_rest_of_block(scores_);
+      const float* scores = c.block_scores();
       const uint32_t* docs = c.block_docs();
       const uint32_t count = c.block_count();
       for (uint32_t j = c.pos(); j < count && docs[j] <= wend; ++j) {
         const uint32_t off = docs[j] - p;
-        acc[off] += scores_[j];
+        acc[off] += scores[j];
         bits[off >> 6] |= uint64_t{1} << (off & 63);
       }
     }
     bool done = false;
+    float ne_max = NonEssentialRangeMax(p, wend);
     const uint32_t words = (wend - p) / 64 + 1;
     for (uint32_t w = 0; w < words; ++w) {
       uint64_t m = bits[w];
@@ -208,21 +219,22 @@ class OrQuery {
         m &= m - 1;
         const float a = acc[off];
         acc[off] = 0.0f;
-        if (done || (a + NonEssentialMax()) * slack_ <= thr_) continue;
+        if (done || (a + ne_max) * slack_ <= thr_) continue;
         const uint32_t doc = p + off;
+        if ((a + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
         float partial = 0.0f;
         for (size_t i = first_ess_; i < n_; ++i) {
           C& c = *cur_[i];
           c.next_geq(doc);  // inside the decoded block (doc <= wend): a scan
           if (c.doc() != doc) continue;
-          const float v = c.score();
+          const float v = c.block_scores()[c.pos()];
           sheet_.set(c.slot(), v);
           partial += v;
         }
-        NonEssentialBlockMax(doc);
-        if (ProbeAndPush(cur_, first_ess_, doc, partial, buf_.ne, sheet_, topk_, slack_, thr_, stats_) &&
-            !UpdateThreshold())
-          done = true;  // keep clearing acc and bits
+        if (ProbeAndPush(cur_, first_ess_, doc, partial, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
+          if (!UpdateThreshold()) done = true;  // keep clearing acc and bits
+          else ne_max = NonEssentialRangeMax(doc, wend);
+        }
       }
     }
     if (done) return false;
@@ -246,7 +258,6 @@ class OrQuery {
   QueryStats& stats_;
   size_t first_ess_ = 0;  // lists [first_ess_, n_) are essential; > 0 only once the heap is full
   float thr_ = -std::numeric_limits<float>::infinity();
-  alignas(32) float scores_[kBlockSize];
 };
 
 }  // namespace search::cpu_internal

@@ -1,11 +1,69 @@
 #include "integrator/http_front.hpp"
 
 #include <httplib.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
 
 namespace search {
 namespace {
 
+// httplib's ThreadPool plus a count of the connections waiting for a worker, so admission control
+// sees the backlog, not only the searches already running (which the pool size caps).
+class CountingPool : public httplib::TaskQueue {
+ public:
+  explicit CountingPool(size_t n) {
+    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+  }
+  ~CountingPool() override { shutdown(); }
+  void enqueue(std::function<void()> fn) override {
+    {
+      std::lock_guard lock(mu_);
+      jobs_.push_back(std::move(fn));
+      queued_.fetch_add(1, std::memory_order_relaxed);
+    }
+    cv_.notify_one();
+  }
+  void shutdown() override {
+    {
+      std::lock_guard lock(mu_);
+      if (shutdown_) return;
+      shutdown_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  size_t queued() const { return queued_.load(std::memory_order_relaxed); }
+
+ private:
+  void Work() {
+    while (true) {
+      std::function<void()> fn;
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [&] { return !jobs_.empty() || shutdown_; });
+        if (shutdown_ && jobs_.empty()) return;  // drain queued connections first
+        fn = std::move(jobs_.front());
+        jobs_.pop_front();
+        queued_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      fn();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
+  bool shutdown_ = false;                   // GUARDED_BY(mu_)
+  std::atomic<size_t> queued_{0};
+  std::vector<std::thread> threads_;
+};
+
 constexpr const char* kJson = "application/json";
+constexpr int kListenBacklog = 1024;
 
 void Reply(httplib::Response& res, const HttpReply& r) {
   res.status = r.status;
@@ -16,26 +74,47 @@ void Reply(httplib::Response& res, const HttpReply& r) {
 
 struct HttpFront::Impl {
   Impl(Integrator* in, HttpFrontOptions o) : integrator(in), options(std::move(o)) {}
+  size_t waiting() const {
+    CountingPool* p = pool.load(std::memory_order_acquire);
+    return p ? p->queued() : 0;
+  }
   Integrator* integrator;
   HttpFrontOptions options;
   httplib::Server server;
+  std::atomic<CountingPool*> pool{nullptr};  // owned by the server while it listens
+  int listen_fd = -1;                          // the socket Bind() bound
 };
 
 HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     : impl_(std::make_unique<Impl>(integrator, std::move(options))) {
   auto& s = impl_->server;
   Integrator* in = integrator;
+  Impl* im = impl_.get();
   const int threads = impl_->options.threads;
-  s.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  s.new_task_queue = [im, threads] {
+    auto* pool = new CountingPool(static_cast<size_t>(threads));
+    im->pool.store(pool, std::memory_order_release);
+    return pool;
+  };
+  // SO_REUSEADDR only: httplib's default adds SO_REUSEPORT, which would let a second integrator
+  // bind the same port and silently share its traffic. The fd is kept to raise the backlog.
+  s.set_socket_options([im](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    im->listen_fd = sock;
+  });
+  // Responses go out as header and body writes: without TCP_NODELAY, Nagle plus the client's
+  // delayed ACK can hold the second write for tens of milliseconds.
+  s.set_tcp_nodelay(true);
   s.set_payload_max_length(kMaxBodyBytes);
   s.set_keep_alive_timeout(impl_->options.keep_alive_seconds);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
 
-  s.Get("/search", [in](const httplib::Request& req, httplib::Response& res) {
-    Reply(res, in->HandleSearch(ParseSearchQuery(req.params)));
+  s.Get("/search", [in, im](const httplib::Request& req, httplib::Response& res) {
+    Reply(res, in->HandleSearch(ParseSearchQuery(req.params), im->waiting()));
   });
-  s.Post("/search", [in](const httplib::Request& req, httplib::Response& res) {
+  s.Post("/search", [in, im](const httplib::Request& req, httplib::Response& res) {
     // Query-string parameters on a POST would be ambiguous next to the body: refuse them. (Not
     // req.params: httplib also fills it from form-encoded bodies, which is what curl -d sends.)
     if (req.target.find('?') != std::string::npos) {
@@ -45,7 +124,7 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
       Reply(res, in->HandleSearch(bad));
       return;
     }
-    Reply(res, in->HandleSearch(ParseSearchBody(req.body)));
+    Reply(res, in->HandleSearch(ParseSearchBody(req.body), im->waiting()));
   });
   s.Get("/health", [in](const httplib::Request&, httplib::Response& res) {
     res.set_content(in->HealthJson(), kJson);
@@ -97,10 +176,16 @@ Status HttpFront::Bind() {
       return Status::IOError("cannot bind HTTP on " + o.host + ":" + std::to_string(o.port));
     bound_port_ = o.port;
   }
+  // The compiled library listens with a backlog of 5, too short for connection bursts; listen()
+  // again on a listening socket only changes its backlog.
+  if (impl_->listen_fd >= 0) (void)::listen(impl_->listen_fd, kListenBacklog);
   return Status::Ok();
 }
 
-void HttpFront::Listen() { impl_->server.listen_after_bind(); }
+void HttpFront::Listen() {
+  impl_->server.listen_after_bind();
+  impl_->pool.store(nullptr, std::memory_order_release);  // the server deleted it
+}
 
 void HttpFront::Stop() {
   if (impl_->server.is_running()) impl_->server.stop();

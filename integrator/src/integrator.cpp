@@ -198,12 +198,12 @@ HttpReply Integrator::Finish(std::optional<QueryMode> mode, HttpReply reply, Clo
   return reply;
 }
 
-HttpReply Integrator::HandleSearch(const ParsedSearch& parsed) {
+HttpReply Integrator::HandleSearch(const ParsedSearch& parsed, size_t waiting) {
   if (!parsed.ok()) {
     const RequestError& e = *parsed.error;
     return Finish(std::nullopt, {e.http_status, ErrorJson(e)}, Clock::now());
   }
-  return Search(parsed.params);
+  return Search(parsed.params, waiting);
 }
 
 std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
@@ -216,16 +216,17 @@ std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& 
   return fanout_->Search(std::move(req), deadline);
 }
 
-HttpReply Integrator::Search(const SearchParams& p) {
+HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
   const auto start = Clock::now();
   const QueryMode mode_name = p.mode;
   // Overload: bound the searches in flight.
-  if (in_flight_.fetch_add(1, std::memory_order_acq_rel) >= options_.max_inflight) {
+  const int64_t before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
+  if (before + static_cast<int64_t>(waiting) >= static_cast<int64_t>(options_.max_inflight)) {
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     rejected_.fetch_add(1, std::memory_order_relaxed);
     return Finish(mode_name,
                   Error(429, "es_rejected_execution_exception",
-                        "too many searches in flight (at most " + std::to_string(options_.max_inflight) + ")"),
+                        "too many searches in flight or queued (at most " + std::to_string(options_.max_inflight) + ")"),
                   start);
   }
   if (observer_) observer_->OnInFlight(+1);

@@ -7,7 +7,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
+
 #include "fake_node.hpp"
+#include "index_store/manifest.hpp"
 
 namespace search {
 namespace {
@@ -83,6 +86,48 @@ TEST(Integrator, AnalyzerComesFromThePongs) {
   ASSERT_EQ((*in)->Search(Params("running dogs")).status, 200);
   ASSERT_EQ(n.requests().size(), 1u);
   EXPECT_EQ(n.requests()[0].terms, (std::vector<std::string>{"dog", "run"}));
+}
+
+TEST(Integrator, AnalyzerFromTheIndexManifestMustMatchTheShards) {
+  char tmpl[] = "/tmp/integrator-manifest-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  Manifest m;
+  m.format_version = 1;
+  m.stats.num_docs = 1000;
+  m.stats.total_tokens = 5000;
+  m.analyzer.stem_language = "english";
+  m.shards.push_back(ShardEntry{0, "shard-0", 0, 1000, 1, 1, "crc32c:00000000"});
+  m.created_by = "integrator_test";
+  ASSERT_TRUE(m.Write(dir).ok());
+
+  FakeNode plain(0, AnswerWith(0, {}));  // reports the default analyzer
+  auto opts = Options({plain.endpoint()});
+  opts.index_dir = dir;
+  auto in = Integrator::Start(opts, nullptr);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  EXPECT_EQ((*in)->AnalyzerError(), "");  // known from the manifest before any pong
+  auto end = Clock::now() + 5s;
+  while ((*in)->AnalyzerError().empty() && Clock::now() < end) std::this_thread::sleep_for(10ms);
+  EXPECT_NE((*in)->AnalyzerError().find("index manifest"), std::string::npos) << (*in)->AnalyzerError();
+  EXPECT_EQ((*in)->Search(Params("running")).status, 503);
+
+  FakeNode english(0, AnswerWith(0, {}));
+  ShardHealthMsg h = english.health();
+  h.analyzer_json = m.analyzer.ToJson();
+  english.set_health(h);
+  opts.shards = {english.endpoint()};
+  auto in2 = Integrator::Start(opts, nullptr);
+  ASSERT_TRUE(in2.ok());
+  ASSERT_TRUE(WaitReady(**in2));
+  EXPECT_EQ((*in2)->Search(Params("running")).status, 200);
+  EXPECT_EQ(english.requests().at(0).terms, (std::vector<std::string>{"run"}));
+
+  opts.shards = {english.endpoint(), plain.endpoint()};  // the manifest has one shard
+  EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
+  opts.index_dir = dir + "/missing";
+  EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(Integrator, RefusesWithoutAnAnalyzerAndWhenShardsDisagree) {
@@ -224,6 +269,18 @@ TEST(Integrator, AllShardsFailingIs503AndOverloadIs429) {
   busy.join();
   EXPECT_EQ(over.status, 429);
   EXPECT_EQ(json::parse(over.body)["error"]["type"], "es_rejected_execution_exception");
+}
+
+TEST(Integrator, RequestsWaitingForAWorkerCountAgainstTheBound) {
+  FakeNode a(0, AnswerWith(0, {{1, 1.0f, "x"}}));
+  auto opts = Options({a.endpoint()});
+  opts.max_inflight = 4;
+  auto in = Integrator::Start(opts, nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  EXPECT_EQ((*in)->Search(Params("q"), /*waiting=*/3).status, 200);
+  EXPECT_EQ((*in)->Search(Params("q"), /*waiting=*/4).status, 429);
+  EXPECT_EQ((*in)->Search(Params("q"), /*waiting=*/0).status, 200);
 }
 
 TEST(Integrator, TooManyOrTooLongTermsAre400) {

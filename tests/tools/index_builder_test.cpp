@@ -177,8 +177,8 @@ TEST(IndexBuilder, TruncatedGzipIsAnError) {
 
 TEST(IndexBuilder, StemmingAndStopwordsAreRecordedAndApplied) {
   TempDir tmp;
-  std::vector<Doc> docs = {{"a", "She runs every morning"}, {"b", "The cat sat"}, {"c", "running water, the end"},
-                           {"d", "nothing here"}};
+  std::vector<Doc> docs = {
+      {"a", "She runs every morning"}, {"b", "The cat sat"}, {"c", "running water, the end"}, {"d", "nothing here"}};
   testing::WriteJsonl(tmp / "in.jsonl", docs);
   auto o = Options(tmp / "in.jsonl", tmp / "idx");
   o.analyzer.stem_language = "english";

@@ -1,5 +1,7 @@
 // Sorted runs, the posting accumulator, the JSON-lines reader and the query-log generator of the
 // index builder, against plain references.
+#include "indexer/run_file.hpp"
+
 #include <gtest/gtest.h>
 
 #include <map>
@@ -7,7 +9,6 @@
 #include "indexer/jsonl_reader.hpp"
 #include "indexer/posting_accumulator.hpp"
 #include "indexer/query_log.hpp"
-#include "indexer/run_file.hpp"
 #include "tools_fixture.hpp"
 
 namespace search {

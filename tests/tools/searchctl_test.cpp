@@ -53,8 +53,8 @@ TEST_F(SearchctlTest, QueryPrintsLocalIndexAnswersAsJsonLines) {
   auto index = LocalIndex::Open(tmp_ / "idx");
   ASSERT_TRUE(index.ok()) << index.status().ToString();
   for (const char* mode : {"and", "or", "andor"}) {
-    auto r = Ctl({"query", "--index", tmp_ / "idx", "--mode", mode, "--k", "15", "--queries", tmp_ / "q.txt",
-                  "--threads", "2"});
+    auto r = Ctl(
+        {"query", "--index", tmp_ / "idx", "--mode", mode, "--k", "15", "--queries", tmp_ / "q.txt", "--threads", "2"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto lines = testing::Lines(r.out);
     ASSERT_EQ(lines.size(), queries.size());
@@ -230,15 +230,15 @@ TEST_F(SearchctlTest, GenQueriesIsDeterministicAndFollowsTheLengths) {
 TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
   testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
-  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10",
-                "--threads", "2", "--seconds", "0.3", "--warmup", "0.1"});
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10", "--threads",
+                "2", "--seconds", "0.3", "--warmup", "0.1"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = testing::Lines(r.out);
   ASSERT_EQ(lines.size(), 1u);
   const Json j = Json::parse(lines[0]);
-  for (const char* key : {"mode", "k", "threads", "queries", "qps", "mean_us", "p50_us", "p95_us", "p99_us", "p999_us",
-                          "postings_decoded_per_query", "blocks_decoded_per_query", "bytes_touched_per_query",
-                          "hits_per_query"})
+  for (const char* key :
+       {"mode", "k", "threads", "queries", "qps", "mean_us", "p50_us", "p95_us", "p99_us", "p999_us",
+        "postings_decoded_per_query", "blocks_decoded_per_query", "bytes_touched_per_query", "hits_per_query"})
     EXPECT_TRUE(j.contains(key)) << key;
   EXPECT_EQ(j["mode"], "or");
   EXPECT_EQ(j["threads"], 2);

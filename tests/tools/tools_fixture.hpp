@@ -181,9 +181,9 @@ struct CommandResult {
 // Runs `args` through /bin/sh with stdout and stderr captured (arguments are single-quoted).
 inline CommandResult RunCommand(const std::vector<std::string>& args, const std::string& env = "") {
   static int counter = 0;
-  const std::string base = (fs::temp_directory_path() / ("tools_cmd_" + std::to_string(::getpid()) + "_" +
-                                                          std::to_string(counter++)))
-                               .string();
+  const std::string base =
+      (fs::temp_directory_path() / ("tools_cmd_" + std::to_string(::getpid()) + "_" + std::to_string(counter++)))
+          .string();
   std::string cmd = env.empty() ? "" : env + " ";
   for (const auto& a : args) {
     std::string q = "'";

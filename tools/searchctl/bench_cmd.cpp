@@ -63,7 +63,8 @@ int RunBench(const BenchArgs& a) {
   if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
   if (queries->empty()) return ReportError("bench", Status::InvalidArgument("the query file is empty"), kExitFailure);
   auto index = LocalIndex::Open(a.index);
-  if (!index.ok()) return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
+  if (!index.ok())
+    return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
   const LocalIndex& idx = **index;
   const std::vector<std::string>& qs = *queries;
   const auto k = static_cast<uint32_t>(a.k);
@@ -76,7 +77,8 @@ int RunBench(const BenchArgs& a) {
     ThreadTally& tally = tallies[t];
     size_t i = qs.size() * t / a.threads;
     ready.arrive_and_wait();
-    const auto warm_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
+    const auto warm_end =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
     const auto end = warm_end + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
     for (auto now = Clock::now(); now < end && !failed.load(std::memory_order_relaxed);) {
       auto result = idx.Search(qs[i], *mode, k);

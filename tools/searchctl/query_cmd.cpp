@@ -44,7 +44,8 @@ int RunQuery(const QueryArgs& a) {
     queries = std::move(file).value();
   }
   auto index = LocalIndex::Open(a.index);
-  if (!index.ok()) return ReportError("query", index.status().WithContext("cannot open index " + a.index), kExitFailure);
+  if (!index.ok())
+    return ReportError("query", index.status().WithContext("cannot open index " + a.index), kExitFailure);
 
   std::vector<std::string> lines(queries.size());
   std::vector<Status> errors(queries.size());

@@ -22,7 +22,7 @@ inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 struct HttpFrontOptions {
   std::string host = "127.0.0.1";
   int port = 9200;
-  int threads = 32;
+  int threads = 64;  // a keep-alive connection holds its worker while it stays open
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
 };
 

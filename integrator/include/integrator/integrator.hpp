@@ -12,7 +12,8 @@
 // OR" (DESIGN.md). A shard cannot decide that locally, so the integrator runs AND on every shard and,
 // only when all shards' AND hits together are fewer than k, runs OR under the same deadline.
 //
-// Overload: at most max_inflight searches run at once; more are answered 429 at once.
+// Overload: when the searches running plus the requests waiting for an HTTP worker reach
+// max_inflight, a search is answered 429 at once (no analysis, no fan-out).
 // Thread-safety: HandleSearch, HealthJson and StatsJson are thread-safe.
 #pragma once
 
@@ -68,10 +69,11 @@ class Integrator {
   static Result<std::unique_ptr<Integrator>> Start(IntegratorOptions options, IntegratorObserver* observer);
   ~Integrator();
 
-  // Answers one /search request (a parse error included, so that it is counted).
-  HttpReply HandleSearch(const ParsedSearch& parsed);
+  // Answers one /search request (a parse error included, so that it is counted). `waiting`: the
+  // requests queued behind this one for an HTTP worker; they count against max_inflight too.
+  HttpReply HandleSearch(const ParsedSearch& parsed, size_t waiting = 0);
   // The same for an already valid request; exposed for tests and benchmarks.
-  HttpReply Search(const SearchParams& params);
+  HttpReply Search(const SearchParams& params, size_t waiting = 0);
 
   std::string HealthJson() const;
   std::string StatsJson() const;

@@ -19,7 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string ErrnoText() { return std::strerror(errno); }
+std::string ErrnoText() {
+  return std::strerror(errno);
+}
 
 bool ProcessAlive(long pid) {
   if (pid <= 0) return false;
@@ -67,7 +69,8 @@ Result<std::unique_ptr<BuildDir>> BuildDir::Create(const std::string& target, bo
     return Status::InvalidArgument("output directory '" + target + "' is not a usable index path");
   const fs::path p(d->target_);
   const std::string base = p.filename().string();
-  if (base == "." || base == "..") return Status::InvalidArgument("output directory '" + target + "' must name a directory");
+  if (base == "." || base == "..")
+    return Status::InvalidArgument("output directory '" + target + "' must name a directory");
   d->parent_ = p.parent_path().string();
   const std::string parent = d->parent_.empty() ? "." : d->parent_;
   std::error_code ec;
@@ -82,7 +85,8 @@ Result<std::unique_ptr<BuildDir>> BuildDir::Create(const std::string& target, bo
     const bool is_index = fs::exists(d->target_ + "/manifest.json", ec);
     const bool empty = fs::is_empty(d->target_, ec);
     if (!is_index && !empty)
-      return Status::InvalidArgument(d->target_ + " exists and is not an index (no manifest.json); refusing to replace it");
+      return Status::InvalidArgument(d->target_ +
+                                     " exists and is not an index (no manifest.json); refusing to replace it");
   }
   RemoveStale(d->parent_, base, notes);
   d->tmp_ = d->target_ + ".tmp-" + std::to_string(::getpid());
@@ -102,15 +106,15 @@ BuildDir::~BuildDir() {
 Status BuildDir::Publish() {
   if (published_) return Status::InvalidArgument(target_ + " is already published");
   std::error_code ec;
-  if (!fs::exists(tmp_ + "/manifest.json", ec))
-    return Status::Internal("publishing " + tmp_ + " without a manifest");
+  if (!fs::exists(tmp_ + "/manifest.json", ec)) return Status::Internal("publishing " + tmp_ + " without a manifest");
   SEARCH_RETURN_IF_ERROR(SyncPath(tmp_));
   const std::string parent = parent_.empty() ? "." : parent_;
   const bool exists = fs::exists(fs::symlink_status(target_, ec));
   if (!exists) {
     if (Rename2(tmp_, target_, RENAME_NOREPLACE) != 0) {
       if (errno == EEXIST) return Status::AlreadyExists(target_ + " appeared during the build; not replacing it");
-      if (errno != EINVAL && errno != ENOSYS) return Status::IOError("rename " + tmp_ + " to " + target_ + ": " + ErrnoText());
+      if (errno != EINVAL && errno != ENOSYS)
+        return Status::IOError("rename " + tmp_ + " to " + target_ + ": " + ErrnoText());
       if (fs::exists(fs::symlink_status(target_, ec)))
         return Status::AlreadyExists(target_ + " appeared during the build; not replacing it");
       if (::rename(tmp_.c_str(), target_.c_str()) != 0)
@@ -123,14 +127,15 @@ Status BuildDir::Publish() {
   // Swap atomically: afterwards tmp_ holds the old index, which is then removed.
   std::string old = tmp_;
   if (Rename2(tmp_, target_, RENAME_EXCHANGE) != 0) {
-    if (errno != EINVAL && errno != ENOSYS) return Status::IOError("exchange " + tmp_ + " with " + target_ + ": " + ErrnoText());
+    if (errno != EINVAL && errno != ENOSYS)
+      return Status::IOError("exchange " + tmp_ + " with " + target_ + ": " + ErrnoText());
     // No atomic exchange here: move the old aside, then the new in (a crash between the two
     // leaves the old index at DIR.old-<pid>, which is reported, never removed automatically).
     old = target_ + ".old-" + std::to_string(::getpid());
     if (::rename(target_.c_str(), old.c_str()) != 0)
       return Status::IOError("rename " + target_ + " to " + old + ": " + ErrnoText());
     if (::rename(tmp_.c_str(), target_.c_str()) != 0) {
-      const Status s = Status::IOError("rename " + tmp_ + " to " + target_ + ": " + ErrnoText());
+      Status s = Status::IOError("rename " + tmp_ + " to " + target_ + ": " + ErrnoText());
       (void)::rename(old.c_str(), target_.c_str());
       return s;
     }

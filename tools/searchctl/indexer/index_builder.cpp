@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -27,17 +28,20 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string FormatDuration(double s) {
   if (!(s >= 0) || s > 1e7) return "?";
-  const auto t = static_cast<uint64_t>(s + 0.5);
+  const auto t = static_cast<uint64_t>(std::llround(s));
   char buf[32];
   if (t >= 3600) {
     std::snprintf(buf, sizeof(buf), "%luh%02lum", static_cast<unsigned long>(t / 3600),
                   static_cast<unsigned long>(t % 3600 / 60));
   } else {
-    std::snprintf(buf, sizeof(buf), "%lum%02lus", static_cast<unsigned long>(t / 60), static_cast<unsigned long>(t % 60));
+    std::snprintf(buf, sizeof(buf), "%lum%02lus", static_cast<unsigned long>(t / 60),
+                  static_cast<unsigned long>(t % 60));
   }
   return buf;
 }
@@ -143,8 +147,7 @@ Result<IndexBuildSummary> BuildIndex(const IndexBuildOptions& options) {
   const auto start = Clock::now();
   SEARCH_RETURN_IF_ERROR(ValidateOptions(options));
   SEARCH_ASSIGN_OR_RETURN(Analyzer analyzer, Analyzer::Create(options.analyzer));
-  const uint32_t threads =
-      options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t threads = options.threads != 0 ? options.threads : std::max(1u, std::thread::hardware_concurrency());
 
   IndexBuildSummary summary;
   SEARCH_ASSIGN_OR_RETURN(auto dir, BuildDir::Create(options.output, options.force, &summary.notes));
@@ -161,9 +164,9 @@ Result<IndexBuildSummary> BuildIndex(const IndexBuildOptions& options) {
     SEARCH_RETURN_IF_ERROR(RunParsePhase(options, analyzer, work_dir, threads, &progress, &parsed));
     const uint64_t n = parsed.lengths.size();
     if (n == 0)
-      return Status::InvalidArgument("the input " + options.input + " holds no documents" +
-                                     (parsed.skipped > 0 ? " (" + std::to_string(parsed.skipped) + " bad lines skipped)"
-                                                         : std::string()));
+      return Status::InvalidArgument(
+          "the input " + options.input + " holds no documents" +
+          (parsed.skipped > 0 ? " (" + std::to_string(parsed.skipped) + " bad lines skipped)" : std::string()));
     if (options.shards > n)
       return Status::InvalidArgument(std::to_string(options.shards) + " shards for " + std::to_string(n) +
                                      " documents: every shard needs at least one document");

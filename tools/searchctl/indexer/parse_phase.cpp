@@ -88,8 +88,12 @@ class ParseState {
  public:
   ParseState(const IndexBuildOptions& options, const Analyzer& analyzer, std::string work_dir, uint32_t threads,
              BuildProgress* progress, ParseOutput* out)
-      : options_(options), analyzer_(analyzer), work_dir_(std::move(work_dir)), threads_(threads),
-        progress_(progress), out_(out) {
+      : options_(options),
+        analyzer_(analyzer),
+        work_dir_(std::move(work_dir)),
+        threads_(threads),
+        progress_(progress),
+        out_(out) {
     share_ = std::max(kMinShareBytes, options.memory_bytes / threads);
     queue_cap_ = 2 * static_cast<size_t>(threads);
   }

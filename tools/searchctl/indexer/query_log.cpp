@@ -12,7 +12,9 @@ namespace search {
 
 namespace {
 
-double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+double Uniform01(std::mt19937_64& rng) {
+  return static_cast<double>(rng() >> 11) * 0x1.0p-53;
+}
 
 // Index i with probability weight[i] / total, from cumulative weights.
 size_t Draw(std::mt19937_64& rng, const std::vector<double>& cumulative) {
@@ -71,7 +73,8 @@ Result<std::array<double, 4>> ParseLengthWeights(std::string_view text) {
     if (comma == std::string::npos) break;
     pos = comma + 1;
   }
-  if (n != 4) return Status::InvalidArgument("--lengths takes 4 numbers (1, 2, 3 and 4+ terms), got " + std::to_string(n));
+  if (n != 4)
+    return Status::InvalidArgument("--lengths takes 4 numbers (1, 2, 3 and 4+ terms), got " + std::to_string(n));
   if (w[0] + w[1] + w[2] + w[3] <= 0) return Status::InvalidArgument("--lengths: the weights must not all be 0");
   return w;
 }

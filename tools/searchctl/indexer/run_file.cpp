@@ -12,7 +12,9 @@ constexpr size_t kIoBuffer = size_t{1} << 20;
 constexpr uint64_t kMaxTermBytes = uint64_t{1} << 30;
 constexpr uint64_t kMaxPayloadBytes = uint64_t{1} << 40;
 
-std::string ErrnoText() { return std::strerror(errno); }
+std::string ErrnoText() {
+  return std::strerror(errno);
+}
 
 bool HeapAfter(const std::vector<std::unique_ptr<RunReader>>& runs, size_t a, size_t b) {
   // std heap functions keep the "largest" on top; we want the smallest term (then lowest run).
@@ -125,7 +127,8 @@ Result<uint64_t> RunReader::ReadVarint() {
 
 Status RunReader::ReadExact(std::string* out, size_t n) {
   out->resize(n);
-  if (n != 0 && std::fread(out->data(), 1, n, file_) != n) return Status::Corruption("run file " + path_ + " is truncated");
+  if (n != 0 && std::fread(out->data(), 1, n, file_) != n)
+    return Status::Corruption("run file " + path_ + " is truncated");
   bytes_read_ += n;
   return Status::Ok();
 }

@@ -144,7 +144,7 @@ Result<GenerateSummary> GenerateIndex(const GenerateOptions& options) {
   t = Clock::now();
   progress.Phase("documents");
   SEARCH_ASSIGN_OR_RETURN(IngestSummary done, ingest->Finish([](uint32_t doc, std::string* id) {
-    *id = "doc" + std::to_string(doc);
+    id->assign("doc").append(std::to_string(doc));
     return Status::Ok();
   }));
   ingest.reset();

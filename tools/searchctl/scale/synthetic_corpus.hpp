@@ -81,7 +81,7 @@ class SyntheticCorpus {
   uint32_t num_terms() const { return num_terms_; }  // V
   uint32_t PlannedDf(uint32_t rank) const;           // REQUIRES: 1 <= rank <= V
   uint64_t PlannedPostings() const;                  // sum of PlannedDf (computed on call)
-  static std::string TermName(uint32_t rank) { return "t" + std::to_string(rank); }
+  static std::string TermName(uint32_t rank) { return std::string("t").append(std::to_string(rank)); }
   // The rank of the i-th term in ascending byte order of the names (0 <= i < V).
   uint32_t RankAt(uint32_t i) const { return lex_order_[i]; }
 
