@@ -113,24 +113,53 @@ void BM_Query(benchmark::State& state, QueryMode mode, bool long_queries) {
     in.clear();
     for (uint32_t t : q) in.push_back({ix.views[t] ? &*ix.views[t] : nullptr, ix.idf[t]});
     auto r = ExecuteQuery(in, std::span<const float>(ix.norms), 0, mode, k);
-    if (!r.ok()) state.SkipWithError(r.status().ToString().c_str());
+    if (!r.ok()) {
+      state.SkipWithError(r.status().ToString().c_str());
+      break;
+    }
     benchmark::DoNotOptimize(r);
     total += r->stats;
     ++queries;
   }
+  if (queries == 0) return;
   state.counters["QPS"] = benchmark::Counter(static_cast<double>(queries), benchmark::Counter::kIsRate);
   state.counters["blocks/q"] = static_cast<double>(total.blocks_decoded) / queries;
   state.counters["postings/q"] = static_cast<double>(total.postings_decoded) / queries;
   state.counters["scored/q"] = static_cast<double>(total.postings_scored) / queries;
 }
 
-BENCHMARK_CAPTURE(BM_Query, or_short, QueryMode::kOr, false)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Query, or_long, QueryMode::kOr, true)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Query, and_short, QueryMode::kAnd, false)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Query, and_long, QueryMode::kAnd, true)->Arg(10)->Arg(1000)->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(BM_Query, andor_long, QueryMode::kAndOr, true)->Arg(10)->Unit(benchmark::kMicrosecond);
+// EXEC_BENCH_ITERS=n runs every benchmark exactly n queries (comparable work across builds).
+void Register() {
+  const char* iters = std::getenv("EXEC_BENCH_ITERS");
+  struct Spec {
+    const char* name;
+    QueryMode mode;
+    bool long_queries;
+    std::vector<int64_t> ks;
+  };
+  const Spec specs[] = {{"or_short", QueryMode::kOr, false, {10, 1000}},
+                        {"or_long", QueryMode::kOr, true, {10, 1000}},
+                        {"and_short", QueryMode::kAnd, false, {10, 1000}},
+                        {"and_long", QueryMode::kAnd, true, {10, 1000}},
+                        {"andor_long", QueryMode::kAndOr, true, {10}}};
+  for (const Spec& sp : specs) {
+    for (int64_t k : sp.ks) {
+      auto* b = benchmark::RegisterBenchmark((std::string("BM_Query/") + sp.name).c_str(), BM_Query, sp.mode,
+                                            sp.long_queries);
+      b->Arg(k)->Unit(benchmark::kMicrosecond);
+      if (iters != nullptr) b->Iterations(std::strtoll(iters, nullptr, 10));
+    }
+  }
+}
 
 }  // namespace
 }  // namespace search
 
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  search::Register();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

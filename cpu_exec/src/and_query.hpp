@@ -26,7 +26,7 @@ namespace search::cpu_internal {
 // least that), d when done with d, or kEndDoc when a list ran out.
 template <BlockMaxCursor C>
 uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, const float* rest, bool bounded,
-                      float thr, float slack, ScoreSheet& sheet, TopK& topk, QueryStats& stats) {
+                      float thr, float slack, ScoreSheet& sheet, TopKHeap& topk, QueryStats& stats) {
   float partial = lead_score;
   sheet.set(cur[0]->slot(), lead_score);
   for (size_t j = 1; j <= n; ++j) {
@@ -51,7 +51,7 @@ uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, con
 
 // REQUIRES: cur[0..n) sorted by size ascending, n >= 1, every list non-empty; rest has n + 1 floats.
 template <BlockMaxCursor C>
-void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, float* rest, QueryStats& stats) {
+void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float slack, float* rest, QueryStats& stats) {
   C& lead = *cur[0];
   float others_max = 0.0f;  // the most lists 1..n-1 can add to any document
   for (size_t i = 1; i < n; ++i) others_max += cur[i]->max_score();
@@ -95,9 +95,15 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack,
     const float* lead_scores = lead.block_scores();
     const uint32_t* docs = lead.block_docs();
     const uint32_t count = lead.block_count();
+    float others_range = 0.0f;  // the most lists 1..n-1 can add to a document of this block
+    for (size_t i = 1; i < n; ++i) {
+      cur[i]->shallow_seek(docs[lead.pos()]);
+      others_range += cur[i]->block_max_score_through(docs[count - 1]);
+    }
+    others_range = std::min(others_range, others_max);
     for (uint32_t j = lead.pos(); j < count; ++j) {
       const float c0 = lead_scores[j];
-      if ((c0 + others_max) * slack <= thr) continue;
+      if ((c0 + others_range) * slack <= thr) continue;
       const uint32_t doc = docs[j];
       for (size_t i = 1; i < n; ++i) {
         cur[i]->shallow_seek(doc);

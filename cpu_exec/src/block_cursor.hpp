@@ -104,15 +104,18 @@ class BlockCursor {
   bool blocks_exhausted() const { return block_ >= num_blocks_; }
   float block_max_score() const { return block_ < num_blocks_ ? SanitizeBound(meta_[block_].max_score) : 0.0f; }
   uint32_t block_last_doc() const { return block_ < num_blocks_ ? meta_[block_].last_doc : kEndDoc; }
-  // The largest block maximum among the blocks from the block position through the first whose
-  // last_doc >= end: a bound of the list over [current block, end]. Reads metadata only.
+  // A bound of the list over [current block, end]: the largest block maximum among the blocks
+  // from the block position through the first whose last_doc >= end, or the list's maximum when
+  // that would take more than kMaxBlocksScanned blocks. Reads metadata only.
   float block_max_score_through(uint32_t end) const {
+    static constexpr uint32_t kMaxBlocksScanned = 32;
     float m = 0.0f;
-    for (uint32_t b = block_; b < num_blocks_; ++b) {
+    const uint32_t stop = num_blocks_ - block_ > kMaxBlocksScanned ? block_ + kMaxBlocksScanned : num_blocks_;
+    for (uint32_t b = block_; b < stop; ++b) {
       m = std::max(m, SanitizeBound(meta_[b].max_score));
-      if (meta_[b].last_doc >= end) break;
+      if (meta_[b].last_doc >= end) return m;
     }
-    return m;
+    return stop == num_blocks_ ? m : max_score_;
   }
   // True when the block position's docIDs are decoded (doc() is then a real position in it).
   bool decoded() const { return decoded_block_ == block_; }
@@ -274,6 +277,21 @@ class BlockCursor {
   // REQUIRES: the current block decoded and target <= its last_doc.
   void scan_to(uint32_t target) {
     uint32_t p = pos_;
+#if defined(__AVX2__)
+    // Eight docIDs per step: the position is the count of docIDs below target (they ascend).
+    // Unsigned compare as signed after flipping the sign bits.
+    const __m256i flip = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+    const __m256i t = _mm256_xor_si256(_mm256_set1_epi32(static_cast<int>(target)), flip);
+    while (p + 8 <= block_count_) {
+      const __m256i d = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(docs_ + p)), flip);
+      const int below = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(t, d)));
+      if (below != 0xff) {
+        p += static_cast<uint32_t>(__builtin_popcount(static_cast<unsigned>(below)));
+        break;
+      }
+      p += 8;
+    }
+#endif
     while (p < block_count_ && docs_[p] < target) ++p;
     if (p == block_count_) {  // the decoded block disagrees with its last_doc: DecodeDocs vouches it cannot
       if (env_->error->ok()) *env_->error = Status::Corruption("posting block shorter than its last_doc");

@@ -2,8 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "block_cursor.hpp"
@@ -84,7 +88,7 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
   BlockCursor** cur = s.order.data();
   std::fill(s.sheet.begin(), s.sheet.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
   ScoreSheet sheet(s.sheet.data(), n);
-  TopK topk(k);
+  cpu_internal::TopKHeap topk(k);
   const float slack = cpu_internal::QuerySlack(n);
   if (conjunctive) {
     std::sort(cur, cur + m, [](const BlockCursor* x, const BlockCursor* y) {
@@ -104,9 +108,9 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
   return topk.TakeSorted();
 }
 
-// Checks what can be checked in O(1) per list so that scoring never reads outside the norms:
-// docIDs are >= base_doc >= ... (the lower end is checked per decoded block) and <= the last
-// block's last_doc, which must lie below doc_begin + num_docs.
+// Checks in O(1) per list that scoring never reads outside the norms: a list's docIDs are at most
+// its last block's last_doc (ListView::Parse and DecodeDocs vouch for that), which must lie below
+// doc_begin + num_docs; the lower end (>= doc_begin) is checked as each block is decoded.
 Status CheckLists(std::span<const TermInput> terms, uint32_t doc_begin, uint64_t num_docs) {
   for (const TermInput& t : terms) {
     if (t.list == nullptr) continue;
@@ -154,6 +158,39 @@ Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, std::span<co
   return Execute(terms, norms.data(), doc_begin, norms.size(), mode, k, params);
 }
 
+// term -> TermInfo (nullopt: no postings in this shard), in 16 mutex-guarded maps. A map that
+// reaches kMaxEntries is cleared: the memory stays bounded and hot terms return at once.
+struct CpuExecutor::TermCache {
+  static constexpr size_t kShards = 16;
+  static constexpr size_t kMaxEntries = size_t{1} << 16;  // per map
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  struct Map {
+    std::mutex mu;
+    std::unordered_map<std::string, std::optional<TermInfo>, Hash, std::equal_to<>> map;  // GUARDED_BY(mu)
+  };
+  Map maps[kShards];
+
+  Result<std::optional<TermInfo>> Get(const ShardReader& shard, std::string_view term) {
+    Map& m = maps[Hash{}(term) % kShards];
+    {
+      std::lock_guard<std::mutex> lock(m.mu);
+      auto it = m.map.find(term);
+      if (it != m.map.end()) return it->second;
+    }
+    auto info = shard.GetTermInfo(term);
+    if (!info.ok()) return info.status();  // errors are not remembered
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.map.size() >= kMaxEntries) m.map.clear();
+    m.map.emplace(std::string(term), *info);
+    return *info;
+  }
+};
+
+CpuExecutor::CpuExecutor(const ShardReader* shard) : shard_(shard), terms_(std::make_shared<TermCache>()) {}
+
 Result<SearchResult> CpuExecutor::Search(const Query& query) const {
   const auto t0 = std::chrono::steady_clock::now();
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
@@ -164,7 +201,7 @@ Result<SearchResult> CpuExecutor::Search(const Query& query) const {
   std::vector<TermInput> inputs(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
-    auto info = shard_->GetTermInfo(term);
+    auto info = terms_->Get(*shard_, term);
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) {
       if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here

@@ -50,6 +50,7 @@ Result<std::unique_ptr<LocalIndex>> LocalIndex::Open(const std::string& dir, con
     if (!reader.ok()) return reader.status().WithContext("opening shard " + std::to_string(e.id));
     SEARCH_RETURN_IF_ERROR(CheckShard(m, e, (*reader)->meta()));
     index->shards_.push_back(std::move(reader).value());
+    index->executors_.emplace_back(index->shards_.back().get());
   }
   if (expect_begin != m.stats.num_docs)
     return Status::Corruption(dir + ": shards cover " + std::to_string(expect_begin) + " documents, N is " +
@@ -77,8 +78,7 @@ Result<SearchResult> LocalIndex::Search(const Query& query) const {
     q.mode = mode;
     std::vector<std::vector<ScoredDoc>> per_shard;
     per_shard.reserve(shards_.size());
-    for (const auto& shard : shards_) {
-      CpuExecutor exec(shard.get());
+    for (const CpuExecutor& exec : executors_) {
       auto r = exec.Search(q);
       if (!r.ok()) return r.status();
       out.stats += r->stats;

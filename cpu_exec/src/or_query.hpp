@@ -22,6 +22,10 @@
 #include <cstdint>
 #include <limits>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "block_cursor.hpp"
 #include "core/topk.hpp"
 #include "query_engine.hpp"
@@ -42,7 +46,7 @@ template <BlockMaxCursor C>
 class OrQuery {
  public:
   // REQUIRES: cur[0..n) sorted by max_score ascending, n >= 1, every list non-empty.
-  OrQuery(C* const* cur, size_t n, ScoreSheet& sheet, TopK& topk, float slack, OrBuffers buf, QueryStats& stats)
+  OrQuery(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float slack, OrBuffers buf, QueryStats& stats)
       : cur_(cur), n_(n), sheet_(sheet), topk_(topk), slack_(slack), buf_(buf), stats_(stats) {}
 
   void Run() {
@@ -97,7 +101,6 @@ class OrQuery {
     for (size_t i = first_ess_; i < n_; ++i) m = std::min(m, cur_[i]->doc());
     return m;
   }
-  float NonEssentialMax() const { return first_ess_ > 0 ? buf_.ub[first_ess_ - 1] : 0.0f; }
 
   // After a push: follows a new threshold; false when no list is essential any more (done).
   bool UpdateThreshold() {
@@ -161,6 +164,23 @@ class OrQuery {
     return acc;
   }
 
+  // Bit j set when a[j] + ne_max might beat the threshold: not ((a[j] + ne_max) * slack <= thr).
+  uint64_t PassMask(const float* a, float ne_max) const {
+    uint64_t mask = 0;
+#if defined(__AVX2__)
+    const __m256 v_ne = _mm256_set1_ps(ne_max), v_slack = _mm256_set1_ps(slack_), v_thr = _mm256_set1_ps(thr_);
+    for (uint32_t c = 0; c < 8; ++c) {
+      const __m256 bound = _mm256_mul_ps(_mm256_add_ps(_mm256_loadu_ps(a + 8 * c), v_ne), v_slack);
+      const int keep = _mm256_movemask_ps(_mm256_cmp_ps(bound, v_thr, _CMP_NLE_UQ));
+      mask |= static_cast<uint64_t>(static_cast<uint32_t>(keep)) << (8 * c);
+    }
+#else
+    for (uint32_t j = 0; j < 64; ++j)
+      if (!((a[j] + ne_max) * slack_ <= thr_)) mask |= uint64_t{1} << j;
+#endif
+    return mask;
+  }
+
   // One essential list, positioned (decoded) at *pivot: finishes its block. False when done.
   bool ScanSingle(uint32_t* pivot) {
     C& e = *cur_[n_ - 1];
@@ -212,16 +232,28 @@ class OrQuery {
     float ne_max = NonEssentialRangeMax(p, wend);
     const uint32_t words = (wend - p) / 64 + 1;
     for (uint32_t w = 0; w < words; ++w) {
-      uint64_t m = bits[w];
+      const uint64_t m = bits[w];
+      if (m == 0) continue;
       bits[w] = 0;
-      while (m != 0) {
-        const uint32_t off = w * 64 + static_cast<uint32_t>(__builtin_ctzll(m));
-        m &= m - 1;
-        const float a = acc[off];
-        acc[off] = 0.0f;
-        if (done || (a + ne_max) * slack_ <= thr_) continue;
-        const uint32_t doc = p + off;
-        if ((a + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
+      float* a = acc + 64 * w;
+      // Survivors: documents whose accumulated score plus the non-essential bound can beat thr;
+      // a sparse word is tested bit by bit, a dense one eight lanes at a time.
+      const bool sparse = __builtin_popcountll(m) <= 8;
+      uint64_t pass = 0;
+      if (done) {
+      } else if (sparse) {
+        for (uint64_t r = m; r != 0; r &= r - 1) {
+          const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(r));
+          if (!((a[j] + ne_max) * slack_ <= thr_)) pass |= uint64_t{1} << j;
+        }
+      } else {
+        pass = m & PassMask(a, ne_max);
+      }
+      while (pass != 0) {
+        const uint32_t j = static_cast<uint32_t>(__builtin_ctzll(pass));
+        pass &= pass - 1;
+        const uint32_t doc = p + 64 * w + j;
+        if ((a[j] + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
         float partial = 0.0f;
         for (size_t i = first_ess_; i < n_; ++i) {
           C& c = *cur_[i];
@@ -232,9 +264,18 @@ class OrQuery {
           partial += v;
         }
         if (ProbeAndPush(cur_, first_ess_, doc, partial, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
-          if (!UpdateThreshold()) done = true;  // keep clearing acc and bits
-          else ne_max = NonEssentialRangeMax(doc, wend);
+          if (!UpdateThreshold()) {
+            done = true;  // keep clearing acc and bits
+            break;
+          }
+          ne_max = NonEssentialRangeMax(doc, wend);
         }
+      }
+      if (sparse) {
+        for (uint64_t r = m; r != 0; r &= r - 1) a[__builtin_ctzll(r)] = 0.0f;
+      } else {
+        for (uint32_t c = 0; c < 8; ++c)
+          if (((m >> (8 * c)) & 0xff) != 0) std::fill(a + 8 * c, a + 8 * c + 8, 0.0f);
       }
     }
     if (done) return false;
@@ -252,7 +293,7 @@ class OrQuery {
   C* const* cur_;
   const size_t n_;
   ScoreSheet& sheet_;
-  TopK& topk_;
+  TopKHeap& topk_;
   const float slack_;
   OrBuffers buf_;
   QueryStats& stats_;

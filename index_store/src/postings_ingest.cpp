@@ -240,12 +240,15 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
   SEARCH_RETURN_IF_ERROR(m.Usable());
   if (count == 0) return Status::Ok();
   const uint32_t threads = static_cast<uint32_t>(std::min<uint64_t>(m.threads, count));
-  const size_t window = std::max<size_t>(m.options.window != 0 ? m.options.window : size_t{16} * threads, threads);
+  const size_t window = std::max<size_t>(m.options.window != 0 ? m.options.window : size_t{1} << 16, threads);
+  const uint64_t budget = std::max<uint64_t>(m.options.max_inflight_bytes, 1);
 
   // Term i goes to slot i % window once i < next_deliver + window. Whoever holds the delivery
   // token writes the ready slots in order; a thread that fills a slot tries to take the token,
-  // and the holder re-checks after letting it go, so a ready slot is never left behind. Only a
-  // thread ahead of the window blocks (on a condition variable, notified only when it waits).
+  // and the holder re-checks after letting it go, so a ready slot is never left behind. A thread
+  // ahead of the window, or finding more than `budget` encoded bytes waiting, blocks (on a
+  // condition variable, notified only when someone waits) unless its term is the next to write,
+  // which therefore always progresses. A long list thus stalls the writer, not the producers.
   struct Slot {
     std::atomic<bool> ready{false};
     bool skip = false;
@@ -256,6 +259,7 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
   std::atomic<uint64_t> next_take{0}, next_deliver{0};
   std::atomic<bool> delivering{false}, failed{false};
   std::atomic<int> waiters{0};
+  std::atomic<uint64_t> inflight{0};  // encoded bytes produced, not yet written
   std::mutex mu;  // for the condition variable and `error`
   std::condition_variable cv;
   Status error;  // GUARDED_BY(mu)
@@ -281,12 +285,17 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
       while (!failed.load() && nd < kStopped && slots[nd % window].ready.load()) {
         Slot& head = slots[nd % window];
         Status d;
-        if (!head.skip) d = m.Deliver(&head.term);
+        uint64_t bytes = 0;
+        if (!head.skip) {
+          for (const auto& part : head.term.parts) bytes += part.bytes.size();
+          d = m.Deliver(&head.term);
+        }
         if (!d.ok()) {
           fail(d);
           break;
         }
         head.ready.store(false);
+        inflight.fetch_sub(bytes);
         next_deliver.store(++nd);
         wake();
       }
@@ -300,10 +309,14 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
     for (;;) {
       const uint64_t i = next_take.fetch_add(1, std::memory_order_relaxed);
       if (i >= count || failed.load()) return;
-      if (i >= next_deliver.load() + window) {
+      auto may_go = [&] {
+        const uint64_t nd = next_deliver.load();
+        return failed.load() || i == nd || (i < nd + window && inflight.load() < budget);
+      };
+      if (!may_go()) {
         std::unique_lock lk(mu);
         waiters.fetch_add(1);
-        cv.wait(lk, [&] { return failed.load() || i < next_deliver.load() + window; });
+        cv.wait(lk, may_go);
         waiters.fetch_sub(1);
       }
       if (failed.load()) return;
@@ -316,6 +329,11 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
       if (!s.ok()) {
         fail(s.WithContext("term #" + std::to_string(i)));
         return;
+      }
+      if (!tp.skip) {
+        uint64_t bytes = 0;
+        for (const auto& part : encoded.parts) bytes += part.bytes.size();
+        inflight.fetch_add(bytes);
       }
       Slot& slot = slots[i % window];
       slot.skip = tp.skip;

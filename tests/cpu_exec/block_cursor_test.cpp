@@ -2,6 +2,7 @@
 // std::lower_bound's answer, shallow_seek reads only metadata, frequencies decode lazily and every
 // decode is counted.
 #include "block_cursor.hpp"
+#include "query_engine.hpp"
 
 #include <gtest/gtest.h>
 
@@ -133,6 +134,23 @@ TEST_F(BlockCursorTest, ShallowSeekDecodesNothing) {
     EXPECT_EQ(cur.block_last_doc(), v->block(want).last_doc);
     EXPECT_EQ(cur.block_max_score(), v->block(want).max_score);
   }
+  // Range bounds: the max over the blocks the range touches (a short range), never below it.
+  BlockCursor ranged;
+  ranged.reset(v, 1.0f, 0, &e.env);
+  for (uint32_t j = 0; j + 1 < v->num_blocks(); j += 3) {
+    ranged.shallow_seek(v->block_base(j));
+    for (uint32_t span : {0u, 1u, 5u, 40u}) {
+      const uint32_t last = std::min(j + span, v->num_blocks() - 1);
+      float want = 0.0f;
+      for (uint32_t b = j; b <= last; ++b) want = std::max(want, v->block(b).max_score);
+      const float got = ranged.block_max_score_through(v->block(last).last_doc);
+      if (span <= 5) {
+        EXPECT_EQ(got, want) << j << "+" << span;
+      }
+      EXPECT_GE(got, want) << j << "+" << span;
+      EXPECT_LE(got, v->max_score());
+    }
+  }
   cur.shallow_seek(v->block(v->num_blocks() - 1).last_doc + 1);
   EXPECT_TRUE(cur.blocks_exhausted());
   EXPECT_EQ(cur.block_last_doc(), kEndDoc);
@@ -176,6 +194,30 @@ TEST_F(BlockCursorTest, CorruptBlockEndsTheCursorWithCorruption) {
   }
   EXPECT_EQ(seen, 2 * kBlockSize);
   EXPECT_EQ(e.error.code(), StatusCode::kCorruption);
+}
+
+// The engine's inlined heap keeps exactly what core's TopK keeps, threshold by threshold.
+TEST(TopKHeap, MatchesCoreTopK) {
+  std::mt19937_64 rng(77);
+  for (uint32_t k : {1u, 2u, 3u, 10u, 100u, 1000u}) {
+    for (int round = 0; round < 4; ++round) {
+      TopK want(k);
+      cpu_internal::TopKHeap got(k);
+      const uint32_t distinct_scores = round == 0 ? 3 : 1000;  // round 0: nearly all ties
+      const bool ascending = round % 2 == 0;                  // the engine's order; or any order
+      std::vector<uint32_t> docs(5000);
+      for (uint32_t i = 0; i < docs.size(); ++i) docs[i] = i * 3;
+      if (!ascending) std::shuffle(docs.begin(), docs.end(), rng);
+      for (uint32_t doc : docs) {
+        const float score = static_cast<float>(rng() % distinct_scores) * 0.25f;
+        want.Push(doc, score);
+        got.Push(doc, score);
+        ASSERT_EQ(got.full(), want.full());
+        ASSERT_EQ(got.Threshold(), want.Threshold());
+      }
+      EXPECT_EQ(got.TakeSorted(), want.TakeSorted()) << "k=" << k << " round " << round;
+    }
+  }
 }
 
 }  // namespace

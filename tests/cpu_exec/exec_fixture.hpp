@@ -192,8 +192,9 @@ struct RefHit {
 // `terms` are taken as given (a repeated id counts twice).
 inline std::vector<RefHit> ReferenceAll(const Corpus& c, const std::vector<uint32_t>& terms, bool conjunctive,
                                         const Bm25Params& p = {}) {
-  const double k1 = 0.9, b = 0.4;
-  (void)p;
+  // DESIGN.md's defaults as exact decimals; other parameters as given.
+  const bool defaults = p.k1 == 0.9f && p.b == 0.4f;
+  const double k1 = defaults ? 0.9 : p.k1, b = defaults ? 0.4 : p.b;
   const double n = c.num_docs, avgdl = c.avgdl();
   std::vector<double> score(c.num_docs, 0.0);
   std::vector<uint32_t> matched(c.num_docs, 0);

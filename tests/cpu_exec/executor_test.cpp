@@ -15,11 +15,17 @@ const uint32_t kKs[] = {1, 10, 100, 1000};
 
 std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
   std::string s = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " [";
-  for (uint32_t t : q.terms) s += " " + QueryTermName(c, t) + "(df " + (t < c.postings.size() ? std::to_string(c.df(t)) : "-") + ")";
+  for (uint32_t t : q.terms) {
+    s += ' ';
+    s += QueryTermName(c, t);
+    s += "(df ";
+    s += t < c.postings.size() ? std::to_string(c.df(t)) : std::string("-");
+    s += ')';
+  }
   return s + " ]";
 }
 
-Result<SearchResult> RunQuery(const Corpus& c, const MemShard& s, const TestQuery& q, QueryMode mode, uint32_t k) {
+[[maybe_unused]] Result<SearchResult> RunQuery(const Corpus& c, const MemShard& s, const TestQuery& q, QueryMode mode, uint32_t k) {
   const std::vector<TermInput> in = Inputs(c, s, q);
   return ExecuteQuery(in, std::span<const float>(s.norms), s.doc_begin, mode, k);
 }
@@ -36,20 +42,20 @@ std::vector<Case> Cases() {
   zipf.num_docs = 6000;
   zipf.vocab = 3000;
   zipf.seed = 11;
-  cases.push_back({"zipf", zipf, 50});
+  cases.push_back({"zipf", zipf, 150});
   CorpusOptions tied;  // every document of one length over a tiny vocabulary: many exact ties
   tied.num_docs = 3000;
   tied.vocab = 30;
   tied.zipf_s = 0.5;
   tied.fixed_len = 6;
   tied.seed = 22;
-  cases.push_back({"tied", tied, 50});
+  cases.push_back({"tied", tied, 100});
   CorpusOptions tied_one;  // length 1: every posting of a term scores the same
   tied_one.num_docs = 2000;
   tied_one.vocab = 12;
   tied_one.fixed_len = 1;
   tied_one.seed = 23;
-  cases.push_back({"tied_one", tied_one, 25});
+  cases.push_back({"tied_one", tied_one, 50});
   CorpusOptions sparse;  // many empty documents and huge tf
   sparse.num_docs = 4000;
   sparse.vocab = 800;
@@ -57,14 +63,47 @@ std::vector<Case> Cases() {
   sparse.heavy_fraction = 0.05;
   sparse.zipf_s = 1.3;
   sparse.seed = 33;
-  cases.push_back({"sparse", sparse, 40});
+  cases.push_back({"sparse", sparse, 120});
   CorpusOptions small;
   small.num_docs = 150;
   small.vocab = 60;
   small.max_len = 20;
   small.seed = 44;
-  cases.push_back({"small", small, 30});
+  cases.push_back({"small", small, 80});
   return cases;
+}
+
+// Every mode and k for `queries` random queries: bit-identical to the float twin, and within the
+// brief's tolerance of the double brute force.
+void CheckCorpus(const Corpus& c, const MemShard& s, uint64_t seed, int queries, const Bm25Params& p = {}) {
+  std::mt19937_64 rng(seed);
+  for (int qi = 0; qi < queries; ++qi) {
+    const TestQuery q = RandomQuery(c, rng);
+    const std::vector<RefHit> ref_and = ReferenceAll(c, q.terms, true, p), ref_or = ReferenceAll(c, q.terms, false, p);
+    const std::vector<double> by_and = RefByDoc(ref_and, c.num_docs), by_or = RefByDoc(ref_or, c.num_docs);
+    const std::vector<ScoredDoc> f_and = FloatReferenceAll(c, q.terms, true, p),
+                                 f_or = FloatReferenceAll(c, q.terms, false, p);
+    ASSERT_EQ(f_and.size(), ref_and.size());
+    ASSERT_EQ(f_or.size(), ref_or.size());
+    const std::vector<TermInput> in = Inputs(c, s, q);
+    for (QueryMode mode : kModes) {
+      for (uint32_t k : kKs) {
+        const std::string what = Describe(c, q, mode, k);
+        auto r = ExecuteQuery(in, std::span<const float>(s.norms), s.doc_begin, mode, k, p);
+        ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
+        const bool use_and = mode == QueryMode::kAnd || (mode == QueryMode::kAndOr && ref_and.size() >= k);
+        // Exact: the float twin, bit for bit and in the same order.
+        EXPECT_EQ(r->hits, Prefix(use_and ? f_and : f_or, k)) << what;
+        // Brute force in double, tolerant only of genuine near-ties.
+        ExpectMatchesReference(r->hits, use_and ? ref_and : ref_or, use_and ? by_and : by_or, k, what);
+        const size_t scorable = mode == QueryMode::kOr    ? f_or.size()
+                                : mode == QueryMode::kAnd ? f_and.size()
+                                                          : f_and.size() + (use_and ? 0 : f_or.size());
+        EXPECT_LE(r->stats.postings_scored, scorable) << what;
+        if (::testing::Test::HasFailure()) return;
+      }
+    }
+  }
 }
 
 TEST(ExecuteQuery, MatchesBruteForceOnRandomCorpora) {
@@ -72,34 +111,32 @@ TEST(ExecuteQuery, MatchesBruteForceOnRandomCorpora) {
     SCOPED_TRACE(cs.name);
     const Corpus c = MakeCorpus(cs.options);
     const MemShard s = BuildShard(c, 0, c.num_docs);
-    std::mt19937_64 rng(cs.options.seed * 7 + 1);
-    for (int qi = 0; qi < cs.queries; ++qi) {
-      const TestQuery q = RandomQuery(c, rng);
-      const std::vector<RefHit> ref_and = ReferenceAll(c, q.terms, true), ref_or = ReferenceAll(c, q.terms, false);
-      const std::vector<double> by_and = RefByDoc(ref_and, c.num_docs), by_or = RefByDoc(ref_or, c.num_docs);
-      const std::vector<ScoredDoc> f_and = FloatReferenceAll(c, q.terms, true),
-                                   f_or = FloatReferenceAll(c, q.terms, false);
-      ASSERT_EQ(f_and.size(), ref_and.size());
-      ASSERT_EQ(f_or.size(), ref_or.size());
-      for (QueryMode mode : kModes) {
-        for (uint32_t k : kKs) {
-          const std::string what = Describe(c, q, mode, k);
-          auto r = RunQuery(c, s, q, mode, k);
-          ASSERT_TRUE(r.ok()) << what << ": " << r.status().ToString();
-          const bool use_and = mode == QueryMode::kAnd || (mode == QueryMode::kAndOr && ref_and.size() >= k);
-          // Exact: the float twin, bit for bit and in the same order.
-          const std::vector<ScoredDoc> want = Prefix(use_and ? f_and : f_or, k);
-          EXPECT_EQ(r->hits, want) << what;
-          // Brute force in double, tolerant only of genuine near-ties.
-          ExpectMatchesReference(r->hits, use_and ? ref_and : ref_or, use_and ? by_and : by_or, k, what);
-          const size_t scorable = mode == QueryMode::kOr    ? f_or.size()
-                                  : mode == QueryMode::kAnd ? f_and.size()
-                                                            : f_and.size() + (use_and ? 0 : f_or.size());
-          EXPECT_LE(r->stats.postings_scored, scorable) << what;
-          if (HasFailure()) return;
-        }
-      }
-    }
+    CheckCorpus(c, s, cs.options.seed * 7 + 1, cs.queries);
+    if (HasFailure()) return;
+  }
+}
+
+// Many small corpora: odd list lengths around block boundaries, extreme length spreads, a
+// non-default shard start, and non-default BM25 parameters.
+TEST(ExecuteQuery, MatchesBruteForceOnManySmallCorpora) {
+  for (uint64_t seed = 100; seed < 220; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    CorpusOptions o;
+    o.seed = seed;
+    o.num_docs = 100 + static_cast<uint32_t>(rng() % 1500);
+    o.vocab = 10 + static_cast<uint32_t>(rng() % 150);
+    o.zipf_s = 0.3 + (rng() % 12) / 10.0;
+    o.max_len = 1 + static_cast<uint32_t>(rng() % 200);
+    o.empty_fraction = (rng() % 4) / 10.0;
+    o.heavy_fraction = (rng() % 3) / 20.0;
+    if (rng() % 4 == 0) o.fixed_len = static_cast<int>(rng() % 10);
+    Bm25Params p;
+    if (seed % 3 == 0) p = Bm25Params{1.2f, 0.75f};
+    const Corpus c = MakeCorpus(o);
+    const MemShard s = BuildShard(c, 0, c.num_docs, p);
+    CheckCorpus(c, s, seed, 12, p);
+    if (HasFailure()) return;
   }
 }
 

@@ -39,7 +39,7 @@ TEST(MultiShard, MergedShardsEqualOneShardExactly) {
   const MemShard whole = BuildShard(c, 0, c.num_docs);
   std::mt19937_64 rng(1234);
   std::vector<TestQuery> queries;
-  for (int i = 0; i < 40; ++i) queries.push_back(RandomQuery(c, rng));
+  for (int i = 0; i < 100; ++i) queries.push_back(RandomQuery(c, rng));
   for (uint32_t num_shards : {2u, 3u, 7u}) {
     std::vector<MemShard> shards;
     for (uint32_t i = 0; i < num_shards; ++i) {

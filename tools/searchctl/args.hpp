@@ -59,6 +59,7 @@ struct GenQueriesArgs {
   std::string lengths = "25,30,25,20";
   uint32_t min_df = 2;
   double df_exponent = 0.8;
+  double four_share = -1;
 };
 CLI::App* AddGenQueriesCommand(CLI::App& app, GenQueriesArgs* args);
 int RunGenQueries(const GenQueriesArgs& args);

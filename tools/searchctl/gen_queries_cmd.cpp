@@ -15,7 +15,8 @@ namespace search::cli {
 CLI::App* AddGenQueriesCommand(CLI::App& app, GenQueriesArgs* a) {
   CLI::App* cmd = app.add_subcommand("gen-queries", "Generate a query log from an index's terms");
   cmd->footer(
-      "Query lengths follow --lengths, the percentages of 1, 2, 3 and 4+ terms (4+ = 4 to 6, uniformly).\n"
+      "Query lengths follow --lengths, the percentages of 1, 2, 3 and 4+ terms (4+ = 4 to 6, uniformly;\n"
+      "with --four-share F, 4 terms with probability F, else 5 or 6).\n"
       "Terms with global df >= --min-df are drawn with probability proportional to df^--df-exponent,\n"
       "never twice in one query. The same index and --seed always give the same file.\n"
       "Terms are index terms: with a stemmed index they are stems. Statistics go to stderr.");
@@ -26,6 +27,8 @@ CLI::App* AddGenQueriesCommand(CLI::App& app, GenQueriesArgs* a) {
   cmd->add_option("--lengths", a->lengths, "percentages for 1,2,3,4+ terms")->capture_default_str();
   cmd->add_option("--min-df", a->min_df, "smallest df of a candidate term")->capture_default_str();
   cmd->add_option("--df-exponent", a->df_exponent, "term weight = df^exponent")->capture_default_str();
+  cmd->add_option("--four-share", a->four_share,
+                  "share of the 4+ queries with exactly 4 terms, the rest 5 or 6 (default: 4, 5, 6 alike)");
   return cmd;
 }
 
@@ -37,6 +40,9 @@ int RunGenQueries(const GenQueriesArgs& a) {
   o.count = a.count;
   o.seed = a.seed;
   o.df_exponent = a.df_exponent;
+  o.four_share = a.four_share;
+  if (!(a.four_share == -1 || (a.four_share >= 0 && a.four_share <= 1)))
+    return ReportError("gen-queries", Status::InvalidArgument("--four-share must be in [0, 1]"), kExitUsage);
   if (a.count > (uint64_t{1} << 32))
     return ReportError("gen-queries", Status::InvalidArgument("--count is too large"), kExitUsage);
   if (!(a.df_exponent >= 0 && a.df_exponent <= 10))

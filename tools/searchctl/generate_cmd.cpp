@@ -16,7 +16,7 @@ CLI::App* AddGenerateCommand(CLI::App& app, GenerateArgs* a) {
   cmd->footer(
       "Terms t1, t2, ... (t<rank>); term r has df(r) = round(N/2 * (218 / (r + 217))^1.5), a Zipf-Mandelbrot\n"
       "law calibrated on TREC GOV2: the longest lists hold N/2 documents and the total is ~218 postings per\n"
-      "document (5.48e9 at N = 25.2M, GOV2 has 5.5e9 to 5.7e9); ranks with df < 1 are not generated, so\n"
+      "document (5.48e9 at N = 25.2M, in GOV2's 5 to 6 billion); ranks with df < 1 are not generated, so\n"
       "the vocabulary is 218 * N^(2/3) - 217 terms (18.7M at 25.2M). tf = 1 + geometric (mean rising with\n"
       "df) with a 1/128 chance of a heavy-tailed draw (up to 4096); a document's length is the sum of its\n"
       "tfs. Models place docIDs: zipf (default) gives documents sizes spread over two orders of magnitude\n"

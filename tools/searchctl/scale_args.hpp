@@ -37,7 +37,6 @@ int RunImportCiff(const ImportCiffArgs& args);
 
 struct StatsArgs {
   std::string index;
-  uint32_t threads = 0;
   bool checksum = false;
 };
 CLI::App* AddStatsCommand(CLI::App& app, StatsArgs* args);

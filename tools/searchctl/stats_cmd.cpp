@@ -18,14 +18,12 @@ CLI::App* AddStatsCommand(CLI::App& app, StatsArgs* a) {
       "--checksum adds content_crc32c: a CRC over terms, TermInfos, lists, lengths and external ids, equal\n"
       "for equal contents (the manifest's SST checksums also cover RocksDB's file metadata).");
   cmd->add_option("--index", a->index, "index directory")->required();
-  cmd->add_option("--threads", a->threads, "threads (0 = all hardware threads)")->capture_default_str();
-  cmd->add_flag("--checksum", a->checksum, "also compute the content checksum (reads every external id)");
+  cmd->add_flag("--checksum", a->checksum, "also compute the content checksum (a second scan)");
   return cmd;
 }
 
 int RunStats(const StatsArgs& a) {
-  if (a.threads > 4096) return ReportError("stats", Status::InvalidArgument("--threads must be <= 4096"), kExitUsage);
-  auto st = ComputeIndexStats(a.index, a.threads, a.checksum);
+  auto st = ComputeIndexStats(a.index, a.checksum);
   if (!st.ok()) return ReportError("stats", st.status(), kExitFailure);
   std::cout << st->ToJson() << std::endl;
   return kExitOk;

@@ -1,10 +1,16 @@
-// The exact BM25 top-k on the CPU over one shard's compressed lists.
-//   and:   document-at-a-time over block cursors, lists from shortest to longest; a block of a
-//          longer list is decoded only when a candidate can fall in it (skip by last_doc).
-//   or:    block-max MaxScore: lists sorted by max score, non-essential lists only probed, blocks
-//          whose block-max bound cannot beat the threshold skipped. Exact: pruning compares
+// The exact BM25 top-k on the CPU over one shard's compressed lists (cpu_exec/src has the
+// algorithms: block_cursor.hpp, and_query.hpp, or_query.hpp).
+//   and:   document-at-a-time over block cursors, the shortest list driving; blocks whose block-max
+//          sum cannot beat the threshold are skipped by metadata alone, the driving block is
+//          scored eight lanes at a time, and a longer list's block is decoded only when a
+//          candidate whose bound can still beat the threshold falls in it.
+//   or:    block-max MaxScore: lists sorted by max score, non-essential lists only probed, runs of
+//          blocks whose block-max bound cannot beat the threshold skipped undecoded, essential
+//          postings scored block-wise and accumulated per docID window. Exact: pruning compares
 //          upper bounds multiplied by kScoreSlack so float rounding never drops a true top-k doc.
-//   andor: and; when it yields fewer than k hits, or (Ding 2009 §8).
+//   andor: and; when it yields fewer than k hits, or (Ding 2009 §8). Over several shards the
+//          switch must be decided on the merged and-hits (LocalIndex does: run and everywhere, and
+//          or everywhere only when the shards' and-hits sum to fewer than k), not per shard.
 // Scores sum per-term contributions in canonical term order (core/bm25.hpp).
 // Thread-safety: ExecuteQuery is reentrant; a CpuExecutor may serve many threads at once.
 #pragma once
@@ -59,14 +65,18 @@ Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, std::span<co
                                   QueryMode mode, uint32_t k, const Bm25Params& params = {});
 
 // The executor over one open shard: looks the terms up (through the list cache) and runs them.
+// Term metadata (TermInfo, or its absence) is remembered per executor after the first lookup, so
+// keep one CpuExecutor per shard rather than one per query; copies share that memory.
 class CpuExecutor {
  public:
-  explicit CpuExecutor(const ShardReader* shard) : shard_(shard) {}
+  explicit CpuExecutor(const ShardReader* shard);
   // query.terms must be canonical (Analyzer::AnalyzeQuery). InvalidArgument for a bad k.
   Result<SearchResult> Search(const Query& query) const;
 
  private:
+  struct TermCache;
   const ShardReader* shard_;
+  std::shared_ptr<TermCache> terms_;  // thread-safe; bounded
 };
 
 }  // namespace search

@@ -41,6 +41,7 @@ class LocalIndex {
   Manifest manifest_;
   Analyzer analyzer_;
   std::vector<std::unique_ptr<ShardReader>> shards_;
+  std::vector<CpuExecutor> executors_;  // one per shard, kept for its term memory
 };
 
 }  // namespace search

@@ -5,7 +5,7 @@
 // list: each list is cut at the shard ranges (ShardRange) and encoded at once (codec EncodeList,
 // base_doc = the shard's doc_begin, block maxima from Bm25TermScore(Bm25Idf(N, df), tf, norm)),
 // then handed to the shard's ShardWriter. Nothing but the lengths, the norms and the lists in
-// flight is held in memory: O(N + window * longest list).
+// flight is held in memory (see AddListsParallel).
 //
 // Used by `searchctl generate` (synthetic collections) and `searchctl import-ciff`; the JSON-lines
 // builder (tools/searchctl/indexer/) has its own merge phase and produces the same bytes for the
@@ -40,7 +40,8 @@ struct IngestOptions {
   Bm25Params bm25;
   AnalyzerConfig analyzer;  // recorded in the manifest and every shard; lists are not re-analyzed
   uint32_t threads = 0;     // AddListsParallel / Finish threads; 0 = hardware threads
-  size_t window = 0;        // lists produced but not yet written (0: 4 per thread); bounds memory
+  size_t window = 0;        // AddListsParallel: terms ahead of the next one written (0: 65536)
+  uint64_t max_inflight_bytes = uint64_t{512} << 20;  // encoded bytes waiting to be written
   std::string created_by = "searchctl";
 };
 
@@ -82,9 +83,11 @@ class PostingsIngest {
 
   // Adds `count` terms: produce(i, &out) fills term i (0 <= i < count), and the terms must be
   // strictly ascending in i. Producing and encoding run on `threads` threads (calls for different
-  // i run concurrently, in no particular order); lists are written in i order, with at most
-  // `window` produced lists waiting. The first error (a producer's, or a violated REQUIRES of
-  // AddList) stops the work and is returned; the ingest is unusable afterwards.
+  // i run concurrently, in no particular order); lists are written in i order. A thread starts a
+  // term only within `window` terms of the next one to write and while fewer than
+  // max_inflight_bytes encoded bytes wait (the next term to write always starts), so memory stays
+  // near max_inflight_bytes + threads * (largest list). The first error (a producer's, or a
+  // violated REQUIRES of AddList) stops the work and is returned; the ingest is unusable after.
   using Producer = std::function<Status(uint64_t i, TermPostings* out)>;
   Status AddListsParallel(uint64_t count, const Producer& produce);
 

@@ -102,6 +102,8 @@ Result<std::vector<std::string>> GenerateQueryLog(const std::vector<TermDf>& ter
   for (uint64_t q = 0; q < options.count; ++q) {
     const size_t bucket = Draw(rng, len_cum);
     size_t len = bucket < 3 ? bucket + 1 : 4 + static_cast<size_t>(rng() % 3);
+    if (bucket == 3 && options.four_share >= 0)
+      len = Uniform01(rng) < options.four_share ? 4 : 5 + static_cast<size_t>(rng() % 2);
     len = std::min(len, terms.size());
     picked.clear();
     // Rejection keeps each term's chance proportional to its weight among those not yet picked;

@@ -30,6 +30,9 @@ struct QueryLogOptions {
   uint64_t count = 1000;
   uint64_t seed = 1;
   std::array<double, 4> length_weights{25, 30, 25, 20};  // 1, 2, 3 and 4..6 terms
+  // < 0: a 4+ query has 4, 5 or 6 terms alike; otherwise it has 4 terms with this probability
+  // and else 5 or 6 (Liu 2018 Fig. 11: 24% four-term, 16% longer is 0,27,33,40 with 0.6).
+  double four_share = -1;
   double df_exponent = 0.8;
 };
 

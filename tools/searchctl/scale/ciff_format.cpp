@@ -28,7 +28,7 @@ const char* WireTypeName(uint32_t wt) {
 class Cursor {
  public:
   Cursor(std::span<const uint8_t> file, CiffSpan span, std::string_view what)
-      : data_(file.data()), pos_(span.begin), end_(span.end), what_(what) {}
+      : data_(file.data()), file_size_(file.size()), pos_(span.begin), end_(span.end), what_(what) {}
 
   bool done() const { return pos_ >= end_; }
   uint64_t pos() const { return pos_; }
@@ -70,7 +70,8 @@ class Cursor {
     uint64_t n = 0;
     SEARCH_RETURN_IF_ERROR(Varint(&n));
     if (n > end_ - pos_)
-      return Error(at, "length " + std::to_string(n) + " runs past the end of the " + std::string(what_) + " (" +
+      return Error(at, "length " + std::to_string(n) + " runs past the end of the " +
+                           (end_ == file_size_ ? std::string("file") : std::string("enclosing message")) + " (" +
                            std::to_string(end_ - pos_) + " bytes left)");
     out->begin = pos_;
     out->end = pos_ + n;
@@ -143,7 +144,7 @@ class Cursor {
 
  private:
   const uint8_t* data_;
-  uint64_t pos_, end_;
+  uint64_t file_size_, pos_, end_;
   std::string_view what_;
 };
 

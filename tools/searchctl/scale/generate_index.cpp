@@ -22,6 +22,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Per-thread length arrays are used while they take at most this much memory in all.
+constexpr uint64_t kMaxPartialBytes = uint64_t{4} << 30;
+
 double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 // Prints "generate: <phase> <done>/<total> terms" on stderr every second while alive (if enabled).
@@ -96,27 +99,60 @@ Result<GenerateSummary> GenerateIndex(const GenerateOptions& options) {
   const uint32_t num_terms = corpus.num_terms();
   Progress progress(options.progress, num_terms);
 
-  // 1. Document lengths: the sum of each document's tfs over all lists.
+  // 1. Document lengths: the sum of each document's tfs over all lists. Each thread adds into
+  // its own array (plain adds overlap their cache misses; atomic ones would serialise), summed
+  // at the end; past kMaxPartialBytes of such arrays, relaxed atomic adds into one array instead.
   auto t = Clock::now();
-  std::vector<uint32_t> lengths(corpus.num_docs(), 0);
+  const uint64_t n = corpus.num_docs();
+  std::vector<uint32_t> lengths(n, 0);
+  const bool partials = uint64_t{threads} * n * sizeof(uint32_t) <= kMaxPartialBytes;
+  std::vector<std::vector<uint32_t>> partial(partials ? threads : 0);
   std::atomic<uint64_t> total_postings{0};
-  {
-    constexpr uint32_t kChunk = 64;  // terms per hand-out: fewer atomics for the many short lists
-    ParallelFor((num_terms + kChunk - 1) / kChunk, threads, [&](size_t chunk) {
-      thread_local std::vector<uint32_t> docs, tfs;
-      thread_local SyntheticScratch scratch;
-      uint64_t postings = 0;
-      const uint32_t first = static_cast<uint32_t>(chunk * kChunk) + 1;
-      const uint32_t last = std::min<uint32_t>(num_terms, first + kChunk - 1);
-      for (uint32_t rank = first; rank <= last; ++rank) {
-        corpus.Generate(rank, &docs, &tfs, &scratch);
-        for (size_t i = 0; i < docs.size(); ++i)
-          std::atomic_ref<uint32_t>(lengths[docs[i]]).fetch_add(tfs[i], std::memory_order_relaxed);
+  std::atomic<uint32_t> next_chunk{0};
+  constexpr uint32_t kChunk = 64;  // terms per hand-out: the many short lists share one atomic
+  auto lengths_worker = [&](uint32_t id) {
+    std::vector<uint32_t> docs, tfs;
+    SyntheticScratch scratch;
+    uint32_t* acc = lengths.data();
+    if (partials && id > 0) {
+      partial[id].assign(n, 0);
+      acc = partial[id].data();
+    }
+    uint64_t postings = 0;
+    for (;;) {
+      const uint64_t first = uint64_t{next_chunk.fetch_add(1, std::memory_order_relaxed)} * kChunk + 1;
+      if (first > num_terms) break;
+      const uint64_t last = std::min<uint64_t>(num_terms, first + kChunk - 1);
+      for (uint64_t rank = first; rank <= last; ++rank) {
+        corpus.Generate(static_cast<uint32_t>(rank), &docs, &tfs, &scratch);
+        if (partials) {
+          for (size_t i = 0; i < docs.size(); ++i) acc[docs[i]] += tfs[i];
+        } else {
+          for (size_t i = 0; i < docs.size(); ++i)
+            std::atomic_ref<uint32_t>(acc[docs[i]]).fetch_add(tfs[i], std::memory_order_relaxed);
+        }
         postings += docs.size();
       }
-      total_postings.fetch_add(postings, std::memory_order_relaxed);
       progress.done.fetch_add(last - first + 1, std::memory_order_relaxed);
+    }
+    total_postings.fetch_add(postings, std::memory_order_relaxed);
+  };
+  {
+    std::vector<std::thread> pool;
+    for (uint32_t id = 1; id < threads; ++id) pool.emplace_back(lengths_worker, id);
+    lengths_worker(0);
+    for (auto& th : pool) th.join();
+  }
+  if (partials && threads > 1) {
+    constexpr uint64_t kBlock = uint64_t{1} << 16;
+    ParallelFor((n + kBlock - 1) / kBlock, threads, [&](size_t b) {
+      const uint64_t lo = b * kBlock, hi = std::min(n, lo + kBlock);
+      for (uint32_t id = 1; id < threads; ++id) {
+        const uint32_t* p = partial[id].data();
+        for (uint64_t d = lo; d < hi; ++d) lengths[d] += p[d];
+      }
     });
+    std::vector<std::vector<uint32_t>>().swap(partial);
   }
   summary.seconds_lengths = SecondsSince(t);
 

@@ -1,11 +1,13 @@
 // GenerateIndex: a SyntheticCorpus written directly as an index directory (`searchctl generate`).
 //  1. lengths: every list is generated once, on all threads, and its tfs are added to its
-//     documents' lengths (relaxed atomic adds; the sums do not depend on the order);
+//     documents' lengths (integer sums: they do not depend on the order);
 //  2. lists: PostingsIngest regenerates each list (terms in byte order, any thread may take any
 //     term) and encodes it with BM25 block maxima from the now known statistics;
 //  3. documents "doc<d>", shard finish, checksums, manifest, atomic rename (BuildDir).
-// Memory: 8 bytes per document plus, per thread, the largest list (~ N/2 docIDs and tfs) and
-// scratch; the index goes straight to disk. Same seed, model and N: the same index content,
+// Memory: 8 bytes per document (lengths, norms), plus 4 per document and thread during the
+// lengths pass (per-thread sums, while that stays under 4 GiB; atomic adds beyond), plus per
+// thread the largest list (~ N/2 docIDs and tfs) and up to 512 MiB of encoded lists waiting for
+// the writer; the index goes straight to disk. Same seed, model and N: the same index content,
 // whatever the thread count.
 // Thread-safety: GenerateIndex may run concurrently for different outputs.
 #pragma once

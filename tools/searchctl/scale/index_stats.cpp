@@ -120,8 +120,8 @@ std::string IndexStats::ToJson() const {
   return j.dump();
 }
 
-Result<IndexStats> ComputeIndexStats(const std::string& index_dir, uint32_t threads, bool checksum) {
-  (void)threads;  // one sequential scan per shard reads at disk speed; parsing is cheap
+Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum) {
+  // One sequential scan per shard reads at disk speed; parsing the list metadata is cheap.
   SEARCH_ASSIGN_OR_RETURN(Manifest manifest, Manifest::Read(index_dir));
   IndexStats st;
   st.shards = manifest.shards.size();

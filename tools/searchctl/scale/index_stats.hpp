@@ -5,8 +5,12 @@
 // Payload bits are what the bit-packed blocks take (codec/FORMAT.md PackedBytes); metadata
 // (32-byte list headers, 16-byte block entries) is reported apart, and the size on disk covers
 // everything (term dictionary, document table, RocksDB overhead). Optionally a content checksum:
-// CRC-32C over every term, TermInfo, list blob, document length and external id, in order, which
-// is equal for equal index contents whatever wrote them (unlike the manifest's SST checksums).
+// CRC-32C over every key and value of every column family of every shard, in order (terms,
+// TermInfos, lists, documents, lengths, shard metadata), equal for equal index contents whatever
+// wrote them (unlike the manifest's SST checksums, which cover RocksDB's file properties too).
+// The shards are opened read-only with RocksDB directly and scanned sequentially
+// (index_store/FORMAT.md names the column families): ShardReader::GetList would read a whole
+// 32 KiB table block per small list.
 // Thread-safety: a pure function; it opens the shards itself.
 #pragma once
 
@@ -39,7 +43,7 @@ struct IndexStats {
   std::string ToJson() const;  // one line
 };
 
-// threads: 0 = hardware threads. checksum: also compute content_crc32c (reads every external id).
-Result<IndexStats> ComputeIndexStats(const std::string& index_dir, uint32_t threads, bool checksum);
+// checksum: also compute content_crc32c (a second scan of every column family).
+Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum);
 
 }  // namespace search

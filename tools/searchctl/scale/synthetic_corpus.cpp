@@ -48,7 +48,7 @@ void AppendClustered(SplitMixRng& rng, uint32_t k, uint32_t lo, uint32_t hi, std
     for (uint32_t v = lo; v < hi; ++v) out->push_back(v);
     return;
   }
-  if (k == 1) {
+  if (k < 10) {  // as in FastPFor: small sets are uniform
     AppendUniform(rng, k, lo, hi, out);
     return;
   }

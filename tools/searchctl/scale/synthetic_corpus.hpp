@@ -5,7 +5,7 @@
 //  * Terms are named "t<rank>", rank = 1 .. V. Term r has df(r) = round(N/2 * ((1 + q) / (r + q))^a)
 //    (Zipf-Mandelbrot, a = 1.5, q = 217): df(1) = N/2, and the ranks kept are those with df >= 1, so
 //    V = floor((1 + q) * N^(1/a) - q) (18.7M terms at N = 25.2M). The total number of postings is
-//    ~ N/2 * (1 + q) / (a - 1) = 218 N (5.48e9 at 25.2M; GOV2: 5.5e9 to 5.7e9 depending on parsing).
+//    ~ N/2 * (1 + q) / (a - 1) = 218 N (5.48e9 at 25.2M, within the 5 to 6 billion of GOV2).
 //  * DocIDs (model):
 //      uniform   - each list is a uniformly random df-subset of [0, N) (Anh & Moffat's Uniform);
 //      clustered - Anh & Moffat's Clustered model (recursive halving at a random cut, each half
