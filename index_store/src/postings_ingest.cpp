@@ -13,6 +13,7 @@
 
 #include "codec/block_codec.hpp"
 #include "index_store/shard_store.hpp"
+#include "shard_format.hpp"
 
 namespace search {
 
@@ -49,20 +50,7 @@ void RunParallel(size_t n, uint32_t threads, Fn&& fn) {
   for (auto& th : pool) th.join();
 }
 
-std::string Quote(std::string_view term) {
-  std::string out = "'";
-  for (unsigned char c : term.substr(0, 64)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-  }
-  if (term.size() > 64) out += "...";
-  return out + "'";
-}
+using store::QuoteTerm;  // one quoting rule for every index_store error message
 
 }  // namespace
 
@@ -99,13 +87,13 @@ struct PostingsIngest::Impl {
     out->parts.clear();
     out->postings = docs.size();
     if (term.empty()) return Status::InvalidArgument("empty term");
-    if (docs.empty()) return Status::InvalidArgument("term " + Quote(term) + " has no postings");
+    if (docs.empty()) return Status::InvalidArgument("term " + QuoteTerm(term) + " has no postings");
     if (docs.size() != tfs.size())
-      return Status::InvalidArgument("term " + Quote(term) + ": " + std::to_string(docs.size()) + " docIDs but " +
+      return Status::InvalidArgument("term " + QuoteTerm(term) + ": " + std::to_string(docs.size()) + " docIDs but " +
                                      std::to_string(tfs.size()) + " tfs");
     const uint64_t n = stats.num_docs;
     if (docs.size() > n)
-      return Status::InvalidArgument("term " + Quote(term) + " has more postings than the " + std::to_string(n) +
+      return Status::InvalidArgument("term " + QuoteTerm(term) + " has more postings than the " + std::to_string(n) +
                                      " documents");
     const float idf = Bm25Idf(n, docs.size());
     const float k1 = options.bm25.k1;
@@ -115,7 +103,7 @@ struct PostingsIngest::Impl {
     while (i < docs.size()) {
       const uint32_t s = ShardOf(docs[i]);
       if (s >= end.size())
-        return Status::InvalidArgument("term " + Quote(term) + ": docID " + std::to_string(docs[i]) +
+        return Status::InvalidArgument("term " + QuoteTerm(term) + ": docID " + std::to_string(docs[i]) +
                                        " is not below the number of documents " + std::to_string(n));
       size_t j = i;
       uint64_t cf = 0;
@@ -123,7 +111,7 @@ struct PostingsIngest::Impl {
       // EncodeList checks that the part ascends strictly and that every tf >= 1; a descent can
       // only hide inside a part (a part ends at the first docID past its shard).
       auto bytes = EncodeList(docs.subspan(i, j - i), tfs.subspan(i, j - i), begin[s], scorer);
-      if (!bytes.ok()) return Status::InvalidArgument("term " + Quote(term) + ": " + bytes.status().message());
+      if (!bytes.ok()) return Status::InvalidArgument("term " + QuoteTerm(term) + ": " + bytes.status().message());
       EncodedPart& part = out->parts.emplace_back();
       part.shard = s;
       part.bytes = std::move(bytes).value();
@@ -142,7 +130,7 @@ struct PostingsIngest::Impl {
   // Writes an encoded term. REQUIRES: called in term order, one thread at a time.
   Status Deliver(EncodedTerm* t) {
     if (have_term && std::string_view(t->term) <= std::string_view(last_term))
-      return Status::InvalidArgument("term " + Quote(t->term) + " is not after " + Quote(last_term) +
+      return Status::InvalidArgument("term " + QuoteTerm(t->term) + " is not after " + QuoteTerm(last_term) +
                                      ": terms must be strictly ascending");
     for (size_t p = 0; p < t->parts.size(); ++p) {
       EncodedPart& part = t->parts[p];
