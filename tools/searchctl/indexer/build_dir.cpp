@@ -147,4 +147,19 @@ Status BuildDir::Publish() {
   return Status::Ok();
 }
 
+uint64_t DirectoryBytes(const std::string& dir) {
+  namespace fs = std::filesystem;
+  uint64_t total = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec)) {
+      const auto n = it->file_size(size_ec);
+      if (!size_ec) total += n;
+    }
+  }
+  return total;
+}
+
 }  // namespace search

@@ -7,6 +7,8 @@
 // Thread-safety: not thread-safe.
 #pragma once
 
+#include <cstdint>
+
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,5 +44,8 @@ class BuildDir {
 
 // Removes trailing slashes ("idx/" -> "idx"); "" stays "".
 std::string NormalizeDirPath(std::string path);
+
+// The size of a directory's regular files, recursively (0 for what cannot be read).
+uint64_t DirectoryBytes(const std::string& dir);
 
 }  // namespace search

@@ -110,20 +110,6 @@ class ProgressPrinter {
   std::thread thread_;
 };
 
-uint64_t DirectoryBytes(const std::string& dir) {
-  uint64_t total = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::error_code size_ec;
-    if (it->is_regular_file(size_ec)) {
-      const auto n = it->file_size(size_ec);
-      if (!size_ec) total += n;
-    }
-  }
-  return total;
-}
-
 Status ValidateOptions(const IndexBuildOptions& o) {
   if (o.input.empty()) return Status::InvalidArgument("no input file given");
   if (o.output.empty()) return Status::InvalidArgument("no output directory given");

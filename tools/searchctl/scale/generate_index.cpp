@@ -69,20 +69,6 @@ class Progress {
 
 }  // namespace
 
-uint64_t DirectorySize(const std::string& dir) {
-  uint64_t total = 0;
-  std::error_code ec;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    std::error_code size_ec;
-    if (it->is_regular_file(size_ec)) {
-      const auto n = it->file_size(size_ec);
-      if (!size_ec) total += n;
-    }
-  }
-  return total;
-}
-
 Result<GenerateSummary> GenerateIndex(const GenerateOptions& options) {
   const auto start = Clock::now();
   if (options.output.empty()) return Status::InvalidArgument("no output directory given");
@@ -192,7 +178,7 @@ Result<GenerateSummary> GenerateIndex(const GenerateOptions& options) {
   summary.docs = corpus.num_docs();
   summary.terms = done.terms;
   summary.postings = done.postings;
-  summary.bytes = DirectorySize(dir->target());
+  summary.bytes = DirectoryBytes(dir->target());
   summary.seconds = SecondsSince(start);
   return summary;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/bm25.hpp"
+#include "indexer/build_dir.hpp"  // DirectoryBytes
 #include "core/status.hpp"
 #include "scale/synthetic_corpus.hpp"
 
@@ -43,7 +44,5 @@ struct GenerateSummary {
 
 Result<GenerateSummary> GenerateIndex(const GenerateOptions& options);
 
-// The size of a directory's regular files, recursively.
-uint64_t DirectorySize(const std::string& dir);
 
 }  // namespace search

@@ -206,7 +206,7 @@ Result<CiffImportSummary> ImportCiff(const CiffImportOptions& options) {
   summary.terms = done.terms;
   summary.postings = done.postings;
   summary.total_tokens = total_tokens;
-  summary.bytes = DirectorySize(dir->target());
+  summary.bytes = DirectoryBytes(dir->target());
   summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }

@@ -165,7 +165,7 @@ Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum
       }
     }
   }
-  st.disk_bytes = DirectorySize(index_dir);
+  st.disk_bytes = DirectoryBytes(index_dir);
   if (checksum) {
     st.has_checksum = true;
     st.content_crc32c = crc;
