@@ -228,7 +228,8 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
   SEARCH_RETURN_IF_ERROR(m.Usable());
   if (count == 0) return Status::Ok();
   const uint32_t threads = static_cast<uint32_t>(std::min<uint64_t>(m.threads, count));
-  const size_t window = std::max<size_t>(m.options.window != 0 ? m.options.window : size_t{1} << 16, threads);
+  const size_t window = std::max<size_t>(
+      std::min<uint64_t>(m.options.window != 0 ? m.options.window : size_t{1} << 20, count), threads);
   const uint64_t budget = std::max<uint64_t>(m.options.max_inflight_bytes, 1);
 
   // Term i goes to slot i % window once i < next_deliver + window. Whoever holds the delivery
@@ -285,8 +286,12 @@ Status PostingsIngest::AddListsParallel(uint64_t count, const Producer& produce)
         head.ready.store(false);
         inflight.fetch_sub(bytes);
         next_deliver.store(++nd);
-        wake();
+        if ((nd & 255) == 0) wake();
       }
+      // Wake-ups every 256 terms and after a run of deliveries, not per term: waking every waiter
+      // for each of millions of small terms had the threads spend as much time in futex calls
+      // (system time) as in producing.
+      wake();
       delivering.store(false);
       if (failed.load() || nd >= kStopped || !slots[nd % window].ready.load()) return;
     }
