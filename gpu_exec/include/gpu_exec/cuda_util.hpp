@@ -1,0 +1,149 @@
+// CUDA plumbing shared by gpu_exec and gpu_cache: every CUDA runtime call goes through
+// SEARCH_CUDA_RETURN_IF_ERROR (CUB's CubDebug idea), which turns a cudaError_t into a Status
+// (ResourceExhausted for out-of-memory, Unavailable otherwise) naming the call and the file:line;
+// RAII owners for device memory, pinned host memory, streams and events.
+// Thread-safety: the free functions are thread-safe; each owner object is used by one thread at a
+// time (moving it hands it over).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <utility>
+
+#include "core/status.hpp"
+
+namespace search::gpu {
+
+// A Status for a failed CUDA call: `what` is the call's text, `where` file:line.
+Status CudaStatus(cudaError_t e, const char* what, const char* where);
+
+#define SEARCH_CUDA_STRINGIFY2(x) #x
+#define SEARCH_CUDA_STRINGIFY(x) SEARCH_CUDA_STRINGIFY2(x)
+#define SEARCH_CUDA_RETURN_IF_ERROR(expr)                                                        \
+  do {                                                                                           \
+    const cudaError_t search_cuda_err_ = (expr);                                                 \
+    if (search_cuda_err_ != cudaSuccess)                                                         \
+      return ::search::gpu::CudaStatus(search_cuda_err_, #expr, __FILE__ ":" SEARCH_CUDA_STRINGIFY(__LINE__)); \
+  } while (0)
+
+// Number of usable CUDA devices (0 when there is no driver, no device, or the runtime fails).
+// Cached after the first call. SEARCH_GPU_DISABLE=1 in the environment forces 0 (tests of the
+// no-GPU paths on a machine with a GPU).
+int GpuDeviceCount();
+inline bool GpuAvailable() { return GpuDeviceCount() > 0; }
+// "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" or the reason there is none.
+std::string GpuDescription();
+
+// Device memory (cudaMalloc/cudaFree). Empty when size is 0.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static Result<DeviceBuffer> Allocate(size_t bytes);
+  ~DeviceBuffer() { Reset(); }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return size_; }
+  void Reset();
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Page-locked host memory (cudaMallocHost/cudaFreeHost), for asynchronous copies.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  static Result<PinnedBuffer> Allocate(size_t bytes);
+  ~PinnedBuffer() { Reset(); }
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      size_ = std::exchange(o.size_, 0);
+    }
+    return *this;
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  size_t size() const { return size_; }
+  void Reset();
+
+ private:
+  void* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A non-blocking stream (cudaStreamNonBlocking: no implicit sync with the legacy stream).
+class Stream {
+ public:
+  Stream() = default;
+  static Result<Stream> Create();
+  ~Stream() { Reset(); }
+  Stream(Stream&& o) noexcept : s_(std::exchange(o.s_, nullptr)) {}
+  Stream& operator=(Stream&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      s_ = std::exchange(o.s_, nullptr);
+    }
+    return *this;
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+  Status Synchronize() const;
+  void Reset();
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// An event without timing (cudaEventDisableTiming) unless `timing`.
+class Event {
+ public:
+  Event() = default;
+  static Result<Event> Create(bool timing = false);
+  ~Event() { Reset(); }
+  Event(Event&& o) noexcept : e_(std::exchange(o.e_, nullptr)) {}
+  Event& operator=(Event&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      e_ = std::exchange(o.e_, nullptr);
+    }
+    return *this;
+  }
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  cudaEvent_t get() const { return e_; }
+  Status Record(cudaStream_t stream) const;
+  // True when the work before the last Record has finished; Unavailable on a CUDA error.
+  Result<bool> Done() const;
+  Status Synchronize() const;
+  void Reset();
+
+ private:
+  cudaEvent_t e_ = nullptr;
+};
+
+}  // namespace search::gpu

@@ -1,0 +1,119 @@
+// The exact BM25 top-k on the GPU over one shard's compressed lists, for one query or a batch:
+// the same answers as cpu_exec's ExecuteQuery (documents and order identical; scores summed in
+// canonical term order with the same float operations, so equal to the last bit).
+//
+// Lists are read in the codec block format (codec/FORMAT.md) straight from device memory (a
+// GpuListCache entry or any device copy of CachedList::bytes()); the host keeps the parsed
+// ListView for metadata (lengths, block counts) that sizes the launches.
+//   and:   lists shortest first; the shortest is decoded whole (its postings are the candidates);
+//          for each longer list every candidate binary-searches the skip array (BlockMeta.last_doc)
+//          for its block (Ding 2009 §8) and only the blocks holding candidates are decoded, a warp
+//          per block, into compacted slots; when the candidates outnumber the list's blocks
+//          (kDenseFactor) the whole list is decoded instead (the comparable-lengths case, Liu 2018
+//          §3.1.2; the lookup is still a per-candidate binary search, not a merge path). Survivors
+//          are appended unordered; frequencies are read (FreqAt) only for the final survivors,
+//          whose contributions are summed in canonical order with the resident norms.
+//   or:    a dense per-query accumulator over the shard's documents (-0.0f = no posting), lists
+//          added one launch per canonical slot (the CPU's float adds, in its order).
+//   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
+//   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
+//          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
+//          DESIGN.md's order (score desc, docID asc) whatever the compaction order.
+// A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
+// batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
+// stream-ordered pool (one allocation per sequence); the host synchronizes once per round.
+// Errors per query: InvalidArgument (k), GpuUnimplemented (> kGpuMaxTerms terms), Corruption (a
+// list past the shard's documents, a block that fails to decode or starts below the shard).
+// The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
+// reported by one engine and not the other; answers of intact lists are identical.
+// Thread-safety: a GpuContext (stream + scratch memory) is used by one thread at a time; the
+// free functions are reentrant given distinct contexts.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "codec/block_codec.hpp"
+#include "core/bm25.hpp"
+#include "core/query.hpp"
+#include "core/status.hpp"
+#include "cpu_exec/cpu_executor.hpp"
+
+// cudaStream_t without including the CUDA headers here.
+struct CUstream_st;
+
+namespace search::gpu {
+
+// Queries with more terms than this run on the CPU (the engine returns GpuUnimplemented).
+inline constexpr uint32_t kGpuMaxTerms = 32;
+
+// core/status.hpp has no Unimplemented code: the engine reports work it does not take (more than
+// kGpuMaxTerms terms) as InvalidArgument whose message starts with this prefix; callers test it
+// with IsGpuUnimplemented and rerun the query on the CPU.
+inline constexpr const char* kGpuUnimplementedPrefix = "unimplemented on the GPU: ";
+Status GpuUnimplemented(std::string what);
+bool IsGpuUnimplemented(const Status& s);
+
+// One query term on the device. list/d_blob == nullptr: no postings in this shard.
+struct GpuTermInput {
+  const ListView* list = nullptr;  // host view of the blob (metadata for sizing)
+  const uint8_t* d_blob = nullptr;  // device copy of list->bytes(), 16-byte aligned
+  float idf = 0.0f;
+};
+
+// One query of a batch: terms in canonical order (as for ExecuteQuery).
+struct GpuQueryInput {
+  std::span<const GpuTermInput> terms;
+  QueryMode mode = QueryMode::kAnd;
+  uint32_t k = 10;
+};
+
+// The shard's document range on the device: d_norms[doc - doc_begin] for doc in
+// [doc_begin, doc_begin + num_docs) (resident, e.g. GpuListCache::d_norms()).
+struct GpuShardView {
+  const float* d_norms = nullptr;
+  uint32_t doc_begin = 0;
+  uint32_t num_docs = 0;
+  Bm25Params params;
+};
+
+struct GpuContextOptions {
+  // Initial scratch reservation; the context's stream-ordered pool grows past it on demand and
+  // keeps what it grew to (no cudaMalloc per query after warm-up).
+  size_t scratch_bytes = size_t{256} << 20;
+};
+
+// A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers
+// for results). Create one per worker thread.
+class GpuContext {
+ public:
+  static Result<std::unique_ptr<GpuContext>> Create(const GpuContextOptions& options = {});
+  ~GpuContext();
+  GpuContext(const GpuContext&) = delete;
+  GpuContext& operator=(const GpuContext&) = delete;
+  CUstream_st* stream() const;
+  struct Impl;
+  Impl& impl() { return *impl_; }
+
+ private:
+  explicit GpuContext(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Runs a batch of queries on ctx's stream and waits for them. out[i] is query i's answer (hits
+// best first, at most k; stats filled as the CPU engine fills them where they apply). A query that
+// fails alone (InvalidArgument k, Unimplemented for more than kGpuMaxTerms terms, Corruption of a
+// block) gets its own error; a CUDA error fails the whole call (Unavailable / ResourceExhausted)
+// and the caller reruns the batch on the CPU.
+// REQUIRES: every list's docIDs lie in the shard view's range; device blobs stay valid until return.
+Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
+                       std::vector<Result<SearchResult>>* out);
+
+// One query: ExecuteBatchGpu with a batch of one.
+Result<SearchResult> ExecuteQueryGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuTermInput> terms,
+                                     QueryMode mode, uint32_t k);
+
+}  // namespace search::gpu

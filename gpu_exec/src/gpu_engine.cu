@@ -1,0 +1,611 @@
+// gpu_engine.hpp: the batch dispatch. Host work per batch: validate each query (k, term count,
+// list extents), plan the launch sequences from host metadata (list lengths and block counts bound
+// every device-side count), take one scratch allocation per sequence from the context's
+// stream-ordered pool, upload the descriptors, launch, copy the hits and per-query outcome into
+// pinned memory, and synchronize once per round (round 2 only for andor queries whose and-part
+// found fewer than k hits).
+// Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
+#pragma nv_diag_suppress 2810
+
+#include <cub/device/device_segmented_radix_sort.cuh>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "engine_kernels.cuh"
+#include "gpu_exec/cuda_util.hpp"
+#include "gpu_exec/gpu_engine.hpp"
+
+namespace search::gpu {
+
+using namespace engine_internal;  // NOLINT(google-build-using-namespace): this file's kernels
+
+struct GpuContext::Impl {
+  Stream stream;
+  cudaMemPool_t pool = nullptr;
+  PinnedBuffer pinned;
+  ~Impl() {
+    if (stream.get() != nullptr) (void)cudaStreamSynchronize(stream.get());
+    if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
+  }
+};
+
+GpuContext::GpuContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuContext::~GpuContext() = default;
+CUstream_st* GpuContext::stream() const { return impl_->stream.get(); }
+
+Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& options) {
+  if (!GpuAvailable()) return Status::Unavailable("GpuContext: " + GpuDescription());
+  auto impl = std::make_unique<Impl>();
+  int device = 0;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  SEARCH_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
+  cudaMemPoolProps props{};
+  props.allocType = cudaMemAllocationTypePinned;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.location.type = cudaMemLocationTypeDevice;
+  props.location.id = device;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemPoolCreate(&impl->pool, &props));
+  uint64_t keep = std::numeric_limits<uint64_t>::max();  // never give memory back between batches
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemPoolSetAttribute(impl->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  if (options.scratch_bytes > 0) {  // reserve: the pool keeps what it grew to
+    void* p = nullptr;
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&p, options.scratch_bytes, impl->pool, impl->stream.get()));
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(p, impl->stream.get()));
+    SEARCH_RETURN_IF_ERROR(impl->stream.Synchronize());
+  }
+  return std::unique_ptr<GpuContext>(new GpuContext(std::move(impl)));
+}
+
+namespace {
+
+constexpr uint32_t kMaxGridX = 2048;
+constexpr uint32_t kMaxBatchY = 4096;  // queries per launch sequence (gridDim.y)
+// A later list is decoded whole when the candidates are at least this many times its block count
+// (most blocks would hold a candidate anyway); otherwise only blocks holding candidates.
+constexpr uint64_t kDenseFactor = 2;
+// Device memory one or-sequence may take for its dense accumulators and keys.
+constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
+
+constexpr size_t Align(size_t x) { return (x + 255) & ~size_t{255}; }
+uint32_t GridFor(uint64_t items, uint32_t per_cta) {
+  const uint64_t g = (items + per_cta - 1) / per_cta;
+  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, kMaxGridX));
+}
+
+// Bump layout over one scratch allocation: pass 1 (base 0) measures, pass 2 hands out pointers.
+class Arena {
+ public:
+  explicit Arena(uintptr_t base) : base_(base) {}
+  template <class T>
+  T* Take(size_t count) {
+    off_ = Align(off_);
+    T* p = reinterpret_cast<T*>(base_ + off_);
+    off_ += count * sizeof(T);
+    return p;
+  }
+  size_t size() const { return Align(off_); }
+
+ private:
+  uintptr_t base_;
+  size_t off_ = 0;
+};
+
+// One query's host-side state through the rounds.
+struct QState {
+  Status status;
+  bool done = false;
+  QueryMode mode = QueryMode::kAnd;
+  uint32_t k = 0;
+  uint32_t n = 0;  // terms
+  std::vector<DevList> present;      // canonical order, present terms only
+
+  SearchResult result;
+  std::chrono::steady_clock::time_point t0;
+};
+
+uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// One launch sequence's host view: which queries, where their answers land in pinned memory.
+struct Phase {
+  bool conjunctive = false;
+  std::vector<uint32_t> ids;
+  std::vector<uint32_t> hit_off;  // per query, into hits
+  uint32_t total_k = 0;
+  QueryOut* h_out = nullptr;
+  DevHit* h_hits = nullptr;
+  size_t PinnedBytes() const { return Align(ids.size() * sizeof(QueryOut)) + Align(size_t{total_k} * sizeof(DevHit)); }
+};
+
+Phase MakePhase(bool conjunctive, std::vector<uint32_t> ids, const std::vector<QState>& st) {
+  Phase p;
+  p.conjunctive = conjunctive;
+  p.ids = std::move(ids);
+  for (uint32_t id : p.ids) {
+    p.hit_off.push_back(p.total_k);
+    p.total_k += st[id].k;
+  }
+  return p;
+}
+
+// The top-k tail shared by both sequences: histogram, threshold, select, segmented sort, output,
+// and the copies back. `tk` has scores/docs/d_count/n/k/out set; the rest is filled here.
+struct TopkPlan {
+  std::vector<TopkDesc> tk;
+  std::vector<int> seg_begin;
+  uint64_t total_keys = 0;
+  uint64_t max_items = 0;
+  size_t temp_bytes = 0;
+  TopkDesc* d_tk = nullptr;
+  uint32_t* d_thr = nullptr;
+  int *d_seg_begin = nullptr, *d_seg_end = nullptr;
+  unsigned long long *d_keys = nullptr, *d_sorted = nullptr;
+  DevHit* d_hits = nullptr;
+  void* d_temp = nullptr;
+};
+
+Status PrepareTopk(TopkPlan& t, const std::vector<uint64_t>& caps, cudaStream_t stream) {
+  t.total_keys = 0;
+  t.seg_begin.clear();
+  for (uint64_t c : caps) {
+    t.seg_begin.push_back(static_cast<int>(t.total_keys));
+    t.total_keys += c;
+    t.max_items = std::max(t.max_items, c);
+  }
+  if (t.total_keys >= (uint64_t{1} << 31)) return Status::ResourceExhausted("gpu top-k: too many candidates in one batch");
+  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+      nullptr, t.temp_bytes, static_cast<const unsigned long long*>(nullptr), static_cast<unsigned long long*>(nullptr),
+      static_cast<int>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int>(caps.size()), static_cast<int*>(nullptr),
+      static_cast<int*>(nullptr), 0, 64, stream));
+  return Status::Ok();
+}
+
+// Zeroed part of the top-k scratch (per query: histogram, select counter).
+void TakeTopkZeroed(Arena& a, TopkPlan& t, uint32_t q, uint32_t** hist, uint32_t** sel) {
+  *hist = a.Take<uint32_t>(size_t{kHistBins} * q);
+  *sel = a.Take<uint32_t>(q);
+}
+
+void TakeTopkRest(Arena& a, TopkPlan& t, uint32_t q, uint32_t total_k) {
+  t.d_tk = a.Take<TopkDesc>(q);
+  t.d_thr = a.Take<uint32_t>(q);
+  t.d_seg_begin = a.Take<int>(q);
+  t.d_seg_end = a.Take<int>(q);
+  t.d_keys = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
+  t.d_sorted = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
+  t.d_hits = a.Take<DevHit>(std::max<uint32_t>(total_k, 1));
+  t.d_temp = a.Take<char>(std::max<size_t>(t.temp_bytes, 1));
+}
+
+Status LaunchTopk(TopkPlan& t, const Phase& ph, QueryOut* d_out, uint32_t doc_begin, cudaStream_t stream) {
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(t.d_tk, t.tk.data(), q * sizeof(TopkDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(t.d_seg_begin, t.seg_begin.data(), q * sizeof(int), cudaMemcpyHostToDevice, stream));
+  const dim3 grid(GridFor(t.max_items, kThreads), q);
+  TopkHistogramKernel<<<grid, kThreads, 0, stream>>>(t.d_tk, doc_begin);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TopkThresholdKernel<<<dim3(1, q), kThreads, 0, stream>>>(t.d_tk, t.d_thr);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  TopkSelectKernel<<<grid, kThreads, 0, stream>>>(t.d_tk, t.d_thr, doc_begin, t.d_keys);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  size_t temp = t.temp_bytes;
+  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+      t.d_temp, temp, t.d_keys, t.d_sorted, static_cast<int>(std::max<uint64_t>(t.total_keys, 1)),
+      static_cast<int>(q), t.d_seg_begin, t.d_seg_end, 0, 64, stream));
+  uint32_t max_k = 0;
+  for (uint32_t id = 0; id < q; ++id) max_k = std::max(max_k, t.tk[id].k);
+  TopkOutputKernel<<<dim3(GridFor(max_k, kThreads), q), kThreads, 0, stream>>>(t.d_tk, t.d_sorted, t.d_hits);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
+  if (ph.total_k > 0)
+    SEARCH_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(ph.h_hits, t.d_hits, ph.total_k * sizeof(DevHit), cudaMemcpyDeviceToHost, stream));
+  return Status::Ok();
+}
+
+// The and launch sequence for ph.ids (every term present, n >= 1).
+Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  std::vector<DevList> lists;
+  std::vector<AndDesc> descs(q);
+  std::vector<uint64_t> caps(q);
+  std::vector<uint64_t> dec_blocks(q, 1), needed_len(q, 1);
+  uint32_t max_n = 0;
+  uint64_t max_cap = 0;
+  std::vector<uint64_t> step_max_nb(kMaxSteps, 0);
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    AndDesc& d = descs[a];
+    d.n = s.n;
+    d.list_off = static_cast<uint32_t>(lists.size());
+    lists.insert(lists.end(), s.present.begin(), s.present.end());
+    std::vector<uint32_t> order(s.n);
+    for (uint32_t i = 0; i < s.n; ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](uint32_t x, uint32_t y) { return s.present[x].count < s.present[y].count; });
+    for (uint32_t j = 0; j < s.n; ++j) {
+      d.step_slot[j] = static_cast<uint8_t>(order[j]);
+      d.slot_step[order[j]] = static_cast<uint8_t>(j);
+    }
+    d.cap = s.present[order[0]].count;
+    caps[a] = d.cap;
+    max_cap = std::max<uint64_t>(max_cap, d.cap);
+    max_n = std::max(max_n, s.n);
+    for (uint32_t j = 0; j < s.n; ++j) {
+      const uint64_t nb = s.present[order[j]].num_blocks;
+      step_max_nb[j] = std::max(step_max_nb[j], nb);
+      if (j == 0) continue;
+      if (uint64_t{d.cap} >= kDenseFactor * nb) {
+        d.dense_mask |= 1u << j;
+        dec_blocks[a] = std::max(dec_blocks[a], nb);
+      } else {
+        dec_blocks[a] = std::max(dec_blocks[a], std::min<uint64_t>(nb, d.cap));
+        needed_len[a] = std::max(needed_len[a], nb);
+      }
+    }
+  }
+  TopkPlan tp;
+  SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
+
+  auto build = [&](uintptr_t base, QueryOut** d_out, AndDesc** d_descs, DevList** d_lists) -> std::pair<size_t, size_t> {
+    Arena ar(base);
+    // Zeroed first.
+    *d_out = ar.Take<QueryOut>(q);
+    std::vector<uint32_t*> hist(q), sel(q);
+    for (uint32_t a = 0; a < q; ++a) {
+      descs[a].out = *d_out + a;
+      descs[a].counters = ar.Take<uint32_t>(2 * kMaxSteps);
+      descs[a].needed = ar.Take<uint32_t>(needed_len[a]);
+      TakeTopkZeroed(ar, tp, 1, &hist[a], &sel[a]);
+    }
+    const size_t zeroed = ar.size();
+    *d_descs = ar.Take<AndDesc>(q);
+    *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    tp.tk.assign(q, TopkDesc{});
+    for (uint32_t a = 0; a < q; ++a) {
+      AndDesc& d = descs[a];
+      for (int b = 0; b < 2; ++b) {
+        d.cand_doc[b] = ar.Take<uint32_t>(d.cap);
+        d.cand_orig[b] = ar.Take<uint32_t>(d.cap);
+      }
+      d.cand_block = ar.Take<uint32_t>(d.cap);
+      d.posmat = ar.Take<uint32_t>(size_t{d.n - 1} * d.cap + 1);
+      d.decoded = ar.Take<uint32_t>(dec_blocks[a] * kBlockSize);
+      d.slot_of = ar.Take<uint32_t>(needed_len[a]);
+      d.scores = ar.Take<float>(d.cap);
+      d.docs = ar.Take<uint32_t>(d.cap);
+      TopkDesc& t = tp.tk[a];
+      t.scores = d.scores;
+      t.docs = d.docs;
+      t.d_count = d.counters + (d.n - 1);
+      t.n = d.cap;
+      t.k = st[ph.ids[a]].k;
+      t.seg_begin = static_cast<uint32_t>(tp.seg_begin[a]);
+      t.out_begin = ph.hit_off[a];
+      t.hist = hist[a];
+      t.sel_count = sel[a];
+      t.out = d.out;
+    }
+    TakeTopkRest(ar, tp, q, ph.total_k);
+    for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
+    return {ar.size(), zeroed};
+  };
+  QueryOut* d_out = nullptr;
+  AndDesc* d_descs = nullptr;
+  DevList* d_lists = nullptr;
+  const size_t bytes = build(0, &d_out, &d_descs, &d_lists).first;
+  void* scratch = nullptr;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
+  const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(AndDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
+
+  AndLeadKernel<<<dim3(GridFor(step_max_nb[0], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  const uint32_t cand_grid = GridFor(max_cap, kThreads);
+  for (uint32_t j = 1; j < max_n; ++j) {
+    AndLocateKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    AndDecodeKernel<<<dim3(GridFor(step_max_nb[j], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard, j);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    AndProbeKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  AndScoreKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+  return Status::Ok();
+}
+
+// Or: bytes of device scratch one query needs.
+uint64_t OrQueryBytes(const QState& s, uint32_t num_docs) {
+  uint64_t postings = 0;
+  for (const DevList& l : s.present) postings += l.count;
+  return uint64_t{num_docs} * 4 + 16 * std::min<uint64_t>(num_docs, postings) + kHistBins * 4 + s.k * 8 + 4096;
+}
+
+Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  std::vector<DevList> lists;
+  std::vector<OrDesc> descs(q);
+  std::vector<uint64_t> caps(q);
+  uint32_t max_m = 0;
+  std::vector<uint64_t> slot_max_nb(kMaxSteps, 0);
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    OrDesc& d = descs[a];
+    d.m = static_cast<uint32_t>(s.present.size());
+    d.list_off = static_cast<uint32_t>(lists.size());
+    lists.insert(lists.end(), s.present.begin(), s.present.end());
+    uint64_t postings = 0;
+    for (uint32_t i = 0; i < d.m; ++i) {
+      postings += s.present[i].count;
+      slot_max_nb[i] = std::max<uint64_t>(slot_max_nb[i], s.present[i].num_blocks);
+    }
+    caps[a] = std::min<uint64_t>(shard.num_docs, postings);
+    max_m = std::max(max_m, d.m);
+  }
+  TopkPlan tp;
+  SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
+  tp.max_items = shard.num_docs;  // dense scans
+
+  auto build = [&](uintptr_t base, QueryOut** d_out, OrDesc** d_descs, DevList** d_lists) -> std::pair<size_t, size_t> {
+    Arena ar(base);
+    *d_out = ar.Take<QueryOut>(q);
+    std::vector<uint32_t*> hist(q), sel(q);
+    for (uint32_t a = 0; a < q; ++a) TakeTopkZeroed(ar, tp, 1, &hist[a], &sel[a]);
+    const size_t zeroed = ar.size();
+    *d_descs = ar.Take<OrDesc>(q);
+    *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    tp.tk.assign(q, TopkDesc{});
+    for (uint32_t a = 0; a < q; ++a) {
+      OrDesc& d = descs[a];
+      d.out = *d_out + a;
+      d.acc = ar.Take<float>(std::max<uint32_t>(shard.num_docs, 1));
+      TopkDesc& t = tp.tk[a];
+      t.scores = d.acc;
+      t.docs = nullptr;
+      t.d_count = nullptr;
+      t.n = shard.num_docs;
+      t.k = st[ph.ids[a]].k;
+      t.seg_begin = static_cast<uint32_t>(tp.seg_begin[a]);
+      t.out_begin = ph.hit_off[a];
+      t.hist = hist[a];
+      t.sel_count = sel[a];
+      t.out = d.out;
+    }
+    TakeTopkRest(ar, tp, q, ph.total_k);
+    for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
+    return {ar.size(), zeroed};
+  };
+  QueryOut* d_out = nullptr;
+  OrDesc* d_descs = nullptr;
+  DevList* d_lists = nullptr;
+  const size_t bytes = build(0, &d_out, &d_descs, &d_lists).first;
+  void* scratch = nullptr;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
+  const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
+  OrFillKernel<<<dim3(GridFor(shard.num_docs, kThreads), q), kThreads, 0, stream>>>(d_descs, shard.num_docs);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  for (uint32_t s = 0; s < max_m; ++s) {  // canonical slot order: the float adds of the CPU engine
+    OrAccumulateKernel<<<dim3(GridFor(slot_max_nb[s], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists,
+                                                                                               shard, s);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+  return Status::Ok();
+}
+
+// Phases for `ids`: chunks of at most kMaxBatchY queries; or-phases also bounded in memory.
+void AddPhases(bool conjunctive, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
+               std::vector<Phase>* phases) {
+  std::vector<uint32_t> cur;
+  uint64_t cur_bytes = 0;
+  for (uint32_t id : ids) {
+    const uint64_t b = conjunctive ? 0 : OrQueryBytes(st[id], num_docs);
+    if (!cur.empty() && (cur.size() >= kMaxBatchY || cur_bytes + b > kOrGroupBytes)) {
+      phases->push_back(MakePhase(conjunctive, std::move(cur), st));
+      cur.clear();
+      cur_bytes = 0;
+    }
+    cur.push_back(id);
+    cur_bytes += b;
+  }
+  if (!cur.empty()) phases->push_back(MakePhase(conjunctive, std::move(cur), st));
+}
+
+// Runs the phases as one round (one synchronization) and folds the answers into st.
+Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>& phases, std::vector<QState>& st) {
+  if (phases.empty()) return Status::Ok();
+  size_t need = 0;
+  for (const Phase& p : phases) need += p.PinnedBytes();
+  if (ctx.pinned.size() < need) {  // grows geometrically, so steady state allocates nothing
+    const size_t grown = std::max(need, ctx.pinned.size() * 2);
+    ctx.pinned.Reset();
+    SEARCH_ASSIGN_OR_RETURN(ctx.pinned, PinnedBuffer::Allocate(grown));
+  }
+  char* h = ctx.pinned.as<char>();
+  for (Phase& p : phases) {
+    p.h_out = reinterpret_cast<QueryOut*>(h);
+    h += Align(p.ids.size() * sizeof(QueryOut));
+    p.h_hits = reinterpret_cast<DevHit*>(h);
+    h += Align(size_t{p.total_k} * sizeof(DevHit));
+  }
+  Status launched;
+  for (const Phase& p : phases) {
+    launched = p.conjunctive ? EnqueueAnd(ctx, shard, st, p) : EnqueueOr(ctx, shard, st, p);
+    if (!launched.ok()) break;
+  }
+  const Status synced = ctx.stream.Synchronize();  // also after a failed launch: nothing stays in flight
+  SEARCH_RETURN_IF_ERROR(launched);
+  SEARCH_RETURN_IF_ERROR(synced);
+  for (const Phase& p : phases) {
+    for (size_t a = 0; a < p.ids.size(); ++a) {
+      QState& s = st[p.ids[a]];
+      const QueryOut& o = p.h_out[a];
+      QueryStats& stats = s.result.stats;
+      stats.lists += s.present.size();
+      stats.blocks_decoded += o.blocks;
+      stats.freq_blocks_decoded += o.freq_blocks;
+      stats.postings_decoded += o.postings;
+      stats.bytes_touched += o.bytes;
+      stats.postings_scored += o.scored;
+      if (o.error != 0) {
+        s.status = Status::Corruption("posting block failed to decode on the GPU (corrupt or outside the shard)");
+        s.done = true;
+        continue;
+      }
+      s.result.hits.resize(o.hits);
+      static_assert(sizeof(DevHit) == sizeof(ScoredDoc));
+      for (uint32_t i = 0; i < o.hits; ++i) {
+        const DevHit& dh = p.h_hits[p.hit_off[a] + i];
+        s.result.hits[i] = ScoredDoc{dh.doc, dh.score};
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Validates one query and fills its state; false when it is already answered.
+bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
+  s->mode = in.mode;
+  s->k = in.k;
+  s->n = static_cast<uint32_t>(in.terms.size());
+  s->status = ValidateK(in.k);
+  if (!s->status.ok()) return false;
+  if (in.terms.size() > kGpuMaxTerms) {
+    s->status = GpuUnimplemented("query of " + std::to_string(in.terms.size()) + " terms (the GPU engine takes " +
+                                 std::to_string(kGpuMaxTerms) + ")");
+    return false;
+  }
+  const uint64_t doc_end = uint64_t{shard.doc_begin} + shard.num_docs;
+  for (const GpuTermInput& t : in.terms) {
+    if (t.list == nullptr) continue;
+    if (t.list->count() == 0 || t.list->num_blocks() == 0) {
+      s->status = Status::Corruption("empty posting list");
+      return false;
+    }
+    const uint32_t last = t.list->block(t.list->num_blocks() - 1).last_doc;
+    if (last == 0xffffffffu || uint64_t{last} >= doc_end) {
+      s->status = Status::Corruption("posting list docID " + std::to_string(last) + " outside the shard's documents [" +
+                                     std::to_string(shard.doc_begin) + ", " + std::to_string(doc_end) + ")");
+      return false;
+    }
+    if (t.d_blob == nullptr) {
+      s->status = Status::InvalidArgument("GpuTermInput with a list but no device blob");
+      return false;
+    }
+    DevList l;
+    l.meta = reinterpret_cast<const BlockMeta*>(t.d_blob + sizeof(ListHeader));
+    l.payload = t.d_blob + sizeof(ListHeader) + sizeof(BlockMeta) * size_t{t.list->num_blocks()};
+    l.count = t.list->count();
+    l.num_blocks = t.list->num_blocks();
+    l.base_doc = t.list->base_doc();
+    l.idf = t.idf;
+    s->present.push_back(l);
+  }
+  return !in.terms.empty();
+}
+
+}  // namespace
+
+Status GpuUnimplemented(std::string what) { return Status::InvalidArgument(std::string(kGpuUnimplementedPrefix) + what); }
+
+bool IsGpuUnimplemented(const Status& s) {
+  return s.code() == StatusCode::kInvalidArgument && s.message().rfind(kGpuUnimplementedPrefix, 0) == 0;
+}
+
+Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
+                       std::vector<Result<SearchResult>>* out) {
+  const auto t0 = std::chrono::steady_clock::now();
+  out->clear();
+  const size_t nq = queries.size();
+  std::vector<QState> st(nq);
+  std::vector<uint32_t> and_ids, or_ids;
+  for (uint32_t i = 0; i < nq; ++i) {
+    QState& s = st[i];
+    s.t0 = t0;
+    if (!Prepare(shard, queries[i], &s)) {
+      s.done = true;
+      continue;
+    }
+    const bool all = s.present.size() == s.n;
+    if (s.mode == QueryMode::kOr) {
+      if (s.present.empty()) s.done = true;
+      else or_ids.push_back(i);
+    } else if (all) {
+      and_ids.push_back(i);
+    } else {
+      // and with a term absent here matches nothing; andor then runs or.
+      s.result.stats.lists += s.present.size();
+      if (s.mode == QueryMode::kAnd || s.present.empty()) s.done = true;
+      else or_ids.push_back(i);
+    }
+  }
+  const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1};
+  std::vector<Phase> phases;
+  AddPhases(true, and_ids, st, shard.num_docs, &phases);
+  AddPhases(false, or_ids, st, shard.num_docs, &phases);
+  Status s1 = RunRound(ctx.impl(), dev, phases, st);
+  if (!s1.ok()) {
+    for (size_t i = 0; i < nq; ++i) out->emplace_back(s1);
+    return s1;
+  }
+  std::vector<uint32_t> or2;
+  for (uint32_t id : and_ids)
+    if (st[id].mode == QueryMode::kAndOr && st[id].status.ok() && st[id].result.hits.size() < st[id].k) {
+      st[id].result.hits.clear();
+      or2.push_back(id);
+    }
+  phases.clear();
+  AddPhases(false, or2, st, shard.num_docs, &phases);
+  Status s2 = RunRound(ctx.impl(), dev, phases, st);
+  if (!s2.ok()) {
+    for (size_t i = 0; i < nq; ++i) out->emplace_back(s2);
+    return s2;
+  }
+  const uint64_t micros = MicrosSince(t0);
+  out->reserve(nq);
+  for (QState& s : st) {
+    if (!s.status.ok()) {
+      out->emplace_back(s.status);
+      continue;
+    }
+    s.result.stats.micros = micros;
+    out->emplace_back(std::move(s.result));
+  }
+  return Status::Ok();
+}
+
+Result<SearchResult> ExecuteQueryGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuTermInput> terms,
+                                     QueryMode mode, uint32_t k) {
+  GpuQueryInput q;
+  q.terms = terms;
+  q.mode = mode;
+  q.k = k;
+  std::vector<Result<SearchResult>> out;
+  SEARCH_RETURN_IF_ERROR(ExecuteBatchGpu(ctx, shard, std::span<const GpuQueryInput>(&q, 1), &out));
+  return std::move(out[0]);
+}
+
+}  // namespace search::gpu

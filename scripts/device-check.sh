@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The GPU suite on a GPU machine, with compute-sanitizer: build, bundle, run.
+#
+# usage: scripts/device-check.sh [prepare|run|all]
+#   prepare  (a machine with nvcc and the dev packages, GPU or not) configures build-gpu with
+#            SEARCH_CUDA=ON in Release, builds the GPU test and benchmark binaries and bundles them
+#            with their shared libraries (scripts/bundle.sh) into $BUNDLE (default .bundle).
+#   run      (the GPU machine; needs only the bundle and the driver) runs every GPU test binary,
+#            then each again under compute-sanitizer --tool memcheck and --tool racecheck; prints
+#            PASS/FAIL per step and exits non-zero on any failure.
+#   all      prepare then run (a machine with both nvcc and a GPU). Default: all when nvidia-smi
+#            sees a GPU, else prepare.
+# env: BUNDLE (default .bundle), JOBS (build jobs, default nproc), SANITIZE=0 skips the sanitizer
+#      passes. The sanitizers slow kernels 10-100x, so their passes leave out the few tests whose
+#      corpora are large (long lists, large random sets; the plain pass runs them):
+#      MEMCHECK_FILTER (default $heavy), RACECHECK_FILTER (default $heavy plus the many-corpora
+#      sweep, which alone takes over 4 minutes under racecheck).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bundle=${BUNDLE:-.bundle}
+mode=${1:-}
+if [ -z "$mode" ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q GPU; then mode=all; else mode=prepare; fi
+fi
+
+heavy='-*LongList*:*LargeRandom*:*Ratios*'
+gpu_tests=(tests/gpu_exec/decode_test tests/gpu_exec/intersect_test tests/gpu_exec/engine_test
+           tests/gpu_cache/gpu_list_cache_test tests/node/gpu_executor_adapter_test)
+gpu_benches=(bench/gpu_exec/gpu_decode_bench bench/gpu_exec/gpu_intersect_bench)
+
+prepare() {
+  set -e
+  scripts/setup.sh
+  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA=ON >/dev/null
+  local targets=()
+  for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do targets+=("$(basename "$t")"); done
+  targets+=(searchctl search-node)
+  cmake --build build-gpu -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
+  local bins=()
+  for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do [ -x "build-gpu/$t" ] && bins+=("build-gpu/$t"); done
+  bins+=(build-gpu/tools/searchctl/searchctl build-gpu/node/search-node)
+  scripts/bundle.sh "$bundle" "${bins[@]}"
+  set +e
+}
+
+run() {
+  export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  nvidia-smi -L 2>/dev/null || echo "device-check: nvidia-smi sees no GPU"
+  local failed=0 ran=0
+  step() {  # step NAME CMD...
+    local name=$1; shift
+    local t0=$SECONDS out
+    out=$("$@" 2>&1); local rc=$?
+    ran=$((ran + 1))
+    if [ $rc -eq 0 ]; then
+      echo "PASS  $name ($((SECONDS - t0)) s): $(echo "$out" | grep -E '^\[  (PASSED|SKIPPED) ' | tr '\n' ' ')"
+    else
+      failed=$((failed + 1))
+      echo "FAIL  $name ($((SECONDS - t0)) s, rc $rc)"
+      echo "$out" | grep -E 'FAILED|Failure|error|ERROR|Expected|Which is|actual|=========' | head -60
+    fi
+  }
+  for t in "${gpu_tests[@]}"; do
+    local bin="$bundle/bin/$(basename "$t")"
+    [ -x "$bin" ] || { echo "SKIP  $(basename "$t") (not built)"; continue; }
+    step "$(basename "$t")" "$bin"
+  done
+  if [ "${SANITIZE:-1}" != 0 ]; then
+    if command -v compute-sanitizer >/dev/null 2>&1; then
+      for t in "${gpu_tests[@]}"; do
+        local bin="$bundle/bin/$(basename "$t")"
+        [ -x "$bin" ] || continue
+        step "memcheck $(basename "$t")" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$bin" \
+          "--gtest_filter=${MEMCHECK_FILTER:-$heavy}"
+        step "racecheck $(basename "$t")" compute-sanitizer --tool racecheck --error-exitcode 99 "$bin" \
+          "--gtest_filter=${RACECHECK_FILTER:-$heavy:*ManySmall*}"
+      done
+    else
+      echo "device-check: compute-sanitizer not found; sanitizer passes skipped"
+      failed=$((failed + 1))
+    fi
+  fi
+  echo "device-check: $ran steps, $failed failed ($(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1))"
+  [ $failed -eq 0 ]
+}
+
+case "$mode" in
+  prepare) prepare ;;
+  run) run ;;
+  all) prepare && run ;;
+  *) echo "usage: $0 [prepare|run|all]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,399 @@
+// ExecuteBatchGpu / ExecuteQueryGpu against the CPU engine (cpu_exec ExecuteQuery) on the random
+// corpora of tests/cpu_exec/exec_fixture.hpp: the same documents in the same order with the same
+// float scores, in every mode, for k from 1 to kMaxK, in batches mixing modes, lengths and k;
+// long lists (> 100K postings) for the sparse and dense and-paths; absent terms; per-query errors
+// (a corrupted block, bad k, too many terms) while the rest of the batch succeeds.
+// Skips when no CUDA device is present.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "exec_fixture.hpp"
+#include "gpu_exec/cuda_util.hpp"
+#include "gpu_exec/gpu_engine.hpp"
+
+namespace search::testing {
+namespace {
+
+using gpu::GpuContext;
+using gpu::GpuQueryInput;
+using gpu::GpuShardView;
+using gpu::GpuTermInput;
+
+const QueryMode kModes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+
+#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << #expr
+
+// A MemShard's lists and norms copied to the device with plain cudaMalloc/cudaMemcpy.
+struct DeviceShard {
+  std::vector<void*> blobs;  // by term id; nullptr where absent
+  float* d_norms = nullptr;
+  GpuShardView view;
+  DeviceShard() = default;
+  DeviceShard(const DeviceShard&) = delete;
+  ~DeviceShard() {
+    for (void* p : blobs)
+      if (p != nullptr) (void)cudaFree(p);
+    if (d_norms != nullptr) (void)cudaFree(d_norms);
+  }
+};
+
+void Upload(const MemShard& s, const Bm25Params& p, DeviceShard* d) {
+  d->blobs.assign(s.views.size(), nullptr);
+  for (size_t t = 0; t < s.views.size(); ++t) {
+    if (!s.views[t].has_value()) continue;
+    const std::string_view bytes = s.views[t]->bytes();
+    CUDA_OK(cudaMalloc(&d->blobs[t], bytes.size()));
+    CUDA_OK(cudaMemcpy(d->blobs[t], bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+  }
+  CUDA_OK(cudaMalloc(&d->d_norms, std::max<size_t>(s.norms.size(), 1) * sizeof(float)));
+  CUDA_OK(cudaMemcpy(d->d_norms, s.norms.data(), s.norms.size() * sizeof(float), cudaMemcpyHostToDevice));
+  d->view.d_norms = d->d_norms;
+  d->view.doc_begin = s.doc_begin;
+  d->view.num_docs = s.doc_end - s.doc_begin;
+  d->view.params = p;
+}
+
+std::vector<GpuTermInput> GpuInputs(const std::vector<TermInput>& in, const MemShard& s, const DeviceShard& d,
+                                    const TestQuery& q) {
+  std::vector<GpuTermInput> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    GpuTermInput g;
+    g.list = in[i].list;
+    g.idf = in[i].idf;
+    const uint32_t t = q.terms[i];
+    g.d_blob = in[i].list != nullptr ? static_cast<const uint8_t*>(d.blobs[t]) : nullptr;
+    out.push_back(g);
+  }
+  return out;
+}
+
+GpuContext* Context() {
+  static std::unique_ptr<GpuContext> ctx = [] {
+    auto c = GpuContext::Create();
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return c.ok() ? std::move(c).value() : nullptr;
+  }();
+  return ctx.get();
+}
+
+std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
+  std::string s = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " [";
+  for (uint32_t t : q.terms) {
+    s += ' ';
+    s += QueryTermName(c, t);
+    s += "(df ";
+    s += t < c.postings.size() ? std::to_string(c.df(t)) : std::string("-");
+    s += ')';
+  }
+  return s + " ]";
+}
+
+// Exact comparison with a readable first difference.
+void ExpectSameHits(const std::vector<ScoredDoc>& gpu, const std::vector<ScoredDoc>& cpu, const std::string& what) {
+  if (gpu == cpu) return;
+  std::ostringstream os;
+  os << what << ": gpu " << gpu.size() << " hits, cpu " << cpu.size();
+  for (size_t i = 0; i < std::max(gpu.size(), cpu.size()); ++i) {
+    const bool g = i < gpu.size(), c = i < cpu.size();
+    if (g && c && gpu[i] == cpu[i]) continue;
+    os << "; first difference at rank " << i << ": gpu ";
+    if (g) os << "(" << gpu[i].doc << ", " << gpu[i].score << ")";
+    else os << "-";
+    os << " cpu ";
+    if (c) os << "(" << cpu[i].doc << ", " << cpu[i].score << ")";
+    else os << "-";
+    if (g && c) os.precision(9), os << " rel " << (gpu[i].score - cpu[i].score) / std::max(1e-30f, cpu[i].score);
+    break;
+  }
+  ADD_FAILURE() << os.str();
+}
+
+struct BatchItem {
+  TestQuery q;
+  QueryMode mode;
+  uint32_t k;
+};
+
+// Runs the items as one GPU batch and compares each with the CPU engine.
+void CheckBatch(const Corpus& c, const MemShard& s, const DeviceShard& d, const std::vector<BatchItem>& items,
+                const Bm25Params& p) {
+  std::vector<std::vector<TermInput>> cpu_in;
+  std::vector<std::vector<GpuTermInput>> gpu_in;
+  for (const BatchItem& it : items) {
+    cpu_in.push_back(Inputs(c, s, it.q));
+    gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, it.q));
+  }
+  std::vector<GpuQueryInput> batch;
+  for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
+  std::vector<Result<SearchResult>> out;
+  const Status st = gpu::ExecuteBatchGpu(*Context(), d.view, batch, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(out.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string what = Describe(c, items[i].q, items[i].mode, items[i].k);
+    auto cpu = ExecuteQuery(cpu_in[i], std::span<const float>(s.norms), s.doc_begin, items[i].mode, items[i].k, p);
+    ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status().ToString();
+    ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
+    ExpectSameHits(out[i]->hits, cpu->hits, what);
+    EXPECT_EQ(out[i]->stats.lists, cpu->stats.lists) << what;
+    if (!cpu->hits.empty()) {
+      EXPECT_GT(out[i]->stats.blocks_decoded, 0u) << what;
+    }
+    EXPECT_LE(out[i]->stats.postings_decoded, out[i]->stats.blocks_decoded * kBlockSize) << what;
+    if (::testing::Test::HasFailure()) return;
+  }
+}
+
+uint32_t RandomK(std::mt19937_64& rng) {
+  static const uint32_t ks[] = {1, 2, 10, 100, 1000, kMaxK};
+  return ks[rng() % (sizeof(ks) / sizeof(ks[0]))];
+}
+
+std::vector<BatchItem> RandomBatch(const Corpus& c, std::mt19937_64& rng, size_t n) {
+  std::vector<BatchItem> items;
+  for (size_t i = 0; i < n; ++i) items.push_back({RandomQuery(c, rng), kModes[rng() % 3], RandomK(rng)});
+  return items;
+}
+
+#define SKIP_WITHOUT_GPU()                                                  \
+  do {                                                                      \
+    if (!gpu::GpuAvailable()) GTEST_SKIP() << gpu::GpuDescription();        \
+    ASSERT_NE(Context(), nullptr);                                          \
+  } while (0)
+
+TEST(GpuEngine, MatchesCpuOnRandomCorporaInBatches) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    const char* name;
+    CorpusOptions o;
+    int batches;
+  };
+  std::vector<Case> cases;
+  CorpusOptions zipf;
+  zipf.num_docs = 6000;
+  zipf.vocab = 3000;
+  zipf.seed = 11;
+  cases.push_back({"zipf", zipf, 6});
+  CorpusOptions tied;
+  tied.num_docs = 3000;
+  tied.vocab = 30;
+  tied.zipf_s = 0.5;
+  tied.fixed_len = 6;
+  tied.seed = 22;
+  cases.push_back({"tied", tied, 4});
+  CorpusOptions tied_one;
+  tied_one.num_docs = 2000;
+  tied_one.vocab = 12;
+  tied_one.fixed_len = 1;
+  tied_one.seed = 23;
+  cases.push_back({"tied_one", tied_one, 2});
+  CorpusOptions sparse;
+  sparse.num_docs = 4000;
+  sparse.vocab = 800;
+  sparse.empty_fraction = 0.3;
+  sparse.heavy_fraction = 0.05;
+  sparse.zipf_s = 1.3;
+  sparse.seed = 33;
+  cases.push_back({"sparse", sparse, 4});
+  CorpusOptions small;
+  small.num_docs = 150;
+  small.vocab = 60;
+  small.max_len = 20;
+  small.seed = 44;
+  cases.push_back({"small", small, 3});
+  for (const Case& cs : cases) {
+    SCOPED_TRACE(cs.name);
+    const Corpus c = MakeCorpus(cs.o);
+    const MemShard s = BuildShard(c, 0, c.num_docs);
+    DeviceShard d;
+    Upload(s, {}, &d);
+    std::mt19937_64 rng(cs.o.seed * 7 + 1);
+    for (int b = 0; b < cs.batches; ++b) {
+      CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
+      if (HasFailure()) return;
+    }
+    // Every mode and k for the same queries, one query per call.
+    for (int qi = 0; qi < 20; ++qi) {
+      const TestQuery q = RandomQuery(c, rng);
+      for (QueryMode mode : kModes)
+        for (uint32_t k : {1u, 10u, 1000u, kMaxK}) CheckBatch(c, s, d, {{q, mode, k}}, {});
+      if (HasFailure()) return;
+    }
+  }
+}
+
+// Odd sizes around block boundaries, a shard that does not start at 0, other BM25 parameters.
+TEST(GpuEngine, MatchesCpuOnManySmallCorporaAndShards) {
+  SKIP_WITHOUT_GPU();
+  for (uint64_t seed = 100; seed < 160; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937_64 rng(seed);
+    CorpusOptions o;
+    o.seed = seed;
+    o.num_docs = 100 + static_cast<uint32_t>(rng() % 1500);
+    o.vocab = 10 + static_cast<uint32_t>(rng() % 150);
+    o.zipf_s = 0.3 + (rng() % 12) / 10.0;
+    o.max_len = 1 + static_cast<uint32_t>(rng() % 200);
+    o.empty_fraction = (rng() % 4) / 10.0;
+    o.heavy_fraction = (rng() % 3) / 20.0;
+    if (rng() % 4 == 0) o.fixed_len = static_cast<int>(rng() % 10);
+    Bm25Params p;
+    if (seed % 3 == 0) p = Bm25Params{1.2f, 0.75f};
+    const Corpus c = MakeCorpus(o);
+    const uint32_t begin = seed % 2 == 0 ? 0 : static_cast<uint32_t>(rng() % (c.num_docs / 2));
+    const uint32_t end = seed % 5 == 0 ? c.num_docs - static_cast<uint32_t>(rng() % (c.num_docs / 4)) : c.num_docs;
+    const MemShard s = BuildShard(c, begin, end, p);
+    DeviceShard d;
+    Upload(s, p, &d);
+    CheckBatch(c, s, d, RandomBatch(c, rng, 48), p);
+    if (HasFailure()) return;
+  }
+}
+
+// Lists of > 100K postings: the and-path's sparse (rare term first) and dense (comparable
+// lengths) variants, large or-accumulators, k up to kMaxK over many ties.
+TEST(GpuEngine, MatchesCpuOnLongLists) {
+  SKIP_WITHOUT_GPU();
+  CorpusOptions o;
+  o.num_docs = 250000;
+  o.vocab = 4000;
+  o.max_len = 60;
+  o.zipf_s = 1.0;
+  o.seed = 77;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  DeviceShard d;
+  Upload(s, {}, &d);
+  ASSERT_GT(c.df(0), 100000u);
+  std::vector<BatchItem> items;
+  const uint32_t rare[] = {500, 1500, 3999};
+  for (QueryMode mode : kModes)
+    for (uint32_t k : {1u, 10u, 1000u, kMaxK}) {
+      items.push_back({TestQuery{{0, 1}}, mode, k});           // two long lists: dense
+      items.push_back({TestQuery{{0, 1, 2, 3}}, mode, k});     // four long lists
+      for (uint32_t r : rare) items.push_back({TestQuery{{0, r}}, mode, k});  // sparse probes
+      items.push_back({TestQuery{{1, 7, 60, 900}}, mode, k});
+    }
+  CheckBatch(c, s, d, items, {});
+  std::mt19937_64 rng(5);
+  for (int b = 0; b < 3 && !HasFailure(); ++b) CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
+}
+
+TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
+  SKIP_WITHOUT_GPU();
+  CorpusOptions o;
+  o.num_docs = 2000;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  DeviceShard d;
+  Upload(s, {}, &d);
+  const uint32_t unknown = static_cast<uint32_t>(c.postings.size()) + 3;
+  std::vector<BatchItem> items;
+  for (QueryMode mode : kModes)
+    for (uint32_t k : {1u, 20u, kMaxK}) {
+      items.push_back({TestQuery{{3, 3, 4}}, mode, k});
+      items.push_back({TestQuery{{0, 0}}, mode, k});
+      items.push_back({TestQuery{{2, unknown}}, mode, k});
+      items.push_back({TestQuery{{unknown}}, mode, k});
+      items.push_back({TestQuery{}, mode, k});
+    }
+  CheckBatch(c, s, d, items, {});
+}
+
+// One query of the batch reads a corrupted block: it alone fails with Corruption; bad k is
+// InvalidArgument, more than kGpuMaxTerms terms is GpuUnimplemented, lists outside the shard are
+// Corruption; the other queries still match the CPU.
+TEST(GpuEngine, PerQueryErrorsLeaveTheRestOfTheBatchIntact) {
+  SKIP_WITHOUT_GPU();
+  CorpusOptions o;
+  o.num_docs = 5000;
+  o.vocab = 300;
+  o.seed = 9;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  DeviceShard d;
+  Upload(s, {}, &d);
+  const std::vector<float> idf = GlobalIdf(c);
+  // A mid-frequency term whose first block has a non-empty docID payload; flip a bit of it.
+  uint32_t victim = 0;
+  for (uint32_t t = 5; t < c.postings.size(); ++t)
+    if (s.view(t) != nullptr && s.view(t)->num_blocks() >= 2 && s.view(t)->block(0).doc_bits >= 3) {
+      victim = t;
+      break;
+    }
+  ASSERT_NE(victim, 0u);
+  const ListView& good = *s.view(victim);
+  std::vector<uint32_t> bad_host((good.bytes().size() + 3) / 4);
+  std::memcpy(bad_host.data(), good.bytes().data(), good.bytes().size());
+  const size_t payload_off = good.payload() - reinterpret_cast<const uint8_t*>(good.bytes().data());
+  reinterpret_cast<uint8_t*>(bad_host.data())[payload_off + good.block(0).offset] ^= 0x4;  // lane 0's first gap
+  auto bad_view = ListView::Parse(std::string_view(reinterpret_cast<const char*>(bad_host.data()), good.bytes().size()),
+                                  /*verify_crc=*/false);
+  ASSERT_TRUE(bad_view.ok()) << bad_view.status().ToString();
+  void* d_bad = nullptr;
+  CUDA_OK(cudaMalloc(&d_bad, good.bytes().size()));
+  CUDA_OK(cudaMemcpy(d_bad, bad_host.data(), good.bytes().size(), cudaMemcpyHostToDevice));
+  ASSERT_FALSE(bad_view->DecodeDocs(0, std::vector<uint32_t>(128).data()).ok());  // the CPU agrees it is corrupt
+
+  const GpuTermInput corrupt{&*bad_view, static_cast<const uint8_t*>(d_bad), idf[victim]};
+  const GpuTermInput common{s.view(0), static_cast<const uint8_t*>(d.blobs[0]), idf[0]};
+  const GpuTermInput other{s.view(1), static_cast<const uint8_t*>(d.blobs[1]), idf[1]};
+  std::vector<GpuTermInput> q_or = {corrupt, common};     // or decodes every block
+  std::vector<GpuTermInput> q_and = {common, corrupt};    // the corrupt list is the shortest: decoded whole
+  std::vector<GpuTermInput> q_good = {common, other};
+  std::vector<GpuTermInput> q_long(gpu::kGpuMaxTerms + 1, common);
+  std::vector<GpuQueryInput> batch = {
+      {q_good, QueryMode::kOr, 10},  {q_or, QueryMode::kOr, 10},     {q_good, QueryMode::kAnd, 100},
+      {q_and, QueryMode::kAnd, 10},  {q_and, QueryMode::kAndOr, 10}, {q_good, QueryMode::kOr, 0},
+      {q_good, QueryMode::kAnd, kMaxK + 1}, {q_long, QueryMode::kOr, 10}, {q_good, QueryMode::kAndOr, 1000},
+  };
+  std::vector<Result<SearchResult>> out;
+  const Status st = gpu::ExecuteBatchGpu(*Context(), d.view, batch, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(out.size(), batch.size());
+  const StatusCode want[] = {StatusCode::kOk,         StatusCode::kCorruption,      StatusCode::kOk,
+                             StatusCode::kCorruption, StatusCode::kCorruption,      StatusCode::kInvalidArgument,
+                             StatusCode::kInvalidArgument, StatusCode::kInvalidArgument, StatusCode::kOk};
+  for (size_t i = 0; i < batch.size(); ++i) {
+    EXPECT_EQ(out[i].status().code(), want[i]) << "query " << i << ": " << out[i].status().ToString();
+  }
+  EXPECT_TRUE(gpu::IsGpuUnimplemented(out[7].status())) << out[7].status().ToString();
+  EXPECT_FALSE(gpu::IsGpuUnimplemented(out[5].status()));
+  const std::vector<TermInput> cpu_good = {{s.view(0), idf[0]}, {s.view(1), idf[1]}};
+  for (size_t i : {size_t{0}, size_t{2}, size_t{8}}) {
+    if (!out[i].ok()) continue;
+    auto cpu = ExecuteQuery(cpu_good, std::span<const float>(s.norms), 0, batch[i].mode, batch[i].k);
+    ASSERT_TRUE(cpu.ok());
+    ExpectSameHits(out[i]->hits, cpu->hits, "query " + std::to_string(i));
+  }
+  // A shard view narrower than the lists: Corruption, as the CPU's span overload reports.
+  GpuShardView narrow = d.view;
+  narrow.num_docs = 2500;
+  auto r = gpu::ExecuteQueryGpu(*Context(), narrow, q_good, QueryMode::kOr, 10);
+  EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+  // And the context still works afterwards.
+  auto again = gpu::ExecuteQueryGpu(*Context(), d.view, q_good, QueryMode::kAnd, 10);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  auto cpu = ExecuteQuery(cpu_good, std::span<const float>(s.norms), 0, QueryMode::kAnd, 10);
+  ASSERT_TRUE(cpu.ok());
+  ExpectSameHits(again->hits, cpu->hits, "after errors");
+  (void)cudaFree(d_bad);
+}
+
+TEST(GpuEngine, ContextCreationWithoutGpuIsUnavailable) {
+  if (gpu::GpuAvailable()) GTEST_SKIP() << "a GPU is present";
+  auto c = GpuContext::Create();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace search::testing
