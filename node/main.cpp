@@ -1,7 +1,11 @@
 // search-node: one shard of the index behind a ZeroMQ ROUTER (node/node_server.hpp).
 //   search-node --index DIR/shard-<i> --listen tcp://HOST:PORT --metrics HOST:PORT
 //               [--threads N] [--cache-mb M] [--queue Q] [--log-level L]
-// Prints one JSON line to stdout once serving: {"event":"ready","listen":...,"metrics":...,"shard":i}.
+//               [--gpu auto|on|off] [--gpu-cache-bytes B]
+// --gpu auto (default): the GPU executor when built with CUDA and a GPU is usable, else the CPU;
+// on: the GPU executor or exit 1 with the reason; off: the CPU executor.
+// Prints one JSON line to stdout once serving:
+//   {"event":"ready","listen":...,"metrics":...,"shard":i,"executor":"gpu"|"cpu","gpu":bool}.
 // SIGTERM / SIGINT: stop accepting, drain in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -9,6 +13,7 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 #include <pthread.h>
 
 #include "index_store/shard_store.hpp"
@@ -16,6 +21,10 @@
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
 #include "node/node_server.hpp"
+#ifdef SEARCH_HAVE_GPU
+#include "gpu_exec/cuda_util.hpp"
+#include "node/gpu_executor_adapter.hpp"
+#endif
 
 int main(int argc, char** argv) {
   using namespace search;
@@ -38,6 +47,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
   app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  std::string gpu_mode = "auto";
+  size_t gpu_cache_bytes = 0;
+  app.add_option("--gpu", gpu_mode, "auto: the GPU when there is one; on: require a GPU; off: CPU only")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "on", "off"}));
+  app.add_option("--gpu-cache-bytes", gpu_cache_bytes,
+                 "device memory for cached posting lists (0 = half of the GPU's free memory)")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto level = ParseLogLevel(log_level);
@@ -58,6 +75,19 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
+  // --gpu on without a GPU: fail before anything is opened (after the signal mask: CUDA's
+  // initialization may start threads, which must inherit it).
+#ifdef SEARCH_HAVE_GPU
+  if (gpu_mode == "on" && !gpu::GpuAvailable()) {
+    log.Error() << "--gpu on: no usable GPU (" << gpu::GpuDescription() << ")";
+    return 1;
+  }
+#else
+  if (gpu_mode == "on") {
+    log.Error() << "--gpu on: this search-node was built without GPU support (SEARCH_CUDA=OFF or no CUDA compiler)";
+    return 1;
+  }
+#endif
 
   ShardReaderOptions reader_options;
   reader_options.list_cache_bytes = cache_mb << 20;
@@ -74,8 +104,30 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  CpuExecutorAdapter executor(shard->get());
-  NodeServer server(shard->get(), &executor, &metrics, options);
+  std::unique_ptr<Executor> executor;
+  if (gpu_mode != "off") {
+#ifdef SEARCH_HAVE_GPU
+    if (!gpu::GpuAvailable()) {
+      log.Info() << "no usable GPU (" << gpu::GpuDescription() << "): serving on the CPU";
+    } else {
+      GpuExecutorOptions gpu_options;
+      gpu_options.cache_bytes = gpu_cache_bytes;
+      auto gpu_executor = GpuExecutorAdapter::Create(shard->get(), &metrics, gpu_options);
+      if (gpu_executor.ok()) {
+        executor = std::move(gpu_executor).value();
+      } else if (gpu_mode == "on") {
+        log.Error() << "--gpu on: cannot start the GPU executor: " << gpu_executor.status().ToString();
+        return 1;
+      } else {
+        log.Warn() << "cannot start the GPU executor, serving on the CPU: " << gpu_executor.status().ToString();
+      }
+    }
+#else
+    (void)gpu_cache_bytes;
+#endif
+  }
+  if (executor == nullptr) executor = std::make_unique<CpuExecutorAdapter>(shard->get());
+  NodeServer server(shard->get(), executor.get(), &metrics, options);
   if (Status st = server.start(); !st.ok()) {
     log.Error() << st.ToString();
     return 1;
@@ -85,7 +137,9 @@ int main(int argc, char** argv) {
                           {"metrics", metrics_addr.empty() ? std::string()
                                                            : metrics_addr.substr(0, metrics_addr.rfind(':')) + ":" +
                                                                  std::to_string(metrics.exposer_port())},
-                          {"shard", (*shard)->meta().shard_id}};
+                          {"shard", (*shard)->meta().shard_id},
+                          {"executor", std::string(executor->name())},
+                          {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 
   int sig = 0;

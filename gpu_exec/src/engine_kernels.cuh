@@ -49,6 +49,8 @@ struct DevList {
 struct QueryOut {
   uint32_t hits = 0;
   uint32_t error = 0;
+  float theta = 0.0f;  // theta phase: the lower bound on the k-th best score (kernel_or.cuh)
+  uint32_t pad = 0;
   unsigned long long blocks = 0, postings = 0, bytes = 0, freq_blocks = 0, scored = 0;
 };
 

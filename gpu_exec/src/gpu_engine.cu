@@ -7,11 +7,11 @@
 // Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
 #pragma nv_diag_suppress 2810
 
-#include <cub/device/device_segmented_radix_sort.cuh>
-
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
+#include <cub/device/device_segmented_radix_sort.cuh>
 #include <limits>
 #include <string>
 #include <vector>
@@ -19,6 +19,7 @@
 #include "engine_kernels.cuh"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/gpu_engine.hpp"
+#include "kernel_or.cuh"
 
 namespace search::gpu {
 
@@ -28,6 +29,7 @@ struct GpuContext::Impl {
   Stream stream;
   cudaMemPool_t pool = nullptr;
   PinnedBuffer pinned;
+  GpuContextOptions options;
   ~Impl() {
     if (stream.get() != nullptr) (void)cudaStreamSynchronize(stream.get());
     if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
@@ -36,11 +38,14 @@ struct GpuContext::Impl {
 
 GpuContext::GpuContext(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuContext::~GpuContext() = default;
-CUstream_st* GpuContext::stream() const { return impl_->stream.get(); }
+CUstream_st* GpuContext::stream() const {
+  return impl_->stream.get();
+}
 
 Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& options) {
   if (!GpuAvailable()) return Status::Unavailable("GpuContext: " + GpuDescription());
   auto impl = std::make_unique<Impl>();
+  impl->options = options;
   int device = 0;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   SEARCH_ASSIGN_OR_RETURN(impl->stream, Stream::Create());
@@ -70,8 +75,14 @@ constexpr uint32_t kMaxBatchY = 4096;  // queries per launch sequence (gridDim.y
 constexpr uint64_t kDenseFactor = 2;
 // Device memory one or-sequence may take for its dense accumulators and keys.
 constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
+// Or-path choice: GpuContextOptions::or_theta_min_postings / or_pruned_divisor (the pruned path
+// when the essential lists hold at most num_docs / divisor postings: beyond that the dense
+// accumulator's two num_docs-wide passes are about as cheap; small queries skip the theta round,
+// whose synchronization would cost more than the pruning saves).
 
-constexpr size_t Align(size_t x) { return (x + 255) & ~size_t{255}; }
+constexpr size_t Align(size_t x) {
+  return (x + 255) & ~size_t{255};
+}
 uint32_t GridFor(uint64_t items, uint32_t per_cta) {
   const uint64_t g = (items + per_cta - 1) / per_cta;
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, kMaxGridX));
@@ -95,14 +106,30 @@ class Arena {
   size_t off_ = 0;
 };
 
+// The pruning slack of an n-term query: cpu_exec's QuerySlack (kScoreSlack, widened for very
+// long queries so that it exceeds the relative rounding of two n-term float sums).
+float OrSlack(size_t n) {
+  const double need = 1.0 + 8.0 * static_cast<double>(n + 2) * 0x1p-24;
+  return std::max(kScoreSlack, std::nextafter(static_cast<float>(need), 2.0f));
+}
+
 // One query's host-side state through the rounds.
 struct QState {
   Status status;
   bool done = false;
   QueryMode mode = QueryMode::kAnd;
   uint32_t k = 0;
-  uint32_t n = 0;  // terms
-  std::vector<DevList> present;      // canonical order, present terms only
+  uint32_t n = 0;                // terms
+  std::vector<DevList> present;  // canonical order, present terms only
+  std::vector<float> max_score;  // per present list, sanitized (negative / NaN: +inf)
+  // or planning (PlanOr): theta from the theta round (0: none), the list it is taken from, and
+  // the pruned plan: essential lists, the other lists' bound per list, the candidate bound.
+  float theta = 0.0f;
+  uint32_t theta_slot = 0;
+  bool pruned = false;
+  uint32_t ess_mask = 0;
+  std::vector<float> rest;
+  uint64_t cap = 0;
 
   SearchResult result;
   std::chrono::steady_clock::time_point t0;
@@ -114,8 +141,10 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
 }
 
 // One launch sequence's host view: which queries, where their answers land in pinned memory.
+enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
+
 struct Phase {
-  bool conjunctive = false;
+  PhaseKind kind = PhaseKind::kAnd;
   std::vector<uint32_t> ids;
   std::vector<uint32_t> hit_off;  // per query, into hits
   uint32_t total_k = 0;
@@ -124,13 +153,13 @@ struct Phase {
   size_t PinnedBytes() const { return Align(ids.size() * sizeof(QueryOut)) + Align(size_t{total_k} * sizeof(DevHit)); }
 };
 
-Phase MakePhase(bool conjunctive, std::vector<uint32_t> ids, const std::vector<QState>& st) {
+Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QState>& st) {
   Phase p;
-  p.conjunctive = conjunctive;
+  p.kind = kind;
   p.ids = std::move(ids);
   for (uint32_t id : p.ids) {
     p.hit_off.push_back(p.total_k);
-    p.total_k += st[id].k;
+    if (kind != PhaseKind::kTheta) p.total_k += st[id].k;
   }
   return p;
 }
@@ -159,7 +188,8 @@ Status PrepareTopk(TopkPlan& t, const std::vector<uint64_t>& caps, cudaStream_t 
     t.total_keys += c;
     t.max_items = std::max(t.max_items, c);
   }
-  if (t.total_keys >= (uint64_t{1} << 31)) return Status::ResourceExhausted("gpu top-k: too many candidates in one batch");
+  if (t.total_keys >= (uint64_t{1} << 31))
+    return Status::ResourceExhausted("gpu top-k: too many candidates in one batch");
   SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
       nullptr, t.temp_bytes, static_cast<const unsigned long long*>(nullptr), static_cast<unsigned long long*>(nullptr),
       static_cast<int>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int>(caps.size()), static_cast<int*>(nullptr),
@@ -199,14 +229,13 @@ Status LaunchTopk(TopkPlan& t, const Phase& ph, QueryOut* d_out, uint32_t doc_be
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   size_t temp = t.temp_bytes;
   SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
-      t.d_temp, temp, t.d_keys, t.d_sorted, static_cast<int>(std::max<uint64_t>(t.total_keys, 1)),
-      static_cast<int>(q), t.d_seg_begin, t.d_seg_end, 0, 64, stream));
+      t.d_temp, temp, t.d_keys, t.d_sorted, static_cast<int>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int>(q),
+      t.d_seg_begin, t.d_seg_end, 0, 64, stream));
   uint32_t max_k = 0;
   for (uint32_t id = 0; id < q; ++id) max_k = std::max(max_k, t.tk[id].k);
   TopkOutputKernel<<<dim3(GridFor(max_k, kThreads), q), kThreads, 0, stream>>>(t.d_tk, t.d_sorted, t.d_hits);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
   if (ph.total_k > 0)
     SEARCH_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(ph.h_hits, t.d_hits, ph.total_k * sizeof(DevHit), cudaMemcpyDeviceToHost, stream));
@@ -258,7 +287,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   TopkPlan tp;
   SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
 
-  auto build = [&](uintptr_t base, QueryOut** d_out, AndDesc** d_descs, DevList** d_lists) -> std::pair<size_t, size_t> {
+  auto build = [&](uintptr_t base, QueryOut** d_out, AndDesc** d_descs,
+                   DevList** d_lists) -> std::pair<size_t, size_t> {
     Arena ar(base);
     // Zeroed first.
     *d_out = ar.Take<QueryOut>(q);
@@ -309,7 +339,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
   const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(AndDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(AndDesc), cudaMemcpyHostToDevice, stream));
   SEARCH_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
 
@@ -319,7 +350,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   for (uint32_t j = 1; j < max_n; ++j) {
     AndLocateKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    AndDecodeKernel<<<dim3(GridFor(step_max_nb[j], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard, j);
+    AndDecodeKernel<<<dim3(GridFor(step_max_nb[j], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
+                                                                                             j);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     AndProbeKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -401,14 +433,15 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
   const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrDesc), cudaMemcpyHostToDevice, stream));
   SEARCH_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
   OrFillKernel<<<dim3(GridFor(shard.num_docs, kThreads), q), kThreads, 0, stream>>>(d_descs, shard.num_docs);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   for (uint32_t s = 0; s < max_m; ++s) {  // canonical slot order: the float adds of the CPU engine
-    OrAccumulateKernel<<<dim3(GridFor(slot_max_nb[s], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists,
-                                                                                               shard, s);
+    OrAccumulateKernel<<<dim3(GridFor(slot_max_nb[s], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
+                                                                                                s);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
   SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));
@@ -416,22 +449,250 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
   return Status::Ok();
 }
 
+// Theta round: one CTA-grid over each query's theta list (kernel_or.cuh); out->theta comes back.
+Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  std::vector<ThetaDesc> descs(q);
+  uint64_t max_nb = 1;
+  Arena ar0(0);
+  ar0.Take<QueryOut>(q);
+  ar0.Take<uint32_t>(size_t{kHistBins} * q);
+  const size_t zeroed = ar0.size();
+  ar0.Take<ThetaDesc>(q);
+  void* scratch = nullptr;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, ar0.size(), ctx.pool, stream));
+  Arena ar(reinterpret_cast<uintptr_t>(scratch));
+  QueryOut* d_out = ar.Take<QueryOut>(q);
+  uint32_t* d_hist = ar.Take<uint32_t>(size_t{kHistBins} * q);
+  ThetaDesc* d_descs = ar.Take<ThetaDesc>(q);
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    ThetaDesc& d = descs[a];
+    d.list = s.present[s.theta_slot];
+    d.k = s.k;
+    d.hist = d_hist + size_t{kHistBins} * a;
+    d.out = d_out + a;
+    max_nb = std::max<uint64_t>(max_nb, d.list.num_blocks);
+  }
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(ThetaDesc), cudaMemcpyHostToDevice, stream));
+  ThetaHistKernel<<<dim3(GridFor(max_nb, kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  ThetaSelectKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+  return Status::Ok();
+}
+
+// Whether a probed list is decoded whole: the candidates outnumber its blocks kDenseFactor times.
+bool ProbeDense(uint64_t cap, const DevList& l) {
+  return cap >= kDenseFactor * l.num_blocks;
+}
+
+// Pruned or: bytes of device scratch one query needs (PlanOr has set its cap).
+uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs) {
+  const uint64_t m = s.present.size();
+  uint64_t b = (uint64_t{num_docs} + 31) / 32 * 4 + s.cap * (4 + 4 + 4 * m + 16) + kHistBins * 4 + s.k * 8 + 8192;
+  for (const DevList& l : s.present) {
+    b += 2 * 4 * uint64_t{l.num_blocks} + 512;
+    b += (ProbeDense(s.cap, l) ? uint64_t{l.num_blocks} : std::min<uint64_t>(l.num_blocks, s.cap)) * kBlockSize * 4;
+  }
+  return b;
+}
+
+Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  std::vector<DevList> lists;
+  std::vector<OrPList> plists;
+  std::vector<OrPDesc> descs(q);
+  std::vector<uint64_t> caps(q);
+  uint32_t max_m = 0;
+  uint64_t max_cap = 1, max_ess_nb = 1, max_nb = 1;
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    OrPDesc& d = descs[a];
+    d.m = static_cast<uint32_t>(s.present.size());
+    d.list_off = static_cast<uint32_t>(lists.size());
+    d.cap = static_cast<uint32_t>(s.cap);
+    d.theta = s.theta;
+    d.slack = OrSlack(s.n);
+    lists.insert(lists.end(), s.present.begin(), s.present.end());
+    for (uint32_t i = 0; i < d.m; ++i) {
+      OrPList pl;
+      pl.essential = (s.ess_mask >> i) & 1u;
+      pl.rest = s.rest[i];
+      pl.dense = ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
+      plists.push_back(pl);
+      max_nb = std::max<uint64_t>(max_nb, s.present[i].num_blocks);
+      if (pl.essential) max_ess_nb = std::max<uint64_t>(max_ess_nb, s.present[i].num_blocks);
+    }
+    caps[a] = s.cap;
+    max_cap = std::max<uint64_t>(max_cap, s.cap);
+    max_m = std::max(max_m, d.m);
+  }
+  TopkPlan tp;
+  SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
+  const size_t bitmap_words = (size_t{shard.num_docs} + 31) / 32;
+
+  auto build = [&](uintptr_t base, QueryOut** d_out, OrPDesc** d_descs, DevList** d_lists,
+                   OrPList** d_plists) -> std::pair<size_t, size_t> {
+    Arena ar(base);
+    // Zeroed first.
+    *d_out = ar.Take<QueryOut>(q);
+    std::vector<uint32_t*> hist(q), sel(q);
+    for (uint32_t a = 0; a < q; ++a) {
+      OrPDesc& d = descs[a];
+      d.out = *d_out + a;
+      d.bitmap = ar.Take<uint32_t>(bitmap_words);
+      d.counters = ar.Take<uint32_t>(1 + d.m);
+      for (uint32_t i = 0; i < d.m; ++i) {
+        OrPList& pl = plists[d.list_off + i];
+        pl.needed = pl.dense ? nullptr : ar.Take<uint32_t>(lists[d.list_off + i].num_blocks);
+      }
+      TakeTopkZeroed(ar, tp, 1, &hist[a], &sel[a]);
+    }
+    const size_t zeroed = ar.size();
+    *d_descs = ar.Take<OrPDesc>(q);
+    *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    *d_plists = ar.Take<OrPList>(std::max<size_t>(plists.size(), 1));
+    tp.tk.assign(q, TopkDesc{});
+    for (uint32_t a = 0; a < q; ++a) {
+      OrPDesc& d = descs[a];
+      d.cand = ar.Take<uint32_t>(std::max<uint32_t>(d.cap, 1));
+      d.scores = ar.Take<float>(std::max<uint32_t>(d.cap, 1));
+      d.pos = ar.Take<uint32_t>(std::max<size_t>(size_t{d.m} * d.cap, 1));
+      for (uint32_t i = 0; i < d.m; ++i) {
+        OrPList& pl = plists[d.list_off + i];
+        const uint32_t nb = lists[d.list_off + i].num_blocks;
+        const uint64_t slots = pl.dense ? nb : std::min<uint64_t>(nb, d.cap);
+        pl.decoded = ar.Take<uint32_t>(std::max<uint64_t>(slots, 1) * kBlockSize);
+        pl.slot_of = pl.dense ? nullptr : ar.Take<uint32_t>(nb);
+      }
+      TopkDesc& t = tp.tk[a];
+      t.scores = d.scores;
+      t.docs = d.cand;
+      t.d_count = d.counters;
+      t.n = d.cap;
+      t.k = st[ph.ids[a]].k;
+      t.seg_begin = static_cast<uint32_t>(tp.seg_begin[a]);
+      t.out_begin = ph.hit_off[a];
+      t.hist = hist[a];
+      t.sel_count = sel[a];
+      t.out = d.out;
+    }
+    TakeTopkRest(ar, tp, q, ph.total_k);
+    for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
+    return {ar.size(), zeroed};
+  };
+  QueryOut* d_out = nullptr;
+  OrPDesc* d_descs = nullptr;
+  DevList* d_lists = nullptr;
+  OrPList* d_plists = nullptr;
+  const size_t bytes = build(0, &d_out, &d_descs, &d_lists, &d_plists).first;
+  void* scratch = nullptr;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
+  const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists, &d_plists).second;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrPDesc), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(d_plists, plists.data(), plists.size() * sizeof(OrPList), cudaMemcpyHostToDevice, stream));
+  const uint32_t cand_grid = GridFor(max_cap, kThreads);
+  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
+                                                                                             shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  OrDecodeKernel<<<dim3(GridFor(max_nb, kWarpsPerCta), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
+                                                                                         shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  OrScoreKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+  return Status::Ok();
+}
+
+// Whether an or-query takes the theta round first: several lists, enough postings, and a list of
+// at least k postings to take the k-th best contribution from (else theta would be 0). Sets
+// theta_slot: the list of the highest max_score among those (fewer postings on ties).
+bool NeedTheta(QState& s, uint64_t min_postings) {
+  const size_t m = s.present.size();
+  if (m < 2) return false;
+  uint64_t postings = 0;
+  for (const DevList& l : s.present) postings += l.count;
+  if (postings < min_postings) return false;
+  bool found = false;
+  for (uint32_t i = 0; i < m; ++i) {
+    if (s.present[i].count < s.k) continue;
+    if (!found || s.max_score[i] > s.max_score[s.theta_slot] ||
+        (s.max_score[i] == s.max_score[s.theta_slot] && s.present[i].count < s.present[s.theta_slot].count))
+      s.theta_slot = i;
+    found = true;
+  }
+  return found;
+}
+
+// Plans an or-query given s.theta (0 when there was no theta round): lists taken by increasing
+// max_score whose running sum times the slack stays below theta are non-essential (no document
+// only they hold can reach theta <= the k-th best score; strict, so bounds of 0 never prune
+// against theta 0); the rest are essential. Pruned when the essential lists' postings are few.
+void PlanOr(QState& s, uint32_t num_docs, uint32_t divisor) {
+  const uint32_t m = static_cast<uint32_t>(s.present.size());
+  const float slack = OrSlack(s.n);
+  std::vector<uint32_t> order(m);
+  for (uint32_t i = 0; i < m; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return s.max_score[x] < s.max_score[y]; });
+  uint32_t first_ess = 0;
+  float ub = 0.0f;
+  while (first_ess < m) {
+    ub += s.max_score[order[first_ess]];
+    if (!(ub * slack < s.theta)) break;
+    ++first_ess;
+  }
+  s.pruned = false;
+  if (first_ess == m) return;  // inconsistent bounds (a corrupt header): the dense path needs none
+  s.ess_mask = 0;
+  s.cap = 0;
+  s.rest.assign(m, std::numeric_limits<float>::infinity());
+  for (uint32_t j = first_ess; j < m; ++j) {
+    const uint32_t e = order[j];
+    s.ess_mask |= 1u << e;
+    s.cap += s.present[e].count;
+    float rest = 0.0f;
+    for (uint32_t i = 0; i < m; ++i)
+      if (order[i] != e) rest += s.max_score[order[i]];
+    s.rest[e] = rest;
+  }
+  s.pruned = divisor != 0 && s.cap <= uint64_t{num_docs} / divisor && s.cap < (uint64_t{1} << 30);
+}
+
 // Phases for `ids`: chunks of at most kMaxBatchY queries; or-phases also bounded in memory.
-void AddPhases(bool conjunctive, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
+void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
                std::vector<Phase>* phases) {
   std::vector<uint32_t> cur;
   uint64_t cur_bytes = 0;
   for (uint32_t id : ids) {
-    const uint64_t b = conjunctive ? 0 : OrQueryBytes(st[id], num_docs);
+    const uint64_t b = kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
+                       : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
+                                                      : 0;
     if (!cur.empty() && (cur.size() >= kMaxBatchY || cur_bytes + b > kOrGroupBytes)) {
-      phases->push_back(MakePhase(conjunctive, std::move(cur), st));
+      phases->push_back(MakePhase(kind, std::move(cur), st));
       cur.clear();
       cur_bytes = 0;
     }
     cur.push_back(id);
     cur_bytes += b;
   }
-  if (!cur.empty()) phases->push_back(MakePhase(conjunctive, std::move(cur), st));
+  if (!cur.empty()) phases->push_back(MakePhase(kind, std::move(cur), st));
 }
 
 // Runs the phases as one round (one synchronization) and folds the answers into st.
@@ -453,7 +714,20 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
   }
   Status launched;
   for (const Phase& p : phases) {
-    launched = p.conjunctive ? EnqueueAnd(ctx, shard, st, p) : EnqueueOr(ctx, shard, st, p);
+    switch (p.kind) {
+      case PhaseKind::kAnd:
+        launched = EnqueueAnd(ctx, shard, st, p);
+        break;
+      case PhaseKind::kOrDense:
+        launched = EnqueueOr(ctx, shard, st, p);
+        break;
+      case PhaseKind::kOrPruned:
+        launched = EnqueueOrPruned(ctx, shard, st, p);
+        break;
+      case PhaseKind::kTheta:
+        launched = EnqueueTheta(ctx, shard, st, p);
+        break;
+    }
     if (!launched.ok()) break;
   }
   const Status synced = ctx.stream.Synchronize();  // also after a failed launch: nothing stays in flight
@@ -464,7 +738,7 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       QState& s = st[p.ids[a]];
       const QueryOut& o = p.h_out[a];
       QueryStats& stats = s.result.stats;
-      stats.lists += s.present.size();
+      if (p.kind != PhaseKind::kTheta) stats.lists += s.present.size();
       stats.blocks_decoded += o.blocks;
       stats.freq_blocks_decoded += o.freq_blocks;
       stats.postings_decoded += o.postings;
@@ -473,6 +747,10 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       if (o.error != 0) {
         s.status = Status::Corruption("posting block failed to decode on the GPU (corrupt or outside the shard)");
         s.done = true;
+        continue;
+      }
+      if (p.kind == PhaseKind::kTheta) {
+        s.theta = o.theta;
         continue;
       }
       s.result.hits.resize(o.hits);
@@ -523,13 +801,16 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
     l.base_doc = t.list->base_doc();
     l.idf = t.idf;
     s->present.push_back(l);
+    s->max_score.push_back(SanitizeBoundHD(t.list->max_score()));
   }
   return !in.terms.empty();
 }
 
 }  // namespace
 
-Status GpuUnimplemented(std::string what) { return Status::InvalidArgument(std::string(kGpuUnimplementedPrefix) + what); }
+Status GpuUnimplemented(std::string what) {
+  return Status::InvalidArgument(std::string(kGpuUnimplementedPrefix) + what);
+}
 
 bool IsGpuUnimplemented(const Status& s) {
   return s.code() == StatusCode::kInvalidArgument && s.message().rfind(kGpuUnimplementedPrefix, 0) == 0;
@@ -551,39 +832,70 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     }
     const bool all = s.present.size() == s.n;
     if (s.mode == QueryMode::kOr) {
-      if (s.present.empty()) s.done = true;
-      else or_ids.push_back(i);
+      if (s.present.empty())
+        s.done = true;
+      else
+        or_ids.push_back(i);
     } else if (all) {
       and_ids.push_back(i);
     } else {
       // and with a term absent here matches nothing; andor then runs or.
       s.result.stats.lists += s.present.size();
-      if (s.mode == QueryMode::kAnd || s.present.empty()) s.done = true;
-      else or_ids.push_back(i);
+      if (s.mode == QueryMode::kAnd || s.present.empty())
+        s.done = true;
+      else
+        or_ids.push_back(i);
     }
   }
   const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1};
+  // Or-queries: those that need theta wait one round for it (`wait`); the others are planned now.
+  auto plan_or = [&](const std::vector<uint32_t>& ids, bool may_wait, std::vector<uint32_t>* wait,
+                     std::vector<Phase>* phases) {
+    std::vector<uint32_t> dense, pruned;
+    for (uint32_t id : ids) {
+      QState& s = st[id];
+      if (!s.status.ok()) continue;
+      if (may_wait && ctx.impl().options.or_pruned_divisor != 0 &&
+          NeedTheta(s, ctx.impl().options.or_theta_min_postings)) {
+        wait->push_back(id);
+        continue;
+      }
+      PlanOr(s, shard.num_docs, ctx.impl().options.or_pruned_divisor);
+      (s.pruned ? pruned : dense).push_back(id);
+    }
+    AddPhases(PhaseKind::kOrDense, dense, st, shard.num_docs, phases);
+    AddPhases(PhaseKind::kOrPruned, pruned, st, shard.num_docs, phases);
+    if (wait != nullptr) AddPhases(PhaseKind::kTheta, *wait, st, shard.num_docs, phases);
+  };
+  auto run = [&](std::vector<Phase>& phases) -> Status {
+    Status r = RunRound(ctx.impl(), dev, phases, st);
+    if (!r.ok()) {
+      out->clear();
+      for (size_t i = 0; i < nq; ++i) out->emplace_back(r);
+    }
+    return r;
+  };
+  // Round 1: and (and the and-part of andor), or planned without theta, theta for the rest of or.
   std::vector<Phase> phases;
-  AddPhases(true, and_ids, st, shard.num_docs, &phases);
-  AddPhases(false, or_ids, st, shard.num_docs, &phases);
-  Status s1 = RunRound(ctx.impl(), dev, phases, st);
-  if (!s1.ok()) {
-    for (size_t i = 0; i < nq; ++i) out->emplace_back(s1);
-    return s1;
-  }
+  std::vector<uint32_t> wait1, wait2;
+  AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, &phases);
+  plan_or(or_ids, true, &wait1, &phases);
+  SEARCH_RETURN_IF_ERROR(run(phases));
+  // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
+  phases.clear();
+  plan_or(wait1, false, nullptr, &phases);
   std::vector<uint32_t> or2;
   for (uint32_t id : and_ids)
     if (st[id].mode == QueryMode::kAndOr && st[id].status.ok() && st[id].result.hits.size() < st[id].k) {
       st[id].result.hits.clear();
       or2.push_back(id);
     }
+  plan_or(or2, true, &wait2, &phases);
+  SEARCH_RETURN_IF_ERROR(run(phases));
+  // Round 3: andor's or-part that waited for theta.
   phases.clear();
-  AddPhases(false, or2, st, shard.num_docs, &phases);
-  Status s2 = RunRound(ctx.impl(), dev, phases, st);
-  if (!s2.ok()) {
-    for (size_t i = 0; i < nq; ++i) out->emplace_back(s2);
-    return s2;
-  }
+  plan_or(wait2, false, nullptr, &phases);
+  SEARCH_RETURN_IF_ERROR(run(phases));
   const uint64_t micros = MicrosSince(t0);
   out->reserve(nq);
   for (QState& s : st) {

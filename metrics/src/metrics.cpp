@@ -96,6 +96,13 @@ std::string_view BadRequestReasonLabel(BadRequestReason r) {
   return i < kNames.size() ? kNames[i] : "malformed";
 }
 
+std::string_view GpuFallbackReasonLabel(GpuFallbackReason r) {
+  static constexpr std::array<std::string_view, kNumGpuFallbackReasons> kNames = {
+      "cuda_error", "out_of_memory", "unsupported", "corruption", "other"};
+  const auto i = static_cast<size_t>(r);
+  return i < kNames.size() ? kNames[i] : "other";
+}
+
 std::string_view ModeLabel(QueryMode mode) {
   switch (mode) {
     case QueryMode::kAnd: return "and";
@@ -165,6 +172,19 @@ Metrics::Metrics(std::string component)
   node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
   node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
   fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
+  auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
+  for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {
+    gpu_fallbacks_[i] =
+        &gpu_fallbacks.Add({{"reason", std::string(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(i)))}});
+  }
+  gpu_cache_hits_ = &CounterFamily(r, families::kGpuCacheHits).Add({});
+  gpu_cache_misses_ = &CounterFamily(r, families::kGpuCacheMisses).Add({});
+  gpu_cache_evictions_ = &CounterFamily(r, families::kGpuCacheEvictions).Add({});
+  gpu_cache_copied_ = &CounterFamily(r, families::kGpuCacheCopiedBytes).Add({});
+  gpu_cache_failed_ = &CounterFamily(r, families::kGpuCacheFailedAllocations).Add({});
+  gpu_cache_bytes_ = &GaugeFamily(r, families::kGpuCacheBytes).Add({});
+  gpu_cache_entries_ = &GaugeFamily(r, families::kGpuCacheEntries).Add({});
+  gpu_cache_capacity_ = &GaugeFamily(r, families::kGpuCacheCapacity).Add({});
 
   result_cache_hits_ = &CounterFamily(r, families::kResultCacheHits).Add({});
   result_cache_misses_ = &CounterFamily(r, families::kResultCacheMisses).Add({});
@@ -289,6 +309,17 @@ void Metrics::SetListCache(const CacheSnapshot& s) {
   list_cache_bytes_->Set(static_cast<double>(s.bytes));
   list_cache_entries_->Set(static_cast<double>(s.entries));
   list_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+}
+
+void Metrics::SetGpuCache(const GpuCacheSnapshot& s) {
+  SetCounterTo(*gpu_cache_hits_, static_cast<double>(s.hits));
+  SetCounterTo(*gpu_cache_misses_, static_cast<double>(s.misses));
+  SetCounterTo(*gpu_cache_evictions_, static_cast<double>(s.evictions));
+  SetCounterTo(*gpu_cache_copied_, static_cast<double>(s.bytes_copied));
+  SetCounterTo(*gpu_cache_failed_, static_cast<double>(s.failed_allocations));
+  gpu_cache_bytes_->Set(static_cast<double>(s.bytes));
+  gpu_cache_entries_->Set(static_cast<double>(s.entries));
+  gpu_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
 }
 
 }  // namespace search

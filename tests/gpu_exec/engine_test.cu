@@ -2,12 +2,15 @@
 // corpora of tests/cpu_exec/exec_fixture.hpp: the same documents in the same order with the same
 // float scores, in every mode, for k from 1 to kMaxK, in batches mixing modes, lengths and k;
 // long lists (> 100K postings) for the sparse and dense and-paths; absent terms; per-query errors
-// (a corrupted block, bad k, too many terms) while the rest of the batch succeeds.
+// (a corrupted block, bad k, too many terms) while the rest of the batch succeeds. Every batch runs
+// on three contexts: the default or-path choice, the pruned or forced (theta round for every
+// query of >= 2 lists, pruned whenever the essential lists fit the shard) and the dense or forced.
 // Skips when no CUDA device is present.
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
-#include <cuda_runtime_api.h>
-
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -75,13 +78,46 @@ std::vector<GpuTermInput> GpuInputs(const std::vector<TermInput>& in, const MemS
   return out;
 }
 
+std::unique_ptr<GpuContext> MakeContext(const gpu::GpuContextOptions& o) {
+  auto c = GpuContext::Create(o);
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
 GpuContext* Context() {
+  static std::unique_ptr<GpuContext> ctx = MakeContext({});
+  return ctx.get();
+}
+
+// The pruned or-path wherever it applies.
+GpuContext* PrunedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
-    auto c = GpuContext::Create();
-    EXPECT_TRUE(c.ok()) << c.status().ToString();
-    return c.ok() ? std::move(c).value() : nullptr;
+    gpu::GpuContextOptions o;
+    o.scratch_bytes = size_t{64} << 20;
+    o.or_theta_min_postings = 0;
+    o.or_pruned_divisor = 1;
+    return MakeContext(o);
   }();
   return ctx.get();
+}
+
+// The dense or-path always.
+GpuContext* DenseContext() {
+  static std::unique_ptr<GpuContext> ctx = [] {
+    gpu::GpuContextOptions o;
+    o.scratch_bytes = size_t{64} << 20;
+    o.or_pruned_divisor = 0;
+    return MakeContext(o);
+  }();
+  return ctx.get();
+}
+
+struct NamedContext {
+  const char* name;
+  GpuContext* ctx;
+};
+std::vector<NamedContext> AllContexts() {
+  return {{"default", Context()}, {"pruned-or", PrunedContext()}, {"dense-or", DenseContext()}};
 }
 
 std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
@@ -105,11 +141,15 @@ void ExpectSameHits(const std::vector<ScoredDoc>& gpu, const std::vector<ScoredD
     const bool g = i < gpu.size(), c = i < cpu.size();
     if (g && c && gpu[i] == cpu[i]) continue;
     os << "; first difference at rank " << i << ": gpu ";
-    if (g) os << "(" << gpu[i].doc << ", " << gpu[i].score << ")";
-    else os << "-";
+    if (g)
+      os << "(" << gpu[i].doc << ", " << gpu[i].score << ")";
+    else
+      os << "-";
     os << " cpu ";
-    if (c) os << "(" << cpu[i].doc << ", " << cpu[i].score << ")";
-    else os << "-";
+    if (c)
+      os << "(" << cpu[i].doc << ", " << cpu[i].score << ")";
+    else
+      os << "-";
     if (g && c) os.precision(9), os << " rel " << (gpu[i].score - cpu[i].score) / std::max(1e-30f, cpu[i].score);
     break;
   }
@@ -122,9 +162,9 @@ struct BatchItem {
   uint32_t k;
 };
 
-// Runs the items as one GPU batch and compares each with the CPU engine.
+// Runs the items as one GPU batch on each context and compares each with the CPU engine.
 void CheckBatch(const Corpus& c, const MemShard& s, const DeviceShard& d, const std::vector<BatchItem>& items,
-                const Bm25Params& p) {
+                const Bm25Params& p, std::vector<SearchResult>* gpu_results = nullptr) {
   std::vector<std::vector<TermInput>> cpu_in;
   std::vector<std::vector<GpuTermInput>> gpu_in;
   for (const BatchItem& it : items) {
@@ -133,22 +173,32 @@ void CheckBatch(const Corpus& c, const MemShard& s, const DeviceShard& d, const 
   }
   std::vector<GpuQueryInput> batch;
   for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
-  std::vector<Result<SearchResult>> out;
-  const Status st = gpu::ExecuteBatchGpu(*Context(), d.view, batch, &out);
-  ASSERT_TRUE(st.ok()) << st.ToString();
-  ASSERT_EQ(out.size(), items.size());
-  for (size_t i = 0; i < items.size(); ++i) {
-    const std::string what = Describe(c, items[i].q, items[i].mode, items[i].k);
-    auto cpu = ExecuteQuery(cpu_in[i], std::span<const float>(s.norms), s.doc_begin, items[i].mode, items[i].k, p);
-    ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status().ToString();
-    ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
-    ExpectSameHits(out[i]->hits, cpu->hits, what);
-    EXPECT_EQ(out[i]->stats.lists, cpu->stats.lists) << what;
-    if (!cpu->hits.empty()) {
-      EXPECT_GT(out[i]->stats.blocks_decoded, 0u) << what;
+  std::vector<Result<SearchResult>> cpu_out;
+  for (size_t i = 0; i < items.size(); ++i)
+    cpu_out.push_back(
+        ExecuteQuery(cpu_in[i], std::span<const float>(s.norms), s.doc_begin, items[i].mode, items[i].k, p));
+  if (gpu_results != nullptr) gpu_results->clear();
+  for (const NamedContext& nc : AllContexts()) {
+    SCOPED_TRACE(nc.name);
+    ASSERT_NE(nc.ctx, nullptr);
+    std::vector<Result<SearchResult>> out;
+    const Status st = gpu::ExecuteBatchGpu(*nc.ctx, d.view, batch, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out.size(), items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string what = std::string(nc.name) + " " + Describe(c, items[i].q, items[i].mode, items[i].k);
+      const Result<SearchResult>& cpu = cpu_out[i];
+      ASSERT_TRUE(cpu.ok()) << what << ": " << cpu.status().ToString();
+      ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
+      if (gpu_results != nullptr && nc.ctx == PrunedContext()) gpu_results->push_back(*out[i]);
+      ExpectSameHits(out[i]->hits, cpu->hits, what);
+      EXPECT_EQ(out[i]->stats.lists, cpu->stats.lists) << what;
+      if (!cpu->hits.empty()) {
+        EXPECT_GT(out[i]->stats.blocks_decoded, 0u) << what;
+      }
+      EXPECT_LE(out[i]->stats.postings_decoded, out[i]->stats.blocks_decoded * kBlockSize) << what;
+      if (::testing::Test::HasFailure()) return;
     }
-    EXPECT_LE(out[i]->stats.postings_decoded, out[i]->stats.blocks_decoded * kBlockSize) << what;
-    if (::testing::Test::HasFailure()) return;
   }
 }
 
@@ -163,10 +213,12 @@ std::vector<BatchItem> RandomBatch(const Corpus& c, std::mt19937_64& rng, size_t
   return items;
 }
 
-#define SKIP_WITHOUT_GPU()                                                  \
-  do {                                                                      \
-    if (!gpu::GpuAvailable()) GTEST_SKIP() << gpu::GpuDescription();        \
-    ASSERT_NE(Context(), nullptr);                                          \
+#define SKIP_WITHOUT_GPU()                                           \
+  do {                                                               \
+    if (!gpu::GpuAvailable()) GTEST_SKIP() << gpu::GpuDescription(); \
+    ASSERT_NE(Context(), nullptr);                                   \
+    ASSERT_NE(PrunedContext(), nullptr);                             \
+    ASSERT_NE(DenseContext(), nullptr);                              \
   } while (0)
 
 TEST(GpuEngine, MatchesCpuOnRandomCorporaInBatches) {
@@ -277,14 +329,74 @@ TEST(GpuEngine, MatchesCpuOnLongLists) {
   const uint32_t rare[] = {500, 1500, 3999};
   for (QueryMode mode : kModes)
     for (uint32_t k : {1u, 10u, 1000u, kMaxK}) {
-      items.push_back({TestQuery{{0, 1}}, mode, k});           // two long lists: dense
-      items.push_back({TestQuery{{0, 1, 2, 3}}, mode, k});     // four long lists
+      items.push_back({TestQuery{{0, 1}}, mode, k});                          // two long lists: dense
+      items.push_back({TestQuery{{0, 1, 2, 3}}, mode, k});                    // four long lists
       for (uint32_t r : rare) items.push_back({TestQuery{{0, r}}, mode, k});  // sparse probes
       items.push_back({TestQuery{{1, 7, 60, 900}}, mode, k});
     }
   CheckBatch(c, s, d, items, {});
   std::mt19937_64 rng(5);
   for (int b = 0; b < 3 && !HasFailure(); ++b) CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
+}
+
+// The pruned or-path on a mid-size shard: a frequent term with rare ones (the frequent list is
+// non-essential: only probed at the rare terms' documents, so far fewer postings are decoded than
+// it holds), several frequent terms (theta from a long list, maybe no pruning), rare lists with
+// fewer than k postings (theta from another list, or 0), k = 1 .. kMaxK, ties (fixed lengths).
+TEST(GpuEngine, PrunedOrMatchesCpu) {
+  SKIP_WITHOUT_GPU();
+  for (int fixed : {-1, 4}) {
+    SCOPED_TRACE("fixed_len " + std::to_string(fixed));
+    CorpusOptions o;
+    o.num_docs = 60000;
+    o.vocab = 5000;
+    o.max_len = 50;
+    o.fixed_len = fixed;
+    o.zipf_s = 1.0;
+    o.seed = 91 + static_cast<uint64_t>(fixed + 1);
+    const Corpus c = MakeCorpus(o);
+    const MemShard s = BuildShard(c, 0, c.num_docs);
+    DeviceShard d;
+    Upload(s, {}, &d);
+    // Rare terms: df in [12, 60] (>= k = 10, < k = 100) and [1, 5] (< k for every k > 5).
+    std::vector<uint32_t> rare, tiny;
+    for (uint32_t t = 50; t < c.postings.size() && (rare.size() < 6 || tiny.size() < 3); ++t) {
+      if (c.df(t) >= 12 && c.df(t) <= 60 && rare.size() < 6) rare.push_back(t);
+      if (c.df(t) >= 1 && c.df(t) <= 5 && tiny.size() < 3) tiny.push_back(t);
+    }
+    ASSERT_GE(rare.size(), 3u);
+    ASSERT_GT(c.df(0), 15000u);
+    std::vector<BatchItem> items;
+    std::vector<size_t> probe_only;  // items whose frequent list must be probed, not decoded whole
+    for (uint32_t k : {1u, 10u, 1000u, kMaxK}) {
+      for (uint32_t r : rare) {
+        if (k == 10) probe_only.push_back(items.size());
+        items.push_back({TestQuery{{0, r}}, QueryMode::kOr, k});
+      }
+      items.push_back({TestQuery{{0, 1, rare[0]}}, QueryMode::kOr, k});
+      items.push_back({TestQuery{{0, 1, 2, 3, 4, 5}}, QueryMode::kOr, k});
+      items.push_back({TestQuery{{rare[1], rare[2], 7}}, QueryMode::kOr, k});
+      for (uint32_t t : tiny) {
+        items.push_back({TestQuery{{0, t}}, QueryMode::kOr, k});
+        items.push_back({TestQuery{{t, rare[0]}}, QueryMode::kOr, k});
+      }
+      items.push_back({TestQuery{{2, rare[0], rare[1]}}, QueryMode::kAndOr, k});
+      items.push_back({TestQuery{{0, 3}}, QueryMode::kAndOr, k});
+    }
+    for (BatchItem& it : items)  // canonical order
+      std::sort(it.q.terms.begin(), it.q.terms.end(),
+                [&](uint32_t a, uint32_t b) { return QueryTermName(c, a) < QueryTermName(c, b); });
+    std::vector<SearchResult> pruned;
+    CheckBatch(c, s, d, items, {}, &pruned);
+    if (HasFailure()) return;
+    ASSERT_EQ(pruned.size(), items.size());
+    for (size_t i : probe_only) {
+      EXPECT_LT(pruned[i].stats.postings_decoded, c.df(0) / 2)
+          << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the frequent list was not pruned";
+    }
+    // The same queries one at a time (batches of one).
+    for (size_t i = 0; i < items.size() && !HasFailure(); i += 5) CheckBatch(c, s, d, {items[i]}, {});
+  }
 }
 
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
@@ -346,22 +458,28 @@ TEST(GpuEngine, PerQueryErrorsLeaveTheRestOfTheBatchIntact) {
   const GpuTermInput corrupt{&*bad_view, static_cast<const uint8_t*>(d_bad), idf[victim]};
   const GpuTermInput common{s.view(0), static_cast<const uint8_t*>(d.blobs[0]), idf[0]};
   const GpuTermInput other{s.view(1), static_cast<const uint8_t*>(d.blobs[1]), idf[1]};
-  std::vector<GpuTermInput> q_or = {corrupt, common};     // or decodes every block
-  std::vector<GpuTermInput> q_and = {common, corrupt};    // the corrupt list is the shortest: decoded whole
+  std::vector<GpuTermInput> q_or = {corrupt, common};   // or decodes every block
+  std::vector<GpuTermInput> q_and = {common, corrupt};  // the corrupt list is the shortest: decoded whole
   std::vector<GpuTermInput> q_good = {common, other};
   std::vector<GpuTermInput> q_long(gpu::kGpuMaxTerms + 1, common);
   std::vector<GpuQueryInput> batch = {
-      {q_good, QueryMode::kOr, 10},  {q_or, QueryMode::kOr, 10},     {q_good, QueryMode::kAnd, 100},
-      {q_and, QueryMode::kAnd, 10},  {q_and, QueryMode::kAndOr, 10}, {q_good, QueryMode::kOr, 0},
-      {q_good, QueryMode::kAnd, kMaxK + 1}, {q_long, QueryMode::kOr, 10}, {q_good, QueryMode::kAndOr, 1000},
+      {q_good, QueryMode::kOr, 10},         {q_or, QueryMode::kOr, 10},     {q_good, QueryMode::kAnd, 100},
+      {q_and, QueryMode::kAnd, 10},         {q_and, QueryMode::kAndOr, 10}, {q_good, QueryMode::kOr, 0},
+      {q_good, QueryMode::kAnd, kMaxK + 1}, {q_long, QueryMode::kOr, 10},   {q_good, QueryMode::kAndOr, 1000},
   };
   std::vector<Result<SearchResult>> out;
   const Status st = gpu::ExecuteBatchGpu(*Context(), d.view, batch, &out);
   ASSERT_TRUE(st.ok()) << st.ToString();
   ASSERT_EQ(out.size(), batch.size());
-  const StatusCode want[] = {StatusCode::kOk,         StatusCode::kCorruption,      StatusCode::kOk,
-                             StatusCode::kCorruption, StatusCode::kCorruption,      StatusCode::kInvalidArgument,
-                             StatusCode::kInvalidArgument, StatusCode::kInvalidArgument, StatusCode::kOk};
+  const StatusCode want[] = {StatusCode::kOk,
+                             StatusCode::kCorruption,
+                             StatusCode::kOk,
+                             StatusCode::kCorruption,
+                             StatusCode::kCorruption,
+                             StatusCode::kInvalidArgument,
+                             StatusCode::kInvalidArgument,
+                             StatusCode::kInvalidArgument,
+                             StatusCode::kOk};
   for (size_t i = 0; i < batch.size(); ++i) {
     EXPECT_EQ(out[i].status().code(), want[i]) << "query " << i << ": " << out[i].status().ToString();
   }
@@ -386,6 +504,60 @@ TEST(GpuEngine, PerQueryErrorsLeaveTheRestOfTheBatchIntact) {
   ASSERT_TRUE(cpu.ok());
   ExpectSameHits(again->hits, cpu->hits, "after errors");
   (void)cudaFree(d_bad);
+}
+
+// Rough or-throughput of the default (pruned where it applies) and the dense path on a 1M-document
+// shard, batches of 32 queries of 2-5 terms; prints ms per batch. Not an assertion: run with
+// --gtest_also_run_disabled_tests --gtest_filter=*OrThroughput*.
+TEST(GpuEngine, DISABLED_OrThroughput) {
+  SKIP_WITHOUT_GPU();
+  CorpusOptions o;
+  o.num_docs = 1000000;
+  o.vocab = 20000;
+  o.max_len = 40;
+  o.seed = 5;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  DeviceShard d;
+  Upload(s, {}, &d);
+  std::mt19937_64 rng(3);
+  std::vector<TestQuery> qs;
+  for (int i = 0; i < 32; ++i) {
+    TestQuery q;
+    const int n = 2 + static_cast<int>(rng() % 4);
+    for (int j = 0; j < n; ++j) q.terms.push_back(static_cast<uint32_t>(j == 0 ? rng() % 50 : rng() % 3000));
+    std::sort(q.terms.begin(), q.terms.end(),
+              [&](uint32_t a, uint32_t b) { return QueryTermName(c, a) < QueryTermName(c, b); });
+    q.terms.erase(std::unique(q.terms.begin(), q.terms.end()), q.terms.end());
+    qs.push_back(q);
+  }
+  std::vector<std::vector<TermInput>> cpu_in;
+  std::vector<std::vector<GpuTermInput>> gpu_in;
+  uint64_t postings = 0;
+  for (const TestQuery& q : qs) {
+    cpu_in.push_back(Inputs(c, s, q));
+    gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, q));
+    for (const TermInput& t : cpu_in.back()) postings += t.list != nullptr ? t.list->count() : 0;
+  }
+  for (QueryMode mode : {QueryMode::kOr, QueryMode::kAnd})
+    for (uint32_t k : {10u, 1000u}) {
+      std::vector<GpuQueryInput> batch;
+      for (auto& g : gpu_in) batch.push_back(GpuQueryInput{g, mode, k});
+      for (const NamedContext& nc : AllContexts()) {
+        std::vector<Result<SearchResult>> out;
+        for (int w = 0; w < 2; ++w) ASSERT_TRUE(gpu::ExecuteBatchGpu(*nc.ctx, d.view, batch, &out).ok());
+        const int reps = 10;
+        const auto t0 = std::chrono::steady_clock::now();
+        for (int r = 0; r < reps; ++r) ASSERT_TRUE(gpu::ExecuteBatchGpu(*nc.ctx, d.view, batch, &out).ok());
+        const double ms =
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+        uint64_t decoded = 0;
+        for (auto& r : out) decoded += r.ok() ? r->stats.postings_decoded : 0;
+        std::printf("%s k=%u %-9s: %.3f ms / batch of 32 (%.0f QPS one stream), postings %llu, decoded %llu\n",
+                    QueryModeName(mode), k, nc.name, ms, 32e3 / ms, static_cast<unsigned long long>(postings),
+                    static_cast<unsigned long long>(decoded));
+      }
+    }
 }
 
 TEST(GpuEngine, ContextCreationWithoutGpuIsUnavailable) {

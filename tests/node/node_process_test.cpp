@@ -92,6 +92,8 @@ TEST(NodeProcessTest, ServesQueriesAndExitsCleanlyOnSigterm) {
   ASSERT_FALSE(line.empty()) << "search-node printed no ready line";
   const auto ready = nlohmann::json::parse(line);
   ASSERT_EQ(ready["event"], "ready");
+  ASSERT_TRUE(ready.contains("gpu")) << line;
+  std::cerr << "search-node --gpu auto runs on " << ready.value("executor", std::string("?")) << "\n";
   const std::string endpoint = ready["listen"];
   const std::string metrics = ready["metrics"];
   const int metrics_port = std::stoi(metrics.substr(metrics.rfind(':') + 1));
@@ -129,6 +131,87 @@ TEST(NodeProcessTest, ServesQueriesAndExitsCleanlyOnSigterm) {
   EXPECT_LT(exit_ms, 5000);
   std::cerr << "search-node exited " << exit_ms << " ms after SIGTERM\n";
   ::close(out_pipe[0]);
+}
+
+// Starts search-node with SEARCH_GPU_DISABLE=1 (no GPU, whatever the machine has) and `--gpu mode`;
+// the child's stdout and stderr come back through pipes.
+struct Child {
+  pid_t pid = -1;
+  int out = -1, err = -1;
+};
+Child StartWithoutGpu(const std::string& shard_path, const char* mode) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) return {};
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], STDOUT_FILENO);
+    ::dup2(err_pipe[1], STDERR_FILENO);
+    for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
+    ::setenv("SEARCH_GPU_DISABLE", "1", 1);
+    ::execl(SEARCH_NODE_BINARY, SEARCH_NODE_BINARY, "--index", shard_path.c_str(), "--listen", "tcp://127.0.0.1:*",
+            "--threads", "1", "--gpu", mode, "--log-level", "info", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  return Child{pid, out_pipe[0], err_pipe[0]};
+}
+
+std::string ReadAll(int fd, int timeout_ms) {
+  std::string all;
+  for (std::string line; !(line = ReadLine(fd, timeout_ms)).empty();) all += line + "\n";
+  return all;
+}
+
+TEST(NodeProcessTest, GpuOnWithoutAGpuFailsWithAClearError) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 200, 50, 3).ok());
+  Child c = StartWithoutGpu(shard_path, "on");
+  ASSERT_GT(c.pid, 0);
+  EXPECT_EQ(WaitExit(c.pid, 10000), 1);
+  const std::string err = ReadAll(c.err, 1000);
+  EXPECT_NE(err.find("--gpu on"), std::string::npos) << err;
+  EXPECT_TRUE(err.find("no usable GPU") != std::string::npos || err.find("without GPU support") != std::string::npos)
+      << err;
+  EXPECT_EQ(ReadLine(c.out, 100), "");  // never ready
+  ::close(c.out);
+  ::close(c.err);
+}
+
+TEST(NodeProcessTest, GpuAutoWithoutAGpuServesOnTheCpu) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 50;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 300, kVocab, 4).ok());
+  Child c = StartWithoutGpu(shard_path, "auto");
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready["executor"], "cpu");
+  EXPECT_EQ(ready["gpu"], false);
+  {
+    auto reader = ShardReader::Open(shard_path);
+    ASSERT_TRUE(reader.ok());
+    zmq::context_t ctx(1);
+    testing::Client client(ctx, ready["listen"].get<std::string>());
+    std::mt19937_64 rng(5);
+    SearchRequestMsg r = testing::RandomRequest(rng, kVocab, 1);
+    client.Send(EncodeSearchRequest(r));
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    EXPECT_EQ(resp.hits, testing::Reference(**reader, r));
+    EXPECT_EQ(resp.stats.processor, Processor::kCpu);
+    client.Send(EncodePing(PingMsg{2}));
+    auto pong = client.Recv();
+    ASSERT_TRUE(pong.has_value());
+    EXPECT_FALSE(std::get<PongMsg>(pong->body).health.gpu);
+  }
+  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
 }
 
 TEST(NodeProcessTest, MissingIndexFailsWithAClearError) {

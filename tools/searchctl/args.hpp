@@ -47,6 +47,11 @@ struct BenchArgs {
   uint32_t threads = 1;
   double seconds = 10;
   double warmup = 1;
+  std::string engine = "cpu";      // cpu | gpu
+  uint32_t batch = 1;              // queries per GPU launch sequence
+  uint64_t gpu_cache_mib = 16384;  // GPU list cache per shard
+  bool cold = false;               // empty the GPU cache before every batch
+  uint64_t list_cache_mib = 256;   // main-memory list cache per shard
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);

@@ -1,6 +1,8 @@
-// searchctl bench: closed-loop throughput and latency of LocalIndex::Search. T threads each loop
-// over the query list (thread t starts at query t * Q / T) for --seconds after a --warmup, and one
-// JSON line summarises: QPS, exact latency percentiles from the sorted sample, and per-query work.
+// searchctl bench: closed-loop throughput and latency of LocalIndex::Search (--engine cpu) or of
+// the GPU engine (--engine gpu: GpuSearcher, --batch queries per launch sequence). T threads each
+// loop over the query list (thread t starts at query t * Q / T) for --seconds after a --warmup, and
+// one JSON line summarises: QPS, exact latency percentiles from the sorted sample (a query's
+// latency is its batch's), and per-query work.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +15,10 @@
 #include "args.hpp"
 #include "common.hpp"
 #include "cpu_exec/local_index.hpp"
+#ifdef SEARCH_HAVE_GPU
+#include "gpu_exec/cuda_util.hpp"
+#include "gpu_searcher.hpp"
+#endif
 
 namespace search::cli {
 
@@ -36,7 +42,7 @@ double Percentile(const std::vector<double>& sorted, double p) {
 }  // namespace
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
-  CLI::App* cmd = app.add_subcommand("bench", "Measure query throughput and latency on the CPU");
+  CLI::App* cmd = app.add_subcommand("bench", "Measure query throughput and latency on the CPU or the GPU");
   cmd->footer(
       "Prints one JSON line: mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
       "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
@@ -48,6 +54,12 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_option("--threads", a->threads, "client threads")->capture_default_str();
   cmd->add_option("--seconds", a->seconds, "measured duration")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "warm-up duration before measuring")->capture_default_str();
+  cmd->add_option("--engine", a->engine, "cpu | gpu")->capture_default_str();
+  cmd->add_option("--batch", a->batch, "gpu: queries per batch (one launch sequence)")->capture_default_str();
+  cmd->add_option("--gpu-cache-mib", a->gpu_cache_mib, "gpu: list cache per shard, MiB")->capture_default_str();
+  cmd->add_flag("--cold", a->cold, "gpu: empty the GPU list cache before every batch (lists not resident)");
+  cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
+      ->capture_default_str();
   return cmd;
 }
 
@@ -62,12 +74,64 @@ int RunBench(const BenchArgs& a) {
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
   if (queries->empty()) return ReportError("bench", Status::InvalidArgument("the query file is empty"), kExitFailure);
-  auto index = LocalIndex::Open(a.index);
+  if (a.engine != "cpu" && a.engine != "gpu")
+    return ReportError("bench", Status::InvalidArgument("--engine must be cpu or gpu"), kExitUsage);
+  if (a.batch == 0 || a.batch > 4096)
+    return ReportError("bench", Status::InvalidArgument("--batch must be between 1 and 4096"), kExitUsage);
+  const bool gpu = a.engine == "gpu";
+  ShardReaderOptions reader_options;
+  reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
+  auto index = LocalIndex::Open(a.index, reader_options);
   if (!index.ok())
     return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
   const LocalIndex& idx = **index;
   const std::vector<std::string>& qs = *queries;
   const auto k = static_cast<uint32_t>(a.k);
+  const uint32_t batch = gpu ? a.batch : 1;
+#ifdef SEARCH_HAVE_GPU
+  std::unique_ptr<GpuSearcher> searcher;
+  if (gpu) {
+    if (!gpu::GpuAvailable())
+      return ReportError("bench", Status::Unavailable("--engine gpu: " + gpu::GpuDescription()), kExitFailure);
+    auto s = GpuSearcher::Create(idx, static_cast<size_t>(a.gpu_cache_mib) << 20);
+    if (!s.ok()) return ReportError("bench", s.status(), kExitFailure);
+    searcher = std::move(s).value();
+  }
+#else
+  if (gpu)
+    return ReportError("bench", Status::Unavailable("--engine gpu: this searchctl was built without CUDA"),
+                       kExitFailure);
+#endif
+  // Runs the batch of queries starting at i (wrapping around the list).
+  using Batch = std::vector<Result<SearchResult>>;
+  struct Worker {
+#ifdef SEARCH_HAVE_GPU
+    std::unique_ptr<gpu::GpuContext> ctx;
+#endif
+  };
+  auto run_batch = [&](Worker& w, size_t i, Batch* out) -> Status {
+    out->clear();
+    if (!gpu) {
+      out->push_back(idx.Search(qs[i], *mode, k));
+      return Status::Ok();
+    }
+#ifdef SEARCH_HAVE_GPU
+    if (!w.ctx) {
+      SEARCH_ASSIGN_OR_RETURN(w.ctx, gpu::GpuContext::Create());
+    }
+    std::vector<Query> queries(batch);
+    for (uint32_t j = 0; j < batch; ++j) {
+      queries[j].terms = idx.analyzer().AnalyzeQuery(qs[(i + j) % qs.size()]);
+      queries[j].mode = *mode;
+      queries[j].k = k;
+    }
+    if (a.cold) searcher->DropResident();
+    return searcher->SearchBatch(*w.ctx, queries, out);
+#else
+    (void)w;
+    return Status::Unavailable("no GPU engine");
+#endif
+  };
 
   std::vector<ThreadTally> tallies(a.threads);
   std::latch ready(a.threads + 1);
@@ -80,24 +144,32 @@ int RunBench(const BenchArgs& a) {
     const auto warm_end =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
     const auto end = warm_end + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.seconds));
+    Worker w;
+    Batch results;
     for (auto now = Clock::now(); now < end && !failed.load(std::memory_order_relaxed);) {
-      auto result = idx.Search(qs[i], *mode, k);
+      Status st = run_batch(w, i, &results);
       const auto after = Clock::now();
-      if (!result.ok()) {
-        tally.error = result.status().WithContext("query '" + qs[i] + "'");
+      for (size_t j = 0; st.ok() && j < results.size(); ++j) {
+        if (!results[j].ok()) st = results[j].status().WithContext("query '" + qs[(i + j) % qs.size()] + "'");
+      }
+      if (!st.ok()) {
+        tally.error = st;
         failed.store(true);
         break;
       }
       if (now >= warm_end) {
-        tally.latencies_us.push_back(std::chrono::duration<double, std::micro>(after - now).count());
-        ++tally.queries;
-        tally.postings += result->stats.postings_decoded;
-        tally.blocks += result->stats.blocks_decoded;
-        tally.bytes += result->stats.bytes_touched;
-        tally.hits += result->hits.size();
+        const double us = std::chrono::duration<double, std::micro>(after - now).count();
+        for (const auto& r : results) {
+          tally.latencies_us.push_back(us);
+          ++tally.queries;
+          tally.postings += r->stats.postings_decoded;
+          tally.blocks += r->stats.blocks_decoded;
+          tally.bytes += r->stats.bytes_touched;
+          tally.hits += r->hits.size();
+        }
       }
       now = after;
-      if (++i == qs.size()) i = 0;
+      i = (i + batch) % qs.size();
     }
   };
   std::vector<std::thread> pool;
@@ -127,6 +199,11 @@ int RunBench(const BenchArgs& a) {
   for (double v : all) mean += v;
   const double elapsed = std::max(1e-9, std::chrono::duration<double>(measure_end - measure_start).count());
   nlohmann::ordered_json out;
+  out["engine"] = a.engine;
+  if (gpu) {
+    out["batch"] = batch;
+    out["cold"] = a.cold;
+  }
   out["mode"] = std::string(QueryModeName(*mode));
   out["k"] = k;
   out["threads"] = a.threads;
@@ -141,6 +218,15 @@ int RunBench(const BenchArgs& a) {
   out["blocks_decoded_per_query"] = static_cast<double>(sum.blocks) / n;
   out["bytes_touched_per_query"] = static_cast<double>(sum.bytes) / n;
   out["hits_per_query"] = static_cast<double>(sum.hits) / n;
+#ifdef SEARCH_HAVE_GPU
+  if (searcher) {
+    const gpu::GpuCacheStats cs = searcher->stats();
+    out["gpu_cache_hits"] = cs.hits;
+    out["gpu_cache_misses"] = cs.misses;
+    out["gpu_bytes_copied"] = cs.bytes_copied;
+    out["gpu_resident_bytes"] = cs.resident_bytes;
+  }
+#endif
   std::cout << out.dump() << std::endl;
   return kExitOk;
 }

@@ -13,15 +13,32 @@
 //          §3.1.2; the lookup is still a per-candidate binary search, not a merge path). Survivors
 //          are appended unordered; frequencies are read (FreqAt) only for the final survivors,
 //          whose contributions are summed in canonical order with the resident norms.
-//   or:    a dense per-query accumulator over the shard's documents (-0.0f = no posting), lists
-//          added one launch per canonical slot (the CPU's float adds, in its order).
+//   or:    exact pruned (the GPU analogue of MaxScore, kernel_or.cuh):
+//          theta: the list of the highest max_score among those with >= k postings is scored whole
+//            into a fine histogram; the floor of the bin holding its k-th best contribution is a
+//            lower bound theta on the query's k-th best score (a float sum of non-negative
+//            contributions is >= each of them). One host synchronization brings theta back.
+//          essential lists: taken by increasing max_score, the lists whose running sum times the
+//            pruning slack (cpu_exec's QuerySlack) stays strictly below theta are non-essential: a
+//            document only they hold cannot reach the top k. Candidates = the essential lists'
+//            documents (a bitmap over the shard dedupes), skipping blocks whose block max plus the
+//            other lists' max_score cannot reach theta. Every list then finds each candidate's
+//            posting as and does (skip-array binary search, only the blocks holding candidates
+//            decoded, binary search in the block); contributions are summed in canonical order.
+//          dense fallback when the essential lists hold more than num_docs / 8 postings (or the
+//            bounds are inconsistent): a per-query accumulator over the shard's documents
+//            (-0.0f = no posting), lists added one launch per canonical slot.
+//          Queries of few postings or without a list of >= k postings skip the theta round (all
+//          lists essential).
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
 //   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
 //          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
 //          DESIGN.md's order (score desc, docID asc) whatever the compaction order.
 // A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
 // batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
-// stream-ordered pool (one allocation per sequence); the host synchronizes once per round.
+// stream-ordered pool (one allocation per sequence); the host synchronizes once per round, at
+// most three rounds per batch: (1) and, or without theta, theta for the other or-queries;
+// (2) those or-queries, andor's or-part (or its theta); (3) andor's or-part that waited for theta.
 // Errors per query: InvalidArgument (k), GpuUnimplemented (> kGpuMaxTerms terms), Corruption (a
 // list past the shard's documents, a block that fails to decode or starts below the shard).
 // The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
@@ -84,6 +101,12 @@ struct GpuContextOptions {
   // Initial scratch reservation; the context's stream-ordered pool grows past it on demand and
   // keeps what it grew to (no cudaMalloc per query after warm-up).
   size_t scratch_bytes = size_t{256} << 20;
+  // Or-path choice (defaults tuned for large shards; tests force either path with them):
+  // or-queries of at least this many postings (and >= 2 lists) take the theta round first;
+  uint64_t or_theta_min_postings = uint64_t{1} << 14;
+  // the pruned path runs when the essential lists hold <= num_docs / or_pruned_divisor postings
+  // (0: never; the dense accumulator always).
+  uint32_t or_pruned_divisor = 8;
 };
 
 // A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers

@@ -49,6 +49,24 @@ inline constexpr Family kPostingsScored{"search_postings_scored_total", "Documen
 inline constexpr Family kFallbackCpu{"search_fallback_cpu_total",
                                      "Queries the GPU engine handed back to the CPU executor."};
 
+// Node GPU executor. Labels: reason (GpuFallbackReason labels: cuda_error, out_of_memory,
+// unsupported, corruption, other).
+inline constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
+                                      "Queries the GPU executor could not run and reran on the CPU, by reason."};
+// Node GPU list cache (GpuListCache::stats()).
+inline constexpr Family kGpuCacheHits{"search_gpu_cache_hits_total", "GPU posting-list cache hits."};
+inline constexpr Family kGpuCacheMisses{"search_gpu_cache_misses_total", "GPU posting-list cache misses."};
+inline constexpr Family kGpuCacheEvictions{"search_gpu_cache_evictions_total", "GPU posting-list cache evictions."};
+inline constexpr Family kGpuCacheCopiedBytes{"search_gpu_cache_copied_bytes_total",
+                                             "Bytes of posting lists copied from host to GPU memory."};
+inline constexpr Family kGpuCacheFailedAllocations{
+    "search_gpu_cache_failed_allocations_total",
+    "GPU cache misses that could not get device memory (the query ran on the CPU)."};
+inline constexpr Family kGpuCacheBytes{"search_gpu_cache_bytes", "Device bytes held by the GPU posting-list cache."};
+inline constexpr Family kGpuCacheEntries{"search_gpu_cache_entries", "Lists held by the GPU posting-list cache."};
+inline constexpr Family kGpuCacheCapacity{"search_gpu_cache_capacity_bytes",
+                                          "Device byte budget of the GPU posting-list cache."};
+
 // Integrator result cache.
 inline constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
 inline constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};

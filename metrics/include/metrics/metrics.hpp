@@ -62,12 +62,29 @@ enum class BadRequestReason : uint8_t {
 inline constexpr size_t kNumBadRequestReasons = 6;
 std::string_view BadRequestReasonLabel(BadRequestReason r);
 
+// Why the GPU executor handed a query to the CPU (search_gpu_fallbacks_total{reason}).
+enum class GpuFallbackReason : uint8_t {
+  kCudaError = 0,  // a CUDA runtime error (Unavailable)
+  kOutOfMemory,    // device memory: the list cache or the engine's scratch (ResourceExhausted)
+  kUnsupported,    // the engine does not run this query (too many terms, ...)
+  kCorruption,     // the engine reported a corrupt block (the CPU rechecks)
+  kOther,
+};
+inline constexpr size_t kNumGpuFallbackReasons = 5;
+std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
+
 // "and", "or", "andor" (the metrics label; same as QueryModeName).
 std::string_view ModeLabel(QueryMode mode);
 
 // A snapshot of a main-memory cache's counters (ListCache::stats(), the result cache).
 struct CacheSnapshot {
   uint64_t hits = 0, misses = 0, evictions = 0;
+  uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
+};
+
+// A snapshot of the GPU list cache's counters (GpuListCache::stats()).
+struct GpuCacheSnapshot {
+  uint64_t hits = 0, misses = 0, evictions = 0, bytes_copied = 0, failed_allocations = 0;
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
 };
 
@@ -126,6 +143,7 @@ class Metrics {
   prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[static_cast<size_t>(p)]; }
   prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[static_cast<size_t>(p)]; }
   prometheus::Counter& fallback_cpu() { return *fallback_cpu_; }
+  prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
 
   // --- caches ---
   prometheus::Counter& result_cache_hits() { return *result_cache_hits_; }
@@ -134,6 +152,8 @@ class Metrics {
   void SetResultCache(const CacheSnapshot& s, bool include_hit_counters);
   // Sets every search_list_cache_* series (call from a scrape hook with ListCache::stats()).
   void SetListCache(const CacheSnapshot& s);
+  // Sets every search_gpu_cache_* series (call from a scrape hook with GpuListCache::stats()).
+  void SetGpuCache(const GpuCacheSnapshot& s);
 
  private:
   static size_t Idx(QueryMode m) { return static_cast<size_t>(m); }
@@ -167,6 +187,10 @@ class Metrics {
   std::array<prometheus::Counter*, 3> blocks_decoded_{};
   std::array<prometheus::Counter*, 3> postings_scored_{};
   prometheus::Counter* fallback_cpu_ = nullptr;
+  std::array<prometheus::Counter*, kNumGpuFallbackReasons> gpu_fallbacks_{};
+  prometheus::Counter *gpu_cache_hits_ = nullptr, *gpu_cache_misses_ = nullptr, *gpu_cache_evictions_ = nullptr,
+                      *gpu_cache_copied_ = nullptr, *gpu_cache_failed_ = nullptr;
+  prometheus::Gauge *gpu_cache_bytes_ = nullptr, *gpu_cache_entries_ = nullptr, *gpu_cache_capacity_ = nullptr;
   prometheus::Counter *result_cache_hits_ = nullptr, *result_cache_misses_ = nullptr,
                       *result_cache_evictions_ = nullptr;
   prometheus::Gauge *result_cache_bytes_ = nullptr, *result_cache_entries_ = nullptr,

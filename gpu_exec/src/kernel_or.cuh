@@ -1,0 +1,296 @@
+// The GPU engine's pruned (exact) or: the GPU analogue of MaxScore (gpu_engine.hpp has the
+// algorithm, gpu_engine.cu the planning). Kernels serve a whole batch like engine_kernels.cuh's
+// (blockIdx.y = query); the per-list kernels take blockIdx.z = the list's canonical slot.
+//   theta:  ThetaHistKernel scores every posting of one list per query (the list with the highest
+//           max_score among those with >= k postings) into a fine histogram of its contributions;
+//           ThetaSelectKernel takes the lower edge of the bin holding the k-th best: a lower bound
+//           on that list's k-th best contribution, hence on the query's k-th best final score (a
+//           document's float sum of non-negative contributions is >= each of them).
+//   pruned: OrGatherKernel decodes the essential lists' blocks (skipping blocks whose block-max
+//           plus every other list's max_score cannot reach theta) and appends each document once
+//           (a bitmap over the shard dedupes); then per list OrLocateKernel (skip-array binary
+//           search per candidate), OrDecodeKernel (only the blocks holding candidates, or the whole
+//           list when most blocks do), OrProbeKernel (binary search in the decoded block: the
+//           posting's position or kNone); OrScoreKernel sums the contributions in canonical order.
+// Thread-safety: kernels touch only their query's scratch.
+#pragma once
+
+#include <cstdint>
+#include <cub/block/block_scan.cuh>
+
+#include "engine_kernels.cuh"
+
+namespace search::gpu::engine_internal {
+
+// Theta histogram: contributions in [2^-8, 2^8) binned by 4 exponent and 9 mantissa bits (a bin is
+// 1/512 of an octave wide); smaller values fall in bin 0 (floor 0), larger ones in the top bin.
+inline constexpr uint32_t kThetaExpLow = 127u - 8u;
+inline constexpr uint32_t kThetaShift = 14u;  // 23 mantissa bits - 9 kept
+
+__device__ __forceinline__ uint32_t ThetaBin(float c) {
+  if (!(c > 0.0f)) return 0;  // also NaN
+  const uint32_t v = __float_as_uint(c) >> kThetaShift;
+  constexpr uint32_t lo = kThetaExpLow << (23u - kThetaShift);
+  if (v < lo) return 0;
+  return v - lo < kHistBins ? v - lo : kHistBins - 1;
+}
+// A value <= every contribution binned at b.
+__device__ __forceinline__ float ThetaBinFloor(uint32_t b) {
+  if (b == 0) return 0.0f;
+  return __uint_as_float((b + (kThetaExpLow << (23u - kThetaShift))) << kThetaShift);
+}
+
+// An upper bound must be non-negative to be usable; anything else (a corrupted NaN or a negative)
+// becomes +inf, which never prunes (cpu_exec's SanitizeBound).
+__host__ __device__ __forceinline__ float SanitizeBoundHD(float v) {
+  return v >= 0.0f ? v : INFINITY;
+}
+
+struct ThetaDesc {
+  DevList list;
+  uint32_t k = 0;
+  uint32_t* hist = nullptr;  // kHistBins (zeroed)
+  QueryOut* out = nullptr;   // theta lands in out->theta
+};
+
+// Per list of a pruned or-query (parallel to its DevList).
+struct OrPList {
+  float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)
+  uint32_t essential = 0;  // 1: its documents are candidates
+  uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
+  uint32_t* decoded = nullptr;
+  uint32_t* needed = nullptr;   // per block (zeroed; unused when dense)
+  uint32_t* slot_of = nullptr;  // per block
+};
+
+struct OrPDesc {
+  uint32_t m = 0;
+  uint32_t list_off = 0;
+  uint32_t cap = 0;  // bound on the candidates: the essential lists' postings
+  float theta = 0.0f;
+  float slack = 1.0f;
+  uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
+  uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: decoded slots of list s (zeroed)
+  uint32_t* cand = nullptr;      // cap docIDs
+  uint32_t* pos = nullptr;       // m * cap: list s's block, then position (kNone: absent)
+  float* scores = nullptr;       // cap
+  QueryOut* out = nullptr;
+};
+
+// ------------------------------------------------------------------------------------- theta
+
+__global__ void __launch_bounds__(kThreads) ThetaHistKernel(const ThetaDesc* descs, ShardDev shard) {
+  __shared__ uint32_t hist[kHistBins];
+  const ThetaDesc& q = descs[blockIdx.y];
+  const DevList l = q.list;
+  for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
+  __syncthreads();
+  uint64_t blocks = 0, postings = 0, bytes = 0;
+  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    const BlockMeta m = l.meta[b];
+    uint32_t docs[kWarpValues], tfs[kWarpValues];
+    ++blocks;
+    postings += m.count;
+    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
+    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
+      if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
+      continue;
+    }
+    WarpDecodeFreqs(l.payload, m, tfs);
+    for (uint32_t r = 0; r < kWarpValues; ++r) {
+      const uint32_t i = Lane() * kWarpValues + r;
+      if (i >= m.count) continue;
+      const uint32_t off = docs[r] - shard.doc_begin;
+      if (off >= shard.num_docs) continue;  // only in a corrupt block that decoded
+      atomicAdd(&hist[ThetaBin(Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1))], 1u);
+    }
+  }
+  AddStats(q.out, blocks, postings, bytes, blocks);
+  __syncthreads();
+  for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads)
+    if (hist[i] != 0) atomicAdd(&q.hist[i], hist[i]);
+}
+
+// One CTA per query: out->theta = the floor of the highest bin B with count(bins >= B) >= k
+// (0 when the list turned out to hold fewer than k scorable postings).
+__global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* descs) {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  __shared__ typename Scan::TempStorage scan_tmp;
+  const ThetaDesc& q = descs[blockIdx.y];
+  constexpr uint32_t kPer = kHistBins / kThreads;
+  const uint32_t hi = kHistBins - kPer * threadIdx.x;  // this thread's bins: [hi - kPer, hi), top first
+  uint32_t sum = 0;
+  for (uint32_t b = hi - kPer; b < hi; ++b) sum += q.hist[b];
+  uint32_t before = 0, total = 0;
+  Scan(scan_tmp).ExclusiveSum(sum, before, total);
+  if (threadIdx.x == 0 && total < q.k) q.out->theta = 0.0f;
+  if (before < q.k && before + sum >= q.k) {  // exactly one thread
+    uint32_t acc = before;
+    for (uint32_t b = hi; b-- > hi - kPer;) {
+      acc += q.hist[b];
+      if (acc >= q.k) {
+        q.out->theta = ThetaBinFloor(b);
+        break;
+      }
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------ pruned
+
+// blockIdx.z = slot: a warp per block of each essential list.
+__global__ void __launch_bounds__(kThreads)
+    OrGatherKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard) {
+  const OrPDesc& q = descs[blockIdx.y];
+  const uint32_t s = blockIdx.z;
+  if (s >= q.m) return;
+  const OrPList& pl = plists[q.list_off + s];
+  if (pl.essential == 0) return;
+  const DevList l = lists[q.list_off + s];
+  uint64_t blocks = 0, postings = 0, bytes = 0;
+  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    const BlockMeta m = l.meta[b];
+    // No document of this block reaches theta: its score is at most about bmax + rest (rounding
+    // covered by slack; strict, so bounds of 0 against theta 0 prune nothing).
+    if ((SanitizeBoundHD(m.max_score) + pl.rest) * q.slack < q.theta) continue;
+    uint32_t docs[kWarpValues];
+    ++blocks;
+    postings += m.count;
+    bytes += PackedBytes(m.count, m.doc_bits);
+    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
+      if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
+      continue;
+    }
+    for (uint32_t r = 0; r < kWarpValues; ++r) {
+      const uint32_t i = Lane() * kWarpValues + r;
+      bool fresh = false;
+      if (i < m.count) {
+        const uint32_t off = docs[r] - shard.doc_begin;
+        if (off < shard.num_docs) {
+          const uint32_t bit = 1u << (off & 31u);
+          fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
+        } else {
+          atomicOr(&q.out->error, kErrCorrupt);  // a corrupt block that decoded past the shard
+        }
+      }
+      const uint32_t at = WarpAppend(&q.counters[0], fresh);
+      if (fresh) q.cand[at] = docs[r];
+    }
+  }
+  AddStats(q.out, blocks, postings, bytes, 0);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    OrLocateKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists) {
+  const OrPDesc& q = descs[blockIdx.y];
+  const uint32_t s = blockIdx.z;
+  if (s >= q.m) return;
+  const DevList l = lists[q.list_off + s];
+  const OrPList& pl = plists[q.list_off + s];
+  const uint32_t c = q.counters[0];
+  uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
+  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    const uint32_t doc = q.cand[i];
+    uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) >> 1;
+      if (l.meta[mid].last_doc < doc)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    uint32_t b = lo < l.num_blocks ? lo : kNone;
+    if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
+    pos[i] = b;
+    if (pl.dense == 0 && b != kNone) pl.needed[b] = 1u;  // same value from every writer
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    OrDecodeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard) {
+  const OrPDesc& q = descs[blockIdx.y];
+  const uint32_t s = blockIdx.z;
+  if (s >= q.m) return;
+  const DevList l = lists[q.list_off + s];
+  const OrPList& pl = plists[q.list_off + s];
+  uint64_t blocks = 0, postings = 0, bytes = 0;
+  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    uint32_t slot = b;
+    if (pl.dense == 0) {
+      uint32_t need = 0;
+      if (Lane() == 0) {
+        need = pl.needed[b];
+        if (need != 0) {
+          slot = atomicAdd(&q.counters[1 + s], 1u);
+          pl.slot_of[b] = slot;
+        }
+      }
+      need = __shfl_sync(0xffffffffu, need, 0);
+      if (need == 0) continue;
+      slot = __shfl_sync(0xffffffffu, slot, 0);
+    }
+    const BlockMeta m = l.meta[b];
+    uint32_t docs[kWarpValues];
+    if (!DecodeChecked(l, b, m, shard.doc_begin, docs) && Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
+    uint32_t* dst = pl.decoded + static_cast<size_t>(slot) * kBlockSize;
+    for (uint32_t r = 0; r < kWarpValues; ++r) {
+      const uint32_t i = Lane() * kWarpValues + r;
+      if (i < m.count) dst[i] = docs[r];
+    }
+    ++blocks;
+    postings += m.count;
+    bytes += PackedBytes(m.count, m.doc_bits);
+  }
+  AddStats(q.out, blocks, postings, bytes, 0);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    OrProbeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists) {
+  const OrPDesc& q = descs[blockIdx.y];
+  const uint32_t s = blockIdx.z;
+  if (s >= q.m) return;
+  const DevList l = lists[q.list_off + s];
+  const OrPList& pl = plists[q.list_off + s];
+  const uint32_t c = q.counters[0];
+  uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
+  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    const uint32_t b = pos[i];
+    if (b == kNone) continue;
+    const uint32_t doc = q.cand[i];
+    const uint32_t slot = pl.dense ? b : pl.slot_of[b];
+    const uint32_t* blk = pl.decoded + static_cast<size_t>(slot) * kBlockSize;
+    const uint32_t cnt = l.meta[b].count;
+    uint32_t lo = 0, hi = cnt;
+    while (lo < hi) {
+      const uint32_t mid = (lo + hi) >> 1;
+      if (blk[mid] < doc)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    pos[i] = lo < cnt && blk[lo] == doc ? b * kBlockSize + lo : kNone;
+  }
+}
+
+// Sums each candidate's contributions in canonical slot order (the CPU's float adds; absent
+// terms add nothing, as x + 0.0f == x).
+__global__ void __launch_bounds__(kThreads) OrScoreKernel(const OrPDesc* descs, const DevList* lists, ShardDev shard) {
+  const OrPDesc& q = descs[blockIdx.y];
+  const uint32_t c = q.counters[0];
+  if (blockIdx.x == 0 && threadIdx.x == 0) q.out->scored = c;
+  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    const uint32_t doc = q.cand[i];
+    const float norm = shard.norms[doc - shard.doc_begin];  // in range: checked by the gather
+    float score = 0.0f;
+    for (uint32_t s = 0; s < q.m; ++s) {
+      const uint32_t p = q.pos[static_cast<size_t>(s) * q.cap + i];
+      if (p == kNone) continue;
+      const DevList& l = lists[q.list_off + s];
+      const uint32_t tf = FreqAt(l.payload, l.meta[p / kBlockSize], p % kBlockSize);
+      score += Bm25TermScore(l.idf, tf, norm, shard.k1);
+    }
+    q.scores[i] = score;
+  }
+}
+
+}  // namespace search::gpu::engine_internal

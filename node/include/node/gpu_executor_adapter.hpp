@@ -1,0 +1,88 @@
+// GpuExecutorAdapter: the shard node's GPU executor. A query's lists are looked up as CpuExecutor
+// looks them up (term metadata, main-memory list cache; idf from the global df), made resident
+// in the GPU list cache on a worker's GpuContext stream, and run by gpu::ExecuteQueryGpu; hits
+// come back with external ids and Processor::kGpu.
+//
+// Never a wrong or lost answer: on ANY GPU-side failure (a CUDA error, device memory exhausted in
+// the list cache or the engine, a query the engine does not run such as more than kGpuMaxTerms
+// terms, a Corruption reported by the engine) the query reruns on the CPU (CpuExecutorAdapter; the
+// CPU reports Corruption itself if the bytes are bad) and is counted in
+// search_gpu_fallbacks_total{reason} (and search_fallback_cpu_total). Host-side lookup errors
+// (the CPU would hit them too) are returned as they are.
+// Flags: kFlagForceCpu runs on the CPU; kFlagForceGpu runs on the GPU or returns the GPU's error
+// (no fallback); both at once is InvalidArgument.
+// Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most
+// as many as worker threads running queries at once; a context that saw a CUDA error is dropped.
+// Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*).
+// Thread-safety: Execute may be called from many threads at once.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "gpu_cache/gpu_list_cache.hpp"
+#include "gpu_exec/gpu_engine.hpp"
+#include "metrics/metrics.hpp"
+#include "node/executor.hpp"
+
+namespace search {
+
+struct GpuExecutorOptions {
+  // Device bytes for cached posting lists; 0 = half of the device's free memory at Create.
+  size_t cache_bytes = 0;
+  size_t staging_bytes = size_t{64} << 20;  // pinned staging buffers of the list cache
+  gpu::GpuContextOptions context;           // per worker context
+};
+
+class GpuExecutorAdapter final : public Executor {
+ public:
+  // Unavailable when there is no usable GPU; the list cache's or the first context's error
+  // otherwise. REQUIRES: shard (and metrics, which may be nullptr) outlive the adapter.
+  static Result<std::unique_ptr<GpuExecutorAdapter>> Create(const ShardReader* shard, Metrics* metrics,
+                                                            const GpuExecutorOptions& options = {});
+  ~GpuExecutorAdapter() override;
+  GpuExecutorAdapter(const GpuExecutorAdapter&) = delete;
+  GpuExecutorAdapter& operator=(const GpuExecutorAdapter&) = delete;
+
+  std::string_view name() const override { return "gpu"; }
+  bool has_gpu() const override { return true; }
+  Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+
+  gpu::GpuListCache& cache() { return *cache_; }
+  // Queries rerun on the CPU for `reason` since Create (also exported as metrics).
+  uint64_t fallbacks(GpuFallbackReason reason) const { return fallbacks_[static_cast<size_t>(reason)].load(); }
+  uint64_t fallbacks_total() const;
+
+ private:
+  struct TermCache;
+  GpuExecutorAdapter(const ShardReader* shard, Metrics* metrics, std::unique_ptr<gpu::GpuListCache> cache,
+                     const GpuExecutorOptions& options);
+
+  // The query on the GPU. *gpu_side says whether a failure came from the GPU path (fall back) or
+  // from the host-side lookups (returned as is).
+  Result<ExecOutput> RunOnGpu(const Query& query, bool* gpu_side);
+  Result<ExecOutput> FallBack(GpuFallbackReason reason, const Status& why, const Query& query, Deadline deadline,
+                              uint32_t flags);
+  Result<std::unique_ptr<gpu::GpuContext>> TakeContext();
+  void GiveContext(std::unique_ptr<gpu::GpuContext> ctx);
+  void PublishCacheStats();
+
+  const ShardReader* shard_;
+  Metrics* metrics_;
+  GpuExecutorOptions options_;
+  std::unique_ptr<gpu::GpuListCache> cache_;
+  gpu::GpuShardView view_;
+  CpuExecutorAdapter cpu_;
+  std::shared_ptr<TermCache> terms_;
+  std::mutex contexts_mu_;
+  std::vector<std::unique_ptr<gpu::GpuContext>> contexts_;  // GUARDED_BY(contexts_mu_), idle ones
+  std::array<std::atomic<uint64_t>, kNumGpuFallbackReasons> fallbacks_{};
+  int hook_id_ = 0;
+};
+
+}  // namespace search

@@ -1,0 +1,304 @@
+// GpuExecutorAdapter on a real device: the same hits as CpuExecutorAdapter (docs, order, scores to
+// the bit, external ids) over random queries, from several threads; with a list cache too small
+// for the lists every query still comes back right through the CPU fallback, counted in
+// search_gpu_fallbacks_total{reason="out_of_memory"}; too many terms fall back as "unsupported";
+// kFlagForceCpu / kFlagForceGpu; ShardHealth.gpu through a NodeServer; the GPU cache metrics.
+// Skips without a GPU, except the check that Create then says Unavailable.
+#include "node/gpu_executor_adapter.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <iostream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "gpu_exec/cuda_util.hpp"
+#include "metrics/metrics.hpp"
+#include "node/node_server.hpp"
+#include "node_fixture.hpp"
+
+namespace search {
+namespace {
+
+constexpr uint32_t kDocs = 4000;
+constexpr uint32_t kVocab = 500;
+
+// A canonical random query: 1..8 terms (Zipf-hot and rare ones, sometimes absent), any mode,
+// k from 1 to 1000.
+Query RandomQuery(std::mt19937_64& rng) {
+  Query q;
+  const int n = 1 + static_cast<int>(rng() % (rng() % 5 == 0 ? 8 : 4));
+  for (int i = 0; i < n; ++i) {
+    q.terms.push_back(testing::Word(static_cast<uint32_t>(rng() % (rng() % 3 == 0 ? kVocab : 40))));
+  }
+  if (rng() % 25 == 0) q.terms.push_back("absent");
+  std::sort(q.terms.begin(), q.terms.end());
+  q.terms.erase(std::unique(q.terms.begin(), q.terms.end()), q.terms.end());
+  q.mode = static_cast<QueryMode>(rng() % 3);
+  const uint32_t r = static_cast<uint32_t>(rng() % 10);
+  q.k = r == 0 ? 1 : r < 7 ? 1 + static_cast<uint32_t>(rng() % 50) : 1 + static_cast<uint32_t>(rng() % 1000);
+  return q;
+}
+
+std::string Describe(const Query& q) {
+  std::ostringstream os;
+  os << QueryModeName(q.mode) << " k=" << q.k << " [";
+  for (const auto& t : q.terms) os << " " << t;
+  os << " ]";
+  return os.str();
+}
+
+// Compares two answers hit by hit; the first difference is reported with both sides.
+::testing::AssertionResult SameHits(const std::vector<HitMsg>& got, const std::vector<HitMsg>& want) {
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    if (!(got[i] == want[i])) {
+      return ::testing::AssertionFailure()
+             << "hit " << i << ": got doc " << got[i].doc << " score " << got[i].score << " ('" << got[i].external_id
+             << "'), want doc " << want[i].doc << " score " << want[i].score << " ('" << want[i].external_id << "')";
+    }
+  }
+  if (got.size() != want.size()) {
+    return ::testing::AssertionFailure() << "got " << got.size() << " hits, want " << want.size();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+class GpuExecutorAdapterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!gpu::GpuAvailable()) return;
+    dir_ = new testing::TempDir();
+    path_ = dir_->path() + "/shard-0";
+    Status st = testing::WriteRandomShard(path_, kDocs, kVocab, 7);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    auto reader = ShardReader::Open(path_);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    reader_ = std::move(reader).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete reader_;
+    reader_ = nullptr;
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    if (!gpu::GpuAvailable()) GTEST_SKIP() << "no GPU: " << gpu::GpuDescription();
+    ASSERT_NE(reader_, nullptr);
+  }
+
+  std::unique_ptr<GpuExecutorAdapter> MakeAdapter(size_t cache_bytes, Metrics* metrics = nullptr) {
+    GpuExecutorOptions o;
+    o.cache_bytes = cache_bytes;
+    o.staging_bytes = size_t{1} << 20;
+    o.context.scratch_bytes = size_t{32} << 20;
+    auto a = GpuExecutorAdapter::Create(reader_, metrics, o);
+    EXPECT_TRUE(a.ok()) << a.status().ToString();
+    return a.ok() ? std::move(a).value() : nullptr;
+  }
+
+  static testing::TempDir* dir_;
+  static std::string path_;
+  static ShardReader* reader_;
+};
+testing::TempDir* GpuExecutorAdapterTest::dir_ = nullptr;
+std::string GpuExecutorAdapterTest::path_;
+ShardReader* GpuExecutorAdapterTest::reader_ = nullptr;
+
+TEST(GpuExecutorAdapterNoGpuTest, CreateIsUnavailableWithoutAGpu) {
+  if (gpu::GpuAvailable()) GTEST_SKIP() << "a GPU is present: " << gpu::GpuDescription();
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteRandomShard(dir.path() + "/s", 100, 20, 1).ok());
+  auto reader = ShardReader::Open(dir.path() + "/s");
+  ASSERT_TRUE(reader.ok());
+  auto a = GpuExecutorAdapter::Create(reader->get(), nullptr);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().code(), StatusCode::kUnavailable) << a.status().ToString();
+}
+
+TEST_F(GpuExecutorAdapterTest, SameHitsAsTheCpuAdapter) {
+  Metrics metrics("node");
+  auto gpu = MakeAdapter(size_t{256} << 20, &metrics);
+  ASSERT_NE(gpu, nullptr);
+  EXPECT_EQ(gpu->name(), "gpu");
+  EXPECT_TRUE(gpu->has_gpu());
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(2024);
+  int mismatches = 0;
+  for (int i = 0; i < 600 && mismatches < 5; ++i) {
+    const Query q = RandomQuery(rng);
+    auto want = cpu.Execute(q, kNoDeadline, 0);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    auto got = gpu->Execute(q, kNoDeadline, 0);
+    ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
+    EXPECT_EQ(got->processor, Processor::kGpu) << Describe(q);
+    auto same = SameHits(got->hits, want->hits);
+    if (!same) ++mismatches;
+    EXPECT_TRUE(same) << "query " << i << " " << Describe(q);
+  }
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+  const gpu::GpuCacheStats s = gpu->cache().stats();
+  EXPECT_GT(s.misses, 0u);
+  EXPECT_GT(s.hits, 0u);
+  EXPECT_EQ(s.failed_allocations, 0u);
+  const std::string text = metrics.SerializeText();
+  EXPECT_NE(text.find("search_gpu_cache_hits_total " + std::to_string(s.hits)), std::string::npos) << text;
+  EXPECT_NE(text.find("search_gpu_cache_misses_total "), std::string::npos);
+  EXPECT_NE(text.find("search_gpu_fallbacks_total{reason=\"out_of_memory\"} 0"), std::string::npos);
+}
+
+TEST_F(GpuExecutorAdapterTest, ConcurrentQueriesFromManyThreads) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(99);
+  std::vector<Query> queries;
+  std::vector<std::vector<HitMsg>> want;
+  for (int i = 0; i < 400; ++i) {
+    queries.push_back(RandomQuery(rng));
+    auto w = cpu.Execute(queries.back(), kNoDeadline, 0);
+    ASSERT_TRUE(w.ok());
+    want.push_back(std::move(w->hits));
+  }
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < queries.size(); i += 3) {  // every query by two threads
+        auto got = gpu->Execute(queries[i], kNoDeadline, 0);
+        if (!got.ok()) {
+          ADD_FAILURE() << Describe(queries[i]) << ": " << got.status().ToString();
+          ++bad;
+          continue;
+        }
+        auto same = SameHits(got->hits, want[i]);
+        if (!same) {
+          ADD_FAILURE() << "thread " << t << " query " << i << " " << Describe(queries[i]) << ": " << same.message();
+          ++bad;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+}
+
+// A list cache of 2 KiB: the long lists cannot be cached, those queries rerun on the CPU.
+TEST_F(GpuExecutorAdapterTest, OutOfCacheMemoryFallsBackToTheCpu) {
+  Metrics metrics("node");
+  auto gpu = MakeAdapter(2048, &metrics);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(5);
+  int on_cpu = 0, on_gpu = 0;
+  for (int i = 0; i < 200; ++i) {
+    const Query q = RandomQuery(rng);
+    auto want = cpu.Execute(q, kNoDeadline, 0);
+    ASSERT_TRUE(want.ok());
+    auto got = gpu->Execute(q, kNoDeadline, 0);
+    ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
+    EXPECT_TRUE(SameHits(got->hits, want->hits)) << Describe(q);
+    (got->processor == Processor::kCpu ? on_cpu : on_gpu)++;
+  }
+  std::cerr << "tiny cache: " << on_gpu << " queries on the GPU, " << on_cpu << " fell back\n";
+  EXPECT_GT(on_cpu, 0);
+  EXPECT_GT(gpu->fallbacks(GpuFallbackReason::kOutOfMemory), 0u);
+  EXPECT_EQ(metrics.gpu_fallbacks(GpuFallbackReason::kOutOfMemory).Value(),
+            static_cast<double>(gpu->fallbacks(GpuFallbackReason::kOutOfMemory)));
+  EXPECT_EQ(metrics.fallback_cpu().Value(), static_cast<double>(gpu->fallbacks_total()));
+  EXPECT_GT(gpu->cache().stats().failed_allocations, 0u);
+  EXPECT_NE(metrics.SerializeText().find("search_gpu_cache_failed_allocations_total"), std::string::npos);
+
+  // Forced onto the GPU, a query over the longest list (too long for the cache) is the cache's
+  // error, not a CPU answer.
+  std::string longest;
+  uint32_t longest_bytes = 0;
+  ASSERT_TRUE(reader_
+                  ->ForEachTerm([&](std::string_view term, const TermInfo& info) {
+                    if (info.list_bytes > longest_bytes) {
+                      longest_bytes = info.list_bytes;
+                      longest = std::string(term);
+                    }
+                    return true;
+                  })
+                  .ok());
+  ASSERT_GT(longest_bytes, 2048u) << "the shard has no list longer than the cache";
+  Query hot{{longest}, QueryMode::kOr, 10};
+  auto forced = gpu->Execute(hot, kNoDeadline, kFlagForceGpu);
+  ASSERT_FALSE(forced.ok()) << longest << " (" << longest_bytes << " bytes) ran on the GPU";
+  EXPECT_EQ(forced.status().code(), StatusCode::kResourceExhausted) << forced.status().ToString();
+}
+
+TEST_F(GpuExecutorAdapterTest, TooManyTermsFallBackAsUnsupported) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  Query q;
+  for (uint32_t i = 0; i < gpu::kGpuMaxTerms + 8; ++i) q.terms.push_back(testing::Word(i));
+  std::sort(q.terms.begin(), q.terms.end());
+  q.mode = QueryMode::kOr;
+  q.k = 100;
+  auto got = gpu->Execute(q, kNoDeadline, 0);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  auto want = cpu.Execute(q, kNoDeadline, 0);
+  ASSERT_TRUE(want.ok());
+  EXPECT_TRUE(SameHits(got->hits, want->hits));
+  EXPECT_EQ(got->processor, Processor::kCpu);
+  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), 1u);
+  EXPECT_FALSE(gpu->Execute(q, kNoDeadline, kFlagForceGpu).ok());
+}
+
+TEST_F(GpuExecutorAdapterTest, FlagsAndArguments) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  Query q{{testing::Word(1), testing::Word(3)}, QueryMode::kOr, 10};
+  auto c = gpu->Execute(q, kNoDeadline, kFlagForceCpu);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->processor, Processor::kCpu);
+  auto g = gpu->Execute(q, kNoDeadline, kFlagForceGpu);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->processor, Processor::kGpu);
+  EXPECT_TRUE(SameHits(g->hits, c->hits));
+  EXPECT_EQ(gpu->Execute(q, kNoDeadline, kFlagForceCpu | kFlagForceGpu).status().code(), StatusCode::kInvalidArgument);
+  q.k = 0;
+  EXPECT_EQ(gpu->Execute(q, kNoDeadline, 0).status().code(), StatusCode::kInvalidArgument);
+  q.k = 10;
+  EXPECT_EQ(gpu->Execute(q, std::chrono::steady_clock::now() - std::chrono::seconds(1), 0).status().code(),
+            StatusCode::kDeadlineExceeded);
+  // An and-query with a term absent from the shard: no hits, not an error.
+  Query absent{{"absent", testing::Word(1)}, QueryMode::kAnd, 10};
+  auto a = gpu->Execute(absent, kNoDeadline, 0);
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->hits.empty());
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+}
+
+TEST_F(GpuExecutorAdapterTest, NodeServerReportsTheGpuInHealth) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  NodeServerOptions o;
+  o.threads = 2;
+  NodeServer server(reader_, gpu.get(), nullptr, o);
+  ASSERT_TRUE(server.start().ok());
+  zmq::context_t ctx(1);
+  testing::Client client(ctx, server.endpoint());
+  client.Send(EncodePing(PingMsg{3}));
+  auto pong = client.Recv();
+  ASSERT_TRUE(pong.has_value());
+  EXPECT_TRUE(std::get<PongMsg>(pong->body).health.gpu);
+  std::mt19937_64 rng(3);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    SearchRequestMsg r = testing::RandomRequest(rng, kVocab, id);
+    client.Send(EncodeSearchRequest(r));
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    EXPECT_EQ(resp.stats.processor, Processor::kGpu);
+    EXPECT_EQ(resp.hits, testing::Reference(*reader_, r));
+  }
+  server.stop();
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,173 @@
+// GpuSearcher (gpu_searcher.hpp).
+#include "gpu_searcher.hpp"
+
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/topk.hpp"
+#include "index_store/shard_store.hpp"
+
+namespace search::cli {
+
+struct GpuSearcher::Shard {
+  const ShardReader* reader = nullptr;
+  std::unique_ptr<gpu::GpuListCache> cache;
+  gpu::GpuShardView view;
+  // Term metadata, remembered after the first lookup (absent terms too).
+  mutable std::mutex mu;
+  mutable std::unordered_map<std::string, std::optional<TermInfo>> terms;  // GUARDED_BY(mu)
+
+  Result<std::optional<TermInfo>> Info(const std::string& term) const {
+    {
+      std::lock_guard lk(mu);
+      auto it = terms.find(term);
+      if (it != terms.end()) return it->second;
+    }
+    SEARCH_ASSIGN_OR_RETURN(std::optional<TermInfo> info, reader->GetTermInfo(term));
+    std::lock_guard lk(mu);
+    if (terms.size() >= (size_t{1} << 22)) terms.clear();
+    terms.emplace(term, info);
+    return info;
+  }
+
+  // The device copy of the term's list: resident, or copied now on ctx's stream (the host list
+  // comes through the shard's main-memory list cache).
+  Result<std::shared_ptr<const gpu::DeviceList>> Device(const std::string& term, CUstream_st* stream) const {
+    SEARCH_ASSIGN_OR_RETURN(std::shared_ptr<const CachedList> list, reader->GetList(term));
+    return cache->Acquire(list, stream);
+  }
+};
+
+GpuSearcher::~GpuSearcher() = default;
+
+Result<std::unique_ptr<GpuSearcher>> GpuSearcher::Create(const LocalIndex& index, size_t cache_bytes_per_shard) {
+  std::unique_ptr<GpuSearcher> s(new GpuSearcher());
+  s->index_ = &index;
+  for (size_t i = 0; i < index.num_shards(); ++i) {
+    auto shard = std::make_unique<Shard>();
+    shard->reader = &index.shard(i);
+    gpu::GpuCacheOptions options;
+    options.capacity_bytes = cache_bytes_per_shard;
+    SEARCH_ASSIGN_OR_RETURN(shard->cache, gpu::GpuListCache::Create(shard->reader, options));
+    const ShardMeta& meta = shard->reader->meta();
+    shard->view.d_norms = shard->cache->d_norms();
+    shard->view.doc_begin = meta.doc_begin;
+    shard->view.num_docs = meta.doc_end - meta.doc_begin;
+    shard->view.params = meta.bm25;
+    s->shards_.push_back(std::move(shard));
+  }
+  return s;
+}
+
+Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries, QueryMode mode,
+                           std::vector<Result<SearchResult>>* out) const {
+  const size_t n = queries.size();
+  out->assign(n, SearchResult{});
+  std::vector<std::vector<std::vector<ScoredDoc>>> per_shard(n);
+  for (const auto& shard : shards_) {
+    const ShardMeta& meta = shard->reader->meta();
+    std::vector<std::vector<gpu::GpuTermInput>> inputs(n);
+    std::vector<std::shared_ptr<const gpu::DeviceList>> held;  // pinned until the batch is done
+    std::vector<gpu::GpuQueryInput> batch(n);
+    std::vector<Status> prep(n);
+    for (size_t q = 0; q < n; ++q) {
+      const Query& query = queries[q];
+      inputs[q].resize(query.terms.size());
+      for (size_t t = 0; t < query.terms.size() && prep[q].ok(); ++t) {
+        const std::string& term = query.terms[t];
+        auto info = shard->Info(term);
+        if (!info.ok()) {
+          prep[q] = info.status().WithContext("term '" + term + "'");
+          break;
+        }
+        if (!info->has_value()) continue;  // no postings here: list stays nullptr
+        auto dev = shard->Device(term, ctx.stream());
+        if (!dev.ok()) {
+          if (dev.status().code() == StatusCode::kNotFound) continue;
+          return dev.status().WithContext("term '" + term + "'");  // device trouble: the caller falls back
+        }
+        inputs[q][t].list = &(*dev)->host->view;
+        inputs[q][t].d_blob = (*dev)->d_blob;
+        inputs[q][t].idf = Bm25Idf(meta.stats.num_docs, (**info).df);
+        held.push_back(std::move(dev).value());
+      }
+      batch[q].terms = inputs[q];
+      batch[q].mode = mode;
+      batch[q].k = query.k;
+    }
+    std::vector<Result<SearchResult>> results;
+    SEARCH_RETURN_IF_ERROR(gpu::ExecuteBatchGpu(ctx, shard->view, batch, &results));
+    for (size_t q = 0; q < n; ++q) {
+      if (!(*out)[q].ok()) continue;
+      if (!prep[q].ok()) {
+        (*out)[q] = prep[q];
+      } else if (!results[q].ok()) {
+        (*out)[q] = results[q].status();
+      } else {
+        (*out)[q]->stats += results[q]->stats;
+        per_shard[q].push_back(std::move(results[q]->hits));
+      }
+    }
+  }
+  for (size_t q = 0; q < n; ++q) {
+    if (!(*out)[q].ok()) continue;
+    (*out)[q]->hits = per_shard[q].size() == 1 ? std::move(per_shard[q][0]) : MergeTopK(per_shard[q], queries[q].k);
+  }
+  return Status::Ok();
+}
+
+Status GpuSearcher::SearchBatch(gpu::GpuContext& ctx, std::span<const Query> queries,
+                                std::vector<Result<SearchResult>>* out) const {
+  if (queries.empty()) {
+    out->clear();
+    return Status::Ok();
+  }
+  const QueryMode mode = queries[0].mode;
+  for (const Query& q : queries)
+    if (q.mode != mode) return Status::InvalidArgument("a GPU batch takes queries of one mode");
+  if (mode != QueryMode::kAndOr || shards_.size() == 1) return RunAll(ctx, queries, mode, out);
+  // andor over several shards: and everywhere; or everywhere for the queries whose merged
+  // and-hits are fewer than k.
+  SEARCH_RETURN_IF_ERROR(RunAll(ctx, queries, QueryMode::kAnd, out));
+  std::vector<Query> again;
+  std::vector<size_t> where;
+  for (size_t q = 0; q < queries.size(); ++q) {
+    if ((*out)[q].ok() && (*out)[q]->hits.size() < queries[q].k) {
+      again.push_back(queries[q]);
+      where.push_back(q);
+    }
+  }
+  if (again.empty()) return Status::Ok();
+  std::vector<Result<SearchResult>> second;
+  SEARCH_RETURN_IF_ERROR(RunAll(ctx, again, QueryMode::kOr, &second));
+  for (size_t j = 0; j < where.size(); ++j) {
+    if (second[j].ok()) second[j]->stats += (*out)[where[j]]->stats;
+    (*out)[where[j]] = std::move(second[j]);
+  }
+  return Status::Ok();
+}
+
+void GpuSearcher::DropResident() const {
+  for (const auto& s : shards_) s->cache->Clear();
+}
+
+gpu::GpuCacheStats GpuSearcher::stats() const {
+  gpu::GpuCacheStats sum;
+  for (const auto& s : shards_) {
+    const auto st = s->cache->stats();
+    sum.hits += st.hits;
+    sum.misses += st.misses;
+    sum.evictions += st.evictions;
+    sum.bytes_copied += st.bytes_copied;
+    sum.resident_bytes += st.resident_bytes;
+    sum.resident_lists += st.resident_lists;
+    sum.capacity_bytes += st.capacity_bytes;
+    sum.norm_bytes += st.norm_bytes;
+    sum.failed_allocations += st.failed_allocations;
+  }
+  return sum;
+}
+
+}  // namespace search::cli
