@@ -11,6 +11,7 @@
 # env: BUNDLE (binaries and libraries from scripts/device-check.sh prepare; default .bundle),
 #      SECONDS_PER_RUN (5), WARMUP (2), THREADS (nproc; CPU bench threads), GPU_THREADS (16: client
 #      threads, one stream each), BATCHES ("1 32": GPU batch sizes), MODES ("and or andor"),
+#      BENCH_TIMEOUT (seconds per bench run, default SECONDS_PER_RUN + WARMUP + 90),
 #      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +56,7 @@ results=()
 bench() {
   step "bench $*"
   local line
-  line=$("$ctl" bench --index "$idx" --queries "$qlog" --k 10 --seconds "$secs" --warmup "$warmup" \
+  line=$(timeout "${BENCH_TIMEOUT:-$((secs + warmup + 90))}" "$ctl" bench --index "$idx" --queries "$qlog" --k 10 --seconds "$secs" --warmup "$warmup" \
     --list-cache-mib 16384 "$@")
   echo "$line"
   [ -n "$line" ] && results+=("$line")

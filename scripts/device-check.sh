@@ -11,10 +11,11 @@
 #   all      prepare then run (a machine with both nvcc and a GPU). Default: all when nvidia-smi
 #            sees a GPU, else prepare.
 # env: BUNDLE (default .bundle), JOBS (build jobs, default nproc), SANITIZE=0 skips the sanitizer
-#      passes. The sanitizers slow kernels 10-100x, so their passes leave out the few tests whose
-#      corpora are large (long lists, large random sets; the plain pass runs them):
-#      MEMCHECK_FILTER (default $heavy), RACECHECK_FILTER (default $heavy plus the many-corpora
-#      sweep, which alone takes over 4 minutes under racecheck).
+#      passes, LOG_DIR (keeps each step's whole output there), STEP_TIMEOUT (seconds per step, default 300: a step past it is a FAIL, not a hang).
+#      The sanitizers slow kernels 10-100x, so their passes run with SEARCH_TEST_QUICK=1 (every
+#      test, over fewer random batches and corpora) and leave out the few tests whose corpora are
+#      large (long lists, large random sets; the plain pass runs them): MEMCHECK_FILTER and
+#      RACECHECK_FILTER (default $heavy).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,14 +52,17 @@ run() {
   step() {  # step NAME CMD...
     local name=$1; shift
     local t0=$SECONDS out
-    out=$("$@" 2>&1); local rc=$?
+    out=$(timeout "${STEP_TIMEOUT:-300}" "$@" 2>&1); local rc=$?
+    [ $rc -eq 124 ] && out="$out
+TIMEOUT after ${STEP_TIMEOUT:-300} s"
+    [ -n "${LOG_DIR:-}" ] && mkdir -p "$LOG_DIR" && printf '%s\n' "$out" >"$LOG_DIR/${name// /-}.log"
     ran=$((ran + 1))
     if [ $rc -eq 0 ]; then
       echo "PASS  $name ($((SECONDS - t0)) s): $(echo "$out" | grep -E '^\[  (PASSED|SKIPPED) ' | tr '\n' ' ')"
     else
       failed=$((failed + 1))
       echo "FAIL  $name ($((SECONDS - t0)) s, rc $rc)"
-      echo "$out" | grep -E 'FAILED|Failure|error|ERROR|Expected|Which is|actual|=========' | head -60
+      echo "$out" | grep -E 'FAILED|Failure|error|ERROR|Expected|Which is|actual|=========|TIMEOUT' | head -60
     fi
   }
   for t in "${gpu_tests[@]}"; do
@@ -71,10 +75,10 @@ run() {
       for t in "${gpu_tests[@]}"; do
         local bin="$bundle/bin/$(basename "$t")"
         [ -x "$bin" ] || continue
-        step "memcheck $(basename "$t")" compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$bin" \
+        step "memcheck $(basename "$t")" env SEARCH_TEST_QUICK=1 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$bin" \
           "--gtest_filter=${MEMCHECK_FILTER:-$heavy}"
-        step "racecheck $(basename "$t")" compute-sanitizer --tool racecheck --error-exitcode 99 "$bin" \
-          "--gtest_filter=${RACECHECK_FILTER:-$heavy:*ManySmall*}"
+        step "racecheck $(basename "$t")" env SEARCH_TEST_QUICK=1 compute-sanitizer --tool racecheck --error-exitcode 99 "$bin" \
+          "--gtest_filter=${RACECHECK_FILTER:-$heavy}"
       done
     else
       echo "device-check: compute-sanitizer not found; sanitizer passes skipped"

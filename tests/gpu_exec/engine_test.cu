@@ -9,8 +9,10 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -119,6 +121,17 @@ struct NamedContext {
 std::vector<NamedContext> AllContexts() {
   return {{"default", Context()}, {"pruned-or", PrunedContext()}, {"dense-or", DenseContext()}};
 }
+
+// SEARCH_TEST_QUICK=1 (scripts/device-check.sh sets it for the compute-sanitizer passes, which
+// slow kernels 10-100x): every test still runs, over fewer random batches, queries and corpora.
+bool Quick() {
+  static const bool quick = [] {
+    const char* v = std::getenv("SEARCH_TEST_QUICK");
+    return v != nullptr && v[0] != '\0' && v[0] != '0';
+  }();
+  return quick;
+}
+int Scaled(int n) { return Quick() ? std::max(1, n / 4) : n; }
 
 std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
   std::string s = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " [";
@@ -268,12 +281,12 @@ TEST(GpuEngine, MatchesCpuOnRandomCorporaInBatches) {
     DeviceShard d;
     Upload(s, {}, &d);
     std::mt19937_64 rng(cs.o.seed * 7 + 1);
-    for (int b = 0; b < cs.batches; ++b) {
+    for (int b = 0; b < Scaled(cs.batches); ++b) {
       CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
       if (HasFailure()) return;
     }
     // Every mode and k for the same queries, one query per call.
-    for (int qi = 0; qi < 20; ++qi) {
+    for (int qi = 0; qi < Scaled(20); ++qi) {
       const TestQuery q = RandomQuery(c, rng);
       for (QueryMode mode : kModes)
         for (uint32_t k : {1u, 10u, 1000u, kMaxK}) CheckBatch(c, s, d, {{q, mode, k}}, {});
@@ -285,7 +298,7 @@ TEST(GpuEngine, MatchesCpuOnRandomCorporaInBatches) {
 // Odd sizes around block boundaries, a shard that does not start at 0, other BM25 parameters.
 TEST(GpuEngine, MatchesCpuOnManySmallCorporaAndShards) {
   SKIP_WITHOUT_GPU();
-  for (uint64_t seed = 100; seed < 160; ++seed) {
+  for (uint64_t seed = 100; seed < 100 + static_cast<uint64_t>(Scaled(60)); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     std::mt19937_64 rng(seed);
     CorpusOptions o;
@@ -336,7 +349,7 @@ TEST(GpuEngine, MatchesCpuOnLongLists) {
     }
   CheckBatch(c, s, d, items, {});
   std::mt19937_64 rng(5);
-  for (int b = 0; b < 3 && !HasFailure(); ++b) CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
+  for (int b = 0; b < (Quick() ? 1 : 3) && !HasFailure(); ++b) CheckBatch(c, s, d, RandomBatch(c, rng, 64), {});
 }
 
 // The pruned or-path on a mid-size shard: a frequent term with rare ones (the frequent list is
@@ -395,7 +408,7 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
           << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the frequent list was not pruned";
     }
     // The same queries one at a time (batches of one).
-    for (size_t i = 0; i < items.size() && !HasFailure(); i += 5) CheckBatch(c, s, d, {items[i]}, {});
+    for (size_t i = 0; i < items.size() && !HasFailure(); i += Quick() ? 20 : 5) CheckBatch(c, s, d, {items[i]}, {});
   }
 }
 
@@ -554,7 +567,7 @@ TEST(GpuEngine, DISABLED_OrThroughput) {
         uint64_t decoded = 0;
         for (auto& r : out) decoded += r.ok() ? r->stats.postings_decoded : 0;
         std::printf("%s k=%u %-9s: %.3f ms / batch of 32 (%.0f QPS one stream), postings %llu, decoded %llu\n",
-                    QueryModeName(mode), k, nc.name, ms, 32e3 / ms, static_cast<unsigned long long>(postings),
+                    std::string(QueryModeName(mode)).c_str(), k, nc.name, ms, 32e3 / ms, static_cast<unsigned long long>(postings),
                     static_cast<unsigned long long>(decoded));
       }
     }
