@@ -7,11 +7,12 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config ninja-build python3 zlib1g-dev
       librocksdb-dev libzmq3-dev cppzmq-dev capnproto libcapnp-dev prometheus-cpp-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev
-      libcli11-dev libstemmer-dev dict-gcide curl)
+      libcli11-dev libstemmer-dev dict-gcide curl
+      prometheus docker-compose chromium iproute2 python3-yaml)
 for arg in "$@"; do
   case "$arg" in
     --with-lucene) pkgs+=(default-jdk-headless liblucene8-java) ;;
-    --with-cluster-tools) pkgs+=(prometheus docker-compose iproute2) ;;
+    --with-cluster-tools) ;;  # now always installed (the deployment tests use them)
     *) echo "setup.sh: unknown option $arg" >&2; exit 2 ;;
   esac
 done

@@ -83,6 +83,27 @@ inline constexpr Family kListCacheBytes{"search_list_cache_bytes", "Bytes held b
 inline constexpr Family kListCacheEntries{"search_list_cache_entries", "Lists held by the posting-list cache."};
 inline constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte budget of the posting-list cache."};
 
+// Node CPU/GPU scheduler (node/hybrid_scheduler.hpp). Labels: processor (cpu|gpu); queue
+// (gpu|cpu|flexible) for the queue length.
+inline constexpr Family kSchedQueueLength{"search_sched_queue_length",
+                                          "Jobs waiting in the scheduler's queue (gpu, cpu or flexible)."};
+inline constexpr Family kSchedWait{"search_sched_wait_seconds",
+                                   "Time a job waited in the scheduler's queues before a processor took it."};
+inline constexpr Family kSchedRun{"search_sched_run_seconds", "Time a processor spent running a job, in seconds."};
+inline constexpr Family kSchedJobs{"search_sched_jobs_total", "Jobs finished, by the processor that finished them."};
+inline constexpr Family kSchedStolen{"search_sched_stolen_total",
+                                     "Jobs taken by the processor that did not prefer them (work stealing)."};
+inline constexpr Family kSchedMigrations{"search_sched_migrations_total",
+                                         "Queries handed from the GPU to the CPU mid-query (Griffin)."};
+inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
+                                         "Jobs the GPU could not run that reran on the CPU."};
+inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",
+                                             "Jobs answered after their deadline, or expired in the queue."};
+inline constexpr Family kSchedGpuBatches{"search_sched_gpu_batches_total", "GPU batches run by the scheduler."};
+inline constexpr Family kSchedPredictionError{
+    "search_sched_prediction_error_ratio",
+    "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};
+
 // Process.
 inline constexpr Family kProcessStartTime{"process_start_time_seconds",
                                           "Start time of the process since the Unix epoch in seconds."};

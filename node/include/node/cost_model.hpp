@@ -1,0 +1,95 @@
+// CostModel: predicts how long a query takes on the CPU and on the GPU from its features (Ding
+// 2009 §9: shortest and second-shortest list lengths, total postings, number of terms; plus the
+// mode and the bytes of its lists not resident in GPU memory, which a GPU run must first copy).
+//
+// One linear model per (processor, mode) over the feature vector
+//   [1, shortest, second, total, terms, total * log2(total / shortest), nonresident]
+// (postings in millions, bytes in MB), fitted by weighted least squares with weights 1 / t^2, so
+// that it minimises relative (not absolute) error: query times span four orders of magnitude and
+// a 1 ms error on a 100 µs query matters as much as 100 ms on a 10 s one. Observations enter as
+// exponentially decayed sufficient statistics (forgetting factor `decay` per observation), so
+// Observe() refreshes the model online; the normal equations are re-solved (7x7, ridge-damped) on
+// every observation. A model with fewer than min_samples observations predicts from the other
+// modes' model of the same processor if it has one, else it has no prediction (Predict returns
+// false) and callers must calibrate first.
+//
+// Calibrate(): the node's start-up fit. The caller runs a short sample of queries on each
+// processor and passes the measured times; nothing is hand-set.
+// Relative error |predicted - actual| / actual of each observation (measured before it is folded
+// in) is kept as an EWMA per processor and returned by Observe for the metric.
+// Thread-safety: all methods lock one internal mutex.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+#include "core/query.hpp"
+
+namespace search {
+
+enum class Unit : uint8_t { kCpu = 0, kGpu = 1 };  // a processor the scheduler runs work on
+inline constexpr size_t kNumUnits = 2;
+const char* UnitName(Unit u);  // "cpu", "gpu"
+
+struct QueryFeatures {
+  uint64_t shortest = 0;          // postings of the shortest list present
+  uint64_t second = 0;            // of the second shortest (0 with one list)
+  uint64_t total = 0;             // postings of all lists present
+  uint32_t terms = 0;             // lists present
+  uint64_t nonresident_bytes = 0;  // bytes of the lists not in GPU memory (a GPU run copies them)
+  QueryMode mode = QueryMode::kAnd;
+};
+
+struct CostSample {
+  QueryFeatures f;
+  double micros = 0;  // measured run time
+};
+
+struct CostModelOptions {
+  double decay = 0.995;      // weight kept by older observations per new one
+  double ridge = 1e-9;       // relative damping of the normal equations' diagonal
+  uint32_t min_samples = 8;  // per (unit, mode) before its own fit is used
+  double min_micros = 1.0;   // predictions are clamped below at this
+};
+
+class CostModel {
+ public:
+  static constexpr size_t kDims = 7;
+  explicit CostModel(CostModelOptions options = {});
+
+  // Folds every sample in (Observe without the error bookkeeping).
+  void Calibrate(Unit unit, std::span<const CostSample> samples);
+  // Folds one measured run in; returns its relative prediction error (-1 when there was no
+  // prediction yet).
+  double Observe(Unit unit, const QueryFeatures& f, double micros);
+  // Predicted microseconds; false when neither this mode's nor another mode's model of `unit`
+  // has enough samples.
+  bool Predict(Unit unit, const QueryFeatures& f, double* micros) const;
+  // EWMA (weight 0.05) of relative errors seen by Observe; 0 before any.
+  double mean_relative_error(Unit unit) const;
+  uint64_t samples(Unit unit, QueryMode mode) const;
+
+  static std::array<double, kDims> Features(const QueryFeatures& f);
+
+ private:
+  struct Fit {
+    std::array<double, kDims * kDims> a{};  // sum w x x^T (decayed)
+    std::array<double, kDims> b{};          // sum w x y
+    std::array<double, kDims> theta{};      // solution
+    uint64_t n = 0;
+    double min_y = 0;
+  };
+  void AddLocked(Fit& fit, const QueryFeatures& f, double micros);
+  bool PredictLocked(const Fit& fit, const QueryFeatures& f, double* micros) const;
+  const Fit* UsableLocked(Unit unit, QueryMode mode) const;
+
+  CostModelOptions options_;
+  mutable std::mutex mu_;
+  std::array<std::array<Fit, 3>, kNumUnits> fits_;  // GUARDED_BY(mu_) [unit][mode]
+  std::array<double, kNumUnits> error_{};            // GUARDED_BY(mu_)
+  std::array<bool, kNumUnits> has_error_{};          // GUARDED_BY(mu_)
+};
+
+}  // namespace search

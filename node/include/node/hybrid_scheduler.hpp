@@ -1,0 +1,126 @@
+// HybridScheduler: the threaded runtime around SchedPolicy. Callers Submit a task and block until
+// a processor has run it; cpu_workers threads take CPU work one job at a time, gpu_dispatchers
+// threads take GPU batches (SchedPolicy::TakeGpu) and run them through the runner.
+//
+// What runs a job is the SchedRunner's business (the node's: the CPU engine and the GPU executor;
+// tests': fake processors). A GPU batch reports per task:
+//   kDone      answered (its result is in the task),
+//   kMigrate   Griffin's hand-off: the next intersection's length ratio passed the crossover, so
+//              the task (with its intermediate state in the payload) continues on the CPU,
+//   kRetryCpu  the GPU could not run it (a CUDA error, device memory, ...): it reruns on the CPU,
+//              pinned there, ahead of other CPU work. Never lost, never answered wrongly.
+// Deadlines: a task whose deadline passed before it was taken is answered DeadlineExceeded by the
+// scheduler without running (counted as a deadline miss of the processor that took it); a task
+// finishing after its deadline is counted as a miss too (its answer is still returned).
+// Every run time is fed to the cost model (CostModel::Observe) unless the task is migrated (a
+// partial run) and the relative prediction error is kept per processor.
+// stop(): queued tasks are answered Unavailable; running ones finish. Submit after stop() is
+// answered Unavailable.
+// Thread-safety: Submit may be called from any number of threads; start/stop from one.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "core/status.hpp"
+#include "node/cost_model.hpp"
+#include "node/sched_policy.hpp"
+
+namespace search {
+
+class Metrics;
+
+enum class GpuOutcome : uint8_t { kDone, kMigrate, kRetryCpu };
+
+// One unit of work. The runner owns the payload's meaning (query, result, intermediate state).
+struct SchedTask {
+  SchedJob job;
+  QueryFeatures features;
+  void* payload = nullptr;
+  Status status;                         // the runner's verdict (set by RunCpu / RunGpuBatch)
+  GpuOutcome outcome = GpuOutcome::kDone;
+  Unit ran_on = Unit::kCpu;              // the processor that finished it
+  bool migrated = false;                 // ran partly on the GPU, finished on the CPU
+  bool retried = false;                  // rerun on the CPU after a GPU failure
+  double wait_us = 0;                    // queued time, summed over its visits to the queues
+
+ private:
+  friend class HybridScheduler;
+  bool done_ = false;
+  std::condition_variable cv_;
+};
+
+class SchedRunner {
+ public:
+  virtual ~SchedRunner() = default;
+  // Runs (or, for a migrated task, finishes) the task on the CPU; sets task.status.
+  virtual void RunCpu(SchedTask& task) = 0;
+  // Runs the batch on the GPU; sets each task's status and outcome.
+  virtual void RunGpuBatch(std::span<SchedTask* const> tasks) = 0;
+};
+
+struct SchedStatsSnapshot {
+  uint64_t jobs[kNumUnits] = {};             // finished on each processor
+  uint64_t stolen[kNumUnits] = {};           // taken by the processor that did not prefer them
+  uint64_t deadline_misses[kNumUnits] = {};
+  uint64_t migrations = 0;                   // GPU -> CPU mid-query hand-offs
+  uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
+  uint64_t gpu_batches = 0;
+  uint64_t queued[kNumSchedQueues] = {};
+  double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
+};
+
+struct HybridSchedulerOptions {
+  SchedOptions policy;
+  size_t cpu_workers = 1;
+  size_t gpu_dispatchers = 1;  // 0 with mode kCpu
+};
+
+class HybridScheduler {
+ public:
+  // REQUIRES: runner, model (and metrics, which may be nullptr) outlive the scheduler.
+  HybridScheduler(HybridSchedulerOptions options, SchedRunner* runner, CostModel* model, Metrics* metrics);
+  ~HybridScheduler();  // stop()s
+  HybridScheduler(const HybridScheduler&) = delete;
+  HybridScheduler& operator=(const HybridScheduler&) = delete;
+
+  void start();
+  void stop();
+
+  // Queues the task (job.arrival/deadline/predictions/pinned set by the caller) and blocks until
+  // it is answered; returns task.status.
+  Status Submit(SchedTask& task);
+
+  SchedStatsSnapshot stats() const;
+  const HybridSchedulerOptions& options() const { return options_; }
+
+ private:
+  struct MetricSet;
+  void CpuLoop();
+  void GpuLoop();
+  void Finish(SchedTask& task, Unit unit, double run_us, bool observe);
+  void FinishLocked(SchedTask& task);
+  SchedTask* TaskOf(const SchedJob& j) const { return reinterpret_cast<SchedTask*>(j.id); }
+
+  HybridSchedulerOptions options_;
+  SchedRunner* runner_;
+  CostModel* model_;
+  std::unique_ptr<MetricSet> metrics_;
+  mutable std::mutex mu_;
+  std::condition_variable cpu_cv_, gpu_cv_;
+  SchedPolicy policy_;  // GUARDED_BY(mu_)
+  bool stopping_ = false;  // GUARDED_BY(mu_)
+  bool started_ = false;
+  std::vector<std::thread> threads_;
+  std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
+  std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
+};
+
+}  // namespace search

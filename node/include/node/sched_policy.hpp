@@ -1,0 +1,119 @@
+// SchedPolicy: the CPU/GPU query scheduler's decisions, as a plain single-threaded state machine
+// over explicit time points (so tests drive it with a fake clock). The threaded runtime
+// (hybrid_scheduler.hpp) holds a lock around every call.
+//
+// Ding et al. 2009 §9: three queues. A job whose predicted cost ratio cpu/gpu is at least
+// gpu_ratio goes to the GPU queue, at most cpu_ratio to the CPU queue, otherwise to the
+// flexible queue. An idle processor takes, in order:
+//   1. the oldest urgent job preferring it (waited past urgent_fraction of its time to deadline;
+//      Ding: "schedule it immediately on its preferred processor"), from any queue;
+//   2. the oldest job of its own queue;
+//   3. the oldest flexible job;
+//   4. a job stolen from the other processor's queue, if stealing pays: the thief's predicted time
+//      is no more than the owner's backlog (its queue's predicted work over its parallelism) plus
+//      the owner's predicted time for it. Among the oldest steal_window jobs the one cheapest for
+//      the thief is taken. Pinned jobs (forced by flags, or migrated mid-query) are never stolen.
+// The GPU takes batches (Ao et al. 2011 §3.1): it gathers jobs in the order above until their
+// predicted GPU work reaches batch_work_us or max_batch jobs; a batch under the work threshold
+// waits until its oldest job has been queued batch_wait, unless it holds an urgent job.
+// Griffin (Liu et al. 2018 §3.2): a job the GPU hands back mid-query (its next intersection's
+// length ratio passed the crossover) re-enters with EnqueueMigrated, pinned to the CPU ahead of
+// every other CPU job.
+// Thread-safety: none; the caller serializes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include "node/cost_model.hpp"
+
+namespace search {
+
+using SchedClock = std::chrono::steady_clock;
+using SchedTime = SchedClock::time_point;
+
+enum class SchedMode : uint8_t { kCpu, kGpu, kHybrid, kGriffin };
+const char* SchedModeName(SchedMode m);  // "cpu", "gpu", "hybrid", "griffin"
+
+enum class SchedQueue : uint8_t { kGpu = 0, kCpu = 1, kFlex = 2 };
+inline constexpr size_t kNumSchedQueues = 3;
+const char* SchedQueueName(SchedQueue q);  // "gpu", "cpu", "flexible"
+
+struct SchedJob {
+  uint64_t id = 0;
+  SchedTime arrival{};
+  SchedTime deadline = SchedTime::max();
+  SchedTime enqueued{};    // set by the policy
+  double cpu_us = 1;       // predicted run time on each processor
+  double gpu_us = 1;
+  Unit preferred = Unit::kCpu;
+  std::optional<Unit> pinned;  // may only run there
+  bool migrated = false;       // handed from the GPU to the CPU mid-query
+  bool stolen = false;         // set when taken by the processor it did not prefer from its queue
+  SchedQueue queue = SchedQueue::kFlex;  // where the policy put it
+};
+
+struct SchedOptions {
+  SchedMode mode = SchedMode::kHybrid;
+  double gpu_ratio = 2.0;          // cpu_us / gpu_us at or above: GPU queue
+  double cpu_ratio = 0.5;          // at or below: CPU queue
+  double urgent_fraction = 0.5;    // of (deadline - arrival) waited: urgent
+  bool steal = true;
+  size_t steal_window = 8;
+  double batch_work_us = 2000;     // a GPU batch closes at this much predicted GPU work
+  size_t max_batch = 64;
+  std::chrono::microseconds batch_wait{200};
+  size_t cpu_parallelism = 1;      // CPU workers (for backlog estimates)
+  size_t gpu_parallelism = 1;      // GPU dispatchers
+};
+
+struct GpuTake {
+  std::vector<SchedJob> jobs;                // empty: nothing to run now
+  SchedTime wake_at = SchedTime::max();      // when to ask again if nothing arrives
+};
+
+class SchedPolicy {
+ public:
+  explicit SchedPolicy(SchedOptions options);
+
+  // Classifies and queues a job (sets enqueued, preferred, queue).
+  void Enqueue(SchedJob job, SchedTime now);
+  // A job the GPU handed back mid-query: pinned to the CPU, taken before other CPU work.
+  void EnqueueMigrated(SchedJob job, SchedTime now);
+  // A job that must rerun on the CPU (a GPU failure): pinned, ahead of other CPU work.
+  void EnqueueCpuRetry(SchedJob job, SchedTime now) { EnqueueMigrated(std::move(job), now); }
+
+  std::optional<SchedJob> TakeCpu(SchedTime now);
+  GpuTake TakeGpu(SchedTime now);
+
+  // Removes and returns every queued job (shutdown).
+  std::vector<SchedJob> Drain();
+
+  size_t queued(SchedQueue q) const { return queues_[static_cast<size_t>(q)].size(); }
+  size_t queued_total() const;
+  const SchedOptions& options() const { return options_; }
+
+  // Where a job with these predictions goes under options.mode (no pinning).
+  SchedQueue Classify(double cpu_us, double gpu_us) const;
+
+ private:
+  bool Urgent(const SchedJob& j, SchedTime now) const;
+  bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
+  double Backlog(Unit u) const;
+  void Push(SchedJob job, SchedTime now, bool front);
+  SchedJob Pop(SchedQueue q, size_t index);
+  // Index in queue q of the oldest urgent job preferring u, or -1.
+  long OldestUrgent(SchedQueue q, Unit u, SchedTime now) const;
+  // Index in the other unit's queue of the job to steal for u, or -1.
+  long StealCandidate(Unit thief) const;
+  std::optional<SchedJob> TakeOne(Unit u, SchedTime now, bool allow_steal);
+
+  SchedOptions options_;
+  std::deque<SchedJob> queues_[kNumSchedQueues];
+  double work_us_[kNumSchedQueues][kNumUnits] = {};  // predicted work queued, per queue and unit
+};
+
+}  // namespace search

@@ -1,0 +1,283 @@
+// hybrid_scheduler.hpp: worker loops over SchedPolicy.
+#include "node/hybrid_scheduler.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <algorithm>
+#include <string>
+
+#include "metrics/families.hpp"
+#include "metrics/metrics.hpp"
+
+namespace search {
+
+namespace {
+double MicrosBetween(SchedTime a, SchedTime b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+}  // namespace
+
+struct HybridScheduler::MetricSet {
+  prometheus::Gauge* queue[kNumSchedQueues] = {};
+  prometheus::Histogram* wait[kNumUnits] = {};
+  prometheus::Histogram* run[kNumUnits] = {};
+  prometheus::Counter* jobs[kNumUnits] = {};
+  prometheus::Counter* stolen[kNumUnits] = {};
+  prometheus::Counter* misses[kNumUnits] = {};
+  prometheus::Gauge* error[kNumUnits] = {};
+  prometheus::Counter* migrations = nullptr;
+  prometheus::Counter* retries = nullptr;
+  prometheus::Counter* batches = nullptr;
+
+  explicit MetricSet(Metrics& m) {
+    auto& r = m.registry();
+    auto counter = [&](const families::Family& f) -> auto& {
+      return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+    };
+    auto gauge = [&](const families::Family& f) -> auto& {
+      return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+    };
+    auto histogram = [&](const families::Family& f) -> auto& {
+      return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+    };
+    auto& q = gauge(families::kSchedQueueLength);
+    for (size_t i = 0; i < kNumSchedQueues; ++i)
+      queue[i] = &q.Add({{"queue", SchedQueueName(static_cast<SchedQueue>(i))}});
+    auto& w = histogram(families::kSchedWait);
+    auto& rn = histogram(families::kSchedRun);
+    auto& j = counter(families::kSchedJobs);
+    auto& s = counter(families::kSchedStolen);
+    auto& d = counter(families::kSchedDeadlineMisses);
+    auto& e = gauge(families::kSchedPredictionError);
+    for (size_t u = 0; u < kNumUnits; ++u) {
+      const prometheus::Labels l{{"processor", UnitName(static_cast<Unit>(u))}};
+      wait[u] = &w.Add(l, LatencyBuckets());
+      run[u] = &rn.Add(l, LatencyBuckets());
+      jobs[u] = &j.Add(l);
+      stolen[u] = &s.Add(l);
+      misses[u] = &d.Add(l);
+      error[u] = &e.Add(l);
+    }
+    migrations = &counter(families::kSchedMigrations).Add({});
+    retries = &counter(families::kSchedGpuRetries).Add({});
+    batches = &counter(families::kSchedGpuBatches).Add({});
+  }
+};
+
+HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* runner, CostModel* model,
+                                 Metrics* metrics)
+    : options_(options), runner_(runner), model_(model), policy_([&] {
+        SchedOptions p = options.policy;
+        p.cpu_parallelism = std::max<size_t>(options.cpu_workers, 1);
+        p.gpu_parallelism = std::max<size_t>(options.gpu_dispatchers, 1);
+        return p;
+      }()) {
+  options_.cpu_workers = std::max<size_t>(options_.cpu_workers, 1);
+  if (options_.policy.mode == SchedMode::kCpu) options_.gpu_dispatchers = 0;
+  if (metrics != nullptr) metrics_ = std::make_unique<MetricSet>(*metrics);
+}
+
+HybridScheduler::~HybridScheduler() { stop(); }
+
+void HybridScheduler::start() {
+  if (started_) return;
+  started_ = true;
+  for (size_t i = 0; i < options_.cpu_workers; ++i) threads_.emplace_back([this] { CpuLoop(); });
+  for (size_t i = 0; i < options_.gpu_dispatchers; ++i) threads_.emplace_back([this] { GpuLoop(); });
+}
+
+void HybridScheduler::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_ && threads_.empty()) return;
+    stopping_ = true;
+    for (SchedJob& j : policy_.Drain()) {
+      SchedTask& t = *TaskOf(j);
+      t.status = Status::Unavailable("scheduler stopped");
+      FinishLocked(t);
+    }
+  }
+  cpu_cv_.notify_all();
+  gpu_cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+Status HybridScheduler::Submit(SchedTask& task) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
+  task.done_ = false;
+  task.job.id = reinterpret_cast<uint64_t>(&task);
+  policy_.Enqueue(task.job, SchedClock::now());
+  if (metrics_)
+    for (size_t q = 0; q < kNumSchedQueues; ++q)
+      metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+  cpu_cv_.notify_one();
+  gpu_cv_.notify_one();
+  task.cv_.wait(lock, [&] { return task.done_; });
+  return task.status;
+}
+
+void HybridScheduler::FinishLocked(SchedTask& task) {
+  task.done_ = true;
+  task.cv_.notify_all();
+}
+
+void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe) {
+  const size_t u = static_cast<size_t>(unit);
+  task.ran_on = unit;
+  jobs_[u].fetch_add(1);
+  const bool late = SchedClock::now() > task.job.deadline;
+  if (late) misses_[u].fetch_add(1);
+  if (metrics_) {
+    metrics_->jobs[u]->Increment();
+    metrics_->run[u]->Observe(run_us * 1e-6);
+    if (late) metrics_->misses[u]->Increment();
+  }
+  if (observe && model_ != nullptr && task.status.ok()) {
+    model_->Observe(unit, task.features, run_us);
+    if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  FinishLocked(task);
+}
+
+void HybridScheduler::CpuLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const SchedTime now = SchedClock::now();
+    std::optional<SchedJob> j = policy_.TakeCpu(now);
+    if (!j.has_value()) {
+      cpu_cv_.wait(lock);
+      continue;
+    }
+    if (metrics_)
+      for (size_t q = 0; q < kNumSchedQueues; ++q)
+        metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+    SchedTask& t = *TaskOf(*j);
+    const double waited = MicrosBetween(j->enqueued, now);
+    const bool stolen = j->stolen;
+    t.job = *j;
+    lock.unlock();
+    t.wait_us += waited;
+    if (stolen) {
+      stolen_[0].fetch_add(1);
+      if (metrics_) metrics_->stolen[0]->Increment();
+    }
+    if (metrics_) metrics_->wait[0]->Observe(waited * 1e-6);
+    if (now > t.job.deadline) {
+      t.status = Status::DeadlineExceeded("deadline passed while queued");
+      Finish(t, Unit::kCpu, 0, false);
+    } else {
+      const SchedTime t0 = SchedClock::now();
+      runner_->RunCpu(t);
+      // A migrated task's CPU part is not a whole query: not a sample for the model.
+      Finish(t, Unit::kCpu, MicrosBetween(t0, SchedClock::now()), !t.migrated && !t.retried);
+    }
+    lock.lock();
+  }
+}
+
+void HybridScheduler::GpuLoop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    const SchedTime now = SchedClock::now();
+    GpuTake take = policy_.TakeGpu(now);
+    if (take.jobs.empty()) {
+      if (take.wake_at == SchedTime::max())
+        gpu_cv_.wait(lock);
+      else
+        gpu_cv_.wait_until(lock, take.wake_at);
+      continue;
+    }
+    if (metrics_)
+      for (size_t q = 0; q < kNumSchedQueues; ++q)
+        metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+    lock.unlock();
+    std::vector<SchedTask*> batch;
+    double predicted = 0;
+    for (SchedJob& j : take.jobs) {
+      SchedTask& t = *TaskOf(j);
+      const double waited = MicrosBetween(j.enqueued, now);
+      t.job = j;
+      t.wait_us += waited;
+      if (metrics_) metrics_->wait[1]->Observe(waited * 1e-6);
+      if (j.stolen) {
+        stolen_[1].fetch_add(1);
+        if (metrics_) metrics_->stolen[1]->Increment();
+      }
+      if (now > j.deadline) {
+        t.status = Status::DeadlineExceeded("deadline passed while queued");
+        Finish(t, Unit::kGpu, 0, false);
+        continue;
+      }
+      t.outcome = GpuOutcome::kDone;
+      batch.push_back(&t);
+      predicted += std::max(j.gpu_us, 1e-3);
+    }
+    if (!batch.empty()) {
+      const SchedTime t0 = SchedClock::now();
+      runner_->RunGpuBatch(batch);
+      const double run_us = MicrosBetween(t0, SchedClock::now());
+      batches_.fetch_add(1);
+      if (metrics_) metrics_->batches->Increment();
+      std::vector<SchedTask*> to_cpu;
+      for (SchedTask* t : batch) {
+        // The batch's time, apportioned to its queries by their predicted GPU time.
+        const double share = run_us * std::max(t->job.gpu_us, 1e-3) / predicted;
+        switch (t->outcome) {
+          case GpuOutcome::kDone:
+            Finish(*t, Unit::kGpu, share, true);
+            break;
+          case GpuOutcome::kMigrate:
+            t->migrated = true;
+            migrations_.fetch_add(1);
+            if (metrics_) metrics_->migrations->Increment();
+            to_cpu.push_back(t);
+            break;
+          case GpuOutcome::kRetryCpu:
+            t->retried = true;
+            retries_.fetch_add(1);
+            if (metrics_) metrics_->retries->Increment();
+            to_cpu.push_back(t);
+            break;
+        }
+      }
+      if (!to_cpu.empty()) {
+        std::lock_guard<std::mutex> relock(mu_);
+        for (SchedTask* t : to_cpu) {
+          if (stopping_) {
+            t->status = Status::Unavailable("scheduler stopped");
+            FinishLocked(*t);
+          } else {
+            policy_.EnqueueMigrated(t->job, SchedClock::now());
+          }
+        }
+        cpu_cv_.notify_all();
+      }
+    }
+    lock.lock();
+  }
+}
+
+SchedStatsSnapshot HybridScheduler::stats() const {
+  SchedStatsSnapshot s;
+  for (size_t u = 0; u < kNumUnits; ++u) {
+    s.jobs[u] = jobs_[u].load();
+    s.stolen[u] = stolen_[u].load();
+    s.deadline_misses[u] = misses_[u].load();
+    if (model_ != nullptr) s.prediction_error[u] = model_->mean_relative_error(static_cast<Unit>(u));
+  }
+  s.migrations = migrations_.load();
+  s.gpu_retries = retries_.load();
+  s.gpu_batches = batches_.load();
+  std::lock_guard<std::mutex> lock(mu_);
+  for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
+  return s;
+}
+
+}  // namespace search

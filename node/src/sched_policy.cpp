@@ -1,0 +1,235 @@
+// sched_policy.hpp: queues, urgency, stealing and GPU batching.
+#include "node/sched_policy.hpp"
+
+#include <algorithm>
+
+namespace search {
+
+const char* SchedModeName(SchedMode m) {
+  switch (m) {
+    case SchedMode::kCpu:
+      return "cpu";
+    case SchedMode::kGpu:
+      return "gpu";
+    case SchedMode::kHybrid:
+      return "hybrid";
+    case SchedMode::kGriffin:
+      return "griffin";
+  }
+  return "?";
+}
+
+const char* SchedQueueName(SchedQueue q) {
+  switch (q) {
+    case SchedQueue::kGpu:
+      return "gpu";
+    case SchedQueue::kCpu:
+      return "cpu";
+    case SchedQueue::kFlex:
+      return "flexible";
+  }
+  return "?";
+}
+
+namespace {
+SchedQueue QueueOf(Unit u) { return u == Unit::kGpu ? SchedQueue::kGpu : SchedQueue::kCpu; }
+Unit Other(Unit u) { return u == Unit::kGpu ? Unit::kCpu : Unit::kGpu; }
+double CostOn(const SchedJob& j, Unit u) { return u == Unit::kGpu ? j.gpu_us : j.cpu_us; }
+}  // namespace
+
+SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
+  options_.cpu_parallelism = std::max<size_t>(options_.cpu_parallelism, 1);
+  options_.gpu_parallelism = std::max<size_t>(options_.gpu_parallelism, 1);
+  options_.max_batch = std::max<size_t>(options_.max_batch, 1);
+}
+
+SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
+  switch (options_.mode) {
+    case SchedMode::kCpu:
+      return SchedQueue::kCpu;
+    case SchedMode::kGpu:
+      return SchedQueue::kGpu;
+    case SchedMode::kHybrid:
+    case SchedMode::kGriffin:
+      break;
+  }
+  const double ratio = cpu_us / std::max(gpu_us, 1e-9);
+  if (ratio >= options_.gpu_ratio) return SchedQueue::kGpu;
+  if (ratio <= options_.cpu_ratio) return SchedQueue::kCpu;
+  return SchedQueue::kFlex;
+}
+
+size_t SchedPolicy::queued_total() const {
+  size_t n = 0;
+  for (const auto& q : queues_) n += q.size();
+  return n;
+}
+
+void SchedPolicy::Push(SchedJob job, SchedTime now, bool front) {
+  job.enqueued = now;
+  const size_t q = static_cast<size_t>(job.queue);
+  work_us_[q][0] += job.cpu_us;
+  work_us_[q][1] += job.gpu_us;
+  if (front)
+    queues_[q].push_front(std::move(job));
+  else
+    queues_[q].push_back(std::move(job));
+}
+
+SchedJob SchedPolicy::Pop(SchedQueue q, size_t index) {
+  auto& dq = queues_[static_cast<size_t>(q)];
+  SchedJob j = std::move(dq[index]);
+  dq.erase(dq.begin() + static_cast<long>(index));
+  double* w = work_us_[static_cast<size_t>(q)];
+  w[0] = dq.empty() ? 0 : std::max(0.0, w[0] - j.cpu_us);
+  w[1] = dq.empty() ? 0 : std::max(0.0, w[1] - j.gpu_us);
+  return j;
+}
+
+void SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
+  job.migrated = false;
+  job.stolen = false;
+  if (job.pinned.has_value()) {
+    job.preferred = *job.pinned;
+    job.queue = QueueOf(*job.pinned);
+  } else if (options_.mode == SchedMode::kGriffin) {
+    // Griffin places by the caller's choice (the first intersection's length ratio).
+    job.queue = QueueOf(job.preferred);
+  } else {
+    job.queue = Classify(job.cpu_us, job.gpu_us);
+    if (job.queue == SchedQueue::kFlex)
+      job.preferred = job.cpu_us <= job.gpu_us ? Unit::kCpu : Unit::kGpu;
+    else
+      job.preferred = job.queue == SchedQueue::kGpu ? Unit::kGpu : Unit::kCpu;
+  }
+  Push(std::move(job), now, false);
+}
+
+void SchedPolicy::EnqueueMigrated(SchedJob job, SchedTime now) {
+  job.pinned = Unit::kCpu;
+  job.preferred = Unit::kCpu;
+  job.migrated = true;
+  job.queue = SchedQueue::kCpu;
+  Push(std::move(job), now, true);
+}
+
+bool SchedPolicy::Urgent(const SchedJob& j, SchedTime now) const {
+  if (j.deadline == SchedTime::max()) return false;
+  const auto budget = j.deadline - j.arrival;
+  return now - j.arrival >= std::chrono::duration_cast<SchedClock::duration>(budget * options_.urgent_fraction);
+}
+
+double SchedPolicy::Backlog(Unit u) const {
+  const size_t q = static_cast<size_t>(QueueOf(u));
+  const size_t par = u == Unit::kGpu ? options_.gpu_parallelism : options_.cpu_parallelism;
+  return work_us_[q][static_cast<size_t>(u)] / static_cast<double>(par);
+}
+
+long SchedPolicy::OldestUrgent(SchedQueue q, Unit u, SchedTime now) const {
+  const auto& dq = queues_[static_cast<size_t>(q)];
+  for (size_t i = 0; i < dq.size(); ++i)  // queues are in enqueue order; urgency by arrival
+    if (dq[i].preferred == u && CanRun(dq[i], u) && Urgent(dq[i], now)) return static_cast<long>(i);
+  return -1;
+}
+
+long SchedPolicy::StealCandidate(Unit thief) const {
+  if (!options_.steal || options_.mode == SchedMode::kCpu || options_.mode == SchedMode::kGpu) return -1;
+  const Unit owner = Other(thief);
+  const auto& dq = queues_[static_cast<size_t>(QueueOf(owner))];
+  const double backlog = Backlog(owner);
+  long best = -1;
+  double best_cost = 0;
+  for (size_t i = 0; i < dq.size() && i < options_.steal_window; ++i) {
+    const SchedJob& j = dq[i];
+    if (!CanRun(j, thief)) continue;
+    const double cost = CostOn(j, thief);
+    if (cost > backlog + CostOn(j, owner)) continue;  // waiting for the owner is faster
+    if (best < 0 || cost < best_cost) best = static_cast<long>(i), best_cost = cost;
+  }
+  return best;
+}
+
+std::optional<SchedJob> SchedPolicy::TakeOne(Unit u, SchedTime now, bool allow_steal) {
+  // 1. The oldest urgent job preferring u, from any queue.
+  long best = -1;
+  SchedQueue best_q = SchedQueue::kCpu;
+  for (SchedQueue q : {SchedQueue::kGpu, SchedQueue::kCpu, SchedQueue::kFlex}) {
+    const long i = OldestUrgent(q, u, now);
+    if (i < 0) continue;
+    if (best < 0 || queues_[static_cast<size_t>(q)][static_cast<size_t>(i)].arrival <
+                        queues_[static_cast<size_t>(best_q)][static_cast<size_t>(best)].arrival)
+      best = i, best_q = q;
+  }
+  if (best >= 0) return Pop(best_q, static_cast<size_t>(best));
+  // 2. Its own queue (pinned jobs there are pinned to u).
+  const SchedQueue own = QueueOf(u);
+  if (!queues_[static_cast<size_t>(own)].empty()) return Pop(own, 0);
+  // 3. The oldest flexible job.
+  if (!queues_[static_cast<size_t>(SchedQueue::kFlex)].empty()) return Pop(SchedQueue::kFlex, 0);
+  // 4. Steal.
+  if (allow_steal) {
+    const long s = StealCandidate(u);
+    if (s >= 0) {
+      SchedJob j = Pop(QueueOf(Other(u)), static_cast<size_t>(s));
+      j.stolen = true;
+      return j;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<SchedJob> SchedPolicy::TakeCpu(SchedTime now) {
+  if (options_.mode == SchedMode::kGpu) {  // only jobs pinned to the CPU (retries)
+    auto& dq = queues_[static_cast<size_t>(SchedQueue::kCpu)];
+    if (dq.empty()) return std::nullopt;
+    return Pop(SchedQueue::kCpu, 0);
+  }
+  return TakeOne(Unit::kCpu, now, true);
+}
+
+GpuTake SchedPolicy::TakeGpu(SchedTime now) {
+  GpuTake take;
+  if (options_.mode == SchedMode::kCpu) return take;
+  // Wait for a fuller batch? Only when what is queued for the GPU is under the work threshold,
+  // no job preferring the GPU is urgent, and the oldest has waited less than batch_wait.
+  const auto& gq = queues_[static_cast<size_t>(SchedQueue::kGpu)];
+  const auto& fq = queues_[static_cast<size_t>(SchedQueue::kFlex)];
+  const double available = work_us_[static_cast<size_t>(SchedQueue::kGpu)][1] +
+                           work_us_[static_cast<size_t>(SchedQueue::kFlex)][1];
+  const size_t count = gq.size() + fq.size();
+  if (count > 0 && count < options_.max_batch && available < options_.batch_work_us) {
+    bool urgent = false;
+    SchedTime oldest = SchedTime::max();
+    for (const auto* dq : {&gq, &fq})
+      for (const SchedJob& j : *dq) {
+        if (!CanRun(j, Unit::kGpu)) continue;
+        oldest = std::min(oldest, j.enqueued);
+        urgent = urgent || (j.preferred == Unit::kGpu && Urgent(j, now));
+      }
+    const SchedTime ready = oldest == SchedTime::max() ? oldest : oldest + options_.batch_wait;
+    if (!urgent && now < ready) {
+      take.wake_at = ready;
+      return take;
+    }
+  }
+  double work = 0;
+  while (take.jobs.size() < options_.max_batch && work < options_.batch_work_us) {
+    auto j = TakeOne(Unit::kGpu, now, true);
+    if (!j.has_value()) break;
+    work += j->gpu_us;
+    take.jobs.push_back(std::move(*j));
+  }
+  return take;
+}
+
+std::vector<SchedJob> SchedPolicy::Drain() {
+  std::vector<SchedJob> out;
+  for (auto& dq : queues_) {
+    for (SchedJob& j : dq) out.push_back(std::move(j));
+    dq.clear();
+  }
+  for (auto& w : work_us_) w[0] = w[1] = 0;
+  return out;
+}
+
+}  // namespace search

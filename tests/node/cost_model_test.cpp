@@ -1,0 +1,127 @@
+// CostModel: recovers a known cost law from samples, predicts by relative error, falls back to
+// another mode's fit, and follows a change of law online (Observe) with a falling error.
+#include "node/cost_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace search {
+namespace {
+
+QueryFeatures RandomFeatures(std::mt19937_64& rng, QueryMode mode) {
+  QueryFeatures f;
+  f.mode = mode;
+  f.terms = 2 + static_cast<uint32_t>(rng() % 4);
+  f.shortest = 1000 + rng() % 2000000;
+  f.second = f.shortest + rng() % 3000000;
+  f.total = f.second + (f.terms - 2) * (rng() % 5000000);
+  f.nonresident_bytes = rng() % 2 == 0 ? 0 : rng() % 20000000;
+  return f;
+}
+
+// A GPU-like law: launch overhead, a cost per posting, the PCIe copy of non-resident bytes.
+double GpuLaw(const QueryFeatures& f, double scale = 1.0) {
+  return scale * (40.0 + 0.0004 * static_cast<double>(f.total) + 0.02 * static_cast<double>(f.nonresident_bytes) * 1e-3);
+}
+// A CPU-like law: driven by the shortest list and its skipping into the others.
+double CpuLaw(const QueryFeatures& f) {
+  return 5.0 + 0.004 * static_cast<double>(f.shortest) + 0.0001 * static_cast<double>(f.total) + 3.0 * f.terms;
+}
+
+TEST(CostModelTest, NoPredictionBeforeCalibration) {
+  CostModel m;
+  double us = 0;
+  EXPECT_FALSE(m.Predict(Unit::kCpu, QueryFeatures{}, &us));
+  EXPECT_EQ(m.Observe(Unit::kCpu, QueryFeatures{}, 10.0), -1.0);
+  EXPECT_EQ(m.samples(Unit::kCpu, QueryMode::kAnd), 1u);
+}
+
+TEST(CostModelTest, RecoversLinearLawsWithSmallRelativeError) {
+  std::mt19937_64 rng(1);
+  CostModel m;
+  std::vector<CostSample> cpu, gpu;
+  for (int i = 0; i < 200; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    cpu.push_back({f, CpuLaw(f)});
+    gpu.push_back({f, GpuLaw(f)});
+  }
+  m.Calibrate(Unit::kCpu, cpu);
+  m.Calibrate(Unit::kGpu, gpu);
+  double worst_cpu = 0, worst_gpu = 0;
+  for (int i = 0; i < 200; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    double c = 0, g = 0;
+    ASSERT_TRUE(m.Predict(Unit::kCpu, f, &c));
+    ASSERT_TRUE(m.Predict(Unit::kGpu, f, &g));
+    worst_cpu = std::max(worst_cpu, std::fabs(c - CpuLaw(f)) / CpuLaw(f));
+    worst_gpu = std::max(worst_gpu, std::fabs(g - GpuLaw(f)) / GpuLaw(f));
+  }
+  EXPECT_LT(worst_cpu, 0.01);
+  EXPECT_LT(worst_gpu, 0.01);
+}
+
+TEST(CostModelTest, ModeWithoutSamplesUsesAnotherModesFit) {
+  std::mt19937_64 rng(2);
+  CostModel m;
+  std::vector<CostSample> s;
+  for (int i = 0; i < 50; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kOr);
+    s.push_back({f, GpuLaw(f)});
+  }
+  m.Calibrate(Unit::kGpu, s);
+  QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+  double us = 0;
+  ASSERT_TRUE(m.Predict(Unit::kGpu, f, &us));
+  EXPECT_NEAR(us, GpuLaw(f), 0.02 * GpuLaw(f));
+  EXPECT_FALSE(m.Predict(Unit::kCpu, f, &us));
+}
+
+TEST(CostModelTest, OnlineObservationsFollowAChangedLaw) {
+  std::mt19937_64 rng(3);
+  CostModelOptions o;
+  o.decay = 0.98;
+  CostModel m(o);
+  std::vector<CostSample> s;
+  for (int i = 0; i < 100; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    s.push_back({f, GpuLaw(f)});
+  }
+  m.Calibrate(Unit::kGpu, s);
+  // The device gets three times slower (e.g. a co-tenant): the first errors are ~200%.
+  double first = 0, last = 0;
+  for (int i = 0; i < 400; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    const double err = m.Observe(Unit::kGpu, f, GpuLaw(f, 3.0));
+    ASSERT_GE(err, 0.0);
+    if (i == 0) first = err;
+    last = err;
+  }
+  EXPECT_GT(first, 0.6);
+  EXPECT_LT(last, 0.05);
+  EXPECT_GT(m.mean_relative_error(Unit::kGpu), 0.0);
+  EXPECT_LT(m.mean_relative_error(Unit::kGpu), 0.1);
+}
+
+TEST(CostModelTest, PredictionsStayPositive) {
+  CostModel m;
+  std::vector<CostSample> s;
+  for (int i = 0; i < 20; ++i) {
+    QueryFeatures f;
+    f.total = f.shortest = 1000u * static_cast<uint64_t>(i + 1);
+    f.terms = 1;
+    s.push_back({f, 100.0 - i});  // decreasing with size: a fit extrapolates below zero
+  }
+  m.Calibrate(Unit::kCpu, s);
+  QueryFeatures huge;
+  huge.total = huge.shortest = 1000000000;
+  huge.terms = 1;
+  double us = -1;
+  ASSERT_TRUE(m.Predict(Unit::kCpu, huge, &us));
+  EXPECT_GT(us, 0.0);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,239 @@
+// HybridScheduler with fake processors on real threads: every submitted task is answered exactly
+// once with the right answer under every mode; GPU failures mid-batch rerun on the CPU; Griffin
+// hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; stop() answers.
+#include "node/hybrid_scheduler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace search {
+namespace {
+
+// The "query": compute 3 * x + 1. The GPU part computes 3 * x (stage 1); the CPU finishes any stage.
+struct Work {
+  int64_t x = 0;
+  int64_t answer = -1;
+  int stage = 0;          // 1 after the GPU's first step
+  bool fail_on_gpu = false;
+  bool migrate = false;   // the GPU hands it over after stage 1
+};
+
+class FakeRunner : public SchedRunner {
+ public:
+  void RunCpu(SchedTask& t) override {
+    auto* w = static_cast<Work*>(t.payload);
+    cpu_runs.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(t.job.cpu_us)));
+    const int64_t partial = w->stage == 1 ? w->answer : 3 * w->x;
+    w->answer = partial + 1;
+    t.status = Status::Ok();
+  }
+  void RunGpuBatch(std::span<SchedTask* const> batch) override {
+    gpu_batches.fetch_add(1);
+    max_batch = std::max<size_t>(max_batch.load(), batch.size());
+    std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (SchedTask* t : batch) {
+      auto* w = static_cast<Work*>(t->payload);
+      gpu_runs.fetch_add(1);
+      if (w->fail_on_gpu) {
+        t->outcome = GpuOutcome::kRetryCpu;
+        t->status = Status::Unavailable("injected CUDA error");
+        continue;
+      }
+      w->answer = 3 * w->x;
+      if (w->migrate) {
+        w->stage = 1;
+        t->outcome = GpuOutcome::kMigrate;
+        continue;
+      }
+      w->answer += 1;
+      t->outcome = GpuOutcome::kDone;
+      t->status = Status::Ok();
+    }
+  }
+  std::atomic<int> cpu_runs{0}, gpu_runs{0}, gpu_batches{0};
+  std::atomic<size_t> max_batch{0};
+};
+
+HybridSchedulerOptions Options(SchedMode mode) {
+  HybridSchedulerOptions o;
+  o.policy.mode = mode;
+  o.policy.batch_wait = std::chrono::microseconds(300);
+  o.policy.batch_work_us = 2000;
+  o.cpu_workers = 3;
+  o.gpu_dispatchers = 1;
+  return o;
+}
+
+struct Done {
+  Unit ran_on = Unit::kCpu;
+  bool migrated = false, retried = false;
+};
+
+// Submits n tasks from `threads` client threads; checks every answer.
+void RunClients(HybridScheduler& s, int n, int threads, std::function<void(int, Work&, SchedTask&)> setup,
+                std::vector<Done>* tasks_out = nullptr) {
+  std::vector<Work> work(n);
+  std::vector<SchedTask> tasks(n);
+  std::atomic<int> next{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < threads; ++c)
+    clients.emplace_back([&] {
+      for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+        work[i].x = i;
+        tasks[i].payload = &work[i];
+        tasks[i].job.arrival = SchedClock::now();
+        tasks[i].job.deadline = tasks[i].job.arrival + std::chrono::seconds(30);
+        setup(i, work[i], tasks[i]);
+        const Status st = s.Submit(tasks[i]);
+        EXPECT_TRUE(st.ok()) << i << ": " << st.ToString();
+      }
+    });
+  for (auto& t : clients) t.join();
+  for (int i = 0; i < n; ++i) EXPECT_EQ(work[i].answer, 3 * i + 1) << "task " << i;
+  if (tasks_out != nullptr) {
+    tasks_out->clear();
+    for (auto& t : tasks) tasks_out->push_back(Done{t.ran_on, t.migrated, t.retried});
+  }
+}
+
+TEST(HybridSchedulerTest, EveryModeAnswersEveryTaskOnce) {
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeRunner r;
+    CostModel model;
+    HybridScheduler s(Options(mode), &r, &model, nullptr);
+    s.start();
+    std::mt19937_64 rng(7);
+    std::vector<double> cpu_us(400), gpu_us(400);
+    for (int i = 0; i < 400; ++i) cpu_us[i] = 5 + rng() % 200, gpu_us[i] = 5 + rng() % 200;
+    RunClients(s, 400, 8, [&](int i, Work&, SchedTask& t) {
+      t.job.cpu_us = cpu_us[i];
+      t.job.gpu_us = gpu_us[i];
+      t.job.preferred = i % 2 == 0 ? Unit::kGpu : Unit::kCpu;  // griffin's choice
+      t.features.total = static_cast<uint64_t>(i) * 1000;
+      t.features.shortest = 100;
+      t.features.terms = 2;
+    });
+    const SchedStatsSnapshot st = s.stats();
+    EXPECT_EQ(st.jobs[0] + st.jobs[1], 400u);
+    EXPECT_EQ(static_cast<uint64_t>(r.cpu_runs + r.gpu_runs), 400u);
+    if (mode == SchedMode::kCpu) {
+      EXPECT_EQ(r.gpu_runs, 0);
+    }
+    if (mode == SchedMode::kGpu) {
+      EXPECT_EQ(r.cpu_runs, 0);
+    }
+    if (mode == SchedMode::kHybrid || mode == SchedMode::kGriffin) {
+      EXPECT_GT(r.cpu_runs, 0);
+      EXPECT_GT(r.gpu_runs, 0);
+    }
+    // The model saw the runs of each processor used.
+    EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd) + model.samples(Unit::kGpu, QueryMode::kAnd), 400u);
+    s.stop();
+  }
+}
+
+TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {
+  FakeRunner r;
+  HybridSchedulerOptions o = Options(SchedMode::kGpu);
+  o.policy.batch_wait = std::chrono::milliseconds(2);
+  o.policy.batch_work_us = 1e9;
+  o.policy.max_batch = 16;
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  s.start();
+  RunClients(s, 64, 16, [](int, Work&, SchedTask& t) { t.job.gpu_us = 10; });
+  EXPECT_GT(r.max_batch.load(), 1u);
+  EXPECT_LE(r.max_batch.load(), 16u);
+  EXPECT_LT(r.gpu_batches.load(), 64);
+}
+
+TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {
+  for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeRunner r;
+    HybridScheduler s(Options(mode), &r, nullptr, nullptr);
+    s.start();
+    std::vector<Done> done;
+    RunClients(
+        s, 200, 8,
+        [](int i, Work& w, SchedTask& t) {
+          t.job.cpu_us = 1000;  // GPU-preferred
+          t.job.gpu_us = 10;
+          w.fail_on_gpu = i % 3 == 0;
+        },
+        &done);
+    const SchedStatsSnapshot st = s.stats();
+    uint64_t retried = 0;
+    for (int i = 0; i < 200; ++i) {
+      if (i % 3 == 0 && done[i].retried) {
+        ++retried;
+        EXPECT_EQ(done[i].ran_on, Unit::kCpu);
+      }
+    }
+    EXPECT_EQ(st.gpu_retries, retried);
+    EXPECT_GT(retried, 0u);
+  }
+}
+
+TEST(HybridSchedulerTest, GriffinHandOffsFinishOnTheCpu) {
+  FakeRunner r;
+  HybridScheduler s(Options(SchedMode::kGriffin), &r, nullptr, nullptr);
+  s.start();
+  std::vector<Done> done;
+  RunClients(
+      s, 120, 6,
+      [](int i, Work& w, SchedTask& t) {
+        t.job.preferred = Unit::kGpu;
+        t.job.cpu_us = 5000;  // stealing never pays
+        t.job.gpu_us = 50;
+        w.migrate = i % 2 == 1;
+      },
+      &done);
+  uint64_t migrated = 0;
+  for (int i = 0; i < 120; ++i)
+    if (done[i].migrated) {
+      ++migrated;
+      EXPECT_EQ(done[i].ran_on, Unit::kCpu);
+      EXPECT_EQ(i % 2, 1);
+    }
+  EXPECT_EQ(s.stats().migrations, migrated);
+  EXPECT_GT(migrated, 0u);
+}
+
+TEST(HybridSchedulerTest, ExpiredTaskIsNotRun) {
+  FakeRunner r;
+  HybridScheduler s(Options(SchedMode::kHybrid), &r, nullptr, nullptr);
+  s.start();
+  Work w;
+  SchedTask t;
+  t.payload = &w;
+  t.job.arrival = SchedClock::now() - std::chrono::seconds(2);
+  t.job.deadline = SchedClock::now() - std::chrono::seconds(1);
+  const Status st = s.Submit(t);
+  EXPECT_EQ(st.code(), StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(w.answer, -1);
+  EXPECT_EQ(r.cpu_runs + r.gpu_runs, 0);
+  const SchedStatsSnapshot snap = s.stats();
+  EXPECT_EQ(snap.deadline_misses[0] + snap.deadline_misses[1], 1u);
+}
+
+TEST(HybridSchedulerTest, SubmitAfterStopIsUnavailable) {
+  FakeRunner r;
+  HybridScheduler s(Options(SchedMode::kHybrid), &r, nullptr, nullptr);
+  s.start();
+  s.stop();
+  Work w;
+  SchedTask t;
+  t.payload = &w;
+  EXPECT_EQ(s.Submit(t).code(), StatusCode::kUnavailable);
+  s.stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace search

@@ -1,0 +1,217 @@
+// SchedPolicy on a fake clock: queue choice by cost ratio, take order (urgent, own, flexible,
+// steal), cost-aware stealing, deadline promotion, GPU batching by work and wait bounds,
+// migrated and pinned jobs, and the single-processor modes.
+#include "node/sched_policy.hpp"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace search {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+
+const SchedTime kT0 = SchedTime{} + std::chrono::hours(1);
+
+SchedJob Job(uint64_t id, double cpu_us, double gpu_us, SchedTime arrival = kT0,
+             milliseconds deadline = milliseconds(500)) {
+  SchedJob j;
+  j.id = id;
+  j.cpu_us = cpu_us;
+  j.gpu_us = gpu_us;
+  j.arrival = arrival;
+  j.deadline = arrival + deadline;
+  return j;
+}
+
+SchedOptions Hybrid() {
+  SchedOptions o;
+  o.mode = SchedMode::kHybrid;
+  o.batch_wait = microseconds(200);
+  o.batch_work_us = 1000;
+  o.cpu_parallelism = 2;
+  return o;
+}
+
+TEST(SchedPolicyTest, QueuesByCostRatio) {
+  SchedPolicy p(Hybrid());
+  p.Enqueue(Job(1, 1000, 100), kT0);  // 10x faster on the GPU
+  p.Enqueue(Job(2, 100, 1000), kT0);  // 10x faster on the CPU
+  p.Enqueue(Job(3, 100, 120), kT0);   // comparable
+  EXPECT_EQ(p.queued(SchedQueue::kGpu), 1u);
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 1u);
+  EXPECT_EQ(p.queued(SchedQueue::kFlex), 1u);
+  EXPECT_EQ(p.Classify(200, 100), SchedQueue::kGpu);  // ratio 2: at the threshold
+  EXPECT_EQ(p.Classify(50, 100), SchedQueue::kCpu);   // ratio 0.5
+  EXPECT_EQ(p.Classify(150, 100), SchedQueue::kFlex);
+}
+
+TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
+  SchedPolicy p(Hybrid());
+  p.Enqueue(Job(1, 100, 1000), kT0);                       // cpu queue
+  p.Enqueue(Job(2, 100, 120), kT0 + microseconds(1));      // flexible
+  p.Enqueue(Job(3, 100, 110), kT0 + microseconds(2));      // flexible
+  p.Enqueue(Job(4, 300, 100), kT0 + microseconds(3));      // gpu queue (ratio 3)
+  const SchedTime now = kT0 + microseconds(10);
+  EXPECT_EQ(p.TakeCpu(now)->id, 1u);
+  EXPECT_EQ(p.TakeCpu(now)->id, 2u);
+  EXPECT_EQ(p.TakeCpu(now)->id, 3u);
+  // Only a GPU job is left: stolen when the CPU's 300 us beats the GPU's backlog (100) + 100?
+  // No: 300 > 200, waiting for the GPU is faster.
+  EXPECT_FALSE(p.TakeCpu(now).has_value());
+  // With a long GPU backlog it pays.
+  for (uint64_t id = 10; id < 20; ++id) p.Enqueue(Job(id, 1000, 100, kT0 + microseconds(4)), now);
+  auto s = p.TakeCpu(now);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->stolen);
+  EXPECT_EQ(s->id, 4u);  // the cheapest for the CPU among the oldest
+}
+
+TEST(SchedPolicyTest, GpuStealsFromTheCpuQueueWhenItPays) {
+  SchedOptions o = Hybrid();
+  o.batch_wait = microseconds(0);
+  SchedPolicy p(o);
+  // CPU-preferred jobs pile up (CPU backlog 20 * 100 / 2 workers = 1000 us).
+  for (uint64_t id = 1; id <= 20; ++id) p.Enqueue(Job(id, 100, 300), kT0);
+  GpuTake t = p.TakeGpu(kT0);
+  ASSERT_FALSE(t.jobs.empty());
+  for (const SchedJob& j : t.jobs) EXPECT_TRUE(j.stolen);
+  // Few CPU jobs: the GPU leaves them.
+  SchedPolicy q(o);
+  q.Enqueue(Job(1, 100, 300), kT0);
+  EXPECT_TRUE(q.TakeGpu(kT0).jobs.empty());
+}
+
+TEST(SchedPolicyTest, UrgentJobRunsAtOnceOnItsPreferredProcessor) {
+  SchedPolicy p(Hybrid());
+  // A flexible job preferring the CPU, deadline 100 ms, arrived first.
+  p.Enqueue(Job(1, 100, 120, kT0, milliseconds(100)), kT0);
+  // CPU-queue jobs behind it that would normally come first (own queue before flexible).
+  p.Enqueue(Job(2, 100, 1000, kT0 + milliseconds(1)), kT0 + milliseconds(1));
+  p.Enqueue(Job(3, 100, 1000, kT0 + milliseconds(2)), kT0 + milliseconds(2));
+  // Before half its deadline: own queue first.
+  EXPECT_EQ(p.TakeCpu(kT0 + milliseconds(40))->id, 2u);
+  // Past half its deadline: the urgent job jumps ahead.
+  EXPECT_EQ(p.TakeCpu(kT0 + milliseconds(51))->id, 1u);
+  EXPECT_EQ(p.TakeCpu(kT0 + milliseconds(51))->id, 3u);
+}
+
+TEST(SchedPolicyTest, UrgentGpuJobSkipsTheBatchWait) {
+  SchedOptions o = Hybrid();
+  o.batch_wait = milliseconds(5);
+  SchedPolicy p(o);
+  p.Enqueue(Job(1, 1000, 100, kT0, milliseconds(2)), kT0);
+  EXPECT_TRUE(p.TakeGpu(kT0 + microseconds(100)).jobs.empty());  // not urgent, batch not full
+  GpuTake t = p.TakeGpu(kT0 + milliseconds(1));                  // half of 2 ms: urgent
+  ASSERT_EQ(t.jobs.size(), 1u);
+  EXPECT_EQ(t.jobs[0].id, 1u);
+}
+
+TEST(SchedPolicyTest, GpuBatchesCloseOnWorkOrWait) {
+  SchedOptions o = Hybrid();
+  o.batch_work_us = 1000;
+  o.max_batch = 8;
+  o.batch_wait = microseconds(200);
+  SchedPolicy p(o);
+  p.Enqueue(Job(1, 1000, 100), kT0);
+  p.Enqueue(Job(2, 1000, 100), kT0 + microseconds(50));
+  // 200 us of work < 1000: wait until the oldest has waited 200 us.
+  GpuTake t = p.TakeGpu(kT0 + microseconds(60));
+  EXPECT_TRUE(t.jobs.empty());
+  EXPECT_EQ(t.wake_at, kT0 + microseconds(200));
+  t = p.TakeGpu(kT0 + microseconds(200));
+  ASSERT_EQ(t.jobs.size(), 2u);
+  EXPECT_EQ(t.jobs[0].id, 1u);
+  EXPECT_EQ(t.jobs[1].id, 2u);
+  // Enough work: no wait, and the batch stops at the work threshold.
+  for (uint64_t id = 10; id < 25; ++id) p.Enqueue(Job(id, 3000, 300), kT0);
+  t = p.TakeGpu(kT0);
+  EXPECT_EQ(t.jobs.size(), 4u);  // 4 * 300 >= 1000
+  // ...and at max_batch.
+  SchedPolicy q(o);
+  for (uint64_t id = 1; id <= 20; ++id) q.Enqueue(Job(id, 100, 10), kT0);
+  EXPECT_EQ(q.TakeGpu(kT0).jobs.size(), 8u);
+}
+
+TEST(SchedPolicyTest, MigratedJobGoesFirstOnTheCpuAndIsNeverStolen) {
+  SchedOptions o = Hybrid();
+  o.batch_wait = microseconds(0);
+  SchedPolicy p(o);
+  for (uint64_t id = 1; id <= 5; ++id) p.Enqueue(Job(id, 100, 1000), kT0);
+  SchedJob m = Job(99, 50, 10);  // would be a GPU job by cost
+  p.EnqueueMigrated(m, kT0 + microseconds(5));
+  EXPECT_TRUE(p.TakeGpu(kT0 + microseconds(5)).jobs.empty());  // pinned: the GPU cannot take it
+  auto j = p.TakeCpu(kT0 + microseconds(5));
+  ASSERT_TRUE(j.has_value());
+  EXPECT_EQ(j->id, 99u);
+  EXPECT_TRUE(j->migrated);
+}
+
+TEST(SchedPolicyTest, PinnedJobsStayOnTheirProcessor) {
+  SchedOptions o = Hybrid();
+  o.batch_wait = microseconds(0);
+  SchedPolicy p(o);
+  SchedJob g = Job(1, 10, 1000);  // CPU-cheap, but forced to the GPU
+  g.pinned = Unit::kGpu;
+  p.Enqueue(g, kT0);
+  for (uint64_t id = 2; id < 40; ++id) p.Enqueue(Job(id, 10, 1000), kT0);  // long CPU backlog
+  EXPECT_EQ(p.queued(SchedQueue::kGpu), 1u);
+  // The CPU drains its own queue but never steals the pinned job.
+  int cpu = 0;
+  while (auto j = p.TakeCpu(kT0)) {
+    EXPECT_NE(j->id, 1u);
+    ++cpu;
+  }
+  EXPECT_EQ(cpu, 38);
+  GpuTake t = p.TakeGpu(kT0);
+  ASSERT_EQ(t.jobs.size(), 1u);
+  EXPECT_EQ(t.jobs[0].id, 1u);
+}
+
+TEST(SchedPolicyTest, SingleProcessorModes) {
+  SchedOptions o = Hybrid();
+  o.mode = SchedMode::kCpu;
+  SchedPolicy cpu(o);
+  cpu.Enqueue(Job(1, 1000, 1), kT0);
+  EXPECT_TRUE(cpu.TakeGpu(kT0 + milliseconds(1)).jobs.empty());
+  EXPECT_EQ(cpu.TakeCpu(kT0)->id, 1u);
+
+  o.mode = SchedMode::kGpu;
+  o.batch_wait = microseconds(0);
+  SchedPolicy gpu(o);
+  gpu.Enqueue(Job(1, 1, 1000), kT0);
+  EXPECT_FALSE(gpu.TakeCpu(kT0).has_value());  // CPU-cheap, still the GPU's
+  ASSERT_EQ(gpu.TakeGpu(kT0).jobs.size(), 1u);
+  gpu.EnqueueCpuRetry(Job(2, 1, 1000), kT0);  // a GPU failure: the CPU reruns it
+  EXPECT_EQ(gpu.TakeCpu(kT0)->id, 2u);
+}
+
+TEST(SchedPolicyTest, GriffinPlacesByTheCallersChoiceWithoutFlexibleQueue) {
+  SchedOptions o = Hybrid();
+  o.mode = SchedMode::kGriffin;
+  SchedPolicy p(o);
+  SchedJob a = Job(1, 100, 120);
+  a.preferred = Unit::kGpu;  // first intersection's ratio under the crossover
+  p.Enqueue(a, kT0);
+  SchedJob b = Job(2, 100, 120);
+  b.preferred = Unit::kCpu;
+  p.Enqueue(b, kT0);
+  EXPECT_EQ(p.queued(SchedQueue::kGpu), 1u);
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 1u);
+  EXPECT_EQ(p.queued(SchedQueue::kFlex), 0u);
+}
+
+TEST(SchedPolicyTest, DrainEmptiesEveryQueue) {
+  SchedPolicy p(Hybrid());
+  p.Enqueue(Job(1, 1000, 100), kT0);
+  p.Enqueue(Job(2, 100, 1000), kT0);
+  p.Enqueue(Job(3, 100, 100), kT0);
+  EXPECT_EQ(p.Drain().size(), 3u);
+  EXPECT_EQ(p.queued_total(), 0u);
+  EXPECT_FALSE(p.TakeCpu(kT0).has_value());
+}
+
+}  // namespace
+}  // namespace search
