@@ -2,10 +2,15 @@
 //   search-node --index DIR/shard-<i> --listen tcp://HOST:PORT --metrics HOST:PORT
 //               [--threads N] [--cache-mb M] [--queue Q] [--log-level L]
 //               [--gpu auto|on|off] [--gpu-cache-bytes B]
+//               [--scheduler auto|cpu|gpu|hybrid|griffin] [--sched-cpu-workers N] [--batch-wait-us U]
+//               [--batch-work-us W] [--max-batch B] [--crossover R] [--calibration-queries Q]
 // --gpu auto (default): the GPU executor when built with CUDA and a GPU is usable, else the CPU;
 // on: the GPU executor or exit 1 with the reason; off: the CPU executor.
 // Prints one JSON line to stdout once serving:
-//   {"event":"ready","listen":...,"metrics":...,"shard":i,"executor":"gpu"|"cpu","gpu":bool}.
+//   {"event":"ready","listen":...,"metrics":...,"shard":i,"executor":"gpu"|"cpu",
+//    "scheduler":"none"|"cpu"|"gpu"|"hybrid"|"griffin","gpu":bool}.
+// --scheduler auto (default): hybrid (node/scheduled_executor.hpp) when the GPU executor runs,
+// else the CPU engine directly; cpu runs the scheduler's queues on the CPU only.
 // SIGTERM / SIGINT: stop accepting, drain in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -15,12 +20,14 @@
 #include <iostream>
 #include <memory>
 #include <pthread.h>
+#include <thread>
 
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
 #include "node/node_server.hpp"
+#include "node/scheduled_executor.hpp"
 #ifdef SEARCH_HAVE_GPU
 #include "gpu_exec/cuda_util.hpp"
 #include "node/gpu_executor_adapter.hpp"
@@ -54,6 +61,31 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--gpu-cache-bytes", gpu_cache_bytes,
                  "device memory for cached posting lists (0 = half of the GPU's free memory)")
+      ->capture_default_str();
+  std::string sched_name = "auto";
+  ScheduledExecutorOptions sched;
+  size_t sched_cpu_workers = 0;
+  int64_t batch_wait_us = 200;
+  app.add_option("--scheduler", sched_name,
+                 "auto: hybrid when the GPU executor runs, else the CPU engine directly; cpu|gpu|hybrid|griffin: "
+                 "the CPU/GPU scheduler in that mode (gpu, hybrid and griffin need a GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "gpu", "hybrid", "griffin"}));
+  app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = hardware threads)")
+      ->capture_default_str();
+  app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
+  app.add_option("--batch-work-us", sched.sched.policy.batch_work_us, "predicted GPU work that closes a batch")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e9));
+  app.add_option("--max-batch", sched.sched.policy.max_batch, "most queries in one GPU batch")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
+  app.add_option("--crossover", sched.crossover, "griffin: list length ratio at which a query leaves the GPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--calibration-queries", sched.calibration_queries, "queries of the start-up cost calibration")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
@@ -105,6 +137,7 @@ int main(int argc, char** argv) {
     }
   }
   std::unique_ptr<Executor> executor;
+  BatchExecutor* batch_gpu = nullptr;
   if (gpu_mode != "off") {
 #ifdef SEARCH_HAVE_GPU
     if (!gpu::GpuAvailable()) {
@@ -114,6 +147,7 @@ int main(int argc, char** argv) {
       gpu_options.cache_bytes = gpu_cache_bytes;
       auto gpu_executor = GpuExecutorAdapter::Create(shard->get(), &metrics, gpu_options);
       if (gpu_executor.ok()) {
+        batch_gpu = gpu_executor->get();
         executor = std::move(gpu_executor).value();
       } else if (gpu_mode == "on") {
         log.Error() << "--gpu on: cannot start the GPU executor: " << gpu_executor.status().ToString();
@@ -127,7 +161,26 @@ int main(int argc, char** argv) {
 #endif
   }
   if (executor == nullptr) executor = std::make_unique<CpuExecutorAdapter>(shard->get());
-  NodeServer server(shard->get(), executor.get(), &metrics, options);
+  // The scheduler over the executors above (they stay alive below it).
+  std::unique_ptr<Executor> scheduled;
+  if (sched_name == "auto") sched_name = batch_gpu != nullptr ? "hybrid" : "";
+  if (!sched_name.empty()) {
+    sched.sched.policy.mode = *ParseSchedMode(sched_name);
+    sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
+    sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : std::max(1u, std::thread::hardware_concurrency());
+    sched.sched.gpu_dispatchers = batch_gpu != nullptr ? 1 : 0;
+    auto s = ScheduledExecutor::Create(shard->get(), batch_gpu, &metrics, sched);
+    if (!s.ok()) {
+      log.Error() << "--scheduler " << sched_name << ": " << s.status().ToString();
+      return 1;
+    }
+    scheduled = std::move(s).value();
+    // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a batch.
+    const size_t base = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+    options.threads = base + sched.sched.policy.max_batch;
+  }
+  Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();
+  NodeServer server(shard->get(), serving, &metrics, options);
   if (Status st = server.start(); !st.ok()) {
     log.Error() << st.ToString();
     return 1;
@@ -139,6 +192,7 @@ int main(int argc, char** argv) {
                                                                  std::to_string(metrics.exposer_port())},
                           {"shard", (*shard)->meta().shard_id},
                           {"executor", std::string(executor->name())},
+                          {"scheduler", sched_name.empty() ? std::string("none") : sched_name},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

@@ -159,20 +159,26 @@ Result<ExecOutput> GpuExecutorAdapter::Execute(const Query& query, Deadline dead
     return Status::DeadlineExceeded("deadline passed before execution");
   }
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
-  if (query.terms.size() > gpu::kGpuMaxTerms) {
-    Status why = Status::Unavailable("the GPU engine runs at most " + std::to_string(gpu::kGpuMaxTerms) +
-                                     " terms, the query has " + std::to_string(query.terms.size()));
-    if (force_gpu) return why;
-    return FallBack(GpuFallbackReason::kUnsupported, why, query, deadline, flags);
-  }
-  bool gpu_side = false;
-  auto out = RunOnGpu(query, &gpu_side);
-  if (out.ok() || !gpu_side || force_gpu) return out;
-  return FallBack(ReasonFor(out.status()), out.status(), query, deadline, flags);
+  BatchItem item;
+  item.query = &query;
+  RunBatch(std::span<BatchItem>(&item, 1), /*count_fallbacks=*/!force_gpu);
+  if (item.result.ok() || !item.retry_on_cpu || force_gpu) return std::move(item.result);
+  return cpu_.Execute(query, deadline, flags & ~kFlagForceGpu);
 }
 
-Result<ExecOutput> GpuExecutorAdapter::FallBack(GpuFallbackReason reason, const Status& why, const Query& query,
-                                                Deadline deadline, uint32_t flags) {
+void GpuExecutorAdapter::ExecuteBatch(std::span<BatchItem> items) { RunBatch(items, true); }
+
+uint64_t GpuExecutorAdapter::NonResidentBytes(const Query& query) {
+  uint64_t bytes = 0;
+  for (const std::string& term : query.terms) {
+    auto info = terms_->Get(*shard_, term);
+    if (!info.ok() || !info->has_value()) continue;
+    if (!cache_->IsResident(term)) bytes += (*info)->list_bytes;
+  }
+  return bytes;
+}
+
+void GpuExecutorAdapter::CountFallback(GpuFallbackReason reason, const Status& why) {
   const uint64_t n = fallbacks_[static_cast<size_t>(reason)].fetch_add(1) + 1;
   if (metrics_ != nullptr) {
     metrics_->gpu_fallbacks(reason).Increment();
@@ -183,30 +189,32 @@ Result<ExecOutput> GpuExecutorAdapter::FallBack(GpuFallbackReason reason, const 
   const bool loud = reason != GpuFallbackReason::kOutOfMemory && n <= 10;
   (loud ? Log().Warn() : Log().Debug()) << "GPU query fell back to the CPU (" << GpuFallbackReasonLabel(reason) << ", #"
                                         << n << "): " << why.ToString();
-  return cpu_.Execute(query, deadline, flags & ~kFlagForceGpu);
 }
 
-Result<ExecOutput> GpuExecutorAdapter::RunOnGpu(const Query& query, bool* gpu_side) {
-  const auto t0 = std::chrono::steady_clock::now();
-  *gpu_side = false;
+// One query's host-side state: as CpuExecutor::Search, term metadata and lists through the
+// main-memory cache.
+struct GpuExecutorAdapter::Prepared {
+  std::vector<std::shared_ptr<const CachedList>> lists;
+  std::vector<float> idf;
+  size_t fetched = 0;
+  bool empty = false;  // an and-query with a term absent here: answered without the GPU
+  std::vector<std::shared_ptr<const gpu::DeviceList>> handles;  // pin the lists until the engine is done
+  std::vector<gpu::GpuTermInput> inputs;
+};
+
+Status GpuExecutorAdapter::PrepareHost(const Query& query, Prepared* p) {
   const ShardMeta& meta = shard_->meta();
   const size_t n = query.terms.size();
-
-  // Host side, as CpuExecutor::Search: term metadata, lists through the main-memory cache.
-  std::vector<std::shared_ptr<const CachedList>> lists(n);
-  std::vector<float> idf(n, 0.0f);
-  size_t fetched = 0;
+  p->lists.assign(n, nullptr);
+  p->idf.assign(n, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
     auto info = terms_->Get(*shard_, term);
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) {
       if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
-        ExecOutput empty;
-        empty.processor = Processor::kGpu;
-        empty.stats.lists = fetched;
-        empty.stats.micros = MicrosSince(t0);
-        return empty;
+        p->empty = true;
+        return Status::Ok();
       }
       continue;
     }
@@ -220,62 +228,131 @@ Result<ExecOutput> GpuExecutorAdapter::RunOnGpu(const Query& query, bool* gpu_si
       if (list.status().code() == StatusCode::kNotFound) continue;
       return list.status().WithContext("term '" + term + "'");
     }
-    lists[i] = std::move(list).value();
-    idf[i] = Bm25Idf(meta.stats.num_docs, ti.df);
-    ++fetched;
+    p->lists[i] = std::move(list).value();
+    p->idf[i] = Bm25Idf(meta.stats.num_docs, ti.df);
+    ++p->fetched;
   }
+  return Status::Ok();
+}
 
-  // Device side: every failure from here on falls back to the CPU.
-  *gpu_side = true;
-  SEARCH_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuContext> ctx, TakeContext());
-  cudaStream_t stream = ctx->stream();
-  std::vector<std::shared_ptr<const gpu::DeviceList>> handles(n);  // pin the lists until the engine is done
-  std::vector<gpu::GpuTermInput> inputs(n);
-  Result<SearchResult> result = Status::Internal("not run");
-  Status st;
-  for (size_t i = 0; i < n && st.ok(); ++i) {
-    if (lists[i] == nullptr) continue;
-    auto h = cache_->Acquire(lists[i], stream);
-    if (!h.ok()) {
-      st = h.status();
-      break;
-    }
-    handles[i] = std::move(h).value();
-    inputs[i].list = &lists[i]->view;
-    inputs[i].d_blob = handles[i]->d_blob;
-    inputs[i].idf = idf[i];
-  }
-  if (st.ok()) {
-    result = gpu::ExecuteQueryGpu(*ctx, view_, inputs, query.mode, query.k);
-    if (!result.ok()) st = result.status();
-  }
-  if (!st.ok()) {
-    // Copies or kernels may still be in flight after a failure: wait before the handles drop (an
-    // unpinned list may be evicted and its memory reused). A context whose stream saw a CUDA
-    // error is not reused.
-    const cudaError_t sync = cudaStreamSynchronize(stream);
-    if (sync != cudaSuccess || st.code() == StatusCode::kUnavailable) {
-      (void)cudaGetLastError();
-      ctx.reset();
-    }
-  }
-  if (ctx != nullptr) GiveContext(std::move(ctx));
-  handles.clear();
-  if (!st.ok()) return st;
-
-  *gpu_side = false;  // resolving external ids is host work the CPU path would repeat
+Result<ExecOutput> GpuExecutorAdapter::ToOutput(const SearchResult& r, size_t fetched, uint64_t micros) const {
   ExecOutput out;
   out.processor = Processor::kGpu;
-  out.stats = result->stats;
+  out.stats = r.stats;
   out.stats.lists = fetched;
-  out.hits.reserve(result->hits.size());
-  for (const ScoredDoc& d : result->hits) {
+  out.hits.reserve(r.hits.size());
+  for (const ScoredDoc& d : r.hits) {
     auto id = shard_->GetExternalId(d.doc);
     if (!id.ok()) return id.status().WithContext("external id of doc " + std::to_string(d.doc));
     out.hits.push_back(HitMsg{d.doc, d.score, std::move(id).value()});
   }
-  out.stats.micros = MicrosSince(t0);
+  out.stats.micros = micros;
   return out;
+}
+
+void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbacks) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto gpu_failed = [&](BatchItem& item, const Status& why) {
+    item.result = why;
+    item.retry_on_cpu = true;
+    if (count_fallbacks) CountFallback(ReasonFor(why), why);
+  };
+  // Host side: a failure here is the query's own (the CPU would hit it too).
+  std::vector<Prepared> prep(items.size());
+  std::vector<size_t> device;  // items that go to the GPU
+  for (size_t i = 0; i < items.size(); ++i) {
+    BatchItem& item = items[i];
+    item.retry_on_cpu = false;
+    const Query& q = *item.query;
+    if (Status k = ValidateK(q.k); !k.ok()) {
+      item.result = k;
+      continue;
+    }
+    if (q.terms.size() > gpu::kGpuMaxTerms) {
+      gpu_failed(item, gpu::GpuUnimplemented("the GPU engine runs at most " + std::to_string(gpu::kGpuMaxTerms) +
+                                             " terms, the query has " + std::to_string(q.terms.size())));
+      continue;
+    }
+    if (Status st = PrepareHost(q, &prep[i]); !st.ok()) {
+      item.result = st;
+      continue;
+    }
+    if (prep[i].empty) {
+      ExecOutput empty;
+      empty.processor = Processor::kGpu;
+      empty.stats.lists = prep[i].fetched;
+      empty.stats.micros = MicrosSince(t0);
+      item.result = std::move(empty);
+      continue;
+    }
+    device.push_back(i);
+  }
+  if (device.empty()) return;
+
+  // Device side: every failure from here on is the GPU's (the CPU reruns the query).
+  auto ctx_or = TakeContext();
+  if (!ctx_or.ok()) {
+    for (size_t i : device) gpu_failed(items[i], ctx_or.status());
+    return;
+  }
+  std::unique_ptr<gpu::GpuContext> ctx = std::move(ctx_or).value();
+  cudaStream_t stream = ctx->stream();
+  std::vector<size_t> run;  // items whose lists are all resident
+  for (size_t i : device) {
+    Prepared& p = prep[i];
+    const size_t n = p.lists.size();
+    p.handles.resize(n);
+    p.inputs.resize(n);
+    Status st;
+    for (size_t t = 0; t < n && st.ok(); ++t) {
+      if (p.lists[t] == nullptr) continue;
+      auto h = cache_->Acquire(p.lists[t], stream);
+      if (!h.ok()) {
+        st = h.status();
+        break;
+      }
+      p.handles[t] = std::move(h).value();
+      p.inputs[t].list = &p.lists[t]->view;
+      p.inputs[t].d_blob = p.handles[t]->d_blob;
+      p.inputs[t].idf = p.idf[t];
+    }
+    if (!st.ok()) {
+      p.handles.clear();
+      gpu_failed(items[i], st);
+      continue;
+    }
+    run.push_back(i);
+  }
+  Status st;
+  std::vector<Result<SearchResult>> results;
+  if (!run.empty()) {
+    std::vector<gpu::GpuQueryInput> batch;
+    batch.reserve(run.size());
+    for (size_t i : run) batch.push_back(gpu::GpuQueryInput{prep[i].inputs, items[i].query->mode, items[i].query->k});
+    st = gpu::ExecuteBatchGpu(*ctx, view_, batch, &results);
+    if (st.ok() && results.size() != run.size()) st = Status::Internal("GPU batch answered the wrong number of queries");
+  }
+  // Copies or kernels may still be in flight after a failure: wait before the handles drop (an
+  // unpinned list may be evicted and its memory reused). A context whose stream saw a CUDA error
+  // is not reused.
+  const cudaError_t sync = cudaStreamSynchronize(stream);
+  if (sync != cudaSuccess || st.code() == StatusCode::kUnavailable) {
+    (void)cudaGetLastError();
+    ctx.reset();
+  }
+  if (ctx != nullptr) GiveContext(std::move(ctx));
+  for (size_t i : device) prep[i].handles.clear();
+  const uint64_t micros = MicrosSince(t0);
+  for (size_t r = 0; r < run.size(); ++r) {
+    BatchItem& item = items[run[r]];
+    if (!st.ok()) {
+      gpu_failed(item, st);
+    } else if (!results[r].ok()) {
+      gpu_failed(item, results[r].status());
+    } else {
+      item.result = ToOutput(*results[r], prep[run[r]].fetched, micros);  // host errors: returned as they are
+    }
+  }
 }
 
 }  // namespace search

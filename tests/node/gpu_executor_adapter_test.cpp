@@ -25,45 +25,9 @@ namespace {
 constexpr uint32_t kDocs = 4000;
 constexpr uint32_t kVocab = 500;
 
-// A canonical random query: 1..8 terms (Zipf-hot and rare ones, sometimes absent), any mode,
-// k from 1 to 1000.
-Query RandomQuery(std::mt19937_64& rng) {
-  Query q;
-  const int n = 1 + static_cast<int>(rng() % (rng() % 5 == 0 ? 8 : 4));
-  for (int i = 0; i < n; ++i) {
-    q.terms.push_back(testing::Word(static_cast<uint32_t>(rng() % (rng() % 3 == 0 ? kVocab : 40))));
-  }
-  if (rng() % 25 == 0) q.terms.push_back("absent");
-  std::sort(q.terms.begin(), q.terms.end());
-  q.terms.erase(std::unique(q.terms.begin(), q.terms.end()), q.terms.end());
-  q.mode = static_cast<QueryMode>(rng() % 3);
-  const uint32_t r = static_cast<uint32_t>(rng() % 10);
-  q.k = r == 0 ? 1 : r < 7 ? 1 + static_cast<uint32_t>(rng() % 50) : 1 + static_cast<uint32_t>(rng() % 1000);
-  return q;
-}
-
-std::string Describe(const Query& q) {
-  std::ostringstream os;
-  os << QueryModeName(q.mode) << " k=" << q.k << " [";
-  for (const auto& t : q.terms) os << " " << t;
-  os << " ]";
-  return os.str();
-}
-
-// Compares two answers hit by hit; the first difference is reported with both sides.
-::testing::AssertionResult SameHits(const std::vector<HitMsg>& got, const std::vector<HitMsg>& want) {
-  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
-    if (!(got[i] == want[i])) {
-      return ::testing::AssertionFailure()
-             << "hit " << i << ": got doc " << got[i].doc << " score " << got[i].score << " ('" << got[i].external_id
-             << "'), want doc " << want[i].doc << " score " << want[i].score << " ('" << want[i].external_id << "')";
-    }
-  }
-  if (got.size() != want.size()) {
-    return ::testing::AssertionFailure() << "got " << got.size() << " hits, want " << want.size();
-  }
-  return ::testing::AssertionSuccess();
-}
+Query RandomQuery(std::mt19937_64& rng) { return testing::RandomQuery(rng, kVocab); }
+using testing::Describe;
+using testing::SameHits;
 
 class GpuExecutorAdapterTest : public ::testing::Test {
  protected:

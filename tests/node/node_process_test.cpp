@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -139,7 +142,7 @@ struct Child {
   pid_t pid = -1;
   int out = -1, err = -1;
 };
-Child StartWithoutGpu(const std::string& shard_path, const char* mode) {
+Child StartWithoutGpu(const std::string& shard_path, const char* mode, std::vector<std::string> extra = {}) {
   int out_pipe[2], err_pipe[2];
   if (::pipe(out_pipe) != 0 || ::pipe(err_pipe) != 0) return {};
   const pid_t pid = ::fork();
@@ -148,8 +151,13 @@ Child StartWithoutGpu(const std::string& shard_path, const char* mode) {
     ::dup2(err_pipe[1], STDERR_FILENO);
     for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) ::close(fd);
     ::setenv("SEARCH_GPU_DISABLE", "1", 1);
-    ::execl(SEARCH_NODE_BINARY, SEARCH_NODE_BINARY, "--index", shard_path.c_str(), "--listen", "tcp://127.0.0.1:*",
-            "--threads", "1", "--gpu", mode, "--log-level", "info", static_cast<char*>(nullptr));
+    std::vector<std::string> args = {SEARCH_NODE_BINARY, "--index", shard_path, "--listen", "tcp://127.0.0.1:*",
+                                     "--threads", "1", "--gpu", mode, "--log-level", "info"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(SEARCH_NODE_BINARY, argv.data());
     ::_exit(127);
   }
   ::close(out_pipe[1]);
@@ -223,6 +231,55 @@ TEST(NodeProcessTest, MissingIndexFailsWithAClearError) {
     ::_exit(127);
   }
   EXPECT_EQ(WaitExit(pid, 10000), 1);
+}
+
+TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 6).ok());
+  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-workers", "2"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready["scheduler"], "cpu");
+  {
+    auto reader = ShardReader::Open(shard_path);
+    ASSERT_TRUE(reader.ok());
+    zmq::context_t ctx(1);
+    testing::Client client(ctx, ready["listen"].get<std::string>());
+    std::mt19937_64 rng(8);
+    for (uint64_t id = 1; id <= 40; ++id) {
+      SearchRequestMsg r = testing::RandomRequest(rng, kVocab, id);
+      client.Send(EncodeSearchRequest(r));
+      SearchResponseMsg resp = client.RecvResponse();
+      ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+      EXPECT_EQ(resp.hits, testing::Reference(**reader, r)) << "request " << id;
+      EXPECT_EQ(resp.stats.processor, Processor::kCpu);
+    }
+  }
+  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
+TEST(NodeProcessTest, GpuSchedulerWithoutAGpuFailsWithAClearError) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 200, 50, 3).ok());
+  for (const char* mode : {"gpu", "hybrid", "griffin"}) {
+    Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", mode});
+    ASSERT_GT(c.pid, 0);
+    EXPECT_EQ(WaitExit(c.pid, 10000), 1) << mode;
+    const std::string err = ReadAll(c.err, 1000);
+    EXPECT_NE(err.find(std::string("--scheduler ") + mode), std::string::npos) << err;
+    EXPECT_NE(err.find("needs a GPU"), std::string::npos) << err;
+    EXPECT_EQ(ReadLine(c.out, 100), "");
+    ::close(c.out);
+    ::close(c.err);
+  }
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,28 @@ class Executor {
   // work starts (engines may also stop between phases); InvalidArgument for a bad k; Unavailable
   // when a forced processor does not exist here.
   virtual Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) = 0;
+};
+
+// A processor that answers batches of queries in one go (the GPU executor; unit tests use fakes).
+// The node's scheduler (scheduled_executor.hpp) hands it the GPU's batches.
+struct BatchItem {
+  const Query* query = nullptr;
+  Result<ExecOutput> result = Status::Internal("not run");
+  // Set when the failure was the processor's own (a CUDA error, device memory, a query it does
+  // not run): the scheduler reruns the query on the CPU. Host-side errors the CPU would hit too
+  // (a corrupt term entry, a missing document) are returned as they are.
+  bool retry_on_cpu = false;
+};
+
+class BatchExecutor {
+ public:
+  virtual ~BatchExecutor() = default;
+  virtual std::string_view batch_name() const = 0;
+  // Answers every item (sets result and retry_on_cpu). Thread-safe.
+  virtual void ExecuteBatch(std::span<BatchItem> items) = 0;
+  // Bytes of the query's lists that a run would first have to copy into the processor's memory
+  // (the cost model's feature); 0 when unknown.
+  virtual uint64_t NonResidentBytes(const Query& query) { (void)query; return 0; }
 };
 
 // The CPU engine over one open shard: CpuExecutor::Search, then ShardReader::GetExternalId.

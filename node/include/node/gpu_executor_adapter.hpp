@@ -39,7 +39,7 @@ struct GpuExecutorOptions {
   gpu::GpuContextOptions context;           // per worker context
 };
 
-class GpuExecutorAdapter final : public Executor {
+class GpuExecutorAdapter final : public Executor, public BatchExecutor {
  public:
   // Unavailable when there is no usable GPU; the list cache's or the first context's error
   // otherwise. REQUIRES: shard (and metrics, which may be nullptr) outlive the adapter.
@@ -53,6 +53,12 @@ class GpuExecutorAdapter final : public Executor {
   bool has_gpu() const override { return true; }
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
 
+  // BatchExecutor: the items' queries in one gpu::ExecuteBatchGpu launch sequence; GPU-side
+  // failures are counted as fallbacks and flagged retry_on_cpu (the caller reruns them).
+  std::string_view batch_name() const override { return "gpu"; }
+  void ExecuteBatch(std::span<BatchItem> items) override;
+  uint64_t NonResidentBytes(const Query& query) override;
+
   gpu::GpuListCache& cache() { return *cache_; }
   // Queries rerun on the CPU for `reason` since Create (also exported as metrics).
   uint64_t fallbacks(GpuFallbackReason reason) const { return fallbacks_[static_cast<size_t>(reason)].load(); }
@@ -63,11 +69,13 @@ class GpuExecutorAdapter final : public Executor {
   GpuExecutorAdapter(const ShardReader* shard, Metrics* metrics, std::unique_ptr<gpu::GpuListCache> cache,
                      const GpuExecutorOptions& options);
 
-  // The query on the GPU. *gpu_side says whether a failure came from the GPU path (fall back) or
-  // from the host-side lookups (returned as is).
-  Result<ExecOutput> RunOnGpu(const Query& query, bool* gpu_side);
-  Result<ExecOutput> FallBack(GpuFallbackReason reason, const Status& why, const Query& query, Deadline deadline,
-                              uint32_t flags);
+  struct Prepared;
+  // The batch on the GPU: host-side lookups (their errors are the queries' own), then one launch
+  // sequence; GPU-side failures set retry_on_cpu (and are counted when count_fallbacks).
+  void RunBatch(std::span<BatchItem> items, bool count_fallbacks);
+  Status PrepareHost(const Query& query, Prepared* p);
+  Result<ExecOutput> ToOutput(const SearchResult& r, size_t fetched, uint64_t micros) const;
+  void CountFallback(GpuFallbackReason reason, const Status& why);
   Result<std::unique_ptr<gpu::GpuContext>> TakeContext();
   void GiveContext(std::unique_ptr<gpu::GpuContext> ctx);
   void PublishCacheStats();

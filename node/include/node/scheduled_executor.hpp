@@ -1,0 +1,83 @@
+// ScheduledExecutor: the shard node's CPU/GPU scheduler as an Executor (issue 6). Each query's
+// features (its lists' lengths in this shard, number of terms, mode, bytes not resident in GPU
+// memory) go through the CostModel to a predicted CPU and GPU time; the HybridScheduler queues it
+// (Ding's three queues, stealing, deadline urgency, GPU batches) and blocks the calling worker
+// until a processor has answered.
+//
+// Modes (--scheduler): cpu (every query on the CPU workers, through the same queues, so its
+// latency is comparable), gpu (every query on the GPU; only GPU failures rerun on the CPU), hybrid
+// (Ding 2009 §9) and griffin (Liu 2018 §3.2: an and/andor query starts on the GPU when the length
+// ratio of its two shortest lists is under the crossover, else on the CPU; or-queries go where the
+// model predicts them faster). Intra-query hand-off of intermediate results from the GPU to the
+// CPU is supported by the scheduler (GpuOutcome::kMigrate) but not yet produced by the GPU engine:
+// a query placed on the GPU finishes there.
+//
+// Calibration (Create): a short run on this node's own index and hardware fits the cost model:
+// terms sampled from the shard by list length (log2 buckets), random 2-4 term queries in every
+// mode, each run on the CPU (warm) and on the GPU (cold, then resident), within a time budget.
+// Nothing is hand-set; the model then follows observed run times online.
+// Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none).
+// Never a wrong or lost answer: a GPU failure reruns the query on the CPU.
+// Thread-safety: Execute may be called from many threads at once.
+#pragma once
+
+#include <chrono>
+#include <memory>
+
+#include "node/cost_model.hpp"
+#include "node/executor.hpp"
+#include "node/hybrid_scheduler.hpp"
+
+namespace search {
+
+class Metrics;
+class ShardReader;
+
+struct ScheduledExecutorOptions {
+  HybridSchedulerOptions sched;
+  double crossover = 128;  // griffin: GPU while (second shortest / shortest) < crossover
+  size_t calibration_queries = 48;
+  std::chrono::milliseconds calibration_budget{4000};
+  uint64_t seed = 1;
+};
+
+// Parses "cpu" | "gpu" | "hybrid" | "griffin".
+Result<SchedMode> ParseSchedMode(std::string_view name);
+
+class ScheduledExecutor final : public Executor {
+ public:
+  // gpu may be nullptr only in mode cpu. Calibrates, then starts the scheduler.
+  // REQUIRES: shard, gpu and metrics (nullable) outlive the executor.
+  static Result<std::unique_ptr<ScheduledExecutor>> Create(const ShardReader* shard, BatchExecutor* gpu,
+                                                           Metrics* metrics, ScheduledExecutorOptions options);
+  ~ScheduledExecutor() override;
+
+  std::string_view name() const override { return "scheduler"; }
+  bool has_gpu() const override { return gpu_ != nullptr; }
+  Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+
+  // The query's features as this shard sees them.
+  Result<QueryFeatures> Features(const Query& query);
+  CostModel& model() { return model_; }
+  HybridScheduler& scheduler() { return *scheduler_; }
+  SchedMode mode() const { return options_.sched.policy.mode; }
+  // Samples the calibration run produced per processor.
+  size_t calibration_samples(Unit u) const { return calibration_samples_[static_cast<size_t>(u)]; }
+
+ private:
+  class Runner;
+  struct Call;
+  ScheduledExecutor(const ShardReader* shard, BatchExecutor* gpu, ScheduledExecutorOptions options);
+  Status Calibrate();
+
+  const ShardReader* shard_;
+  BatchExecutor* gpu_;
+  ScheduledExecutorOptions options_;
+  CpuExecutorAdapter cpu_;
+  CostModel model_;
+  std::unique_ptr<Runner> runner_;
+  std::unique_ptr<HybridScheduler> scheduler_;
+  size_t calibration_samples_[kNumUnits] = {};
+};
+
+}  // namespace search

@@ -1,0 +1,225 @@
+// ScheduledExecutor (see node/scheduled_executor.hpp).
+#include "node/scheduled_executor.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "index_store/shard_store.hpp"
+#include "metrics/log.hpp"
+
+namespace search {
+namespace {
+
+const Logger& Log() {
+  static const Logger kLog("node");
+  return kLog;
+}
+
+double MicrosSince(SchedTime t0) { return std::chrono::duration<double, std::micro>(SchedClock::now() - t0).count(); }
+
+}  // namespace
+
+Result<SchedMode> ParseSchedMode(std::string_view name) {
+  if (name == "cpu") return SchedMode::kCpu;
+  if (name == "gpu") return SchedMode::kGpu;
+  if (name == "hybrid") return SchedMode::kHybrid;
+  if (name == "griffin") return SchedMode::kGriffin;
+  return Status::InvalidArgument("unknown scheduler '" + std::string(name) + "' (cpu, gpu, hybrid or griffin)");
+}
+
+// What a task carries: the query, the caller's deadline and flags, and the answer.
+struct ScheduledExecutor::Call {
+  const Query* query = nullptr;
+  Deadline deadline = kNoDeadline;
+  uint32_t flags = 0;
+  Result<ExecOutput> out = Status::Internal("not run");
+};
+
+class ScheduledExecutor::Runner final : public SchedRunner {
+ public:
+  Runner(CpuExecutorAdapter* cpu, BatchExecutor* gpu) : cpu_(cpu), gpu_(gpu) {}
+
+  void RunCpu(SchedTask& task) override {
+    auto* call = static_cast<Call*>(task.payload);
+    call->out = cpu_->Execute(*call->query, call->deadline, call->flags & ~(kFlagForceCpu | kFlagForceGpu));
+    task.status = call->out.ok() ? Status::Ok() : call->out.status();
+  }
+
+  void RunGpuBatch(std::span<SchedTask* const> tasks) override {
+    std::vector<BatchItem> items(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) items[i].query = static_cast<Call*>(tasks[i]->payload)->query;
+    gpu_->ExecuteBatch(items);
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      SchedTask& t = *tasks[i];
+      auto* call = static_cast<Call*>(t.payload);
+      const bool forced = (call->flags & kFlagForceGpu) != 0;
+      if (items[i].result.ok() || !items[i].retry_on_cpu || forced) {
+        call->out = std::move(items[i].result);
+        t.status = call->out.ok() ? Status::Ok() : call->out.status();
+        t.outcome = GpuOutcome::kDone;
+      } else {
+        t.status = items[i].result.status();
+        t.outcome = GpuOutcome::kRetryCpu;
+      }
+    }
+  }
+
+ private:
+  CpuExecutorAdapter* cpu_;
+  BatchExecutor* gpu_;
+};
+
+ScheduledExecutor::ScheduledExecutor(const ShardReader* shard, BatchExecutor* gpu, ScheduledExecutorOptions options)
+    : shard_(shard), gpu_(gpu), options_(options), cpu_(shard) {}
+
+ScheduledExecutor::~ScheduledExecutor() {
+  if (scheduler_) scheduler_->stop();
+}
+
+Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const ShardReader* shard, BatchExecutor* gpu,
+                                                                     Metrics* metrics,
+                                                                     ScheduledExecutorOptions options) {
+  if (shard == nullptr) return Status::InvalidArgument("ScheduledExecutor: no shard");
+  if (gpu == nullptr && options.sched.policy.mode != SchedMode::kCpu) {
+    return Status::Unavailable(std::string("scheduler '") + SchedModeName(options.sched.policy.mode) +
+                               "' needs a GPU executor and this node has none");
+  }
+  if (options.sched.policy.mode == SchedMode::kCpu) gpu = nullptr;
+  std::unique_ptr<ScheduledExecutor> e(new ScheduledExecutor(shard, gpu, options));
+  e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu);
+  SEARCH_RETURN_IF_ERROR(e->Calibrate());
+  HybridSchedulerOptions so = options.sched;
+  if (gpu == nullptr) so.gpu_dispatchers = 0;
+  e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
+  e->scheduler_->start();
+  Log().Info() << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers
+               << " CPU workers, " << so.gpu_dispatchers << " GPU dispatchers; calibrated on "
+               << e->calibration_samples_[0] << " CPU and " << e->calibration_samples_[1] << " GPU runs";
+  return e;
+}
+
+Result<QueryFeatures> ScheduledExecutor::Features(const Query& query) {
+  QueryFeatures f;
+  f.mode = query.mode;
+  std::vector<uint64_t> counts;
+  for (const std::string& term : query.terms) {
+    auto info = shard_->GetTermInfo(term);
+    if (!info.ok()) return info.status().WithContext("term '" + term + "'");
+    if (!info->has_value()) continue;
+    counts.push_back((*info)->count);
+    f.total += (*info)->count;
+  }
+  std::sort(counts.begin(), counts.end());
+  f.terms = static_cast<uint32_t>(counts.size());
+  f.shortest = counts.empty() ? 0 : counts[0];
+  f.second = counts.size() < 2 ? 0 : counts[1];
+  if (gpu_ != nullptr) f.nonresident_bytes = gpu_->NonResidentBytes(query);
+  return f;
+}
+
+Status ScheduledExecutor::Calibrate() {
+  const auto t0 = SchedClock::now();
+  const auto over = [&] { return SchedClock::now() - t0 > options_.calibration_budget; };
+  // Terms by log2 of their list length, up to 16 per bucket (reservoir), from at most 2M terms.
+  std::mt19937_64 rng(options_.seed);
+  std::array<std::vector<std::string>, 33> buckets;
+  std::array<uint64_t, 33> seen{};
+  uint64_t visited = 0;
+  SEARCH_RETURN_IF_ERROR(shard_->ForEachTerm([&](std::string_view term, const TermInfo& info) {
+    if (info.count > 0) {
+      const size_t b = std::min<size_t>(32, static_cast<size_t>(std::log2(static_cast<double>(info.count))));
+      const uint64_t n = ++seen[b];
+      if (buckets[b].size() < 16) {
+        buckets[b].emplace_back(term);
+      } else if (rng() % n < 16) {
+        buckets[b][rng() % 16] = std::string(term);
+      }
+    }
+    return ++visited < 2000000;
+  }));
+  std::vector<size_t> nonempty;
+  for (size_t b = 0; b < buckets.size(); ++b)
+    if (!buckets[b].empty()) nonempty.push_back(b);
+  if (nonempty.empty()) return Status::Ok();  // an empty shard: nothing to learn; defaults apply
+
+  std::vector<CostSample> cpu_samples, gpu_samples;
+  const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+  for (size_t i = 0; i < options_.calibration_queries && !over(); ++i) {
+    Query q;
+    q.mode = modes[i % 3];
+    q.k = 10;
+    const size_t n = 2 + rng() % 3;
+    for (size_t t = 0; t < n; ++t) {
+      const auto& b = buckets[nonempty[rng() % nonempty.size()]];
+      q.terms.push_back(b[rng() % b.size()]);
+    }
+    std::sort(q.terms.begin(), q.terms.end());
+    q.terms.erase(std::unique(q.terms.begin(), q.terms.end()), q.terms.end());
+    SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(q));
+    // CPU: once to warm the main-memory list cache, then measured.
+    (void)cpu_.Execute(q, kNoDeadline, 0);
+    auto c0 = SchedClock::now();
+    auto cpu = cpu_.Execute(q, kNoDeadline, 0);
+    if (cpu.ok()) cpu_samples.push_back({f, MicrosSince(c0)});
+    if (gpu_ == nullptr) continue;
+    // GPU: cold (its lists copied first), then resident.
+    for (int pass = 0; pass < 2; ++pass) {
+      SEARCH_ASSIGN_OR_RETURN(QueryFeatures g, Features(q));
+      BatchItem item;
+      item.query = &q;
+      auto g0 = SchedClock::now();
+      gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
+      if (item.result.ok()) gpu_samples.push_back({g, MicrosSince(g0)});
+    }
+  }
+  model_.Calibrate(Unit::kCpu, cpu_samples);
+  model_.Calibrate(Unit::kGpu, gpu_samples);
+  calibration_samples_[0] = cpu_samples.size();
+  calibration_samples_[1] = gpu_samples.size();
+  return Status::Ok();
+}
+
+Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadline, uint32_t flags) {
+  const bool force_cpu = (flags & kFlagForceCpu) != 0;
+  const bool force_gpu = (flags & kFlagForceGpu) != 0;
+  if (force_cpu && force_gpu) return Status::InvalidArgument("flags force both the CPU and the GPU");
+  if (force_gpu && gpu_ == nullptr) return Status::Unavailable("this node runs no GPU executor");
+  if (deadline != kNoDeadline && SchedClock::now() >= deadline) {
+    return Status::DeadlineExceeded("deadline passed before execution");
+  }
+  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query));
+
+  Call call;
+  call.query = &query;
+  call.deadline = deadline;
+  call.flags = flags;
+  SchedTask task;
+  task.payload = &call;
+  task.features = f;
+  SchedJob& j = task.job;
+  j.arrival = SchedClock::now();
+  j.deadline = deadline == kNoDeadline ? SchedTime::max() : deadline;
+  if (!model_.Predict(Unit::kCpu, f, &j.cpu_us)) j.cpu_us = 1;
+  if (gpu_ == nullptr || !model_.Predict(Unit::kGpu, f, &j.gpu_us)) j.gpu_us = gpu_ == nullptr ? 1e12 : 1;
+  if (force_cpu) j.pinned = Unit::kCpu;
+  if (force_gpu) j.pinned = Unit::kGpu;
+  if (mode() == SchedMode::kGriffin) {
+    if (query.mode != QueryMode::kOr && f.terms >= 2) {
+      const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
+      j.preferred = ratio < options_.crossover ? Unit::kGpu : Unit::kCpu;
+    } else {
+      j.preferred = j.cpu_us <= j.gpu_us ? Unit::kCpu : Unit::kGpu;
+    }
+  }
+  const Status st = scheduler_->Submit(task);
+  if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
+  if (task.retried && call.out.ok()) call.out->processor = Processor::kCpu;
+  return std::move(call.out);
+}
+
+}  // namespace search

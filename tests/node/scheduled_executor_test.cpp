@@ -1,0 +1,240 @@
+// ScheduledExecutor over a real shard with a fake GPU (a BatchExecutor that answers with the CPU
+// engine and reports Processor::kGpu, and can fail chosen queries as a GPU would): every
+// scheduler mode returns the CPU engine's exact answers for random queries from many threads;
+// GPU failures in the middle of a batch rerun on the CPU with none lost or wrong; calibration
+// fits both processors; flags and bad input. (The real GPU executor runs the same suite in
+// gpu_executor_adapter_test on a GPU machine.)
+#include "node/scheduled_executor.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "metrics/metrics.hpp"
+#include "node_fixture.hpp"
+
+namespace search {
+namespace {
+
+constexpr uint32_t kDocs = 3000;
+constexpr uint32_t kVocab = 400;
+
+class FakeGpu final : public BatchExecutor {
+ public:
+  explicit FakeGpu(const ShardReader* shard) : cpu_(shard) {}
+  std::string_view batch_name() const override { return "fake-gpu"; }
+  void ExecuteBatch(std::span<BatchItem> items) override {
+    batches.fetch_add(1);
+    size_t prev = max_batch.load();
+    while (items.size() > prev && !max_batch.compare_exchange_weak(prev, items.size())) {
+    }
+    for (size_t i = 0; i < items.size(); ++i) {
+      BatchItem& it = items[i];
+      runs.fetch_add(1);
+      // Fails every query with an odd number of terms in a batch position >= 1: a GPU failure
+      // in the middle of a batch.
+      if (fail_odd && it.query->terms.size() % 2 == 1 && (i >= 1 || items.size() == 1)) {
+        it.result = Status::Unavailable("injected CUDA error");
+        it.retry_on_cpu = true;
+        failed.fetch_add(1);
+        continue;
+      }
+      it.retry_on_cpu = false;
+      it.result = cpu_.Execute(*it.query, kNoDeadline, 0);
+      if (it.result.ok()) it.result->processor = Processor::kGpu;
+    }
+  }
+  uint64_t NonResidentBytes(const Query& q) override { return q.terms.size() * 100; }
+
+  bool fail_odd = false;
+  std::atomic<int> batches{0}, runs{0}, failed{0};
+  std::atomic<size_t> max_batch{0};
+
+ private:
+  CpuExecutorAdapter cpu_;
+};
+
+class ScheduledExecutorTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new testing::TempDir();
+    const std::string path = dir_->path() + "/shard-0";
+    ASSERT_TRUE(testing::WriteRandomShard(path, kDocs, kVocab, 11).ok());
+    auto r = ShardReader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    reader_ = std::move(r).value().release();
+  }
+  static void TearDownTestSuite() {
+    delete reader_;
+    delete dir_;
+  }
+  static ScheduledExecutorOptions Options(SchedMode mode) {
+    ScheduledExecutorOptions o;
+    o.sched.policy.mode = mode;
+    o.sched.policy.batch_wait = std::chrono::microseconds(300);
+    o.sched.cpu_workers = 3;
+    o.sched.gpu_dispatchers = 1;
+    o.calibration_queries = 24;
+    return o;
+  }
+  // Runs `n` random queries from `threads` threads; each answer must equal the CPU adapter's.
+  static void CheckAnswers(ScheduledExecutor& e, int n, int threads, uint64_t seed, int* on_cpu, int* on_gpu) {
+    std::mt19937_64 rng(seed);
+    std::vector<Query> qs;
+    for (int i = 0; i < n; ++i) qs.push_back(testing::RandomQuery(rng, kVocab));
+    CpuExecutorAdapter ref(reader_);
+    std::vector<std::vector<HitMsg>> want;
+    for (const Query& q : qs) {
+      auto w = ref.Execute(q, kNoDeadline, 0);
+      ASSERT_TRUE(w.ok()) << w.status().ToString();
+      want.push_back(w->hits);
+    }
+    std::atomic<int> next{0}, cpu{0}, gpu{0};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < threads; ++t)
+      ts.emplace_back([&] {
+        for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
+          auto got = e.Execute(qs[i], std::chrono::steady_clock::now() + std::chrono::seconds(30), 0);
+          if (!got.ok()) {
+            ADD_FAILURE() << testing::Describe(qs[i]) << ": " << got.status().ToString();
+            continue;
+          }
+          (got->processor == Processor::kGpu ? gpu : cpu).fetch_add(1);
+          auto same = testing::SameHits(got->hits, want[i]);
+          if (!same) ADD_FAILURE() << testing::Describe(qs[i]) << ": " << same.message();
+        }
+      });
+    for (auto& t : ts) t.join();
+    *on_cpu = cpu.load();
+    *on_gpu = gpu.load();
+  }
+
+  static testing::TempDir* dir_;
+  static ShardReader* reader_;
+};
+testing::TempDir* ScheduledExecutorTest::dir_ = nullptr;
+ShardReader* ScheduledExecutorTest::reader_ = nullptr;
+
+TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(mode));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    int cpu = 0, on_gpu = 0;
+    CheckAnswers(**e, 300, 8, 5, &cpu, &on_gpu);
+    EXPECT_EQ(cpu + on_gpu, 300);
+    if (mode == SchedMode::kCpu) {
+      EXPECT_EQ(on_gpu, 0);
+    }
+    if (mode == SchedMode::kGpu) {
+      EXPECT_EQ(cpu, 0);
+    }
+    const SchedStatsSnapshot st = (*e)->scheduler().stats();
+    EXPECT_EQ(st.jobs[0] + st.jobs[1], 300u);
+  }
+}
+
+TEST_F(ScheduledExecutorTest, GpuFailuresMidBatchRerunOnTheCpu) {
+  for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(mode));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    gpu.fail_odd = true;
+    const int failed_before = gpu.failed.load();
+    int cpu = 0, on_gpu = 0;
+    CheckAnswers(**e, 300, 16, 9, &cpu, &on_gpu);
+    EXPECT_EQ(cpu + on_gpu, 300);
+    const int failed = gpu.failed.load() - failed_before;
+    EXPECT_EQ((*e)->scheduler().stats().gpu_retries, static_cast<uint64_t>(failed));
+    if (mode == SchedMode::kGpu) {
+      EXPECT_GT(failed, 0);
+      EXPECT_EQ(cpu, failed);  // exactly the failed ones ran on the CPU
+    }
+  }
+}
+
+TEST_F(ScheduledExecutorTest, CalibrationFitsBothProcessors) {
+  FakeGpu gpu(reader_);
+  auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(SchedMode::kHybrid));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_GT((*e)->calibration_samples(Unit::kCpu), 8u);
+  EXPECT_GT((*e)->calibration_samples(Unit::kGpu), 8u);
+  Query q;
+  q.terms = {testing::Word(1), testing::Word(2)};
+  auto f = (*e)->Features(q);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->terms, 2u);
+  EXPECT_GE(f->second, f->shortest);
+  EXPECT_EQ(f->nonresident_bytes, 200u);
+  double us = 0;
+  EXPECT_TRUE((*e)->model().Predict(Unit::kCpu, *f, &us));
+  EXPECT_GT(us, 0.0);
+  EXPECT_TRUE((*e)->model().Predict(Unit::kGpu, *f, &us));
+}
+
+TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {
+  Metrics metrics("node");
+  FakeGpu gpu(reader_);
+  gpu.fail_odd = true;
+  auto e = ScheduledExecutor::Create(reader_, &gpu, &metrics, Options(SchedMode::kGpu));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  int cpu = 0, on_gpu = 0;
+  CheckAnswers(**e, 60, 4, 21, &cpu, &on_gpu);
+  const std::string text = metrics.SerializeText();
+  auto value = [&](const std::string& series) {
+    const size_t at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
+  };
+  EXPECT_EQ(value("search_sched_jobs_total{processor=\"gpu\"}"), on_gpu) << text;
+  EXPECT_EQ(value("search_sched_jobs_total{processor=\"cpu\"}"), cpu);
+  EXPECT_EQ(value("search_sched_gpu_retries_total"), cpu);
+  EXPECT_GE(value("search_sched_gpu_batches_total"), 1.0);
+  EXPECT_GE(value("search_sched_queue_length{queue=\"gpu\"}"), 0.0);
+  EXPECT_GE(value("search_sched_prediction_error_ratio{processor=\"gpu\"}"), 0.0);
+  EXPECT_NE(text.find("search_sched_wait_seconds_bucket{processor=\"gpu\""), std::string::npos);
+  EXPECT_NE(text.find("search_sched_run_seconds_count{processor=\"cpu\"}"), std::string::npos);
+}
+
+TEST_F(ScheduledExecutorTest, FlagsAndBadInput) {
+  auto cpu_only = ScheduledExecutor::Create(reader_, nullptr, nullptr, Options(SchedMode::kCpu));
+  ASSERT_TRUE(cpu_only.ok()) << cpu_only.status().ToString();
+  EXPECT_FALSE((*cpu_only)->has_gpu());
+  Query q;
+  q.terms = {testing::Word(3)};
+  EXPECT_EQ((*cpu_only)->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ((*cpu_only)->Execute(q, kNoDeadline, kFlagForceGpu | kFlagForceCpu).status().code(),
+            StatusCode::kInvalidArgument);
+  Query bad = q;
+  bad.k = 0;
+  EXPECT_EQ((*cpu_only)->Execute(bad, kNoDeadline, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*cpu_only)->Execute(q, std::chrono::steady_clock::now() - std::chrono::seconds(1), 0).status().code(),
+            StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE((*cpu_only)->Execute(q, kNoDeadline, kFlagForceCpu).ok());
+  // GPU modes need a GPU executor.
+  EXPECT_EQ(ScheduledExecutor::Create(reader_, nullptr, nullptr, Options(SchedMode::kHybrid)).status().code(),
+            StatusCode::kUnavailable);
+  // Forced processors in hybrid mode.
+  FakeGpu gpu(reader_);
+  auto h = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(SchedMode::kHybrid));
+  ASSERT_TRUE(h.ok());
+  auto g = (*h)->Execute(q, kNoDeadline, kFlagForceGpu);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->processor, Processor::kGpu);
+  auto c = (*h)->Execute(q, kNoDeadline, kFlagForceCpu);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->processor, Processor::kCpu);
+  // A forced GPU run that fails returns the GPU's error (no fallback).
+  gpu.fail_odd = true;
+  auto f = (*h)->Execute(q, kNoDeadline, kFlagForceGpu);
+  EXPECT_EQ(f.status().code(), StatusCode::kUnavailable);
+  EXPECT_EQ(ParseSchedMode("fast").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseSchedMode("griffin"), SchedMode::kGriffin);
+}
+
+}  // namespace
+}  // namespace search
