@@ -56,6 +56,21 @@ struct BenchArgs {
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);
 
+struct LoadgenArgs {
+  std::string url = "http://127.0.0.1:9200";  // the integrator
+  std::string queries;
+  std::string mode = "and";
+  int64_t k = 10;
+  double rate = 100;            // mean arrivals per second (Poisson)
+  double seconds = 10;          // measured arrivals
+  double warmup = 1;            // arrivals before the measured ones, at the same rate
+  int64_t deadline_ms = 500;    // sent as timeout_ms; a later or partial answer is a miss
+  uint32_t connections = 64;    // concurrent HTTP connections (workers)
+  uint64_t seed = 1;
+};
+CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* args);
+int RunLoadgen(const LoadgenArgs& args);
+
 struct GenQueriesArgs {
   std::string index;
   uint64_t count = 1000;

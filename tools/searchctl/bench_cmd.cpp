@@ -32,13 +32,6 @@ struct ThreadTally {
   Status error;
 };
 
-// Nearest-rank percentile of a sorted sample.
-double Percentile(const std::vector<double>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
-}
-
 }  // namespace
 
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {

@@ -1,6 +1,9 @@
 // searchctl's shared helpers (common.hpp).
 #include "common.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -48,6 +51,12 @@ std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>&
   }
   out += "], \"took_us\": " + std::to_string(took_us) + "}";
   return out;
+}
+
+double Percentile(const std::vector<double>& sorted, double p) {
+  if (sorted.empty()) return 0;
+  const auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::min(sorted.size(), std::max<size_t>(rank, 1)) - 1];
 }
 
 }  // namespace search::cli

@@ -32,6 +32,9 @@ Result<std::vector<std::string>> ReadQueryFile(const std::string& path);
 // Scores are printed so that parsing them back as float gives the same float exactly.
 std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us);
 
+// Nearest-rank percentile (p in [0, 1]) of an ascending sample; 0 for an empty one.
+double Percentile(const std::vector<double>& sorted, double p);
+
 // Escapes `s` as a JSON string (with quotes); invalid UTF-8 bytes become U+FFFD.
 std::string JsonString(std::string_view s);
 

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   GenerateArgs generate_args;
   ImportCiffArgs import_args;
   StatsArgs stats_args;
+  LoadgenArgs loadgen_args;
   CLI::App* index = AddIndexCommand(app, &index_args);
   CLI::App* query = AddQueryCommand(app, &query_args);
   CLI::App* bench = AddBenchCommand(app, &bench_args);
@@ -31,6 +32,7 @@ int main(int argc, char** argv) {
   CLI::App* generate = AddGenerateCommand(app, &generate_args);
   CLI::App* import_ciff = AddImportCiffCommand(app, &import_args);
   CLI::App* stats = AddStatsCommand(app, &stats_args);
+  CLI::App* loadgen = AddLoadgenCommand(app, &loadgen_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -45,5 +47,6 @@ int main(int argc, char** argv) {
   if (generate->parsed()) return RunGenerate(generate_args);
   if (import_ciff->parsed()) return RunImportCiff(import_args);
   if (stats->parsed()) return RunStats(stats_args);
+  if (loadgen->parsed()) return RunLoadgen(loadgen_args);
   return kExitUsage;
 }

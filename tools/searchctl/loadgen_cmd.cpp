@@ -1,0 +1,235 @@
+// searchctl loadgen: open-loop load on the integrator's HTTP API, Poisson arrivals at --rate per
+// second (Ding et al. 2009 §9, Fig. 7). Arrival times are drawn up front; a dispatcher releases
+// each query at its time whether or not earlier ones have finished, and --connections workers
+// send them (GET /search?q=..&mode=..&k=..&timeout_ms=deadline). A query's latency runs from its
+// scheduled arrival to its answer, so time spent waiting for a free connection counts (no
+// coordinated omission). A query misses its deadline when it is answered after it, with an
+// error, or partially (_shards.failed > 0 or timed_out). The first --warmup seconds of arrivals
+// are sent but not measured. One JSON line summarises.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "args.hpp"
+#include "common.hpp"
+
+namespace search::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Arrival {
+  size_t query = 0;
+  Clock::time_point at;
+  bool measured = false;
+};
+
+struct Sample {
+  double latency_us = 0;
+  bool ok = false, partial = false, error = false;
+};
+
+std::string UrlEncode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+// "http://HOST:PORT" -> host, port.
+Status ParseUrl(const std::string& url, std::string* host, int* port) {
+  const std::string prefix = "http://";
+  if (url.rfind(prefix, 0) != 0) return Status::InvalidArgument("--url must start with http://: " + url);
+  std::string rest = url.substr(prefix.size());
+  while (!rest.empty() && rest.back() == '/') rest.pop_back();
+  const size_t colon = rest.rfind(':');
+  if (colon == std::string::npos || colon == 0) return Status::InvalidArgument("--url needs HOST:PORT: " + url);
+  *host = rest.substr(0, colon);
+  try {
+    size_t used = 0;
+    *port = std::stoi(rest.substr(colon + 1), &used);
+    if (used != rest.size() - colon - 1 || *port <= 0 || *port > 65535) throw std::out_of_range("port");
+  } catch (const std::exception&) {
+    return Status::InvalidArgument("--url has a bad port: " + url);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
+  CLI::App* cmd = app.add_subcommand("loadgen", "Open-loop Poisson load on the integrator's HTTP API");
+  cmd->footer(
+      "Prints one JSON line: target rate, measured queries, achieved rate, ok/partial/errors, deadline\n"
+      "misses (late, failed or partial answers) and latency mean/p50/p95/p99/max in microseconds from\n"
+      "each query's scheduled arrival.");
+  cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
+  cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
+  cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
+  cmd->add_option("--rate", a->rate, "mean arrivals per second")->capture_default_str()->check(CLI::Range(0.001, 1e6));
+  cmd->add_option("--seconds", a->seconds, "measured arrivals span")->capture_default_str()->check(CLI::Range(0.0, 1e5));
+  cmd->add_option("--warmup", a->warmup, "unmeasured arrivals before")->capture_default_str()->check(CLI::Range(0.0, 1e5));
+  cmd->add_option("--deadline-ms", a->deadline_ms, "per-query deadline (sent as timeout_ms)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{600000}));
+  cmd->add_option("--connections", a->connections, "concurrent HTTP connections")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
+  return cmd;
+}
+
+int RunLoadgen(const LoadgenArgs& a) {
+  auto mode = CheckModeAndK(a.mode, a.k);
+  if (!mode.ok()) return ReportError("loadgen", mode.status(), kExitUsage);
+  std::string host;
+  int port = 0;
+  if (Status st = ParseUrl(a.url, &host, &port); !st.ok()) return ReportError("loadgen", st, kExitUsage);
+  auto queries = ReadQueryFile(a.queries);
+  if (!queries.ok()) return ReportError("loadgen", queries.status(), kExitFailure);
+  if (queries->empty()) return ReportError("loadgen", Status::InvalidArgument("the query file is empty"), kExitFailure);
+
+  // Arrival times: exponential gaps of mean 1 / rate over warmup + seconds.
+  std::mt19937_64 rng(a.seed);
+  std::exponential_distribution<double> gap(a.rate);
+  std::vector<Arrival> arrivals;
+  const Clock::time_point start = Clock::now() + std::chrono::milliseconds(50);
+  size_t next_query = rng() % queries->size();
+  for (double t = gap(rng); t < a.warmup + a.seconds; t += gap(rng)) {
+    Arrival x;
+    x.query = next_query;
+    next_query = (next_query + 1) % queries->size();
+    x.at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
+    x.measured = t >= a.warmup;
+    arrivals.push_back(x);
+  }
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<size_t> ready;  // GUARDED_BY(mu): arrivals released, not yet taken
+  bool done = false;         // GUARDED_BY(mu)
+  std::vector<Sample> samples(arrivals.size());
+  std::atomic<bool> connect_failed{false};
+  const std::string base = std::string("/search?mode=") + std::string(QueryModeName(*mode)) +
+                           "&k=" + std::to_string(a.k) + "&timeout_ms=" + std::to_string(a.deadline_ms) + "&q=";
+  const auto deadline = std::chrono::milliseconds(a.deadline_ms);
+
+  std::vector<std::thread> workers;
+  for (uint32_t w = 0; w < a.connections; ++w) {
+    workers.emplace_back([&] {
+      httplib::Client client(host, port);
+      client.set_keep_alive(true);
+      client.set_connection_timeout(std::chrono::seconds(5));
+      client.set_read_timeout(std::chrono::milliseconds(a.deadline_ms * 4 + 5000));
+      for (;;) {
+        size_t i = 0;
+        {
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return done || !ready.empty(); });
+          if (ready.empty()) return;
+          i = ready.front();
+          ready.pop_front();
+        }
+        Sample& s = samples[i];
+        auto res = client.Get(base + UrlEncode((*queries)[arrivals[i].query]));
+        const auto end = Clock::now();
+        s.latency_us = std::chrono::duration<double, std::micro>(end - arrivals[i].at).count();
+        if (!res) {
+          s.error = true;
+          if (res.error() == httplib::Error::Connection) connect_failed = true;
+          continue;
+        }
+        if (res->status != 200) {
+          s.error = true;
+          continue;
+        }
+        const auto body = nlohmann::json::parse(res->body, nullptr, false);
+        if (body.is_discarded()) {
+          s.error = true;
+          continue;
+        }
+        const auto shards = body.find("_shards");
+        s.partial = body.value("timed_out", false) ||
+                    (shards != body.end() && shards->is_object() && shards->value("failed", 0) > 0);
+        s.ok = !s.partial && end - arrivals[i].at <= deadline;
+      }
+    });
+  }
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    std::this_thread::sleep_until(arrivals[i].at);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ready.push_back(i);
+    }
+    cv.notify_one();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  for (auto& t : workers) t.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+
+  std::vector<double> lat;
+  uint64_t measured = 0, ok = 0, partial = 0, errors = 0, misses = 0;
+  double sum = 0;
+  for (size_t i = 0; i < arrivals.size(); ++i) {
+    if (!arrivals[i].measured) continue;
+    const Sample& s = samples[i];
+    ++measured;
+    lat.push_back(s.latency_us);
+    sum += s.latency_us;
+    ok += s.ok;
+    partial += s.partial;
+    errors += s.error;
+    misses += !s.ok;
+  }
+  std::sort(lat.begin(), lat.end());
+  nlohmann::json out;
+  out["rate"] = a.rate;
+  out["seconds"] = a.seconds;
+  out["mode"] = std::string(QueryModeName(*mode));
+  out["k"] = a.k;
+  out["deadline_ms"] = a.deadline_ms;
+  out["connections"] = a.connections;
+  out["queries"] = measured;
+  out["achieved_qps"] = a.seconds > 0 ? static_cast<double>(measured) / a.seconds : 0.0;
+  out["elapsed_s"] = elapsed;
+  out["ok"] = ok;
+  out["partial"] = partial;
+  out["errors"] = errors;
+  out["deadline_misses"] = misses;
+  out["miss_ratio"] = measured > 0 ? static_cast<double>(misses) / static_cast<double>(measured) : 0.0;
+  out["mean_us"] = lat.empty() ? 0.0 : sum / static_cast<double>(lat.size());
+  out["p50_us"] = Percentile(lat, 0.50);
+  out["p95_us"] = Percentile(lat, 0.95);
+  out["p99_us"] = Percentile(lat, 0.99);
+  out["max_us"] = lat.empty() ? 0.0 : lat.back();
+  std::cout << out.dump() << std::endl;
+  if (connect_failed && ok == 0) {
+    return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);
+  }
+  return kExitOk;
+}
+
+}  // namespace search::cli
