@@ -1,5 +1,7 @@
-// The status page at GET /: plain HTML and a small script that fetches /health and /stats every
-// second. No external assets, so it works on an isolated host.
+// The status page at GET /: plain HTML and a small script that fetches /health and /stats once a
+// second and shows health, shards, QPS, latency percentiles and the result cache, with sparklines
+// of the last two minutes. No external assets, so it works on an isolated host. The element ids
+// (qps, p50, p95, p99, p999, hit, refreshes, updated, shards...) are what tests/browser reads.
 #include "integrator/http_front.hpp"
 
 namespace search {
@@ -11,26 +13,56 @@ const std::string& StatusPageHtml() {
 <meta charset="utf-8">
 <title>search cluster</title>
 <style>
-body { font: 14px/1.4 system-ui, sans-serif; margin: 2em; color: #222; }
-h1 { font-size: 1.4em; margin-bottom: .2em; }
-table { border-collapse: collapse; margin: 1em 0; }
-th, td { border: 1px solid #ccc; padding: .3em .7em; text-align: left; }
-th { background: #f4f4f4; }
+body { font: 14px/1.4 system-ui, sans-serif; margin: 1.5em 2em; color: #222; }
+h1 { font-size: 1.4em; margin: 0 0 .2em; }
+h2 { font-size: 1.05em; margin: 1.2em 0 .3em; }
+table { border-collapse: collapse; margin: .4em 0; }
+th, td { border: 1px solid #ccc; padding: .25em .7em; text-align: left; }
+th { background: #f4f4f4; font-weight: 600; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.badge { padding: .1em .6em; border-radius: .3em; font-size: .8em; vertical-align: middle; }
 .green { color: #fff; background: #2e7d32; } .yellow { color: #000; background: #fbc02d; }
-.red { color: #fff; background: #c62828; } .badge { padding: .1em .6em; border-radius: .3em; }
-.up { color: #2e7d32; } .down, .mismatch { color: #c62828; }
-#err { color: #c62828; }
+.red { color: #fff; background: #c62828; } .unknown { color: #fff; background: #777; }
+.up { color: #2e7d32; font-weight: 600; } .down, .mismatch { color: #c62828; font-weight: 600; }
+.meta { color: #666; margin: 0; }
+.stale .meta { color: #c62828; }
+#err { color: #c62828; min-height: 1.4em; }
+.tiles { display: flex; flex-wrap: wrap; gap: 1em; }
+.tile { border: 1px solid #ccc; border-radius: .4em; padding: .6em .9em; min-width: 15em; }
+.tile .label { color: #666; font-size: .85em; }
+.tile .big { font-size: 1.9em; font-weight: 600; font-variant-numeric: tabular-nums; }
+.tile .small { color: #444; font-size: .85em; font-variant-numeric: tabular-nums; }
+svg.spark { display: block; width: 100%; height: 2.5em; margin-top: .3em; background: #fafafa; }
+svg.spark polyline { fill: #e3f2fd; stroke: #1565c0; stroke-width: 1.5; vector-effect: non-scaling-stroke; }
 </style>
 </head>
 <body>
-<h1>search cluster <span id="status" class="badge">...</span></h1>
+<h1>search cluster <span id="status" class="badge unknown">...</span></h1>
+<p class="meta"><span id="shards-up">? shards</span> &middot; updated <span id="updated">never</span>
+&middot; refresh #<span id="refreshes">0</span> (every 1 s)</p>
 <div id="err"></div>
-<table>
-<tr><th>QPS (10 s)</th><th>p50 ms</th><th>p95 ms</th><th>p99 ms</th><th>p99.9 ms</th><th>in flight</th>
-<th>cache hit ratio</th><th>cache entries</th><th>cache MiB</th><th>partial</th><th>late replies</th></tr>
-<tr><td id="qps"></td><td id="p50"></td><td id="p95"></td><td id="p99"></td><td id="p999"></td><td id="inflight"></td>
-<td id="hit"></td><td id="entries"></td><td id="mib"></td><td id="partial"></td><td id="late"></td></tr>
+<div class="tiles">
+<div class="tile"><div class="label">queries per second (last 10 s)</div><div class="big" id="qps"></div>
+<div class="small">requests <span id="requests"></span>, errors <span id="errors"></span>,
+rejected <span id="rejected"></span>, in flight <span id="inflight"></span></div>
+<svg class="spark" id="qps-spark" viewBox="0 0 120 40" preserveAspectRatio="none"><polyline points=""/></svg></div>
+<div class="tile"><div class="label">latency p99 (ms, last 10 s)</div><div class="big" id="p99-big"></div>
+<div class="small"><span id="samples"></span> samples, partial <span id="partial"></span>,
+late replies <span id="late"></span></div>
+<svg class="spark" id="p99-spark" viewBox="0 0 120 40" preserveAspectRatio="none"><polyline points=""/></svg></div>
+<div class="tile"><div class="label">result cache hit ratio (since start)</div><div class="big" id="hit"></div>
+<div class="small">hits <span id="hits"></span>, misses <span id="misses"></span>,
+<span id="entries"></span> entries, <span id="mib"></span> / <span id="cap-mib"></span> MiB,
+evictions <span id="evictions"></span></div>
+<svg class="spark" id="hit-spark" viewBox="0 0 120 40" preserveAspectRatio="none"><polyline points=""/></svg></div>
+</div>
+<h2>latency percentiles (ms, last 10 s)</h2>
+<table id="latency">
+<tr><th>p50</th><th>p95</th><th>p99</th><th>p99.9</th><th>max</th></tr>
+<tr><td class="num" id="p50"></td><td class="num" id="p95"></td><td class="num" id="p99"></td>
+<td class="num" id="p999"></td><td class="num" id="max"></td></tr>
 </table>
+<h2>shards</h2>
 <table id="shards">
 <tr><th>shard</th><th>endpoint</th><th>state</th><th>last seen ms</th><th>node state</th><th>docs</th>
 <th>in flight</th><th>queued</th><th>gpu</th><th>last error</th></tr>
@@ -38,37 +70,73 @@ th { background: #f4f4f4; }
 <p>API: <code>GET /search?q=...&amp;k=10&amp;mode=and|or|andor</code>, <code>POST /search</code>,
 <a href="/health">/health</a>, <a href="/stats">/stats</a>.</p>
 <script>
-function cell(row, text, cls) { const td = row.insertCell(); td.textContent = text; if (cls) td.className = cls; }
-function fix(x, d) { return (typeof x === 'number') ? x.toFixed(d) : ''; }
+const kPoints = 120;  // sparkline history: two minutes at one refresh a second
+const hist = { qps: [], p99: [], hit: [] };
+let refreshes = 0;
+function $(id) { return document.getElementById(id); }
+function set(id, text) { $(id).textContent = text; }
+function fix(x, d) { return (typeof x === 'number' && isFinite(x)) ? x.toFixed(d) : ''; }
+function cell(row, text, cls) {
+  const td = row.insertCell(); td.textContent = text; if (cls) td.className = cls; return td;
+}
+function spark(id, key, value) {
+  const h = hist[key]; h.push(value); if (h.length > kPoints) h.shift();
+  const top = Math.max(...h) || 1;  // scaled to the largest value shown (aria-label holds it)
+  const dx = 120 / Math.max(h.length - 1, 1);  // fills the width until kPoints are shown
+  const pts = h.map((v, i) => (i * dx).toFixed(1) + ',' + (39 - 37 * v / top).toFixed(1));
+  pts.push((dx * (h.length - 1)).toFixed(1) + ',40', '0,40');  // closes the area under the line
+  $(id).setAttribute('aria-label', key + ' over the last ' + h.length + ' s, top ' + fix(top, 2));
+  $(id).firstElementChild.setAttribute('points', pts.join(' '));
+}
+function body(r) {  // the JSON of a 200 answer (no caching headers are sent, so none is cached)
+  if (!r.ok) throw new Error(new URL(r.url).pathname + ': HTTP ' + r.status);
+  return r.json();
+}
 async function refresh() {
   try {
-    const [h, s] = await Promise.all([fetch('/health').then(r => r.json()), fetch('/stats').then(r => r.json())]);
-    const st = document.getElementById('status');
+    const [h, s] = await Promise.all([fetch('/health').then(body), fetch('/stats').then(body)]);
+    const st = $('status');
     st.textContent = h.status; st.className = 'badge ' + h.status;
-    document.getElementById('err').textContent = h.error || '';
-    document.getElementById('qps').textContent = fix(s.qps, 1);
-    for (const p of ['p50', 'p95', 'p99', 'p999']) document.getElementById(p).textContent = fix(s.latency_ms[p], 2);
-    document.getElementById('inflight').textContent = s.in_flight;
-    document.getElementById('hit').textContent = fix(s.cache.hit_ratio, 3);
-    document.getElementById('entries').textContent = s.cache.entries;
-    document.getElementById('mib').textContent = fix(s.cache.bytes / 1048576, 2);
-    document.getElementById('partial').textContent = s.partial_total;
-    document.getElementById('late').textContent = s.late_replies_total;
-    const t = document.getElementById('shards');
+    set('err', h.error || '');
+    const up = h.shards.filter(x => x.state === 'up').length;
+    set('shards-up', up + '/' + h.shards.length + ' shards up');
+    set('qps', fix(s.qps, 1));
+    set('requests', s.requests_total); set('errors', s.errors_total);
+    set('rejected', s.rejected_total); set('inflight', s.in_flight);
+    const lat = s.latency_ms;
+    const ms = x => lat.samples > 0 ? fix(x, 2) : '\u2013';  // no searches in the window: no latency
+    for (const p of ['p50', 'p95', 'p99', 'p999', 'max']) set(p, ms(lat[p]));
+    set('p99-big', ms(lat.p99)); set('samples', lat.samples);
+    set('partial', s.partial_total); set('late', s.late_replies_total);
+    const c = s.cache;
+    set('hit', c.hits + c.misses > 0 ? fix(100 * c.hit_ratio, 1) + '%' : '\u2013');  // no lookups yet
+    set('hits', c.hits); set('misses', c.misses); set('entries', c.entries);
+    set('mib', fix(c.bytes / 1048576, 2)); set('cap-mib', fix(c.capacity_bytes / 1048576, 0));
+    set('evictions', c.evictions);
+    spark('qps-spark', 'qps', s.qps); spark('p99-spark', 'p99', lat.p99); spark('hit-spark', 'hit', c.hit_ratio);
+    const t = $('shards');
     while (t.rows.length > 1) t.deleteRow(1);
     for (const sh of h.shards) {
       const r = t.insertRow();
-      cell(r, sh.shard); cell(r, sh.endpoint); cell(r, sh.state, sh.state);
-      cell(r, sh.last_seen_ms === null ? 'never' : sh.last_seen_ms); cell(r, sh.node_state);
-      cell(r, sh.doc_end > sh.doc_begin ? sh.doc_begin + '..' + sh.doc_end : ''); cell(r, sh.in_flight);
-      cell(r, sh.queued); cell(r, sh.gpu ? 'yes' : 'no'); cell(r, sh.last_error || '');
+      cell(r, sh.shard, 'num'); cell(r, sh.endpoint); cell(r, sh.state, sh.state);
+      cell(r, sh.last_seen_ms === null ? 'never' : sh.last_seen_ms, 'num'); cell(r, sh.node_state);
+      cell(r, sh.doc_end > sh.doc_begin ? sh.doc_begin + '..' + sh.doc_end : '');
+      cell(r, sh.in_flight, 'num'); cell(r, sh.queued, 'num'); cell(r, sh.gpu ? 'yes' : 'no');
+      cell(r, sh.last_error || '');
     }
+    refreshes += 1;
+    set('refreshes', refreshes);
+    set('updated', new Date().toLocaleTimeString());
+    document.body.classList.remove('stale');
   } catch (e) {
-    document.getElementById('err').textContent = 'integrator unreachable: ' + e;
+    set('err', 'integrator unreachable: ' + e.message + ' (showing the last values)');
+    $('status').textContent = 'unreachable'; $('status').className = 'badge red';
+    document.body.classList.add('stale');
+  } finally {
+    setTimeout(refresh, 1000);  // after the answer, so a slow integrator is not piled on
   }
 }
 refresh();
-setInterval(refresh, 1000);
 </script>
 </body>
 </html>

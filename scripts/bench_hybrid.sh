@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Ding et al. 2009 Fig. 7 on one node (issue 6): mean and p99 latency against Poisson arrival rate
+# for the node's schedulers (cpu, gpu, hybrid, griffin), with a deadline per query, driven by
+# `searchctl loadgen` through a real integrator (result cache off) and a real search-node over a
+# synthetic GOV2-shaped shard (as scripts/bench_scale.sh makes it). Per scheduler the rate climbs
+# geometrically from START_RATE until more than MISS_LIMIT of the queries miss their deadline;
+# the sustained rate is the highest with at most 1% misses. Writes a CSV, a markdown table and,
+# with matplotlib, the plot (scripts/plot_fig7.py). One command on the GPU host; nothing is
+# downloaded.
+#
+# usage: scripts/bench_hybrid.sh [DOCS] [WORK_DIR]
+#   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/hybrid-bench)
+# env: BUNDLE (default .bundle: searchctl, search-node, search-integrator and their libraries),
+#      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (250), FACTOR (1.5),
+#      MAX_STEPS (10), SECONDS_PER_RATE (6), WARMUP (2), DEADLINE_MS (500), MISS_LIMIT (0.05),
+#      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
+#      NODE_ARGS (extra search-node flags), KEEP=1 keeps the index.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+docs=${1:-25200000}
+work=${2:-/dev/shm/hybrid-bench}
+bundle=${BUNDLE:-.bundle}
+modes=${MODES:-cpu gpu hybrid griffin}
+qmode=${QMODE:-and}
+start_rate=${START_RATE:-250}
+factor=${FACTOR:-1.5}
+max_steps=${MAX_STEPS:-10}
+secs=${SECONDS_PER_RATE:-6}
+warmup=${WARMUP:-2}
+deadline=${DEADLINE_MS:-500}
+miss_limit=${MISS_LIMIT:-0.05}
+conns=${CONNECTIONS:-256}
+out_dir=${OUT_DIR:-$work}
+export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+ctl=$bundle/bin/searchctl
+t0=$(date +%s)
+step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
+mkdir -p "$work" "$out_dir"
+idx=$work/synthetic-$docs
+qlog=$work/queries-$docs.txt
+min_df=$(( (docs * 4 + 99999) / 100000 ))
+[ "$min_df" -ge 1 ] || min_df=1
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
+trap cleanup EXIT
+
+step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
+if [ ! -f "$idx/manifest.json" ]; then
+  step "generate --docs $docs"
+  rm -rf "$idx"
+  "$ctl" generate --docs "$docs" --out "$idx" --shards 1 --seed 1 --threads "$(nproc)" --quiet || exit 1
+fi
+[ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
+  --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
+
+node_port=7701 http_port=7700
+csv=$out_dir/fig7.csv
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries" >"$csv"
+field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
+
+for mode in $modes; do
+  step "scheduler $mode: starting node + integrator"
+  "$bundle/bin/search-node" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
+    --cache-mb 16384 --log-level warn ${NODE_ARGS:-} >"$work/node-$mode.out" 2>"$work/node-$mode.err" &
+  node_pid=$!
+  pids+=("$node_pid")
+  for _ in $(seq 600); do grep -q '"ready"' "$work/node-$mode.out" 2>/dev/null && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
+  if ! grep -q '"ready"' "$work/node-$mode.out"; then
+    echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
+  fi
+  "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
+    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --log-level warn \
+    >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
+  int_pid=$!
+  pids+=("$int_pid")
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$http_port/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  rate=$start_rate
+  for _ in $(seq "$max_steps"); do
+    line=$(timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
+      --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
+      --connections "$conns")
+    [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
+    miss=$(field "$line" miss_ratio)
+    printf '%s,%s,%s,%.3f,%.3f,%.3f,%.3f,%s,%s\n' "$mode" "$rate" "$(field "$line" achieved_qps)" \
+      "$(echo "$(field "$line" mean_us) / 1000" | bc -l)" "$(echo "$(field "$line" p50_us) / 1000" | bc -l)" \
+      "$(echo "$(field "$line" p95_us) / 1000" | bc -l)" "$(echo "$(field "$line" p99_us) / 1000" | bc -l)" \
+      "$miss" "$(field "$line" queries)" | tee -a "$csv"
+    awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
+    rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
+  done
+  curl -s "http://127.0.0.1:$((node_port))/" >/dev/null 2>&1
+  kill "$int_pid" "$node_pid" 2>/dev/null
+  wait "$int_pid" "$node_pid" 2>/dev/null
+  grep -h "scheduler\|calibrat" "$work/node-$mode.err" | tail -2
+done
+
+step "summary (docs=$docs, $qmode, deadline $deadline ms)"
+python3 scripts/plot_fig7.py "$csv" "$out_dir/fig7.png" | tee "$out_dir/fig7.md"
+[ "${KEEP:-0}" = 1 ] || rm -rf "$idx" "$qlog"
+step "done"

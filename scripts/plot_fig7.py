@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""Draws Ding et al. 2009 Fig. 7 from scripts/bench_hybrid.sh's CSV: mean and p99 latency against
+arrival rate, one line per scheduler, and prints a markdown table with each scheduler's sustained
+rate (highest with at most 1% deadline misses). Without matplotlib only the table is printed.
+
+usage: scripts/plot_fig7.py FIG7.CSV OUT.PNG
+"""
+import csv
+import sys
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    rows = []
+    with open(sys.argv[1], newline="") as f:
+        for r in csv.DictReader(f):
+            try:
+                rows.append({k: (v if k == "scheduler" else float(v)) for k, v in r.items()})
+            except (TypeError, ValueError):
+                print(f"plot_fig7: skipping a bad row: {r}", file=sys.stderr)
+    by = {}
+    for r in rows:
+        by.setdefault(r["scheduler"], []).append(r)
+    print("| scheduler | rate q/s | achieved q/s | mean ms | p50 ms | p95 ms | p99 ms | deadline misses |")
+    print("|---|---|---|---|---|---|---|---|")
+    for s, rs in by.items():
+        for r in rs:
+            print(f"| {s} | {r['rate']:.0f} | {r['achieved_qps']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | "
+                  f"{r['p95_ms']:.2f} | {r['p99_ms']:.2f} | {100 * r['miss_ratio']:.2f}% |")
+    print()
+    print("| scheduler | sustained rate (<= 1% misses) | p99 ms there |")
+    print("|---|---|---|")
+    for s, rs in by.items():
+        ok = [r for r in rs if r["miss_ratio"] <= 0.01]
+        best = max(ok, key=lambda r: r["rate"]) if ok else None
+        print(f"| {s} | {best['rate']:.0f} | {best['p99_ms']:.2f} |" if best else f"| {s} | - | - |")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot_fig7: matplotlib not found; no plot", file=sys.stderr)
+        return 0
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
+    for ax, key, title in ((axes[0], "mean_ms", "mean latency"), (axes[1], "p99_ms", "p99 latency")):
+        for s, rs in by.items():
+            ax.plot([r["rate"] for r in rs], [r[key] for r in rs], marker="o", label=s)
+        ax.set_xlabel("arrival rate (queries/s, Poisson)")
+        ax.set_ylabel("ms")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.suptitle("Latency vs arrival rate per scheduler (Ding et al. 2009 Fig. 7)")
+    fig.tight_layout()
+    fig.savefig(sys.argv[2], dpi=110)
+    print(f"\nplot: {sys.argv[2]}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
