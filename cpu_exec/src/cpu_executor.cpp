@@ -62,6 +62,75 @@ Scratch& ThreadScratch() {
   return scratch;
 }
 
+// The cursors of the present terms (slot = canonical position) in the thread's scratch, their
+// stats and errors routed to `local` / `error`, and a zeroed score sheet. Returns how many.
+size_t SetUpCursors(std::span<const TermInput> terms, const CursorEnv& env_in, CursorEnv* env, QueryStats* local,
+                    Status* error) {
+  const size_t n = terms.size();
+  Scratch& s = ThreadScratch();
+  s.Reserve(n);
+  *env = env_in;
+  env->stats = local;
+  env->error = error;
+  size_t m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (terms[i].list == nullptr) continue;
+    s.cursors[m].reset(terms[i].list, terms[i].idf, static_cast<uint32_t>(i), env);
+    s.order[m] = &s.cursors[m];
+    ++m;
+  }
+  std::fill(s.sheet.begin(), s.sheet.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
+  return m;
+}
+
+void SortBySize(BlockCursor** cur, size_t m) {
+  std::sort(cur, cur + m, [](const BlockCursor* x, const BlockCursor* y) {
+    return x->size() != y->size() ? x->size() < y->size() : x->slot() < y->slot();
+  });
+}
+
+// The and-part over candidates only: each candidate is followed into every list, shortest first
+// (next_geq moves forward only: candidates ascend), and scored by slot when all hold it.
+Result<std::vector<ScoredDoc>> RunCandidates(std::span<const TermInput> terms, const CursorEnv& env_in,
+                                             std::span<const uint32_t> candidates, uint32_t k, QueryStats* stats) {
+  const size_t n = terms.size();
+  size_t present = 0;
+  for (const TermInput& t : terms) present += t.list != nullptr ? 1 : 0;
+  stats->lists += present;
+  if (present == 0 || present < n) return std::vector<ScoredDoc>{};
+  Status error;
+  QueryStats local;
+  CursorEnv env;
+  const size_t m = SetUpCursors(terms, env_in, &env, &local, &error);
+  Scratch& s = ThreadScratch();
+  BlockCursor** cur = s.order.data();
+  SortBySize(cur, m);
+  ScoreSheet sheet(s.sheet.data(), n);
+  cpu_internal::TopKHeap topk(k);
+  uint32_t prev = 0;
+  for (size_t c = 0; c < candidates.size() && error.ok(); ++c) {
+    const uint32_t d = candidates[c];
+    if (d == kEndDoc || (c > 0 && d <= prev)) return Status::InvalidArgument("candidates must be strictly ascending");
+    prev = d;
+    size_t j = 0;
+    for (; j < m; ++j) {
+      cur[j]->next_geq(d);
+      if (cur[j]->doc() != d) break;
+      sheet.set(cur[j]->slot(), cur[j]->score());
+    }
+    if (j < m) {
+      sheet.clear();
+      if (cur[j]->doc() == kEndDoc) break;  // a list ran out: no later candidate matches
+      continue;
+    }
+    topk.Push(d, sheet.sum_and_clear());
+    ++local.postings_scored;
+  }
+  *stats += local;
+  if (!error.ok()) return error;
+  return topk.TakeSorted();
+}
+
 // One mode (and / or) over the given terms. Appends its stats; returns the hits best first.
 Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const CursorEnv& env_in, bool conjunctive,
                                        uint32_t k, QueryStats* stats) {
@@ -72,28 +141,16 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
   if (present == 0 || (conjunctive && present < n)) return std::vector<ScoredDoc>{};
 
   Scratch& s = ThreadScratch();
-  s.Reserve(n);
   Status error;
   QueryStats local;
-  CursorEnv env = env_in;
-  env.stats = &local;
-  env.error = &error;
-  size_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (terms[i].list == nullptr) continue;
-    s.cursors[m].reset(terms[i].list, terms[i].idf, static_cast<uint32_t>(i), &env);
-    s.order[m] = &s.cursors[m];
-    ++m;
-  }
+  CursorEnv env;
+  const size_t m = SetUpCursors(terms, env_in, &env, &local, &error);
   BlockCursor** cur = s.order.data();
-  std::fill(s.sheet.begin(), s.sheet.begin() + static_cast<std::ptrdiff_t>(n), 0.0f);
   ScoreSheet sheet(s.sheet.data(), n);
   cpu_internal::TopKHeap topk(k);
   const float slack = cpu_internal::QuerySlack(n);
   if (conjunctive) {
-    std::sort(cur, cur + m, [](const BlockCursor* x, const BlockCursor* y) {
-      return x->size() != y->size() ? x->size() < y->size() : x->slot() < y->slot();
-    });
+    SortBySize(cur, m);
     cpu_internal::RunAnd(cur, m, sheet, topk, slack, s.a.data(), local);
   } else {
     std::sort(cur, cur + m, [](const BlockCursor* x, const BlockCursor* y) {
@@ -123,8 +180,10 @@ Status CheckLists(std::span<const TermInput> terms, uint32_t doc_begin, uint64_t
   return Status::Ok();
 }
 
+// With `candidates`, the and-part runs over them only (ExecuteQueryFromCandidates).
 Result<SearchResult> Execute(std::span<const TermInput> terms, const float* norms, uint32_t doc_begin,
-                             uint64_t num_docs, QueryMode mode, uint32_t k, const Bm25Params& params) {
+                             uint64_t num_docs, QueryMode mode, uint32_t k, const Bm25Params& params,
+                             const std::span<const uint32_t>* candidates = nullptr) {
   const auto t0 = std::chrono::steady_clock::now();
   SEARCH_RETURN_IF_ERROR(ValidateK(k));
   SEARCH_RETURN_IF_ERROR(CheckLists(terms, doc_begin, num_docs));
@@ -134,10 +193,20 @@ Result<SearchResult> Execute(std::span<const TermInput> terms, const float* norm
   env.norms = norms;
   env.doc_begin = doc_begin;
   env.k1 = params.k1;
+  if (candidates != nullptr) {
+    if (mode == QueryMode::kOr) return Status::InvalidArgument("an or-query has no candidate set");
+    for (uint32_t d : *candidates)
+      if (d < doc_begin || static_cast<uint64_t>(d) >= doc_begin + num_docs)
+        return Status::Corruption("candidate docID " + std::to_string(d) + " outside the shard's documents");
+  }
   if (mode == QueryMode::kOr) {
     SEARCH_ASSIGN_OR_RETURN(result.hits, RunMode(terms, env, false, k, &result.stats));
   } else {
-    SEARCH_ASSIGN_OR_RETURN(result.hits, RunMode(terms, env, true, k, &result.stats));
+    if (candidates != nullptr) {
+      SEARCH_ASSIGN_OR_RETURN(result.hits, RunCandidates(terms, env, *candidates, k, &result.stats));
+    } else {
+      SEARCH_ASSIGN_OR_RETURN(result.hits, RunMode(terms, env, true, k, &result.stats));
+    }
     if (mode == QueryMode::kAndOr && result.hits.size() < k) {
       SEARCH_ASSIGN_OR_RETURN(result.hits, RunMode(terms, env, false, k, &result.stats));
     }
@@ -156,6 +225,12 @@ Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, const float*
 Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, std::span<const float> norms, uint32_t doc_begin,
                                   QueryMode mode, uint32_t k, const Bm25Params& params) {
   return Execute(terms, norms.data(), doc_begin, norms.size(), mode, k, params);
+}
+
+Result<SearchResult> ExecuteQueryFromCandidates(std::span<const TermInput> terms, std::span<const float> norms,
+                                                uint32_t doc_begin, std::span<const uint32_t> candidates,
+                                                QueryMode mode, uint32_t k, const Bm25Params& params) {
+  return Execute(terms, norms.data(), doc_begin, norms.size(), mode, k, params, &candidates);
 }
 
 // term -> TermInfo (nullopt: no postings in this shard), in 16 mutex-guarded maps. A map that
@@ -191,24 +266,26 @@ struct CpuExecutor::TermCache {
 
 CpuExecutor::CpuExecutor(const ShardReader* shard) : shard_(shard), terms_(std::make_shared<TermCache>()) {}
 
-Result<SearchResult> CpuExecutor::Search(const Query& query) const {
-  const auto t0 = std::chrono::steady_clock::now();
-  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+struct CpuExecutor::Lookup {
+  std::vector<std::shared_ptr<const CachedList>> held;
+  std::vector<TermInput> inputs;
+  bool empty = false;  // an and-query with a term absent here: matches nothing here
+};
+
+Result<CpuExecutor::Lookup> CpuExecutor::LookUp(const Query& query) const {
   const ShardMeta& meta = shard_->meta();
   const size_t n = query.terms.size();
-  std::vector<std::shared_ptr<const CachedList>> held;
-  held.reserve(n);
-  std::vector<TermInput> inputs(n);
+  Lookup l;
+  l.held.reserve(n);
+  l.inputs.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
     auto info = terms_->Get(*shard_, term);
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) {
-      if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
-        SearchResult empty;
-        empty.stats.lists = held.size();
-        empty.stats.micros = MicrosSince(t0);
-        return empty;
+      if (query.mode == QueryMode::kAnd) {
+        l.empty = true;
+        return l;
       }
       continue;
     }
@@ -221,13 +298,39 @@ Result<SearchResult> CpuExecutor::Search(const Query& query) const {
       if (list.status().code() == StatusCode::kNotFound) continue;
       return list.status().WithContext("term '" + term + "'");
     }
-    held.push_back(std::move(list).value());
-    inputs[i].list = &held.back()->view;
-    inputs[i].idf = Bm25Idf(meta.stats.num_docs, ti.df);
+    l.held.push_back(std::move(list).value());
+    l.inputs[i].list = &l.held.back()->view;
+    l.inputs[i].idf = Bm25Idf(meta.stats.num_docs, ti.df);
   }
-  const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
-  SEARCH_ASSIGN_OR_RETURN(SearchResult result,
-                          ExecuteQuery(inputs, norms, meta.doc_begin, query.mode, query.k, meta.bm25));
+  return l;
+}
+
+Result<SearchResult> CpuExecutor::Search(const Query& query) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query));
+  const ShardMeta& meta = shard_->meta();
+  SearchResult result;
+  if (!l.empty) {
+    const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
+    SEARCH_ASSIGN_OR_RETURN(result, ExecuteQuery(l.inputs, norms, meta.doc_begin, query.mode, query.k, meta.bm25));
+  }
+  result.stats.lists = l.empty ? l.held.size() : result.stats.lists;
+  result.stats.micros = MicrosSince(t0);
+  return result;
+}
+
+Result<SearchResult> CpuExecutor::SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query));
+  const ShardMeta& meta = shard_->meta();
+  SearchResult result;
+  if (!l.empty) {
+    const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
+    SEARCH_ASSIGN_OR_RETURN(result, ExecuteQueryFromCandidates(l.inputs, norms, meta.doc_begin, candidates,
+                                                               query.mode, query.k, meta.bm25));
+  }
   result.stats.micros = MicrosSince(t0);
   return result;
 }

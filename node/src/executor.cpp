@@ -14,11 +14,25 @@ Result<ExecOutput> CpuExecutorAdapter::Execute(const Query& query, Deadline dead
   }
   auto result = executor_.Search(query);
   if (!result.ok()) return result.status();
+  return ToOutput(*result, Processor::kCpu);
+}
+
+Result<ExecOutput> CpuExecutorAdapter::ExecuteFromCandidates(const Query& query, std::span<const uint32_t> candidates,
+                                                             Deadline deadline) {
+  if (deadline != kNoDeadline && std::chrono::steady_clock::now() >= deadline) {
+    return Status::DeadlineExceeded("deadline passed before execution");
+  }
+  auto result = executor_.SearchFromCandidates(query, candidates);
+  if (!result.ok()) return result.status();
+  return ToOutput(*result, Processor::kHybrid);
+}
+
+Result<ExecOutput> CpuExecutorAdapter::ToOutput(const SearchResult& r, Processor p) const {
   ExecOutput out;
-  out.processor = Processor::kCpu;
-  out.stats = result->stats;
-  out.hits.reserve(result->hits.size());
-  for (const ScoredDoc& d : result->hits) {
+  out.processor = p;
+  out.stats = r.stats;
+  out.hits.reserve(r.hits.size());
+  for (const ScoredDoc& d : r.hits) {
     auto id = shard_->GetExternalId(d.doc);
     if (!id.ok()) return id.status().WithContext("external id of doc " + std::to_string(d.doc));
     out.hits.push_back(HitMsg{d.doc, d.score, std::move(id).value()});

@@ -11,6 +11,8 @@
 #include <unordered_map>
 
 #include "gpu_exec/cuda_util.hpp"
+#include "gpu_exec/decode.hpp"
+#include "gpu_exec/intersect.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 
@@ -26,6 +28,31 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 }
+
+// Stream-ordered device memory (cudaMallocAsync from the device's default pool: no cudaMalloc per
+// query), freed on the same stream.
+class AsyncBuffer {
+ public:
+  explicit AsyncBuffer(cudaStream_t stream) : stream_(stream) {}
+  ~AsyncBuffer() {
+    if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+  }
+  AsyncBuffer(const AsyncBuffer&) = delete;
+  AsyncBuffer& operator=(const AsyncBuffer&) = delete;
+  Status Allocate(size_t bytes) {
+    if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+    ptr_ = nullptr;
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ptr_, std::max<size_t>(bytes, 16), stream_));
+    return Status::Ok();
+  }
+  void Swap(AsyncBuffer& o) { std::swap(ptr_, o.ptr_); }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
 
 GpuFallbackReason ReasonFor(const Status& st) {
   switch (st.code()) {
@@ -353,6 +380,87 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
       item.result = ToOutput(*results[r], prep[run[r]].fetched, micros);  // host errors: returned as they are
     }
   }
+}
+
+Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& query, double crossover) {
+  if (query.mode == QueryMode::kOr) return Status::InvalidArgument("an or-query has no intersection");
+  Prepared p;
+  SEARCH_RETURN_IF_ERROR(PrepareHost(query, &p));
+  Prefix out;
+  if (p.empty) return out;  // an and-term absent here: no candidates
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.lists.size(); ++i)
+    if (p.lists[i] != nullptr) order.push_back(i);
+  if (order.size() < 2) return Status::InvalidArgument("fewer than two lists: nothing to intersect");
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return p.lists[a]->view.count() < p.lists[b]->view.count(); });
+
+  SEARCH_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuContext> ctx, TakeContext());
+  cudaStream_t stream = ctx->stream();
+  std::vector<std::shared_ptr<const gpu::DeviceList>> handles;  // pinned until the stream is done
+  Status st = [&]() -> Status {
+    AsyncBuffer cur(stream), next(stream), inter(stream), temp(stream), words(stream);
+    SEARCH_RETURN_IF_ERROR(words.Allocate(2 * sizeof(uint32_t)));  // [0] decode error, [1] count
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words.as<uint32_t>(), 0, 2 * sizeof(uint32_t), stream));
+    auto acquire = [&](size_t i) -> Result<const uint8_t*> {
+      SEARCH_ASSIGN_OR_RETURN(auto h, cache_->Acquire(p.lists[i], stream));
+      handles.push_back(h);
+      return h->d_blob;
+    };
+    const ListView& first = p.lists[order[0]]->view;
+    uint64_t size = first.count();
+    SEARCH_RETURN_IF_ERROR(cur.Allocate(size * sizeof(uint32_t)));
+    SEARCH_ASSIGN_OR_RETURN(const uint8_t* blob0, acquire(order[0]));
+    SEARCH_RETURN_IF_ERROR(gpu::DecodeListGpu(blob0, first, cur.as<uint32_t>(), nullptr, words.as<uint32_t>(), stream));
+    out.lists_done = 1;
+    for (size_t j = 1; j < order.size() && size > 0; ++j) {
+      const ListView& v = p.lists[order[j]]->view;
+      const uint64_t len = v.count();
+      if (j >= 2 && static_cast<double>(len) >= crossover * static_cast<double>(size)) break;  // hand off
+      SEARCH_RETURN_IF_ERROR(next.Allocate(len * sizeof(uint32_t)));
+      SEARCH_ASSIGN_OR_RETURN(const uint8_t* blob, acquire(order[j]));
+      SEARCH_RETURN_IF_ERROR(gpu::DecodeListGpu(blob, v, next.as<uint32_t>(), nullptr, words.as<uint32_t>(), stream));
+      const gpu::IntersectMethod method = len <= 8 * size && size >= (uint64_t{1} << 20)
+                                              ? gpu::IntersectMethod::kMergePath
+                                              : gpu::IntersectMethod::kBinarySearch;
+      size_t temp_bytes = 0;
+      const auto na = static_cast<uint32_t>(size), nb = static_cast<uint32_t>(len);
+      SEARCH_RETURN_IF_ERROR(gpu::IntersectGpu(method, cur.as<uint32_t>(), na, next.as<uint32_t>(), nb, nullptr, nullptr,
+                                               nullptr, nullptr, temp_bytes, stream));
+      SEARCH_RETURN_IF_ERROR(temp.Allocate(temp_bytes));
+      SEARCH_RETURN_IF_ERROR(inter.Allocate(size * sizeof(uint32_t)));
+      SEARCH_RETURN_IF_ERROR(gpu::IntersectGpu(method, cur.as<uint32_t>(), na, next.as<uint32_t>(), nb,
+                                               inter.as<uint32_t>(), nullptr, words.as<uint32_t>() + 1,
+                                               temp.as<void>(), temp_bytes, stream));
+      uint32_t count = 0;
+      SEARCH_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(&count, words.as<uint32_t>() + 1, sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+      SEARCH_RETURN_IF_ERROR(gpu::CheckDecodeError(words.as<uint32_t>(), stream));  // synchronizes
+      cur.Swap(inter);
+      size = std::min<uint64_t>(count, size);
+      ++out.lists_done;
+    }
+    out.candidates.resize(size);
+    if (size > 0) {
+      SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.candidates.data(), cur.as<uint32_t>(), size * sizeof(uint32_t),
+                                                  cudaMemcpyDeviceToHost, stream));
+    }
+    SEARCH_RETURN_IF_ERROR(gpu::CheckDecodeError(words.as<uint32_t>(), stream));
+    return Status::Ok();
+  }();
+  // The buffers' frees are queued on the stream; wait for them before the lists are unpinned.
+  const cudaError_t sync = cudaStreamSynchronize(stream);
+  if (sync != cudaSuccess || st.code() == StatusCode::kUnavailable) {
+    (void)cudaGetLastError();
+    ctx.reset();
+  }
+  if (ctx != nullptr) GiveContext(std::move(ctx));
+  handles.clear();
+  if (!st.ok()) {
+    CountFallback(ReasonFor(st), st);
+    return st;
+  }
+  return out;
 }
 
 }  // namespace search

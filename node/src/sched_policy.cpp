@@ -133,7 +133,7 @@ long SchedPolicy::OldestUrgent(SchedQueue q, Unit u, SchedTime now) const {
 }
 
 long SchedPolicy::StealCandidate(Unit thief) const {
-  if (!options_.steal || options_.mode == SchedMode::kCpu || options_.mode == SchedMode::kGpu) return -1;
+  if (!options_.steal || options_.mode != SchedMode::kHybrid) return -1;  // griffin places, never steals
   const Unit owner = Other(thief);
   const auto& dq = queues_[static_cast<size_t>(QueueOf(owner))];
   const double backlog = Backlog(owner);

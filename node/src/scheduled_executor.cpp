@@ -36,20 +36,44 @@ struct ScheduledExecutor::Call {
   const Query* query = nullptr;
   Deadline deadline = kNoDeadline;
   uint32_t flags = 0;
+  bool step = false;                 // griffin: intersect on the GPU, hand the candidates to the CPU
+  std::vector<uint32_t> candidates;  // the GPU's intersection, once migrated
   Result<ExecOutput> out = Status::Internal("not run");
 };
 
 class ScheduledExecutor::Runner final : public SchedRunner {
  public:
-  Runner(CpuExecutorAdapter* cpu, BatchExecutor* gpu) : cpu_(cpu), gpu_(gpu) {}
+  Runner(CpuExecutorAdapter* cpu, BatchExecutor* gpu, double crossover) : cpu_(cpu), gpu_(gpu), crossover_(crossover) {}
 
   void RunCpu(SchedTask& task) override {
     auto* call = static_cast<Call*>(task.payload);
-    call->out = cpu_->Execute(*call->query, call->deadline, call->flags & ~(kFlagForceCpu | kFlagForceGpu));
+    if (task.migrated) {  // Griffin: the GPU's intersection, finished here
+      call->out = cpu_->ExecuteFromCandidates(*call->query, call->candidates, call->deadline);
+    } else {
+      call->out = cpu_->Execute(*call->query, call->deadline, call->flags & ~(kFlagForceCpu | kFlagForceGpu));
+    }
     task.status = call->out.ok() ? Status::Ok() : call->out.status();
   }
 
-  void RunGpuBatch(std::span<SchedTask* const> tasks) override {
+  void RunGpuBatch(std::span<SchedTask* const> all) override {
+    // Griffin steps one by one (each ends in a hand-off); whole queries as one batch.
+    std::vector<SchedTask*> tasks;
+    for (SchedTask* t : all) {
+      auto* call = static_cast<Call*>(t->payload);
+      if (!call->step) {
+        tasks.push_back(t);
+        continue;
+      }
+      auto prefix = gpu_->IntersectPrefix(*call->query, crossover_);
+      if (prefix.ok()) {
+        call->candidates = std::move(prefix->candidates);
+        t->outcome = GpuOutcome::kMigrate;
+      } else {
+        t->status = prefix.status();
+        t->outcome = GpuOutcome::kRetryCpu;
+      }
+    }
+    if (tasks.empty()) return;
     std::vector<BatchItem> items(tasks.size());
     for (size_t i = 0; i < tasks.size(); ++i) items[i].query = static_cast<Call*>(tasks[i]->payload)->query;
     gpu_->ExecuteBatch(items);
@@ -71,6 +95,7 @@ class ScheduledExecutor::Runner final : public SchedRunner {
  private:
   CpuExecutorAdapter* cpu_;
   BatchExecutor* gpu_;
+  double crossover_;
 };
 
 ScheduledExecutor::ScheduledExecutor(const ShardReader* shard, BatchExecutor* gpu, ScheduledExecutorOptions options)
@@ -90,7 +115,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   }
   if (options.sched.policy.mode == SchedMode::kCpu) gpu = nullptr;
   std::unique_ptr<ScheduledExecutor> e(new ScheduledExecutor(shard, gpu, options));
-  e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu);
+  e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu, options.crossover);
   SEARCH_RETURN_IF_ERROR(e->Calibrate());
   HybridSchedulerOptions so = options.sched;
   if (gpu == nullptr) so.gpu_dispatchers = 0;
@@ -117,6 +142,7 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query) {
   f.terms = static_cast<uint32_t>(counts.size());
   f.shortest = counts.empty() ? 0 : counts[0];
   f.second = counts.size() < 2 ? 0 : counts[1];
+  f.longest = counts.empty() ? 0 : counts.back();
   if (gpu_ != nullptr) f.nonresident_bytes = gpu_->NonResidentBytes(query);
   return f;
 }
@@ -208,14 +234,19 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   if (gpu_ == nullptr || !model_.Predict(Unit::kGpu, f, &j.gpu_us)) j.gpu_us = gpu_ == nullptr ? 1e12 : 1;
   if (force_cpu) j.pinned = Unit::kCpu;
   if (force_gpu) j.pinned = Unit::kGpu;
+  const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
   if (mode() == SchedMode::kGriffin) {
     if (query.mode != QueryMode::kOr && f.terms >= 2) {
-      const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
       j.preferred = ratio < options_.crossover ? Unit::kGpu : Unit::kCpu;
     } else {
       j.preferred = j.cpu_us <= j.gpu_us ? Unit::kCpu : Unit::kGpu;
     }
   }
+  // Hybrid and griffin: an and-query whose first intersection suits the GPU but with a list past
+  // the crossover ahead intersects on the GPU (if the GPU takes it) and finishes on the CPU.
+  call.step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
+              f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
+              static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
   const Status st = scheduler_->Submit(task);
   if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
   if (task.retried && call.out.ok()) call.out->processor = Processor::kCpu;

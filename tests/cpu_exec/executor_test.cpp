@@ -293,4 +293,67 @@ TEST(ExecuteQuery, ListsOutsideTheNormsAreCorruption) {
 }
 
 }  // namespace
+// Griffin's hand-off: the and-part over a candidate set (the intersection of the two shortest
+// lists, as the GPU would hand it over, or a looser superset: every docID of the shortest list)
+// gives exactly ExecuteQuery's answer, in and and andor, for every k.
+TEST(ExecuteQuery, FromCandidatesEqualsTheFullQuery) {
+  for (uint64_t seed : {3u, 4u, 5u}) {
+    CorpusOptions o;
+    o.num_docs = 5000;
+    o.vocab = 300;
+    o.seed = seed;
+    if (seed == 5) o.fixed_len = 3;  // ties
+    const Corpus c = MakeCorpus(o);
+    const MemShard s = BuildShard(c, 0, c.num_docs);
+    std::mt19937_64 rng(seed);
+    for (int qi = 0; qi < 60; ++qi) {
+      const TestQuery q = RandomQuery(c, rng);
+      const std::vector<TermInput> in = Inputs(c, s, q);
+      // The present lists by size; candidates from the two shortest.
+      std::vector<const std::vector<Posting>*> lists;
+      for (uint32_t t : q.terms)
+        if (t < c.postings.size()) lists.push_back(&c.postings[t]);
+      std::sort(lists.begin(), lists.end(), [](auto* a, auto* b) { return a->size() < b->size(); });
+      std::vector<uint32_t> loose, tight;
+      if (!lists.empty()) {
+        for (const Posting& p : *lists[0]) loose.push_back(p.doc);
+        if (lists.size() > 1) {
+          for (const Posting& p : *lists[0])
+            if (std::binary_search(lists[1]->begin(), lists[1]->end(), Posting{p.doc, 0},
+                                   [](const Posting& a, const Posting& b) { return a.doc < b.doc; }))
+              tight.push_back(p.doc);
+        } else {
+          tight = loose;
+        }
+      }
+      for (QueryMode mode : {QueryMode::kAnd, QueryMode::kAndOr})
+        for (uint32_t k : {1u, 10u, 1000u}) {
+          auto want = ExecuteQuery(in, std::span<const float>(s.norms), 0, mode, k);
+          ASSERT_TRUE(want.ok()) << want.status().ToString();
+          for (const auto* cand : {&tight, &loose}) {
+            auto got = ExecuteQueryFromCandidates(in, std::span<const float>(s.norms), 0, *cand, mode, k);
+            ASSERT_TRUE(got.ok()) << got.status().ToString();
+            ASSERT_EQ(got->hits, want->hits) << "seed " << seed << " query " << qi << " mode "
+                                             << QueryModeName(mode) << " k " << k;
+          }
+        }
+    }
+  }
+  // Bad candidate sets.
+  const Corpus c = MakeCorpus(CorpusOptions{});
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  const std::vector<TermInput> in = Inputs(c, s, TestQuery{{0, 1}});
+  const std::vector<uint32_t> unsorted = {5, 3}, outside = {c.num_docs + 7};
+  EXPECT_EQ(ExecuteQueryFromCandidates(in, std::span<const float>(s.norms), 0, unsorted, QueryMode::kAnd, 10)
+                .status()
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ExecuteQueryFromCandidates(in, std::span<const float>(s.norms), 0, outside, QueryMode::kAnd, 10)
+                .status()
+                .code(),
+            StatusCode::kCorruption);
+  EXPECT_EQ(ExecuteQueryFromCandidates(in, std::span<const float>(s.norms), 0, {}, QueryMode::kOr, 10).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace search::testing

@@ -23,7 +23,7 @@ constexpr uint32_t kVocab = 400;
 
 class FakeGpu final : public BatchExecutor {
  public:
-  explicit FakeGpu(const ShardReader* shard) : cpu_(shard) {}
+  explicit FakeGpu(const ShardReader* shard) : shard_(shard), cpu_(shard) {}
   std::string_view batch_name() const override { return "fake-gpu"; }
   void ExecuteBatch(std::span<BatchItem> items) override {
     batches.fetch_add(1);
@@ -48,11 +48,51 @@ class FakeGpu final : public BatchExecutor {
   }
   uint64_t NonResidentBytes(const Query& q) override { return q.terms.size() * 100; }
 
-  bool fail_odd = false;
+  // The GPU's step, done on the host: the shortest lists' docIDs intersected while the next list
+  // is under crossover times the running intersection.
+  Result<Prefix> IntersectPrefix(const Query& q, double crossover) override {
+    steps.fetch_add(1);
+    if (fail_steps) return Status::Unavailable("injected CUDA error in a step");
+    std::vector<std::vector<uint32_t>> lists;
+    for (const std::string& t : q.terms) {
+      auto l = shard_->GetList(t);
+      if (!l.ok()) {
+        if (q.mode == QueryMode::kAnd) return Prefix{};
+        continue;
+      }
+      std::vector<uint32_t> docs;
+      uint32_t buf[128];
+      for (uint32_t b = 0; b < (*l)->view.num_blocks(); ++b) {
+        SEARCH_RETURN_IF_ERROR((*l)->view.DecodeDocs(b, buf));
+        docs.insert(docs.end(), buf, buf + (*l)->view.block(b).count);
+      }
+      lists.push_back(std::move(docs));
+    }
+    if (lists.size() < 2) return Status::InvalidArgument("fewer than two lists");
+    std::sort(lists.begin(), lists.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+    Prefix p;
+    p.candidates = lists[0];
+    p.lists_done = 1;
+    for (size_t j = 1; j < lists.size(); ++j) {
+      if (j >= 2 && lists[j].size() >= crossover * p.candidates.size()) break;
+      std::vector<uint32_t> both;
+      std::set_intersection(p.candidates.begin(), p.candidates.end(), lists[j].begin(), lists[j].end(),
+                            std::back_inserter(both));
+      p.candidates = std::move(both);
+      ++p.lists_done;
+    }
+    max_lists_done = std::max<size_t>(max_lists_done.load(), p.lists_done);
+    return p;
+  }
+
+  bool fail_odd = false, fail_steps = false;
+  std::atomic<int> steps{0};
+  std::atomic<size_t> max_lists_done{0};
   std::atomic<int> batches{0}, runs{0}, failed{0};
   std::atomic<size_t> max_batch{0};
 
  private:
+  const ShardReader* shard_;
   CpuExecutorAdapter cpu_;
 };
 
@@ -153,6 +193,50 @@ TEST_F(ScheduledExecutorTest, GpuFailuresMidBatchRerunOnTheCpu) {
     if (mode == SchedMode::kGpu) {
       EXPECT_GT(failed, 0);
       EXPECT_EQ(cpu, failed);  // exactly the failed ones ran on the CPU
+    }
+  }
+}
+
+// Griffin: and/andor queries of three or more lists whose longest list passes the crossover start
+// on the GPU (the step), move to the CPU with the candidates and finish there with exact answers
+// (Processor::kHybrid); a failing step reruns the whole query on the CPU.
+TEST_F(ScheduledExecutorTest, GriffinMigratesMidQueryWithExactAnswers) {
+  for (bool fail : {false, true}) {
+    SCOPED_TRACE(fail ? "failing steps" : "steps");
+    FakeGpu gpu(reader_);
+    ScheduledExecutorOptions o = Options(SchedMode::kGriffin);
+    o.crossover = 4;  // small lists here: a low crossover makes hand-offs common
+    auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    gpu.fail_steps = fail;
+    CpuExecutorAdapter ref(reader_);
+    std::mt19937_64 rng(31);
+    int hybrid = 0;
+    for (int i = 0; i < 300; ++i) {
+      Query q;
+      // A rare term and frequent ones: second/shortest under 4 often, longest/shortest above it.
+      q.terms = {testing::Word(static_cast<uint32_t>(rng() % 8)), testing::Word(static_cast<uint32_t>(8 + rng() % 30)),
+                 testing::Word(static_cast<uint32_t>(8 + rng() % 30)), testing::Word(static_cast<uint32_t>(40 + rng() % 300))};
+      std::sort(q.terms.begin(), q.terms.end());
+      q.terms.erase(std::unique(q.terms.begin(), q.terms.end()), q.terms.end());
+      q.mode = i % 2 == 0 ? QueryMode::kAnd : QueryMode::kAndOr;
+      q.k = 1 + static_cast<uint32_t>(rng() % 50);
+      auto want = ref.Execute(q, kNoDeadline, 0);
+      ASSERT_TRUE(want.ok());
+      auto got = (*e)->Execute(q, kNoDeadline, 0);
+      ASSERT_TRUE(got.ok()) << testing::Describe(q) << ": " << got.status().ToString();
+      EXPECT_TRUE(testing::SameHits(got->hits, want->hits)) << testing::Describe(q);
+      hybrid += got->processor == Processor::kHybrid;
+    }
+    const SchedStatsSnapshot st = (*e)->scheduler().stats();
+    if (!fail) {
+      EXPECT_GT(hybrid, 0);
+      EXPECT_EQ(st.migrations, static_cast<uint64_t>(hybrid));
+      EXPECT_GE(gpu.max_lists_done.load(), 2u);
+    } else {
+      EXPECT_EQ(hybrid, 0);
+      EXPECT_GT(gpu.steps.load(), 0);
+      EXPECT_EQ(st.gpu_retries, static_cast<uint64_t>(gpu.steps.load()));
     }
   }
 }

@@ -64,6 +64,17 @@ Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, const float*
 Result<SearchResult> ExecuteQuery(std::span<const TermInput> terms, std::span<const float> norms, uint32_t doc_begin,
                                   QueryMode mode, uint32_t k, const Bm25Params& params = {});
 
+// Griffin's GPU -> CPU hand-off (Liu et al. 2018 §3.2): the and-part of a query restricted to
+// `candidates` (strictly ascending docIDs, a superset of the and-answer: the intersection of some
+// of the lists, computed on the GPU). Keeps the candidates present in every list, scored exactly as
+// ExecuteQuery scores them (the same per-term contributions summed in canonical order), top k;
+// mode kAndOr with fewer than k such hits runs the or-part over all lists, as ExecuteQuery does.
+// kOr is InvalidArgument. Corruption when a block fails to decode or a candidate lies outside the
+// norms.
+Result<SearchResult> ExecuteQueryFromCandidates(std::span<const TermInput> terms, std::span<const float> norms,
+                                                uint32_t doc_begin, std::span<const uint32_t> candidates,
+                                                QueryMode mode, uint32_t k, const Bm25Params& params = {});
+
 // The executor over one open shard: looks the terms up (through the list cache) and runs them.
 // Term metadata (TermInfo, or its absence) is remembered per executor after the first lookup, so
 // keep one CpuExecutor per shard rather than one per query; copies share that memory.
@@ -72,9 +83,14 @@ class CpuExecutor {
   explicit CpuExecutor(const ShardReader* shard);
   // query.terms must be canonical (Analyzer::AnalyzeQuery). InvalidArgument for a bad k.
   Result<SearchResult> Search(const Query& query) const;
+  // ExecuteQueryFromCandidates over the shard's lists (query.mode kAnd or kAndOr).
+  Result<SearchResult> SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const;
 
  private:
   struct TermCache;
+  struct Lookup;
+  // The query's lists (held) and inputs; empty() when an and-query has a term absent here.
+  Result<Lookup> LookUp(const Query& query) const;
   const ShardReader* shard_;
   std::shared_ptr<TermCache> terms_;  // thread-safe; bounded
 };

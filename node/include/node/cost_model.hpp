@@ -39,6 +39,7 @@ struct QueryFeatures {
   uint64_t total = 0;             // postings of all lists present
   uint32_t terms = 0;             // lists present
   uint64_t nonresident_bytes = 0;  // bytes of the lists not in GPU memory (a GPU run copies them)
+  uint64_t longest = 0;           // postings of the longest list (placement only, not a model input)
   QueryMode mode = QueryMode::kAnd;
 };
 

@@ -64,6 +64,21 @@ class BatchExecutor {
   // Bytes of the query's lists that a run would first have to copy into the processor's memory
   // (the cost model's feature); 0 when unknown.
   virtual uint64_t NonResidentBytes(const Query& query) { (void)query; return 0; }
+
+  // Griffin's first steps (Liu et al. 2018 §3.2) for an and/andor query of at least two lists:
+  // intersects its lists shortest first, continuing while the next list is shorter than
+  // `crossover` times the running intersection, and returns that intersection's docIDs
+  // (ascending) and how many lists it covers. The CPU finishes the query from them
+  // (CpuExecutorAdapter::ExecuteFromCandidates). Any error means: run the whole query on the CPU.
+  struct Prefix {
+    std::vector<uint32_t> candidates;
+    size_t lists_done = 0;
+  };
+  virtual Result<Prefix> IntersectPrefix(const Query& query, double crossover) {
+    (void)query;
+    (void)crossover;
+    return Status::Unavailable("this executor has no intersection step");
+  }
 };
 
 // The CPU engine over one open shard: CpuExecutor::Search, then ShardReader::GetExternalId.
@@ -73,8 +88,12 @@ class CpuExecutorAdapter final : public Executor {
   explicit CpuExecutorAdapter(const ShardReader* shard);
   std::string_view name() const override { return "cpu"; }
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+  // Finishes an and/andor query from a candidate superset of its and-answer (Griffin's hand-off):
+  // CpuExecutor::SearchFromCandidates. Processor kHybrid.
+  Result<ExecOutput> ExecuteFromCandidates(const Query& query, std::span<const uint32_t> candidates, Deadline deadline);
 
  private:
+  Result<ExecOutput> ToOutput(const SearchResult& r, Processor p) const;
   const ShardReader* shard_;
   CpuExecutor executor_;
 };

@@ -58,6 +58,10 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   std::string_view batch_name() const override { return "gpu"; }
   void ExecuteBatch(std::span<BatchItem> items) override;
   uint64_t NonResidentBytes(const Query& query) override;
+  // Griffin's GPU steps: the lists (made resident) decoded on the GPU and intersected shortest
+  // first (merge path when the next list is at most 8x the running intersection of 2^20 or more,
+  // else binary search: bench/gpu_exec/gpu_intersect_bench), in stream-ordered memory.
+  Result<Prefix> IntersectPrefix(const Query& query, double crossover) override;
 
   gpu::GpuListCache& cache() { return *cache_; }
   // Queries rerun on the CPU for `reason` since Create (also exported as metrics).

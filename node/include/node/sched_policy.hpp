@@ -13,6 +13,7 @@
 //      is no more than the owner's backlog (its queue's predicted work over its parallelism) plus
 //      the owner's predicted time for it. Among the oldest steal_window jobs the one cheapest for
 //      the thief is taken. Pinned jobs (forced by flags, or migrated mid-query) are never stolen.
+//      Only mode kHybrid steals; kGriffin keeps Liu et al.'s placement by length ratio.
 // The GPU takes batches (Ao et al. 2011 §3.1): it gathers jobs in the order above until their
 // predicted GPU work reaches batch_work_us or max_batch jobs; a batch under the work threshold
 // waits until its oldest job has been queued batch_wait, unless it holds an urgent job.

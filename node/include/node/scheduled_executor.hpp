@@ -8,9 +8,13 @@
 // latency is comparable), gpu (every query on the GPU; only GPU failures rerun on the CPU), hybrid
 // (Ding 2009 §9) and griffin (Liu 2018 §3.2: an and/andor query starts on the GPU when the length
 // ratio of its two shortest lists is under the crossover, else on the CPU; or-queries go where the
-// model predicts them faster). Intra-query hand-off of intermediate results from the GPU to the
-// CPU is supported by the scheduler (GpuOutcome::kMigrate) but not yet produced by the GPU engine:
-// a query placed on the GPU finishes there.
+// model predicts them faster; no stealing). Intra-query migration (hybrid and griffin): an
+// and/andor query whose two shortest lists are within the crossover, run by the GPU, whose longest list
+// is at least the crossover times its shortest runs BatchExecutor::IntersectPrefix there (lists
+// intersected shortest first while the next one is under the crossover times the running
+// intersection), and the docIDs go to the CPU (GpuOutcome::kMigrate), which finishes the query
+// from them (CpuExecutorAdapter::ExecuteFromCandidates: exact, the same scores). Answers report
+// Processor::kHybrid.
 //
 // Calibration (Create): a short run on this node's own index and hardware fits the cost model:
 // terms sampled from the shard by list length (log2 buckets), random 2-4 term queries in every
