@@ -36,11 +36,11 @@ prepare() {
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA=ON >/dev/null
   local targets=()
   for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do targets+=("$(basename "$t")"); done
-  targets+=(searchctl search-node)
+  targets+=(searchctl search-node search-integrator)
   cmake --build build-gpu -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
   local bins=()
   for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do [ -x "build-gpu/$t" ] && bins+=("build-gpu/$t"); done
-  bins+=(build-gpu/tools/searchctl/searchctl build-gpu/node/search-node)
+  bins+=(build-gpu/tools/searchctl/searchctl build-gpu/node/search-node build-gpu/integrator/search-integrator)
   scripts/bundle.sh "$bundle" "${bins[@]}"
   set +e
 }

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <iostream>
 #include <random>
@@ -17,6 +18,7 @@
 #include "gpu_exec/cuda_util.hpp"
 #include "metrics/metrics.hpp"
 #include "node/node_server.hpp"
+#include "node/scheduled_executor.hpp"
 #include "node_fixture.hpp"
 
 namespace search {
@@ -262,6 +264,115 @@ TEST_F(GpuExecutorAdapterTest, NodeServerReportsTheGpuInHealth) {
     EXPECT_EQ(resp.hits, testing::Reference(*reader_, r));
   }
   server.stop();
+}
+
+// The batch path: one ExecuteBatch over many queries answers each as the CPU does.
+TEST_F(GpuExecutorAdapterTest, BatchesAnswerAsTheCpu) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(41);
+  for (int round = 0; round < 4; ++round) {
+    std::vector<Query> qs;
+    for (int i = 0; i < 96; ++i) qs.push_back(RandomQuery(rng));
+    std::vector<BatchItem> items(qs.size());
+    for (size_t i = 0; i < qs.size(); ++i) items[i].query = &qs[i];
+    gpu->ExecuteBatch(items);
+    for (size_t i = 0; i < qs.size(); ++i) {
+      auto want = cpu.Execute(qs[i], kNoDeadline, 0);
+      ASSERT_TRUE(want.ok());
+      ASSERT_TRUE(items[i].result.ok()) << Describe(qs[i]) << ": " << items[i].result.status().ToString();
+      EXPECT_FALSE(items[i].retry_on_cpu);
+      EXPECT_EQ(items[i].result->processor, Processor::kGpu);
+      EXPECT_TRUE(SameHits(items[i].result->hits, want->hits)) << Describe(qs[i]);
+    }
+  }
+  // A bad k is the query's own error, not a GPU failure.
+  Query bad;
+  bad.terms = {testing::Word(1)};
+  bad.k = 0;
+  std::vector<BatchItem> one(1);
+  one[0].query = &bad;
+  gpu->ExecuteBatch(one);
+  EXPECT_EQ(one[0].result.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(one[0].retry_on_cpu);
+}
+
+// Griffin's GPU step: the intersection of the shortest lists equals the host's, and the CPU
+// finishing from it gives the full answer.
+TEST_F(GpuExecutorAdapterTest, IntersectPrefixThenCpuGivesTheFullAnswer) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(43);
+  int checked = 0;
+  for (int i = 0; i < 200; ++i) {
+    Query q = RandomQuery(rng);
+    if (q.mode == QueryMode::kOr) q.mode = QueryMode::kAnd;
+    for (double crossover : {2.0, 128.0}) {
+      auto prefix = gpu->IntersectPrefix(q, crossover);
+      if (!prefix.ok()) {
+        EXPECT_EQ(prefix.status().code(), StatusCode::kInvalidArgument) << prefix.status().ToString();
+        continue;  // fewer than two lists
+      }
+      EXPECT_TRUE(std::is_sorted(prefix->candidates.begin(), prefix->candidates.end()));
+      auto want = cpu.Execute(q, kNoDeadline, 0);
+      ASSERT_TRUE(want.ok());
+      auto got = cpu.ExecuteFromCandidates(q, prefix->candidates, kNoDeadline);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      EXPECT_TRUE(SameHits(got->hits, want->hits)) << Describe(q) << " crossover " << crossover;
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 50);
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+}
+
+// The node's scheduler over the real GPU executor: exact answers in every mode from many threads.
+TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(47);
+  std::vector<Query> qs;
+  std::vector<std::vector<HitMsg>> want;
+  for (int i = 0; i < 300; ++i) {
+    qs.push_back(RandomQuery(rng));
+    auto w = cpu.Execute(qs.back(), kNoDeadline, 0);
+    ASSERT_TRUE(w.ok());
+    want.push_back(w->hits);
+  }
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    ScheduledExecutorOptions o;
+    o.sched.policy.mode = mode;
+    o.sched.cpu_workers = 4;
+    o.sched.gpu_dispatchers = 1;
+    o.crossover = 8;
+    o.calibration_queries = 24;
+    auto e = ScheduledExecutor::Create(reader_, gpu.get(), nullptr, o);
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 12; ++t)
+      threads.emplace_back([&] {
+        for (size_t i = next.fetch_add(1); i < qs.size(); i = next.fetch_add(1)) {
+          auto got = (*e)->Execute(qs[i], kNoDeadline, 0);
+          if (!got.ok()) {
+            ADD_FAILURE() << Describe(qs[i]) << ": " << got.status().ToString();
+            continue;
+          }
+          auto same = SameHits(got->hits, want[i]);
+          if (!same) ADD_FAILURE() << Describe(qs[i]) << ": " << same.message();
+        }
+      });
+    for (auto& t : threads) t.join();
+    const SchedStatsSnapshot st = (*e)->scheduler().stats();
+    EXPECT_EQ(st.jobs[0] + st.jobs[1], qs.size());
+    if (mode == SchedMode::kGpu) {
+      EXPECT_GT(st.gpu_batches, 0u);
+    }
+  }
 }
 
 }  // namespace
