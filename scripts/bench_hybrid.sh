@@ -9,25 +9,26 @@
 # downloaded.
 #
 # usage: scripts/bench_hybrid.sh [DOCS] [WORK_DIR]
-#   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/hybrid-bench)
+#   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/gpu-bench: shares the index
+#             scripts/bench_gpu.sh leaves there with KEEP=1)
 # env: BUNDLE (default .bundle: searchctl, search-node, search-integrator and their libraries),
-#      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (250), FACTOR (1.5),
-#      MAX_STEPS (10), SECONDS_PER_RATE (6), WARMUP (2), DEADLINE_MS (500), MISS_LIMIT (0.05),
+#      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (300), FACTOR (1.6),
+#      MAX_STEPS (8), SECONDS_PER_RATE (5), WARMUP (1), DEADLINE_MS (500), MISS_LIMIT (0.05),
 #      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
 #      NODE_ARGS (extra search-node flags), KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 docs=${1:-25200000}
-work=${2:-/dev/shm/hybrid-bench}
+work=${2:-/dev/shm/gpu-bench}
 bundle=${BUNDLE:-.bundle}
 modes=${MODES:-cpu gpu hybrid griffin}
 qmode=${QMODE:-and}
-start_rate=${START_RATE:-250}
-factor=${FACTOR:-1.5}
-max_steps=${MAX_STEPS:-10}
-secs=${SECONDS_PER_RATE:-6}
-warmup=${WARMUP:-2}
+start_rate=${START_RATE:-300}
+factor=${FACTOR:-1.6}
+max_steps=${MAX_STEPS:-8}
+secs=${SECONDS_PER_RATE:-5}
+warmup=${WARMUP:-1}
 deadline=${DEADLINE_MS:-500}
 miss_limit=${MISS_LIMIT:-0.05}
 conns=${CONNECTIONS:-256}
