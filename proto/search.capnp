@@ -55,7 +55,11 @@ struct SearchRequest {
   k @3 :UInt32;                # 1..10000
   deadlineUnixMicros @4 :Int64;# absolute wall-clock deadline; 0 = none. A node answers
                                # deadlineExceeded without running a request already past it.
-  flags @5 :UInt32;            # bit 0: include execution stats; bit 1: force CPU; bit 2: force GPU
+  flags @5 :UInt32;            # bit 0: include execution stats; bit 1: force CPU; bit 2: force GPU;
+                               # bit 3: andor split (with mode and: answer the AND hits, and when
+                               # this shard has fewer than k of them also its OR top-k in orHits, so
+                               # the integrator decides andor on the merged AND hits in one round
+                               # trip; a node that ignores the bit answers AND alone)
 }
 
 struct Hit {
@@ -81,6 +85,8 @@ struct SearchResponse {
   stats @4 :ExecStats;
   docBegin @5 :UInt32;         # the shard's docID range, for coverage reporting
   docEnd @6 :UInt32;
+  orHits @7 :List(Hit);        # andor split: the OR top-k (when hasOrHits)
+  hasOrHits @8 :Bool;          # andor split: this shard had fewer than k AND hits
 }
 
 struct Ping {

@@ -209,6 +209,10 @@ struct Fanout::Impl {
       r.state = ShardCallState::kOk;
       r.hits.reserve(resp.hits.size());
       for (auto& h : resp.hits) r.hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
+      r.has_or_hits = resp.has_or_hits;
+      r.or_hits.reserve(resp.or_hits.size());
+      for (auto& h : resp.or_hits)
+        r.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
       r.latency_us = static_cast<uint64_t>(
           std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
       if (listener) listener->OnShardReply(i, r.state, static_cast<double>(r.latency_us) * 1e-6);

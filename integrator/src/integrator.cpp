@@ -207,11 +207,13 @@ HttpReply Integrator::HandleSearch(const ParsedSearch& parsed, size_t waiting) {
 }
 
 std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
-                                                Clock::time_point deadline, int64_t deadline_unix_micros) {
+                                                uint32_t flags, Clock::time_point deadline,
+                                                int64_t deadline_unix_micros) {
   SearchRequestMsg req;
   req.terms = terms;
   req.mode = mode;
   req.k = k;
+  req.flags = flags;
   req.deadline_unix_micros = deadline_unix_micros;
   return fanout_->Search(std::move(req), deadline);
 }
@@ -281,13 +283,26 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
 
   std::vector<ShardCallResult> results;
   if (p.mode == QueryMode::kAndOr) {
-    results = FanOut(terms, QueryMode::kAnd, p.k, deadline, deadline_unix);
+    // One round trip: every shard answers AND, plus OR when it alone has fewer than k AND hits.
+    // Fewer than k AND hits over the shards that answered means each of them sent OR: OR decides.
+    // (Sent as mode and: a node that does not know the flag answers AND alone, and the second
+    // round below makes it exact.)
+    results = FanOut(terms, QueryMode::kAnd, p.k, kFlagAndOrSplit, deadline, deadline_unix);
     size_t and_hits = 0;
-    for (const auto& r : results) and_hits += r.hits.size();
-    if (and_hits < p.k) {
+    bool all_or = true;
+    for (const auto& r : results) {
+      if (r.state != ShardCallState::kOk) continue;
+      and_hits += r.hits.size();
+      all_or = all_or && r.has_or_hits;
+    }
+    if (and_hits < p.k && all_or) {
+      for (auto& r : results)
+        if (r.state == ShardCallState::kOk) r.hits = std::move(r.or_hits);
+    } else if (and_hits < p.k) {
+      // A node without the split (an older version) sent no OR hits: a second round for OR.
       // The whole collection (as far as it answered) has fewer than k AND hits: OR decides.
       std::vector<ShardCallResult> and_results = std::move(results);
-      results = FanOut(terms, QueryMode::kOr, p.k, deadline, deadline_unix);
+      results = FanOut(terms, QueryMode::kOr, p.k, 0, deadline, deadline_unix);
       // A shard that failed the AND phase leaves the answer partial even if it answered OR.
       for (size_t i = 0; i < results.size(); ++i)
         if (and_results[i].state != ShardCallState::kOk && results[i].state == ShardCallState::kOk) {
@@ -297,7 +312,7 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
         }
     }
   } else {
-    results = FanOut(terms, p.mode, p.k, deadline, deadline_unix);
+    results = FanOut(terms, p.mode, p.k, 0, deadline, deadline_unix);
   }
 
   SearchAnswer a;

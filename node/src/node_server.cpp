@@ -473,7 +473,21 @@ void NodeServer::WorkerLoop() {
     } else {
       try {
         Query query{std::move(job.request.terms), job.request.mode, job.request.k};
+        // andor split: AND here; OR too when this shard alone has fewer than k AND hits (the
+        // integrator decides on the merged AND hits).
+        const bool split = query.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
         auto out = executor_->Execute(query, job.deadline, job.request.flags);
+        if (split && out.ok() && out->hits.size() < query.k) {
+          query.mode = QueryMode::kOr;
+          auto more = executor_->Execute(query, job.deadline, job.request.flags);
+          if (more.ok()) {
+            resp.or_hits = std::move(more->hits);
+            resp.has_or_hits = true;
+            out->stats += more->stats;
+          } else {
+            out = more.status();
+          }
+        }
         if (out.ok()) {
           ran = true;
           processor = out->processor;
@@ -507,13 +521,19 @@ void NodeServer::WorkerLoop() {
       metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
       if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
     }
-    if (!resp.status.ok()) resp.hits.clear();
+    if (!resp.status.ok()) {
+      resp.hits.clear();
+      resp.or_hits.clear();
+      resp.has_or_hits = false;
+    }
     std::string payload;  // empty: nothing could be encoded; the reply is dropped
     try {
       payload = EncodeSearchResponse(resp);
     } catch (const std::exception& e) {
       try {
         resp.hits.clear();
+        resp.or_hits.clear();
+        resp.has_or_hits = false;
         resp.status = Status::Internal(std::string("cannot encode the response: ") + e.what());
         payload = EncodeSearchResponse(resp);
       } catch (...) {

@@ -110,16 +110,33 @@ void Fill(wire::SearchRequest::Builder b, const SearchRequestMsg& m) {
   b.setFlags(m.flags);
 }
 
+void FillHits(capnp::List<wire::Hit>::Builder out, const std::vector<HitMsg>& hits) {
+  for (size_t i = 0; i < hits.size(); ++i) {
+    auto h = out[static_cast<unsigned>(i)];
+    h.setDoc(hits[i].doc);
+    h.setScore(hits[i].score);
+    h.setExternalId(capnp::Text::Reader(hits[i].external_id.data(), hits[i].external_id.size()));
+  }
+}
+
+Status ReadHits(capnp::List<wire::Hit>::Reader in, std::vector<HitMsg>* out) {
+  if (in.size() > kMaxK) {
+    return Status::InvalidArgument("too many hits: " + std::to_string(in.size()) + " (limit " + std::to_string(kMaxK) +
+                                   ")");
+  }
+  out->reserve(in.size());
+  for (auto h : in) out->push_back(HitMsg{h.getDoc(), h.getScore(), ToString(h.getExternalId())});
+  return Status::Ok();
+}
+
 void Fill(wire::SearchResponse::Builder b, const SearchResponseMsg& m) {
   b.setRequestId(m.request_id);
   b.setShardId(m.shard_id);
   SetError(b.initStatus(), m.status);
-  auto hits = b.initHits(static_cast<unsigned>(m.hits.size()));
-  for (size_t i = 0; i < m.hits.size(); ++i) {
-    auto h = hits[static_cast<unsigned>(i)];
-    h.setDoc(m.hits[i].doc);
-    h.setScore(m.hits[i].score);
-    h.setExternalId(capnp::Text::Reader(m.hits[i].external_id.data(), m.hits[i].external_id.size()));
+  FillHits(b.initHits(static_cast<unsigned>(m.hits.size())), m.hits);
+  if (m.has_or_hits) {
+    b.setHasOrHits(true);
+    FillHits(b.initOrHits(static_cast<unsigned>(m.or_hits.size())), m.or_hits);
   }
   auto st = b.initStats();
   st.setProcessor(ToWire(m.stats.processor));
@@ -174,13 +191,9 @@ Result<SearchResponseMsg> Read(wire::SearchResponse::Reader r) {
   m.request_id = r.getRequestId();
   m.shard_id = r.getShardId();
   m.status = FromWire(r.getStatus());
-  auto hits = r.getHits();
-  if (hits.size() > kMaxK) {
-    return Status::InvalidArgument("too many hits: " + std::to_string(hits.size()) + " (limit " +
-                                   std::to_string(kMaxK) + ")");
-  }
-  m.hits.reserve(hits.size());
-  for (auto h : hits) m.hits.push_back(HitMsg{h.getDoc(), h.getScore(), ToString(h.getExternalId())});
+  SEARCH_RETURN_IF_ERROR(ReadHits(r.getHits(), &m.hits));
+  m.has_or_hits = r.getHasOrHits();
+  if (m.has_or_hits) SEARCH_RETURN_IF_ERROR(ReadHits(r.getOrHits(), &m.or_hits));
   auto st = r.getStats();
   m.stats.processor = FromWire(st.getProcessor());
   m.stats.blocks_decoded = st.getBlocksDecoded();

@@ -233,9 +233,10 @@ struct HttpResult {
   double seconds = 0;
 };
 
-inline HttpResult Fetch(int port, const std::string& path, const httplib::Params& params = {},
-                        const std::string* post_body = nullptr) {
-  httplib::Client cli("127.0.0.1", port);
+// GET (or POST `post_body` as JSON) http://host:port/path.
+inline HttpResult Fetch(const std::string& host, int port, const std::string& path,
+                        const httplib::Params& params = {}, const std::string* post_body = nullptr) {
+  httplib::Client cli(host, port);
   cli.set_connection_timeout(5, 0);
   cli.set_read_timeout(15, 0);
   HttpResult r;
@@ -248,6 +249,11 @@ inline HttpResult Fetch(int port, const std::string& path, const httplib::Params
   r.raw = res->body;
   r.body = json::parse(res->body, nullptr, false);
   return r;
+}
+
+inline HttpResult Fetch(int port, const std::string& path, const httplib::Params& params = {},
+                        const std::string* post_body = nullptr) {
+  return Fetch("127.0.0.1", port, path, params, post_body);
 }
 
 }  // namespace search::testing

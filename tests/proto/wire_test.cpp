@@ -50,6 +50,10 @@ SearchResponseMsg RandomResponse(std::mt19937_64& rng, size_t hits) {
   m.stats = ExecStatsMsg{Processor::kGpu, rng() % 1000, rng() % 100000, rng() % 1000, rng() % 77, rng() % 99};
   m.doc_begin = 100;
   m.doc_end = 200;
+  if (hits % 2 == 0) {  // the andor split's OR hits
+    m.has_or_hits = true;
+    for (size_t i = 0; i < hits / 2; ++i) m.or_hits.push_back(HitMsg{static_cast<uint32_t>(rng()), 1.5f, "or"});
+  }
   return m;
 }
 
@@ -86,6 +90,8 @@ TEST(WireTest, SearchResponseRoundTripKeepsEveryField) {
     EXPECT_EQ(got.stats, m.stats);
     EXPECT_EQ(got.doc_begin, 100u);
     EXPECT_EQ(got.doc_end, 200u);
+    EXPECT_EQ(got.has_or_hits, m.has_or_hits);
+    EXPECT_EQ(got.or_hits, m.or_hits);
   }
 }
 

@@ -55,6 +55,8 @@ struct ShardCallResult {
   uint32_t shard = 0;      // the node's shard id (its position in endpoints until known)
   std::string reason;      // why it failed or timed out
   std::vector<MergedHit> hits;  // kOk only; best first
+  std::vector<MergedHit> or_hits;  // kOk with has_or_hits: the andor split's OR top-k
+  bool has_or_hits = false;
   uint64_t latency_us = 0;
 };
 

@@ -96,7 +96,7 @@ class Integrator {
   void OnHealth(size_t index, const ShardHealthMsg& health);  // I/O thread
   void RecomputeAnalyzer();                                  // REQUIRES: analyzer_mu_ held
   std::shared_ptr<const AnalyzerState> CurrentAnalyzer() const;
-  std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
+  std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k, uint32_t flags,
                                       std::chrono::steady_clock::time_point deadline, int64_t deadline_unix_micros);
   HttpReply Finish(std::optional<QueryMode> mode, HttpReply reply, std::chrono::steady_clock::time_point start,
                    bool partial = false, bool timed_out = false);

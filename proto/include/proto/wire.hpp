@@ -44,6 +44,10 @@ inline constexpr size_t kMaxTermBytes = 1024;
 inline constexpr uint32_t kFlagIncludeStats = 1u << 0;
 inline constexpr uint32_t kFlagForceCpu = 1u << 1;
 inline constexpr uint32_t kFlagForceGpu = 1u << 2;
+// andor split (with mode kAnd): the node runs AND and, when it has fewer than k AND hits, OR too,
+// answering both
+// (SearchResponseMsg::or_hits); the integrator picks on the merged AND hits (exact, one round trip).
+inline constexpr uint32_t kFlagAndOrSplit = 1u << 3;
 
 enum class Processor : uint8_t { kCpu = 0, kGpu = 1, kHybrid = 2 };
 std::string_view ProcessorName(Processor p);  // "cpu", "gpu", "hybrid"
@@ -82,6 +86,8 @@ struct SearchResponseMsg {
   std::vector<HitMsg> hits;   // best first, at most k
   ExecStatsMsg stats;
   uint32_t doc_begin = 0, doc_end = 0;
+  std::vector<HitMsg> or_hits;  // andor split: the OR top-k when has_or_hits
+  bool has_or_hits = false;
 };
 
 struct PingMsg {

@@ -1,0 +1,603 @@
+// The cluster across network namespaces, as if on separate hosts without containers: one namespace
+// per shard node and one for the integrator, each with its own address on a private /24, their
+// veth cables plugged into a bridge that lives in a "switch" namespace; the test process (root
+// namespace) reaches the integrator's HTTP API through one more veth into that bridge.
+//
+//   root ns  gsnt<pid> 10.A.B.1 ──┐
+//   gsnt-<pid>-n0  eth0 10.A.B.10 ┼── br0 in gsnt-<pid>-sw (ports: root, n0, n1, n2, in)
+//   gsnt-<pid>-n1  eth0 10.A.B.11 ┤
+//   gsnt-<pid>-n2  eth0 10.A.B.12 ┤
+//   gsnt-<pid>-in  eth0 10.A.B.100┘   search-integrator --shards tcp://10.A.B.1x:5555,...
+//
+// The bridge sits in its own namespace so that the root's firewall (br_netfilter, Docker's FORWARD
+// policy) never sees the bridged traffic. Checks: the exact-answer query suite across the
+// namespaces; a node's link taken down (the switch port, or the node's own interface) gives
+// partial answers within the deadline that equal the exact answer over the live shards; link up
+// restores complete, exact answers. Skips unless root with working `ip netns`. Every namespace,
+// link and process it creates is removed on any exit (RAII, children die with the test through
+// PR_SET_PDEATHSIG), and leftovers of earlier runs whose process is gone are removed at start.
+#include <gtest/gtest.h>
+#include <sys/file.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <regex>
+#include <set>
+
+#include "cluster_harness.hpp"
+#include "cpu_exec/local_index.hpp"
+
+namespace search::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kShards = 3;
+constexpr size_t kDocs = 3000;
+constexpr int kNodePort = 5555;          // every node has its own network stack: the same port everywhere
+const char* const kNsPrefix = "gsnt-";   // namespaces: gsnt-<pid>-<role>
+const char* const kLinkPrefix = "gsnt";  // the root namespace's veth end: gsnt<pid>
+
+struct ShResult {
+  int rc = -1;
+  std::string out;  // stdout and stderr
+};
+
+// Runs a shell command line (built only from names and numbers this file makes).
+ShResult Sh(const std::string& cmd) {
+  ShResult r;
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
+  const int st = ::pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string FirstExecutable(std::initializer_list<const char*> paths) {
+  for (const char* p : paths)
+    if (::access(p, X_OK) == 0) return p;
+  return "";
+}
+
+bool PidAlive(pid_t pid) {
+  return ::kill(pid, 0) == 0 || errno == EPERM;
+}
+
+std::vector<std::string> Lines(const std::string& s) {
+  std::vector<std::string> out;
+  std::istringstream in(s);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty()) out.push_back(l);
+  return out;
+}
+
+// Our namespaces, by name (`ip netns list` prints "NAME" or "NAME (id: N)").
+std::vector<std::string> OurNamespaces() {
+  std::vector<std::string> out;
+  for (const auto& l : Lines(Sh("ip netns list").out)) {
+    const std::string name = l.substr(0, l.find(' '));
+    if (name.rfind(kNsPrefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+// Kills what still runs in namespace `ns` (only processes of our own runs live there), deletes it.
+void DeleteNamespace(const std::string& ns) {
+  for (const auto& l : Lines(Sh("ip netns pids " + ns).out)) {
+    const pid_t pid = static_cast<pid_t>(std::atoi(l.c_str()));
+    if (pid > 1 && pid != ::getpid()) ::kill(pid, SIGKILL);
+  }
+  (void)Sh("ip netns del " + ns);
+}
+
+// Removes namespaces and root links of earlier runs whose test process is gone.
+void CleanStale() {
+  static const std::regex ns_re("gsnt-([0-9]+)-.*");
+  for (const auto& ns : OurNamespaces()) {
+    std::smatch m;
+    if (!std::regex_match(ns, m, ns_re)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(m[1]));
+    if (pid != ::getpid() && !PidAlive(pid)) DeleteNamespace(ns);
+  }
+  static const std::regex link_re("[0-9]+: (gsnt([0-9]+))[@:].*");
+  for (const auto& l : Lines(Sh("ip -o link show").out)) {
+    std::smatch m;
+    if (!std::regex_match(l, m, link_re)) continue;
+    const pid_t pid = static_cast<pid_t>(std::stol(m[2]));
+    if (pid != ::getpid() && !PidAlive(pid)) (void)Sh("ip link del " + m[1].str());
+  }
+}
+
+// The namespaces, the bridge and the veth cables of one run; the destructor removes all of them.
+class NetLab {
+ public:
+  NetLab() : pid_(::getpid()) {}
+  NetLab(const NetLab&) = delete;
+  NetLab& operator=(const NetLab&) = delete;
+  ~NetLab() { Teardown(); }
+
+  // Builds the network. On failure returns the reason; `*missing_capability` tells a host that
+  // cannot do this (no netns, veth or bridge support) from a broken setup.
+  std::string Setup(bool* missing_capability) {
+    *missing_capability = false;
+    // One run at a time picks and claims its subnet; others wait for the lock, not collide.
+    const int lock_fd = ::open("/tmp/gsnt-netns.lock", O_CREAT | O_RDWR, 0600);
+    if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+    std::string err = SetupLocked(missing_capability);
+    if (lock_fd >= 0) ::close(lock_fd);  // releases the lock
+    return err;
+  }
+
+  void Teardown() {
+    if (!root_link_.empty()) (void)Sh("ip link del " + root_link_);
+    root_link_.clear();
+    for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) DeleteNamespace(*it);
+    namespaces_.clear();
+  }
+
+  std::string NodeNs(uint32_t i) const { return Ns("n" + std::to_string(i)); }
+  std::string IntegratorNs() const { return Ns("in"); }
+  std::string NodeAddr(uint32_t i) const { return Addr(10 + i); }
+  std::string IntegratorAddr() const { return Addr(100); }
+  std::string RootLink() const { return "gsnt" + std::to_string(pid_); }
+
+  // Plugs node i's cable out of (or back into) the switch: its port on the bridge goes down/up.
+  bool SetSwitchPort(uint32_t i, bool up) {
+    return Sh("ip -n " + Ns("sw") + " link set n" + std::to_string(i) + (up ? " up" : " down")).rc == 0;
+  }
+  // Takes node i's own interface down/up inside its namespace. Up restores its connected route
+  // (the address stays on the interface while it is down).
+  bool SetNodeInterface(uint32_t i, bool up) {
+    return Sh("ip -n " + NodeNs(i) + " link set eth0" + (up ? " up" : " down")).rc == 0;
+  }
+
+ private:
+  std::string Ns(const std::string& role) const { return kNsPrefix + std::to_string(pid_) + "-" + role; }
+  std::string Addr(uint32_t host) const {
+    return "10." + std::to_string(a_) + "." + std::to_string(b_) + "." + std::to_string(host);
+  }
+
+  // A /24 under 10.200.0.0/13 that no route of the root namespace covers (the default route aside).
+  bool PickSubnet() {
+    for (uint32_t t = 0; t < 64; ++t) {
+      a_ = 200 + (static_cast<uint32_t>(pid_) + t) % 50;
+      b_ = (static_cast<uint32_t>(pid_) / 50 + t * 37) % 256;
+      bool taken = false;
+      for (const auto& l : Lines(Sh("ip -4 route show match " + Addr(0) + "/24").out))
+        taken |= l.rfind("default", 0) != 0;
+      if (!taken) return true;
+    }
+    return false;
+  }
+
+  std::string AddNamespace(const std::string& ns, bool* missing_capability) {
+    auto r = Sh("ip netns add " + ns);
+    if (r.rc != 0) {
+      *missing_capability = true;
+      return "ip netns add " + ns + ": " + r.out;
+    }
+    namespaces_.push_back(ns);
+    return "";
+  }
+
+  std::string SetupLocked(bool* missing_capability) {
+    if (!PickSubnet()) return "no free 10.200-249.x.0/24 subnet";
+    const std::string sw = Ns("sw");
+    if (auto e = AddNamespace(sw, missing_capability); !e.empty()) return e;
+    std::vector<std::pair<std::string, std::string>> hosts;  // (port name on the bridge, namespace)
+    for (uint32_t i = 0; i < kShards; ++i) hosts.emplace_back("n" + std::to_string(i), NodeNs(i));
+    hosts.emplace_back("in", IntegratorNs());
+    for (const auto& h : hosts)
+      if (auto e = AddNamespace(h.second, missing_capability); !e.empty()) return e;
+
+    auto run = [](const std::string& cmd) -> std::string {
+      auto r = Sh(cmd);
+      return r.rc == 0 ? "" : cmd + ": " + r.out;
+    };
+    if (auto e = run("ip -n " + sw + " link add br0 type bridge"); !e.empty()) {
+      *missing_capability = true;
+      return e;
+    }
+    std::vector<std::string> cmds = {"ip -n " + sw + " link set lo up", "ip -n " + sw + " link set br0 up"};
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      const auto& [port, ns] = hosts[h];
+      const std::string veth = "ip -n " + sw + " link add " + port + " type veth peer name eth0 netns " + ns;
+      if (h == 0) {
+        if (auto e = run(veth); !e.empty()) {
+          *missing_capability = true;
+          return e;
+        }
+      } else {
+        cmds.push_back(veth);
+      }
+      const std::string addr = h < kShards ? NodeAddr(static_cast<uint32_t>(h)) : IntegratorAddr();
+      cmds.push_back("ip -n " + sw + " link set " + port + " master br0 up");
+      cmds.push_back("ip -n " + ns + " link set lo up");
+      cmds.push_back("ip -n " + ns + " addr add " + addr + "/24 dev eth0");
+      cmds.push_back("ip -n " + ns + " link set eth0 up");
+    }
+    for (const auto& c : cmds)
+      if (auto e = run(c); !e.empty()) return e;
+    // The test process's cable into the switch: created straight into both namespaces.
+    if (auto e = run("ip link add " + RootLink() + " type veth peer name root netns " + sw); !e.empty()) return e;
+    root_link_ = RootLink();
+    for (const auto& c : {"ip -n " + sw + " link set root master br0 up",
+                          "ip addr add " + Addr(1) + "/24 dev " + root_link_, "ip link set " + root_link_ + " up"})
+      if (auto e = run(c); !e.empty()) return e;
+    return "";
+  }
+
+  pid_t pid_;
+  uint32_t a_ = 0, b_ = 0;
+  std::vector<std::string> namespaces_;  // created, in order
+  std::string root_link_;
+};
+
+struct SharedIndex {
+  TempDir dir;
+  Corpus corpus;
+  std::string index3, index1;
+  std::unique_ptr<LocalIndex> local3, local1;
+};
+SharedIndex* g_index = nullptr;
+
+// A query's identity for the result cache: its analyzed terms (as a set), mode and k.
+std::string QueryKey(const std::string& q, QueryMode mode, uint32_t k) {
+  std::set<std::string> terms;
+  std::string cur;
+  for (char c : q + " ") {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalnum(u) || u >= 0x80) {
+      cur += static_cast<char>(std::tolower(u));
+    } else if (!cur.empty()) {
+      terms.insert(cur);
+      cur.clear();
+    }
+  }
+  std::string key = std::string(QueryModeName(mode)) + "/" + std::to_string(k);
+  for (const auto& t : terms) key += "/" + t;
+  return key;
+}
+
+class NetnsClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g_index = new SharedIndex;
+    g_index->corpus = WriteCorpus(g_index->dir.path(), kDocs, 20240611);
+    g_index->index3 = g_index->dir.path() + "/index3";
+    g_index->index1 = g_index->dir.path() + "/index1";
+    Status s3 = BuildTestIndex(g_index->corpus, g_index->index3, kShards);
+    ASSERT_TRUE(s3.ok()) << s3.ToString();
+    Status s1 = BuildTestIndex(g_index->corpus, g_index->index1, 1);
+    ASSERT_TRUE(s1.ok()) << s1.ToString();
+    auto l3 = LocalIndex::Open(g_index->index3);
+    ASSERT_TRUE(l3.ok()) << l3.status().ToString();
+    auto l1 = LocalIndex::Open(g_index->index1);
+    ASSERT_TRUE(l1.ok()) << l1.status().ToString();
+    g_index->local3 = std::move(*l3);
+    g_index->local1 = std::move(*l1);
+  }
+  static void TearDownTestSuite() {
+    delete g_index;
+    g_index = nullptr;
+  }
+
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
+    ip_ = FirstExecutable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
+    if (ip_.empty()) GTEST_SKIP() << "no ip (iproute2) binary";
+    ASSERT_NE(g_index->local3, nullptr);
+    CleanStale();
+    lab_ = std::make_unique<NetLab>();
+    bool missing = false;
+    const std::string err = lab_->Setup(&missing);
+    if (missing) GTEST_SKIP() << "network namespaces unavailable: " << err;
+    ASSERT_EQ(err, "");
+    setpriv_ = FirstExecutable({"/usr/bin/setpriv", "/bin/setpriv"});
+
+    run_ = std::make_unique<TempDir>();
+    nodes_.resize(kShards);
+    std::string shards;
+    for (uint32_t i = 0; i < kShards; ++i) {
+      const std::string listen = "tcp://" + lab_->NodeAddr(i) + ":" + std::to_string(kNodePort);
+      nodes_[i] = std::make_unique<Process>();
+      ASSERT_TRUE(nodes_[i]->Start(
+          InNamespace(lab_->NodeNs(i), {SEARCH_NODE_BIN, "--index", g_index->index3 + "/shard-" + std::to_string(i),
+                                        "--listen", listen, "--threads", "2"}),
+          run_->path() + "/node" + std::to_string(i)));
+      shards += (shards.empty() ? "" : ",") + listen;
+    }
+    for (uint32_t i = 0; i < kShards; ++i) {
+      auto ready = nodes_[i]->WaitReady();
+      ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
+      ASSERT_EQ(ready->value("listen", ""), "tcp://" + lab_->NodeAddr(i) + ":" + std::to_string(kNodePort));
+    }
+    integrator_ = std::make_unique<Process>();
+    ASSERT_TRUE(integrator_->Start(
+        InNamespace(lab_->IntegratorNs(),
+                    {SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", lab_->IntegratorAddr() + ":0", "--metrics",
+                     lab_->IntegratorAddr() + ":0", "--ping-ms", "200", "--cache-mb", "16"}),
+        run_->path() + "/integrator"));
+    auto ready = integrator_->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
+    const std::string http = ready->at("http").get<std::string>();
+    ASSERT_EQ(http.substr(0, http.rfind(':')), lab_->IntegratorAddr());
+    http_port_ = std::stoi(http.substr(http.rfind(':') + 1));
+    ASSERT_TRUE(WaitHealth("green", 15s)) << Get("/health").raw << integrator_->Logs();
+  }
+
+  void TearDown() override {
+    // SIGTERM: every live process drains and exits 0, as on loopback.
+    if (integrator_ && integrator_->running()) {
+      integrator_->Signal(SIGTERM);
+      auto st = integrator_->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "integrator: " << DescribeExit(st) << "\n"
+                                                                 << integrator_->Logs();
+    }
+    for (auto& n : nodes_) {
+      if (!n || !n->running()) continue;
+      n->Signal(SIGTERM);
+      auto st = n->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
+    }
+    integrator_.reset();
+    nodes_.clear();
+    if (lab_) {
+      const std::string root_link = lab_->RootLink();
+      lab_.reset();
+      // Nothing of this run is left behind.
+      const std::string mine = kNsPrefix + std::to_string(::getpid()) + "-";
+      for (const auto& ns : OurNamespaces()) EXPECT_NE(ns.rfind(mine, 0), 0u) << "left behind: " << ns;
+      EXPECT_NE(Sh("ip link show " + root_link).rc, 0) << "left behind: " << root_link;
+    }
+  }
+
+  // argv run inside namespace `ns`, dying with this process (setpriv sets PR_SET_PDEATHSIG, which
+  // execve keeps; `ip netns exec` execs the command without forking, so the pid is the server's).
+  std::vector<std::string> InNamespace(const std::string& ns, std::vector<std::string> argv) const {
+    std::vector<std::string> out;
+    if (!setpriv_.empty()) out = {setpriv_, "--pdeathsig", "KILL", "--"};
+    for (const char* a : {ip_.c_str(), "netns", "exec", ns.c_str()}) out.emplace_back(a);
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+
+  HttpResult Get(const std::string& path, const httplib::Params& params = {}) {
+    return Fetch(lab_->IntegratorAddr(), http_port_, path, params);
+  }
+
+  HttpResult Search(const std::string& q, QueryMode mode, uint32_t k, bool post = false, int timeout_ms = 0) {
+    if (post) {
+      json body = {{"q", q}, {"k", k}, {"mode", std::string(QueryModeName(mode))}};
+      if (timeout_ms) body["timeout_ms"] = timeout_ms;
+      const std::string s = body.dump();
+      return Fetch(lab_->IntegratorAddr(), http_port_, "/search", {}, &s);
+    }
+    httplib::Params p{{"q", q}, {"k", std::to_string(k)}, {"mode", std::string(QueryModeName(mode))}};
+    if (timeout_ms) p.emplace("timeout_ms", std::to_string(timeout_ms));
+    return Get("/search", p);
+  }
+
+  bool WaitHealth(const std::string& status, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      auto h = Get("/health");
+      if (h.status == 200 && h.body.is_object() && h.body["status"] == status) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // The exact hits of a LocalIndex, as (external id, docID, score).
+  static std::vector<ExternalHit> Expected(const LocalIndex& index, const std::string& q, QueryMode mode, uint32_t k) {
+    auto r = index.Search(q, mode, k);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return {};
+    auto hits = index.Resolve(r->hits);
+    EXPECT_TRUE(hits.ok());
+    return hits.ok() ? *hits : std::vector<ExternalHit>{};
+  }
+
+  // The exact answer when shard `down` is missing: the best k of the live shards' documents;
+  // for andor, AND over the live shards if they have k AND hits, else OR over them.
+  static std::vector<ExternalHit> ExpectedWithout(uint32_t down, const std::string& q, QueryMode mode, uint32_t k) {
+    const auto& sh = g_index->local3->manifest().shards[down];
+    auto live = [&](QueryMode m) {
+      auto all = g_index->local3->Search(q, m, kMaxK);
+      EXPECT_TRUE(all.ok());
+      std::vector<ScoredDoc> keep;
+      if (all.ok())
+        for (const auto& h : all->hits)
+          if (h.doc < sh.doc_begin || h.doc >= sh.doc_end) keep.push_back(h);
+      return keep;
+    };
+    std::vector<ScoredDoc> keep = live(mode == QueryMode::kAndOr ? QueryMode::kAnd : mode);
+    if (mode == QueryMode::kAndOr && keep.size() < k) keep = live(QueryMode::kOr);
+    if (keep.size() > k) keep.resize(k);
+    auto r = g_index->local3->Resolve(keep);
+    EXPECT_TRUE(r.ok());
+    return r.ok() ? *r : std::vector<ExternalHit>{};
+  }
+
+  static void ExpectSameHits(const json& got, const std::vector<ExternalHit>& want, const std::string& what) {
+    ASSERT_TRUE(got.is_array()) << what;
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i]["_id"], want[i].id) << what << " rank " << i;
+      ASSERT_EQ(got[i]["_doc"], want[i].doc) << what << " rank " << i;
+      const double s = got[i]["_score"].get<double>(), w = want[i].score;
+      ASSERT_LE(std::abs(s - w), 1e-6 * std::max(1.0, std::abs(w))) << what << " rank " << i;
+    }
+  }
+
+  // A complete answer equal to both the 3-shard and the 1-shard single-process index.
+  void ExpectComplete(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k, const std::string& what) {
+    ASSERT_EQ(r.status, 200) << what << " " << r.raw;
+    ASSERT_EQ(r.body["timed_out"], false) << what << " " << r.raw;
+    ASSERT_EQ(r.body["_shards"]["successful"], kShards) << what << " " << r.raw;
+    ASSERT_EQ(r.body["_shards"]["failed"], 0) << what;
+    ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local3, q, mode, k), what));
+    ASSERT_NO_FATAL_FAILURE(
+        ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local1, q, mode, k), what + " vs 1-shard index"));
+  }
+
+  // Runs fresh random queries (none asked before, so none can come from the result cache) for
+  // `duration` while shard `down` is cut off; each must be a partial answer, by its deadline, equal
+  // to the exact answer over the live shards. Returns the queries asked.
+  struct Asked {
+    std::string q;
+    QueryMode mode;
+    uint32_t k;
+  };
+  void PartialPhase(uint32_t down, std::chrono::milliseconds duration, std::mt19937& rng, std::vector<Asked>* asked) {
+    constexpr int kDeadlineMs = 300;
+    constexpr double kSlackS = 0.4;
+    const uint32_t ks[] = {1, 5, 10, 10, 40, 200};
+    const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+    const auto end = Clock::now() + duration;
+    int n = 0, timed_out = 0, fast = 0, not_ok = 0;
+    double slowest = 0;
+    bool health_down = false;
+    while (Clock::now() < end || n < 12) {
+      if (n > 0) std::this_thread::sleep_for(10ms);
+      std::string q;
+      QueryMode mode;
+      uint32_t k;
+      do {
+        q = RandomQuery(g_index->corpus, rng);
+        mode = modes[rng() % 3];
+        k = ks[rng() % std::size(ks)];
+      } while (!seen_.insert(QueryKey(q, mode, k)).second);
+      const std::string what = "shard " + std::to_string(down) + " cut off: " + std::string(QueryModeName(mode)) +
+                               " k=" + std::to_string(k) + " q='" + q + "'";
+      auto r = Search(q, mode, k, n % 2 == 1, kDeadlineMs);
+      ++n;
+      asked->push_back({q, mode, k});
+      slowest = std::max(slowest, r.seconds);
+      if (r.status != 200) {  // reported without stopping: the phase goes on and counts them
+        if (++not_ok <= 3) ADD_FAILURE() << what << " -> HTTP " << r.status << " " << r.raw;
+        continue;
+      }
+      EXPECT_LE(r.seconds, kDeadlineMs / 1000.0 + kSlackS) << what;  // never waits past the deadline
+      ASSERT_EQ(r.body["cached"], false) << what;
+      ASSERT_EQ(r.body["_shards"]["failed"], 1) << what << " " << r.raw;
+      ASSERT_EQ(r.body["_shards"]["successful"], kShards - 1) << what;
+      ASSERT_EQ(r.body["_shards"]["failures"].size(), 1u) << what;
+      EXPECT_EQ(r.body["_shards"]["failures"][0]["shard"], down) << what;
+      EXPECT_FALSE(r.body["_shards"]["failures"][0]["reason"].get<std::string>().empty()) << what;
+      ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], ExpectedWithout(down, q, mode, k), what));
+      if (r.body["timed_out"] == true) {
+        ++timed_out;
+        EXPECT_GE(r.seconds, kDeadlineMs / 1000.0 - 0.02) << what;  // a silent shard is waited for
+      } else {
+        ++fast;
+      }
+      if (!health_down && n % 4 == 0) {
+        auto h = Get("/health");
+        health_down = h.body.is_object() && h.body["status"] == "yellow" && h.body["shards"][down]["state"] == "down";
+      }
+    }
+    EXPECT_EQ(not_ok, 0) << "of " << n << " queries were not answered 200 with a partial answer";
+    // The link died silently (no RST, no FIN): the first queries can only end at their deadline.
+    EXPECT_GE(timed_out, 1);
+    EXPECT_TRUE(health_down || WaitHealth("yellow", 5s)) << Get("/health").raw;
+    auto h = Get("/health");
+    for (uint32_t i = 0; i < kShards; ++i) EXPECT_EQ(h.body["shards"][i]["state"], i == down ? "down" : "up") << h.raw;
+    std::printf(
+        "[   INFO   ] shard %u cut off: %d queries, %d partial answers (%d timed out at the deadline, %d "
+        "failed fast), %d not 200; slowest %.3f s for a %d ms deadline\n",
+        down, n, timed_out + fast, timed_out, fast, not_ok, slowest, kDeadlineMs);
+  }
+
+  // After the link is back: complete answers within 15 s, and the partial ones were not cached.
+  void RecoveryPhase(uint32_t shard, const std::vector<Asked>& asked, Clock::time_point up_at) {
+    HttpResult ok;
+    seen_.insert(QueryKey("w2 w9", QueryMode::kOr, 10));  // cached from here on
+    const auto end = up_at + 30s;
+    while (Clock::now() < end) {
+      ok = Search("w2 w9", QueryMode::kOr, 10, false, 500);
+      if (ok.status == 200 && ok.body["_shards"]["failed"] == 0) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    const double recovered = std::chrono::duration<double>(Clock::now() - up_at).count();
+    ASSERT_NO_FATAL_FAILURE(ExpectComplete(ok, "w2 w9", QueryMode::kOr, 10, "after link up"));
+    EXPECT_LT(recovered, 15.0);
+    ASSERT_TRUE(WaitHealth("green", 10s)) << Get("/health").raw;
+    std::printf("[   INFO   ] shard %u back: complete answers %.2f s after link up\n", shard, recovered);
+    for (size_t i = 0; i < asked.size(); ++i) {
+      const auto& a = asked[i];
+      auto r = Search(a.q, a.mode, a.k, i % 2 == 0);
+      const std::string what =
+          "after link up: " + std::string(QueryModeName(a.mode)) + " k=" + std::to_string(a.k) + " q='" + a.q + "'";
+      EXPECT_EQ(r.body["cached"], false) << what << ": a partial answer was cached";
+      ASSERT_NO_FATAL_FAILURE(ExpectComplete(r, a.q, a.mode, a.k, what));
+    }
+  }
+
+  std::string ip_, setpriv_;
+  std::unique_ptr<NetLab> lab_;
+  std::unique_ptr<TempDir> run_;
+  std::vector<std::unique_ptr<Process>> nodes_;
+  std::unique_ptr<Process> integrator_;
+  int http_port_ = 0;
+  std::set<std::string> seen_;  // QueryKey of every query asked
+};
+
+TEST_F(NetnsClusterTest, QuerySuiteAcrossNamespacesIsExact) {
+  // The shards answer from their own addresses: /health lists the endpoints the integrator dialled.
+  auto h = Get("/health");
+  ASSERT_EQ(h.status, 200) << h.raw;
+  for (uint32_t i = 0; i < kShards; ++i) {
+    EXPECT_EQ(h.body["shards"][i]["endpoint"], "tcp://" + lab_->NodeAddr(i) + ":" + std::to_string(kNodePort));
+    EXPECT_EQ(h.body["shards"][i]["state"], "up");
+  }
+  std::mt19937 rng(7);
+  const uint32_t ks[] = {1, 3, 10, 10, 50, 1000};
+  size_t nonempty = 0;
+  for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr}) {
+    for (int i = 0; i < 300; ++i) {
+      const std::string q = RandomQuery(g_index->corpus, rng);
+      const uint32_t k = ks[rng() % std::size(ks)];
+      const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " q='" + q + "'";
+      auto r = Search(q, mode, k, /*post=*/i % 2 == 1);
+      ASSERT_NO_FATAL_FAILURE(ExpectComplete(r, q, mode, k, what));
+      nonempty += !r.body["hits"]["hits"].empty();
+    }
+  }
+  EXPECT_GT(nonempty, 600u);  // real answers, not just empty ones
+}
+
+TEST_F(NetnsClusterTest, LinkDownGivesPartialAnswersWithinTheDeadlineAndLinkUpRestoresThem) {
+  std::mt19937 rng(11);
+  for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr}) {
+    seen_.insert(QueryKey("w1 w4", mode, 10));
+    ASSERT_NO_FATAL_FAILURE(ExpectComplete(Search("w1 w4", mode, 10), "w1 w4", mode, 10, "before"));
+  }
+
+  // Shard 1: its cable out of the switch, long enough for the ZMTP heartbeat (3 s) to give up too.
+  std::vector<Asked> asked;
+  ASSERT_TRUE(lab_->SetSwitchPort(1, false));
+  ASSERT_NO_FATAL_FAILURE(PartialPhase(1, 5s, rng, &asked));
+  ASSERT_TRUE(lab_->SetSwitchPort(1, true));
+  ASSERT_NO_FATAL_FAILURE(RecoveryPhase(1, asked, Clock::now()));
+
+  // Shard 2: its own interface down inside its namespace, briefly.
+  asked.clear();
+  ASSERT_TRUE(lab_->SetNodeInterface(2, false));
+  ASSERT_NO_FATAL_FAILURE(PartialPhase(2, 2s, rng, &asked));
+  ASSERT_TRUE(lab_->SetNodeInterface(2, true));
+  ASSERT_NO_FATAL_FAILURE(RecoveryPhase(2, asked, Clock::now()));
+
+  // Every process survived the outages.
+  ASSERT_TRUE(integrator_->running()) << integrator_->Logs();
+  for (auto& n : nodes_) ASSERT_TRUE(n->running()) << n->Logs();
+}
+
+}  // namespace
+}  // namespace search::testing
