@@ -82,9 +82,10 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch", sched.sched.policy.max_batch, "most queries in one GPU batch")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{4096}));
-  app.add_option("--crossover", sched.crossover, "griffin: list length ratio at which a query leaves the GPU")
+  app.add_option("--crossover", sched.crossover,
+                 "list length ratio at which an and-query leaves the GPU (0 = calibrated at start)")
       ->capture_default_str()
-      ->check(CLI::Range(1.0, 1e9));
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--calibration-queries", sched.calibration_queries, "queries of the start-up cost calibration")
       ->capture_default_str();
   CLI11_PARSE(app, argc, argv);

@@ -46,33 +46,34 @@ std::string GpuDescription() {
   return buf;
 }
 
-Result<DeviceBuffer> DeviceBuffer::Allocate(size_t bytes) {
-  DeviceBuffer b;
+template <MemoryKind K>
+Result<CudaMemory<K>> CudaMemory<K>::Allocate(size_t bytes) {
+  CudaMemory b;
   if (bytes == 0) return b;
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr_, bytes));
+  if constexpr (K == MemoryKind::kDevice) {
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMalloc(&b.ptr_, bytes));
+  } else {
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.ptr_, bytes));
+  }
   b.size_ = bytes;
   return b;
 }
 
-void DeviceBuffer::Reset() {
-  if (ptr_ != nullptr) (void)cudaFree(ptr_);
+template <MemoryKind K>
+void CudaMemory<K>::Reset() {
+  if (ptr_ != nullptr) {
+    if constexpr (K == MemoryKind::kDevice) {
+      (void)cudaFree(ptr_);
+    } else {
+      (void)cudaFreeHost(ptr_);
+    }
+  }
   ptr_ = nullptr;
   size_ = 0;
 }
 
-Result<PinnedBuffer> PinnedBuffer::Allocate(size_t bytes) {
-  PinnedBuffer b;
-  if (bytes == 0) return b;
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocHost(&b.ptr_, bytes));
-  b.size_ = bytes;
-  return b;
-}
-
-void PinnedBuffer::Reset() {
-  if (ptr_ != nullptr) (void)cudaFreeHost(ptr_);
-  ptr_ = nullptr;
-  size_ = 0;
-}
+template class CudaMemory<MemoryKind::kDevice>;
+template class CudaMemory<MemoryKind::kPinnedHost>;
 
 Result<Stream> Stream::Create() {
   Stream s;

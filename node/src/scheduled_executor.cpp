@@ -115,15 +115,16 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   }
   if (options.sched.policy.mode == SchedMode::kCpu) gpu = nullptr;
   std::unique_ptr<ScheduledExecutor> e(new ScheduledExecutor(shard, gpu, options));
-  e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu, options.crossover);
   SEARCH_RETURN_IF_ERROR(e->Calibrate());
+  e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu, e->options_.crossover);
   HybridSchedulerOptions so = options.sched;
   if (gpu == nullptr) so.gpu_dispatchers = 0;
   e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
   e->scheduler_->start();
   Log().Info() << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers
                << " CPU workers, " << so.gpu_dispatchers << " GPU dispatchers; calibrated on "
-               << e->calibration_samples_[0] << " CPU and " << e->calibration_samples_[1] << " GPU runs";
+               << e->calibration_samples_[0] << " CPU and " << e->calibration_samples_[1]
+               << " GPU runs; crossover " << e->options_.crossover;
   return e;
 }
 
@@ -206,7 +207,30 @@ Status ScheduledExecutor::Calibrate() {
   model_.Calibrate(Unit::kGpu, gpu_samples);
   calibration_samples_[0] = cpu_samples.size();
   calibration_samples_[1] = gpu_samples.size();
+  if (options_.crossover <= 0) {
+    std::vector<uint64_t> shortest;
+    for (const CostSample& c : cpu_samples) shortest.push_back(c.f.shortest);
+    std::sort(shortest.begin(), shortest.end());
+    options_.crossover = CalibrateCrossover(shortest.empty() ? 0 : shortest[shortest.size() / 2]);
+  }
   return Status::Ok();
+}
+
+double ScheduledExecutor::CalibrateCrossover(uint64_t shortest) const {
+  if (gpu_ == nullptr || shortest == 0) return 128;
+  for (double r = 2; r <= 4096; r *= 2) {
+    QueryFeatures f;
+    f.mode = QueryMode::kAnd;
+    f.terms = 2;
+    f.shortest = shortest;
+    f.second = static_cast<uint64_t>(static_cast<double>(shortest) * r);
+    f.total = f.shortest + f.second;
+    f.longest = f.second;
+    double cpu = 0, gpu = 0;
+    if (!model_.Predict(Unit::kCpu, f, &cpu) || !model_.Predict(Unit::kGpu, f, &gpu)) return 128;
+    if (cpu <= gpu) return r;
+  }
+  return 4096;
 }
 
 Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadline, uint32_t flags) {

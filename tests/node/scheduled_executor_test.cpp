@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
 #include <mutex>
 #include <thread>
 
@@ -254,6 +255,11 @@ TEST_F(ScheduledExecutorTest, CalibrationFitsBothProcessors) {
   EXPECT_EQ(f->terms, 2u);
   EXPECT_GE(f->second, f->shortest);
   EXPECT_EQ(f->nonresident_bytes, 200u);
+  // The crossover comes from the fitted model: a power of two in [2, 4096].
+  const double x = (*e)->crossover();
+  EXPECT_GE(x, 2.0);
+  EXPECT_LE(x, 4096.0);
+  EXPECT_EQ(x, std::exp2(std::round(std::log2(x))));
   double us = 0;
   EXPECT_TRUE((*e)->model().Predict(Unit::kCpu, *f, &us));
   EXPECT_GT(us, 0.0);

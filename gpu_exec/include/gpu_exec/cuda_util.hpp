@@ -37,14 +37,17 @@ inline bool GpuAvailable() { return GpuDeviceCount() > 0; }
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" or the reason there is none.
 std::string GpuDescription();
 
-// Device memory (cudaMalloc/cudaFree). Empty when size is 0.
-class DeviceBuffer {
+// Memory from one allocate/free pair of the CUDA runtime, owned. Empty when size is 0.
+enum class MemoryKind : uint8_t { kDevice, kPinnedHost };
+
+template <MemoryKind K>
+class CudaMemory {
  public:
-  DeviceBuffer() = default;
-  static Result<DeviceBuffer> Allocate(size_t bytes);
-  ~DeviceBuffer() { Reset(); }
-  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+  CudaMemory() = default;
+  static Result<CudaMemory> Allocate(size_t bytes);
+  ~CudaMemory() { Reset(); }
+  CudaMemory(CudaMemory&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
+  CudaMemory& operator=(CudaMemory&& o) noexcept {
     if (this != &o) {
       Reset();
       ptr_ = std::exchange(o.ptr_, nullptr);
@@ -52,8 +55,8 @@ class DeviceBuffer {
     }
     return *this;
   }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaMemory(const CudaMemory&) = delete;
+  CudaMemory& operator=(const CudaMemory&) = delete;
 
   void* get() const { return ptr_; }
   template <class T>
@@ -66,34 +69,12 @@ class DeviceBuffer {
   size_t size_ = 0;
 };
 
+// Device memory (cudaMalloc/cudaFree).
+using DeviceBuffer = CudaMemory<MemoryKind::kDevice>;
 // Page-locked host memory (cudaMallocHost/cudaFreeHost), for asynchronous copies.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  static Result<PinnedBuffer> Allocate(size_t bytes);
-  ~PinnedBuffer() { Reset(); }
-  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), size_(std::exchange(o.size_, 0)) {}
-  PinnedBuffer& operator=(PinnedBuffer&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      ptr_ = std::exchange(o.ptr_, nullptr);
-      size_ = std::exchange(o.size_, 0);
-    }
-    return *this;
-  }
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  void* get() const { return ptr_; }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-  size_t size() const { return size_; }
-  void Reset();
-
- private:
-  void* ptr_ = nullptr;
-  size_t size_ = 0;
-};
+using PinnedBuffer = CudaMemory<MemoryKind::kPinnedHost>;
+extern template class CudaMemory<MemoryKind::kDevice>;
+extern template class CudaMemory<MemoryKind::kPinnedHost>;
 
 // A non-blocking stream (cudaStreamNonBlocking: no implicit sync with the legacy stream).
 class Stream {

@@ -39,7 +39,10 @@ class ShardReader;
 
 struct ScheduledExecutorOptions {
   HybridSchedulerOptions sched;
-  double crossover = 128;  // griffin: GPU while (second shortest / shortest) < crossover
+  // GPU while (next list / running intersection) < crossover. 0: calibrated at start from the cost
+  // model (the smallest power-of-two ratio at which a two-list and-query is predicted faster on
+  // the CPU, for the calibration queries' median shortest list; 128 when there is no GPU fit).
+  double crossover = 0;
   size_t calibration_queries = 48;
   std::chrono::milliseconds calibration_budget{4000};
   uint64_t seed = 1;
@@ -67,12 +70,15 @@ class ScheduledExecutor final : public Executor {
   SchedMode mode() const { return options_.sched.policy.mode; }
   // Samples the calibration run produced per processor.
   size_t calibration_samples(Unit u) const { return calibration_samples_[static_cast<size_t>(u)]; }
+  double crossover() const { return options_.crossover; }
 
  private:
   class Runner;
   struct Call;
   ScheduledExecutor(const ShardReader* shard, BatchExecutor* gpu, ScheduledExecutorOptions options);
   Status Calibrate();
+  // The crossover from the fitted model (options.crossover == 0).
+  double CalibrateCrossover(uint64_t shortest) const;
 
   const ShardReader* shard_;
   BatchExecutor* gpu_;
