@@ -1,5 +1,6 @@
 // search-integrator: the cluster's query front (integrator/integrator.hpp, http_front.hpp).
 //   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
+//   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-threads N] [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
   IntegratorOptions options;
   size_t cache_mb = 64;
   int http_threads = 64, ping_ms = 1000;
-  app.add_option("--shards", shards, "comma-separated ZeroMQ endpoints of the shard nodes, tcp://HOST:PORT")
+  app.add_option("--shards", shards, "comma-separated shards, each tcp://HOST:PORT or replicas tcp://A:P|tcp://B:P")
       ->required();
   app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
   app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)")

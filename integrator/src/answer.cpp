@@ -51,6 +51,16 @@ std::string SearchAnswerJson(const SearchAnswer& a) {
               {"timed_out", a.timed_out},
               {"cached", a.cached},
               {"_shards", ShardsJson(a.shards)},
+              {"coverage",
+               {{"shards", a.shards.successful},
+                {"shards_total", a.shards.total},
+                {"documents", a.coverage.documents},
+                {"documents_total", a.coverage.documents_total},
+                {"percent", a.coverage.documents_total > 0
+                                ? 100.0 * static_cast<double>(a.coverage.documents) /
+                                      static_cast<double>(a.coverage.documents_total)
+                                : (a.shards.total > 0 ? 100.0 * a.shards.successful / a.shards.total : 0.0)},
+                {"full", a.complete()}}},
               {"hits",
                {{"total", a.hits.size()},
                 {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
@@ -84,7 +94,9 @@ std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::st
               {"queued", s.queued},
               {"doc_begin", s.doc_begin},
               {"doc_end", s.doc_end},
-              {"gpu", s.gpu}};
+              {"gpu", s.gpu},
+              {"replicas", s.replicas},
+              {"replicas_up", s.replicas_up}};
     if (!s.last_error.empty()) j["last_error"] = s.last_error;
     list.push_back(std::move(j));
   }

@@ -2,10 +2,13 @@
 
 #include <zmq.h>
 
+#include <algorithm>
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <random>
 #include <set>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 #include <zmq.hpp>
@@ -26,19 +29,47 @@ struct Fanout::Call {
 };
 
 struct Fanout::Impl {
+  // One search in flight. Per shard: its result, the replicas tried (in order), how many of them
+  // still owe a reply, when each was sent to.
+  struct ShardCall {
+    std::vector<size_t> tried;                          // replica indices
+    std::vector<Clock::time_point> sent;                // parallel to tried
+    std::vector<bool> open;                             // parallel to tried: reply still owed
+    size_t outstanding = 0;
+  };
   struct Pending {
     std::shared_ptr<Call> call;
     std::vector<ShardCallResult> shards;
+    std::vector<ShardCall> calls;
     size_t remaining = 0;
     Clock::time_point sent_at;
   };
-  struct ShardLive {
+  struct ShardLive {  // per replica
     bool connected = false;  // ZMTP handshake done and not disconnected since
     bool seen = false;       // a pong or reply ever arrived
     bool up = false;
     Clock::time_point last_seen;
     std::optional<ShardHealthMsg> health;
     std::string last_error;
+  };
+  // Per replica, I/O thread only: outstanding requests and recent reply latencies.
+  struct ReplicaLoad {
+    uint32_t outstanding = 0;
+    std::array<float, 64> lat_us{};
+    size_t lat_n = 0, lat_pos = 0;
+    void Add(double us) {
+      lat_us[lat_pos] = static_cast<float>(us);
+      lat_pos = (lat_pos + 1) % lat_us.size();
+      lat_n = std::min(lat_n + 1, lat_us.size());
+    }
+    // The q-quantile of the recent latencies, or `fallback` with fewer than 8 samples.
+    double Quantile(double q, double fallback) const {
+      if (lat_n < 8) return fallback;
+      std::array<float, 64> v = lat_us;
+      const size_t k = std::min(lat_n - 1, static_cast<size_t>(q * static_cast<double>(lat_n)));
+      std::nth_element(v.begin(), v.begin() + static_cast<long>(k), v.begin() + static_cast<long>(lat_n));
+      return v[k];
+    }
   };
 
   explicit Impl(const FanoutOptions& o, FanoutListener* l) : opt(o), listener(l) {}
@@ -47,8 +78,11 @@ struct Fanout::Impl {
   FanoutListener* listener;
   zmq::context_t ctx{1};
   zmq::socket_t submit_pull, submit_push;  // push: GUARDED_BY(submit_mu)
-  std::vector<zmq::socket_t> dealers, monitors;
+  std::vector<zmq::socket_t> dealers, monitors;  // per replica
   bool have_monitors = true;
+  std::vector<std::string> replica_ep;           // per replica
+  std::vector<size_t> shard_of;                  // replica -> shard index
+  std::vector<std::vector<size_t>> replicas_of;  // shard index -> replicas
 
   std::mutex submit_mu;
   std::deque<std::shared_ptr<Call>> queue;  // GUARDED_BY(submit_mu)
@@ -56,16 +90,24 @@ struct Fanout::Impl {
   // I/O thread only.
   std::unordered_map<uint64_t, Pending> pending;
   std::set<std::pair<Clock::time_point, uint64_t>> by_deadline;
+  std::set<std::tuple<Clock::time_point, uint64_t, size_t>> hedges;  // (when, request, shard)
+  std::vector<ReplicaLoad> load;
+  std::atomic<uint64_t> retries{0}, hedged{0};
 
   mutable std::mutex health_mu;
-  std::vector<ShardLive> live;  // GUARDED_BY(health_mu)
+  std::vector<ShardLive> live;       // GUARDED_BY(health_mu), per replica
+  std::vector<bool> shard_up;        // GUARDED_BY(health_mu), per shard: any replica up
 
-  uint32_t ShardId(size_t i) const {  // REQUIRES: health_mu held
-    return live[i].health ? live[i].health->shard_id : static_cast<uint32_t>(i);
+  size_t num_shards() const { return replicas_of.size(); }
+
+  uint32_t ShardId(size_t s) const {  // REQUIRES: health_mu held. The id its replicas report.
+    for (size_t r : replicas_of[s])
+      if (live[r].health) return live[r].health->shard_id;
+    return static_cast<uint32_t>(s);
   }
-  uint32_t ShardIdLocked(size_t i) const {
+  uint32_t ShardIdLocked(size_t s) const {
     std::lock_guard lock(health_mu);
-    return ShardId(i);
+    return ShardId(s);
   }
 
   static bool SendFrame(zmq::socket_t& s, const std::string& frame) {
@@ -81,7 +123,7 @@ struct Fanout::Impl {
   }
 
   std::vector<ShardCallResult> AllFailed(ShardCallState state, const std::string& reason) const {
-    std::vector<ShardCallResult> out(opt.endpoints.size());
+    std::vector<ShardCallResult> out(num_shards());
     std::lock_guard lock(health_mu);
     for (size_t i = 0; i < out.size(); ++i) {
       out[i].state = state;
@@ -101,15 +143,22 @@ struct Fanout::Impl {
   }
 
   void Complete(std::unordered_map<uint64_t, Pending>::iterator it) {
-    by_deadline.erase({it->second.call->deadline, it->first});
-    Finish(it->second.call, std::move(it->second.shards));
+    Pending& p = it->second;
+    for (ShardCall& c : p.calls)  // replies still owed will come back late
+      for (size_t t = 0; t < c.tried.size(); ++t)
+        if (c.open[t]) {
+          c.open[t] = false;
+          if (load[c.tried[t]].outstanding > 0) --load[c.tried[t]].outstanding;
+        }
+    by_deadline.erase({p.call->deadline, it->first});
+    Finish(p.call, std::move(p.shards));
     pending.erase(it);
   }
 
-  void MarkSeen(size_t i) {
+  void MarkSeen(size_t r) {
     std::lock_guard lock(health_mu);
-    live[i].seen = true;
-    live[i].last_seen = Clock::now();
+    live[r].seen = true;
+    live[r].last_seen = Clock::now();
   }
 
   void UpdateStates(Clock::time_point now) {
@@ -117,22 +166,64 @@ struct Fanout::Impl {
     {
       std::lock_guard lock(health_mu);
       const auto window = opt.ping_interval * opt.missed_pongs_down + opt.ping_interval / 2;
-      for (size_t i = 0; i < live.size(); ++i) {
-        ShardLive& s = live[i];
+      for (size_t r = 0; r < live.size(); ++r) {
+        ShardLive& s = live[r];
         const bool up = s.connected && s.seen && now - s.last_seen <= window;
         if (up != s.up) {
           s.up = up;
           if (!up && s.connected && s.last_error.empty()) s.last_error = "missed pongs";
-          changes.emplace_back(i, up);
+        }
+      }
+      for (size_t sh = 0; sh < replicas_of.size(); ++sh) {
+        bool any = false;
+        for (size_t r : replicas_of[sh]) any = any || live[r].up;
+        if (any != shard_up[sh]) {
+          shard_up[sh] = any;
+          changes.emplace_back(sh, any);
         }
       }
     }
     if (listener)
-      for (auto [i, up] : changes) listener->OnShardUp(i, up);
+      for (auto [sh, up] : changes) listener->OnShardUp(sh, up);
   }
 
-  void SendPing(size_t i, std::atomic<uint64_t>& next_id) {
-    SendFrame(dealers[i], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}));
+  void SendPing(size_t r, std::atomic<uint64_t>& next_id) {
+    SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}));
+  }
+
+  // Sends the call to the best replica of shard `sh` not tried yet: up before merely connected,
+  // then fewest outstanding requests, then lowest median latency. False when none took it.
+  bool SendToReplica(uint64_t id, Pending& p, size_t sh, Clock::time_point now) {
+    ShardCall& c = p.calls[sh];
+    std::vector<std::pair<std::tuple<int, uint32_t, double>, size_t>> order;
+    {
+      std::lock_guard lock(health_mu);
+      for (size_t r : replicas_of[sh]) {
+        if (std::find(c.tried.begin(), c.tried.end(), r) != c.tried.end()) continue;
+        const int rank = live[r].up ? 0 : live[r].connected ? 1 : 2;
+        order.push_back({{rank, load[r].outstanding, load[r].Quantile(0.5, 0.0)}, r});
+      }
+    }
+    std::sort(order.begin(), order.end());
+    for (const auto& [key, r] : order) {
+      c.tried.push_back(r);
+      c.sent.push_back(now);
+      if (!SendFrame(dealers[r], p.call->frame)) {  // IMMEDIATE: not connected
+        c.open.push_back(false);
+        continue;
+      }
+      c.open.push_back(true);
+      ++c.outstanding;
+      ++load[r].outstanding;
+      // Hedge after this replica's p95 if another replica could still take it.
+      if (opt.hedge && c.tried.size() < replicas_of[sh].size()) {
+        const double p95 = load[r].Quantile(0.95, static_cast<double>(opt.hedge_default.count()));
+        const auto after = std::max<Clock::duration>(opt.hedge_min, std::chrono::microseconds(static_cast<int64_t>(p95)));
+        if (now + after < p.call->deadline) hedges.emplace(now + after, id, sh);
+      }
+      return true;
+    }
+    return false;
   }
 
   void DrainSubmissions(bool stopping) {
@@ -158,17 +249,18 @@ struct Fanout::Impl {
       Pending p;
       p.call = call;
       p.sent_at = now;
-      p.shards.resize(dealers.size());
+      p.shards.resize(num_shards());
+      p.calls.resize(num_shards());
       {
         std::lock_guard lock(health_mu);
-        for (size_t i = 0; i < dealers.size(); ++i) p.shards[i].shard = ShardId(i);
+        for (size_t i = 0; i < num_shards(); ++i) p.shards[i].shard = ShardId(i);
       }
-      for (size_t i = 0; i < dealers.size(); ++i) {
+      for (size_t i = 0; i < num_shards(); ++i) {
         ShardCallResult& r = p.shards[i];
         if (now >= call->deadline) {
           r.state = ShardCallState::kTimedOut;
           r.reason = "deadline passed before the request was sent";
-        } else if (!SendFrame(dealers[i], call->frame)) {
+        } else if (!SendToReplica(call->id, p, i, now)) {
           r.state = ShardCallState::kFailed;
           r.reason = "shard not connected (" + opt.endpoints[i] + ")";
           if (listener) listener->OnShardReply(i, r.state, 0.0);
@@ -195,64 +287,108 @@ struct Fanout::Impl {
     --p.remaining;
   }
 
-  void HandleResponse(size_t i, SearchResponseMsg&& resp) {
-    MarkSeen(i);
-    auto it = pending.find(resp.request_id);
-    if (it == pending.end() || it->second.shards[i].state != ShardCallState::kPending) {
-      if (listener) listener->OnLateReply(i);
+  // Replica r owes shard sh's reply no more; true if it did (its send time in *sent).
+  bool CloseReplica(ShardCall& c, size_t r, Clock::time_point* sent) {
+    for (size_t t = 0; t < c.tried.size(); ++t)
+      if (c.tried[t] == r && c.open[t]) {
+        c.open[t] = false;
+        --c.outstanding;
+        if (load[r].outstanding > 0) --load[r].outstanding;
+        if (sent != nullptr) *sent = c.sent[t];
+        return true;
+      }
+    return false;
+  }
+
+  // Replica r of shard sh failed this call: retry on another replica within the deadline, else
+  // (no other replica owes a reply) the shard fails.
+  void ReplicaFailed(std::unordered_map<uint64_t, Pending>::iterator it, size_t sh, ShardCallState state,
+                     const std::string& reason) {
+    Pending& p = it->second;
+    ShardCall& c = p.calls[sh];
+    const auto now = Clock::now();
+    if (state == ShardCallState::kFailed && now < p.call->deadline && SendToReplica(it->first, p, sh, now)) {
+      retries.fetch_add(1, std::memory_order_relaxed);
+      if (listener) listener->OnRetry(sh);
       return;
     }
-    Pending& p = it->second;
-    ShardCallResult& r = p.shards[i];
-    r.shard = resp.shard_id;
-    if (resp.status.ok()) {
-      r.state = ShardCallState::kOk;
-      r.hits.reserve(resp.hits.size());
-      for (auto& h : resp.hits) r.hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
-      r.has_or_hits = resp.has_or_hits;
-      r.or_hits.reserve(resp.or_hits.size());
-      for (auto& h : resp.or_hits)
-        r.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
-      r.latency_us = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
-      if (listener) listener->OnShardReply(i, r.state, static_cast<double>(r.latency_us) * 1e-6);
-      --p.remaining;
-    } else {
-      const bool late = resp.status.code() == StatusCode::kDeadlineExceeded;
-      FailShard(p, i, late ? ShardCallState::kTimedOut : ShardCallState::kFailed,
-                "shard " + std::to_string(resp.shard_id) + " answered " + resp.status.ToString());
-    }
+    if (c.outstanding > 0) return;  // a hedged request may still answer
+    FailShard(p, sh, state, reason);
     if (p.remaining == 0) Complete(it);
   }
 
-  void HandlePong(size_t i, PongMsg&& pong) {
+  void HandleResponse(size_t r, SearchResponseMsg&& resp) {
+    MarkSeen(r);
+    const size_t sh = shard_of[r];
+    auto it = pending.find(resp.request_id);
+    if (it == pending.end()) {
+      if (listener) listener->OnLateReply(sh);
+      return;
+    }
+    Pending& p = it->second;
+    Clock::time_point sent;
+    const bool owed = CloseReplica(p.calls[sh], r, &sent);
+    if (owed) {
+      load[r].Add(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
+    }
+    if (!owed || p.shards[sh].state != ShardCallState::kPending) {
+      if (listener) listener->OnLateReply(sh);
+      return;
+    }
+    ShardCallResult& res = p.shards[sh];
+    res.shard = resp.shard_id;
+    if (resp.status.ok()) {
+      res.state = ShardCallState::kOk;
+      res.doc_begin = resp.doc_begin;
+      res.doc_end = resp.doc_end;
+      res.hits.reserve(resp.hits.size());
+      for (auto& h : resp.hits) res.hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
+      res.has_or_hits = resp.has_or_hits;
+      res.or_hits.reserve(resp.or_hits.size());
+      for (auto& h : resp.or_hits)
+        res.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
+      res.latency_us = static_cast<uint64_t>(
+          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
+      if (listener) listener->OnShardReply(sh, res.state, static_cast<double>(res.latency_us) * 1e-6);
+      --p.remaining;
+      if (p.remaining == 0) Complete(it);
+    } else {
+      const bool late = resp.status.code() == StatusCode::kDeadlineExceeded;
+      ReplicaFailed(it, sh, late ? ShardCallState::kTimedOut : ShardCallState::kFailed,
+                    "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ") answered " +
+                        resp.status.ToString());
+    }
+  }
+
+  void HandlePong(size_t r, PongMsg&& pong) {
     if (!pong.status.ok()) {
       std::lock_guard lock(health_mu);
-      live[i].last_error = "ping answered " + pong.status.ToString();
+      live[r].last_error = "ping answered " + pong.status.ToString();
       return;
     }
     {
       std::lock_guard lock(health_mu);
-      live[i].seen = true;
-      live[i].last_seen = Clock::now();
-      live[i].health = pong.health;
-      live[i].last_error.clear();
+      live[r].seen = true;
+      live[r].last_seen = Clock::now();
+      live[r].health = pong.health;
+      live[r].last_error.clear();
     }
-    if (listener) listener->OnHealth(i, pong.health);
+    if (listener) listener->OnHealth(shard_of[r], pong.health);
     UpdateStates(Clock::now());
   }
 
-  void DrainReplies(size_t i) {
+  void DrainReplies(size_t r) {
+    const size_t sh = shard_of[r];
     while (true) {
       std::vector<zmq::message_t> parts;
       try {
         zmq::message_t m;
-        if (!dealers[i].recv(m, zmq::recv_flags::dontwait)) return;
+        if (!dealers[r].recv(m, zmq::recv_flags::dontwait)) return;
         bool more = m.more();
         parts.push_back(std::move(m));
         while (more) {
           zmq::message_t next;
-          if (!dealers[i].recv(next, zmq::recv_flags::dontwait)) break;
+          if (!dealers[r].recv(next, zmq::recv_flags::dontwait)) break;
           more = next.more();
           if (parts.size() < 4) parts.push_back(std::move(next));
         }
@@ -260,39 +396,40 @@ struct Fanout::Impl {
         return;
       }
       if (parts.size() != 2 || parts[0].size() != 0) {
-        if (listener) listener->OnMalformedReply(i, Status::InvalidArgument("expected [empty][frame] from the node"));
+        if (listener) listener->OnMalformedReply(sh, Status::InvalidArgument("expected [empty][frame] from the node"));
         continue;
       }
       RecoveredHeader rec;
       auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[1].data()), parts[1].size()), &rec);
       if (!env.ok()) {
-        if (listener) listener->OnMalformedReply(i, env.status());
+        if (listener) listener->OnMalformedReply(sh, env.status());
         if (rec.request_id) {
           auto it = pending.find(*rec.request_id);
-          if (it != pending.end() && it->second.shards[i].state == ShardCallState::kPending) {
-            FailShard(it->second, i, ShardCallState::kFailed, "malformed reply: " + env.status().message());
-            if (it->second.remaining == 0) Complete(it);
+          if (it != pending.end() && CloseReplica(it->second.calls[sh], r, nullptr) &&
+              it->second.shards[sh].state == ShardCallState::kPending) {
+            ReplicaFailed(it, sh, ShardCallState::kFailed, "malformed reply: " + env.status().message());
           }
         }
         continue;
       }
       if (auto* resp = std::get_if<SearchResponseMsg>(&env->body)) {
-        HandleResponse(i, std::move(*resp));
+        HandleResponse(r, std::move(*resp));
       } else if (auto* pong = std::get_if<PongMsg>(&env->body)) {
-        HandlePong(i, std::move(*pong));
+        HandlePong(r, std::move(*pong));
       } else if (listener) {
         listener->OnMalformedReply(
-            i, Status::InvalidArgument("unexpected " + std::string(MessageKindName(env->kind())) + " from a node"));
+            sh, Status::InvalidArgument("unexpected " + std::string(MessageKindName(env->kind())) + " from a node"));
       }
     }
   }
 
-  void DrainMonitor(size_t i, std::atomic<uint64_t>& next_id) {
+  void DrainMonitor(size_t r, std::atomic<uint64_t>& next_id) {
+    const size_t sh = shard_of[r];
     while (true) {
       zmq::message_t ev, addr;
       try {
-        if (!monitors[i].recv(ev, zmq::recv_flags::dontwait)) return;
-        if (ev.more()) (void)monitors[i].recv(addr, zmq::recv_flags::dontwait);
+        if (!monitors[r].recv(ev, zmq::recv_flags::dontwait)) return;
+        if (ev.more()) (void)monitors[r].recv(addr, zmq::recv_flags::dontwait);
       } catch (const zmq::error_t&) {
         return;
       }
@@ -302,27 +439,39 @@ struct Fanout::Impl {
       if (event == ZMQ_EVENT_HANDSHAKE_SUCCEEDED) {
         {
           std::lock_guard lock(health_mu);
-          live[i].connected = true;
+          live[r].connected = true;
         }
-        SendPing(i, next_id);  // learn its health now rather than at the next tick
+        SendPing(r, next_id);  // learn its health now rather than at the next tick
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
         uint32_t shard;
         {
           std::lock_guard lock(health_mu);
-          live[i].connected = false;
-          live[i].last_error = "disconnected";
-          shard = ShardId(i);
+          live[r].connected = false;
+          live[r].last_error = "disconnected";
+          shard = ShardId(sh);
         }
-        // Replies cannot come back over a dropped connection: fail this shard's outstanding work.
-        const std::string reason =
-            "connection to shard " + std::to_string(shard) + " (" + opt.endpoints[i] + ") lost";
+        // Replies cannot come back over a dropped connection: retry or fail what it owed.
+        const std::string reason = "connection to shard " + std::to_string(shard) + " (" + replica_ep[r] + ") lost";
         for (auto it = pending.begin(); it != pending.end();) {
           auto cur = it++;
-          if (cur->second.shards[i].state != ShardCallState::kPending) continue;
-          FailShard(cur->second, i, ShardCallState::kFailed, reason);
-          if (cur->second.remaining == 0) Complete(cur);
+          if (cur->second.shards[sh].state != ShardCallState::kPending) continue;
+          if (!CloseReplica(cur->second.calls[sh], r, nullptr)) continue;
+          ReplicaFailed(cur, sh, ShardCallState::kFailed, reason);
         }
         UpdateStates(Clock::now());
+      }
+    }
+  }
+
+  void FireHedges(Clock::time_point now) {
+    while (!hedges.empty() && std::get<0>(*hedges.begin()) <= now) {
+      const auto [when, id, sh] = *hedges.begin();
+      hedges.erase(hedges.begin());
+      auto it = pending.find(id);
+      if (it == pending.end() || it->second.shards[sh].state != ShardCallState::kPending) continue;
+      if (SendToReplica(id, it->second, sh, now)) {
+        hedged.fetch_add(1, std::memory_order_relaxed);
+        if (listener) listener->OnHedge(sh);
       }
     }
   }
@@ -360,6 +509,7 @@ struct Fanout::Impl {
       }
       auto wake = next_ping;
       if (!by_deadline.empty()) wake = std::min(wake, by_deadline.begin()->first);
+      if (!hedges.empty()) wake = std::min(wake, std::get<0>(*hedges.begin()));
       auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
       long timeout_ms = wait_us <= 0 ? 0 : static_cast<long>((wait_us + 999) / 1000);
       try {
@@ -374,6 +524,7 @@ struct Fanout::Impl {
       if (have_monitors)
         for (size_t i = 0; i < n; ++i)
           if (items[1 + n + i].revents & ZMQ_POLLIN) DrainMonitor(i, next_id);
+      FireHedges(Clock::now());
       ExpireDeadlines(Clock::now());
     }
     // Shutting down: nothing stays outstanding.
@@ -413,9 +564,25 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
     return Status::Internal(std::string("cannot create the submission socket: ") + e.what());
   }
   const FanoutOptions& o = f->options_;
-  im.live.resize(o.endpoints.size());
-  for (size_t i = 0; i < o.endpoints.size(); ++i) {
-    const std::string& ep = o.endpoints[i];
+  for (size_t sh = 0; sh < o.endpoints.size(); ++sh) {
+    im.replicas_of.emplace_back();
+    std::string rest = o.endpoints[sh];
+    for (size_t bar; !rest.empty();) {
+      bar = rest.find('|');
+      std::string ep = rest.substr(0, bar);
+      rest = bar == std::string::npos ? "" : rest.substr(bar + 1);
+      if (ep.empty()) return Status::InvalidArgument("empty replica endpoint in '" + o.endpoints[sh] + "'");
+      im.replicas_of.back().push_back(im.replica_ep.size());
+      im.replica_ep.push_back(ep);
+      im.shard_of.push_back(sh);
+    }
+    if (im.replicas_of.back().empty()) return Status::InvalidArgument("shard " + std::to_string(sh) + " has no endpoint");
+  }
+  im.live.resize(im.replica_ep.size());
+  im.load.resize(im.replica_ep.size());
+  im.shard_up.assign(o.endpoints.size(), false);
+  for (size_t i = 0; i < im.replica_ep.size(); ++i) {
+    const std::string& ep = im.replica_ep[i];
     try {
       zmq::socket_t d(im.ctx, zmq::socket_type::dealer);
       d.set(zmq::sockopt::linger, 0);
@@ -508,22 +675,34 @@ std::vector<ShardHealthView> Fanout::Health() const {
   const auto now = Clock::now();
   std::lock_guard lock(impl_->health_mu);
   std::vector<ShardHealthView> out;
-  for (size_t i = 0; i < impl_->live.size(); ++i) {
-    const auto& s = impl_->live[i];
+  for (size_t sh = 0; sh < impl_->replicas_of.size(); ++sh) {
     ShardHealthView v;
-    v.shard = impl_->ShardId(i);
-    v.endpoint = options_.endpoints[i];
-    v.state = s.up ? "up" : "down";
-    v.last_seen_ms = s.seen ? std::chrono::duration_cast<std::chrono::milliseconds>(now - s.last_seen).count() : -1;
-    if (s.health) {
-      v.node_state = s.health->state;
-      v.in_flight = s.health->in_flight;
-      v.queued = s.health->queued;
-      v.doc_begin = s.health->doc_begin;
-      v.doc_end = s.health->doc_end;
-      v.gpu = s.health->gpu;
+    v.shard = impl_->ShardId(sh);
+    v.endpoint = options_.endpoints[sh];
+    v.replicas = static_cast<uint32_t>(impl_->replicas_of[sh].size());
+    // The shard's view: its freshest up replica (else its freshest replica).
+    const Impl::ShardLive* best = nullptr;
+    for (size_t r : impl_->replicas_of[sh]) {
+      const auto& s = impl_->live[r];
+      v.replicas_up += s.up ? 1 : 0;
+      if (best == nullptr || (s.up && !best->up) || (s.up == best->up && s.seen && (!best->seen || s.last_seen > best->last_seen)))
+        best = &s;
+      if (!s.last_error.empty()) {
+        if (!v.last_error.empty()) v.last_error += "; ";
+        v.last_error += impl_->replica_ep[r] + ": " + s.last_error;
+      }
     }
-    v.last_error = s.last_error;
+    v.state = v.replicas_up > 0 ? "up" : "down";
+    v.last_seen_ms =
+        best->seen ? std::chrono::duration_cast<std::chrono::milliseconds>(now - best->last_seen).count() : -1;
+    if (best->health) {
+      v.node_state = best->health->state;
+      v.in_flight = best->health->in_flight;
+      v.queued = best->health->queued;
+      v.doc_begin = best->health->doc_begin;
+      v.doc_end = best->health->doc_end;
+      v.gpu = best->health->gpu;
+    }
     out.push_back(std::move(v));
   }
   return out;
@@ -532,8 +711,16 @@ std::vector<ShardHealthView> Fanout::Health() const {
 std::vector<std::optional<ShardHealthMsg>> Fanout::LastReportedHealth() const {
   std::lock_guard lock(impl_->health_mu);
   std::vector<std::optional<ShardHealthMsg>> out;
-  for (const auto& s : impl_->live) out.push_back(s.health);
+  for (const auto& reps : impl_->replicas_of) {
+    std::optional<ShardHealthMsg> h;
+    for (size_t r : reps)
+      if (!h && impl_->live[r].health) h = impl_->live[r].health;
+    out.push_back(h);
+  }
   return out;
 }
+
+uint64_t Fanout::retries() const { return impl_->retries.load(); }
+uint64_t Fanout::hedges() const { return impl_->hedged.load(); }
 
 }  // namespace search

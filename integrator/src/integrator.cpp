@@ -59,6 +59,12 @@ class Integrator::Listener : public FanoutListener {
     owner_->OnHealth(i, h);
     if (owner_->observer_) owner_->observer_->OnHealth(i, h);
   }
+  void OnRetry(size_t i) override {
+    if (owner_->observer_) owner_->observer_->OnRetry(i);
+  }
+  void OnHedge(size_t i) override {
+    if (owner_->observer_) owner_->observer_->OnHedge(i);
+  }
 
  private:
   Integrator* owner_;
@@ -317,11 +323,13 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
 
   SearchAnswer a;
   a.shards.total = n;
+  a.coverage.documents_total = CollectionDocs();
   std::vector<std::vector<MergedHit>> lists;
   lists.reserve(results.size());
   for (auto& r : results) {
     if (r.state == ShardCallState::kOk) {
       ++a.shards.successful;
+      a.coverage.documents += r.doc_end > r.doc_begin ? r.doc_end - r.doc_begin : 0;
       lists.push_back(std::move(r.hits));
     } else {
       if (r.state == ShardCallState::kTimedOut) a.timed_out = true;
@@ -343,6 +351,13 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
   }
   a.took_us = MicrosSince(start);
   return Finish(mode_name, {200, SearchAnswerJson(a)}, start, !a.complete(), a.timed_out);
+}
+
+uint64_t Integrator::CollectionDocs() const {
+  std::lock_guard lock(analyzer_mu_);
+  for (const auto& h : reported_)
+    if (h) return h->num_docs_global;
+  return manifest_num_docs_;
 }
 
 std::string Integrator::HealthJson() const {

@@ -8,8 +8,21 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards) : metr
                        .Help("Shard replies the integrator dropped because their request had already completed.")
                        .Register(metrics_->registry())
                        .Add({{"component", metrics_->component()}});
+  retries_ = &prometheus::BuildCounter()
+                  .Name("search_replica_retries_total")
+                  .Help("Shard requests resent to another replica after the first failed.")
+                  .Register(metrics_->registry())
+                  .Add({{"component", metrics_->component()}});
+  hedges_ = &prometheus::BuildCounter()
+                 .Name("search_replica_hedges_total")
+                 .Help("Shard requests also sent to another replica after the first stayed silent past its p95.")
+                 .Register(metrics_->registry())
+                 .Add({{"component", metrics_->component()}});
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
+
+void IntegratorMetrics::OnRetry(size_t) { retries_->Increment(); }
+void IntegratorMetrics::OnHedge(size_t) { hedges_->Increment(); }
 
 IntegratorMetrics::~IntegratorMetrics() { Detach(); }
 

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "fake_node.hpp"
 
 namespace search {
@@ -241,6 +244,123 @@ TEST(Fanout, ManyConcurrentSearches) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 1600);
+}
+
+std::string DeadEndpoint() {
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.set(zmq::sockopt::linger, 0);
+  s.bind("tcp://127.0.0.1:*");
+  return s.get(zmq::sockopt::last_endpoint);
+}
+
+// Replicas: a dead replica costs nothing (the live one answers every search at once); with two
+// live replicas concurrent searches spread over both; health counts replicas.
+TEST(Fanout, ReplicasSpreadLoadAndSurviveADeadOne) {
+  FakeNode a(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2), b(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2);
+  FakeNode c(1, AnswerWith(1, {{2, 2.0f, "y"}}), 2);
+  const std::string dead = DeadEndpoint();
+  auto f = Fanout::Start(Options({dead + "|" + a.endpoint(), c.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(WaitAllUp(**f));
+  auto h = (*f)->Health();
+  EXPECT_EQ(h[0].replicas, 2u);
+  EXPECT_EQ(h[0].replicas_up, 1u);
+  EXPECT_EQ(h[0].state, "up");
+  for (int i = 0; i < 30; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*f)->Search(Request(), t0 + 2s);
+    EXPECT_EQ(r[0].state, ShardCallState::kOk) << r[0].reason;
+    EXPECT_EQ(r[1].state, ShardCallState::kOk);
+    EXPECT_LT(Clock::now() - t0, 1s);
+  }
+  EXPECT_EQ(a.requests().size(), 30u);
+
+  auto g = Fanout::Start(Options({a.endpoint() + "|" + b.endpoint()}), nullptr);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(WaitAllUp(**g));
+  a.set_delay(5ms);
+  b.set_delay(5ms);
+  const size_t a0 = a.requests().size(), b0 = b.requests().size();
+  std::vector<std::thread> ts;
+  std::atomic<int> ok{0};
+  for (int t = 0; t < 8; ++t)
+    ts.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) ok += (*g)->Search(Request(), Clock::now() + 2s)[0].state == ShardCallState::kOk;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(ok, 80);
+  EXPECT_GT(a.requests().size() - a0, 10u);
+  EXPECT_GT(b.requests().size() - b0, 10u);
+}
+
+// A replica answering errors: every search is retried on the other replica and completes.
+TEST(Fanout, FailedReplicaIsRetriedOnAnother) {
+  FakeNode bad(0, [](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg m;
+    m.request_id = req.request_id;
+    m.status = Status::Corruption("a corrupt list on this replica");
+    return m;
+  });
+  FakeNode good(0, AnswerWith(0, {{5, 1.0f, "z"}}));
+  auto f = Fanout::Start(Options({bad.endpoint() + "|" + good.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  for (int i = 0; i < 20; ++i) {
+    auto r = (*f)->Search(Request(), Clock::now() + 2s);
+    ASSERT_EQ(r[0].state, ShardCallState::kOk) << r[0].reason;
+    EXPECT_EQ(r[0].hits.size(), 1u);
+  }
+  EXPECT_GT((*f)->retries(), 0u);
+  EXPECT_EQ(good.requests().size(), 20u);
+  // Both replicas failing: the shard fails, with the last reason.
+  FakeNode bad2(0, [](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg m;
+    m.request_id = req.request_id;
+    m.status = Status::Unavailable("overloaded");
+    return m;
+  });
+  auto g = Fanout::Start(Options({bad.endpoint() + "|" + bad2.endpoint()}), nullptr);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(WaitAllUp(**g));
+  auto r = (*g)->Search(Request(), Clock::now() + 2s);
+  EXPECT_EQ(r[0].state, ShardCallState::kFailed);
+}
+
+// A silent replica (stopped, not disconnected) is hedged: the other replica answers long before
+// the deadline.
+TEST(Fanout, SilentReplicaIsHedged) {
+  FakeNode silent(0, [](const SearchRequestMsg&) { return std::optional<SearchResponseMsg>(); });
+  FakeNode good(0, AnswerWith(0, {{5, 1.0f, "z"}}));
+  FanoutOptions o = Options({silent.endpoint() + "|" + good.endpoint()});
+  o.hedge_default = 20ms;
+  auto f = Fanout::Start(o, nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  int ok = 0;
+  for (int i = 0; i < 20; ++i) {
+    const auto t0 = Clock::now();
+    auto r = (*f)->Search(Request(), t0 + 3s);
+    ok += r[0].state == ShardCallState::kOk;
+    EXPECT_LT(Clock::now() - t0, 1s);  // far below the 3 s deadline
+  }
+  EXPECT_EQ(ok, 20);
+  EXPECT_GT((*f)->hedges(), 0u);
+  // Hedging off: a search that lands on the silent replica waits for the deadline.
+  o.hedge = false;
+  auto g = Fanout::Start(o, nullptr);
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(WaitAllUp(**g));
+  int timed_out = 0;
+  for (int i = 0; i < 6; ++i)
+    timed_out += (*g)->Search(Request(), Clock::now() + 100ms)[0].state == ShardCallState::kTimedOut;
+  EXPECT_GT(timed_out, 0);
+  EXPECT_EQ((*g)->hedges(), 0u);
+}
+
+TEST(Fanout, EmptyReplicaIsAnError) {
+  EXPECT_FALSE(Fanout::Start(Options({"tcp://127.0.0.1:1||tcp://127.0.0.1:2"}), nullptr).ok());
+  EXPECT_FALSE(Fanout::Start(Options({"|"}), nullptr).ok());
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The integrator's answer to one search and its JSON shapes (Elasticsearch-like):
 //   search:  {"took": ms, "took_us": us, "timed_out": b, "cached": b,
 //             "_shards": {"total", "successful", "failed", "failures": [{"shard", "reason"}]},
+//             "coverage": {"shards", "shards_total", "documents", "documents_total", "percent", "full"},
 //             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc"}]}}
 //   error:   {"error": {"type", "reason"}, "status": http} (+ "_shards" when shards were asked)
 //   health:  {"status": green|yellow|red, "shards": [{"shard", "endpoint", "state", "last_seen_ms", ...}]}
@@ -29,11 +30,18 @@ struct ShardsSummary {
   std::vector<ShardFailure> failures;  // failed = failures.size()
 };
 
+// Vespa-style coverage: how much of the collection the answer covers.
+struct Coverage {
+  uint64_t documents = 0;        // docs of the shards that answered
+  uint64_t documents_total = 0;  // docs of the collection (0: unknown)
+};
+
 struct SearchAnswer {
   uint64_t took_us = 0;
   bool timed_out = false;
   bool cached = false;
   ShardsSummary shards;
+  Coverage coverage;
   std::vector<MergedHit> hits;  // best first
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
 };
@@ -56,6 +64,7 @@ struct ShardHealthView {
   uint32_t doc_begin = 0, doc_end = 0;
   bool gpu = false;
   std::string last_error;
+  uint32_t replicas = 1, replicas_up = 0;
 };
 
 // green: every shard up; yellow: some up; red: none up.

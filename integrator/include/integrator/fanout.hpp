@@ -11,7 +11,14 @@
 // request id (and reported to the listener as late). Search() never waits much beyond the deadline:
 // even a stuck I/O thread only delays it by a bounded grace period.
 //
-// Health: every ping_interval each shard gets a Ping; a shard is up while it is connected and its
+// Replicas: a shard may list several endpoints ("a|b|c"), each its own DEALER. A search goes to
+// one replica per shard: up before merely connected, then the fewest outstanding requests, then
+// the lowest recent median latency. A replica that fails (an error reply other than
+// DeadlineExceeded, a malformed reply, a dropped connection) is replaced by the next one while the
+// deadline allows; one still silent after its own p95 latency (hedge_min at least, hedge_default
+// until it has history) is hedged: the next replica gets the request too and the first answer
+// wins. A shard fails only when every replica it was sent to has failed or the deadline passes.
+// Health: every ping_interval each replica gets a Ping; a shard is up while it is connected and its
 // last Pong (or reply) is younger than missed_pongs_down intervals. Pongs carry the node's
 // ShardHealth (analyzer, docID range, load), kept per shard and reported to the listener.
 //
@@ -39,7 +46,11 @@
 namespace search {
 
 struct FanoutOptions {
-  std::vector<std::string> endpoints;  // "tcp://host:port", one per shard
+  // One per shard: "tcp://host:port", or its replicas "tcp://a:port|tcp://b:port|...".
+  std::vector<std::string> endpoints;
+  bool hedge = true;                                     // hedge slow replicas (below)
+  std::chrono::microseconds hedge_min{2000};             // never sooner than this
+  std::chrono::microseconds hedge_default{20000};        // before a replica has 8 latency samples
   std::chrono::milliseconds ping_interval{1000};
   int missed_pongs_down = 3;            // down after this many ping intervals without a pong
   int send_hwm = 10000, recv_hwm = 10000;
@@ -57,6 +68,7 @@ struct ShardCallResult {
   std::vector<MergedHit> hits;  // kOk only; best first
   std::vector<MergedHit> or_hits;  // kOk with has_or_hits: the andor split's OR top-k
   bool has_or_hits = false;
+  uint32_t doc_begin = 0, doc_end = 0;  // kOk: the shard's docID range (coverage)
   uint64_t latency_us = 0;
 };
 
@@ -69,6 +81,8 @@ class FanoutListener {
   virtual void OnMalformedReply(size_t /*index*/, const Status& /*why*/) {}
   virtual void OnShardUp(size_t /*index*/, bool /*up*/) {}
   virtual void OnHealth(size_t /*index*/, const ShardHealthMsg& /*health*/) {}
+  virtual void OnRetry(size_t /*index*/) {}  // a failed request resent to another replica
+  virtual void OnHedge(size_t /*index*/) {}  // a slow request also sent to another replica
 };
 
 class Fanout {
@@ -85,8 +99,10 @@ class Fanout {
   // every shard and returns one result per endpoint, in endpoint order, by `deadline`.
   std::vector<ShardCallResult> Search(SearchRequestMsg request, std::chrono::steady_clock::time_point deadline);
 
-  // Per-shard health as of now.
+  // Per-shard health as of now (up while any replica is up; the freshest up replica's report).
   std::vector<ShardHealthView> Health() const;
+  uint64_t retries() const;  // requests resent to another replica after a failure
+  uint64_t hedges() const;   // requests also sent to another replica after the first's p95
   // The last ShardHealth each node reported (nullopt before its first pong).
   std::vector<std::optional<ShardHealthMsg>> LastReportedHealth() const;
 

@@ -49,7 +49,7 @@ class IntegratorObserver : public FanoutListener {
 };
 
 struct IntegratorOptions {
-  std::vector<std::string> shards;    // ZeroMQ endpoints, one per shard
+  std::vector<std::string> shards;    // ZeroMQ endpoints, one per shard ("a|b": its replicas)
   uint32_t default_timeout_ms = 500;  // Ding §9
   size_t cache_bytes = size_t{64} << 20;
   uint32_t max_inflight = 1024;
@@ -95,6 +95,7 @@ class Integrator {
   Integrator(IntegratorOptions options, IntegratorObserver* observer);
   void OnHealth(size_t index, const ShardHealthMsg& health);  // I/O thread
   void RecomputeAnalyzer();                                  // REQUIRES: analyzer_mu_ held
+  uint64_t CollectionDocs() const;  // documents in the whole collection as the nodes report (0: unknown)
   std::shared_ptr<const AnalyzerState> CurrentAnalyzer() const;
   std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k, uint32_t flags,
                                       std::chrono::steady_clock::time_point deadline, int64_t deadline_unix_micros);

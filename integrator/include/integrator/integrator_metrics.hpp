@@ -37,6 +37,8 @@ class IntegratorMetrics : public IntegratorObserver {
   void OnMalformedReply(size_t index, const Status& why) override;
   void OnShardUp(size_t index, bool up) override;
   void OnHealth(size_t index, const ShardHealthMsg& health) override;
+  void OnRetry(size_t index) override;
+  void OnHedge(size_t index) override;
 
  private:
   struct ShardSeries {
@@ -53,6 +55,8 @@ class IntegratorMetrics : public IntegratorObserver {
   Metrics* metrics_;
   std::vector<ShardSeries> shards_;
   prometheus::Counter* late_replies_ = nullptr;
+  prometheus::Counter* retries_ = nullptr;
+  prometheus::Counter* hedges_ = nullptr;
   int hook_id_ = 0;
 };
 
