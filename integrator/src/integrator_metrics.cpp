@@ -1,23 +1,22 @@
 #include "integrator/integrator_metrics.hpp"
 
+#include <string>
+
+#include "metrics/families.hpp"
+
 namespace search {
 
 IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards) : metrics_(metrics), shards_(num_shards) {
-  late_replies_ = &prometheus::BuildCounter()
-                       .Name("search_late_replies_total")
-                       .Help("Shard replies the integrator dropped because their request had already completed.")
-                       .Register(metrics_->registry())
-                       .Add({{"component", metrics_->component()}});
-  retries_ = &prometheus::BuildCounter()
-                  .Name("search_replica_retries_total")
-                  .Help("Shard requests resent to another replica after the first failed.")
-                  .Register(metrics_->registry())
-                  .Add({{"component", metrics_->component()}});
-  hedges_ = &prometheus::BuildCounter()
-                 .Name("search_replica_hedges_total")
-                 .Help("Shard requests also sent to another replica after the first stayed silent past its p95.")
-                 .Register(metrics_->registry())
-                 .Add({{"component", metrics_->component()}});
+  auto counter = [&](const families::Family& f) {
+    return &prometheus::BuildCounter()
+                .Name(std::string(f.name))
+                .Help(std::string(f.help))
+                .Register(metrics_->registry())
+                .Add({{"component", metrics_->component()}});
+  };
+  late_replies_ = counter(families::kLateReplies);
+  retries_ = counter(families::kReplicaRetries);
+  hedges_ = counter(families::kReplicaHedges);
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <memory>
 
+#include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "cpu_exec/local_index.hpp"
 
@@ -124,26 +125,10 @@ class ClusterTest : public ::testing::Test {
     return Fetch(http_port_, "/search", p);
   }
 
-  // The expected hits from a LocalIndex, as (external id, score).
   static std::vector<ExternalHit> Expected(const LocalIndex& index, const std::string& q, QueryMode mode, uint32_t k) {
-    auto r = index.Search(q, mode, k);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return {};
-    auto hits = index.Resolve(r->hits);
-    EXPECT_TRUE(hits.ok());
-    return hits.ok() ? *hits : std::vector<ExternalHit>{};
+    return ExpectedHits(index, q, mode, k);
   }
 
-  static void ExpectSameHits(const json& got, const std::vector<ExternalHit>& want, const std::string& what) {
-    ASSERT_TRUE(got.is_array()) << what;
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i]["_id"], want[i].id) << what << " rank " << i;
-      ASSERT_EQ(got[i]["_doc"], want[i].doc) << what << " rank " << i;
-      const double s = got[i]["_score"].get<double>(), w = want[i].score;
-      ASSERT_LE(std::abs(s - w), 1e-6 * std::max(1.0, std::abs(w))) << what << " rank " << i;
-    }
-  }
 
   std::unique_ptr<TempDir> run_;
   std::vector<std::unique_ptr<Process>> nodes_;

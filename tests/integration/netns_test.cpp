@@ -27,6 +27,7 @@
 #include <regex>
 #include <set>
 
+#include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "cpu_exec/local_index.hpp"
 
@@ -394,14 +395,8 @@ class NetnsClusterTest : public ::testing::Test {
     return false;
   }
 
-  // The exact hits of a LocalIndex, as (external id, docID, score).
   static std::vector<ExternalHit> Expected(const LocalIndex& index, const std::string& q, QueryMode mode, uint32_t k) {
-    auto r = index.Search(q, mode, k);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    if (!r.ok()) return {};
-    auto hits = index.Resolve(r->hits);
-    EXPECT_TRUE(hits.ok());
-    return hits.ok() ? *hits : std::vector<ExternalHit>{};
+    return ExpectedHits(index, q, mode, k);
   }
 
   // The exact answer when shard `down` is missing: the best k of the live shards' documents;
@@ -425,16 +420,6 @@ class NetnsClusterTest : public ::testing::Test {
     return r.ok() ? *r : std::vector<ExternalHit>{};
   }
 
-  static void ExpectSameHits(const json& got, const std::vector<ExternalHit>& want, const std::string& what) {
-    ASSERT_TRUE(got.is_array()) << what;
-    ASSERT_EQ(got.size(), want.size()) << what;
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_EQ(got[i]["_id"], want[i].id) << what << " rank " << i;
-      ASSERT_EQ(got[i]["_doc"], want[i].doc) << what << " rank " << i;
-      const double s = got[i]["_score"].get<double>(), w = want[i].score;
-      ASSERT_LE(std::abs(s - w), 1e-6 * std::max(1.0, std::abs(w))) << what << " rank " << i;
-    }
-  }
 
   // A complete answer equal to both the 3-shard and the 1-shard single-process index.
   void ExpectComplete(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k, const std::string& what) {

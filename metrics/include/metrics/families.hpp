@@ -34,6 +34,13 @@ inline constexpr Family kShardRequestDuration{"search_shard_request_duration_sec
 inline constexpr Family kShardRequests{"search_shard_requests_total",
                                        "Requests sent by the integrator to a shard node, by outcome."};
 inline constexpr Family kShardUp{"search_shard_up", "1 when the shard node answers health checks, else 0."};
+// Integrator (integrator_metrics.cpp registers these). Labels: component.
+inline constexpr Family kLateReplies{"search_late_replies_total",
+                                     "Shard replies the integrator dropped because their request had already completed."};
+inline constexpr Family kReplicaRetries{"search_replica_retries_total",
+                                        "Shard requests resent to another replica after the first failed."};
+inline constexpr Family kReplicaHedges{
+    "search_replica_hedges_total", "Shard requests also sent to another replica after the first stayed silent past its p95."};
 
 // Node. Labels: processor (cpu|gpu|hybrid).
 inline constexpr Family kNodeQueue{"search_node_queue_seconds",

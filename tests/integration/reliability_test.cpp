@@ -1,0 +1,246 @@
+// Reliability with real processes (issue 8): 2 shards x 2 replicas (4 search-node processes over
+// two copies of a random index) behind one search-integrator (result cache off, so every answer
+// comes from the nodes), checked against LocalIndex.
+//   - A rolling restart of every node (SIGTERM, drain, restart on the same endpoint) while 8
+//     clients query: since a replica of each shard is always up, every answer is complete and
+//     exact, `_shards.total == successful + failed` always, nothing hangs.
+//   - kill -9 of the integrator under load: it restarts on the same port and serves exact,
+//     complete answers; clients see connection errors only while it is down, never a hang.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "cluster_expect.hpp"
+#include "cluster_harness.hpp"
+#include "cpu_exec/local_index.hpp"
+
+namespace search::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr uint32_t kShards = 2, kReplicas = 2;
+
+struct Shared {
+  TempDir dir;
+  Corpus corpus;
+  std::string index[kReplicas];
+  std::unique_ptr<LocalIndex> local;
+};
+Shared* g = nullptr;
+
+// What the clients saw.
+struct Tally {
+  std::atomic<uint64_t> requests{0}, complete{0}, incomplete{0}, wrong{0}, http_errors{0}, no_answer{0},
+      bad_shard_counts{0};
+  std::mutex mu;
+  std::vector<std::string> examples;  // GUARDED_BY(mu), a few
+  void Note(std::string what) {
+    std::lock_guard lock(mu);
+    if (examples.size() < 8) examples.push_back(std::move(what));
+  }
+  std::string Examples() {
+    std::lock_guard lock(mu);
+    std::string s;
+    for (const auto& e : examples) s += "\n  " + e;
+    return s;
+  }
+};
+
+class ReliabilityTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    g = new Shared;
+    g->corpus = WriteCorpus(g->dir.path(), 2500, 777);
+    g->index[0] = g->dir.path() + "/index-a";
+    g->index[1] = g->dir.path() + "/index-b";
+    Status st = BuildTestIndex(g->corpus, g->index[0], kShards);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    std::filesystem::copy(g->index[0], g->index[1], std::filesystem::copy_options::recursive);
+    auto l = LocalIndex::Open(g->index[0]);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    g->local = std::move(*l);
+  }
+  static void TearDownTestSuite() {
+    delete g;
+    g = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(g->local, nullptr);
+    run_ = std::make_unique<TempDir>();
+    std::string shards;
+    for (uint32_t s = 0; s < kShards; ++s) {
+      shards += s == 0 ? "" : ",";
+      for (uint32_t r = 0; r < kReplicas; ++r) {
+        const size_t i = s * kReplicas + r;
+        endpoints_[i] = "tcp://127.0.0.1:" + std::to_string(FreePort());
+        ASSERT_NO_FATAL_FAILURE(StartNode(i));
+        shards += (r == 0 ? "" : "|") + endpoints_[i];
+      }
+    }
+    shards_ = shards;
+    http_port_ = FreePort();
+    ASSERT_NO_FATAL_FAILURE(StartIntegrator());
+    ASSERT_TRUE(WaitReplicasUp(15s)) << Fetch("127.0.0.1", http_port_, "/health").raw;
+  }
+
+  void TearDown() override {
+    if (integrator_ && integrator_->running()) {
+      integrator_->Signal(SIGTERM);
+      auto st = integrator_->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << integrator_->Logs();
+    }
+    for (auto& n : nodes_) {
+      if (!n || !n->running()) continue;
+      n->Signal(SIGTERM);
+      auto st = n->Wait(15s);
+      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << n->Logs();
+    }
+  }
+
+  void StartNode(size_t i) {
+    nodes_[i] = std::make_unique<Process>();
+    const uint32_t shard = static_cast<uint32_t>(i / kReplicas), replica = static_cast<uint32_t>(i % kReplicas);
+    ASSERT_TRUE(nodes_[i]->Start({SEARCH_NODE_BIN, "--index", g->index[replica] + "/shard-" + std::to_string(shard),
+                                  "--listen", endpoints_[i], "--threads", "2", "--drain-timeout-ms", "5000"},
+                                 run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
+    auto ready = nodes_[i]->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
+  }
+
+  void StartIntegrator() {
+    integrator_ = std::make_unique<Process>();
+    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", shards_, "--http",
+                                    "127.0.0.1:" + std::to_string(http_port_), "--metrics", "127.0.0.1:0",
+                                    "--ping-ms", "100", "--cache-mb", "0", "--timeout-ms", "3000"},
+                                   run_->path() + "/integrator-" + std::to_string(++starts_)));
+    auto ready = integrator_->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
+  }
+
+  // Every shard has all its replicas up.
+  bool WaitReplicasUp(std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end) {
+      auto h = Fetch("127.0.0.1", http_port_, "/health");
+      bool all = h.status == 200 && h.body.is_object() && h.body["shards"].is_array();
+      if (all)
+        for (const auto& s : h.body["shards"]) all = all && s["replicas_up"] == kReplicas;
+      if (all) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+
+  // One client: random queries until `stop`; every 200 answer checked against LocalIndex.
+  void Client(uint32_t seed, const std::atomic<bool>& stop, Tally& t, bool expect_complete) {
+    std::mt19937 rng(seed);
+    const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+    const uint32_t ks[] = {1, 10, 100};
+    while (!stop.load()) {
+      const std::string q = RandomQuery(g->corpus, rng);
+      const QueryMode mode = modes[rng() % 3];
+      const uint32_t k = ks[rng() % 3];
+      ++t.requests;
+      auto r = Fetch("127.0.0.1", http_port_, "/search",
+                     {{"q", q}, {"k", std::to_string(k)}, {"mode", std::string(QueryModeName(mode))}});
+      const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " '" + q + "'";
+      if (r.status == 0) {
+        ++t.no_answer;
+        t.Note("no answer: " + what);
+        continue;
+      }
+      if (r.status != 200 || !r.body.is_object()) {
+        ++t.http_errors;
+        t.Note("HTTP " + std::to_string(r.status) + " " + what + ": " + r.raw.substr(0, 300));
+        continue;
+      }
+      const auto& sh = r.body["_shards"];
+      if (sh["total"].get<int>() != sh["successful"].get<int>() + sh["failed"].get<int>()) {
+        ++t.bad_shard_counts;
+        t.Note("_shards does not add up: " + sh.dump());
+      }
+      if (sh["successful"] != kShards || r.body["timed_out"] != false) {
+        ++t.incomplete;
+        if (expect_complete) t.Note("incomplete " + what + ": " + sh.dump());
+        continue;
+      }
+      ++t.complete;
+      const std::string diff = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g->local, q, mode, k));
+      if (!diff.empty()) {
+        ++t.wrong;
+        t.Note("wrong " + what + ": " + diff);
+      }
+    }
+  }
+
+  std::unique_ptr<TempDir> run_;
+  std::unique_ptr<Process> nodes_[kShards * kReplicas];
+  std::string endpoints_[kShards * kReplicas];
+  std::string shards_;
+  std::unique_ptr<Process> integrator_;
+  int http_port_ = 0, starts_ = 0;
+};
+
+TEST_F(ReliabilityTest, RollingRestartWithEightClientsLosesNothing) {
+  Tally t;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (uint32_t c = 0; c < 8; ++c) clients.emplace_back([&, c] { Client(100 + c, stop, t, true); });
+  std::this_thread::sleep_for(300ms);
+  for (size_t i = 0; i < kShards * kReplicas; ++i) {
+    const uint64_t before = t.requests.load();
+    nodes_[i]->Signal(SIGTERM);
+    auto st = nodes_[i]->Wait(15s);
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node " << i << ": " << DescribeExit(st);
+    std::this_thread::sleep_for(300ms);  // queries run while this replica is away
+    ASSERT_NO_FATAL_FAILURE(StartNode(i));
+    ASSERT_TRUE(WaitReplicasUp(15s)) << "replica " << i << " did not come back";
+    EXPECT_GT(t.requests.load(), before) << "no queries ran while node " << i << " restarted";
+  }
+  std::this_thread::sleep_for(200ms);
+  stop = true;
+  for (auto& c : clients) c.join();
+  std::cerr << "rolling restart: " << t.requests << " requests, " << t.complete << " complete\n";
+  EXPECT_GT(t.requests.load(), 100u);
+  EXPECT_EQ(t.complete.load(), t.requests.load()) << t.Examples();
+  EXPECT_EQ(t.incomplete.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.wrong.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.http_errors.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.no_answer.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.bad_shard_counts.load(), 0u) << t.Examples();
+}
+
+TEST_F(ReliabilityTest, KillNineOfTheIntegratorUnderLoadRestartsAndServes) {
+  Tally t;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (uint32_t c = 0; c < 4; ++c) clients.emplace_back([&, c] { Client(200 + c, stop, t, true); });
+  std::this_thread::sleep_for(300ms);
+  integrator_->Signal(SIGKILL);
+  auto st = integrator_->Wait(5s);
+  ASSERT_TRUE(st && WIFSIGNALED(*st)) << DescribeExit(st);
+  std::this_thread::sleep_for(200ms);
+  const uint64_t answered_before = t.complete.load();
+  ASSERT_NO_FATAL_FAILURE(StartIntegrator());
+  ASSERT_TRUE(WaitReplicasUp(15s));
+  const auto until = Clock::now() + 1s;
+  while (Clock::now() < until && t.complete.load() < answered_before + 20) std::this_thread::sleep_for(20ms);
+  stop = true;
+  for (auto& c : clients) c.join();
+  std::cerr << "kill -9: " << t.requests << " requests, " << t.complete << " complete, " << t.no_answer
+            << " without an answer while the integrator was down\n";
+  EXPECT_GE(t.complete.load(), answered_before + 20) << "the restarted integrator does not serve";
+  EXPECT_EQ(t.wrong.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.incomplete.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.http_errors.load(), 0u) << t.Examples();
+  EXPECT_EQ(t.bad_shard_counts.load(), 0u) << t.Examples();
+}
+
+}  // namespace
+}  // namespace search::testing
