@@ -97,6 +97,13 @@ std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::st
               {"gpu", s.gpu},
               {"replicas", s.replicas},
               {"replicas_up", s.replicas_up}};
+    json reps = json::array();
+    for (const auto& r : s.replica_detail) {
+      json rj = {{"endpoint", r.endpoint}, {"state", r.state}, {"node_state", r.node_state}};
+      if (!r.last_error.empty()) rj["last_error"] = r.last_error;
+      reps.push_back(std::move(rj));
+    }
+    j["replica_detail"] = std::move(reps);
     if (!s.last_error.empty()) j["last_error"] = s.last_error;
     list.push_back(std::move(j));
   }

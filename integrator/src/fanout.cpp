@@ -685,6 +685,8 @@ std::vector<ShardHealthView> Fanout::Health() const {
     for (size_t r : impl_->replicas_of[sh]) {
       const auto& s = impl_->live[r];
       v.replicas_up += s.up ? 1 : 0;
+      v.replica_detail.push_back({impl_->replica_ep[r], s.up ? "up" : "down", s.health ? s.health->state : "",
+                                  s.last_error});
       if (best == nullptr || (s.up && !best->up) || (s.up == best->up && s.seen && (!best->seen || s.last_seen > best->last_seen)))
         best = &s;
       if (!s.last_error.empty()) {

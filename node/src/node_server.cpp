@@ -64,6 +64,11 @@ struct NodeServer::Impl {
   int wake_fd = -1;
   std::atomic<bool> draining{false};
   std::string analyzer_json;
+  // Corruption seen while answering (a list or document that failed its checks): the node keeps
+  // serving the rest and reports "degraded: ..." in its health.
+  std::atomic<uint64_t> corruptions{0};
+  std::mutex corruption_mu;
+  std::string last_corruption;  // GUARDED_BY(corruption_mu)
 
   std::mutex jobs_mu;
   std::condition_variable jobs_cv;
@@ -315,7 +320,14 @@ void NodeServer::IoLoop() {
     h.doc_begin = meta.doc_begin;
     h.doc_end = meta.doc_end;
     h.num_docs_global = meta.stats.num_docs;
-    h.state = impl_->draining.load() ? "draining" : "serving";
+    if (impl_->draining.load()) {
+      h.state = "draining";
+    } else if (const uint64_t c = impl_->corruptions.load(); c > 0) {
+      std::lock_guard lock(impl_->corruption_mu);
+      h.state = "degraded: " + std::to_string(c) + " request(s) hit corrupt data (last: " + impl_->last_corruption + ")";
+    } else {
+      h.state = "serving";
+    }
     const uint64_t q = queued();
     const uint64_t f = in_flight_.load();
     h.queued = static_cast<uint32_t>(q);
@@ -520,6 +532,11 @@ void NodeServer::WorkerLoop() {
       if (ran) metrics_->node_execution_seconds(processor).Observe(SecondsBetween(start, end));
       metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
       if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
+    }
+    if (resp.status.code() == StatusCode::kCorruption) {
+      impl_->corruptions.fetch_add(1);
+      std::lock_guard lock(impl_->corruption_mu);
+      impl_->last_corruption = resp.status.message().substr(0, 200);
     }
     if (!resp.status.ok()) {
       resp.hits.clear();

@@ -6,6 +6,8 @@
 //     exact, `_shards.total == successful + failed` always, nothing hangs.
 //   - kill -9 of the integrator under load: it restarts on the same port and serves exact,
 //     complete answers; clients see connection errors only while it is down, never a hang.
+//   - a replica with a corrupt list: Corruption for the queries touching it, retried on the
+//     other replica (answers complete and exact), and "degraded" in its health.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "../rocksdb_fault.hpp"
 
 namespace search::testing {
 namespace {
@@ -240,6 +243,49 @@ TEST_F(ReliabilityTest, KillNineOfTheIntegratorUnderLoadRestartsAndServes) {
   EXPECT_EQ(t.incomplete.load(), 0u) << t.Examples();
   EXPECT_EQ(t.http_errors.load(), 0u) << t.Examples();
   EXPECT_EQ(t.bad_shard_counts.load(), 0u) << t.Examples();
+}
+
+// A replica with a corrupt list: it answers Corruption for the queries touching that list and
+// reports "degraded" in its health; the integrator retries those on the other replica, so every
+// answer stays complete and exact.
+TEST_F(ReliabilityTest, CorruptReplicaIsRoutedAroundAndReportsDegraded) {
+  nodes_[0]->Signal(SIGTERM);
+  auto st = nodes_[0]->Wait(15s);
+  ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  // Replica a of shard 0 gets its own copy with the list of a frequent term corrupted.
+  const std::string copy = run_->path() + "/corrupt";
+  std::filesystem::copy(g->index[0], copy, std::filesystem::copy_options::recursive);
+  const std::string term = g->corpus.vocab[2];
+  const Status c = CorruptList(copy + "/shard-0", term);
+  ASSERT_TRUE(c.ok()) << c.ToString();
+  nodes_[0] = std::make_unique<Process>();
+  ASSERT_TRUE(nodes_[0]->Start({SEARCH_NODE_BIN, "--index", copy + "/shard-0", "--listen", endpoints_[0],
+                                "--threads", "2"},
+                               run_->path() + "/node0-corrupt"));
+  ASSERT_TRUE(nodes_[0]->WaitReady().has_value()) << nodes_[0]->Logs();
+  ASSERT_TRUE(WaitReplicasUp(15s));
+  std::mt19937 rng(5);
+  int touching = 0;
+  for (int i = 0; i < 80; ++i) {
+    const std::string q = i % 2 == 0 ? term + " " + g->corpus.vocab[3 + rng() % 50] : RandomQuery(g->corpus, rng);
+    touching += i % 2 == 0;
+    const QueryMode mode = i % 4 < 2 ? QueryMode::kOr : QueryMode::kAnd;
+    auto r = Fetch("127.0.0.1", http_port_, "/search", {{"q", q}, {"k", "10"}, {"mode", std::string(QueryModeName(mode))}});
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ASSERT_EQ(r.body["_shards"]["successful"], kShards) << q << ": " << r.raw;
+    ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], ExpectedHits(*g->local, q, mode, 10), q));
+  }
+  EXPECT_EQ(touching, 40);
+  // The corrupt replica says so in the integrator's health (its pong after the failures).
+  bool degraded = false;
+  const auto end = Clock::now() + 5s;
+  while (!degraded && Clock::now() < end) {
+    auto h = Fetch("127.0.0.1", http_port_, "/health");
+    for (const auto& rep : h.body["shards"][0]["replica_detail"])
+      degraded = degraded || rep["node_state"].get<std::string>().rfind("degraded", 0) == 0;
+    if (!degraded) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(degraded) << Fetch("127.0.0.1", http_port_, "/health").raw;
 }
 
 }  // namespace

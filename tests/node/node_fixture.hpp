@@ -24,6 +24,7 @@
 #include "cpu_exec/cpu_executor.hpp"
 #include "index_store/shard_store.hpp"
 #include "proto/wire.hpp"
+#include "../rocksdb_fault.hpp"
 
 namespace search::testing {
 

@@ -390,5 +390,51 @@ TEST_F(NodeTest, BindFailureIsReported) {
   EXPECT_FALSE(third.start().ok());
 }
 
+// A corrupt list: queries touching it are answered Corruption, the others still exactly, and the
+// node's health turns "degraded" with the reason.
+TEST(NodeCorruptionTest, CorruptListIsReportedAndTheRestIsServed) {
+  testing::TempDir dir;
+  const std::string path = dir.path() + "/shard-0";
+  ASSERT_TRUE(testing::WriteRandomShard(path, 800, 60, 5).ok());
+  const Status c = testing::CorruptList(path, testing::Word(3));
+  ASSERT_TRUE(c.ok()) << c.ToString();
+  auto reader = ShardReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  CpuExecutorAdapter cpu(reader->get());
+  Metrics metrics("node");
+  NodeServerOptions o;
+  o.listen = "tcp://127.0.0.1:*";
+  NodeServer server(reader->get(), &cpu, &metrics, o);
+  ASSERT_TRUE(server.start().ok());
+  zmq::context_t ctx(1);
+  Client client(ctx, server.endpoint());
+  client.Send(EncodePing(PingMsg{1}));
+  auto pong = client.Recv();
+  ASSERT_TRUE(pong.has_value());
+  EXPECT_EQ(std::get<PongMsg>(pong->body).health.state, "serving");
+  SearchRequestMsg bad;
+  bad.request_id = 2;
+  bad.terms = {testing::Word(1), testing::Word(3)};
+  bad.mode = QueryMode::kOr;
+  bad.k = 10;
+  client.Send(EncodeSearchRequest(bad));
+  SearchResponseMsg r = client.RecvResponse();
+  EXPECT_EQ(r.status.code(), StatusCode::kCorruption) << r.status.ToString();
+  EXPECT_TRUE(r.hits.empty());
+  SearchRequestMsg good = bad;
+  good.request_id = 3;
+  good.terms = {testing::Word(1), testing::Word(2)};
+  client.Send(EncodeSearchRequest(good));
+  r = client.RecvResponse();
+  ASSERT_TRUE(r.status.ok()) << r.status.ToString();
+  EXPECT_EQ(r.hits, testing::Reference(**reader, good));
+  client.Send(EncodePing(PingMsg{4}));
+  pong = client.Recv();
+  ASSERT_TRUE(pong.has_value());
+  const std::string state = std::get<PongMsg>(pong->body).health.state;
+  EXPECT_EQ(state.rfind("degraded: 1 request(s) hit corrupt data", 0), 0u) << state;
+  server.stop();
+}
+
 }  // namespace
 }  // namespace search

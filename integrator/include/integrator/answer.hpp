@@ -65,6 +65,10 @@ struct ShardHealthView {
   bool gpu = false;
   std::string last_error;
   uint32_t replicas = 1, replicas_up = 0;
+  struct Replica {
+    std::string endpoint, state, node_state, last_error;
+  };
+  std::vector<Replica> replica_detail;  // every replica of the shard
 };
 
 // green: every shard up; yellow: some up; red: none up.

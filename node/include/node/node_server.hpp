@@ -10,7 +10,9 @@
 //     protocol major version ...") when a request id can be recovered, else counted and dropped;
 //   - a request already past its deadline, or whose deadline passes while queued: DeadlineExceeded
 //     without running; a full queue: ResourceExhausted (load shedding);
-//   - while draining (after stop()): new requests are answered Unavailable, Pings report "draining".
+//   - while draining (after stop()): new requests are answered Unavailable, Pings report "draining";
+//   - a request that hits corrupt data is answered Corruption; the node keeps serving the others
+//     and Pings report "degraded: N request(s) hit corrupt data (last: ...)".
 // Socket hygiene: LINGER 0, MAXMSGSIZE, explicit SNDHWM/RCVHWM, ROUTER_MANDATORY (a reply to a
 // vanished peer, or to one whose pipe is full, is dropped and counted), ZMTP heartbeats.
 // Thread-safety: start() and stop() from one controlling thread; accessors are thread-safe.
