@@ -35,6 +35,10 @@ Result<std::string> EncodeList(std::span<const uint32_t> docs, std::span<const u
       return Status::InvalidArgument("EncodeList: docs not strictly increasing at index " + std::to_string(i));
     }
     if (tfs[i] == 0) return Status::InvalidArgument("EncodeList: tf 0 at index " + std::to_string(i));
+    if (tfs[i] > kMaxTf) {
+      return Status::InvalidArgument("EncodeList: tf " + std::to_string(tfs[i]) + " above 2^31 at index " +
+                                     std::to_string(i));
+    }
   }
 
   const auto count = static_cast<uint32_t>(docs.size());
@@ -142,8 +146,8 @@ Result<ListView> ListView::Parse(std::string_view bytes, bool verify_crc) {
     const BlockMeta& m = v.meta_[j];
     const uint32_t want_count = j + 1 < h.num_blocks ? kBlockSize : h.count - (h.num_blocks - 1) * kBlockSize;
     if (m.count != want_count) return Status::Corruption("ListView: block " + std::to_string(j) + " count is wrong");
-    if (m.doc_bits > 32 || m.freq_bits > 32) {
-      return Status::Corruption("ListView: block " + std::to_string(j) + " has a width above 32");
+    if (m.doc_bits > 32 || m.freq_bits > 31) {  // tf - 1 < 2^31: a 32-bit tf - 1 would decode to tf 0
+      return Status::Corruption("ListView: block " + std::to_string(j) + " has a width above 32 (31 for tfs)");
     }
     if (m.offset % 4 != 0) return Status::Corruption("ListView: block " + std::to_string(j) + " offset unaligned");
     const uint64_t end =

@@ -1,6 +1,7 @@
 #include "integrator/search_params.hpp"
 
 #include <charconv>
+#include <set>
 #include <nlohmann/json.hpp>
 
 namespace search {
@@ -73,7 +74,8 @@ ParsedSearch ParseSearchQuery(const std::multimap<std::string, std::string>& par
   bool have_q = false;
   for (auto it = params.begin(); it != params.end(); it = params.upper_bound(it->first)) {
     const std::string& name = it->first;
-    if (params.count(name) > 1) return Fail(kIllegalArgument, "parameter [" + name + "] given more than once");
+    if (params.count(name) > 1)
+      return Fail(kIllegalArgument, "parameter [" + name.substr(0, 64) + "] given more than once");
   }
   for (const auto& [name, value] : params) {
     if (name == "q") {
@@ -105,13 +107,26 @@ ParsedSearch ParseSearchBody(std::string_view body) {
   using nlohmann::json;
   ParsedSearch out;
   json doc;
+  std::set<std::string> top_keys;
+  std::string repeated;
   try {
     // nlohmann's parser and destructor are iterative, so deep nesting cannot overflow the stack;
-    // the body's size is bounded by the HTTP server's payload limit.
-    doc = json::parse(body.begin(), body.end());
-  } catch (const json::parse_error& e) {
-    return Fail(kParseException, std::string("request body is not valid JSON: ") + e.what());
+    // the body's size is bounded by the HTTP server's payload limit. The callback refuses a
+    // repeated top-level field (json::parse would keep the last), as GET refuses a repeated
+    // parameter.
+    doc = json::parse(body.begin(), body.end(), [&](int depth, json::parse_event_t event, json& parsed) {
+      if (depth == 1 && event == json::parse_event_t::key && repeated.empty()) {
+        const std::string key = parsed.get<std::string>();
+        if (!top_keys.insert(key).second) repeated = key;
+      }
+      return true;
+    });
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for numbers like 1e999
+    std::string what = e.what();
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    return Fail(kParseException, "request body is not valid JSON: " + what);
   }
+  if (!repeated.empty()) return Fail(kIllegalArgument, "field [" + repeated.substr(0, 64) + "] given more than once");
   if (!doc.is_object()) return Fail(kParseException, "request body must be a JSON object");
   bool have_q = false;
   for (const auto& [name, value] : doc.items()) {

@@ -85,9 +85,13 @@ Status FromWire(wire::ErrorInfo::Reader e) {
   return Status::Internal("unknown status code " + std::to_string(static_cast<uint16_t>(e.getCode())) + ": " + msg);
 }
 
+// Text of any bytes, NULs included (a std::string converts through c_str(), which would stop at
+// the first NUL and make decode -> encode -> decode change the message).
+capnp::Text::Reader TextOf(const std::string& s) { return capnp::Text::Reader(s.data(), s.size()); }
+
 void SetError(wire::ErrorInfo::Builder b, const Status& s) {
   b.setCode(ToWire(s.code()));
-  b.setMessage(s.message());
+  b.setMessage(TextOf(s.message()));
 }
 
 std::string ToString(kj::StringPtr s) { return std::string(s.cStr(), s.size()); }
@@ -157,11 +161,11 @@ void Fill(wire::Pong::Builder b, const PongMsg& m) {
   h.setDocBegin(m.health.doc_begin);
   h.setDocEnd(m.health.doc_end);
   h.setNumDocsGlobal(m.health.num_docs_global);
-  h.setState(m.health.state);
+  h.setState(TextOf(m.health.state));
   h.setInFlight(m.health.in_flight);
   h.setQueued(m.health.queued);
   h.setGpu(m.health.gpu);
-  h.setAnalyzerJson(m.health.analyzer_json);
+  h.setAnalyzerJson(TextOf(m.health.analyzer_json));
   h.setIndexFormatVersion(m.health.index_format_version);
   SetError(b.initStatus(), m.status);
 }

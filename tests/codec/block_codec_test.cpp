@@ -105,13 +105,13 @@ TEST(BlockCodecTest, TfOneMeansWidthZeroAndDenseMeansDocWidthZero) {
 
 TEST(BlockCodecTest, DocIdsNearTheTopOfTheRange) {
   // Huge gaps (2^32 - 2 and friends) and lists that end exactly at UINT32_MAX.
-  ExpectRoundTrip({{0, UINT32_MAX}, {1, UINT32_MAX}}, 0);
+  ExpectRoundTrip({{0, UINT32_MAX}, {1, kMaxTf}}, 0);
   ExpectRoundTrip({{UINT32_MAX}, {7}}, 0);
   ExpectRoundTrip({{UINT32_MAX}, {7}}, UINT32_MAX);
   for (uint32_t n : {1u, 127u, 128u, 129u, 300u}) {
     Postings p;
     for (uint32_t i = 0; i < n; ++i) p.docs.push_back(UINT32_MAX - (n - 1 - i));
-    p.tfs.assign(n, UINT32_MAX);  // tf - 1 at width 32
+    p.tfs.assign(n, kMaxTf);      // tf - 1 at width 31, the widest
     ExpectRoundTrip(p, 0);         // the first gap is ~2^32: width 32
     ExpectRoundTrip(p, p.docs[0]);
   }
@@ -234,6 +234,8 @@ TEST(ListViewTest, RejectsBadBlockMetadata) {
   };
   expect_bad("doc width 33", [](Blob& b) { b.meta(1).doc_bits = 33; });
   expect_bad("freq width 255", [](Blob& b) { b.meta(2).freq_bits = 255; });
+  // tf - 1 at width 32 could hold 2^32 - 1, which decodes to tf 0 (found by fuzz/block_codec).
+  expect_bad("freq width 32", [](Blob& b) { b.meta(2).freq_bits = 32; });
   expect_bad("offset past payload", [](Blob& b) { b.meta(2).offset = b.header().payload_bytes; });
   expect_bad("offset huge", [](Blob& b) { b.meta(0).offset = UINT32_MAX - 3; });
   expect_bad("offset unaligned", [](Blob& b) { b.meta(1).offset += 2; });
@@ -288,4 +290,10 @@ TEST(ListViewTest, DecodeDocsDetectsWrapAround) {
 }
 
 }  // namespace
+TEST(BlockCodecTest, TfAboveTheMaximumIsRefused) {
+  const std::vector<uint32_t> docs = {1, 2}, bad = {1, kMaxTf + 1}, good = {1, kMaxTf};
+  EXPECT_EQ(EncodeList(docs, bad, 0, nullptr).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(EncodeList(docs, good, 0, nullptr).ok());
+}
+
 }  // namespace search

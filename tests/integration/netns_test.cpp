@@ -17,7 +17,6 @@
 // link and process it creates is removed on any exit (RAII, children die with the test through
 // PR_SET_PDEATHSIG), and leftovers of earlier runs whose process is gone are removed at start.
 #include <gtest/gtest.h>
-#include <sys/file.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -29,6 +28,7 @@
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
+#include "netns_harness.hpp"
 #include "cpu_exec/local_index.hpp"
 
 namespace search::testing {
@@ -41,204 +41,6 @@ constexpr size_t kDocs = 3000;
 constexpr int kNodePort = 5555;          // every node has its own network stack: the same port everywhere
 const char* const kNsPrefix = "gsnt-";   // namespaces: gsnt-<pid>-<role>
 const char* const kLinkPrefix = "gsnt";  // the root namespace's veth end: gsnt<pid>
-
-struct ShResult {
-  int rc = -1;
-  std::string out;  // stdout and stderr
-};
-
-// Runs a shell command line (built only from names and numbers this file makes).
-ShResult Sh(const std::string& cmd) {
-  ShResult r;
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int st = ::pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string FirstExecutable(std::initializer_list<const char*> paths) {
-  for (const char* p : paths)
-    if (::access(p, X_OK) == 0) return p;
-  return "";
-}
-
-bool PidAlive(pid_t pid) {
-  return ::kill(pid, 0) == 0 || errno == EPERM;
-}
-
-std::vector<std::string> Lines(const std::string& s) {
-  std::vector<std::string> out;
-  std::istringstream in(s);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty()) out.push_back(l);
-  return out;
-}
-
-// Our namespaces, by name (`ip netns list` prints "NAME" or "NAME (id: N)").
-std::vector<std::string> OurNamespaces() {
-  std::vector<std::string> out;
-  for (const auto& l : Lines(Sh("ip netns list").out)) {
-    const std::string name = l.substr(0, l.find(' '));
-    if (name.rfind(kNsPrefix, 0) == 0) out.push_back(name);
-  }
-  return out;
-}
-
-// Kills what still runs in namespace `ns` (only processes of our own runs live there), deletes it.
-void DeleteNamespace(const std::string& ns) {
-  for (const auto& l : Lines(Sh("ip netns pids " + ns).out)) {
-    const pid_t pid = static_cast<pid_t>(std::atoi(l.c_str()));
-    if (pid > 1 && pid != ::getpid()) ::kill(pid, SIGKILL);
-  }
-  (void)Sh("ip netns del " + ns);
-}
-
-// Removes namespaces and root links of earlier runs whose test process is gone.
-void CleanStale() {
-  static const std::regex ns_re("gsnt-([0-9]+)-.*");
-  for (const auto& ns : OurNamespaces()) {
-    std::smatch m;
-    if (!std::regex_match(ns, m, ns_re)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(m[1]));
-    if (pid != ::getpid() && !PidAlive(pid)) DeleteNamespace(ns);
-  }
-  static const std::regex link_re("[0-9]+: (gsnt([0-9]+))[@:].*");
-  for (const auto& l : Lines(Sh("ip -o link show").out)) {
-    std::smatch m;
-    if (!std::regex_match(l, m, link_re)) continue;
-    const pid_t pid = static_cast<pid_t>(std::stol(m[2]));
-    if (pid != ::getpid() && !PidAlive(pid)) (void)Sh("ip link del " + m[1].str());
-  }
-}
-
-// The namespaces, the bridge and the veth cables of one run; the destructor removes all of them.
-class NetLab {
- public:
-  NetLab() : pid_(::getpid()) {}
-  NetLab(const NetLab&) = delete;
-  NetLab& operator=(const NetLab&) = delete;
-  ~NetLab() { Teardown(); }
-
-  // Builds the network. On failure returns the reason; `*missing_capability` tells a host that
-  // cannot do this (no netns, veth or bridge support) from a broken setup.
-  std::string Setup(bool* missing_capability) {
-    *missing_capability = false;
-    // One run at a time picks and claims its subnet; others wait for the lock, not collide.
-    const int lock_fd = ::open("/tmp/gsnt-netns.lock", O_CREAT | O_RDWR, 0600);
-    if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
-    std::string err = SetupLocked(missing_capability);
-    if (lock_fd >= 0) ::close(lock_fd);  // releases the lock
-    return err;
-  }
-
-  void Teardown() {
-    if (!root_link_.empty()) (void)Sh("ip link del " + root_link_);
-    root_link_.clear();
-    for (auto it = namespaces_.rbegin(); it != namespaces_.rend(); ++it) DeleteNamespace(*it);
-    namespaces_.clear();
-  }
-
-  std::string NodeNs(uint32_t i) const { return Ns("n" + std::to_string(i)); }
-  std::string IntegratorNs() const { return Ns("in"); }
-  std::string NodeAddr(uint32_t i) const { return Addr(10 + i); }
-  std::string IntegratorAddr() const { return Addr(100); }
-  std::string RootLink() const { return "gsnt" + std::to_string(pid_); }
-
-  // Plugs node i's cable out of (or back into) the switch: its port on the bridge goes down/up.
-  bool SetSwitchPort(uint32_t i, bool up) {
-    return Sh("ip -n " + Ns("sw") + " link set n" + std::to_string(i) + (up ? " up" : " down")).rc == 0;
-  }
-  // Takes node i's own interface down/up inside its namespace. Up restores its connected route
-  // (the address stays on the interface while it is down).
-  bool SetNodeInterface(uint32_t i, bool up) {
-    return Sh("ip -n " + NodeNs(i) + " link set eth0" + (up ? " up" : " down")).rc == 0;
-  }
-
- private:
-  std::string Ns(const std::string& role) const { return kNsPrefix + std::to_string(pid_) + "-" + role; }
-  std::string Addr(uint32_t host) const {
-    return "10." + std::to_string(a_) + "." + std::to_string(b_) + "." + std::to_string(host);
-  }
-
-  // A /24 under 10.200.0.0/13 that no route of the root namespace covers (the default route aside).
-  bool PickSubnet() {
-    for (uint32_t t = 0; t < 64; ++t) {
-      a_ = 200 + (static_cast<uint32_t>(pid_) + t) % 50;
-      b_ = (static_cast<uint32_t>(pid_) / 50 + t * 37) % 256;
-      bool taken = false;
-      for (const auto& l : Lines(Sh("ip -4 route show match " + Addr(0) + "/24").out))
-        taken |= l.rfind("default", 0) != 0;
-      if (!taken) return true;
-    }
-    return false;
-  }
-
-  std::string AddNamespace(const std::string& ns, bool* missing_capability) {
-    auto r = Sh("ip netns add " + ns);
-    if (r.rc != 0) {
-      *missing_capability = true;
-      return "ip netns add " + ns + ": " + r.out;
-    }
-    namespaces_.push_back(ns);
-    return "";
-  }
-
-  std::string SetupLocked(bool* missing_capability) {
-    if (!PickSubnet()) return "no free 10.200-249.x.0/24 subnet";
-    const std::string sw = Ns("sw");
-    if (auto e = AddNamespace(sw, missing_capability); !e.empty()) return e;
-    std::vector<std::pair<std::string, std::string>> hosts;  // (port name on the bridge, namespace)
-    for (uint32_t i = 0; i < kShards; ++i) hosts.emplace_back("n" + std::to_string(i), NodeNs(i));
-    hosts.emplace_back("in", IntegratorNs());
-    for (const auto& h : hosts)
-      if (auto e = AddNamespace(h.second, missing_capability); !e.empty()) return e;
-
-    auto run = [](const std::string& cmd) -> std::string {
-      auto r = Sh(cmd);
-      return r.rc == 0 ? "" : cmd + ": " + r.out;
-    };
-    if (auto e = run("ip -n " + sw + " link add br0 type bridge"); !e.empty()) {
-      *missing_capability = true;
-      return e;
-    }
-    std::vector<std::string> cmds = {"ip -n " + sw + " link set lo up", "ip -n " + sw + " link set br0 up"};
-    for (size_t h = 0; h < hosts.size(); ++h) {
-      const auto& [port, ns] = hosts[h];
-      const std::string veth = "ip -n " + sw + " link add " + port + " type veth peer name eth0 netns " + ns;
-      if (h == 0) {
-        if (auto e = run(veth); !e.empty()) {
-          *missing_capability = true;
-          return e;
-        }
-      } else {
-        cmds.push_back(veth);
-      }
-      const std::string addr = h < kShards ? NodeAddr(static_cast<uint32_t>(h)) : IntegratorAddr();
-      cmds.push_back("ip -n " + sw + " link set " + port + " master br0 up");
-      cmds.push_back("ip -n " + ns + " link set lo up");
-      cmds.push_back("ip -n " + ns + " addr add " + addr + "/24 dev eth0");
-      cmds.push_back("ip -n " + ns + " link set eth0 up");
-    }
-    for (const auto& c : cmds)
-      if (auto e = run(c); !e.empty()) return e;
-    // The test process's cable into the switch: created straight into both namespaces.
-    if (auto e = run("ip link add " + RootLink() + " type veth peer name root netns " + sw); !e.empty()) return e;
-    root_link_ = RootLink();
-    for (const auto& c : {"ip -n " + sw + " link set root master br0 up",
-                          "ip addr add " + Addr(1) + "/24 dev " + root_link_, "ip link set " + root_link_ + " up"})
-      if (auto e = run(c); !e.empty()) return e;
-    return "";
-  }
-
-  pid_t pid_;
-  uint32_t a_ = 0, b_ = 0;
-  std::vector<std::string> namespaces_;  // created, in order
-  std::string root_link_;
-};
 
 struct SharedIndex {
   TempDir dir;
@@ -294,8 +96,8 @@ class NetnsClusterTest : public ::testing::Test {
     ip_ = FirstExecutable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
     if (ip_.empty()) GTEST_SKIP() << "no ip (iproute2) binary";
     ASSERT_NE(g_index->local3, nullptr);
-    CleanStale();
-    lab_ = std::make_unique<NetLab>();
+    CleanStale(kNsPrefix, kLinkPrefix);
+    lab_ = std::make_unique<NetLab>(kNsPrefix, kLinkPrefix, kShards);
     bool missing = false;
     const std::string err = lab_->Setup(&missing);
     if (missing) GTEST_SKIP() << "network namespaces unavailable: " << err;
@@ -354,19 +156,13 @@ class NetnsClusterTest : public ::testing::Test {
       lab_.reset();
       // Nothing of this run is left behind.
       const std::string mine = kNsPrefix + std::to_string(::getpid()) + "-";
-      for (const auto& ns : OurNamespaces()) EXPECT_NE(ns.rfind(mine, 0), 0u) << "left behind: " << ns;
+      for (const auto& ns : OurNamespaces(kNsPrefix)) EXPECT_NE(ns.rfind(mine, 0), 0u) << "left behind: " << ns;
       EXPECT_NE(Sh("ip link show " + root_link).rc, 0) << "left behind: " << root_link;
     }
   }
 
-  // argv run inside namespace `ns`, dying with this process (setpriv sets PR_SET_PDEATHSIG, which
-  // execve keeps; `ip netns exec` execs the command without forking, so the pid is the server's).
   std::vector<std::string> InNamespace(const std::string& ns, std::vector<std::string> argv) const {
-    std::vector<std::string> out;
-    if (!setpriv_.empty()) out = {setpriv_, "--pdeathsig", "KILL", "--"};
-    for (const char* a : {ip_.c_str(), "netns", "exec", ns.c_str()}) out.emplace_back(a);
-    out.insert(out.end(), argv.begin(), argv.end());
-    return out;
+    return search::testing::InNamespace(setpriv_, ip_, ns, argv);
   }
 
   HttpResult Get(const std::string& path, const httplib::Params& params = {}) {

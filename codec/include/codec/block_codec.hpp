@@ -31,6 +31,8 @@
 namespace search {
 
 inline constexpr uint32_t kBlockSize = 128;
+// Term frequencies are 1 .. kMaxTf, so tf - 1 fits 31 bits (freq_bits <= 31).
+inline constexpr uint32_t kMaxTf = uint32_t{1} << 31;
 inline constexpr uint32_t kListMagic = 0x31424c50;  // "PLB1" little-endian
 inline constexpr uint32_t kCodecVersion = 1;
 
