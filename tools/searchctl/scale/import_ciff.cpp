@@ -133,6 +133,13 @@ Result<CiffImportSummary> ImportCiff(const CiffImportOptions& options) {
     lists.push_back(ListEntry{term, *body});
     postings += count;
   }
+  // Every DocRecord takes at least one byte (its length prefix): a header claiming more documents
+  // than the bytes left can hold is corrupt, refused before anything is sized by it.
+  if (num_docs > bytes.size() - std::min<uint64_t>(pos, bytes.size())) {
+    return Status::Corruption("CIFF header: num_docs " + std::to_string(num_docs) + " but only " +
+                              std::to_string(bytes.size() - std::min<uint64_t>(pos, bytes.size())) +
+                              " bytes of DocRecords follow");
+  }
   std::vector<uint32_t> lengths(num_docs, 0);
   std::vector<uint64_t> record_at(num_docs, UINT64_MAX);  // offset of each doc's delimited DocRecord
   for (uint64_t j = 0; j < num_docs; ++j) {
