@@ -133,6 +133,9 @@ TEST(CiffImportTest, MalformedMessagesAreRefusedWithOffsets) {
   ExpectRefused(Header(1, 3) + List("x", {0, 2}, {1, 1}, 3) + Docs(3), "df disagrees", "df 3");
   ExpectRefused(Header(1, 3) + List("x", {0, 2}, {1, 1}, 2, 5) + Docs(3), "cf disagrees", "cf 5");
   ExpectRefused(Header(1, 3) + List("x", {0, 3}, {1, 1}) + Docs(3), "docID past num_docs", "not below num_docs");
+  // A header claiming more documents than the file can hold is refused before anything is sized
+  // by it (was a 24 GiB allocation; fuzz/corpus/ciff has the 9-byte file).
+  ExpectRefused(Header(0, 2147483647), "num_docs past the file", "bytes of DocRecords follow");
   ExpectRefused(Header(1, 3) + List("x", {0, 2}, {1, 0}) + Docs(3), "tf 0", "tf 0");
   ExpectRefused(Header(1, 3) + List("", {0}, {1}) + Docs(3), "an empty term", "empty term");
   ExpectRefused(Header(2, 3) + List("x", {0}, {1}) + List("x", {1}, {1}) + Docs(3), "a term twice", "two PostingsLists");
