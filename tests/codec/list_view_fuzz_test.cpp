@@ -20,7 +20,7 @@ std::string RandomList(std::mt19937& rng, uint32_t n, uint32_t base) {
     d += rng() % avg;
     if (d > UINT32_MAX - (n - i)) d = UINT32_MAX - (n - i);
     docs[i] = static_cast<uint32_t>(d++);
-    tfs[i] = 1 + (rng() % 4 == 0 ? rng() : rng() % 8);
+    tfs[i] = 1 + (rng() % 4 == 0 ? rng() % kMaxTf : rng() % 8);  // 1 .. kMaxTf
   }
   auto s = EncodeList(docs, tfs, base, [](uint32_t, uint32_t tf) { return static_cast<float>(tf); });
   EXPECT_TRUE(s.ok());

@@ -387,7 +387,7 @@ def check_dockerfile(src, binaries):
         setup = f.read()
     m = re.search(r"pkgs=\((.*?)\)", setup, re.S)
     setup_pkgs = set(m.group(1).split()) if m else set()
-    test_only = {"libgtest-dev", "libgmock-dev", "libbenchmark-dev"}
+    test_only = {"libgtest-dev", "libgmock-dev", "libbenchmark-dev", "libclang-rt-14-dev"}  # tests, fuzzing
     for p in sorted(p for p in setup_pkgs if p.endswith("-dev") and p not in test_only):
         if p not in deps:
             fail(f"scripts/setup.sh installs {p} but the Dockerfile's deps stage does not")
