@@ -305,31 +305,26 @@ Result<CpuExecutor::Lookup> CpuExecutor::LookUp(const Query& query) const {
   return l;
 }
 
-Result<SearchResult> CpuExecutor::Search(const Query& query) const {
-  const auto t0 = std::chrono::steady_clock::now();
-  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
-  SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query));
-  const ShardMeta& meta = shard_->meta();
-  SearchResult result;
-  if (!l.empty) {
-    const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
-    SEARCH_ASSIGN_OR_RETURN(result, ExecuteQuery(l.inputs, norms, meta.doc_begin, query.mode, query.k, meta.bm25));
-  }
-  result.stats.lists = l.empty ? l.held.size() : result.stats.lists;
-  result.stats.micros = MicrosSince(t0);
-  return result;
-}
+Result<SearchResult> CpuExecutor::Search(const Query& query) const { return Run(query, nullptr); }
 
 Result<SearchResult> CpuExecutor::SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const {
+  return Run(query, &candidates);
+}
+
+Result<SearchResult> CpuExecutor::Run(const Query& query, const std::span<const uint32_t>* candidates) const {
   const auto t0 = std::chrono::steady_clock::now();
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query));
   const ShardMeta& meta = shard_->meta();
   SearchResult result;
-  if (!l.empty) {
+  if (l.empty) {
+    result.stats.lists = l.held.size();
+  } else {
     const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
-    SEARCH_ASSIGN_OR_RETURN(result, ExecuteQueryFromCandidates(l.inputs, norms, meta.doc_begin, candidates,
-                                                               query.mode, query.k, meta.bm25));
+    SEARCH_ASSIGN_OR_RETURN(result, candidates == nullptr
+                                        ? ExecuteQuery(l.inputs, norms, meta.doc_begin, query.mode, query.k, meta.bm25)
+                                        : ExecuteQueryFromCandidates(l.inputs, norms, meta.doc_begin, *candidates,
+                                                                     query.mode, query.k, meta.bm25));
   }
   result.stats.micros = MicrosSince(t0);
   return result;
