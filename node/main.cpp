@@ -62,6 +62,12 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-cache-bytes", gpu_cache_bytes,
                  "device memory for cached posting lists (0 = half of the GPU's free memory)")
       ->capture_default_str();
+  size_t gpu_preload_mb = 0;
+  app.add_option("--gpu-preload-mb", gpu_preload_mb,
+                 "at start, copy the longest posting lists (1024 postings or more) into the GPU list cache, "
+                 "longest first, up to this many MiB (0 = none; lists are copied on first use)")
+      ->capture_default_str();
+  size_t gpu_dispatchers = 4;
   std::string sched_name = "auto";
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
@@ -73,6 +79,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "cpu", "gpu", "hybrid", "griffin"}));
   app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = hardware threads)")
       ->capture_default_str();
+  app.add_option("--gpu-dispatchers", gpu_dispatchers,
+                 "scheduler threads running GPU batches at once, each on its own stream")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{64}));
   app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
@@ -147,6 +157,15 @@ int main(int argc, char** argv) {
       GpuExecutorOptions gpu_options;
       gpu_options.cache_bytes = gpu_cache_bytes;
       auto gpu_executor = GpuExecutorAdapter::Create(shard->get(), &metrics, gpu_options);
+      if (gpu_executor.ok() && gpu_preload_mb > 0) {
+        auto pre = (*gpu_executor)->Preload(uint64_t{gpu_preload_mb} << 20);
+        if (pre.ok()) {
+          log.Info() << "GPU preload: " << pre->lists << " lists, " << (pre->bytes >> 20) << " MiB in " << pre->seconds
+                     << " s" << (pre->cache_full ? " (the list cache is full)" : "");
+        } else {
+          log.Warn() << "GPU preload stopped (lists are copied on first use): " << pre.status().ToString();
+        }
+      }
       if (gpu_executor.ok()) {
         batch_gpu = gpu_executor->get();
         executor = std::move(gpu_executor).value();
@@ -159,6 +178,7 @@ int main(int argc, char** argv) {
     }
 #else
     (void)gpu_cache_bytes;
+    (void)gpu_preload_mb;
 #endif
   }
   if (executor == nullptr) executor = std::make_unique<CpuExecutorAdapter>(shard->get());
@@ -169,16 +189,17 @@ int main(int argc, char** argv) {
     sched.sched.policy.mode = *ParseSchedMode(sched_name);
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
     sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : std::max(1u, std::thread::hardware_concurrency());
-    sched.sched.gpu_dispatchers = batch_gpu != nullptr ? 1 : 0;
+    sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
     auto s = ScheduledExecutor::Create(shard->get(), batch_gpu, &metrics, sched);
     if (!s.ok()) {
       log.Error() << "--scheduler " << sched_name << ": " << s.status().ToString();
       return 1;
     }
     scheduled = std::move(s).value();
-    // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a batch.
+    // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a
+    // batch per GPU dispatcher.
     const size_t base = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
-    options.threads = base + sched.sched.policy.max_batch;
+    options.threads = base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
   }
   Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();
   NodeServer server(shard->get(), serving, &metrics, options);

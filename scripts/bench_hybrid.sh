@@ -11,10 +11,13 @@
 # usage: scripts/bench_hybrid.sh [DOCS] [WORK_DIR]
 #   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/gpu-bench: shares the index
 #             scripts/bench_gpu.sh leaves there with KEEP=1)
+# The node's /metrics after each scheduler's run goes to OUT_DIR/node-metrics-MODE.txt.
 # env: BUNDLE (default .bundle: searchctl, search-node, search-integrator and their libraries),
 #      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (300), FACTOR (1.6),
 #      MAX_STEPS (8), SECONDS_PER_RATE (5), WARMUP (1), DEADLINE_MS (500), MISS_LIMIT (0.05),
 #      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
+#      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
+#      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
 #      NODE_ARGS (extra search-node flags), KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,18 +58,20 @@ fi
 [ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
 
-node_port=7701 http_port=7700
+node_port=7701 http_port=7700 metrics_port=7702
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries" >"$csv"
 field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 
 for mode in $modes; do
   step "scheduler $mode: starting node + integrator"
+  preload=()
+  [ "$mode" != cpu ] && preload=(--gpu-preload-mb "${PRELOAD_MB:-8192}")
   "$bundle/bin/search-node" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
-    --cache-mb 16384 --log-level warn ${NODE_ARGS:-} >"$work/node-$mode.out" 2>"$work/node-$mode.err" &
+    "${preload[@]}" --cache-mb 16384 --metrics "127.0.0.1:$metrics_port" --log-level info ${NODE_ARGS:-} >"$work/node-$mode.out" 2>"$work/node-$mode.err" &
   node_pid=$!
   pids+=("$node_pid")
-  for _ in $(seq 600); do grep -q '"ready"' "$work/node-$mode.out" 2>/dev/null && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1800); do grep -q '"ready"' "$work/node-$mode.out" 2>/dev/null && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
   if ! grep -q '"ready"' "$work/node-$mode.out"; then
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
@@ -83,17 +88,19 @@ for mode in $modes; do
       --connections "$conns")
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
     miss=$(field "$line" miss_ratio)
-    printf '%s,%s,%s,%.3f,%.3f,%.3f,%.3f,%s,%s\n' "$mode" "$rate" "$(field "$line" achieved_qps)" \
-      "$(echo "$(field "$line" mean_us) / 1000" | bc -l)" "$(echo "$(field "$line" p50_us) / 1000" | bc -l)" \
-      "$(echo "$(field "$line" p95_us) / 1000" | bc -l)" "$(echo "$(field "$line" p99_us) / 1000" | bc -l)" \
-      "$miss" "$(field "$line" queries)" | tee -a "$csv"
+    ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
+      "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | tee -a "$csv"
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done
-  curl -s "http://127.0.0.1:$((node_port))/" >/dev/null 2>&1
+  # The node's scheduler counters for this run (jobs per processor, stolen, migrations, misses, error).
+  curl -s "http://127.0.0.1:$metrics_port/metrics" >"$out_dir/node-metrics-$mode.txt" 2>/dev/null
+  grep -E '^search_sched_(jobs|stolen|migrations|gpu_retries|deadline_misses|gpu_batches)_total|^search_sched_prediction_error_ratio_(sum|count)' \
+    "$out_dir/node-metrics-$mode.txt" | grep -v '_bucket' | head -20
   kill "$int_pid" "$node_pid" 2>/dev/null
   wait "$int_pid" "$node_pid" 2>/dev/null
-  grep -h "scheduler\|calibrat" "$work/node-$mode.err" | tail -2
+  grep -h "scheduler\|calibrat\|preload" "$work/node-$mode.err" | tail -3
 done
 
 step "summary (docs=$docs, $qmode, deadline $deadline ms)"

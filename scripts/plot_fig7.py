@@ -36,6 +36,38 @@ def main():
         ok = [r for r in rs if r["miss_ratio"] <= 0.01]
         best = max(ok, key=lambda r: r["rate"]) if ok else None
         print(f"| {s} | {best['rate']:.0f} | {best['p99_ms']:.2f} |" if best else f"| {s} | - | - |")
+    # Ding's comparison at equal tail latency: each scheduler's highest arrival rate whose p99 stays
+    # under a bound (and misses at most 1%), and how that compares with the better of cpu and gpu.
+    bounds = (10, 25, 50, 100, 250)
+    print()
+    print("| scheduler | " + " | ".join(f"rate at p99 <= {b} ms" for b in bounds) + " |")
+    print("|---|" + "---|" * len(bounds))
+    at = {}
+    for s, rs in by.items():
+        cells = []
+        for b in bounds:
+            ok = [r["rate"] for r in rs if r["p99_ms"] <= b and r["miss_ratio"] <= 0.01]
+            at[(s, b)] = max(ok) if ok else 0
+            cells.append(f"{at[(s, b)]:.0f}" if ok else "-")
+        print(f"| {s} | " + " | ".join(cells) + " |")
+    for s in ("hybrid", "griffin"):
+        if s not in by:
+            continue
+        cells = []
+        for b in bounds:
+            single = max(at.get(("cpu", b), 0), at.get(("gpu", b), 0))
+            cells.append(f"{at[(s, b)] / single:.2f}x" if single > 0 else "-")
+        print(f"| {s} / best single | " + " | ".join(cells) + " |")
+    # p99 at the cpu scheduler's saturation rate (its highest rate with at most 1% misses).
+    cpu_ok = [r for r in by.get("cpu", []) if r["miss_ratio"] <= 0.01]
+    if cpu_ok:
+        sat = max(cpu_ok, key=lambda r: r["rate"])
+        print()
+        print(f"At the cpu scheduler's saturation rate ({sat['rate']:.0f} q/s, p99 {sat['p99_ms']:.2f} ms):")
+        for s, rs in by.items():
+            same = [r for r in rs if r["rate"] == sat["rate"]]
+            if s != "cpu" and same:
+                print(f"- {s}: p99 {same[0]['p99_ms']:.2f} ms, {sat['p99_ms'] / max(same[0]['p99_ms'], 1e-9):.1f}x lower")
     try:
         import matplotlib
         matplotlib.use("Agg")

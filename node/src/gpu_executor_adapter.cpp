@@ -3,12 +3,16 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <optional>
+#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/decode.hpp"
@@ -203,6 +207,76 @@ uint64_t GpuExecutorAdapter::NonResidentBytes(const Query& query) {
     if (!cache_->IsResident(term)) bytes += (*info)->list_bytes;
   }
   return bytes;
+}
+
+Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t min_postings) {
+  const auto t0 = std::chrono::steady_clock::now();
+  GpuPreloadStats out;
+  const uint64_t budget = std::min<uint64_t>(max_bytes, cache_->stats().capacity_bytes / 10 * 9);
+  if (budget == 0) return out;
+  // The longest lists whose bytes sum to at most the budget: a min-heap on bytes, the smallest
+  // dropped while the sum is over.
+  using Entry = std::pair<uint32_t, std::string>;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> heap;
+  uint64_t total = 0;
+  SEARCH_RETURN_IF_ERROR(shard_->ForEachTerm([&](std::string_view term, const TermInfo& info) {
+    if (info.count < min_postings || info.list_bytes == 0 || info.list_bytes > budget) return true;
+    if (total + info.list_bytes > budget && !heap.empty() && heap.top().first >= info.list_bytes) return true;
+    heap.emplace(info.list_bytes, std::string(term));
+    total += info.list_bytes;
+    while (total > budget) {
+      total -= heap.top().first;
+      heap.pop();
+    }
+    return true;
+  }));
+  std::vector<std::string> terms;
+  terms.reserve(heap.size());
+  for (; !heap.empty(); heap.pop()) terms.push_back(std::move(const_cast<Entry&>(heap.top()).second));
+  std::reverse(terms.begin(), terms.end());  // longest first
+  SEARCH_ASSIGN_OR_RETURN(auto ctx, TakeContext());
+  cudaStream_t stream = ctx->stream();
+  // Handles pin their entries until the stream has finished the copies: synchronize and let go
+  // every 256 MiB so the host lists can be released.
+  std::vector<std::shared_ptr<const gpu::DeviceList>> pinned;
+  uint64_t pinned_bytes = 0;
+  auto release = [&]() -> Status {
+    const cudaError_t e = cudaStreamSynchronize(stream);
+    pinned.clear();
+    pinned_bytes = 0;
+    return e == cudaSuccess ? Status::Ok() : Status::Unavailable(std::string("preload: ") + cudaGetErrorString(e));
+  };
+  Status st;
+  for (const std::string& term : terms) {
+    auto list = shard_->GetList(term);
+    if (!list.ok()) {
+      st = list.status();
+      break;
+    }
+    auto h = cache_->Acquire(*list, stream);
+    if (!h.ok()) {
+      if (h.status().code() == StatusCode::kResourceExhausted) {
+        out.cache_full = true;
+      } else {
+        st = h.status();
+      }
+      break;
+    }
+    out.lists++;
+    out.bytes += (*list)->bytes().size();
+    pinned_bytes += (*list)->bytes().size();
+    pinned.push_back(std::move(h).value());
+    if (pinned_bytes >= (uint64_t{256} << 20)) {
+      st = release();
+      if (!st.ok()) break;
+    }
+  }
+  const Status synced = release();
+  if (st.ok()) st = synced;
+  if (synced.ok()) GiveContext(std::move(ctx));  // a context that saw a CUDA error is dropped
+  if (!st.ok()) return st;
+  out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return out;
 }
 
 void GpuExecutorAdapter::CountFallback(GpuFallbackReason reason, const Status& why) {

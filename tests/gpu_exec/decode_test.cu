@@ -203,7 +203,8 @@ TEST(DecodeGpuTest, MaxDocIdAndBaseDoc) {
   for (uint32_t i = 0; i < 127; ++i) docs[i] = i;
   docs[127] = 0xffffffffu;
   CheckWholeList(Encode(docs, tfs, 0));
-  std::vector<uint32_t> one{0xffffffffu}, one_tf{0xffffffffu};
+  // The largest docID, and the largest tf the format takes (1..2^31).
+  std::vector<uint32_t> one{0xffffffffu}, one_tf{0x80000000u};
   CheckWholeList(Encode(one, one_tf, 0));
   CheckWholeList(Encode(one, one_tf, 0xffffffffu));
 }

@@ -347,7 +347,7 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
     ScheduledExecutorOptions o;
     o.sched.policy.mode = mode;
     o.sched.cpu_workers = 4;
-    o.sched.gpu_dispatchers = 1;
+    o.sched.gpu_dispatchers = 3;  // batches on three streams at once
     o.crossover = 8;
     o.calibration_queries = 24;
     auto e = ScheduledExecutor::Create(reader_, gpu.get(), nullptr, o);
@@ -373,6 +373,63 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
       EXPECT_GT(st.gpu_batches, 0u);
     }
   }
+}
+
+// Preload: the longest lists (by bytes, within the budget) become resident, longest first, and
+// queries over them then copy nothing; answers stay exact.
+TEST_F(GpuExecutorAdapterTest, PreloadMakesTheLongestListsResident) {
+  auto gpu = MakeAdapter(size_t{64} << 20);
+  ASSERT_NE(gpu, nullptr);
+  // Every term's list bytes, longest first.
+  std::vector<std::pair<uint32_t, std::string>> lists;
+  ASSERT_TRUE(reader_
+                  ->ForEachTerm([&](std::string_view term, const TermInfo& info) {
+                    lists.emplace_back(info.list_bytes, std::string(term));
+                    return true;
+                  })
+                  .ok());
+  ASSERT_GT(lists.size(), 10u);
+  std::sort(lists.begin(), lists.end(), std::greater<>());
+  // Nothing under a zero budget or above every list's length.
+  auto none = gpu->Preload(0, 1);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(none->lists, 0u);
+  auto too_long = gpu->Preload(uint64_t{1} << 30, kDocs + 1);
+  ASSERT_TRUE(too_long.ok());
+  EXPECT_EQ(too_long->lists, 0u);
+  EXPECT_EQ(gpu->cache().stats().resident_lists, 0u);
+  // A budget of exactly the n longest lists' bytes (n >= 5, past any tie) takes those n.
+  size_t n = 5;
+  while (n < lists.size() && lists[n - 1].first == lists[n].first) ++n;
+  uint64_t budget = 0;
+  for (size_t i = 0; i < n; ++i) budget += lists[i].first;
+  auto top = gpu->Preload(budget, 1);
+  ASSERT_TRUE(top.ok()) << top.status().ToString();
+  EXPECT_EQ(top->lists, n);
+  EXPECT_EQ(top->bytes, budget);
+  EXPECT_FALSE(top->cache_full);
+  EXPECT_EQ(gpu->cache().stats().resident_lists, n);
+  for (size_t i = 0; i < n; ++i) EXPECT_TRUE(gpu->cache().IsResident(lists[i].second)) << lists[i].second;
+  Query q;
+  q.terms = {lists[0].second, lists[1].second};
+  q.mode = QueryMode::kAnd;
+  q.k = 10;
+  EXPECT_EQ(gpu->NonResidentBytes(q), 0u);
+  // Everything: every list fits the 64 MiB cache's 90%; queries then hit the cache only.
+  auto all = gpu->Preload(uint64_t{1} << 30, 1);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(gpu->cache().stats().resident_lists, lists.size());
+  const uint64_t misses = gpu->cache().stats().misses;
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(77);
+  for (int i = 0; i < 100; ++i) {
+    const Query r = RandomQuery(rng);
+    auto want = cpu.Execute(r, kNoDeadline, 0);
+    auto got = gpu->Execute(r, kNoDeadline, 0);
+    ASSERT_TRUE(want.ok() && got.ok()) << Describe(r);
+    EXPECT_TRUE(SameHits(got->hits, want->hits)) << Describe(r);
+  }
+  EXPECT_EQ(gpu->cache().stats().misses, misses);
 }
 
 }  // namespace

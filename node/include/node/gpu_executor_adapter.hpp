@@ -32,6 +32,14 @@
 
 namespace search {
 
+// What GpuExecutorAdapter::Preload made resident.
+struct GpuPreloadStats {
+  size_t lists = 0;
+  uint64_t bytes = 0;
+  double seconds = 0;
+  bool cache_full = false;  // stopped early: the list cache had no room left
+};
+
 struct GpuExecutorOptions {
   // Device bytes for cached posting lists; 0 = half of the device's free memory at Create.
   size_t cache_bytes = 0;
@@ -62,6 +70,14 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   // first (merge path when the next list is at most 8x the running intersection of 2^20 or more,
   // else binary search: bench/gpu_exec/gpu_intersect_bench), in stream-ordered memory.
   Result<Prefix> IntersectPrefix(const Query& query, double crossover) override;
+
+  // Makes the shard's longest lists resident in the GPU list cache, longest first: those of at
+  // least min_postings postings whose encoded bytes sum to at most max_bytes (capped at 90% of the
+  // cache's capacity, so queries still find room). A node calls it at start (--gpu-preload-mb) so
+  // its first queries do not wait for PCIe copies. Stops early, without an error, when the cache
+  // has no room left; returns a read or CUDA error as it is (nothing is lost: the lists are then
+  // copied on first use). Safe while queries run.
+  Result<GpuPreloadStats> Preload(uint64_t max_bytes, uint32_t min_postings = 1024);
 
   gpu::GpuListCache& cache() { return *cache_; }
   // Queries rerun on the CPU for `reason` since Create (also exported as metrics).
