@@ -2,9 +2,12 @@
 // errors exit non-zero with a message, a build killed at any point leaves nothing loadable at
 // DIR (and an old index intact), verify catches a flipped byte, gen-queries and bench work.
 #include <gtest/gtest.h>
+#include <httplib.h>
 
+#include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
@@ -249,6 +252,67 @@ TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   EXPECT_LE(j["p99_us"].get<double>(), j["p999_us"].get<double>());
   EXPECT_GT(j["postings_decoded_per_query"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["hits_per_query"].get<double>(), 10.0);  // every query has >= 10 hits in or mode
+}
+
+// loadgen against a stand-in integrator (an in-process HTTP server) that answers by query: 200,
+// 200 after 250 ms, a partial 200, 429 and 503. The counts by status, the partial and error
+// counts, the deadline misses and the separate latencies of answers and of shed load follow.
+TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
+  httplib::Server server;
+  server.Get("/search", [](const httplib::Request& req, httplib::Response& res) {
+    const std::string q = req.get_param_value("q");
+    if (q.rfind("shed", 0) == 0) {
+      res.status = 429;
+      res.set_content(R"({"error":"too many"})", "application/json");
+      return;
+    }
+    if (q.rfind("down", 0) == 0) {
+      res.status = 503;
+      res.set_content(R"({"error":"no shard"})", "application/json");
+      return;
+    }
+    if (q.rfind("slow", 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    const int failed = q.rfind("part", 0) == 0 ? 1 : 0;
+    res.set_content(R"({"timed_out":false,"_shards":{"total":2,"successful":)" + std::to_string(2 - failed) +
+                        R"(,"failed":)" + std::to_string(failed) + R"(},"hits":{"hits":[]}})",
+                    "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serve([&] { server.listen_after_bind(); });
+  TempDir tmp;
+  testing::WriteText(tmp / "q.txt", "fast one\nshed two\ndown three\npart four\nslow five\n");
+  auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
+                "100", "--seconds", "1", "--warmup", "0", "--connections", "32", "--deadline-ms", "150"});
+  server.stop();
+  serve.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto lines = testing::Lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const Json j = Json::parse(lines[0]);
+  const uint64_t n = j["queries"];
+  ASSERT_GT(n, 20u);
+  // Queries are sent in file order, so each kind is a fifth of the arrivals, to within one.
+  const Json& http = j["http"];
+  const uint64_t c429 = http.value("429", uint64_t{0}), c503 = http.value("503", uint64_t{0});
+  const uint64_t c200 = http.value("200", uint64_t{0});
+  EXPECT_EQ(c200 + c429 + c503, n) << lines[0];
+  EXPECT_FALSE(http.contains("none")) << lines[0];
+  for (uint64_t c : {c429, c503}) {
+    EXPECT_GE(c * 5 + 5, n) << lines[0];
+    EXPECT_LE(c * 5, n + 5) << lines[0];
+  }
+  EXPECT_EQ(j["errors"].get<uint64_t>(), c429 + c503);
+  EXPECT_EQ(j["rejected"].get<uint64_t>(), c429 + c503);
+  const uint64_t partial = j["partial"];
+  EXPECT_GE(partial * 5 + 5, n) << lines[0];
+  EXPECT_LE(partial * 5, n + 5) << lines[0];
+  // Misses: shed, down, partial and the 250 ms answers past the 150 ms deadline, at least.
+  EXPECT_GE(j["deadline_misses"].get<uint64_t>() * 5 + 20, 4 * n) << lines[0];
+  EXPECT_EQ(j["ok"].get<uint64_t>() + j["deadline_misses"].get<uint64_t>(), n);
+  // The 200s include the slow fifth; the shed load is answered at once.
+  EXPECT_GE(j["answered_p99_us"].get<double>(), 250000.0) << lines[0];
+  EXPECT_LT(j["rejected_p50_us"].get<double>(), 250000.0) << lines[0];
 }
 
 TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {

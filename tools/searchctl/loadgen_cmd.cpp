@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <deque>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -37,6 +38,7 @@ struct Arrival {
 struct Sample {
   double latency_us = 0;
   bool ok = false, partial = false, error = false;
+  int http = 0;  // the HTTP status; 0: no answer (connection error or read timeout)
 };
 
 std::string UrlEncode(std::string_view s) {
@@ -153,6 +155,7 @@ int RunLoadgen(const LoadgenArgs& a) {
         auto res = client.Get(base + UrlEncode((*queries)[arrivals[i].query]));
         const auto end = Clock::now();
         s.latency_us = std::chrono::duration<double, std::micro>(end - arrivals[i].at).count();
+        if (res) s.http = res->status;
         if (!res) {
           s.error = true;
           if (res.error() == httplib::Error::Connection) connect_failed = true;
@@ -190,7 +193,8 @@ int RunLoadgen(const LoadgenArgs& a) {
   for (auto& t : workers) t.join();
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
 
-  std::vector<double> lat;
+  std::vector<double> lat, answered_lat, rejected_lat;
+  std::map<std::string, uint64_t> statuses;
   uint64_t measured = 0, ok = 0, partial = 0, errors = 0, misses = 0;
   double sum = 0;
   for (size_t i = 0; i < arrivals.size(); ++i) {
@@ -203,8 +207,13 @@ int RunLoadgen(const LoadgenArgs& a) {
     partial += s.partial;
     errors += s.error;
     misses += !s.ok;
+    ++statuses[s.http == 0 ? std::string("none") : std::to_string(s.http)];
+    if (s.http == 200) answered_lat.push_back(s.latency_us);
+    if (s.http == 429 || s.http == 503) rejected_lat.push_back(s.latency_us);
   }
   std::sort(lat.begin(), lat.end());
+  std::sort(answered_lat.begin(), answered_lat.end());
+  std::sort(rejected_lat.begin(), rejected_lat.end());
   nlohmann::json out;
   out["rate"] = a.rate;
   out["seconds"] = a.seconds;
@@ -225,6 +234,13 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["p95_us"] = Percentile(lat, 0.95);
   out["p99_us"] = Percentile(lat, 0.99);
   out["max_us"] = lat.empty() ? 0.0 : lat.back();
+  // Overload: answers by HTTP status ("none": no answer), the latency of the 200s alone and of
+  // the load shed (429 / 503) alone.
+  out["http"] = statuses;
+  out["answered_p99_us"] = Percentile(answered_lat, 0.99);
+  out["rejected"] = rejected_lat.size();
+  out["rejected_p50_us"] = Percentile(rejected_lat, 0.50);
+  out["rejected_p99_us"] = Percentile(rejected_lat, 0.99);
   std::cout << out.dump() << std::endl;
   if (connect_failed && ok == 0) {
     return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);
