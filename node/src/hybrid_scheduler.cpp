@@ -162,6 +162,7 @@ void HybridScheduler::CpuLoop() {
     const double waited = MicrosBetween(j->enqueued, now);
     const bool stolen = j->stolen;
     t.job = *j;
+    ++cpu_busy_;
     lock.unlock();
     t.wait_us += waited;
     if (stolen) {
@@ -179,6 +180,7 @@ void HybridScheduler::CpuLoop() {
       Finish(t, Unit::kCpu, MicrosBetween(t0, SchedClock::now()), !t.migrated && !t.retried);
     }
     lock.lock();
+    --cpu_busy_;
   }
 }
 
@@ -197,6 +199,12 @@ void HybridScheduler::GpuLoop() {
     if (metrics_)
       for (size_t q = 0; q < kNumSchedQueues; ++q)
         metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+    // Hybrid hands a query's remainder to the CPU only while a CPU worker would take it at once
+    // (idle and nothing queued for it); with the CPU saturated the GPU finishes the query. Griffin
+    // always hands off past the crossover, as Liu 2018 does.
+    const bool may_migrate = options_.policy.mode != SchedMode::kHybrid ||
+                             cpu_busy_ + policy_.queued(SchedQueue::kCpu) < options_.cpu_workers;
+    for (SchedJob& j : take.jobs) TaskOf(j)->may_migrate = may_migrate;
     lock.unlock();
     std::vector<SchedTask*> batch;
     double predicted = 0;

@@ -139,9 +139,13 @@ long SchedPolicy::StealCandidate(Unit thief) const {
   const double backlog = Backlog(owner);
   long best = -1;
   double best_cost = 0;
-  for (size_t i = 0; i < dq.size() && i < options_.steal_window; ++i) {
+  // The first steal_window jobs the thief may run: jobs pinned to the owner (Griffin hand-offs,
+  // GPU retries, which go to the front of the CPU queue) neither qualify nor use up the window.
+  size_t seen = 0;
+  for (size_t i = 0; i < dq.size() && seen < options_.steal_window; ++i) {
     const SchedJob& j = dq[i];
     if (!CanRun(j, thief)) continue;
+    ++seen;
     const double cost = CostOn(j, thief);
     if (cost > backlog + CostOn(j, owner)) continue;  // waiting for the owner is faster
     if (best < 0 || cost < best_cost) best = static_cast<long>(i), best_cost = cost;

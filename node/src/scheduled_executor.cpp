@@ -60,7 +60,7 @@ class ScheduledExecutor::Runner final : public SchedRunner {
     std::vector<SchedTask*> tasks;
     for (SchedTask* t : all) {
       auto* call = static_cast<Call*>(t->payload);
-      if (!call->step) {
+      if (!call->step || !t->may_migrate) {  // the whole query here
         tasks.push_back(t);
         continue;
       }

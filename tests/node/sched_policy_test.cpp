@@ -84,6 +84,23 @@ TEST(SchedPolicyTest, GpuStealsFromTheCpuQueueWhenItPays) {
   EXPECT_TRUE(q.TakeGpu(kT0).jobs.empty());
 }
 
+// Hand-offs pinned to the CPU sit at the front of its queue; they must not hide the stealable
+// jobs behind them from the GPU (they do not count against the steal window).
+TEST(SchedPolicyTest, PinnedHandOffsDoNotUseUpTheStealWindow) {
+  SchedOptions o = Hybrid();
+  o.batch_wait = microseconds(0);
+  o.steal_window = 4;
+  SchedPolicy p(o);
+  for (uint64_t id = 1; id <= 20; ++id) p.Enqueue(Job(id, 100, 300), kT0);
+  for (uint64_t id = 100; id < 110; ++id) p.EnqueueMigrated(Job(id, 100, 10), kT0);
+  GpuTake t = p.TakeGpu(kT0);
+  ASSERT_FALSE(t.jobs.empty());
+  for (const SchedJob& j : t.jobs) {
+    EXPECT_LT(j.id, 100u) << "a pinned hand-off was given to the GPU";
+    EXPECT_TRUE(j.stolen);
+  }
+}
+
 TEST(SchedPolicyTest, UrgentJobRunsAtOnceOnItsPreferredProcessor) {
   SchedPolicy p(Hybrid());
   // A flexible job preferring the CPU, deadline 100 ms, arrived first.

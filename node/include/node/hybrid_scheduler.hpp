@@ -50,6 +50,9 @@ struct SchedTask {
   bool migrated = false;                 // ran partly on the GPU, finished on the CPU
   bool retried = false;                  // rerun on the CPU after a GPU failure
   double wait_us = 0;                    // queued time, summed over its visits to the queues
+  // Set by the scheduler before each GPU visit: whether the runner may stop a query midway and
+  // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker is idle.
+  bool may_migrate = true;
 
  private:
   friend class HybridScheduler;
@@ -118,6 +121,7 @@ class HybridScheduler {
   SchedPolicy policy_;  // GUARDED_BY(mu_)
   bool stopping_ = false;  // GUARDED_BY(mu_)
   bool started_ = false;
+  size_t cpu_busy_ = 0;    // GUARDED_BY(mu_): CPU workers running a task
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
