@@ -15,7 +15,7 @@
 #
 # usage: scripts/soak.sh [WORK_DIR]       (default /tmp/soak; results in WORK_DIR/soak.md)
 # env: BUILD (build dir, default build), DOCS (200000), START_RATE (200), DEADLINE_MS (500),
-#      MAX_INFLIGHT (64), CONNECTIONS (256), SOAK_SECONDS, WINDOW (30), LOAD, OVERLOAD,
+#      MAX_INFLIGHT (256), CONNECTIONS (512; more than MAX_INFLIGHT, so the integrator, not loadgen, holds the queue), SOAK_SECONDS, WINDOW (30), LOAD, OVERLOAD,
 #      OVERLOAD_SECONDS, MODE (and)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ work=${1:-/tmp/soak}
 build=${BUILD:-build}
 docs=${DOCS:-200000}
 deadline=${DEADLINE_MS:-500}
-conns=${CONNECTIONS:-256}
+conns=${CONNECTIONS:-512}
 mode=${MODE:-and}
 ctl=$build/tools/searchctl/searchctl
 t0=$(date +%s)
@@ -61,7 +61,7 @@ for i in 0 1; do
   grep -q '"ready"' "$work/node-$i.out" || { echo "node $i did not start"; cat "$work/node-$i.err"; exit 1; }
 done
 "$build/integrator/search-integrator" --shards "$(IFS=,; echo "${shards[*]}")" --http "127.0.0.1:$base" \
-  --cache-mb 0 --timeout-ms "$deadline" --max-inflight "${MAX_INFLIGHT:-64}" --http-threads "$conns" --log-level warn \
+  --cache-mb 0 --timeout-ms "$deadline" --max-inflight "${MAX_INFLIGHT:-256}" --http-threads "$conns" --log-level warn \
   >"$work/integrator.out" 2>"$work/integrator.err" &
 int_pid=$!
 pids+=("$int_pid")
@@ -92,7 +92,7 @@ step "capacity $capacity q/s; soak at $soak_rate q/s for ${SOAK_SECONDS:-600} s"
 
 {
   echo "Soak: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, build $(git rev-parse --short HEAD 2>/dev/null), $docs docs in 2 shards,"
-  echo "$mode queries, deadline $deadline ms, integrator --max-inflight ${MAX_INFLIGHT:-64}; capacity $capacity q/s; soak at $soak_rate q/s."
+  echo "$mode queries, deadline $deadline ms, integrator --max-inflight ${MAX_INFLIGHT:-256}; capacity $capacity q/s; soak at $soak_rate q/s."
   echo
   echo "| window | end s | queries | achieved q/s | p50 ms | p99 ms | errors | partial | misses | integrator RSS MiB | node 0 RSS MiB | node 1 RSS MiB |"
   echo "|---|---|---|---|---|---|---|---|---|---|---|---|"

@@ -157,7 +157,10 @@ void Integrator::RecomputeAnalyzer() {
     }
     if (!num_docs) num_docs = h.num_docs_global;
   }
-  if (error.empty() && !agreed) error = "no shard has reported its analyzer yet (waiting for pongs)";
+  if (error.empty() && !agreed) {
+    error = "no shard has reported its analyzer yet (waiting for pongs)";
+    state->waiting = true;
+  }
   if (error.empty()) {
     auto cfg = AnalyzerConfig::FromJson(*agreed);
     if (cfg.ok()) {
@@ -185,10 +188,17 @@ void Integrator::RecomputeAnalyzer() {
   }
   state->error = std::move(error);
   analyzer_ = std::move(state);
+  analyzer_cv_.notify_all();
 }
 
 std::shared_ptr<const Integrator::AnalyzerState> Integrator::CurrentAnalyzer() const {
   std::lock_guard lock(analyzer_mu_);
+  return analyzer_;
+}
+
+std::shared_ptr<const Integrator::AnalyzerState> Integrator::AnalyzerBy(Clock::time_point until) const {
+  std::unique_lock lock(analyzer_mu_);
+  analyzer_cv_.wait_until(lock, until, [&] { return !analyzer_->waiting; });
   return analyzer_;
 }
 
@@ -246,7 +256,13 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
     }
   } release{this};
 
+  // A freshly started integrator (a restart under load) has not heard from any shard yet: the
+  // search waits for the first report, up to its deadline (at most 2 s), instead of a 503.
   auto an = CurrentAnalyzer();
+  if (an->waiting) {
+    const auto timeout = std::chrono::milliseconds(p.timeout_ms.value_or(options_.default_timeout_ms));
+    an = AnalyzerBy(start + std::min<Clock::duration>(timeout, std::chrono::seconds(2)));
+  }
   if (!an->analyzer) return Finish(mode_name, Error(503, "illegal_state_exception", an->error), start);
   std::vector<std::string> terms = an->analyzer->AnalyzeQuery(p.q);
   if (terms.size() > kMaxTerms)

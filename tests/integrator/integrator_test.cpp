@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <thread>
+
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -128,6 +130,41 @@ TEST(Integrator, AnalyzerFromTheIndexManifestMustMatchTheShards) {
   opts.index_dir = dir + "/missing";
   EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
   std::filesystem::remove_all(dir);
+}
+
+// A fresh integrator (say, restarted under load) answers searches that arrive before any shard has
+// reported once it does, within their deadline, instead of a 503; with no report by the deadline
+// (at most 2 s) the answer is the 503.
+TEST(Integrator, SearchesBeforeTheFirstShardReportWaitForIt) {
+  FakeNode a(0, AnswerWith(0, {}), 2), b(1, AnswerWith(1, {}), 2);
+  a.set_answer_pings(false);
+  b.set_answer_pings(false);
+  auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  std::thread pongs([&] {
+    std::this_thread::sleep_for(300ms);
+    a.set_answer_pings(true);
+    b.set_answer_pings(true);
+  });
+  SearchParams p = Params("x");
+  p.timeout_ms = 3000;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = (*in)->Search(p);
+  pongs.join();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
+  // No report within a 200 ms deadline: 503 at about the deadline.
+  FakeNode c(0, AnswerWith(0, {}), 1);
+  c.set_answer_pings(false);
+  auto in2 = Integrator::Start(Options({c.endpoint()}), nullptr);
+  ASSERT_TRUE(in2.ok());
+  p.timeout_ms = 200;
+  const auto t1 = std::chrono::steady_clock::now();
+  auto r2 = (*in2)->Search(p);
+  const auto waited = std::chrono::steady_clock::now() - t1;
+  EXPECT_EQ(r2.status, 503) << r2.body;
+  EXPECT_GE(waited, 180ms);
+  EXPECT_LT(waited, 1500ms);
 }
 
 TEST(Integrator, RefusesWithoutAnAnalyzerAndWhenShardsDisagree) {

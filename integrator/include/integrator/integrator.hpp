@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -90,6 +91,7 @@ class Integrator {
   struct AnalyzerState {
     std::shared_ptr<const Analyzer> analyzer;  // null when error is set
     std::string error;
+    bool waiting = false;  // no shard has reported yet (a fresh start): searches wait a little
   };
 
   Integrator(IntegratorOptions options, IntegratorObserver* observer);
@@ -97,6 +99,8 @@ class Integrator {
   void RecomputeAnalyzer();                                  // REQUIRES: analyzer_mu_ held
   uint64_t CollectionDocs() const;  // documents in the whole collection as the nodes report (0: unknown)
   std::shared_ptr<const AnalyzerState> CurrentAnalyzer() const;
+  // The analyzer once a shard has reported, waiting at most until `until` while none has.
+  std::shared_ptr<const AnalyzerState> AnalyzerBy(std::chrono::steady_clock::time_point until) const;
   std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k, uint32_t flags,
                                       std::chrono::steady_clock::time_point deadline, int64_t deadline_unix_micros);
   HttpReply Finish(std::optional<QueryMode> mode, HttpReply reply, std::chrono::steady_clock::time_point start,
@@ -116,6 +120,7 @@ class Integrator {
   mutable std::mutex analyzer_mu_;
   std::vector<std::optional<ShardHealthMsg>> reported_;  // GUARDED_BY(analyzer_mu_)
   std::shared_ptr<const AnalyzerState> analyzer_;        // GUARDED_BY(analyzer_mu_)
+  mutable std::condition_variable analyzer_cv_;          // notified when analyzer_ changes
 };
 
 }  // namespace search
