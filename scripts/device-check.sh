@@ -12,8 +12,9 @@
 #            sees a GPU, else prepare.
 # env: BUNDLE (default .bundle), JOBS (build jobs, default nproc), SANITIZE=0 skips the sanitizer
 #      passes, LOG_DIR (keeps each step's whole output there), STEP_TIMEOUT (seconds per step, default 300: a step past it is a FAIL, not a hang).
-#      The sanitizers slow kernels 10-100x, so their passes run with SEARCH_TEST_QUICK=1 (every
-#      test, over fewer random batches and corpora) and leave out the few tests whose corpora are
+#      The sanitizers slow kernels 10-100x, so their passes run with SEARCH_TEST_QUICK=1
+#      (memcheck: every test, over 1/4 of the random batches and corpora) and =2 (racecheck, the
+#      slowest: 1/16) and leave out the few tests whose corpora are
 #      large (long lists, large random sets; the plain pass runs them): MEMCHECK_FILTER and
 #      RACECHECK_FILTER (default $heavy).
 set -uo pipefail
@@ -77,7 +78,7 @@ TIMEOUT after ${STEP_TIMEOUT:-300} s"
         [ -x "$bin" ] || continue
         step "memcheck $(basename "$t")" env SEARCH_TEST_QUICK=1 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$bin" \
           "--gtest_filter=${MEMCHECK_FILTER:-$heavy}"
-        step "racecheck $(basename "$t")" env SEARCH_TEST_QUICK=1 compute-sanitizer --tool racecheck --error-exitcode 99 "$bin" \
+        step "racecheck $(basename "$t")" env SEARCH_TEST_QUICK=2 compute-sanitizer --tool racecheck --error-exitcode 99 "$bin" \
           "--gtest_filter=${RACECHECK_FILTER:-$heavy}"
       done
     else

@@ -122,16 +122,19 @@ std::vector<NamedContext> AllContexts() {
   return {{"default", Context()}, {"pruned-or", PrunedContext()}, {"dense-or", DenseContext()}};
 }
 
-// SEARCH_TEST_QUICK=1 (scripts/device-check.sh sets it for the compute-sanitizer passes, which
-// slow kernels 10-100x): every test still runs, over fewer random batches, queries and corpora.
-bool Quick() {
-  static const bool quick = [] {
+// SEARCH_TEST_QUICK (scripts/device-check.sh sets it for the compute-sanitizer passes, which
+// slow kernels 10-100x, racecheck most): every test still runs, over fewer random batches,
+// queries and corpora: 1/4 of them at level 1 (memcheck), 1/16 at level 2 (racecheck).
+int QuickLevel() {
+  static const int level = [] {
     const char* v = std::getenv("SEARCH_TEST_QUICK");
-    return v != nullptr && v[0] != '\0' && v[0] != '0';
+    if (v == nullptr || v[0] == '\0' || v[0] == '0') return 0;
+    return v[0] == '1' ? 1 : 2;
   }();
-  return quick;
+  return level;
 }
-int Scaled(int n) { return Quick() ? std::max(1, n / 4) : n; }
+bool Quick() { return QuickLevel() > 0; }
+int Scaled(int n) { return QuickLevel() == 0 ? n : std::max(1, n / (QuickLevel() == 1 ? 4 : 16)); }
 
 std::string Describe(const Corpus& c, const TestQuery& q, QueryMode mode, uint32_t k) {
   std::string s = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " [";

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <iostream>
 #include <random>
 #include <sstream>
@@ -28,6 +29,17 @@ constexpr uint32_t kDocs = 4000;
 constexpr uint32_t kVocab = 500;
 
 Query RandomQuery(std::mt19937_64& rng) { return testing::RandomQuery(rng, kVocab); }
+
+// SEARCH_TEST_QUICK (scripts/device-check.sh's compute-sanitizer passes): fewer random queries,
+// 1/4 at level 1 (memcheck), 1/16 at level 2 (racecheck).
+int Scaled(int n) {
+  static const int div = [] {
+    const char* v = std::getenv("SEARCH_TEST_QUICK");
+    if (v == nullptr || v[0] == '\0' || v[0] == '0') return 1;
+    return v[0] == '1' ? 4 : 16;
+  }();
+  return std::max(1, n / div);
+}
 using testing::Describe;
 using testing::SameHits;
 
@@ -92,7 +104,7 @@ TEST_F(GpuExecutorAdapterTest, SameHitsAsTheCpuAdapter) {
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(2024);
   int mismatches = 0;
-  for (int i = 0; i < 600 && mismatches < 5; ++i) {
+  for (int i = 0; i < Scaled(600) && mismatches < 5; ++i) {
     const Query q = RandomQuery(rng);
     auto want = cpu.Execute(q, kNoDeadline, 0);
     ASSERT_TRUE(want.ok()) << want.status().ToString();
@@ -121,7 +133,7 @@ TEST_F(GpuExecutorAdapterTest, ConcurrentQueriesFromManyThreads) {
   std::mt19937_64 rng(99);
   std::vector<Query> queries;
   std::vector<std::vector<HitMsg>> want;
-  for (int i = 0; i < 400; ++i) {
+  for (int i = 0; i < Scaled(400); ++i) {
     queries.push_back(RandomQuery(rng));
     auto w = cpu.Execute(queries.back(), kNoDeadline, 0);
     ASSERT_TRUE(w.ok());
@@ -159,7 +171,7 @@ TEST_F(GpuExecutorAdapterTest, OutOfCacheMemoryFallsBackToTheCpu) {
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(5);
   int on_cpu = 0, on_gpu = 0;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < Scaled(200); ++i) {
     const Query q = RandomQuery(rng);
     auto want = cpu.Execute(q, kNoDeadline, 0);
     ASSERT_TRUE(want.ok());
@@ -272,9 +284,9 @@ TEST_F(GpuExecutorAdapterTest, BatchesAnswerAsTheCpu) {
   ASSERT_NE(gpu, nullptr);
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(41);
-  for (int round = 0; round < 4; ++round) {
+  for (int round = 0; round < Scaled(4); ++round) {
     std::vector<Query> qs;
-    for (int i = 0; i < 96; ++i) qs.push_back(RandomQuery(rng));
+    for (int i = 0; i < Scaled(96); ++i) qs.push_back(RandomQuery(rng));
     std::vector<BatchItem> items(qs.size());
     for (size_t i = 0; i < qs.size(); ++i) items[i].query = &qs[i];
     gpu->ExecuteBatch(items);
@@ -306,7 +318,7 @@ TEST_F(GpuExecutorAdapterTest, IntersectPrefixThenCpuGivesTheFullAnswer) {
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(43);
   int checked = 0;
-  for (int i = 0; i < 200; ++i) {
+  for (int i = 0; i < Scaled(200); ++i) {
     Query q = RandomQuery(rng);
     if (q.mode == QueryMode::kOr) q.mode = QueryMode::kAnd;
     for (double crossover : {2.0, 128.0}) {
@@ -336,7 +348,7 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
   std::mt19937_64 rng(47);
   std::vector<Query> qs;
   std::vector<std::vector<HitMsg>> want;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < Scaled(300); ++i) {
     qs.push_back(RandomQuery(rng));
     auto w = cpu.Execute(qs.back(), kNoDeadline, 0);
     ASSERT_TRUE(w.ok());
@@ -422,7 +434,7 @@ TEST_F(GpuExecutorAdapterTest, PreloadMakesTheLongestListsResident) {
   const uint64_t misses = gpu->cache().stats().misses;
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(77);
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < Scaled(100); ++i) {
     const Query r = RandomQuery(rng);
     auto want = cpu.Execute(r, kNoDeadline, 0);
     auto got = gpu->Execute(r, kNoDeadline, 0);
