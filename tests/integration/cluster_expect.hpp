@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,27 @@
 #include "cpu_exec/local_index.hpp"
 
 namespace search::testing {
+
+// A random corpus indexed once into `replicas` byte-identical directories (replica r of shard s
+// opens dirs[r] + "/shard-s") and the single-process index that answers for the whole cluster.
+struct ReplicatedIndex {
+  TempDir dir;
+  Corpus corpus;
+  std::vector<std::string> dirs;
+  std::unique_ptr<LocalIndex> local;
+
+  // Fatal gtest failures on error (call from SetUpTestSuite and check local != nullptr in SetUp).
+  void Build(size_t docs, uint32_t seed, uint32_t shards, uint32_t replicas) {
+    corpus = WriteCorpus(dir.path(), docs, seed);
+    for (uint32_t r = 0; r < replicas; ++r) dirs.push_back(dir.path() + "/index-" + std::string(1, char('a' + r)));
+    const Status st = BuildTestIndex(corpus, dirs[0], shards);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    for (uint32_t r = 1; r < replicas; ++r) fs::copy(dirs[0], dirs[r], fs::copy_options::recursive);
+    auto l = LocalIndex::Open(dirs[0]);
+    ASSERT_TRUE(l.ok()) << l.status().ToString();
+    local = std::move(*l);
+  }
+};
 
 // The exact hits of a LocalIndex, as (external id, docID, score).
 inline std::vector<ExternalHit> ExpectedHits(const LocalIndex& index, const std::string& q, QueryMode mode,

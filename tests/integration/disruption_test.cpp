@@ -160,13 +160,7 @@ std::vector<Episode> Plan(uint32_t seed, const std::vector<Kind>& kinds) {
   return plan;
 }
 
-struct Shared {
-  TempDir dir;
-  Corpus corpus;
-  std::string index[kReplicas];  // replica r of shard s opens index[r]/shard-s
-  std::unique_ptr<LocalIndex> local;
-};
-Shared* g = nullptr;
+ReplicatedIndex* g = nullptr;  // built once per suite
 
 // What one request got, and what was wrong with it.
 struct Outcome {
@@ -295,16 +289,8 @@ bool AllThreadsStopped(pid_t pid) {
 class DisruptionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g = new Shared;
-    g->corpus = WriteCorpus(g->dir.path(), kDocs, 20240821);
-    g->index[0] = g->dir.path() + "/index-a";
-    g->index[1] = g->dir.path() + "/index-b";
-    Status st = BuildTestIndex(g->corpus, g->index[0], kShards);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    std::filesystem::copy(g->index[0], g->index[1], std::filesystem::copy_options::recursive);
-    auto l = LocalIndex::Open(g->index[0]);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    g->local = std::move(*l);
+    g = new ReplicatedIndex;
+    g->Build(kDocs, 20240821, kShards, kReplicas);
   }
   static void TearDownTestSuite() {
     delete g;
@@ -312,16 +298,11 @@ class DisruptionTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
-    ip_ = FirstExecutable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
-    if (ip_.empty()) GTEST_SKIP() << "no ip (iproute2) binary";
-    ASSERT_NE(g->local, nullptr);
-    CleanStale(kNsPrefix, kLinkPrefix);
-    lab_ = std::make_unique<NetLab>(kNsPrefix, kLinkPrefix, kNodes);
-    bool missing = false;
-    const std::string err = lab_->Setup(&missing);
-    if (missing) GTEST_SKIP() << "network namespaces unavailable: " << err;
+    std::string err;
+    const std::string skip = StartNetLab(kNsPrefix, kLinkPrefix, kNodes, &ip_, &lab_, &err);
+    if (!skip.empty()) GTEST_SKIP() << skip;
     ASSERT_EQ(err, "");
+    ASSERT_NE(g->local, nullptr);
     signal_cleanup_ = std::make_unique<NetLabSignalCleanup>(*lab_, ip_);
     setpriv_ = FirstExecutable({"/usr/bin/setpriv", "/bin/setpriv"});
     tc_ = FirstExecutable({"/usr/sbin/tc", "/sbin/tc", "/usr/bin/tc", "/bin/tc"});
@@ -336,7 +317,7 @@ class DisruptionTest : public ::testing::Test {
       nodes_[i] = std::make_unique<Process>();
       ASSERT_TRUE(
           nodes_[i]->Start(InNamespace(setpriv_, ip_, lab_->NodeNs(i),
-                                       {SEARCH_NODE_BIN, "--index", g->index[rep] + "/shard-" + std::to_string(s),
+                                       {SEARCH_NODE_BIN, "--index", g->dirs[rep] + "/shard-" + std::to_string(s),
                                         "--listen", listen, "--threads", "2"}),
                            run_->path() + "/node" + std::to_string(i)));
       shards += std::string(i == 0 ? "" : rep == 0 ? "," : "|") + listen;

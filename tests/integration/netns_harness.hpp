@@ -22,6 +22,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <memory>
+
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -262,6 +264,22 @@ class NetLab {
 // async-signal-safe) with a shell that kills every process in the lab's namespaces, deletes them
 // and the root link, and exits 128+signal; the destructor restores the previous handlers. One at
 // a time per process. REQUIRES: the lab is set up; `ip` is an absolute path.
+// The start of a namespace test's SetUp: root, iproute2, the namespaces a crashed earlier run left
+// removed, then the lab of `nodes` namespaces set up. Returns why the test must skip ("" when it
+// may run); a setup failure the machine should not have is left in *error.
+inline std::string StartNetLab(const std::string& ns_prefix, const std::string& link_prefix, size_t nodes,
+                               std::string* ip, std::unique_ptr<NetLab>* lab, std::string* error) {
+  if (::geteuid() != 0) return "needs root for ip netns";
+  *ip = FirstExecutable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
+  if (ip->empty()) return "no ip (iproute2) binary";
+  CleanStale(ns_prefix, link_prefix);
+  *lab = std::make_unique<NetLab>(ns_prefix, link_prefix, nodes);
+  bool missing = false;
+  *error = (*lab)->Setup(&missing);
+  if (missing) return "network namespaces unavailable: " + *error;
+  return "";
+}
+
 class NetLabSignalCleanup {
  public:
   NetLabSignalCleanup(const NetLab& lab, const std::string& ip) {

@@ -92,16 +92,11 @@ class NetnsClusterTest : public ::testing::Test {
   }
 
   void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
-    ip_ = FirstExecutable({"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"});
-    if (ip_.empty()) GTEST_SKIP() << "no ip (iproute2) binary";
-    ASSERT_NE(g_index->local3, nullptr);
-    CleanStale(kNsPrefix, kLinkPrefix);
-    lab_ = std::make_unique<NetLab>(kNsPrefix, kLinkPrefix, kShards);
-    bool missing = false;
-    const std::string err = lab_->Setup(&missing);
-    if (missing) GTEST_SKIP() << "network namespaces unavailable: " << err;
+    std::string err;
+    const std::string skip = StartNetLab(kNsPrefix, kLinkPrefix, kShards, &ip_, &lab_, &err);
+    if (!skip.empty()) GTEST_SKIP() << skip;
     ASSERT_EQ(err, "");
+    ASSERT_NE(g_index->local3, nullptr);
     setpriv_ = FirstExecutable({"/usr/bin/setpriv", "/bin/setpriv"});
 
     run_ = std::make_unique<TempDir>();

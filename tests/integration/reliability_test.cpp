@@ -28,13 +28,7 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kShards = 2, kReplicas = 2;
 
-struct Shared {
-  TempDir dir;
-  Corpus corpus;
-  std::string index[kReplicas];
-  std::unique_ptr<LocalIndex> local;
-};
-Shared* g = nullptr;
+ReplicatedIndex* g = nullptr;  // built once per suite
 
 // What the clients saw.
 struct Tally {
@@ -57,16 +51,8 @@ struct Tally {
 class ReliabilityTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    g = new Shared;
-    g->corpus = WriteCorpus(g->dir.path(), 2500, 777);
-    g->index[0] = g->dir.path() + "/index-a";
-    g->index[1] = g->dir.path() + "/index-b";
-    Status st = BuildTestIndex(g->corpus, g->index[0], kShards);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    std::filesystem::copy(g->index[0], g->index[1], std::filesystem::copy_options::recursive);
-    auto l = LocalIndex::Open(g->index[0]);
-    ASSERT_TRUE(l.ok()) << l.status().ToString();
-    g->local = std::move(*l);
+    g = new ReplicatedIndex;
+    g->Build(2500, 777, kShards, kReplicas);
   }
   static void TearDownTestSuite() {
     delete g;
@@ -109,7 +95,7 @@ class ReliabilityTest : public ::testing::Test {
   void StartNode(size_t i) {
     nodes_[i] = std::make_unique<Process>();
     const uint32_t shard = static_cast<uint32_t>(i / kReplicas), replica = static_cast<uint32_t>(i % kReplicas);
-    ASSERT_TRUE(nodes_[i]->Start({SEARCH_NODE_BIN, "--index", g->index[replica] + "/shard-" + std::to_string(shard),
+    ASSERT_TRUE(nodes_[i]->Start({SEARCH_NODE_BIN, "--index", g->dirs[replica] + "/shard-" + std::to_string(shard),
                                   "--listen", endpoints_[i], "--threads", "2", "--drain-timeout-ms", "5000"},
                                  run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
     auto ready = nodes_[i]->WaitReady();
@@ -254,7 +240,7 @@ TEST_F(ReliabilityTest, CorruptReplicaIsRoutedAroundAndReportsDegraded) {
   ASSERT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   // Replica a of shard 0 gets its own copy with the list of a frequent term corrupted.
   const std::string copy = run_->path() + "/corrupt";
-  std::filesystem::copy(g->index[0], copy, std::filesystem::copy_options::recursive);
+  std::filesystem::copy(g->dirs[0], copy, std::filesystem::copy_options::recursive);
   const std::string term = g->corpus.vocab[2];
   const Status c = CorruptList(copy + "/shard-0", term);
   ASSERT_TRUE(c.ok()) << c.ToString();
