@@ -17,29 +17,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_check.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/intersect.hpp"
 
 namespace search::gpu {
 namespace {
-
-#define BENCH_CHECK_CUDA(expr)                                                                    \
-  do {                                                                                            \
-    const cudaError_t e_ = (expr);                                                                \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-
-#define BENCH_CHECK_OK(expr)                                                                     \
-  do {                                                                                           \
-    const ::search::Status s_ = (expr);                                                          \
-    if (!s_.ok()) {                                                                              \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, s_.ToString().c_str()); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 struct Options {
   int na_log = 18;
