@@ -22,6 +22,9 @@ struct AnalyzerConfig {
   std::vector<std::string> stopwords;  // already lowercased; matched before stemming
 
   // {"tokenizer":"ascii-alnum-lower","stem":"english"|null,"stopwords":[...]}
+  // Throws nlohmann::json::type_error (316) when a stopword is not valid UTF-8 (a stopword file in
+  // another encoding: tokens keep their high bytes); the index builder catches it and fails with
+  // "shard metadata does not serialise: ... UTF-8 ..." before anything is published.
   std::string ToJson() const;
   static Result<AnalyzerConfig> FromJson(std::string_view json);
   // Reads a stopword file: one word per line, '#' starts a comment, blank lines ignored; words are
