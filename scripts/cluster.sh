@@ -2,20 +2,22 @@
 # A local cluster on loopback: one search-node per shard of an index plus the search-integrator.
 # usage: scripts/cluster.sh start  --index DIR [--base-port P] [--build DIR] [--run-dir R]
 #                                   [--cache-mb M] [--timeout-ms T] [--threads N]
+#                                   [--node-args "ARGS"] [--integrator-args "ARGS"]
 #        scripts/cluster.sh stop   [--run-dir R]
 #        scripts/cluster.sh status [--run-dir R]
 # Ports from P (default 9200): HTTP P, integrator metrics P+1, node i ZeroMQ P+10+2i, node i
 # metrics P+11+2i. Pid files, logs and cluster.env live in the run dir (default
 # /tmp/gpu-search-cluster, or $SEARCH_RUN_DIR). start returns once /health is green; it refuses to
 # start a second cluster over a live one. stop sends SIGTERM (the processes drain and exit 0),
-# then SIGKILL after 15 s.
+# then SIGKILL after 15 s. --node-args / --integrator-args add flags to every search-node / to the
+# integrator (split on spaces), e.g. --node-args "--scheduler cpu --gpu off".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 cmd=${1:-}
 [ $# -gt 0 ] && shift
 index="" base_port=9200 build=build run_dir=${SEARCH_RUN_DIR:-/tmp/gpu-search-cluster}
-cache_mb=64 timeout_ms=500 threads=0
+cache_mb=64 timeout_ms=500 threads=0 node_args="" integrator_args=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --index) index=$2; shift 2 ;;
@@ -25,7 +27,9 @@ while [ $# -gt 0 ]; do
     --cache-mb) cache_mb=$2; shift 2 ;;
     --timeout-ms) timeout_ms=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    --node-args) node_args=$2; shift 2 ;;
+    --integrator-args) integrator_args=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -73,13 +77,13 @@ start() {
     path=$(py "j['shards'][$i]['path']" <"$index/manifest.json")
     local zport=$((base_port + 10 + 2 * i)) mport=$((base_port + 11 + 2 * i))
     nohup "$node_bin" --index "$index/$path" --listen "tcp://127.0.0.1:$zport" --metrics "127.0.0.1:$mport" \
-      --threads "$threads" >"$run_dir/node-$i.log" 2>&1 </dev/null &
+      --threads "$threads" $node_args >"$run_dir/node-$i.log" 2>&1 </dev/null &
     echo $! >"$run_dir/node-$i.pid"
     endpoints+="${endpoints:+,}tcp://127.0.0.1:$zport"
   done
   for ((i = 0; i < shards; i++)); do wait_ready "$run_dir/node-$i.log" "$run_dir/node-$i.pid" "node $i"; done
   nohup "$integ_bin" --shards "$endpoints" --index "$index" --http "127.0.0.1:$base_port" \
-    --metrics "127.0.0.1:$((base_port + 1))" --cache-mb "$cache_mb" --timeout-ms "$timeout_ms" \
+    --metrics "127.0.0.1:$((base_port + 1))" --cache-mb "$cache_mb" --timeout-ms "$timeout_ms" $integrator_args \
     >"$run_dir/integrator.log" 2>&1 </dev/null &
   echo $! >"$run_dir/integrator.pid"
   wait_ready "$run_dir/integrator.log" "$run_dir/integrator.pid" "integrator"

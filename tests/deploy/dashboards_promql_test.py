@@ -304,16 +304,13 @@ def main():
         with open(qfile) as f:
             queries = [ln.strip() for ln in f if ln.strip()]
 
-        # A build tree for cluster.sh whose search-node runs the CPU/GPU scheduler in cpu mode, so
-        # that the nodes export the search_sched_* families a GPU node exports (without a
-        # scheduler, on CPU-only hosts, the scheduler panels are empty by design).
+        # The nodes run the CPU/GPU scheduler in cpu mode (cluster.sh --node-args), so that they
+        # export the search_sched_* families a GPU node exports (without a scheduler, on CPU-only
+        # hosts, the scheduler panels are empty by design).
         build = os.path.join(tmp, "build")
         os.makedirs(os.path.join(build, "node"))
         os.makedirs(os.path.join(build, "integrator"))
-        wrapper = os.path.join(build, "node", "search-node")
-        with open(wrapper, "w") as f:
-            f.write('#!/bin/sh\nexec "%s" "$@" --scheduler cpu\n' % os.path.abspath(a.node))
-        os.chmod(wrapper, 0o755)
+        os.symlink(os.path.abspath(a.node), os.path.join(build, "node", "search-node"))
         os.symlink(os.path.abspath(a.integrator), os.path.join(build, "integrator", "search-integrator"))
 
         base = pick_base(a.base_port)
@@ -321,7 +318,8 @@ def main():
         log(f"cluster on ports {base}.., Prometheus on {prom_port}, work dir {tmp}")
         cluster_started = True
         subprocess.run(["bash", os.path.join(source, "scripts/cluster.sh"), "start", "--index", index,
-                        "--base-port", str(base), "--build", build, "--run-dir", run_dir, "--cache-mb", "16"],
+                        "--base-port", str(base), "--build", build, "--run-dir", run_dir, "--cache-mb", "16",
+                        "--node-args", "--scheduler cpu"],
                        check=True, cwd=source)
 
         # Prometheus: the deployment's scrape config with its targets on loopback.
