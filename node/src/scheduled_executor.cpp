@@ -174,6 +174,7 @@ Status ScheduledExecutor::Calibrate() {
   if (nonempty.empty()) return Status::Ok();  // an empty shard: nothing to learn; defaults apply
 
   std::vector<CostSample> cpu_samples, gpu_samples;
+  std::vector<Query> gpu_queries;  // the calibration queries, for the batched GPU pass
   const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
   for (size_t i = 0; i < options_.calibration_queries && !over(); ++i) {
     Query q;
@@ -193,15 +194,36 @@ Status ScheduledExecutor::Calibrate() {
     auto cpu = cpu_.Execute(q, kNoDeadline, 0);
     if (cpu.ok()) cpu_samples.push_back({f, MicrosSince(c0)});
     if (gpu_ == nullptr) continue;
-    // GPU: cold (its lists copied first), then resident.
-    for (int pass = 0; pass < 2; ++pass) {
-      SEARCH_ASSIGN_OR_RETURN(QueryFeatures g, Features(q));
-      BatchItem item;
-      item.query = &q;
-      auto g0 = SchedClock::now();
-      gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
-      if (item.result.ok()) gpu_samples.push_back({g, MicrosSince(g0)});
+    // GPU, cold: alone, its lists copied first (what a non-resident list costs).
+    BatchItem item;
+    item.query = &q;
+    auto g0 = SchedClock::now();
+    gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
+    if (item.result.ok()) gpu_samples.push_back({f, MicrosSince(g0)});
+    gpu_queries.push_back(std::move(q));
+  }
+  // GPU, resident, as the scheduler runs it: in batches of up to max_batch, each batch's time
+  // apportioned to its queries by postings. The online refresh observes apportioned batch times
+  // too (HybridScheduler::GpuLoop), so the model learns the GPU's cost per query under batching
+  // from the start, not one query's latency (on an H100 that made the CPU look cheaper than the
+  // GPU for most queries while the GPU alone sustained twice the CPU's rate).
+  const size_t per_batch = std::max<size_t>(1, options_.sched.policy.max_batch);
+  for (size_t b = 0; b < gpu_queries.size() && !over(); b += per_batch) {
+    const size_t n = std::min(per_batch, gpu_queries.size() - b);
+    std::vector<BatchItem> items(n);
+    std::vector<QueryFeatures> feats(n);
+    double total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      items[i].query = &gpu_queries[b + i];
+      SEARCH_ASSIGN_OR_RETURN(feats[i], Features(gpu_queries[b + i]));
+      total += std::max<double>(1.0, static_cast<double>(feats[i].total));
     }
+    const auto t = SchedClock::now();
+    gpu_->ExecuteBatch(items);
+    const double us = MicrosSince(t);
+    for (size_t i = 0; i < n; ++i)
+      if (items[i].result.ok())
+        gpu_samples.push_back({feats[i], us * std::max<double>(1.0, static_cast<double>(feats[i].total)) / total});
   }
   model_.Calibrate(Unit::kCpu, cpu_samples);
   model_.Calibrate(Unit::kGpu, gpu_samples);

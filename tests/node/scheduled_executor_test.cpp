@@ -248,6 +248,8 @@ TEST_F(ScheduledExecutorTest, CalibrationFitsBothProcessors) {
   ASSERT_TRUE(e.ok()) << e.status().ToString();
   EXPECT_GT((*e)->calibration_samples(Unit::kCpu), 8u);
   EXPECT_GT((*e)->calibration_samples(Unit::kGpu), 8u);
+  // The resident GPU samples come from batches, as the scheduler runs the GPU.
+  EXPECT_GT(gpu.max_batch.load(), 1u);
   Query q;
   q.terms = {testing::Word(1), testing::Word(2)};
   auto f = (*e)->Features(q);

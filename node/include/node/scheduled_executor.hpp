@@ -18,7 +18,9 @@
 //
 // Calibration (Create): a short run on this node's own index and hardware fits the cost model:
 // terms sampled from the shard by list length (log2 buckets), random 2-4 term queries in every
-// mode, each run on the CPU (warm) and on the GPU (cold, then resident), within a time budget.
+// mode, each run on the CPU (warm) and on the GPU (alone and cold; then resident, in batches of up
+// to max_batch whose time is apportioned by postings, as the online refresh apportions a batch's
+// time), within a time budget.
 // Nothing is hand-set; the model then follows observed run times online.
 // Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none).
 // Never a wrong or lost answer: a GPU failure reruns the query on the CPU.
