@@ -36,6 +36,41 @@ struct ReplicatedIndex {
   }
 };
 
+// Stops a cluster as an operator would: SIGTERM to the integrator, then to every live node (after
+// SIGCONT, in case a test left it stopped); each must drain and exit 0 within 15 s.
+template <class Nodes>
+void StopGracefully(Process* integrator, Nodes& nodes) {
+  if (integrator != nullptr && integrator->running()) {
+    integrator->Signal(SIGTERM);
+    auto st = integrator->Wait(std::chrono::seconds(15));
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "integrator: " << DescribeExit(st) << "\n"
+                                                               << integrator->Logs();
+  }
+  for (auto& n : nodes) {
+    if (!n || !n->running()) continue;
+    n->Signal(SIGCONT);
+    n->Signal(SIGTERM);
+    auto st = n->Wait(std::chrono::seconds(15));
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
+  }
+}
+
+// Polls /health (through `health`, a callable returning HttpResult) until every shard reports
+// `replicas` replicas up; false after `limit`.
+template <class Health>
+bool WaitReplicasUp(Health health, uint32_t replicas, std::chrono::milliseconds limit) {
+  const auto end = Clock::now() + limit;
+  while (Clock::now() < end) {
+    const HttpResult h = health();
+    bool all = h.status == 200 && h.body.is_object() && h.body["shards"].is_array();
+    if (all)
+      for (const auto& s : h.body["shards"]) all = all && s["replicas_up"] == replicas;
+    if (all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 // The exact hits of a LocalIndex, as (external id, docID, score).
 inline std::vector<ExternalHit> ExpectedHits(const LocalIndex& index, const std::string& q, QueryMode mode,
                                              uint32_t k) {

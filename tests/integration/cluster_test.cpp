@@ -75,19 +75,7 @@ class ClusterTest : public ::testing::Test {
 
   void TearDown() override {
     // SIGTERM: every live process drains and exits 0.
-    if (integrator_ && integrator_->running()) {
-      integrator_->Signal(SIGTERM);
-      auto st = integrator_->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0)
-          << "integrator: " << DescribeExit(st) << "\n" << integrator_->Logs();
-    }
-    for (auto& n : nodes_) {
-      if (!n || !n->running()) continue;
-      n->Signal(SIGCONT);
-      n->Signal(SIGTERM);
-      auto st = n->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
-    }
+    StopGracefully(integrator_.get(), nodes_);
   }
 
   static int PortOf(const std::string& host_port) { return std::stoi(host_port.substr(host_port.rfind(':') + 1)); }

@@ -340,29 +340,12 @@ class DisruptionTest : public ::testing::Test {
 
   void TearDown() override {
     UndoAll();  // a failure mid-episode leaves nothing stopped, slowed or cut off
-    if (integrator_ && integrator_->running()) {
-      integrator_->Signal(SIGTERM);
-      auto st = integrator_->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "integrator: " << DescribeExit(st) << "\n"
-                                                                 << integrator_->Logs();
-    }
-    for (auto& n : nodes_) {
-      if (!n || !n->running()) continue;
-      n->Signal(SIGTERM);
-      auto st = n->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
-    }
+    StopGracefully(integrator_.get(), nodes_);
     integrator_.reset();
     for (auto& n : nodes_) n.reset();
     signal_cleanup_.reset();
-    if (lab_) {
-      const std::string root_link = lab_->RootLink();
-      lab_.reset();
-      // Nothing of this run is left behind: no namespace (and so no qdisc, rule or process in one), no link.
-      const std::string mine = kNsPrefix + std::to_string(::getpid()) + "-";
-      for (const auto& ns : OurNamespaces(kNsPrefix)) EXPECT_NE(ns.rfind(mine, 0), 0u) << "left behind: " << ns;
-      EXPECT_NE(Sh("ip link show " + root_link).rc, 0) << "left behind: " << root_link;
-    }
+    // Nothing of this run is left behind: no namespace (and so no qdisc, rule or process in one), no link.
+    for (const auto& left : CloseNetLab(&lab_, kNsPrefix)) ADD_FAILURE() << "left behind: " << left;
   }
 
   // Which ways of delaying and dropping this kernel and these tools offer.
@@ -524,16 +507,7 @@ class DisruptionTest : public ::testing::Test {
 
   // Every shard has all its replicas up.
   bool WaitReplicasUp(std::chrono::milliseconds limit) {
-    const auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto h = Get("/health");
-      bool all = h.status == 200 && h.body.is_object() && h.body["shards"].is_array();
-      if (all)
-        for (const auto& s : h.body["shards"]) all = all && s["replicas_up"] == kReplicas;
-      if (all) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return search::testing::WaitReplicasUp([&] { return Get("/health"); }, kReplicas, limit);
   }
 
   // One random query, asked and judged.

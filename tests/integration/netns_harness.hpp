@@ -280,6 +280,20 @@ inline std::string StartNetLab(const std::string& ns_prefix, const std::string& 
   return "";
 }
 
+// The end of a namespace test's TearDown: the lab torn down, then what this process left behind
+// (namespaces of this pid, the root link), which should be nothing.
+inline std::vector<std::string> CloseNetLab(std::unique_ptr<NetLab>* lab, const std::string& ns_prefix) {
+  std::vector<std::string> left;
+  if (!*lab) return left;
+  const std::string root_link = (*lab)->RootLink();
+  lab->reset();
+  const std::string mine = ns_prefix + std::to_string(::getpid()) + "-";
+  for (const auto& ns : OurNamespaces(ns_prefix))
+    if (ns.rfind(mine, 0) == 0) left.push_back(ns);
+  if (Sh("ip link show " + root_link).rc == 0) left.push_back(root_link);
+  return left;
+}
+
 class NetLabSignalCleanup {
  public:
   NetLabSignalCleanup(const NetLab& lab, const std::string& ip) {

@@ -132,28 +132,11 @@ class NetnsClusterTest : public ::testing::Test {
 
   void TearDown() override {
     // SIGTERM: every live process drains and exits 0, as on loopback.
-    if (integrator_ && integrator_->running()) {
-      integrator_->Signal(SIGTERM);
-      auto st = integrator_->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "integrator: " << DescribeExit(st) << "\n"
-                                                                 << integrator_->Logs();
-    }
-    for (auto& n : nodes_) {
-      if (!n || !n->running()) continue;
-      n->Signal(SIGTERM);
-      auto st = n->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node: " << DescribeExit(st) << "\n" << n->Logs();
-    }
+    StopGracefully(integrator_.get(), nodes_);
     integrator_.reset();
     nodes_.clear();
-    if (lab_) {
-      const std::string root_link = lab_->RootLink();
-      lab_.reset();
-      // Nothing of this run is left behind.
-      const std::string mine = kNsPrefix + std::to_string(::getpid()) + "-";
-      for (const auto& ns : OurNamespaces(kNsPrefix)) EXPECT_NE(ns.rfind(mine, 0), 0u) << "left behind: " << ns;
-      EXPECT_NE(Sh("ip link show " + root_link).rc, 0) << "left behind: " << root_link;
-    }
+    // Nothing of this run is left behind.
+    for (const auto& left : CloseNetLab(&lab_, kNsPrefix)) ADD_FAILURE() << "left behind: " << left;
   }
 
   std::vector<std::string> InNamespace(const std::string& ns, std::vector<std::string> argv) const {

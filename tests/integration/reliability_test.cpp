@@ -79,17 +79,7 @@ class ReliabilityTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (integrator_ && integrator_->running()) {
-      integrator_->Signal(SIGTERM);
-      auto st = integrator_->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << integrator_->Logs();
-    }
-    for (auto& n : nodes_) {
-      if (!n || !n->running()) continue;
-      n->Signal(SIGTERM);
-      auto st = n->Wait(15s);
-      EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << n->Logs();
-    }
+    StopGracefully(integrator_.get(), nodes_);
   }
 
   void StartNode(size_t i) {
@@ -114,16 +104,7 @@ class ReliabilityTest : public ::testing::Test {
 
   // Every shard has all its replicas up.
   bool WaitReplicasUp(std::chrono::milliseconds limit) {
-    const auto end = Clock::now() + limit;
-    while (Clock::now() < end) {
-      auto h = Fetch("127.0.0.1", http_port_, "/health");
-      bool all = h.status == 200 && h.body.is_object() && h.body["shards"].is_array();
-      if (all)
-        for (const auto& s : h.body["shards"]) all = all && s["replicas_up"] == kReplicas;
-      if (all) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
+    return search::testing::WaitReplicasUp([&] { return Fetch("127.0.0.1", http_port_, "/health"); }, kReplicas, limit);
   }
 
   // One client: random queries until `stop`; every 200 answer checked against LocalIndex.
