@@ -42,6 +42,9 @@ import urllib.parse
 import urllib.request
 import zlib
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from local_ports import port_free  # noqa: E402
+
 SKIP = 77
 SHARDS = 2
 WINDOW = (1280, 900)
@@ -230,16 +233,6 @@ def run(cmd, timeout=60, **kw):
 def get_json(url, timeout=5):
     with urllib.request.urlopen(url, timeout=timeout) as r:
         return json.loads(r.read())
-
-
-def port_free(port):
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
 
 
 def kill_group(proc):
