@@ -87,6 +87,17 @@ std::string Describe(const Exec& e) {
   return "exit " + std::to_string(e.code);
 }
 
+// A run the test tried to kill either finished on its own (then with exit 0) or died of the
+// SIGKILL; it never hung.
+void ExpectFinishedOrKilled(const Exec& e, const std::string& ctx) {
+  if (e.exited) {
+    EXPECT_EQ(e.code, 0) << ctx << "the build failed on its own: " << e.err;
+  } else {
+    EXPECT_EQ(e.signal, SIGKILL) << ctx << Describe(e);
+    EXPECT_FALSE(e.timed_out) << ctx << "the build hung";
+  }
+}
+
 std::string Quoted(const std::vector<std::string>& argv) {
   std::string s;
   for (const auto& a : argv) s += (s.empty() ? "" : " ") + a;
@@ -423,14 +434,8 @@ class CrashSafetyTest : public ::testing::Test {
                               Quoted(argv) + ": ";
 
       const Exec killed = c.Ctl(argv, trial.plan);
-      std::string outcome;
-      if (killed.exited) {
-        EXPECT_EQ(killed.code, 0) << ctx << "the build failed on its own: " << killed.err;
-        outcome = "finished before the kill";
-      } else {
-        EXPECT_EQ(killed.signal, SIGKILL) << ctx << Describe(killed);
-        EXPECT_FALSE(killed.timed_out) << ctx << "the build hung";
-      }
+      ExpectFinishedOrKilled(killed, ctx);
+      std::string outcome = killed.exited ? "finished before the kill" : "";
       // DIR.
       bool loads = false;
       Expected got;
@@ -558,12 +563,7 @@ class CrashSafetyTest : public ::testing::Test {
       const std::string ctx =
           "[" + what + " --force trial " + std::to_string(i) + ": " + label + "] searchctl " + Quoted(argv) + ": ";
       const Exec killed = c.Ctl(argv, plan);
-      if (killed.exited) {
-        EXPECT_EQ(killed.code, 0) << ctx << killed.err;
-      } else {
-        EXPECT_EQ(killed.signal, SIGKILL) << ctx << Describe(killed);
-        EXPECT_FALSE(killed.timed_out) << ctx << "the build hung";
-      }
+      ExpectFinishedOrKilled(killed, ctx);
       bool loads = false;
       Expected got;
       EXPECT_EQ(c.Inspect(dir, &loads, &got), "") << ctx << "DIR";
