@@ -15,6 +15,7 @@
 #      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-/dev/shm/gpu-bench}
@@ -27,8 +28,6 @@ batches=${BATCHES:-1 32}
 modes=${MODES:-and or andor}
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ctl=$bundle/bin/searchctl
-start=$(date +%s)
-step() { echo "== [$(( $(date +%s) - start ))s] $*"; }
 
 step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
 if [ "${KERNELS:-1}" != 0 ]; then
@@ -70,7 +69,6 @@ for mode in $modes; do
 done
 
 step "summary (docs=$docs)"
-field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 printf '%-6s %-4s %5s %5s %7s %10s %10s %10s %10s %10s %12s\n' mode eng batch cold threads qps mean_us p50_us p95_us p99_us postings/q
 for line in "${results[@]}"; do
   printf '%-6s %-4s %5s %5s %7s %10.1f %10.0f %10.0f %10.0f %10.0f %12.0f\n' "$(field "$line" mode)" \

@@ -21,6 +21,7 @@
 #      NODE_ARGS (extra search-node flags), KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-/dev/shm/gpu-bench}
@@ -38,16 +39,11 @@ conns=${CONNECTIONS:-256}
 out_dir=${OUT_DIR:-$work}
 export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 ctl=$bundle/bin/searchctl
-t0=$(date +%s)
-step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
 mkdir -p "$work" "$out_dir"
 idx=$work/synthetic-$docs
 qlog=$work/queries-$docs.txt
 min_df=$(( (docs * 4 + 99999) / 100000 ))
 [ "$min_df" -ge 1 ] || min_df=1
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
 
 step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
 if [ ! -f "$idx/manifest.json" ]; then
@@ -61,7 +57,6 @@ fi
 node_port=7701 http_port=7700 metrics_port=7702
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries" >"$csv"
-field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 
 for mode in $modes; do
   step "scheduler $mode: starting node + integrator"

@@ -19,6 +19,7 @@
 # 6 x (SECONDS_PER_RUN + WARMUP + open); the whole script stays under 9 minutes with the defaults.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-data/scale}
@@ -49,8 +50,6 @@ qlog=$work/queries-$docs.txt
 min_df=$(( (docs * 4 + 99999) / 100000 ))
 [ "$min_df" -ge 1 ] || min_df=1
 
-start=$(date +%s)
-step() { echo "== [$(( $(date +%s) - start ))s] $*"; }
 
 step "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%dT%H:%MZ)"
 step "generate --docs $docs --shards $shards --model $model --seed $seed --threads $threads -> $idx"
@@ -80,10 +79,9 @@ for t in "$threads" 1; do
 done
 
 step "summary (docs=$docs, model=$model, shards=$shards)"
-field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2; }
 printf '%-6s %7s %10s %10s %10s %10s %10s %14s %14s\n' mode threads qps mean_us p50_us p95_us p99_us postings/query bytes/query
 for line in "${results[@]}"; do
-  printf '%-6s %7s %10.1f %10.0f %10.0f %10.0f %10.0f %14.0f %14.0f\n' "$(field "$line" mode | tr -d '"')" \
+  printf '%-6s %7s %10.1f %10.0f %10.0f %10.0f %10.0f %14.0f %14.0f\n' "$(field "$line" mode)" \
     "$(field "$line" threads)" "$(field "$line" qps)" "$(field "$line" mean_us)" "$(field "$line" p50_us)" \
     "$(field "$line" p95_us)" "$(field "$line" p99_us)" "$(field "$line" postings_decoded_per_query)" \
     "$(field "$line" bytes_touched_per_query)"

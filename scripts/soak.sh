@@ -19,6 +19,7 @@
 #      OVERLOAD_SECONDS, MODE (and)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench_lib.sh
 
 work=${1:-/tmp/soak}
 build=${BUILD:-build}
@@ -27,12 +28,6 @@ deadline=${DEADLINE_MS:-500}
 conns=${CONNECTIONS:-512}
 mode=${MODE:-and}
 ctl=$build/tools/searchctl/searchctl
-t0=$(date +%s)
-step() { echo "== [$(( $(date +%s) - t0 ))s] $*"; }
-field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
-trap cleanup EXIT
 mkdir -p "$work"
 out=$work/soak.md
 
