@@ -8,6 +8,7 @@
 #pragma nv_diag_suppress 2810
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -30,6 +31,31 @@ struct GpuContext::Impl {
   cudaMemPool_t pool = nullptr;
   PinnedBuffer pinned;
   GpuContextOptions options;
+  // Pinned staging for one round's host-to-device uploads: a cudaMemcpyAsync from pageable memory
+  // makes the host wait for the stream's earlier work (and goes through the driver's own staging
+  // under its locks), which serialized the launch sequence behind the GPU. Bump-allocated; reset
+  // after the round's synchronization, when outgrown buffers (`retired`) are freed too.
+  PinnedBuffer staging;
+  size_t staged = 0;
+  std::vector<PinnedBuffer> retired;
+
+  Result<char*> Stage(size_t bytes) {
+    bytes = (bytes + 255) & ~size_t{255};
+    if (staged + bytes > staging.size()) {
+      const size_t grown = std::max({bytes, staging.size() * 2, size_t{1} << 20});
+      if (staged > 0) retired.push_back(std::move(staging));  // copies from it may still be pending
+      staging.Reset();
+      SEARCH_ASSIGN_OR_RETURN(staging, PinnedBuffer::Allocate(grown));
+      staged = 0;
+    }
+    char* p = staging.as<char>() + staged;
+    staged += bytes;
+    return p;
+  }
+  void EndRound() {  // REQUIRES: the stream is synchronized
+    staged = 0;
+    retired.clear();
+  }
   ~Impl() {
     if (stream.get() != nullptr) (void)cudaStreamSynchronize(stream.get());
     if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
@@ -69,6 +95,11 @@ Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& 
 namespace {
 
 constexpr uint32_t kMaxGridX = 2048;
+// CTAs one launch of a batch may spread over its queries: gridDim.x shrinks with gridDim.y * z
+// (the grid-stride loops cover the rest), so a batch of many queries does not queue hundreds of
+// thousands of CTAs that mostly find nothing to do (grid.x is sized by the batch's largest query).
+constexpr uint64_t kMaxCtasPerLaunch = 8192;
+constexpr uint32_t kMinGridX = 16;
 constexpr uint32_t kMaxBatchY = 4096;  // queries per launch sequence (gridDim.y)
 // A later list is decoded whole when the candidates are at least this many times its block count
 // (most blocks would hold a candidate anyway); otherwise only blocks holding candidates.
@@ -83,10 +114,49 @@ constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
 constexpr size_t Align(size_t x) {
   return (x + 255) & ~size_t{255};
 }
-uint32_t GridFor(uint64_t items, uint32_t per_cta) {
+uint32_t GridFor(uint64_t items, uint32_t per_cta, uint64_t queries = 1) {
   const uint64_t g = (items + per_cta - 1) / per_cta;
-  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, kMaxGridX));
+  const uint64_t cap = std::clamp<uint64_t>(kMaxCtasPerLaunch / std::max<uint64_t>(queries, 1), kMinGridX, kMaxGridX);
+  return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
+
+// Host-to-device uploads of one launch sequence through the context's pinned staging (Impl::Stage):
+// Add records a region; Flush packs each run of regions that lie back to back in the scratch (the
+// arena's alignment padding between them carried along) into one asynchronous copy.
+class Uploads {
+ public:
+  template <class T>
+  void Add(T* d_dst, const T* src, size_t count) {
+    if (count > 0) regions_.push_back({reinterpret_cast<char*>(d_dst), reinterpret_cast<const char*>(src), count * sizeof(T)});
+  }
+  Status Flush(GpuContext::Impl& ctx, cudaStream_t stream) {
+    std::sort(regions_.begin(), regions_.end(), [](const Region& a, const Region& b) { return a.dst < b.dst; });
+    for (size_t i = 0; i < regions_.size();) {
+      size_t j = i + 1;
+      char* end = regions_[i].dst + regions_[i].bytes;
+      while (j < regions_.size() && regions_[j].dst >= end && regions_[j].dst - end < 256) {
+        end = regions_[j].dst + regions_[j].bytes;
+        ++j;
+      }
+      char* begin = regions_[i].dst;
+      SEARCH_ASSIGN_OR_RETURN(char* h, ctx.Stage(static_cast<size_t>(end - begin)));
+      for (size_t r = i; r < j; ++r) std::memcpy(h + (regions_[r].dst - begin), regions_[r].src, regions_[r].bytes);
+      SEARCH_CUDA_RETURN_IF_ERROR(
+          cudaMemcpyAsync(begin, h, static_cast<size_t>(end - begin), cudaMemcpyHostToDevice, stream));
+      i = j;
+    }
+    regions_.clear();
+    return Status::Ok();
+  }
+
+ private:
+  struct Region {
+    char* dst;
+    const char* src;
+    size_t bytes;
+  };
+  std::vector<Region> regions_;
+};
 
 // Bump layout over one scratch allocation: pass 1 (base 0) measures, pass 2 hands out pointers.
 class Arena {
@@ -134,6 +204,14 @@ struct QState {
   SearchResult result;
   std::chrono::steady_clock::time_point t0;
 };
+
+// EngineTimes' totals.
+std::atomic<uint64_t> g_calls{0}, g_rounds{0}, g_enqueue_ns{0}, g_wait_ns{0}, g_total_ns{0};
+
+uint64_t NanosSince(std::chrono::steady_clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count());
+}
 
 uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
@@ -203,24 +281,35 @@ void TakeTopkZeroed(Arena& a, TopkPlan& t, uint32_t q, uint32_t** hist, uint32_t
   *sel = a.Take<uint32_t>(q);
 }
 
-void TakeTopkRest(Arena& a, TopkPlan& t, uint32_t q, uint32_t total_k) {
+// The sequence's answers: d_out then the hits, laid out as RunRound lays out h_out and h_hits in
+// pinned memory, so that one copy brings both back. First in the scratch (zeroed).
+QueryOut* TakeAnswers(Arena& a, TopkPlan& t, uint32_t q, uint32_t total_k) {
+  QueryOut* d_out = a.Take<QueryOut>(q);
+  t.d_hits = a.Take<DevHit>(std::max<uint32_t>(total_k, 1));
+  return d_out;
+}
+
+// The top-k descriptors the host uploads (Uploads, with the sequence's own descriptors).
+void TakeTopkUploads(Arena& a, TopkPlan& t, uint32_t q) {
   t.d_tk = a.Take<TopkDesc>(q);
-  t.d_thr = a.Take<uint32_t>(q);
   t.d_seg_begin = a.Take<int>(q);
+}
+void AddTopkUploads(Uploads& up, const TopkPlan& t, uint32_t q) {
+  up.Add(t.d_tk, t.tk.data(), q);
+  up.Add(t.d_seg_begin, t.seg_begin.data(), q);
+}
+
+void TakeTopkRest(Arena& a, TopkPlan& t, uint32_t q) {
+  t.d_thr = a.Take<uint32_t>(q);
   t.d_seg_end = a.Take<int>(q);
   t.d_keys = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
   t.d_sorted = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
-  t.d_hits = a.Take<DevHit>(std::max<uint32_t>(total_k, 1));
   t.d_temp = a.Take<char>(std::max<size_t>(t.temp_bytes, 1));
 }
 
 Status LaunchTopk(TopkPlan& t, const Phase& ph, QueryOut* d_out, uint32_t doc_begin, cudaStream_t stream) {
   const uint32_t q = static_cast<uint32_t>(ph.ids.size());
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(t.d_tk, t.tk.data(), q * sizeof(TopkDesc), cudaMemcpyHostToDevice, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(t.d_seg_begin, t.seg_begin.data(), q * sizeof(int), cudaMemcpyHostToDevice, stream));
-  const dim3 grid(GridFor(t.max_items, kThreads), q);
+  const dim3 grid(GridFor(t.max_items, kThreads, q), q);
   TopkHistogramKernel<<<grid, kThreads, 0, stream>>>(t.d_tk, doc_begin);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   TopkThresholdKernel<<<dim3(1, q), kThreads, 0, stream>>>(t.d_tk, t.d_thr);
@@ -233,8 +322,17 @@ Status LaunchTopk(TopkPlan& t, const Phase& ph, QueryOut* d_out, uint32_t doc_be
       t.d_seg_begin, t.d_seg_end, 0, 64, stream));
   uint32_t max_k = 0;
   for (uint32_t id = 0; id < q; ++id) max_k = std::max(max_k, t.tk[id].k);
-  TopkOutputKernel<<<dim3(GridFor(max_k, kThreads), q), kThreads, 0, stream>>>(t.d_tk, t.d_sorted, t.d_hits);
+  TopkOutputKernel<<<dim3(GridFor(max_k, kThreads, q), q), kThreads, 0, stream>>>(t.d_tk, t.d_sorted, t.d_hits);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // One copy for the outcomes and the hits when both sides lay them out alike (TakeAnswers).
+  const size_t out_bytes = Align(q * sizeof(QueryOut));
+  const bool together = reinterpret_cast<char*>(t.d_hits) == reinterpret_cast<char*>(d_out) + out_bytes &&
+                        reinterpret_cast<char*>(ph.h_hits) == reinterpret_cast<char*>(ph.h_out) + out_bytes;
+  if (together) {
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, out_bytes + size_t{ph.total_k} * sizeof(DevHit),
+                                                cudaMemcpyDeviceToHost, stream));
+    return Status::Ok();
+  }
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
   if (ph.total_k > 0)
     SEARCH_CUDA_RETURN_IF_ERROR(
@@ -291,7 +389,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
                    DevList** d_lists) -> std::pair<size_t, size_t> {
     Arena ar(base);
     // Zeroed first.
-    *d_out = ar.Take<QueryOut>(q);
+    *d_out = TakeAnswers(ar, tp, q, ph.total_k);
     std::vector<uint32_t*> hist(q), sel(q);
     for (uint32_t a = 0; a < q; ++a) {
       descs[a].out = *d_out + a;
@@ -302,6 +400,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
     const size_t zeroed = ar.size();
     *d_descs = ar.Take<AndDesc>(q);
     *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    TakeTopkUploads(ar, tp, q);
     tp.tk.assign(q, TopkDesc{});
     for (uint32_t a = 0; a < q; ++a) {
       AndDesc& d = descs[a];
@@ -327,7 +426,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
       t.sel_count = sel[a];
       t.out = d.out;
     }
-    TakeTopkRest(ar, tp, q, ph.total_k);
+    TakeTopkRest(ar, tp, q);
     for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
     return {ar.size(), zeroed};
   };
@@ -339,18 +438,19 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
   const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(AndDesc), cudaMemcpyHostToDevice, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
+  Uploads up;
+  up.Add(d_descs, descs.data(), q);
+  up.Add(d_lists, lists.data(), lists.size());
+  AddTopkUploads(up, tp, q);
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
 
-  AndLeadKernel<<<dim3(GridFor(step_max_nb[0], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
+  AndLeadKernel<<<dim3(GridFor(step_max_nb[0], kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  const uint32_t cand_grid = GridFor(max_cap, kThreads);
+  const uint32_t cand_grid = GridFor(max_cap, kThreads, q);
   for (uint32_t j = 1; j < max_n; ++j) {
     AndLocateKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    AndDecodeKernel<<<dim3(GridFor(step_max_nb[j], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
+    AndDecodeKernel<<<dim3(GridFor(step_max_nb[j], kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
                                                                                              j);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     AndProbeKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, j);
@@ -398,12 +498,13 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
 
   auto build = [&](uintptr_t base, QueryOut** d_out, OrDesc** d_descs, DevList** d_lists) -> std::pair<size_t, size_t> {
     Arena ar(base);
-    *d_out = ar.Take<QueryOut>(q);
+    *d_out = TakeAnswers(ar, tp, q, ph.total_k);
     std::vector<uint32_t*> hist(q), sel(q);
     for (uint32_t a = 0; a < q; ++a) TakeTopkZeroed(ar, tp, 1, &hist[a], &sel[a]);
     const size_t zeroed = ar.size();
     *d_descs = ar.Take<OrDesc>(q);
     *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    TakeTopkUploads(ar, tp, q);
     tp.tk.assign(q, TopkDesc{});
     for (uint32_t a = 0; a < q; ++a) {
       OrDesc& d = descs[a];
@@ -421,7 +522,7 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
       t.sel_count = sel[a];
       t.out = d.out;
     }
-    TakeTopkRest(ar, tp, q, ph.total_k);
+    TakeTopkRest(ar, tp, q);
     for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
     return {ar.size(), zeroed};
   };
@@ -433,14 +534,15 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
   const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists).second;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrDesc), cudaMemcpyHostToDevice, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
-  OrFillKernel<<<dim3(GridFor(shard.num_docs, kThreads), q), kThreads, 0, stream>>>(d_descs, shard.num_docs);
+  Uploads up;
+  up.Add(d_descs, descs.data(), q);
+  up.Add(d_lists, lists.data(), lists.size());
+  AddTopkUploads(up, tp, q);
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
+  OrFillKernel<<<dim3(GridFor(shard.num_docs, kThreads, q), q), kThreads, 0, stream>>>(d_descs, shard.num_docs);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   for (uint32_t s = 0; s < max_m; ++s) {  // canonical slot order: the float adds of the CPU engine
-    OrAccumulateKernel<<<dim3(GridFor(slot_max_nb[s], kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
+    OrAccumulateKernel<<<dim3(GridFor(slot_max_nb[s], kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_lists, shard,
                                                                                                 s);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
@@ -476,9 +578,10 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     max_nb = std::max<uint64_t>(max_nb, d.list.num_blocks);
   }
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(ThetaDesc), cudaMemcpyHostToDevice, stream));
-  ThetaHistKernel<<<dim3(GridFor(max_nb, kWarpsPerCta), q), kThreads, 0, stream>>>(d_descs, shard);
+  Uploads up;
+  up.Add(d_descs, descs.data(), q);
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
+  ThetaHistKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   ThetaSelectKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -542,7 +645,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
                    OrPList** d_plists) -> std::pair<size_t, size_t> {
     Arena ar(base);
     // Zeroed first.
-    *d_out = ar.Take<QueryOut>(q);
+    *d_out = TakeAnswers(ar, tp, q, ph.total_k);
     std::vector<uint32_t*> hist(q), sel(q);
     for (uint32_t a = 0; a < q; ++a) {
       OrPDesc& d = descs[a];
@@ -559,6 +662,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     *d_descs = ar.Take<OrPDesc>(q);
     *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
     *d_plists = ar.Take<OrPList>(std::max<size_t>(plists.size(), 1));
+    TakeTopkUploads(ar, tp, q);
     tp.tk.assign(q, TopkDesc{});
     for (uint32_t a = 0; a < q; ++a) {
       OrPDesc& d = descs[a];
@@ -584,7 +688,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       t.sel_count = sel[a];
       t.out = d.out;
     }
-    TakeTopkRest(ar, tp, q, ph.total_k);
+    TakeTopkRest(ar, tp, q);
     for (uint32_t a = 0; a < q; ++a) tp.tk[a].seg_end = tp.d_seg_end + a;
     return {ar.size(), zeroed};
   };
@@ -597,19 +701,19 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
   const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_lists, &d_plists).second;
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_descs, descs.data(), q * sizeof(OrPDesc), cudaMemcpyHostToDevice, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_lists, lists.data(), lists.size() * sizeof(DevList), cudaMemcpyHostToDevice, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(
-      cudaMemcpyAsync(d_plists, plists.data(), plists.size() * sizeof(OrPList), cudaMemcpyHostToDevice, stream));
-  const uint32_t cand_grid = GridFor(max_cap, kThreads);
-  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
+  Uploads up;
+  up.Add(d_descs, descs.data(), q);
+  up.Add(d_lists, lists.data(), lists.size());
+  up.Add(d_plists, plists.data(), plists.size());
+  AddTopkUploads(up, tp, q);
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
+  const uint32_t cand_grid = GridFor(max_cap, kThreads, uint64_t{q} * max_m);
+  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
                                                                                              shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  OrDecodeKernel<<<dim3(GridFor(max_nb, kWarpsPerCta), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
+  OrDecodeKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
                                                                                          shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
@@ -712,6 +816,7 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
     p.h_hits = reinterpret_cast<DevHit*>(h);
     h += Align(size_t{p.total_k} * sizeof(DevHit));
   }
+  const auto enqueue_t0 = std::chrono::steady_clock::now();
   Status launched;
   for (const Phase& p : phases) {
     switch (p.kind) {
@@ -730,7 +835,13 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
     }
     if (!launched.ok()) break;
   }
+  const auto wait_t0 = std::chrono::steady_clock::now();
   const Status synced = ctx.stream.Synchronize();  // also after a failed launch: nothing stays in flight
+  g_wait_ns.fetch_add(NanosSince(wait_t0), std::memory_order_relaxed);
+  g_enqueue_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wait_t0 - enqueue_t0).count()),
+                         std::memory_order_relaxed);
+  g_rounds.fetch_add(1, std::memory_order_relaxed);
+  ctx.EndRound();
   SEARCH_RETURN_IF_ERROR(launched);
   SEARCH_RETURN_IF_ERROR(synced);
   for (const Phase& p : phases) {
@@ -897,6 +1008,8 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   plan_or(wait2, false, nullptr, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
   const uint64_t micros = MicrosSince(t0);
+  g_calls.fetch_add(1, std::memory_order_relaxed);
+  g_total_ns.fetch_add(NanosSince(t0), std::memory_order_relaxed);
   out->reserve(nq);
   for (QState& s : st) {
     if (!s.status.ok()) {
@@ -907,6 +1020,16 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     out->emplace_back(std::move(s.result));
   }
   return Status::Ok();
+}
+
+GpuEngineTimes EngineTimes() {
+  GpuEngineTimes t;
+  t.calls = g_calls.load(std::memory_order_relaxed);
+  t.rounds = g_rounds.load(std::memory_order_relaxed);
+  t.enqueue_ns = g_enqueue_ns.load(std::memory_order_relaxed);
+  t.wait_ns = g_wait_ns.load(std::memory_order_relaxed);
+  t.total_ns = g_total_ns.load(std::memory_order_relaxed);
+  return t;
 }
 
 Result<SearchResult> ExecuteQueryGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuTermInput> terms,

@@ -135,6 +135,15 @@ class GpuContext {
 Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
                        std::vector<Result<SearchResult>>* out);
 
+// Where ExecuteBatchGpu's time goes, summed over every call in the process (all contexts):
+// host planning and launching (enqueue), waiting for the stream (wait), and the whole call (total).
+// enqueue >> wait: the host's launches bound the rate; wait >> enqueue: the GPU's work does.
+struct GpuEngineTimes {
+  uint64_t calls = 0, rounds = 0;
+  uint64_t enqueue_ns = 0, wait_ns = 0, total_ns = 0;
+};
+GpuEngineTimes EngineTimes();
+
 // One query: ExecuteBatchGpu with a batch of one.
 Result<SearchResult> ExecuteQueryGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuTermInput> terms,
                                      QueryMode mode, uint32_t k);
