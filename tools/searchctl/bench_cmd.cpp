@@ -41,7 +41,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->footer(
       "Prints one JSON line: mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
       "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
-      "postings and blocks decoded, compressed bytes touched and hits.");
+      "postings and blocks decoded, compressed bytes touched and hits. --engine gpu first answers every\n"
+      "query of the file once, untimed (unless --cold), and adds the GPU cache counters and the engine's\n"
+      "time per call: gpu_enqueue_us_per_call (host planning and launching), gpu_wait_us_per_call.");
   cmd->add_option("--index", a->index, "index directory")->required();
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
