@@ -69,12 +69,14 @@ for mode in $modes; do
 done
 
 step "summary (docs=$docs)"
-printf '%-6s %-4s %5s %5s %7s %10s %10s %10s %10s %10s %12s\n' mode eng batch cold threads qps mean_us p50_us p95_us p99_us postings/q
+# enq/wait: the GPU engine's host time planning and launching, and waiting for the stream, per call.
+printf '%-6s %-4s %5s %5s %7s %10s %10s %10s %10s %10s %12s %8s %8s\n' mode eng batch cold threads qps mean_us p50_us p95_us p99_us postings/q enq_us wait_us
 for line in "${results[@]}"; do
-  printf '%-6s %-4s %5s %5s %7s %10.1f %10.0f %10.0f %10.0f %10.0f %12.0f\n' "$(field "$line" mode)" \
+  printf '%-6s %-4s %5s %5s %7s %10.1f %10.0f %10.0f %10.0f %10.0f %12.0f %8.0f %8.0f\n' "$(field "$line" mode)" \
     "$(field "$line" engine)" "$(field "$line" batch)" "$(field "$line" cold)" "$(field "$line" threads)" \
     "$(field "$line" qps)" "$(field "$line" mean_us)" "$(field "$line" p50_us)" "$(field "$line" p95_us)" \
-    "$(field "$line" p99_us)" "$(field "$line" postings_decoded_per_query)"
+    "$(field "$line" p99_us)" "$(field "$line" postings_decoded_per_query)" \
+    "$(field "$line" gpu_enqueue_us_per_call)" "$(field "$line" gpu_wait_us_per_call)"
 done
 [ "${KEEP:-0}" = 1 ] || rm -rf "$work"
 step "done"

@@ -1,8 +1,10 @@
 // gpu_engine.hpp: the batch dispatch. Host work per batch: validate each query (k, term count,
 // list extents), plan the launch sequences from host metadata (list lengths and block counts bound
 // every device-side count), take one scratch allocation per sequence from the context's
-// stream-ordered pool, upload the descriptors, launch, copy the hits and per-query outcome into
-// pinned memory, and synchronize once per round (round 2 only for andor queries whose and-part
+// stream-ordered pool, upload the descriptors (packed into the context's pinned staging, one
+// asynchronous copy per sequence: a copy from pageable memory would make the host wait for the
+// stream), launch, copy the per-query outcomes and hits back into pinned memory (one copy), and
+// synchronize once per round (round 2 only for andor queries whose and-part
 // found fewer than k hits).
 // Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
 #pragma nv_diag_suppress 2810
