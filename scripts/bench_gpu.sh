@@ -12,6 +12,7 @@
 #      SECONDS_PER_RUN (5), WARMUP (2), THREADS (nproc; CPU bench threads), GPU_THREADS (16: client
 #      threads, one stream each), BATCHES ("1 32": GPU batch sizes), MODES ("and or andor"),
 #      BENCH_TIMEOUT (seconds per bench run, default SECONDS_PER_RUN + WARMUP + 90),
+#      GPU_ARGS (extra flags for the GPU bench lines, e.g. --gpu-or-pruned-divisor 2),
 #      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,9 +64,9 @@ bench() {
 for mode in $modes; do
   [ "${CPU:-1}" != 0 ] && bench --mode "$mode" --threads "$threads" --engine cpu
   for b in $batches; do
-    bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch "$b"
+    bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch "$b" ${GPU_ARGS:-}
   done
-  bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch 1 --cold
+  bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch 1 --cold ${GPU_ARGS:-}
 done
 
 step "summary (docs=$docs)"

@@ -101,6 +101,8 @@ TEST_F(SearchctlTest, BadArgumentsAreRejected) {
       {{"query", "--index", tmp_ / "none", "--query", "a"}, "does not exist"},
       {{"query", "--index", idx, "--queries", tmp_ / "none.txt"}, "none.txt"},
       {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--mode", "nope"}, "mode must be one of"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-pruned-divisor", "99999999999"},
+       "--gpu-or-pruned-divisor <= 2^31"},
       {{"index", "--input", tmp_ / "none.jsonl", "--out", tmp_ / "x"}, "does not exist"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--stem", "klingon"}, "klingon"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--shards", "0"}, "--shards"},

@@ -55,6 +55,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_option("--batch", a->batch, "gpu: queries per batch (one launch sequence)")->capture_default_str();
   cmd->add_option("--gpu-cache-mib", a->gpu_cache_mib, "gpu: list cache per shard, MiB")->capture_default_str();
   cmd->add_flag("--cold", a->cold, "gpu: empty the GPU list cache before every batch (lists not resident)");
+  cmd->add_option("--gpu-or-theta-min-postings", a->gpu_or_theta_min_postings,
+                  "gpu: or-queries of at least this many postings take the theta round (default: the engine's)");
+  cmd->add_option("--gpu-or-pruned-divisor", a->gpu_or_pruned_divisor,
+                  "gpu: pruned or-path when the essential lists hold <= docs / this (0: always dense; default: the engine's)");
   cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
       ->capture_default_str();
   return cmd;
@@ -67,6 +71,10 @@ int RunBench(const BenchArgs& a) {
     return ReportError("bench", Status::InvalidArgument("--threads must be between 1 and 4096"), kExitUsage);
   if (!(a.seconds > 0 && a.seconds <= 86400) || !(a.warmup >= 0 && a.warmup <= 86400))
     return ReportError("bench", Status::InvalidArgument("--seconds must be in (0, 86400], --warmup in [0, 86400]"),
+                       kExitUsage);
+  if (a.gpu_or_theta_min_postings > (int64_t{1} << 40) || a.gpu_or_pruned_divisor > (int64_t{1} << 31))
+    return ReportError("bench",
+                       Status::InvalidArgument("--gpu-or-theta-min-postings must be <= 2^40, --gpu-or-pruned-divisor <= 2^31"),
                        kExitUsage);
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
@@ -94,10 +102,13 @@ int RunBench(const BenchArgs& a) {
     if (!s.ok()) return ReportError("bench", s.status(), kExitFailure);
     searcher = std::move(s).value();
   }
+  gpu::GpuContextOptions ctx_options;
+  if (a.gpu_or_theta_min_postings >= 0) ctx_options.or_theta_min_postings = static_cast<uint64_t>(a.gpu_or_theta_min_postings);
+  if (a.gpu_or_pruned_divisor >= 0) ctx_options.or_pruned_divisor = static_cast<uint32_t>(a.gpu_or_pruned_divisor);
   double prewarm_s = 0;
   if (gpu && !a.cold) {
     const auto t0 = Clock::now();
-    auto ctx = gpu::GpuContext::Create();
+    auto ctx = gpu::GpuContext::Create(ctx_options);
     if (!ctx.ok()) return ReportError("bench", ctx.status(), kExitFailure);
     std::vector<Result<SearchResult>> ignored;
     constexpr size_t kPrewarmBatch = 64;
@@ -131,7 +142,7 @@ int RunBench(const BenchArgs& a) {
     }
 #ifdef SEARCH_HAVE_GPU
     if (!w.ctx) {
-      SEARCH_ASSIGN_OR_RETURN(w.ctx, gpu::GpuContext::Create());
+      SEARCH_ASSIGN_OR_RETURN(w.ctx, gpu::GpuContext::Create(ctx_options));
     }
     std::vector<Query> queries(batch);
     for (uint32_t j = 0; j < batch; ++j) {
@@ -254,6 +265,8 @@ int RunBench(const BenchArgs& a) {
     out["gpu_bytes_copied"] = cs.bytes_copied;
     out["gpu_resident_bytes"] = cs.resident_bytes;
     out["gpu_prewarm_s"] = prewarm_s;
+    out["gpu_or_theta_min_postings"] = ctx_options.or_theta_min_postings;
+    out["gpu_or_pruned_divisor"] = ctx_options.or_pruned_divisor;
     // Per engine call (one shard's batch): host planning and launching, waiting for the GPU, the
     // whole call; and the rounds (host synchronizations) it took.
     const double calls = std::max<double>(1, static_cast<double>(times1.calls - times0.calls));
