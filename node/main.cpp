@@ -67,6 +67,12 @@ int main(int argc, char** argv) {
                  "at start, copy the longest posting lists (1024 postings or more) into the GPU list cache, "
                  "longest first, up to this many MiB (0 = none; lists are copied on first use)")
       ->capture_default_str();
+  std::string gpu_sync = "auto";
+  app.add_option("--gpu-sync", gpu_sync,
+                 "how GPU dispatchers wait for their stream: auto (CUDA's choice: spin while there are fewer "
+                 "contexts than cores), spin, yield, or block (sleep; gives the core to CPU workers)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "spin", "yield", "block"}));
   size_t gpu_dispatchers = 4;
   std::string sched_name = "auto";
   ScheduledExecutorOptions sched;
@@ -154,6 +160,12 @@ int main(int argc, char** argv) {
     if (!gpu::GpuAvailable()) {
       log.Info() << "no usable GPU (" << gpu::GpuDescription() << "): serving on the CPU";
     } else {
+      const Status sync = gpu::SetGpuSync(gpu_sync);  // before the first GPU work
+      if (!sync.ok()) {
+        log.Warn() << "--gpu-sync " << gpu_sync << " not applied: " << sync.ToString();
+      } else if (gpu_sync != "auto") {
+        log.Info() << "GPU dispatchers wait by " << gpu_sync;
+      }
       GpuExecutorOptions gpu_options;
       gpu_options.cache_bytes = gpu_cache_bytes;
       auto gpu_executor = GpuExecutorAdapter::Create(shard->get(), &metrics, gpu_options);

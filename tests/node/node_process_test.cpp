@@ -265,6 +265,32 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   ::close(c.err);
 }
 
+// --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.
+TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 200, 50, 3).ok());
+  {
+    Child c = StartWithoutGpu(shard_path, "auto", {"--gpu-sync", "sometimes"});
+    ASSERT_GT(c.pid, 0);
+    EXPECT_NE(WaitExit(c.pid, 10000), 0);
+    const std::string err = ReadAll(c.err, 1000);
+    EXPECT_NE(err.find("--gpu-sync"), std::string::npos) << err;
+    EXPECT_EQ(ReadLine(c.out, 100), "");
+    ::close(c.out);
+    ::close(c.err);
+  }
+  Child c = StartWithoutGpu(shard_path, "auto", {"--gpu-sync", "block"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  EXPECT_EQ(nlohmann::json::parse(line)["executor"], "cpu");
+  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
 TEST(NodeProcessTest, GpuSchedulerWithoutAGpuFailsWithAClearError) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";

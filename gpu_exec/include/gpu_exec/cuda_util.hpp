@@ -37,6 +37,13 @@ inline bool GpuAvailable() { return GpuDeviceCount() > 0; }
 // "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" or the reason there is none.
 std::string GpuDescription();
 
+// How host threads wait for the GPU (cudaSetDeviceFlags' scheduling): "auto" leaves CUDA's
+// heuristic (spin while the process has fewer contexts than cores), "spin", "yield", or "block"
+// (sleep until the GPU signals). A spinning wait keeps a core busy for as long as the stream runs,
+// which a node that also runs CPU query workers may rather give back. Call before the process's
+// first GPU work; "auto" makes no CUDA call. InvalidArgument for another name.
+Status SetGpuSync(const std::string& mode);
+
 // Memory from one allocate/free pair of the CUDA runtime, owned. Empty when size is 0.
 enum class MemoryKind : uint8_t { kDevice, kPinnedHost };
 
