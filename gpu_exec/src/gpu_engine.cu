@@ -28,6 +28,15 @@ namespace search::gpu {
 
 using namespace engine_internal;  // NOLINT(google-build-using-namespace): this file's kernels
 
+namespace {
+// Every scratch and staging piece starts on this boundary (Arena, Impl::Stage, RunRound's pinned
+// layout), so that host and device layouts of the same pieces agree.
+constexpr size_t kScratchAlign = 256;
+constexpr size_t Align(size_t x) {
+  return (x + kScratchAlign - 1) & ~(kScratchAlign - 1);
+}
+}  // namespace
+
 struct GpuContext::Impl {
   Stream stream;
   cudaMemPool_t pool = nullptr;
@@ -42,7 +51,7 @@ struct GpuContext::Impl {
   std::vector<PinnedBuffer> retired;
 
   Result<char*> Stage(size_t bytes) {
-    bytes = (bytes + 255) & ~size_t{255};
+    bytes = Align(bytes);
     if (staged + bytes > staging.size()) {
       const size_t grown = std::max({bytes, staging.size() * 2, size_t{1} << 20});
       if (staged > 0) retired.push_back(std::move(staging));  // copies from it may still be pending
@@ -113,9 +122,6 @@ constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
 // accumulator's two num_docs-wide passes are about as cheap; small queries skip the theta round,
 // whose synchronization would cost more than the pruning saves).
 
-constexpr size_t Align(size_t x) {
-  return (x + 255) & ~size_t{255};
-}
 uint32_t GridFor(uint64_t items, uint32_t per_cta, uint64_t queries = 1) {
   const uint64_t g = (items + per_cta - 1) / per_cta;
   const uint64_t cap = std::clamp<uint64_t>(kMaxCtasPerLaunch / std::max<uint64_t>(queries, 1), kMinGridX, kMaxGridX);
@@ -136,7 +142,8 @@ class Uploads {
     for (size_t i = 0; i < regions_.size();) {
       size_t j = i + 1;
       char* end = regions_[i].dst + regions_[i].bytes;
-      while (j < regions_.size() && regions_[j].dst >= end && regions_[j].dst - end < 256) {
+      while (j < regions_.size() && regions_[j].dst >= end &&
+             static_cast<size_t>(regions_[j].dst - end) < kScratchAlign) {
         end = regions_[j].dst + regions_[j].bytes;
         ++j;
       }
@@ -326,19 +333,13 @@ Status LaunchTopk(TopkPlan& t, const Phase& ph, QueryOut* d_out, uint32_t doc_be
   for (uint32_t id = 0; id < q; ++id) max_k = std::max(max_k, t.tk[id].k);
   TopkOutputKernel<<<dim3(GridFor(max_k, kThreads, q), q), kThreads, 0, stream>>>(t.d_tk, t.d_sorted, t.d_hits);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  // One copy for the outcomes and the hits when both sides lay them out alike (TakeAnswers).
+  // One copy for the outcomes and the hits: TakeAnswers and RunRound lay them out alike.
   const size_t out_bytes = Align(q * sizeof(QueryOut));
-  const bool together = reinterpret_cast<char*>(t.d_hits) == reinterpret_cast<char*>(d_out) + out_bytes &&
-                        reinterpret_cast<char*>(ph.h_hits) == reinterpret_cast<char*>(ph.h_out) + out_bytes;
-  if (together) {
-    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, out_bytes + size_t{ph.total_k} * sizeof(DevHit),
-                                                cudaMemcpyDeviceToHost, stream));
-    return Status::Ok();
-  }
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
-  if (ph.total_k > 0)
-    SEARCH_CUDA_RETURN_IF_ERROR(
-        cudaMemcpyAsync(ph.h_hits, t.d_hits, ph.total_k * sizeof(DevHit), cudaMemcpyDeviceToHost, stream));
+  if (reinterpret_cast<char*>(t.d_hits) != reinterpret_cast<char*>(d_out) + out_bytes ||
+      reinterpret_cast<char*>(ph.h_hits) != reinterpret_cast<char*>(ph.h_out) + out_bytes)
+    return Status::Internal("gpu top-k: answers laid out differently on the host and the device");
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, out_bytes + size_t{ph.total_k} * sizeof(DevHit),
+                                              cudaMemcpyDeviceToHost, stream));
   return Status::Ok();
 }
 

@@ -102,6 +102,7 @@ int RunBench(const BenchArgs& a) {
     if (!s.ok()) return ReportError("bench", s.status(), kExitFailure);
     searcher = std::move(s).value();
   }
+  auto make_query = [&](size_t i) { return Query{idx.analyzer().AnalyzeQuery(qs[i % qs.size()]), *mode, k}; };
   gpu::GpuContextOptions ctx_options;
   if (a.gpu_or_theta_min_postings >= 0) ctx_options.or_theta_min_postings = static_cast<uint64_t>(a.gpu_or_theta_min_postings);
   if (a.gpu_or_pruned_divisor >= 0) ctx_options.or_pruned_divisor = static_cast<uint32_t>(a.gpu_or_pruned_divisor);
@@ -114,9 +115,7 @@ int RunBench(const BenchArgs& a) {
     constexpr size_t kPrewarmBatch = 64;
     for (size_t i = 0; i < qs.size(); i += kPrewarmBatch) {
       std::vector<Query> queries;
-      for (size_t j = i; j < std::min(qs.size(), i + kPrewarmBatch); ++j) {
-        queries.push_back(Query{idx.analyzer().AnalyzeQuery(qs[j]), *mode, k});
-      }
+      for (size_t j = i; j < std::min(qs.size(), i + kPrewarmBatch); ++j) queries.push_back(make_query(j));
       Status st = searcher->SearchBatch(**ctx, queries, &ignored);
       if (!st.ok()) return ReportError("bench", st.WithContext("GPU prewarm"), kExitFailure);
     }
@@ -144,12 +143,8 @@ int RunBench(const BenchArgs& a) {
     if (!w.ctx) {
       SEARCH_ASSIGN_OR_RETURN(w.ctx, gpu::GpuContext::Create(ctx_options));
     }
-    std::vector<Query> queries(batch);
-    for (uint32_t j = 0; j < batch; ++j) {
-      queries[j].terms = idx.analyzer().AnalyzeQuery(qs[(i + j) % qs.size()]);
-      queries[j].mode = *mode;
-      queries[j].k = k;
-    }
+    std::vector<Query> queries;
+    for (uint32_t j = 0; j < batch; ++j) queries.push_back(make_query(i + j));
     if (a.cold) searcher->DropResident();
     return searcher->SearchBatch(*w.ctx, queries, out);
 #else
