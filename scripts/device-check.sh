@@ -2,7 +2,7 @@
 # The GPU suite on a GPU machine, with compute-sanitizer: build, bundle, run.
 #
 # usage: scripts/device-check.sh [prepare|run|all]
-#   prepare  (a machine with nvcc and the dev packages, GPU or not) configures build-gpu with
+#   prepare  (a machine with nvcc and the dev packages, GPU or not) configures $BUILD_DIR with
 #            SEARCH_CUDA=ON in Release, builds the GPU test and benchmark binaries and bundles them
 #            with their shared libraries (scripts/bundle.sh) into $BUNDLE (default .bundle).
 #   run      (the GPU machine; needs only the bundle and the driver) runs every GPU test binary,
@@ -10,7 +10,7 @@
 #            PASS/FAIL per step and exits non-zero on any failure.
 #   all      prepare then run (a machine with both nvcc and a GPU). Default: all when nvidia-smi
 #            sees a GPU, else prepare.
-# env: BUNDLE (default .bundle), JOBS (build jobs, default nproc), SANITIZE=0 skips the sanitizer
+# env: BUNDLE (default .bundle), BUILD_DIR (prepare's build tree, default build-gpu), JOBS (build jobs, default nproc), SANITIZE=0 skips the sanitizer
 #      passes, LOG_DIR (keeps each step's whole output there), STEP_TIMEOUT (seconds per step, default 300: a step past it is a FAIL, not a hang).
 #      The sanitizers slow kernels 10-100x, so their passes run with SEARCH_TEST_QUICK=1
 #      (memcheck: every test, over 1/4 of the random batches and corpora) and =2 (racecheck, the
@@ -34,14 +34,15 @@ gpu_benches=(bench/gpu_exec/gpu_decode_bench bench/gpu_exec/gpu_intersect_bench)
 prepare() {
   set -e
   scripts/setup.sh
-  cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA=ON >/dev/null
+  local bd=${BUILD_DIR:-build-gpu}
+  cmake -S . -B "$bd" -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA=ON >/dev/null
   local targets=()
   for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do targets+=("$(basename "$t")"); done
   targets+=(searchctl search-node search-integrator)
-  cmake --build build-gpu -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
+  cmake --build "$bd" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
   local bins=()
-  for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do [ -x "build-gpu/$t" ] && bins+=("build-gpu/$t"); done
-  bins+=(build-gpu/tools/searchctl/searchctl build-gpu/node/search-node build-gpu/integrator/search-integrator)
+  for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do [ -x "$bd/$t" ] && bins+=("$bd/$t"); done
+  bins+=("$bd/tools/searchctl/searchctl" "$bd/node/search-node" "$bd/integrator/search-integrator")
   scripts/bundle.sh "$bundle" "${bins[@]}"
   set +e
 }

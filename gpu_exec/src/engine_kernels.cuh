@@ -34,6 +34,8 @@ inline constexpr uint32_t kHistBins = 1u << kHistBits;
 inline constexpr uint32_t kNone = 0xffffffffu;
 inline constexpr uint32_t kMaxSteps = 32;  // == kGpuMaxTerms
 inline constexpr uint32_t kErrCorrupt = 1u;
+// A pruned or-query found more candidates than its buffer holds: the host reruns it dense.
+inline constexpr uint32_t kErrOverflow = 2u;
 
 // One list of a query on the device.
 struct DevList {
@@ -101,6 +103,8 @@ struct TopkDesc {
   uint32_t k = 0;
   uint32_t seg_begin = 0;  // in the batch's key arrays
   uint32_t out_begin = 0;  // in the batch's hit array
+  uint32_t key_cap = 0;  // the query's key segment (an invariant: more items at or above the
+                         // threshold bin than it holds set kErrOverflow, and none are selected)
   uint32_t* hist = nullptr;     // kHistBins (zeroed)
   uint32_t* sel_count = nullptr; // (zeroed)
   int* seg_end = nullptr;
@@ -358,7 +362,11 @@ __device__ __forceinline__ bool TopkItem(const TopkDesc& t, uint32_t i, uint32_t
   return true;
 }
 
-__device__ __forceinline__ uint32_t TopkCount(const TopkDesc& t) { return t.d_count ? *t.d_count : t.n; }
+// Compact inputs: the device count, never past the buffer (a pruned or-query's counter runs past
+// it when the candidates overflow; that query's answer is then discarded and rerun dense).
+__device__ __forceinline__ uint32_t TopkCount(const TopkDesc& t) {
+  return t.d_count ? min(*t.d_count, t.n) : t.n;
+}
 
 __global__ void __launch_bounds__(kThreads) TopkHistogramKernel(const TopkDesc* descs, uint32_t doc_begin) {
   __shared__ uint32_t hist[kHistBins];
@@ -410,6 +418,11 @@ __global__ void __launch_bounds__(kThreads) TopkThresholdKernel(const TopkDesc* 
   }
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (s_ge > t.key_cap) {  // the keys would not fit the segment: select none
+      atomicOr(&t.out->error, kErrOverflow);
+      s_thr = kHistBins;
+      s_ge = 0;
+    }
     d_thr[blockIdx.y] = s_thr;
     *t.seg_end = static_cast<int>(t.seg_begin + s_ge);
     t.out->hits = s_ge < t.k ? s_ge : t.k;

@@ -80,6 +80,10 @@ CUstream_st* GpuContext::stream() const {
 }
 
 Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& options) {
+  if (options.or_candidate_cap == 0 || options.or_candidate_cap > (uint32_t{1} << 30) ||
+      options.or_theta_sample > (uint32_t{1} << 24))
+    return Status::InvalidArgument(
+        "GpuContextOptions: or_candidate_cap must be in [1, 2^30], or_theta_sample at most 2^24");
   if (!GpuAvailable()) return Status::Unavailable("GpuContext: " + GpuDescription());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -192,6 +196,9 @@ float OrSlack(size_t n) {
   return std::max(kScoreSlack, std::nextafter(static_cast<float>(need), 2.0f));
 }
 
+// The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds.
+enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
+
 // One query's host-side state through the rounds.
 struct QState {
   Status status;
@@ -205,10 +212,11 @@ struct QState {
   // the pruned plan: essential lists, the other lists' bound per list, the candidate bound.
   float theta = 0.0f;
   uint32_t theta_slot = 0;
-  bool pruned = false;
+  PhaseKind or_path = PhaseKind::kOrDense;
   uint32_t ess_mask = 0;
   std::vector<float> rest;
   uint64_t cap = 0;
+  bool overflow = false;  // the pruned attempt overflowed: rerun dense
 
   SearchResult result;
   std::chrono::steady_clock::time_point t0;
@@ -216,6 +224,8 @@ struct QState {
 
 // EngineTimes' totals.
 std::atomic<uint64_t> g_calls{0}, g_rounds{0}, g_enqueue_ns{0}, g_wait_ns{0}, g_total_ns{0};
+std::atomic<uint64_t> g_or_theta{0}, g_or_pruned{0}, g_or_dense{0}, g_or_overflow{0};
+std::atomic<uint64_t> g_theta_ratio_ppm{0}, g_theta_ratio_n{0};
 
 uint64_t NanosSince(std::chrono::steady_clock::time_point t0) {
   return static_cast<uint64_t>(
@@ -228,7 +238,6 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
 }
 
 // One launch sequence's host view: which queries, where their answers land in pinned memory.
-enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
 
 struct Phase {
   PhaseKind kind = PhaseKind::kAnd;
@@ -309,6 +318,10 @@ void AddTopkUploads(Uploads& up, const TopkPlan& t, uint32_t q) {
 }
 
 void TakeTopkRest(Arena& a, TopkPlan& t, uint32_t q) {
+  for (uint32_t i = 0; i < q && i < t.tk.size(); ++i)  // each query's key segment
+    t.tk[i].key_cap = static_cast<uint32_t>((i + 1 < t.seg_begin.size() ? static_cast<uint64_t>(t.seg_begin[i + 1])
+                                                                          : t.total_keys) -
+                                            static_cast<uint64_t>(t.seg_begin[i]));
   t.d_thr = a.Take<uint32_t>(q);
   t.d_seg_end = a.Take<int>(q);
   t.d_keys = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
@@ -554,58 +567,163 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
   return Status::Ok();
 }
 
-// Theta round: one CTA-grid over each query's theta list (kernel_or.cuh); out->theta comes back.
-Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
-  cudaStream_t stream = ctx.stream.get();
-  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
-  std::vector<ThetaDesc> descs(q);
-  uint64_t max_nb = 1;
-  Arena ar0(0);
-  ar0.Take<QueryOut>(q);
-  ar0.Take<uint32_t>(size_t{kHistBins} * q);
-  const size_t zeroed = ar0.size();
-  ar0.Take<ThetaDesc>(q);
-  void* scratch = nullptr;
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, ar0.size(), ctx.pool, stream));
-  Arena ar(reinterpret_cast<uintptr_t>(scratch));
-  QueryOut* d_out = ar.Take<QueryOut>(q);
-  uint32_t* d_hist = ar.Take<uint32_t>(size_t{kHistBins} * q);
-  ThetaDesc* d_descs = ar.Take<ThetaDesc>(q);
-  for (uint32_t a = 0; a < q; ++a) {
-    const QState& s = st[ph.ids[a]];
-    ThetaDesc& d = descs[a];
-    d.list = s.present[s.theta_slot];
-    d.k = s.k;
-    d.hist = d_hist + size_t{kHistBins} * a;
-    d.out = d_out + a;
-    max_nb = std::max<uint64_t>(max_nb, d.list.num_blocks);
-  }
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
-  Uploads up;
-  up.Add(d_descs, descs.data(), q);
-  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
-  ThetaHistKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, shard);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  ThetaSelectKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
-  return Status::Ok();
-}
-
 // Whether a probed list is decoded whole: the candidates outnumber its blocks kDenseFactor times.
 bool ProbeDense(uint64_t cap, const DevList& l) {
   return cap >= kDenseFactor * l.num_blocks;
 }
 
+// Per-list scratch of the locate/decode/probe kernels for `cap` candidates (zeroed part, rest).
+void TakeProbeZeroed(Arena& ar, OrPList& pl, const DevList& l) {
+  pl.needed = pl.dense ? nullptr : ar.Take<uint32_t>(l.num_blocks);
+}
+void TakeProbeRest(Arena& ar, OrPList& pl, const DevList& l, uint64_t cap) {
+  const uint64_t slots = pl.dense ? l.num_blocks : std::min<uint64_t>(l.num_blocks, cap);
+  pl.decoded = ar.Take<uint32_t>(std::max<uint64_t>(slots, 1) * kBlockSize);
+  pl.slot_of = pl.dense ? nullptr : ar.Take<uint32_t>(l.num_blocks);
+}
+uint64_t ProbeBytes(const DevList& l, uint64_t cap) {
+  return 2 * 4 * uint64_t{l.num_blocks} + 512 +
+         (ProbeDense(cap, l) ? uint64_t{l.num_blocks} : std::min<uint64_t>(l.num_blocks, cap)) * kBlockSize * 4;
+}
+
+// The theta sample's buffer: twice the sample (the lowest sampled bin may hold more).
+uint64_t SampleCap(uint32_t sample) {
+  return uint64_t{2} * sample;
+}
+
+// Theta round (kernel_or.cuh): the theta list's contribution histogram, theta and the sampled
+// bins; then, with a sample, its documents scored exactly over every list and theta raised.
+// out->theta comes back.
+Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  const uint32_t sample = ctx.options.or_theta_sample;
+  const uint64_t scap = SampleCap(sample);
+  std::vector<ThetaDesc> descs(q);
+  std::vector<OrPDesc> sdescs(q);
+  std::vector<DevList> lists;
+  std::vector<OrPList> plists;
+  uint64_t max_nb = 1, max_all_nb = 1;
+  uint32_t max_m = 1;
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    descs[a].list = s.present[s.theta_slot];
+    descs[a].slot = s.theta_slot;
+    descs[a].k = s.k;
+    descs[a].sample = sample;
+    descs[a].blocks = std::max(s.k, sample);
+    max_nb = std::max<uint64_t>(max_nb, descs[a].list.num_blocks);
+    if (sample == 0) continue;
+    OrPDesc& d = sdescs[a];
+    d.m = static_cast<uint32_t>(s.present.size());
+    d.list_off = static_cast<uint32_t>(lists.size());
+    d.cap = static_cast<uint32_t>(std::min<uint64_t>(scap, descs[a].list.count));  // drawn from that list
+    max_m = std::max(max_m, d.m);
+    for (uint32_t i = 0; i < d.m; ++i) {
+      const DevList& l = s.present[i];
+      lists.push_back(l);
+      OrPList pl;
+      // The theta list holds every sampled document at a known position: never decoded for them.
+      pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
+      plists.push_back(pl);
+      max_all_nb = std::max<uint64_t>(max_all_nb, l.num_blocks);
+    }
+  }
+  auto build = [&](uintptr_t base, QueryOut** d_out, ThetaDesc** d_descs, OrPDesc** d_sdescs, DevList** d_lists,
+                   OrPList** d_plists) -> std::pair<size_t, size_t> {
+    Arena ar(base);
+    // Zeroed first.
+    *d_out = ar.Take<QueryOut>(q);
+    for (uint32_t a = 0; a < q; ++a) {
+      descs[a].out = *d_out + a;
+      descs[a].hist = ar.Take<uint32_t>(kHistBins);
+      descs[a].block_hist = ar.Take<uint32_t>(kHistBins);
+      if (sample == 0) continue;
+      OrPDesc& d = sdescs[a];
+      d.out = *d_out + a;
+      d.counters = ar.Take<uint32_t>(1 + d.m);
+      for (uint32_t i = 0; i < d.m; ++i) TakeProbeZeroed(ar, plists[d.list_off + i], lists[d.list_off + i]);
+    }
+    const size_t zeroed = ar.size();
+    *d_descs = ar.Take<ThetaDesc>(q);
+    *d_sdescs = ar.Take<OrPDesc>(q);
+    *d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    *d_plists = ar.Take<OrPList>(std::max<size_t>(plists.size(), 1));
+    for (uint32_t a = 0; a < q; ++a) {
+      descs[a].block_bin = ar.Take<uint32_t>(1);
+      if (sample == 0) continue;
+      descs[a].sample_bin = ar.Take<uint32_t>(1);
+      OrPDesc& d = sdescs[a];
+      d.cand = ar.Take<uint32_t>(d.cap);
+      d.src = ar.Take<uint8_t>(d.cap);
+      d.scores = ar.Take<float>(d.cap);
+      d.pos = ar.Take<uint32_t>(size_t{d.m} * d.cap);
+      for (uint32_t i = 0; i < d.m; ++i) TakeProbeRest(ar, plists[d.list_off + i], lists[d.list_off + i], d.cap);
+    }
+    return {ar.size(), zeroed};
+  };
+  QueryOut* d_out = nullptr;
+  ThetaDesc* d_descs = nullptr;
+  OrPDesc* d_sdescs = nullptr;
+  DevList* d_lists = nullptr;
+  OrPList* d_plists = nullptr;
+  const size_t bytes = build(0, &d_out, &d_descs, &d_sdescs, &d_lists, &d_plists).first;
+  void* scratch = nullptr;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocFromPoolAsync(&scratch, bytes, ctx.pool, stream));
+  const size_t zeroed = build(reinterpret_cast<uintptr_t>(scratch), &d_out, &d_descs, &d_sdescs, &d_lists, &d_plists).second;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(scratch, 0, zeroed, stream));
+  Uploads up;
+  up.Add(d_descs, descs.data(), q);
+  if (sample != 0) {
+    up.Add(d_sdescs, sdescs.data(), q);
+    up.Add(d_lists, lists.data(), lists.size());
+    up.Add(d_plists, plists.data(), plists.size());
+  }
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
+  ThetaBlockHistKernel<<<dim3(GridFor(max_nb, kThreads, q), q), kThreads, 0, stream>>>(d_descs);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  ThetaBlockSelectKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  ThetaHistKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, shard);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  ThetaSelectKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs);
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  if (sample != 0) {
+    SampleGatherKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_sdescs, shard);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    const uint32_t cand_grid = GridFor(scap, kThreads, uint64_t{q} * max_m);
+    OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OrDecodeKernel<<<dim3(GridFor(max_all_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(
+        d_sdescs, d_lists, d_plists, shard);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OrScoreKernel<<<dim3(GridFor(scap, kThreads, q), q), kThreads, 0, stream>>>(d_sdescs, d_lists, shard);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    SampleThetaKernel<<<dim3(1, q), kThreads, 0, stream>>>(d_descs, d_sdescs);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+  return Status::Ok();
+}
+
 // Pruned or: bytes of device scratch one query needs (PlanOr has set its cap).
 uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs) {
   const uint64_t m = s.present.size();
-  uint64_t b = (uint64_t{num_docs} + 31) / 32 * 4 + s.cap * (4 + 4 + 4 * m + 16) + kHistBins * 4 + s.k * 8 + 8192;
-  for (const DevList& l : s.present) {
-    b += 2 * 4 * uint64_t{l.num_blocks} + 512;
-    b += (ProbeDense(s.cap, l) ? uint64_t{l.num_blocks} : std::min<uint64_t>(l.num_blocks, s.cap)) * kBlockSize * 4;
-  }
+  uint64_t b = (uint64_t{num_docs} + 31) / 32 * 4 + s.cap * (4 + 4 + 1 + 4 * m + 16) + kHistBins * 4 + s.k * 8 + 8192;
+  for (const DevList& l : s.present) b += ProbeBytes(l, s.cap);
+  return b;
+}
+
+// Theta round: bytes of device scratch one query needs.
+uint64_t ThetaBytes(const QState& s, uint32_t sample) {
+  uint64_t b = 2 * kHistBins * 4 + 4096;
+  if (sample == 0) return b;
+  const uint64_t cap = SampleCap(sample);
+  b += cap * (4 + 4 + 1 + 4 * s.present.size());
+  for (const DevList& l : s.present) b += ProbeBytes(l, cap);
   return b;
 }
 
@@ -631,7 +749,8 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       OrPList pl;
       pl.essential = (s.ess_mask >> i) & 1u;
       pl.rest = s.rest[i];
-      pl.dense = ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
+      // With theta the candidates are few next to the bound on them: only needed blocks decoded.
+      pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
       plists.push_back(pl);
       max_nb = std::max<uint64_t>(max_nb, s.present[i].num_blocks);
       if (pl.essential) max_ess_nb = std::max<uint64_t>(max_ess_nb, s.present[i].num_blocks);
@@ -655,10 +774,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       d.out = *d_out + a;
       d.bitmap = ar.Take<uint32_t>(bitmap_words);
       d.counters = ar.Take<uint32_t>(1 + d.m);
-      for (uint32_t i = 0; i < d.m; ++i) {
-        OrPList& pl = plists[d.list_off + i];
-        pl.needed = pl.dense ? nullptr : ar.Take<uint32_t>(lists[d.list_off + i].num_blocks);
-      }
+      for (uint32_t i = 0; i < d.m; ++i) TakeProbeZeroed(ar, plists[d.list_off + i], lists[d.list_off + i]);
       TakeTopkZeroed(ar, tp, 1, &hist[a], &sel[a]);
     }
     const size_t zeroed = ar.size();
@@ -670,15 +786,10 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     for (uint32_t a = 0; a < q; ++a) {
       OrPDesc& d = descs[a];
       d.cand = ar.Take<uint32_t>(std::max<uint32_t>(d.cap, 1));
+      d.src = ar.Take<uint8_t>(std::max<uint32_t>(d.cap, 1));
       d.scores = ar.Take<float>(std::max<uint32_t>(d.cap, 1));
       d.pos = ar.Take<uint32_t>(std::max<size_t>(size_t{d.m} * d.cap, 1));
-      for (uint32_t i = 0; i < d.m; ++i) {
-        OrPList& pl = plists[d.list_off + i];
-        const uint32_t nb = lists[d.list_off + i].num_blocks;
-        const uint64_t slots = pl.dense ? nb : std::min<uint64_t>(nb, d.cap);
-        pl.decoded = ar.Take<uint32_t>(std::max<uint64_t>(slots, 1) * kBlockSize);
-        pl.slot_of = pl.dense ? nullptr : ar.Take<uint32_t>(nb);
-      }
+      for (uint32_t i = 0; i < d.m; ++i) TakeProbeRest(ar, plists[d.list_off + i], lists[d.list_off + i], d.cap);
       TopkDesc& t = tp.tk[a];
       t.scores = d.scores;
       t.docs = d.cand;
@@ -751,8 +862,12 @@ bool NeedTheta(QState& s, uint64_t min_postings) {
 // Plans an or-query given s.theta (0 when there was no theta round): lists taken by increasing
 // max_score whose running sum times the slack stays below theta are non-essential (no document
 // only they hold can reach theta <= the k-th best score; strict, so bounds of 0 never prune
-// against theta 0); the rest are essential. Pruned when the essential lists' postings are few.
-void PlanOr(QState& s, uint32_t num_docs, uint32_t divisor) {
+// against theta 0); the rest are essential. The pruned path when theta > 0 (at most
+// or_candidate_cap candidates) or the essential lists' postings are few, else the dense path.
+void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
+  const uint32_t divisor = o.or_pruned_divisor;
+  s.or_path = PhaseKind::kOrDense;
+  if (divisor == 0 || num_docs == 0) return;
   const uint32_t m = static_cast<uint32_t>(s.present.size());
   const float slack = OrSlack(s.n);
   std::vector<uint32_t> order(m);
@@ -765,7 +880,6 @@ void PlanOr(QState& s, uint32_t num_docs, uint32_t divisor) {
     if (!(ub * slack < s.theta)) break;
     ++first_ess;
   }
-  s.pruned = false;
   if (first_ess == m) return;  // inconsistent bounds (a corrupt header): the dense path needs none
   s.ess_mask = 0;
   s.cap = 0;
@@ -779,17 +893,21 @@ void PlanOr(QState& s, uint32_t num_docs, uint32_t divisor) {
       if (order[i] != e) rest += s.max_score[order[i]];
     s.rest[e] = rest;
   }
-  s.pruned = divisor != 0 && s.cap <= uint64_t{num_docs} / divisor && s.cap < (uint64_t{1} << 30);
+  const uint64_t ess = s.cap;
+  if (s.theta > 0.0f) s.cap = std::min<uint64_t>(s.cap, o.or_candidate_cap);
+  if ((s.theta > 0.0f || ess <= uint64_t{num_docs} / divisor) && s.cap < (uint64_t{1} << 30))
+    s.or_path = PhaseKind::kOrPruned;
 }
 
 // Phases for `ids`: chunks of at most kMaxBatchY queries; or-phases also bounded in memory.
 void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
-               std::vector<Phase>* phases) {
+               const GpuContextOptions& o, std::vector<Phase>* phases) {
   std::vector<uint32_t> cur;
   uint64_t cur_bytes = 0;
   for (uint32_t id : ids) {
     const uint64_t b = kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
                        : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
+                       : kind == PhaseKind::kTheta    ? ThetaBytes(st[id], o.or_theta_sample)
                                                       : 0;
     if (!cur.empty() && (cur.size() >= kMaxBatchY || cur_bytes + b > kOrGroupBytes)) {
       phases->push_back(MakePhase(kind, std::move(cur), st));
@@ -852,12 +970,17 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       QState& s = st[p.ids[a]];
       const QueryOut& o = p.h_out[a];
       QueryStats& stats = s.result.stats;
-      if (p.kind != PhaseKind::kTheta) stats.lists += s.present.size();
+      const bool overflow = p.kind == PhaseKind::kOrPruned && o.error == kErrOverflow;
+      if (p.kind != PhaseKind::kTheta && !overflow) stats.lists += s.present.size();
       stats.blocks_decoded += o.blocks;
       stats.freq_blocks_decoded += o.freq_blocks;
       stats.postings_decoded += o.postings;
       stats.bytes_touched += o.bytes;
       stats.postings_scored += o.scored;
+      if (overflow) {  // the answer is incomplete: ExecuteBatchGpu reruns the query dense
+        s.overflow = true;
+        continue;
+      }
       if (o.error != 0) {
         s.status = Status::Corruption("posting block failed to decode on the GPU (corrupt or outside the shard)");
         s.done = true;
@@ -962,6 +1085,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     }
   }
   const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1};
+  const GpuContextOptions& opt = ctx.impl().options;
   // Or-queries: those that need theta wait one round for it (`wait`); the others are planned now.
   auto plan_or = [&](const std::vector<uint32_t>& ids, bool may_wait, std::vector<uint32_t>* wait,
                      std::vector<Phase>* phases) {
@@ -969,17 +1093,32 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     for (uint32_t id : ids) {
       QState& s = st[id];
       if (!s.status.ok()) continue;
-      if (may_wait && ctx.impl().options.or_pruned_divisor != 0 &&
-          NeedTheta(s, ctx.impl().options.or_theta_min_postings)) {
+      if (may_wait && opt.or_pruned_divisor != 0 && NeedTheta(s, opt.or_theta_min_postings)) {
         wait->push_back(id);
         continue;
       }
-      PlanOr(s, shard.num_docs, ctx.impl().options.or_pruned_divisor);
-      (s.pruned ? pruned : dense).push_back(id);
+      PlanOr(s, shard.num_docs, opt);
+      (s.or_path == PhaseKind::kOrPruned ? pruned : dense).push_back(id);
     }
-    AddPhases(PhaseKind::kOrDense, dense, st, shard.num_docs, phases);
-    AddPhases(PhaseKind::kOrPruned, pruned, st, shard.num_docs, phases);
-    if (wait != nullptr) AddPhases(PhaseKind::kTheta, *wait, st, shard.num_docs, phases);
+    g_or_theta.fetch_add(wait != nullptr ? wait->size() : 0, std::memory_order_relaxed);
+    g_or_pruned.fetch_add(pruned.size(), std::memory_order_relaxed);
+    g_or_dense.fetch_add(dense.size(), std::memory_order_relaxed);
+    AddPhases(PhaseKind::kOrDense, dense, st, shard.num_docs, opt, phases);
+    AddPhases(PhaseKind::kOrPruned, pruned, st, shard.num_docs, opt, phases);
+    if (wait != nullptr) AddPhases(PhaseKind::kTheta, *wait, st, shard.num_docs, opt, phases);
+  };
+  // Pruned attempts of the last round that overflowed their candidates: dense in this one.
+  auto rerun_overflow = [&](std::vector<Phase>* phases) {
+    std::vector<uint32_t> ids;
+    for (uint32_t i = 0; i < nq; ++i)
+      if (st[i].overflow && st[i].status.ok()) {
+        st[i].overflow = false;
+        st[i].or_path = PhaseKind::kOrDense;
+        ids.push_back(i);
+      }
+    g_or_overflow.fetch_add(ids.size(), std::memory_order_relaxed);
+    g_or_dense.fetch_add(ids.size(), std::memory_order_relaxed);
+    AddPhases(PhaseKind::kOrDense, ids, st, shard.num_docs, opt, phases);
   };
   auto run = [&](std::vector<Phase>& phases) -> Status {
     Status r = RunRound(ctx.impl(), dev, phases, st);
@@ -989,14 +1128,67 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     }
     return r;
   };
+  // or_theta_pair: beside the theta round, an and-query over the two lists of the highest
+  // max_score with >= k postings each (a state appended past nq); the k-th best of its scores is
+  // the or-score lower bound of k real documents (each of their or-scores adds non-negative terms
+  // to the same two contributions, and float rounding is monotone).
+  std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (query, its pair's state)
+  auto add_pairs = [&](const std::vector<uint32_t>& wait, std::vector<Phase>* phases) {
+    if (!opt.or_theta_pair) return;
+    std::vector<uint32_t> ids;
+    for (uint32_t id : wait) {
+      const QState& s = st[id];
+      uint32_t a = kNone, b = kNone;
+      for (uint32_t i = 0; i < s.present.size(); ++i) {
+        if (s.present[i].count < s.k) continue;
+        if (a == kNone || s.max_score[i] > s.max_score[a]) {
+          b = a;
+          a = i;
+        } else if (b == kNone || s.max_score[i] > s.max_score[b]) {
+          b = i;
+        }
+      }
+      if (b == kNone) continue;
+      QState p;
+      p.mode = QueryMode::kAnd;
+      p.k = s.k;
+      p.n = 2;
+      for (uint32_t i : {std::min(a, b), std::max(a, b)}) {  // canonical order
+        p.present.push_back(s.present[i]);
+        p.max_score.push_back(s.max_score[i]);
+      }
+      pairs.emplace_back(id, static_cast<uint32_t>(st.size()));
+      ids.push_back(static_cast<uint32_t>(st.size()));
+      st.push_back(std::move(p));
+    }
+    AddPhases(PhaseKind::kAnd, ids, st, shard.num_docs, opt, phases);
+  };
+  auto fold_pairs = [&] {
+    for (auto [id, pi] : pairs) {
+      QState& p = st[pi];
+      QState& s = st[id];
+      QueryStats& to = s.result.stats;
+      const QueryStats& from = p.result.stats;
+      to.blocks_decoded += from.blocks_decoded;
+      to.freq_blocks_decoded += from.freq_blocks_decoded;
+      to.postings_decoded += from.postings_decoded;
+      to.bytes_touched += from.bytes_touched;
+      to.postings_scored += from.postings_scored;
+      if (p.status.ok() && p.result.hits.size() == p.k) s.theta = std::max(s.theta, p.result.hits.back().score);
+    }
+    pairs.clear();
+  };
   // Round 1: and (and the and-part of andor), or planned without theta, theta for the rest of or.
   std::vector<Phase> phases;
   std::vector<uint32_t> wait1, wait2;
-  AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, &phases);
+  AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, opt, &phases);
   plan_or(or_ids, true, &wait1, &phases);
+  add_pairs(wait1, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
+  fold_pairs();
   // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
   phases.clear();
+  rerun_overflow(&phases);
   plan_or(wait1, false, nullptr, &phases);
   std::vector<uint32_t> or2;
   for (uint32_t id : and_ids)
@@ -1005,16 +1197,29 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
       or2.push_back(id);
     }
   plan_or(or2, true, &wait2, &phases);
+  add_pairs(wait2, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
-  // Round 3: andor's or-part that waited for theta.
+  fold_pairs();
+  // Round 3: andor's or-part that waited for theta (and round 2's overflows).
   phases.clear();
+  rerun_overflow(&phases);
   plan_or(wait2, false, nullptr, &phases);
+  SEARCH_RETURN_IF_ERROR(run(phases));
+  // Round 4, only when round 3 overflowed.
+  phases.clear();
+  rerun_overflow(&phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
   const uint64_t micros = MicrosSince(t0);
   g_calls.fetch_add(1, std::memory_order_relaxed);
   g_total_ns.fetch_add(NanosSince(t0), std::memory_order_relaxed);
   out->reserve(nq);
-  for (QState& s : st) {
+  for (size_t i = 0; i < nq; ++i) {
+    QState& s = st[i];
+    if (s.status.ok() && s.theta > 0.0f && s.result.hits.size() == s.k && s.result.hits.back().score > 0.0f) {
+      g_theta_ratio_ppm.fetch_add(static_cast<uint64_t>(1e6 * s.theta / s.result.hits.back().score),
+                                  std::memory_order_relaxed);
+      g_theta_ratio_n.fetch_add(1, std::memory_order_relaxed);
+    }
     if (!s.status.ok()) {
       out->emplace_back(s.status);
       continue;
@@ -1032,6 +1237,12 @@ GpuEngineTimes EngineTimes() {
   t.enqueue_ns = g_enqueue_ns.load(std::memory_order_relaxed);
   t.wait_ns = g_wait_ns.load(std::memory_order_relaxed);
   t.total_ns = g_total_ns.load(std::memory_order_relaxed);
+  t.or_theta = g_or_theta.load(std::memory_order_relaxed);
+  t.or_pruned = g_or_pruned.load(std::memory_order_relaxed);
+  t.or_dense = g_or_dense.load(std::memory_order_relaxed);
+  t.or_overflow = g_or_overflow.load(std::memory_order_relaxed);
+  t.theta_ratio_ppm = g_theta_ratio_ppm.load(std::memory_order_relaxed);
+  t.theta_ratio_n = g_theta_ratio_n.load(std::memory_order_relaxed);
   return t;
 }
 

@@ -1,17 +1,28 @@
-// The GPU engine's pruned (exact) or: the GPU analogue of MaxScore (gpu_engine.hpp has the
-// algorithm, gpu_engine.cu the planning). Kernels serve a whole batch like engine_kernels.cuh's
-// (blockIdx.y = query); the per-list kernels take blockIdx.z = the list's canonical slot.
-//   theta:  ThetaHistKernel scores every posting of one list per query (the list with the highest
-//           max_score among those with >= k postings) into a fine histogram of its contributions;
+// The GPU engine's pruned (exact) or: the GPU analogue of MaxScore with block-max bounds
+// (gpu_engine.hpp has the algorithm, gpu_engine.cu the planning). Kernels serve a whole batch like
+// engine_kernels.cuh's (blockIdx.y = query); the per-list kernels take blockIdx.z = the list's
+// canonical slot.
+//   theta:  ThetaBlockHistKernel / ThetaBlockSelectKernel pick the blocks of the highest block
+//           maxima of one list per query (the list with the highest max_score among those with
+//           >= k postings): max(k, sample) of them; ThetaHistKernel scores every posting of those
+//           blocks into a fine histogram of its contributions;
 //           ThetaSelectKernel takes the lower edge of the bin holding the k-th best: a lower bound
 //           on that list's k-th best contribution, hence on the query's k-th best final score (a
-//           document's float sum of non-negative contributions is >= each of them).
-//   pruned: OrGatherKernel decodes the essential lists' blocks (skipping blocks whose block-max
-//           plus every other list's max_score cannot reach theta) and appends each document once
-//           (a bitmap over the shard dedupes); then per list OrLocateKernel (skip-array binary
-//           search per candidate), OrDecodeKernel (only the blocks holding candidates, or the whole
-//           list when most blocks do), OrProbeKernel (binary search in the decoded block: the
-//           posting's position or kNone); OrScoreKernel sums the contributions in canonical order.
+//           document's float sum of non-negative contributions is >= each of them), and the bin
+//           holding the sample-th best. SampleGatherKernel collects the documents of those best
+//           bins (at most the sample buffer), the Or{Locate,Decode,Probe,Score} kernels score them
+//           exactly over every list, and SampleThetaKernel raises theta to the lower edge of the
+//           bin holding their k-th best exact score: any k real documents' scores bound the k-th
+//           best score from below.
+//   pruned: OrGatherKernel decodes the essential
+//           lists' blocks, skipping blocks whose block max plus every other list's max_score
+//           cannot reach theta, keeps a document when its own contribution plus that bound can,
+//           and appends each kept document once with its position in that list (a bitmap over
+//           the shard dedupes; past the buffer: kErrOverflow); then per other list (the sample's
+//           too) OrLocateKernel (skip-array binary search per candidate),
+//           OrDecodeKernel (only the blocks holding candidates, or the whole list when most blocks
+//           do), OrProbeKernel (binary search in the decoded block: the posting's position or
+//           kNone); OrScoreKernel sums the contributions in canonical order.
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
@@ -48,9 +59,15 @@ __host__ __device__ __forceinline__ float SanitizeBoundHD(float v) {
 
 struct ThetaDesc {
   DevList list;
+  uint32_t slot = 0;               // the list's canonical slot in the query
   uint32_t k = 0;
-  uint32_t* hist = nullptr;  // kHistBins (zeroed)
-  QueryOut* out = nullptr;   // theta lands in out->theta
+  uint32_t sample = 0;             // documents of `list` to score exactly (0: no sample)
+  uint32_t blocks = 0;             // blocks of the highest block maxima the round reads (>= k)
+  uint32_t* block_hist = nullptr;  // kHistBins over the blocks' maxima (zeroed)
+  uint32_t* block_bin = nullptr;   // the lowest block-max bin read
+  uint32_t* hist = nullptr;        // kHistBins over the read blocks' contributions (zeroed)
+  uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin (sample > 0)
+  QueryOut* out = nullptr;         // theta lands in out->theta
 };
 
 // Per list of a pruned or-query (parallel to its DevList).
@@ -66,12 +83,13 @@ struct OrPList {
 struct OrPDesc {
   uint32_t m = 0;
   uint32_t list_off = 0;
-  uint32_t cap = 0;  // bound on the candidates: the essential lists' postings
+  uint32_t cap = 0;  // the candidate buffer (past it: kErrOverflow)
   float theta = 0.0f;
   float slack = 1.0f;
   uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
   uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: decoded slots of list s (zeroed)
   uint32_t* cand = nullptr;      // cap docIDs
+  uint8_t* src = nullptr;        // cap: the slot a candidate came from (its pos there is set)
   uint32_t* pos = nullptr;       // m * cap: list s's block, then position (kNone: absent)
   float* scores = nullptr;       // cap
   QueryOut* out = nullptr;
@@ -79,15 +97,40 @@ struct OrPDesc {
 
 // ------------------------------------------------------------------------------------- theta
 
+// The theta list's blocks by block max: the round reads only the `blocks` blocks of the highest
+// maxima (more on ties within a bin). Every posting whose contribution reaches a bin lies in a
+// block whose maximum does, so the best contributions are all read.
+__device__ __forceinline__ uint32_t BlockMaxBin(const BlockMeta& m) {
+  return ThetaBin(SanitizeBoundHD(m.max_score));
+}
+
+__global__ void __launch_bounds__(kThreads) ThetaBlockHistKernel(const ThetaDesc* descs) {
+  __shared__ uint32_t hist[kHistBins];
+  const ThetaDesc& q = descs[blockIdx.y];
+  const DevList l = q.list;
+  for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
+  __syncthreads();
+  uint32_t any = 0;
+  for (uint32_t b = blockIdx.x * kThreads + threadIdx.x; b < l.num_blocks; b += gridDim.x * kThreads) {
+    atomicAdd(&hist[BlockMaxBin(l.meta[b])], 1u);
+    any = 1;
+  }
+  if (__syncthreads_or(any) == 0) return;
+  for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads)
+    if (hist[i] != 0) atomicAdd(&q.block_hist[i], hist[i]);
+}
+
 __global__ void __launch_bounds__(kThreads) ThetaHistKernel(const ThetaDesc* descs, ShardDev shard) {
   __shared__ uint32_t hist[kHistBins];
   const ThetaDesc& q = descs[blockIdx.y];
   const DevList l = q.list;
   for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
   __syncthreads();
+  const uint32_t lowest = *q.block_bin;
   uint64_t blocks = 0, postings = 0, bytes = 0;
   for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
     const BlockMeta m = l.meta[b];
+    if (BlockMaxBin(m) < lowest) continue;
     uint32_t docs[kWarpValues], tfs[kWarpValues];
     ++blocks;
     postings += m.count;
@@ -111,29 +154,124 @@ __global__ void __launch_bounds__(kThreads) ThetaHistKernel(const ThetaDesc* des
     if (hist[i] != 0) atomicAdd(&q.hist[i], hist[i]);
 }
 
-// One CTA per query: out->theta = the floor of the highest bin B with count(bins >= B) >= k
-// (0 when the list turned out to hold fewer than k scorable postings).
-__global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* descs) {
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  const ThetaDesc& q = descs[blockIdx.y];
+using ThetaScan = cub::BlockScan<uint32_t, kThreads>;
+
+// One CTA: the highest bin B of `hist` (kHistBins) with count(bins >= B) >= need, or kNone when the
+// bins hold fewer (every thread gets it). Ends with a barrier, so `tmp` may be reused at once.
+__device__ __forceinline__ uint32_t BinOfRank(const uint32_t* hist, uint32_t need, ThetaScan::TempStorage& tmp,
+                                              uint32_t* s_result) {
   constexpr uint32_t kPer = kHistBins / kThreads;
   const uint32_t hi = kHistBins - kPer * threadIdx.x;  // this thread's bins: [hi - kPer, hi), top first
   uint32_t sum = 0;
-  for (uint32_t b = hi - kPer; b < hi; ++b) sum += q.hist[b];
+  for (uint32_t b = hi - kPer; b < hi; ++b) sum += hist[b];
   uint32_t before = 0, total = 0;
-  Scan(scan_tmp).ExclusiveSum(sum, before, total);
-  if (threadIdx.x == 0 && total < q.k) q.out->theta = 0.0f;
-  if (before < q.k && before + sum >= q.k) {  // exactly one thread
+  ThetaScan(tmp).ExclusiveSum(sum, before, total);
+  if (threadIdx.x == 0) *s_result = kNone;
+  __syncthreads();
+  if (need > 0 && before < need && before + sum >= need) {  // exactly one thread
     uint32_t acc = before;
     for (uint32_t b = hi; b-- > hi - kPer;) {
-      acc += q.hist[b];
-      if (acc >= q.k) {
-        q.out->theta = ThetaBinFloor(b);
+      acc += hist[b];
+      if (acc >= need) {
+        *s_result = b;
         break;
       }
     }
   }
+  __syncthreads();
+  return *s_result;
+}
+
+// One CTA per query: *block_bin = the bin holding the blocks-th highest block max (0, every
+// block, when the list has fewer blocks).
+__global__ void __launch_bounds__(kThreads) ThetaBlockSelectKernel(const ThetaDesc* descs) {
+  __shared__ ThetaScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin;
+  const ThetaDesc& q = descs[blockIdx.y];
+  const uint32_t b = BinOfRank(q.block_hist, q.blocks, scan_tmp, &s_bin);
+  if (threadIdx.x == 0) *q.block_bin = b == kNone ? 0u : b;
+}
+
+// One CTA per query: out->theta = the floor of the bin holding the k-th best contribution (0 when
+// the list turned out to hold fewer than k scorable postings); *sample_bin = the bin holding the
+// sample-th best (0, every bin, when there are fewer).
+__global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* descs) {
+  __shared__ ThetaScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin;
+  const ThetaDesc& q = descs[blockIdx.y];
+  const uint32_t b = BinOfRank(q.hist, q.k, scan_tmp, &s_bin);
+  if (threadIdx.x == 0) q.out->theta = b == kNone ? 0.0f : ThetaBinFloor(b);
+  if (q.sample == 0) return;
+  const uint32_t sb = BinOfRank(q.hist, q.sample, scan_tmp, &s_bin);
+  if (threadIdx.x == 0) *q.sample_bin = sb == kNone ? 0u : sb;
+}
+
+// The candidates a kernel may read: the device count, never past the buffer.
+__device__ __forceinline__ uint32_t CandCount(const OrPDesc& q) {
+  return min(q.counters[0], q.cap);
+}
+
+// Whether the candidate buffer is already full (warp-uniform: lane 0 reads, all lanes get it).
+__device__ __forceinline__ bool CandFull(const OrPDesc& q) {
+  uint32_t c = 0;
+  if (Lane() == 0) c = *static_cast<volatile uint32_t*>(q.counters);
+  return __shfl_sync(0xffffffffu, c, 0) >= q.cap;
+}
+
+// The sample: documents of the theta list whose contribution falls in the sampled bins, appended
+// up to the buffer (which documents of the lowest bin make it does not matter: any real documents'
+// exact scores bound the k-th best from below).
+__global__ void __launch_bounds__(kThreads)
+    SampleGatherKernel(const ThetaDesc* tdescs, const OrPDesc* sdescs, ShardDev shard) {
+  const ThetaDesc& t = tdescs[blockIdx.y];
+  const OrPDesc& q = sdescs[blockIdx.y];
+  const DevList l = t.list;
+  const uint32_t lowest = *t.sample_bin, lowest_block = *t.block_bin;
+  uint64_t blocks = 0, postings = 0, bytes = 0;
+  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    if (CandFull(q)) break;
+    const BlockMeta m = l.meta[b];
+    if (BlockMaxBin(m) < lowest_block) continue;
+    uint32_t docs[kWarpValues], tfs[kWarpValues];
+    ++blocks;
+    postings += m.count;
+    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
+    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) continue;  // ThetaHistKernel reported it
+    WarpDecodeFreqs(l.payload, m, tfs);
+    for (uint32_t r = 0; r < kWarpValues; ++r) {
+      const uint32_t i = Lane() * kWarpValues + r;
+      bool take = false;
+      if (i < m.count) {
+        const uint32_t off = docs[r] - shard.doc_begin;
+        take = off < shard.num_docs &&
+               ThetaBin(Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1)) >= lowest;
+      }
+      const uint32_t at = WarpAppend(&q.counters[0], take);
+      if (take && at < q.cap) {
+        q.cand[at] = docs[r];
+        q.src[at] = static_cast<uint8_t>(t.slot);
+        q.pos[static_cast<size_t>(t.slot) * q.cap + at] = b * kBlockSize + i;
+      }
+    }
+  }
+  AddStats(q.out, blocks, postings, bytes, blocks);
+}
+
+// One CTA per query, after OrScoreKernel scored the sample: theta = max(theta, the floor of the
+// bin holding the sample's k-th best exact score) when the sample holds k documents.
+__global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* tdescs, const OrPDesc* sdescs) {
+  __shared__ uint32_t hist[kHistBins];
+  __shared__ ThetaScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin;
+  const ThetaDesc& t = tdescs[blockIdx.y];
+  const OrPDesc& q = sdescs[blockIdx.y];
+  for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
+  __syncthreads();
+  const uint32_t c = CandCount(q);
+  for (uint32_t i = threadIdx.x; i < c; i += kThreads) atomicAdd(&hist[ThetaBin(q.scores[i])], 1u);
+  __syncthreads();
+  const uint32_t b = BinOfRank(hist, t.k, scan_tmp, &s_bin);
+  if (threadIdx.x == 0 && b != kNone) t.out->theta = fmaxf(t.out->theta, ThetaBinFloor(b));
 }
 
 // ------------------------------------------------------------------------------------ pruned
@@ -149,35 +287,50 @@ __global__ void __launch_bounds__(kThreads)
   const DevList l = lists[q.list_off + s];
   uint64_t blocks = 0, postings = 0, bytes = 0;
   for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    if (CandFull(q)) break;  // overflowed: the host reruns the query dense
     const BlockMeta m = l.meta[b];
+    const float bmax = SanitizeBoundHD(m.max_score);
     // No document of this block reaches theta: its score is at most about bmax + rest (rounding
     // covered by slack; strict, so bounds of 0 against theta 0 prune nothing).
-    if ((SanitizeBoundHD(m.max_score) + pl.rest) * q.slack < q.theta) continue;
-    uint32_t docs[kWarpValues];
+    if ((bmax + pl.rest) * q.slack < q.theta) continue;
+    uint32_t docs[kWarpValues], tfs[kWarpValues];
     ++blocks;
     postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits);
+    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
     if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
       if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
       continue;
     }
+    WarpDecodeFreqs(l.payload, m, tfs);
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       bool fresh = false;
       if (i < m.count) {
         const uint32_t off = docs[r] - shard.doc_begin;
         if (off < shard.num_docs) {
-          const uint32_t bit = 1u << (off & 31u);
-          fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
+          // The document's own contribution plus what the other lists can add.
+          const float own = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
+          if (!((own + pl.rest) * q.slack < q.theta)) {
+            const uint32_t bit = 1u << (off & 31u);
+            fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
+          }
         } else {
           atomicOr(&q.out->error, kErrCorrupt);  // a corrupt block that decoded past the shard
         }
       }
       const uint32_t at = WarpAppend(&q.counters[0], fresh);
-      if (fresh) q.cand[at] = docs[r];
+      if (fresh) {
+        if (at < q.cap) {  // its position here is known: the other lists are searched for it
+          q.cand[at] = docs[r];
+          q.src[at] = static_cast<uint8_t>(s);
+          q.pos[static_cast<size_t>(s) * q.cap + at] = b * kBlockSize + i;
+        } else {
+          atomicOr(&q.out->error, kErrOverflow);
+        }
+      }
     }
   }
-  AddStats(q.out, blocks, postings, bytes, 0);
+  AddStats(q.out, blocks, postings, bytes, blocks);
 }
 
 __global__ void __launch_bounds__(kThreads)
@@ -187,9 +340,10 @@ __global__ void __launch_bounds__(kThreads)
   if (s >= q.m) return;
   const DevList l = lists[q.list_off + s];
   const OrPList& pl = plists[q.list_off + s];
-  const uint32_t c = q.counters[0];
+  const uint32_t c = CandCount(q);
   uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    if (q.src[i] == s) continue;  // found in this list: pos is its position already
     const uint32_t doc = q.cand[i];
     uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
     while (lo < hi) {
@@ -251,9 +405,10 @@ __global__ void __launch_bounds__(kThreads)
   if (s >= q.m) return;
   const DevList l = lists[q.list_off + s];
   const OrPList& pl = plists[q.list_off + s];
-  const uint32_t c = q.counters[0];
+  const uint32_t c = CandCount(q);
   uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    if (q.src[i] == s) continue;
     const uint32_t b = pos[i];
     if (b == kNone) continue;
     const uint32_t doc = q.cand[i];
@@ -276,7 +431,7 @@ __global__ void __launch_bounds__(kThreads)
 // terms add nothing, as x + 0.0f == x).
 __global__ void __launch_bounds__(kThreads) OrScoreKernel(const OrPDesc* descs, const DevList* lists, ShardDev shard) {
   const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t c = q.counters[0];
+  const uint32_t c = CandCount(q);
   if (blockIdx.x == 0 && threadIdx.x == 0) q.out->scored = c;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
     const uint32_t doc = q.cand[i];

@@ -3,8 +3,9 @@
 // float scores, in every mode, for k from 1 to kMaxK, in batches mixing modes, lengths and k;
 // long lists (> 100K postings) for the sparse and dense and-paths; absent terms; per-query errors
 // (a corrupted block, bad k, too many terms) while the rest of the batch succeeds. Every batch runs
-// on three contexts: the default or-path choice, the pruned or forced (theta round for every
-// query of >= 2 lists, pruned whenever the essential lists fit the shard) and the dense or forced.
+// on four contexts: the default or-path choice; theta for every or-query of >= 2 lists (the
+// pruned path wherever it applies); the same with a tiny candidate buffer and sample (overflows
+// rerun dense; left out under racecheck); and the dense or forced.
 // Skips when no CUDA device is present.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -91,13 +92,29 @@ GpuContext* Context() {
   return ctx.get();
 }
 
-// The pruned or-path wherever it applies.
+// Theta for every or-query of >= 2 lists: the pruned path wherever it applies.
 GpuContext* PrunedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
     gpu::GpuContextOptions o;
     o.scratch_bytes = size_t{64} << 20;
     o.or_theta_min_postings = 0;
     o.or_pruned_divisor = 1;
+    return MakeContext(o);
+  }();
+  return ctx.get();
+}
+
+// Theta for every or-query of >= 2 lists with a tiny candidate buffer (most attempts overflow
+// and rerun dense) and a sample of a few documents.
+GpuContext* SmallPrunedContext() {
+  static std::unique_ptr<GpuContext> ctx = [] {
+    gpu::GpuContextOptions o;
+    o.scratch_bytes = size_t{64} << 20;
+    o.or_theta_min_postings = 0;
+    o.or_pruned_divisor = 1;
+    o.or_candidate_cap = 24;
+    o.or_theta_sample = 3;
+    o.or_theta_pair = true;
     return MakeContext(o);
   }();
   return ctx.get();
@@ -118,8 +135,14 @@ struct NamedContext {
   const char* name;
   GpuContext* ctx;
 };
+int QuickLevel();
 std::vector<NamedContext> AllContexts() {
-  return {{"default", Context()}, {"pruned-or", PrunedContext()}, {"dense-or", DenseContext()}};
+  std::vector<NamedContext> all = {{"default", Context()}, {"pruned-or", PrunedContext()}, {"dense-or", DenseContext()}};
+  // racecheck (level 2) leaves it out for time: its kernels are the pruned context's.
+  if (QuickLevel() < 2) {
+    all.push_back({"pruned-or-small", SmallPrunedContext()});
+  }
+  return all;
 }
 
 // SEARCH_TEST_QUICK (scripts/device-check.sh sets it for the compute-sanitizer passes, which
@@ -235,6 +258,7 @@ std::vector<BatchItem> RandomBatch(const Corpus& c, std::mt19937_64& rng, size_t
     ASSERT_NE(Context(), nullptr);                                   \
     ASSERT_NE(PrunedContext(), nullptr);                             \
     ASSERT_NE(DenseContext(), nullptr);                              \
+    ASSERT_NE(SmallPrunedContext(), nullptr);                        \
   } while (0)
 
 TEST(GpuEngine, MatchesCpuOnRandomCorporaInBatches) {
@@ -387,7 +411,10 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
     ASSERT_GT(c.df(0), 15000u);
     std::vector<BatchItem> items;
     std::vector<size_t> probe_only;  // items whose frequent list must be probed, not decoded whole
+    std::vector<size_t> filtered;    // two frequent lists, k = 1: few documents may reach theta
     for (uint32_t k : {1u, 10u, 1000u, kMaxK}) {
+      if (k == 1) filtered.push_back(items.size());
+      items.push_back({TestQuery{{0, 1}}, QueryMode::kOr, k});
       for (uint32_t r : rare) {
         if (k == 10) probe_only.push_back(items.size());
         items.push_back({TestQuery{{0, r}}, QueryMode::kOr, k});
@@ -409,9 +436,17 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
     CheckBatch(c, s, d, items, {}, &pruned);
     if (HasFailure()) return;
     ASSERT_EQ(pruned.size(), items.size());
+    // (the theta round's sample and the final round each decode only its blocks holding the rare
+    // documents: less than the whole list between them)
     for (size_t i : probe_only) {
-      EXPECT_LT(pruned[i].stats.postings_decoded, c.df(0) / 2)
+      EXPECT_LT(pruned[i].stats.postings_decoded, c.df(0))
           << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the frequent list was not pruned";
+    }
+    // The sampled theta and MaxScore's filter leave few of the union's documents scored.
+    for (size_t i : filtered) {
+      const uint64_t uni = uint64_t{c.df(items[i].q.terms[0])} + c.df(items[i].q.terms[1]);
+      EXPECT_LT(pruned[i].stats.postings_scored, uni / 2)
+          << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the candidates were not filtered";
     }
     // The same queries one at a time (batches of one).
     for (size_t i = 0; i < items.size() && !HasFailure(); i += Quick() ? 20 : 5) CheckBatch(c, s, d, {items[i]}, {});
@@ -584,6 +619,27 @@ TEST(GpuEngine, ContextCreationWithoutGpuIsUnavailable) {
   auto c = GpuContext::Create();
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kUnavailable);
+}
+
+// Out-of-range or-path options are refused before any GPU work (so this runs without a GPU too).
+TEST(GpuEngine, BadOrOptionsAreRefused) {
+  const auto refused = [](gpu::GpuContextOptions o) {
+    auto c = GpuContext::Create(o);
+    return !c.ok() && c.status().code() == StatusCode::kInvalidArgument;
+  };
+  gpu::GpuContextOptions o;
+  o.or_candidate_cap = 0;
+  EXPECT_TRUE(refused(o));
+  o.or_candidate_cap = (uint32_t{1} << 30) + 1;
+  EXPECT_TRUE(refused(o));
+  o = {};
+  o.or_theta_sample = (uint32_t{1} << 24) + 1;
+  EXPECT_TRUE(refused(o));
+  o = {};
+  o.or_theta_sample = 0;
+  o.or_candidate_cap = 1;
+  auto c = GpuContext::Create(o);
+  EXPECT_TRUE(c.ok() || c.status().code() == StatusCode::kUnavailable) << c.status().ToString();
 }
 
 }  // namespace

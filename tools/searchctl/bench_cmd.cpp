@@ -11,6 +11,7 @@
 #include <cmath>
 #include <iostream>
 #include <latch>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -30,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 
 struct ThreadTally {
   std::vector<double> latencies_us;
-  uint64_t queries = 0, postings = 0, blocks = 0, bytes = 0, hits = 0;
+  uint64_t queries = 0, postings = 0, blocks = 0, bytes = 0, hits = 0, scored = 0;
   Status error;
 };
 
@@ -59,6 +60,16 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "gpu: or-queries of at least this many postings take the theta round (default: the engine's)");
   cmd->add_option("--gpu-or-pruned-divisor", a->gpu_or_pruned_divisor,
                   "gpu: pruned or-path when the essential lists hold <= docs / this (0: always dense; default: the engine's)");
+  cmd->add_option("--gpu-or-candidate-cap", a->gpu_or_candidate_cap,
+                  "gpu: candidates a pruned or-query may collect before it reruns dense (default: the engine's)");
+  cmd->add_option("--gpu-or-theta-pair", a->gpu_or_theta_pair,
+                  "gpu: 1: theta also from the and of the two strongest lists (default: the engine's)");
+  cmd->add_option("--gpu-or-theta-sample", a->gpu_or_theta_sample,
+                  "gpu: documents scored exactly to raise theta (0: none; default: the engine's)");
+  cmd->add_option("--verify", a->verify,
+                  "gpu: after the run, answer the first N queries of the file on the GPU and the CPU engine and count "
+                  "those whose hits differ (verified, verify_mismatches)")
+      ->capture_default_str();
   cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
       ->capture_default_str();
   return cmd;
@@ -72,9 +83,12 @@ int RunBench(const BenchArgs& a) {
   if (!(a.seconds > 0 && a.seconds <= 86400) || !(a.warmup >= 0 && a.warmup <= 86400))
     return ReportError("bench", Status::InvalidArgument("--seconds must be in (0, 86400], --warmup in [0, 86400]"),
                        kExitUsage);
-  if (a.gpu_or_theta_min_postings > (int64_t{1} << 40) || a.gpu_or_pruned_divisor > (int64_t{1} << 31))
+  if (a.gpu_or_theta_min_postings > (int64_t{1} << 40) || a.gpu_or_pruned_divisor > (int64_t{1} << 31) ||
+      a.gpu_or_candidate_cap == 0 || a.gpu_or_candidate_cap > (int64_t{1} << 30) ||
+      a.gpu_or_theta_sample > (int64_t{1} << 24))
     return ReportError("bench",
-                       Status::InvalidArgument("--gpu-or-theta-min-postings must be <= 2^40, --gpu-or-pruned-divisor <= 2^31"),
+                       Status::InvalidArgument("--gpu-or-theta-min-postings must be <= 2^40, --gpu-or-pruned-divisor <= 2^31, "
+                                               "--gpu-or-candidate-cap in [1, 2^30], --gpu-or-theta-sample <= 2^24"),
                        kExitUsage);
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
@@ -106,6 +120,9 @@ int RunBench(const BenchArgs& a) {
   gpu::GpuContextOptions ctx_options;
   if (a.gpu_or_theta_min_postings >= 0) ctx_options.or_theta_min_postings = static_cast<uint64_t>(a.gpu_or_theta_min_postings);
   if (a.gpu_or_pruned_divisor >= 0) ctx_options.or_pruned_divisor = static_cast<uint32_t>(a.gpu_or_pruned_divisor);
+  if (a.gpu_or_candidate_cap >= 0) ctx_options.or_candidate_cap = static_cast<uint32_t>(a.gpu_or_candidate_cap);
+  if (a.gpu_or_theta_sample >= 0) ctx_options.or_theta_sample = static_cast<uint32_t>(a.gpu_or_theta_sample);
+  if (a.gpu_or_theta_pair >= 0) ctx_options.or_theta_pair = a.gpu_or_theta_pair != 0;
   double prewarm_s = 0;
   if (gpu && !a.cold) {
     const auto t0 = Clock::now();
@@ -183,6 +200,7 @@ int RunBench(const BenchArgs& a) {
           tally.latencies_us.push_back(us);
           ++tally.queries;
           tally.postings += r->stats.postings_decoded;
+          tally.scored += r->stats.postings_scored;
           tally.blocks += r->stats.blocks_decoded;
           tally.bytes += r->stats.bytes_touched;
           tally.hits += r->hits.size();
@@ -223,6 +241,7 @@ int RunBench(const BenchArgs& a) {
     all.insert(all.end(), t.latencies_us.begin(), t.latencies_us.end());
     sum.queries += t.queries;
     sum.postings += t.postings;
+    sum.scored += t.scored;
     sum.blocks += t.blocks;
     sum.bytes += t.bytes;
     sum.hits += t.hits;
@@ -250,6 +269,7 @@ int RunBench(const BenchArgs& a) {
   out["p999_us"] = Percentile(all, 0.999);
   out["postings_decoded_per_query"] = static_cast<double>(sum.postings) / n;
   out["blocks_decoded_per_query"] = static_cast<double>(sum.blocks) / n;
+  out["scored_per_query"] = static_cast<double>(sum.scored) / n;
   out["bytes_touched_per_query"] = static_cast<double>(sum.bytes) / n;
   out["hits_per_query"] = static_cast<double>(sum.hits) / n;
 #ifdef SEARCH_HAVE_GPU
@@ -262,6 +282,17 @@ int RunBench(const BenchArgs& a) {
     out["gpu_prewarm_s"] = prewarm_s;
     out["gpu_or_theta_min_postings"] = ctx_options.or_theta_min_postings;
     out["gpu_or_pruned_divisor"] = ctx_options.or_pruned_divisor;
+    out["gpu_or_candidate_cap"] = ctx_options.or_candidate_cap;
+    out["gpu_or_theta_sample"] = ctx_options.or_theta_sample;
+    out["gpu_or_theta_pair"] = ctx_options.or_theta_pair;
+    // How the timed window's or-queries ran (andor's or-parts included).
+    out["gpu_or_theta"] = times1.or_theta - times0.or_theta;
+    out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;
+    out["gpu_or_dense"] = times1.or_dense - times0.or_dense;
+    out["gpu_or_overflow"] = times1.or_overflow - times0.or_overflow;
+    const uint64_t ratio_n = times1.theta_ratio_n - times0.theta_ratio_n;
+    if (ratio_n > 0)  // mean theta / k-th best score of the or-queries with theta
+      out["gpu_or_theta_ratio"] = static_cast<double>(times1.theta_ratio_ppm - times0.theta_ratio_ppm) / 1e6 / ratio_n;
     // Per engine call (one shard's batch): host planning and launching, waiting for the GPU, the
     // whole call; and the rounds (host synchronizations) it took.
     const double calls = std::max<double>(1, static_cast<double>(times1.calls - times0.calls));
@@ -270,6 +301,49 @@ int RunBench(const BenchArgs& a) {
     out["gpu_enqueue_us_per_call"] = static_cast<double>(times1.enqueue_ns - times0.enqueue_ns) / 1e3 / calls;
     out["gpu_wait_us_per_call"] = static_cast<double>(times1.wait_ns - times0.wait_ns) / 1e3 / calls;
     out["gpu_engine_us_per_call"] = static_cast<double>(times1.total_ns - times0.total_ns) / 1e3 / calls;
+  }
+#endif
+#ifdef SEARCH_HAVE_GPU
+  if (searcher && a.verify > 0) {  // exactness at scale: GPU batches against the CPU engine
+    const size_t nv = std::min<size_t>(a.verify, qs.size());
+    std::atomic<uint64_t> mismatches{0};
+    std::atomic<size_t> next{0};
+    Status verify_error;
+    std::mutex mu;
+    std::vector<std::thread> vpool;
+    for (uint32_t t = 0; t < std::min<uint32_t>(a.threads, 16); ++t)
+      vpool.emplace_back([&] {
+        auto ctx = gpu::GpuContext::Create(ctx_options);
+        while (ctx.ok()) {
+          const size_t i = next.fetch_add(batch);
+          if (i >= nv) break;
+          std::vector<Query> queries;
+          for (size_t j = i; j < std::min(nv, i + batch); ++j) queries.push_back(make_query(j));
+          Batch got;
+          Status st = searcher->SearchBatch(**ctx, queries, &got);
+          for (size_t j = 0; st.ok() && j < queries.size(); ++j) {
+            const Result<SearchResult> want = idx.Search(queries[j]);
+            if (!want.ok() || !got[j].ok()) {
+              st = !want.ok() ? want.status() : got[j].status();
+            } else if (want->hits != got[j]->hits) {
+              mismatches.fetch_add(1);
+            }
+          }
+          if (!st.ok()) {
+            std::lock_guard<std::mutex> lock(mu);
+            verify_error = st.WithContext("--verify");
+            return;
+          }
+        }
+        if (!ctx.ok()) {
+          std::lock_guard<std::mutex> lock(mu);
+          verify_error = ctx.status();
+        }
+      });
+    for (auto& th : vpool) th.join();
+    if (!verify_error.ok()) return ReportError("bench", verify_error, kExitFailure);
+    out["verified"] = nv;
+    out["verify_mismatches"] = mismatches.load();
   }
 #endif
   std::cout << out.dump() << std::endl;

@@ -16,18 +16,24 @@
 //   or:    exact pruned (the GPU analogue of MaxScore, kernel_or.cuh):
 //          theta: the list of the highest max_score among those with >= k postings is scored whole
 //            into a fine histogram; the floor of the bin holding its k-th best contribution is a
-//            lower bound theta on the query's k-th best score (a float sum of non-negative
-//            contributions is >= each of them). One host synchronization brings theta back.
+//            lower bound on the query's k-th best score (a float sum of non-negative contributions
+//            is >= each of them). The documents of that list's best contributions (or_theta_sample
+//            of them) are then scored exactly over every list, and the floor of the bin holding
+//            their k-th best exact score raises theta (any k real documents' scores bound the k-th
+//            best from below). One host synchronization brings theta back.
 //          essential lists: taken by increasing max_score, the lists whose running sum times the
 //            pruning slack (cpu_exec's QuerySlack) stays strictly below theta are non-essential: a
-//            document only they hold cannot reach the top k. Candidates = the essential lists'
-//            documents (a bitmap over the shard dedupes), skipping blocks whose block max plus the
-//            other lists' max_score cannot reach theta. Every list then finds each candidate's
-//            posting as and does (skip-array binary search, only the blocks holding candidates
-//            decoded, binary search in the block); contributions are summed in canonical order.
-//          dense fallback when the essential lists hold more than num_docs / 8 postings (or the
-//            bounds are inconsistent): a per-query accumulator over the shard's documents
-//            (-0.0f = no posting), lists added one launch per canonical slot.
+//            document only they hold cannot reach the top k. A candidate is a document of an
+//            essential list whose own contribution plus the other lists' max_scores can reach
+//            theta (whole blocks skipped by their block max).
+//          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
+//            in the list it came from) are found in the other lists as and does (skip-array
+//            binary search, only the blocks holding candidates decoded, binary search in the
+//            block); contributions are summed in canonical order. More than or_candidate_cap
+//            candidates rerun the query dense.
+//          dense fallback for queries without theta whose essential lists hold more than
+//            num_docs / 8 postings (or when the bounds are inconsistent): a per-query accumulator
+//            over the shard's documents (-0.0f = no posting), lists added one launch per slot.
 //          Queries of few postings or without a list of >= k postings skip the theta round (all
 //          lists essential).
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
@@ -37,8 +43,10 @@
 // A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
 // batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
 // stream-ordered pool (one allocation per sequence); the host synchronizes once per round, at
-// most three rounds per batch: (1) and, or without theta, theta for the other or-queries;
-// (2) those or-queries, andor's or-part (or its theta); (3) andor's or-part that waited for theta.
+// most four rounds per batch: (1) and, or without theta, theta for the other or-queries;
+// (2) those or-queries, andor's or-part (or its theta); (3) andor's or-part that waited for theta;
+// each round also reruns dense the pruned queries of the round before that overflowed (a fourth
+// round only for those of the third).
 // Errors per query: InvalidArgument (k), GpuUnimplemented (> kGpuMaxTerms terms), Corruption (a
 // list past the shard's documents, a block that fails to decode or starts below the shard).
 // The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
@@ -104,9 +112,19 @@ struct GpuContextOptions {
   // Or-path choice (defaults tuned for large shards; tests force either path with them):
   // or-queries of at least this many postings (and >= 2 lists) take the theta round first;
   uint64_t or_theta_min_postings = uint64_t{1} << 14;
-  // the pruned path runs when the essential lists hold <= num_docs / or_pruned_divisor postings
-  // (0: never; the dense accumulator always).
+  // the pruned path runs for every query that got a theta > 0, and for the others when the
+  // essential lists hold <= num_docs / or_pruned_divisor postings (0: never; the dense
+  // accumulator always);
   uint32_t or_pruned_divisor = 8;
+  // candidates a pruned query with theta > 0 may collect (1 .. 2^30); past it the query reruns
+  // dense (a round later);
+  uint32_t or_candidate_cap = uint32_t{1} << 20;
+  // documents of the theta list (its best contributions) scored exactly in the theta round to
+  // raise theta (0: theta is the theta list's k-th best contribution alone; at most 2^24);
+  uint32_t or_theta_sample = 1024;
+  // theta also from an and-query over the two lists of the highest max_score (its k-th best
+  // score), run beside the theta round.
+  bool or_theta_pair = false;
 };
 
 // A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers
@@ -138,9 +156,16 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
 // Where ExecuteBatchGpu's time goes, summed over every call in the process (all contexts):
 // host planning and launching (enqueue), waiting for the stream (wait), and the whole call (total).
 // enqueue >> wait: the host's launches bound the rate; wait >> enqueue: the GPU's work does.
+// Also how or-queries (and andor's or-parts) were run: with a theta round, on the pruned path,
+// on the dense path, and pruned attempts that overflowed their candidate buffer and reran dense
+// (counted in or_dense too).
 struct GpuEngineTimes {
   uint64_t calls = 0, rounds = 0;
   uint64_t enqueue_ns = 0, wait_ns = 0, total_ns = 0;
+  uint64_t or_theta = 0, or_pruned = 0, or_dense = 0, or_overflow = 0;
+  // Quality of theta: over queries with theta > 0 that found k hits, the sum of theta / (k-th
+  // best score) in millionths, and their number (1e6 when theta is the k-th best score itself).
+  uint64_t theta_ratio_ppm = 0, theta_ratio_n = 0;
 };
 GpuEngineTimes EngineTimes();
 
