@@ -51,6 +51,7 @@ struct BenchArgs {
   uint32_t batch = 1;              // queries per GPU launch sequence
   uint64_t gpu_cache_mib = 16384;  // GPU list cache per shard
   bool cold = false;               // empty the GPU cache before every batch
+  bool prewarm = false;            // cpu: answer every query once, untimed, first
   // GPU or-path choice (gpu::GpuContextOptions; negative: the engine's default).
   int64_t gpu_or_theta_min_postings = -1;
   int64_t gpu_or_pruned_divisor = -1;
