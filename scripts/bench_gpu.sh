@@ -13,7 +13,9 @@
 #      threads, one stream each), BATCHES ("1 32": GPU batch sizes), MODES ("and or andor"),
 #      BENCH_TIMEOUT (seconds per bench run, default SECONDS_PER_RUN + WARMUP + 90),
 #      GPU_ARGS (extra flags for the GPU bench lines, e.g. --gpu-or-pruned-divisor 2),
-#      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index.
+#      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index,
+#      VERIFY (1000: queries each warm GPU run checks against the CPU engine afterwards; 0: none).
+#      CPU rows run with --prewarm (every query answered once first), as GPU rows prewarm.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -62,9 +64,9 @@ bench() {
   [ -n "$line" ] && results+=("$line")
 }
 for mode in $modes; do
-  [ "${CPU:-1}" != 0 ] && bench --mode "$mode" --threads "$threads" --engine cpu
+  [ "${CPU:-1}" != 0 ] && bench --mode "$mode" --threads "$threads" --engine cpu --prewarm
   for b in $batches; do
-    bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch "$b" ${GPU_ARGS:-}
+    bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch "$b" --verify "${VERIFY:-1000}" ${GPU_ARGS:-}
   done
   bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch 1 --cold ${GPU_ARGS:-}
 done

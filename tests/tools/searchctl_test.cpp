@@ -103,6 +103,10 @@ TEST_F(SearchctlTest, BadArgumentsAreRejected) {
       {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--mode", "nope"}, "mode must be one of"},
       {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-pruned-divisor", "99999999999"},
        "--gpu-or-pruned-divisor <= 2^31"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-candidate-cap", "0"},
+       "--gpu-or-candidate-cap in [1, 2^30]"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-theta-sample", "99999999"},
+       "--gpu-or-theta-sample <= 2^24"},
       {{"index", "--input", tmp_ / "none.jsonl", "--out", tmp_ / "x"}, "does not exist"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--stem", "klingon"}, "klingon"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--shards", "0"}, "--shards"},
@@ -254,6 +258,20 @@ TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   EXPECT_LE(j["p99_us"].get<double>(), j["p999_us"].get<double>());
   EXPECT_GT(j["postings_decoded_per_query"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["hits_per_query"].get<double>(), 10.0);  // every query has >= 10 hits in or mode
+}
+
+// --prewarm answers every query once before the timed run and says how long that took.
+TEST_F(SearchctlTest, BenchPrewarmsTheCpuEngine) {
+  ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
+  testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "and", "--threads", "2",
+                "--seconds", "0.2", "--warmup", "0", "--prewarm"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(testing::Lines(r.out).at(0));
+  ASSERT_TRUE(j.contains("cpu_prewarm_s"));
+  EXPECT_GT(j["cpu_prewarm_s"].get<double>(), 0);
+  EXPECT_GT(j["queries"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(j.contains("scored_per_query"));
 }
 
 // loadgen against a stand-in integrator (an in-process HTTP server) that answers by query: 200,
