@@ -141,6 +141,20 @@ __device__ __forceinline__ bool DecodeChecked(const DevList& l, uint32_t b, cons
   return ok && low_ok;
 }
 
+// A block about to be scored whole: counts it (both payloads) in the caller's tallies, decodes its
+// docIDs into docs and its tfs into tfs; false (all lanes) when it is corrupt or below the shard
+// (counted all the same: its bytes were read), tfs then undecoded.
+__device__ __forceinline__ bool DecodeScoredBlock(const DevList& l, uint32_t b, const BlockMeta& m, uint32_t doc_begin,
+                                                  uint32_t (&docs)[kWarpValues], uint32_t (&tfs)[kWarpValues],
+                                                  uint64_t& blocks, uint64_t& postings, uint64_t& bytes) {
+  ++blocks;
+  postings += m.count;
+  bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
+  if (!DecodeChecked(l, b, m, doc_begin, docs)) return false;
+  WarpDecodeFreqs(l.payload, m, tfs);
+  return true;
+}
+
 // Order-preserving float -> uint32 (larger float, larger key).
 __device__ __forceinline__ uint32_t FloatKey(float f) {
   const uint32_t u = __float_as_uint(f);
@@ -330,15 +344,11 @@ __global__ void __launch_bounds__(kThreads) OrAccumulateKernel(const OrDesc* des
   for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
     const BlockMeta m = l.meta[b];
     uint32_t docs[kWarpValues], tfs[kWarpValues];
-    ++blocks;
-    postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
     // last_doc < doc_begin + num_docs was checked on the host, and a good block's docs are <= it.
-    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
+    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) {
       if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
       continue;
     }
-    WarpDecodeFreqs(l.payload, m, tfs);
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       if (i >= m.count) continue;

@@ -132,14 +132,10 @@ __global__ void __launch_bounds__(kThreads) ThetaHistKernel(const ThetaDesc* des
     const BlockMeta m = l.meta[b];
     if (BlockMaxBin(m) < lowest) continue;
     uint32_t docs[kWarpValues], tfs[kWarpValues];
-    ++blocks;
-    postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
-    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
+    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) {
       if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
       continue;
     }
-    WarpDecodeFreqs(l.payload, m, tfs);
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       if (i >= m.count) continue;
@@ -233,11 +229,8 @@ __global__ void __launch_bounds__(kThreads)
     const BlockMeta m = l.meta[b];
     if (BlockMaxBin(m) < lowest_block) continue;
     uint32_t docs[kWarpValues], tfs[kWarpValues];
-    ++blocks;
-    postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
-    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) continue;  // ThetaHistKernel reported it
-    WarpDecodeFreqs(l.payload, m, tfs);
+    // A corrupt block: ThetaHistKernel reported it.
+    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) continue;
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       bool take = false;
@@ -294,14 +287,10 @@ __global__ void __launch_bounds__(kThreads)
     // covered by slack; strict, so bounds of 0 against theta 0 prune nothing).
     if ((bmax + pl.rest) * q.slack < q.theta) continue;
     uint32_t docs[kWarpValues], tfs[kWarpValues];
-    ++blocks;
-    postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
-    if (!DecodeChecked(l, b, m, shard.doc_begin, docs)) {
+    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) {
       if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
       continue;
     }
-    WarpDecodeFreqs(l.payload, m, tfs);
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       bool fresh = false;

@@ -93,25 +93,24 @@ GpuContext* Context() {
 }
 
 // Theta for every or-query of >= 2 lists: the pruned path wherever it applies.
+gpu::GpuContextOptions PrunedOptions() {
+  gpu::GpuContextOptions o;
+  o.scratch_bytes = size_t{64} << 20;
+  o.or_theta_min_postings = 0;
+  o.or_pruned_divisor = 1;
+  return o;
+}
+
 GpuContext* PrunedContext() {
-  static std::unique_ptr<GpuContext> ctx = [] {
-    gpu::GpuContextOptions o;
-    o.scratch_bytes = size_t{64} << 20;
-    o.or_theta_min_postings = 0;
-    o.or_pruned_divisor = 1;
-    return MakeContext(o);
-  }();
+  static std::unique_ptr<GpuContext> ctx = MakeContext(PrunedOptions());
   return ctx.get();
 }
 
-// Theta for every or-query of >= 2 lists with a tiny candidate buffer (most attempts overflow
-// and rerun dense) and a sample of a few documents.
+// The same with a tiny candidate buffer (most attempts overflow and rerun dense), a sample of a
+// few documents and theta also from the and of the two strongest lists.
 GpuContext* SmallPrunedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
-    gpu::GpuContextOptions o;
-    o.scratch_bytes = size_t{64} << 20;
-    o.or_theta_min_postings = 0;
-    o.or_pruned_divisor = 1;
+    gpu::GpuContextOptions o = PrunedOptions();
     o.or_candidate_cap = 24;
     o.or_theta_sample = 3;
     o.or_theta_pair = true;
