@@ -94,7 +94,8 @@ struct OrDesc {
 };
 
 // Top-k input of one query: compact (scores[i], docs[i]) for i < *d_count, or dense
-// (docs == nullptr: scores[i] is doc_begin + i's, valid unless it is -0.0f).
+// (docs == nullptr: scores[i] is doc_begin + i's). Either way an item scored -0.0f is no document
+// (a sum of non-negative contributions from 0.0f is never -0.0f).
 struct TopkDesc {
   const float* scores = nullptr;
   const uint32_t* docs = nullptr;
@@ -364,12 +365,8 @@ __global__ void __launch_bounds__(kThreads) OrAccumulateKernel(const OrDesc* des
 __device__ __forceinline__ bool TopkItem(const TopkDesc& t, uint32_t i, uint32_t doc_begin, uint32_t* doc,
                                          float* score) {
   *score = t.scores[i];
-  if (t.docs == nullptr) {
-    *doc = doc_begin + i;
-    return __float_as_uint(*score) != 0x80000000u;
-  }
-  *doc = t.docs[i];
-  return true;
+  *doc = t.docs == nullptr ? doc_begin + i : t.docs[i];
+  return __float_as_uint(*score) != 0x80000000u;  // -0.0f: no document (a real score is never -0)
 }
 
 // Compact inputs: the device count, never past the buffer (a pruned or-query's counter runs past

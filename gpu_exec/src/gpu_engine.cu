@@ -580,10 +580,11 @@ void TakeProbeRest(Arena& ar, OrPList& pl, const DevList& l, uint64_t cap) {
   const uint64_t slots = pl.dense ? l.num_blocks : std::min<uint64_t>(l.num_blocks, cap);
   pl.decoded = ar.Take<uint32_t>(std::max<uint64_t>(slots, 1) * kBlockSize);
   pl.slot_of = pl.dense ? nullptr : ar.Take<uint32_t>(l.num_blocks);
+  pl.need_list = pl.dense ? nullptr : ar.Take<uint32_t>(std::max<uint64_t>(slots, 1));
 }
 uint64_t ProbeBytes(const DevList& l, uint64_t cap) {
-  return 2 * 4 * uint64_t{l.num_blocks} + 512 +
-         (ProbeDense(cap, l) ? uint64_t{l.num_blocks} : std::min<uint64_t>(l.num_blocks, cap)) * kBlockSize * 4;
+  const uint64_t slots = ProbeDense(cap, l) ? uint64_t{l.num_blocks} : std::min<uint64_t>(l.num_blocks, cap);
+  return 2 * 4 * uint64_t{l.num_blocks} + 768 + slots * (kBlockSize + 1) * 4;
 }
 
 // The theta sample's buffer: twice the sample (the lowest sampled bin may hold more).
@@ -626,7 +627,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       // The theta list holds every sampled document at a known position: never decoded for them.
       pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
       plists.push_back(pl);
-      max_all_nb = std::max<uint64_t>(max_all_nb, l.num_blocks);
+      max_all_nb = std::max<uint64_t>(max_all_nb, std::min<uint64_t>(l.num_blocks, d.cap));  // blocks decoded
     }
   }
   auto build = [&](uintptr_t base, QueryOut** d_out, ThetaDesc** d_descs, OrPDesc** d_sdescs, DevList** d_lists,
@@ -692,12 +693,12 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     SampleGatherKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_sdescs, shard);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     const uint32_t cand_grid = GridFor(scap, kThreads, uint64_t{q} * max_m);
-    OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists);
+    OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OrDecodeKernel<<<dim3(GridFor(max_all_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(
-        d_sdescs, d_lists, d_plists, shard);
+        d_sdescs, d_lists, d_plists, shard, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists);
+    OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists, shard, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OrScoreKernel<<<dim3(GridFor(scap, kThreads, q), q), kThreads, 0, stream>>>(d_sdescs, d_lists, shard);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -707,6 +708,28 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
   SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
   return Status::Ok();
+}
+
+// The pruned path's probing steps (kernel_or.cuh): the lists by decreasing max_score (fewer
+// postings first on ties), and per list (as a candidate's source) and step the bound of the
+// lists probed after that step: with `progressive`, their max_scores (candidates are dropped),
+// else +inf (none is).
+void PlanSteps(const QState& s, OrPDesc& d, OrPList* pl, bool progressive) {
+  const uint32_t m = d.m;
+  std::vector<uint32_t> order(m);
+  for (uint32_t i = 0; i < m; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    if (s.max_score[x] != s.max_score[y]) return s.max_score[x] > s.max_score[y];
+    return s.present[x].count < s.present[y].count;
+  });
+  for (uint32_t t = 0; t < m; ++t) d.order[t] = static_cast<uint8_t>(order[t]);
+  for (uint32_t src = 0; src < m; ++src)
+    for (uint32_t t = 0; t < m; ++t) {
+      float after = progressive ? 0.0f : std::numeric_limits<float>::infinity();
+      for (uint32_t u = t + 1; u < m; ++u)
+        if (order[u] != src) after += s.max_score[order[u]];
+      pl[src].after[t] = after;
+    }
 }
 
 // Pruned or: bytes of device scratch one query needs (PlanOr has set its cap).
@@ -752,9 +775,12 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
       plists.push_back(pl);
-      max_nb = std::max<uint64_t>(max_nb, s.present[i].num_blocks);
+      // Blocks decoded for probing: at most one per candidate unless dense.
+      max_nb = std::max<uint64_t>(max_nb, pl.dense ? s.present[i].num_blocks
+                                                   : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
       if (pl.essential) max_ess_nb = std::max<uint64_t>(max_ess_nb, s.present[i].num_blocks);
     }
+    PlanSteps(s, d, plists.data() + d.list_off, ctx.options.or_progressive && s.theta > 0.0f);
     caps[a] = s.cap;
     max_cap = std::max<uint64_t>(max_cap, s.cap);
     max_m = std::max(max_m, d.m);
@@ -821,17 +847,20 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   up.Add(d_plists, plists.data(), plists.size());
   AddTopkUploads(up, tp, q);
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
-  const uint32_t cand_grid = GridFor(max_cap, kThreads, uint64_t{q} * max_m);
-  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
-                                                                                             shard);
+  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(
+      d_descs, d_lists, d_plists, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  OrDecodeKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists,
-                                                                                         shard);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_descs, d_lists, d_plists);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  // A step per list (PlanSteps' order).
+  const uint32_t cand_grid = GridFor(max_cap, kThreads, q);
+  const uint32_t decode_grid = GridFor(max_nb, kWarpsPerCta, q);
+  for (uint32_t t = 0; t < max_m; ++t) {
+    OrLocateKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, t);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OrDecodeKernel<<<dim3(decode_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, shard, t);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+    OrProbeKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, shard, t);
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  }
   OrScoreKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));

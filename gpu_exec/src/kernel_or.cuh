@@ -17,12 +17,21 @@
 //   pruned: OrGatherKernel decodes the essential
 //           lists' blocks, skipping blocks whose block max plus every other list's max_score
 //           cannot reach theta, keeps a document when its own contribution plus that bound can,
-//           and appends each kept document once with its position in that list (a bitmap over
-//           the shard dedupes; past the buffer: kErrOverflow); then per other list (the sample's
-//           too) OrLocateKernel (skip-array binary search per candidate),
-//           OrDecodeKernel (only the blocks holding candidates, or the whole list when most blocks
-//           do), OrProbeKernel (binary search in the decoded block: the posting's position or
-//           kNone); OrScoreKernel sums the contributions in canonical order.
+//           and appends each kept document once with its position in that list and that
+//           contribution as its partial score (a bitmap over the shard dedupes; past the buffer:
+//           kErrOverflow); then per other list OrLocateKernel (skip-array binary search per
+//           candidate; the first candidate to need a block appends it to the list's need_list),
+//           OrDecodeKernel (only the needed blocks, or the whole list when most blocks are),
+//           OrProbeKernel (binary search in the decoded block: the posting's position or kNone);
+//           OrScoreKernel sums the contributions in canonical order.
+//           Progressive probing (step != kNone; with theta): the lists are probed one per step,
+//           by decreasing max_score (OrPDesc::order), as MaxScore probes its non-essential lists.
+//           After each step a candidate's partial score (the contributions found so far) plus
+//           the max_score of the lists still to probe (OrPList::after) must reach theta, else it
+//           is dropped (src = kDeadSrc): later steps neither locate, decode nor probe for it, and
+//           OrScoreKernel gives it the no-document score (-0.0f), which top-k skips. A dropped
+//           document's score is below theta <= the k-th best, so it is not in the top k.
+//           The sample's round probes every list in one step (step == kNone, blockIdx.z = slot).
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
@@ -76,9 +85,16 @@ struct OrPList {
   uint32_t essential = 0;  // 1: its documents are candidates
   uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
   uint32_t* decoded = nullptr;
-  uint32_t* needed = nullptr;   // per block (zeroed; unused when dense)
-  uint32_t* slot_of = nullptr;  // per block
+  uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
+  uint32_t* slot_of = nullptr;    // per block: its slot in decoded (set with the need_list entry)
+  uint32_t* need_list = nullptr;  // the needed blocks, counters[1 + s] of them (slot j: entry j)
+  // Progressive probing: after[t] bounds the contributions of the lists probed after step t to a
+  // candidate taken from this list (this list itself excluded: its contribution is in the partial).
+  float after[kMaxSteps] = {};
 };
+
+// A pruned candidate dropped by progressive probing (its src).
+inline constexpr uint8_t kDeadSrc = 0xff;
 
 struct OrPDesc {
   uint32_t m = 0;
@@ -87,13 +103,21 @@ struct OrPDesc {
   float theta = 0.0f;
   float slack = 1.0f;
   uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
-  uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: decoded slots of list s (zeroed)
+  uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: needed blocks of list s (zeroed)
   uint32_t* cand = nullptr;      // cap docIDs
   uint8_t* src = nullptr;        // cap: the slot a candidate came from (its pos there is set)
   uint32_t* pos = nullptr;       // m * cap: list s's block, then position (kNone: absent)
-  float* scores = nullptr;       // cap
+  float* scores = nullptr;       // cap: the partial score while probing progressively, then the score
   QueryOut* out = nullptr;
+  uint8_t order[kMaxSteps] = {};  // progressive probing: the slot probed at step t (t < m)
 };
+
+// The list a probe kernel serves: step kNone probes every list at once (blockIdx.z = slot), else
+// the step's list (gridDim.z = 1). kNone when there is none (the query has fewer lists).
+__device__ __forceinline__ uint32_t ProbeSlot(const OrPDesc& q, uint32_t step) {
+  if (step == kNone) return blockIdx.z < q.m ? blockIdx.z : kNone;
+  return step < q.m ? q.order[step] : kNone;
+}
 
 // ------------------------------------------------------------------------------------- theta
 
@@ -294,11 +318,12 @@ __global__ void __launch_bounds__(kThreads)
     for (uint32_t r = 0; r < kWarpValues; ++r) {
       const uint32_t i = Lane() * kWarpValues + r;
       bool fresh = false;
+      float own = 0.0f;
       if (i < m.count) {
         const uint32_t off = docs[r] - shard.doc_begin;
         if (off < shard.num_docs) {
           // The document's own contribution plus what the other lists can add.
-          const float own = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
+          own = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
           if (!((own + pl.rest) * q.slack < q.theta)) {
             const uint32_t bit = 1u << (off & 31u);
             fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
@@ -313,6 +338,7 @@ __global__ void __launch_bounds__(kThreads)
           q.cand[at] = docs[r];
           q.src[at] = static_cast<uint8_t>(s);
           q.pos[static_cast<size_t>(s) * q.cap + at] = b * kBlockSize + i;
+          q.scores[at] = own;
         } else {
           atomicOr(&q.out->error, kErrOverflow);
         }
@@ -322,17 +348,26 @@ __global__ void __launch_bounds__(kThreads)
   AddStats(q.out, blocks, postings, bytes, blocks);
 }
 
+// The first candidate to need block b of list s appends it to the list's need_list.
+__device__ __forceinline__ void MarkNeeded(const OrPDesc& q, const OrPList& pl, uint32_t s, uint32_t b) {
+  if (pl.needed[b] != 0 || atomicExch(&pl.needed[b], 1u) != 0) return;
+  const uint32_t j = atomicAdd(&q.counters[1 + s], 1u);  // < blocks and <= candidates: in range
+  pl.need_list[j] = b;
+  pl.slot_of[b] = j;
+}
+
 __global__ void __launch_bounds__(kThreads)
-    OrLocateKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists) {
+    OrLocateKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, uint32_t step) {
   const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = blockIdx.z;
-  if (s >= q.m) return;
+  const uint32_t s = ProbeSlot(q, step);
+  if (s == kNone) return;
   const DevList l = lists[q.list_off + s];
   const OrPList& pl = plists[q.list_off + s];
   const uint32_t c = CandCount(q);
   uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
-    if (q.src[i] == s) continue;  // found in this list: pos is its position already
+    const uint32_t src = q.src[i];
+    if (src == s || src == kDeadSrc) continue;  // found in this list (pos is set), or dropped
     const uint32_t doc = q.cand[i];
     uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
     while (lo < hi) {
@@ -345,33 +380,22 @@ __global__ void __launch_bounds__(kThreads)
     uint32_t b = lo < l.num_blocks ? lo : kNone;
     if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
     pos[i] = b;
-    if (pl.dense == 0 && b != kNone) pl.needed[b] = 1u;  // same value from every writer
+    if (pl.dense == 0 && b != kNone) MarkNeeded(q, pl, s, b);
   }
 }
 
+// A warp per needed block (per block when the list is dense).
 __global__ void __launch_bounds__(kThreads)
-    OrDecodeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard) {
+    OrDecodeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard, uint32_t step) {
   const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = blockIdx.z;
-  if (s >= q.m) return;
+  const uint32_t s = ProbeSlot(q, step);
+  if (s == kNone) return;
   const DevList l = lists[q.list_off + s];
   const OrPList& pl = plists[q.list_off + s];
+  const uint32_t n = pl.dense ? l.num_blocks : min(q.counters[1 + s], l.num_blocks);
   uint64_t blocks = 0, postings = 0, bytes = 0;
-  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
-    uint32_t slot = b;
-    if (pl.dense == 0) {
-      uint32_t need = 0;
-      if (Lane() == 0) {
-        need = pl.needed[b];
-        if (need != 0) {
-          slot = atomicAdd(&q.counters[1 + s], 1u);
-          pl.slot_of[b] = slot;
-        }
-      }
-      need = __shfl_sync(0xffffffffu, need, 0);
-      if (need == 0) continue;
-      slot = __shfl_sync(0xffffffffu, slot, 0);
-    }
+  for (uint32_t slot = GlobalWarp(); slot < n; slot += WarpStride()) {
+    const uint32_t b = pl.dense ? slot : pl.need_list[slot];
     const BlockMeta m = l.meta[b];
     uint32_t docs[kWarpValues];
     if (!DecodeChecked(l, b, m, shard.doc_begin, docs) && Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
@@ -387,42 +411,63 @@ __global__ void __launch_bounds__(kThreads)
   AddStats(q.out, blocks, postings, bytes, 0);
 }
 
+// Progressively (step != kNone) also adds the found contribution to the candidate's partial
+// score and drops the candidate when that plus the later lists' bound cannot reach theta.
 __global__ void __launch_bounds__(kThreads)
-    OrProbeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists) {
+    OrProbeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard, uint32_t step) {
   const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = blockIdx.z;
-  if (s >= q.m) return;
+  const uint32_t s = ProbeSlot(q, step);
+  if (s == kNone) return;
   const DevList l = lists[q.list_off + s];
   const OrPList& pl = plists[q.list_off + s];
   const uint32_t c = CandCount(q);
   uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
-    if (q.src[i] == s) continue;
+    const uint32_t src = q.src[i];
+    if (src == s || src == kDeadSrc) continue;
     const uint32_t b = pos[i];
-    if (b == kNone) continue;
     const uint32_t doc = q.cand[i];
-    const uint32_t slot = pl.dense ? b : pl.slot_of[b];
-    const uint32_t* blk = pl.decoded + static_cast<size_t>(slot) * kBlockSize;
-    const uint32_t cnt = l.meta[b].count;
-    uint32_t lo = 0, hi = cnt;
-    while (lo < hi) {
-      const uint32_t mid = (lo + hi) >> 1;
-      if (blk[mid] < doc)
-        lo = mid + 1;
-      else
-        hi = mid;
+    uint32_t at = kNone;
+    if (b != kNone) {
+      const uint32_t slot = pl.dense ? b : pl.slot_of[b];
+      const uint32_t* blk = pl.decoded + static_cast<size_t>(slot) * kBlockSize;
+      const uint32_t cnt = l.meta[b].count;
+      uint32_t lo = 0, hi = cnt;
+      while (lo < hi) {
+        const uint32_t mid = (lo + hi) >> 1;
+        if (blk[mid] < doc)
+          lo = mid + 1;
+        else
+          hi = mid;
+      }
+      if (lo < cnt && blk[lo] == doc) at = b * kBlockSize + lo;
     }
-    pos[i] = lo < cnt && blk[lo] == doc ? b * kBlockSize + lo : kNone;
+    if (b != kNone) pos[i] = at;
+    if (step == kNone) continue;
+    float partial = q.scores[i];
+    if (at != kNone)
+      partial += Bm25TermScore(l.idf, FreqAt(l.payload, l.meta[b], at % kBlockSize), shard.norms[doc - shard.doc_begin],
+                               shard.k1);
+    // Strict, as the gather's filter: a bound equal to theta keeps the candidate.
+    if ((partial + plists[q.list_off + src].after[step]) * q.slack < q.theta)
+      q.src[i] = kDeadSrc;
+    else
+      q.scores[i] = partial;
   }
 }
 
 // Sums each candidate's contributions in canonical slot order (the CPU's float adds; absent
-// terms add nothing, as x + 0.0f == x).
+// terms add nothing, as x + 0.0f == x). out->scored counts the candidates scored (not dropped).
 __global__ void __launch_bounds__(kThreads) OrScoreKernel(const OrPDesc* descs, const DevList* lists, ShardDev shard) {
   const OrPDesc& q = descs[blockIdx.y];
   const uint32_t c = CandCount(q);
-  if (blockIdx.x == 0 && threadIdx.x == 0) q.out->scored = c;
+  uint32_t scored = 0;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    if (q.src[i] == kDeadSrc) {
+      q.scores[i] = -0.0f;  // not a document: top-k skips it
+      continue;
+    }
+    ++scored;
     const uint32_t doc = q.cand[i];
     const float norm = shard.norms[doc - shard.doc_begin];  // in range: checked by the gather
     float score = 0.0f;
@@ -435,6 +480,8 @@ __global__ void __launch_bounds__(kThreads) OrScoreKernel(const OrPDesc* descs, 
     }
     q.scores[i] = score;
   }
+  scored = __reduce_add_sync(0xffffffffu, scored);
+  if (Lane() == 0 && scored != 0) atomicAdd(&q.out->scored, static_cast<unsigned long long>(scored));
 }
 
 }  // namespace search::gpu::engine_internal

@@ -107,13 +107,15 @@ GpuContext* PrunedContext() {
 }
 
 // The same with a tiny candidate buffer (most attempts overflow and rerun dense), a sample of a
-// few documents and theta also from the and of the two strongest lists.
+// few documents, theta also from the and of the two strongest lists, and every candidate probed
+// in every list (no progressive dropping).
 GpuContext* SmallPrunedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
     gpu::GpuContextOptions o = PrunedOptions();
     o.or_candidate_cap = 24;
     o.or_theta_sample = 3;
     o.or_theta_pair = true;
+    o.or_progressive = false;
     return MakeContext(o);
   }();
   return ctx.get();
@@ -446,6 +448,34 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
       const uint64_t uni = uint64_t{c.df(items[i].q.terms[0])} + c.df(items[i].q.terms[1]);
       EXPECT_LT(pruned[i].stats.postings_scored, uni / 2)
           << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the candidates were not filtered";
+    }
+    // Progressive probing drops candidates: the same batch with every candidate probed in every
+    // list gives the same hits and scores more documents fully.
+    {
+      gpu::GpuContextOptions po = PrunedOptions();
+      po.or_progressive = false;
+      std::unique_ptr<GpuContext> all_lists = MakeContext(po);
+      ASSERT_NE(all_lists, nullptr);
+      std::vector<std::vector<TermInput>> cpu_in;
+      std::vector<std::vector<GpuTermInput>> gpu_in;
+      std::vector<GpuQueryInput> batch;
+      for (const BatchItem& it : items) {
+        cpu_in.push_back(Inputs(c, s, it.q));
+        gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, it.q));
+      }
+      for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
+      std::vector<Result<SearchResult>> out;
+      const Status st = gpu::ExecuteBatchGpu(*all_lists, d.view, batch, &out);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(out.size(), items.size());
+      uint64_t progressive_scored = 0, all_scored = 0;
+      for (size_t i = 0; i < items.size(); ++i) {
+        ASSERT_TRUE(out[i].ok()) << out[i].status().ToString();
+        ExpectSameHits(out[i]->hits, pruned[i].hits, "all lists " + Describe(c, items[i].q, items[i].mode, items[i].k));
+        progressive_scored += pruned[i].stats.postings_scored;
+        all_scored += out[i]->stats.postings_scored;
+      }
+      EXPECT_LT(progressive_scored, all_scored) << "progressive probing dropped no candidate";
     }
     // The same queries one at a time (batches of one).
     for (size_t i = 0; i < items.size() && !HasFailure(); i += Quick() ? 20 : 5) CheckBatch(c, s, d, {items[i]}, {});

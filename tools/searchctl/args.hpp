@@ -58,6 +58,7 @@ struct BenchArgs {
   int64_t gpu_or_candidate_cap = -1;
   int64_t gpu_or_theta_sample = -1;
   int gpu_or_theta_pair = -1;
+  int gpu_or_progressive = -1;
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
   uint64_t list_cache_mib = 256;   // main-memory list cache per shard
 };

@@ -67,6 +67,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "gpu: candidates a pruned or-query may collect before it reruns dense (default: the engine's)");
   cmd->add_option("--gpu-or-theta-pair", a->gpu_or_theta_pair,
                   "gpu: 1: theta also from the and of the two strongest lists (default: the engine's)");
+  cmd->add_option("--gpu-or-progressive", a->gpu_or_progressive,
+                  "gpu: 1: pruned or-queries drop candidates between probing steps (default: the engine's)");
   cmd->add_option("--gpu-or-theta-sample", a->gpu_or_theta_sample,
                   "gpu: documents scored exactly to raise theta (0: none; default: the engine's)");
   cmd->add_option("--verify", a->verify,
@@ -126,6 +128,7 @@ int RunBench(const BenchArgs& a) {
   if (a.gpu_or_candidate_cap >= 0) ctx_options.or_candidate_cap = static_cast<uint32_t>(a.gpu_or_candidate_cap);
   if (a.gpu_or_theta_sample >= 0) ctx_options.or_theta_sample = static_cast<uint32_t>(a.gpu_or_theta_sample);
   if (a.gpu_or_theta_pair >= 0) ctx_options.or_theta_pair = a.gpu_or_theta_pair != 0;
+  if (a.gpu_or_progressive >= 0) ctx_options.or_progressive = a.gpu_or_progressive != 0;
   double prewarm_s = 0;
   if (gpu && !a.cold) {
     const auto t0 = Clock::now();
@@ -301,6 +304,7 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_candidate_cap"] = ctx_options.or_candidate_cap;
     out["gpu_or_theta_sample"] = ctx_options.or_theta_sample;
     out["gpu_or_theta_pair"] = ctx_options.or_theta_pair;
+    out["gpu_or_progressive"] = ctx_options.or_progressive;
     // How the timed window's or-queries ran (andor's or-parts included).
     out["gpu_or_theta"] = times1.or_theta - times0.or_theta;
     out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;

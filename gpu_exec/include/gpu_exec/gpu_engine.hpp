@@ -29,8 +29,12 @@
 //          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
 //            in the list it came from) are found in the other lists as and does (skip-array
 //            binary search, only the blocks holding candidates decoded, binary search in the
-//            block); contributions are summed in canonical order. More than or_candidate_cap
-//            candidates rerun the query dense.
+//            block), one list per step by decreasing max_score; with theta, after each step a
+//            candidate whose contributions found so far plus the max_scores of the lists still
+//            to probe cannot reach theta is dropped (MaxScore's probing of its non-essential
+//            lists, or_progressive), so later lists are searched for the survivors only.
+//            Contributions are summed in canonical order. More than or_candidate_cap candidates
+//            rerun the query dense.
 //          dense fallback for queries without theta whose essential lists hold more than
 //            num_docs / 8 postings (or when the bounds are inconsistent): a per-query accumulator
 //            over the shard's documents (-0.0f = no posting), lists added one launch per slot.
@@ -125,6 +129,9 @@ struct GpuContextOptions {
   // theta also from an and-query over the two lists of the highest max_score (its k-th best
   // score), run beside the theta round.
   bool or_theta_pair = false;
+  // pruned queries with theta drop candidates between probing steps (false: every candidate is
+  // searched in every list; the answers are the same).
+  bool or_progressive = true;
 };
 
 // A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers
