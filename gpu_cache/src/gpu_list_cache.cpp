@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <list>
 #include <mutex>
 #include <unordered_map>
@@ -68,6 +69,7 @@ struct GpuListCache::Impl : std::enable_shared_from_this<GpuListCache::Impl> {
   DeviceBuffer d_norms;
   uint32_t doc_begin = 0;
   uint32_t num_docs = 0;
+  float min_norm = 0.0f;
   cudaMemPool_t pool = nullptr;
   Stream aux;  // frees that have no caller stream (Clear, destruction)
 
@@ -225,6 +227,16 @@ Result<std::unique_ptr<GpuListCache>> GpuListCache::Create(const ShardReader* sh
     const size_t norm_bytes = size_t{impl->num_docs} * sizeof(float);
     SEARCH_ASSIGN_OR_RETURN(impl->d_norms, DeviceBuffer::Allocate(norm_bytes));
     SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpy(impl->d_norms.get(), shard->norms(), norm_bytes, cudaMemcpyHostToDevice));
+    float lo = std::numeric_limits<float>::infinity();
+    for (uint32_t i = 0; i < impl->num_docs; ++i) {
+      const float v = shard->norms()[i];
+      if (!(v >= 0.0f)) {  // negative or NaN: no usable floor
+        lo = 0.0f;
+        break;
+      }
+      lo = std::min(lo, v);
+    }
+    impl->min_norm = lo;
   }
 
   cudaMemPoolProps props{};
@@ -358,6 +370,9 @@ uint64_t GpuListCache::ResidentBytes(std::span<const std::string> terms) const {
 
 const float* GpuListCache::d_norms() const {
   return impl_->d_norms.as<const float>();
+}
+float GpuListCache::min_norm() const {
+  return impl_->min_norm;
 }
 uint32_t GpuListCache::doc_begin() const {
   return impl_->doc_begin;

@@ -61,6 +61,7 @@ struct ShardDev {
   uint32_t doc_begin;
   uint32_t num_docs;
   float k1;
+  float norm_floor;  // <= every norm (0: unknown)
 };
 
 // One and-query. Lists are at lists[list_off + slot] in canonical order; step j handles slot

@@ -132,6 +132,13 @@ uint32_t GridFor(uint64_t items, uint32_t per_cta, uint64_t queries = 1) {
   return static_cast<uint32_t>(std::clamp<uint64_t>(g, 1, cap));
 }
 
+// A spread kernel's grid (kernel_or.cuh): enough CTAs for `items` (an upper bound on the batch's
+// items), at most about one full residency of an H100 (grid-stride loops do the rest).
+constexpr uint64_t kSpreadCtas = 1056;
+uint32_t SpreadGrid(uint64_t items, uint32_t per_cta) {
+  return static_cast<uint32_t>(std::clamp<uint64_t>((items + per_cta - 1) / per_cta, 1, kSpreadCtas));
+}
+
 // Host-to-device uploads of one launch sequence through the context's pinned staging (Impl::Stage):
 // Add records a region; Flush packs each run of regions that lie back to back in the scratch (the
 // arena's alignment padding between them carried along) into one asynchronous copy.
@@ -604,7 +611,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   std::vector<OrPDesc> sdescs(q);
   std::vector<DevList> lists;
   std::vector<OrPList> plists;
-  uint64_t max_nb = 1, max_all_nb = 1;
+  uint64_t max_nb = 1, sum_all_nb = 0;
   uint32_t max_m = 1;
   for (uint32_t a = 0; a < q; ++a) {
     const QState& s = st[ph.ids[a]];
@@ -627,7 +634,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       // The theta list holds every sampled document at a known position: never decoded for them.
       pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
       plists.push_back(pl);
-      max_all_nb = std::max<uint64_t>(max_all_nb, std::min<uint64_t>(l.num_blocks, d.cap));  // blocks decoded
+      sum_all_nb += std::min<uint64_t>(l.num_blocks, d.cap);  // blocks decoded at most
     }
   }
   auto build = [&](uintptr_t base, QueryOut** d_out, ThetaDesc** d_descs, OrPDesc** d_sdescs, DevList** d_lists,
@@ -692,13 +699,14 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   if (sample != 0) {
     SampleGatherKernel<<<dim3(GridFor(max_nb, kWarpsPerCta, q), q), kThreads, 0, stream>>>(d_descs, d_sdescs, shard);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    const uint32_t cand_grid = GridFor(scap, kThreads, uint64_t{q} * max_m);
-    OrLocateKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists, kNone);
+    // Every list at once (z = slot), each spread over the batch.
+    const uint32_t cand_grid = SpreadGrid(scap * q, kThreads);
+    OrLocateKernel<<<dim3(cand_grid, 1, max_m), kThreads, 0, stream>>>(d_sdescs, q, d_lists, d_plists, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    OrDecodeKernel<<<dim3(GridFor(max_all_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(
-        d_sdescs, d_lists, d_plists, shard, kNone);
+    OrDecodeKernel<<<dim3(SpreadGrid(sum_all_nb, kWarpsPerCta), 1, max_m), kThreads, 0, stream>>>(
+        d_sdescs, q, d_lists, d_plists, shard, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    OrProbeKernel<<<dim3(cand_grid, q, max_m), kThreads, 0, stream>>>(d_sdescs, d_lists, d_plists, shard, kNone);
+    OrProbeKernel<<<dim3(cand_grid, 1, max_m), kThreads, 0, stream>>>(d_sdescs, q, d_lists, d_plists, shard, kNone);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
     OrScoreKernel<<<dim3(GridFor(scap, kThreads, q), q), kThreads, 0, stream>>>(d_sdescs, d_lists, shard);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
@@ -758,7 +766,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   std::vector<OrPDesc> descs(q);
   std::vector<uint64_t> caps(q);
   uint32_t max_m = 0;
-  uint64_t max_cap = 1, max_ess_nb = 1, max_nb = 1;
+  uint64_t sum_cap = 0, sum_ess_nb = 0, sum_nb = 0;
   for (uint32_t a = 0; a < q; ++a) {
     const QState& s = st[ph.ids[a]];
     OrPDesc& d = descs[a];
@@ -768,21 +776,27 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     d.theta = s.theta;
     d.slack = OrSlack(s.n);
     lists.insert(lists.end(), s.present.begin(), s.present.end());
+    uint64_t step_nb = 1;
     for (uint32_t i = 0; i < d.m; ++i) {
       OrPList pl;
       pl.essential = (s.ess_mask >> i) & 1u;
       pl.rest = s.rest[i];
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
+      if (pl.essential) {
+        pl.ess_off = d.ess_blocks;
+        d.ess_blocks += s.present[i].num_blocks;
+      }
       plists.push_back(pl);
-      // Blocks decoded for probing: at most one per candidate unless dense.
-      max_nb = std::max<uint64_t>(max_nb, pl.dense ? s.present[i].num_blocks
-                                                   : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
-      if (pl.essential) max_ess_nb = std::max<uint64_t>(max_ess_nb, s.present[i].num_blocks);
+      // Blocks decoded for probing: at most one per candidate unless dense (the largest step).
+      step_nb = std::max<uint64_t>(step_nb, pl.dense ? s.present[i].num_blocks
+                                                     : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
     }
+    sum_nb += step_nb;
+    sum_ess_nb += d.ess_blocks;
     PlanSteps(s, d, plists.data() + d.list_off, ctx.options.or_progressive && s.theta > 0.0f);
     caps[a] = s.cap;
-    max_cap = std::max<uint64_t>(max_cap, s.cap);
+    sum_cap += s.cap;
     max_m = std::max(max_m, d.m);
   }
   TopkPlan tp;
@@ -847,21 +861,20 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   up.Add(d_plists, plists.data(), plists.size());
   AddTopkUploads(up, tp, q);
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
-  OrGatherKernel<<<dim3(GridFor(max_ess_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m), kThreads, 0, stream>>>(
-      d_descs, d_lists, d_plists, shard);
+  OrGatherKernel<<<SpreadGrid(sum_ess_nb, kWarpsPerCta), kThreads, 0, stream>>>(d_descs, q, d_lists, d_plists, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-  // A step per list (PlanSteps' order).
-  const uint32_t cand_grid = GridFor(max_cap, kThreads, q);
-  const uint32_t decode_grid = GridFor(max_nb, kWarpsPerCta, q);
+  // A step per list (PlanSteps' order), each kernel spread over the batch.
+  const uint32_t cand_grid = SpreadGrid(sum_cap, kThreads);
+  const uint32_t decode_grid = SpreadGrid(sum_nb, kWarpsPerCta);
   for (uint32_t t = 0; t < max_m; ++t) {
-    OrLocateKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, t);
+    OrLocateKernel<<<cand_grid, kThreads, 0, stream>>>(d_descs, q, d_lists, d_plists, t);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    OrDecodeKernel<<<dim3(decode_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, shard, t);
+    OrDecodeKernel<<<decode_grid, kThreads, 0, stream>>>(d_descs, q, d_lists, d_plists, shard, t);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
-    OrProbeKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, d_plists, shard, t);
+    OrProbeKernel<<<cand_grid, kThreads, 0, stream>>>(d_descs, q, d_lists, d_plists, shard, t);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   }
-  OrScoreKernel<<<dim3(cand_grid, q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
+  OrScoreKernel<<<dim3(GridFor(sum_cap / q, kThreads, q), q), kThreads, 0, stream>>>(d_descs, d_lists, shard);
   SEARCH_CUDA_RETURN_IF_ERROR(cudaGetLastError());
   SEARCH_RETURN_IF_ERROR(LaunchTopk(tp, ph, d_out, shard.doc_begin, stream));
   SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
@@ -928,7 +941,8 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     s.or_path = PhaseKind::kOrPruned;
 }
 
-// Phases for `ids`: chunks of at most kMaxBatchY queries; or-phases also bounded in memory.
+// Phases for `ids`: chunks of at most kMaxBatchY queries (kMaxSpreadQueries for the pruned kinds);
+// or-phases also bounded in memory.
 void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
                const GpuContextOptions& o, std::vector<Phase>* phases) {
   std::vector<uint32_t> cur;
@@ -938,7 +952,9 @@ void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vect
                        : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
                        : kind == PhaseKind::kTheta    ? ThetaBytes(st[id], o.or_theta_sample)
                                                       : 0;
-    if (!cur.empty() && (cur.size() >= kMaxBatchY || cur_bytes + b > kOrGroupBytes)) {
+    // The pruned kernels spread a launch's work over at most kMaxSpreadQueries queries.
+    const size_t max_q = kind == PhaseKind::kOrPruned || kind == PhaseKind::kTheta ? kMaxSpreadQueries : kMaxBatchY;
+    if (!cur.empty() && (cur.size() >= max_q || cur_bytes + b > kOrGroupBytes)) {
       phases->push_back(MakePhase(kind, std::move(cur), st));
       cur.clear();
       cur_bytes = 0;
@@ -1113,7 +1129,9 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
         or_ids.push_back(i);
     }
   }
-  const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1};
+  // A floor that is not a positive finite number bounds nothing: no tf-only bounds.
+  const float floor = std::isfinite(shard.norm_floor) && shard.norm_floor > 0.0f ? shard.norm_floor : 0.0f;
+  const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1, floor};
   const GpuContextOptions& opt = ctx.impl().options;
   // Or-queries: those that need theta wait one round for it (`wait`); the others are planned now.
   auto plan_or = [&](const std::vector<uint32_t>& ids, bool may_wait, std::vector<uint32_t>* wait,

@@ -1,7 +1,8 @@
 // The GPU engine's pruned (exact) or: the GPU analogue of MaxScore with block-max bounds
-// (gpu_engine.hpp has the algorithm, gpu_engine.cu the planning). Kernels serve a whole batch like
-// engine_kernels.cuh's (blockIdx.y = query); the per-list kernels take blockIdx.z = the list's
-// canonical slot.
+// (gpu_engine.hpp has the algorithm, gpu_engine.cu the planning). Kernels serve a whole batch:
+// the theta and score kernels like engine_kernels.cuh's (blockIdx.y = query), the gather, locate,
+// decode and probe kernels spread the batch's items evenly over one grid (Spread, below; the
+// sample's round takes blockIdx.z = the list's canonical slot).
 //   theta:  ThetaBlockHistKernel / ThetaBlockSelectKernel pick the blocks of the highest block
 //           maxima of one list per query (the list with the highest max_score among those with
 //           >= k postings): max(k, sample) of them; ThetaHistKernel scores every posting of those
@@ -83,6 +84,7 @@ struct ThetaDesc {
 struct OrPList {
   float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)
   uint32_t essential = 0;  // 1: its documents are candidates
+  uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
   uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
   uint32_t* decoded = nullptr;
   uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
@@ -99,6 +101,7 @@ inline constexpr uint8_t kDeadSrc = 0xff;
 struct OrPDesc {
   uint32_t m = 0;
   uint32_t list_off = 0;
+  uint32_t ess_blocks = 0;  // the essential lists' blocks (OrGatherKernel's items)
   uint32_t cap = 0;  // the candidate buffer (past it: kErrOverflow)
   float theta = 0.0f;
   float slack = 1.0f;
@@ -118,6 +121,62 @@ __device__ __forceinline__ uint32_t ProbeSlot(const OrPDesc& q, uint32_t step) {
   if (step == kNone) return blockIdx.z < q.m ? blockIdx.z : kNone;
   return step < q.m ? q.order[step] : kNone;
 }
+
+// ------------------------------------------------------------------------------------ spread
+// The pruned kernels' work per query varies a thousandfold within a batch (a query's candidates,
+// its needed blocks, its essential lists' blocks). A grid of a fixed share per query (blockIdx.y)
+// waits for its heaviest query's threads; these kernels instead spread the batch's items evenly
+// over one grid: each CTA prefix-sums the per-query item counts (at most kMaxSpreadQueries queries:
+// one per thread) and item g of the launch is item g - prefix[a] of query a.
+inline constexpr uint32_t kMaxSpreadQueries = kThreads;
+
+struct Spread {
+  using Scan = cub::BlockScan<uint32_t, kThreads>;
+  typename Scan::TempStorage scan;
+  uint32_t prefix[kMaxSpreadQueries + 1];
+};
+
+// Every thread of the CTA calls; count(a) is query a's items (a < nq <= kMaxSpreadQueries).
+// Returns the launch's total; ends with a barrier.
+template <class Count>
+__device__ __forceinline__ uint32_t BuildSpread(Spread& sp, uint32_t nq, Count count) {
+  const uint32_t c = threadIdx.x < nq ? count(threadIdx.x) : 0u;
+  uint32_t before = 0, total = 0;
+  Spread::Scan(sp.scan).ExclusiveSum(c, before, total);
+  sp.prefix[threadIdx.x] = before;
+  if (threadIdx.x == 0) sp.prefix[kMaxSpreadQueries] = total;
+  __syncthreads();
+  return total;
+}
+
+// The query of item g < total: the last a < nq with prefix[a] <= g (queries of no items before
+// it share its prefix; those after it start past g).
+__device__ __forceinline__ uint32_t SpreadQuery(const Spread& sp, uint32_t nq, uint32_t g) {
+  uint32_t lo = 0, hi = nq - 1;
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi + 1) >> 1;
+    if (sp.prefix[mid] <= g)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
+// A warp's stats, flushed to its query's out when the warp moves to another query and at the end.
+struct WarpStats {
+  QueryOut* out = nullptr;
+  uint64_t blocks = 0, postings = 0, bytes = 0, freq_blocks = 0;
+  __device__ __forceinline__ void To(QueryOut* o) {
+    if (o == out) return;
+    Flush();
+    out = o;
+  }
+  __device__ __forceinline__ void Flush() {
+    if (out != nullptr) AddStats(out, blocks, postings, bytes, freq_blocks);
+    blocks = postings = bytes = freq_blocks = 0;
+  }
+};
 
 // ------------------------------------------------------------------------------------- theta
 
@@ -293,25 +352,36 @@ __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* t
 
 // ------------------------------------------------------------------------------------ pruned
 
-// blockIdx.z = slot: a warp per block of each essential list.
+// A warp per block of the essential lists, spread over the batch (OrPDesc::ess_blocks,
+// OrPList::ess_off).
 __global__ void __launch_bounds__(kThreads)
-    OrGatherKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard) {
-  const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = blockIdx.z;
-  if (s >= q.m) return;
-  const OrPList& pl = plists[q.list_off + s];
-  if (pl.essential == 0) return;
-  const DevList l = lists[q.list_off + s];
-  uint64_t blocks = 0, postings = 0, bytes = 0;
-  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
-    if (CandFull(q)) break;  // overflowed: the host reruns the query dense
+    OrGatherKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists, const OrPList* plists, ShardDev shard) {
+  __shared__ Spread sp;
+  const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return descs[a].ess_blocks; });
+  WarpStats st;
+  for (uint32_t g = GlobalWarp(); g < total; g += WarpStride()) {
+    const uint32_t a = SpreadQuery(sp, nq, g);
+    const OrPDesc& q = descs[a];
+    const uint32_t e = g - sp.prefix[a];
+    uint32_t s = 0;  // the essential list holding the query's e-th essential block
+    while (s + 1 < q.m && !(plists[q.list_off + s].essential && e < plists[q.list_off + s].ess_off +
+                                                                        lists[q.list_off + s].num_blocks))
+      ++s;
+    const OrPList& pl = plists[q.list_off + s];
+    const DevList l = lists[q.list_off + s];
+    const uint32_t b = e - pl.ess_off;
+    if (!pl.essential || b >= l.num_blocks) continue;  // only with inconsistent descriptors
+    if (CandFull(q)) continue;  // overflowed: the host reruns the query dense
+    st.To(q.out);
     const BlockMeta m = l.meta[b];
     const float bmax = SanitizeBoundHD(m.max_score);
     // No document of this block reaches theta: its score is at most about bmax + rest (rounding
     // covered by slack; strict, so bounds of 0 against theta 0 prune nothing).
     if ((bmax + pl.rest) * q.slack < q.theta) continue;
     uint32_t docs[kWarpValues], tfs[kWarpValues];
-    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) {
+    const bool decoded = DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, st.blocks, st.postings, st.bytes);
+    st.freq_blocks = st.blocks;  // scored whole: both payloads
+    if (!decoded) {
       if (Lane() == 0) atomicOr(&q.out->error, kErrCorrupt);
       continue;
     }
@@ -321,15 +391,19 @@ __global__ void __launch_bounds__(kThreads)
       float own = 0.0f;
       if (i < m.count) {
         const uint32_t off = docs[r] - shard.doc_begin;
-        if (off < shard.num_docs) {
+        // Its tf alone bounds the contribution (the norm at its floor; Bm25TermScore falls as
+        // the norm grows, in float too): most postings fail here without reading their norm.
+        const bool may = shard.norm_floor <= 0.0f ||
+                         !((Bm25TermScore(l.idf, tfs[r], shard.norm_floor, shard.k1) + pl.rest) * q.slack < q.theta);
+        if (off >= shard.num_docs) {
+          atomicOr(&q.out->error, kErrCorrupt);  // a corrupt block that decoded past the shard
+        } else if (may) {
           // The document's own contribution plus what the other lists can add.
           own = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
           if (!((own + pl.rest) * q.slack < q.theta)) {
             const uint32_t bit = 1u << (off & 31u);
             fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
           }
-        } else {
-          atomicOr(&q.out->error, kErrCorrupt);  // a corrupt block that decoded past the shard
         }
       }
       const uint32_t at = WarpAppend(&q.counters[0], fresh);
@@ -345,7 +419,7 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  AddStats(q.out, blocks, postings, bytes, blocks);
+  st.Flush();
 }
 
 // The first candidate to need block b of list s appends it to the list's need_list.
@@ -356,18 +430,24 @@ __device__ __forceinline__ void MarkNeeded(const OrPDesc& q, const OrPList& pl, 
   pl.slot_of[b] = j;
 }
 
+// The candidates a probe kernel's CTA serves for query a (0: the query has no list there).
+__device__ __forceinline__ uint32_t ProbeItems(const OrPDesc& q, uint32_t step) {
+  return ProbeSlot(q, step) == kNone ? 0u : CandCount(q);
+}
+
+// A thread per candidate, spread over the batch.
 __global__ void __launch_bounds__(kThreads)
-    OrLocateKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, uint32_t step) {
-  const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = ProbeSlot(q, step);
-  if (s == kNone) return;
-  const DevList l = lists[q.list_off + s];
-  const OrPList& pl = plists[q.list_off + s];
-  const uint32_t c = CandCount(q);
-  uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
-  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+    OrLocateKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists, const OrPList* plists, uint32_t step) {
+  __shared__ Spread sp;
+  const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return ProbeItems(descs[a], step); });
+  for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < total; g += gridDim.x * kThreads) {
+    const uint32_t a = SpreadQuery(sp, nq, g);
+    const uint32_t i = g - sp.prefix[a];
+    const OrPDesc& q = descs[a];
+    const uint32_t s = ProbeSlot(q, step);
     const uint32_t src = q.src[i];
     if (src == s || src == kDeadSrc) continue;  // found in this list (pos is set), or dropped
+    const DevList l = lists[q.list_off + s];
     const uint32_t doc = q.cand[i];
     uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
     while (lo < hi) {
@@ -379,22 +459,35 @@ __global__ void __launch_bounds__(kThreads)
     }
     uint32_t b = lo < l.num_blocks ? lo : kNone;
     if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
-    pos[i] = b;
+    q.pos[static_cast<size_t>(s) * q.cap + i] = b;
+    const OrPList& pl = plists[q.list_off + s];
     if (pl.dense == 0 && b != kNone) MarkNeeded(q, pl, s, b);
   }
 }
 
-// A warp per needed block (per block when the list is dense).
-__global__ void __launch_bounds__(kThreads)
-    OrDecodeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard, uint32_t step) {
-  const OrPDesc& q = descs[blockIdx.y];
+// The blocks OrDecodeKernel decodes for a query: the needed ones, or all when the list is dense.
+__device__ __forceinline__ uint32_t DecodeItems(const OrPDesc& q, const DevList* lists, const OrPList* plists,
+                                                uint32_t step) {
   const uint32_t s = ProbeSlot(q, step);
-  if (s == kNone) return;
-  const DevList l = lists[q.list_off + s];
-  const OrPList& pl = plists[q.list_off + s];
-  const uint32_t n = pl.dense ? l.num_blocks : min(q.counters[1 + s], l.num_blocks);
-  uint64_t blocks = 0, postings = 0, bytes = 0;
-  for (uint32_t slot = GlobalWarp(); slot < n; slot += WarpStride()) {
+  if (s == kNone) return 0;
+  const uint32_t nb = lists[q.list_off + s].num_blocks;
+  return plists[q.list_off + s].dense ? nb : min(q.counters[1 + s], nb);
+}
+
+// A warp per block to decode, spread over the batch.
+__global__ void __launch_bounds__(kThreads) OrDecodeKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists,
+                                                           const OrPList* plists, ShardDev shard, uint32_t step) {
+  __shared__ Spread sp;
+  const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return DecodeItems(descs[a], lists, plists, step); });
+  WarpStats st;
+  for (uint32_t g = GlobalWarp(); g < total; g += WarpStride()) {
+    const uint32_t a = SpreadQuery(sp, nq, g);
+    const uint32_t slot = g - sp.prefix[a];
+    const OrPDesc& q = descs[a];
+    const uint32_t s = ProbeSlot(q, step);
+    const DevList l = lists[q.list_off + s];
+    const OrPList& pl = plists[q.list_off + s];
+    st.To(q.out);
     const uint32_t b = pl.dense ? slot : pl.need_list[slot];
     const BlockMeta m = l.meta[b];
     uint32_t docs[kWarpValues];
@@ -404,31 +497,34 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t i = Lane() * kWarpValues + r;
       if (i < m.count) dst[i] = docs[r];
     }
-    ++blocks;
-    postings += m.count;
-    bytes += PackedBytes(m.count, m.doc_bits);
+    ++st.blocks;
+    st.postings += m.count;
+    st.bytes += PackedBytes(m.count, m.doc_bits);
   }
-  AddStats(q.out, blocks, postings, bytes, 0);
+  st.Flush();
 }
 
-// Progressively (step != kNone) also adds the found contribution to the candidate's partial
-// score and drops the candidate when that plus the later lists' bound cannot reach theta.
-__global__ void __launch_bounds__(kThreads)
-    OrProbeKernel(const OrPDesc* descs, const DevList* lists, const OrPList* plists, ShardDev shard, uint32_t step) {
-  const OrPDesc& q = descs[blockIdx.y];
-  const uint32_t s = ProbeSlot(q, step);
-  if (s == kNone) return;
-  const DevList l = lists[q.list_off + s];
-  const OrPList& pl = plists[q.list_off + s];
-  const uint32_t c = CandCount(q);
-  uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
-  for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
+// A thread per candidate, spread over the batch. Progressively (step != kNone) also adds the found
+// contribution to the candidate's partial score and drops the candidate when that plus the later
+// lists' bound cannot reach theta.
+__global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists,
+                                                          const OrPList* plists, ShardDev shard, uint32_t step) {
+  __shared__ Spread sp;
+  const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return ProbeItems(descs[a], step); });
+  for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < total; g += gridDim.x * kThreads) {
+    const uint32_t a = SpreadQuery(sp, nq, g);
+    const uint32_t i = g - sp.prefix[a];
+    const OrPDesc& q = descs[a];
+    const uint32_t s = ProbeSlot(q, step);
     const uint32_t src = q.src[i];
     if (src == s || src == kDeadSrc) continue;
+    uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
     const uint32_t b = pos[i];
     const uint32_t doc = q.cand[i];
+    const DevList l = lists[q.list_off + s];
     uint32_t at = kNone;
     if (b != kNone) {
+      const OrPList& pl = plists[q.list_off + s];
       const uint32_t slot = pl.dense ? b : pl.slot_of[b];
       const uint32_t* blk = pl.decoded + static_cast<size_t>(slot) * kBlockSize;
       const uint32_t cnt = l.meta[b].count;
@@ -441,15 +537,21 @@ __global__ void __launch_bounds__(kThreads)
           hi = mid;
       }
       if (lo < cnt && blk[lo] == doc) at = b * kBlockSize + lo;
+      pos[i] = at;
     }
-    if (b != kNone) pos[i] = at;
     if (step == kNone) continue;
+    const float after = plists[q.list_off + src].after[step];
     float partial = q.scores[i];
-    if (at != kNone)
-      partial += Bm25TermScore(l.idf, FreqAt(l.payload, l.meta[b], at % kBlockSize), shard.norms[doc - shard.doc_begin],
-                               shard.k1);
+    bool drop = false;
+    if (at != kNone) {
+      const uint32_t tf = FreqAt(l.payload, l.meta[b], at % kBlockSize);
+      // The tf-only bound first (as the gather's): a drop it proves needs no norm.
+      drop = shard.norm_floor > 0.0f &&
+             (partial + Bm25TermScore(l.idf, tf, shard.norm_floor, shard.k1) + after) * q.slack < q.theta;
+      if (!drop) partial += Bm25TermScore(l.idf, tf, shard.norms[doc - shard.doc_begin], shard.k1);
+    }
     // Strict, as the gather's filter: a bound equal to theta keeps the candidate.
-    if ((partial + plists[q.list_off + src].after[step]) * q.slack < q.theta)
+    if (drop || (partial + after) * q.slack < q.theta)
       q.src[i] = kDeadSrc;
     else
       q.scores[i] = partial;

@@ -135,6 +135,7 @@ GpuExecutorAdapter::GpuExecutorAdapter(const ShardReader* shard, Metrics* metric
   view_.doc_begin = cache_->doc_begin();
   view_.num_docs = cache_->num_docs();
   view_.params = shard_->meta().bm25;
+  view_.norm_floor = cache_->min_norm();
   if (metrics_ != nullptr) hook_id_ = metrics_->AddScrapeHook([this] { PublishCacheStats(); });
 }
 

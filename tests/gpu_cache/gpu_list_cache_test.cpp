@@ -142,6 +142,8 @@ TEST_F(GpuListCacheTest, NormsAreResident) {
             cudaSuccess);
   EXPECT_EQ(std::memcmp(norms.data(), reader_->norms(), norms.size() * sizeof(float)), 0);
   EXPECT_EQ(cache->stats().norm_bytes, 3000u * sizeof(float));
+  EXPECT_EQ(cache->min_norm(), *std::min_element(norms.begin(), norms.end()));
+  EXPECT_GT(cache->min_norm(), 0.0f);
 }
 
 // Every list, with tiny staging buffers (long lists in many chunks) and with large ones.

@@ -65,6 +65,7 @@ void Upload(const MemShard& s, const Bm25Params& p, DeviceShard* d) {
   d->view.doc_begin = s.doc_begin;
   d->view.num_docs = s.doc_end - s.doc_begin;
   d->view.params = p;
+  d->view.norm_floor = s.norms.empty() ? 0.0f : *std::min_element(s.norms.begin(), s.norms.end());
 }
 
 std::vector<GpuTermInput> GpuInputs(const std::vector<TermInput>& in, const MemShard& s, const DeviceShard& d,
@@ -450,7 +451,8 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
           << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the candidates were not filtered";
     }
     // Progressive probing drops candidates: the same batch with every candidate probed in every
-    // list gives the same hits and scores more documents fully.
+    // list, and with no norm floor (every candidate's norm read), gives the same hits and scores
+    // more documents fully.
     {
       gpu::GpuContextOptions po = PrunedOptions();
       po.or_progressive = false;
@@ -465,7 +467,9 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
       }
       for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
       std::vector<Result<SearchResult>> out;
-      const Status st = gpu::ExecuteBatchGpu(*all_lists, d.view, batch, &out);
+      GpuShardView no_floor = d.view;
+      no_floor.norm_floor = 0.0f;
+      const Status st = gpu::ExecuteBatchGpu(*all_lists, no_floor, batch, &out);
       ASSERT_TRUE(st.ok()) << st.ToString();
       ASSERT_EQ(out.size(), items.size());
       uint64_t progressive_scored = 0, all_scored = 0;

@@ -56,6 +56,7 @@ Result<std::unique_ptr<GpuSearcher>> GpuSearcher::Create(const LocalIndex& index
     shard->view.doc_begin = meta.doc_begin;
     shard->view.num_docs = meta.doc_end - meta.doc_begin;
     shard->view.params = meta.bm25;
+    shard->view.norm_floor = shard->cache->min_norm();
     s->shards_.push_back(std::move(shard));
   }
   return s;

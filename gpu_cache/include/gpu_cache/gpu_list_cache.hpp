@@ -91,6 +91,7 @@ class GpuListCache {
   uint64_t ResidentBytes(std::span<const std::string> terms) const;
 
   const float* d_norms() const;  // [doc - doc_begin], the shard's documents
+  float min_norm() const;         // the smallest of them (0 with no documents or a negative/NaN norm)
   uint32_t doc_begin() const;
   uint32_t num_docs() const;
 

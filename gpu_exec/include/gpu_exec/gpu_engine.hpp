@@ -107,6 +107,10 @@ struct GpuShardView {
   uint32_t doc_begin = 0;
   uint32_t num_docs = 0;
   Bm25Params params;
+  // A lower bound on every norm (GpuListCache::min_norm()). With one > 0 the pruned or-path
+  // bounds a posting's contribution from its tf alone and reads the norm only when that bound
+  // can reach theta; 0: unknown (every norm read).
+  float norm_floor = 0.0f;
 };
 
 struct GpuContextOptions {
