@@ -435,9 +435,11 @@ __device__ __forceinline__ uint32_t ProbeItems(const OrPDesc& q, uint32_t step) 
   return ProbeSlot(q, step) == kNone ? 0u : CandCount(q);
 }
 
-// A thread per candidate, spread over the batch.
-__global__ void __launch_bounds__(kThreads)
-    OrLocateKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists, const OrPList* plists, uint32_t step) {
+// f(q, i, s, src) for each candidate i that the step's list s must be searched for (not taken
+// from s, where its position is set, nor dropped): a thread per candidate, spread over the batch.
+// Every thread of the CTA calls.
+template <class F>
+__device__ __forceinline__ void ForEachProbe(const OrPDesc* descs, uint32_t nq, uint32_t step, F f) {
   __shared__ Spread sp;
   const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return ProbeItems(descs[a], step); });
   for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < total; g += gridDim.x * kThreads) {
@@ -446,7 +448,13 @@ __global__ void __launch_bounds__(kThreads)
     const OrPDesc& q = descs[a];
     const uint32_t s = ProbeSlot(q, step);
     const uint32_t src = q.src[i];
-    if (src == s || src == kDeadSrc) continue;  // found in this list (pos is set), or dropped
+    if (src != s && src != kDeadSrc) f(q, i, s, src);
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    OrLocateKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists, const OrPList* plists, uint32_t step) {
+  ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t) {
     const DevList l = lists[q.list_off + s];
     const uint32_t doc = q.cand[i];
     uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
@@ -462,7 +470,7 @@ __global__ void __launch_bounds__(kThreads)
     q.pos[static_cast<size_t>(s) * q.cap + i] = b;
     const OrPList& pl = plists[q.list_off + s];
     if (pl.dense == 0 && b != kNone) MarkNeeded(q, pl, s, b);
-  }
+  });
 }
 
 // The blocks OrDecodeKernel decodes for a query: the needed ones, or all when the list is dense.
@@ -504,20 +512,11 @@ __global__ void __launch_bounds__(kThreads) OrDecodeKernel(const OrPDesc* descs,
   st.Flush();
 }
 
-// A thread per candidate, spread over the batch. Progressively (step != kNone) also adds the found
-// contribution to the candidate's partial score and drops the candidate when that plus the later
-// lists' bound cannot reach theta.
+// Progressively (step != kNone) also adds the found contribution to the candidate's partial score
+// and drops the candidate when that plus the later lists' bound cannot reach theta.
 __global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists,
                                                           const OrPList* plists, ShardDev shard, uint32_t step) {
-  __shared__ Spread sp;
-  const uint32_t total = BuildSpread(sp, nq, [&](uint32_t a) { return ProbeItems(descs[a], step); });
-  for (uint32_t g = blockIdx.x * kThreads + threadIdx.x; g < total; g += gridDim.x * kThreads) {
-    const uint32_t a = SpreadQuery(sp, nq, g);
-    const uint32_t i = g - sp.prefix[a];
-    const OrPDesc& q = descs[a];
-    const uint32_t s = ProbeSlot(q, step);
-    const uint32_t src = q.src[i];
-    if (src == s || src == kDeadSrc) continue;
+  ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t src) {
     uint32_t* pos = q.pos + static_cast<size_t>(s) * q.cap;
     const uint32_t b = pos[i];
     const uint32_t doc = q.cand[i];
@@ -539,7 +538,7 @@ __global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, 
       if (lo < cnt && blk[lo] == doc) at = b * kBlockSize + lo;
       pos[i] = at;
     }
-    if (step == kNone) continue;
+    if (step == kNone) return;
     const float after = plists[q.list_off + src].after[step];
     float partial = q.scores[i];
     bool drop = false;
@@ -555,7 +554,7 @@ __global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, 
       q.src[i] = kDeadSrc;
     else
       q.scores[i] = partial;
-  }
+  });
 }
 
 // Sums each candidate's contributions in canonical slot order (the CPU's float adds; absent
