@@ -89,6 +89,9 @@ int main(int argc, char** argv) {
                  "scheduler threads running GPU batches at once, each on its own stream")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{64}));
+  app.add_option("--sched-balance", sched.sched.policy.balance,
+                 "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
+      ->capture_default_str();
   app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));

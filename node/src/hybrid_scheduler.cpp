@@ -30,6 +30,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* misses[kNumUnits] = {};
   prometheus::Gauge* error[kNumUnits] = {};
   prometheus::Counter* migrations = nullptr;
+  prometheus::Counter* balanced = nullptr;
   prometheus::Counter* retries = nullptr;
   prometheus::Counter* batches = nullptr;
 
@@ -63,6 +64,7 @@ struct HybridScheduler::MetricSet {
       error[u] = &e.Add(l);
     }
     migrations = &counter(families::kSchedMigrations).Add({});
+    balanced = &counter(families::kSchedBalanced).Add({});
     retries = &counter(families::kSchedGpuRetries).Add({});
     batches = &counter(families::kSchedGpuBatches).Add({});
   }
@@ -112,10 +114,13 @@ Status HybridScheduler::Submit(SchedTask& task) {
   if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
   task.done_ = false;
   task.job.id = reinterpret_cast<uint64_t>(&task);
+  const uint64_t balanced = policy_.balanced();
   policy_.Enqueue(task.job, SchedClock::now());
-  if (metrics_)
+  if (metrics_) {
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+    if (policy_.balanced() != balanced) metrics_->balanced->Increment();
+  }
   cpu_cv_.notify_one();
   gpu_cv_.notify_one();
   task.cv_.wait(lock, [&] { return task.done_; });
@@ -284,6 +289,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   s.gpu_retries = retries_.load();
   s.gpu_batches = batches_.load();
   std::lock_guard<std::mutex> lock(mu_);
+  s.balanced = policy_.balanced();
   for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
   return s;
 }

@@ -97,6 +97,12 @@ void SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     job.queue = QueueOf(job.preferred);
   } else {
     job.queue = Classify(job.cpu_us, job.gpu_us);
+    // Earliest expected finish for what the ratio gives the CPU queue.
+    if (job.queue == SchedQueue::kCpu && options_.balance && options_.mode == SchedMode::kHybrid &&
+        Backlog(Unit::kCpu) + job.cpu_us > Backlog(Unit::kGpu) + job.gpu_us) {
+      job.queue = SchedQueue::kGpu;
+      ++balanced_;
+    }
     if (job.queue == SchedQueue::kFlex)
       job.preferred = job.cpu_us <= job.gpu_us ? Unit::kCpu : Unit::kGpu;
     else

@@ -26,12 +26,14 @@ SchedJob Job(uint64_t id, double cpu_us, double gpu_us, SchedTime arrival = kT0,
   return j;
 }
 
+// The ratio's placement alone (BalanceSends... covers `balance`).
 SchedOptions Hybrid() {
   SchedOptions o;
   o.mode = SchedMode::kHybrid;
   o.batch_wait = microseconds(200);
   o.batch_work_us = 1000;
   o.cpu_parallelism = 2;
+  o.balance = false;
   return o;
 }
 
@@ -46,6 +48,55 @@ TEST(SchedPolicyTest, QueuesByCostRatio) {
   EXPECT_EQ(p.Classify(200, 100), SchedQueue::kGpu);  // ratio 2: at the threshold
   EXPECT_EQ(p.Classify(50, 100), SchedQueue::kCpu);   // ratio 0.5
   EXPECT_EQ(p.Classify(150, 100), SchedQueue::kFlex);
+}
+
+// With balance, CPU-preferred jobs queue for the CPU until the CPU's backlog would make them
+// finish later than on the GPU; the rest go to the GPU queue, and the GPU takes them.
+TEST(SchedPolicyTest, BalanceSendsCpuJobsToTheGpuWhileItFinishesThemSooner) {
+  SchedOptions o = Hybrid();
+  o.balance = true;
+  o.batch_wait = microseconds(0);
+  SchedPolicy p(o);
+  // 100 us on the CPU (2 workers), 300 on the GPU (1 dispatcher): the k-th job would finish on
+  // the CPU at (k-1)*100/2 + 100, on the GPU (empty) at 300: jobs 1..5 queue for the CPU.
+  for (uint64_t id = 1; id <= 5; ++id) p.Enqueue(Job(id, 100, 300), kT0);
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 5u);
+  EXPECT_EQ(p.balanced(), 0u);
+  p.Enqueue(Job(6, 100, 300), kT0);  // 250 + 100 > 0 + 300
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 5u);
+  EXPECT_EQ(p.queued(SchedQueue::kGpu), 1u);
+  EXPECT_EQ(p.balanced(), 1u);
+  // The GPU's backlog now counts: 250 + 100 <= 300 + 300, so the next one waits for the CPU.
+  p.Enqueue(Job(7, 100, 300), kT0);
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 6u);
+  // The GPU runs the moved job as its own (not stolen), preferring the GPU.
+  GpuTake t = p.TakeGpu(kT0);
+  ASSERT_FALSE(t.jobs.empty());
+  EXPECT_EQ(t.jobs[0].id, 6u);
+  EXPECT_FALSE(t.jobs[0].stolen);
+  EXPECT_EQ(t.jobs[0].preferred, Unit::kGpu);
+  // Only the ratio's CPU queue is balanced: GPU-preferred and flexible jobs stay put.
+  SchedPolicy q(o);
+  for (uint64_t id = 1; id <= 20; ++id) q.Enqueue(Job(id, 100, 120), kT0);
+  EXPECT_EQ(q.queued(SchedQueue::kFlex), 20u);
+  // Pinned jobs are never moved, and other modes never balance.
+  SchedPolicy r(o);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    SchedJob j = Job(id, 100, 300);
+    j.pinned = Unit::kCpu;
+    r.Enqueue(j, kT0);
+  }
+  EXPECT_EQ(r.queued(SchedQueue::kCpu), 20u);
+  SchedOptions g = o;
+  g.mode = SchedMode::kGriffin;
+  SchedPolicy gr(g);
+  for (uint64_t id = 1; id <= 20; ++id) {
+    SchedJob j = Job(id, 100, 300);
+    j.preferred = Unit::kCpu;
+    gr.Enqueue(j, kT0);
+  }
+  EXPECT_EQ(gr.queued(SchedQueue::kCpu), 20u);
+  EXPECT_EQ(gr.balanced(), 0u);
 }
 
 TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {

@@ -102,6 +102,9 @@ inline constexpr Family kSchedStolen{"search_sched_stolen_total",
                                      "Jobs taken by the processor that did not prefer them (work stealing)."};
 inline constexpr Family kSchedMigrations{"search_sched_migrations_total",
                                          "Queries handed from the GPU to the CPU mid-query (Griffin)."};
+inline constexpr Family kSchedBalanced{
+    "search_sched_balanced_total",
+    "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
 inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
                                          "Jobs the GPU could not run that reran on the CPU."};
 inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",

@@ -74,6 +74,7 @@ struct SchedStatsSnapshot {
   uint64_t stolen[kNumUnits] = {};           // taken by the processor that did not prefer them
   uint64_t deadline_misses[kNumUnits] = {};
   uint64_t migrations = 0;                   // GPU -> CPU mid-query hand-offs
+  uint64_t balanced = 0;                     // CPU-queue jobs sent to the GPU queue (SchedOptions::balance)
   uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
   uint64_t gpu_batches = 0;
   uint64_t queued[kNumSchedQueues] = {};

@@ -4,7 +4,12 @@
 //
 // Ding et al. 2009 §9: three queues. A job whose predicted cost ratio cpu/gpu is at least
 // gpu_ratio goes to the GPU queue, at most cpu_ratio to the CPU queue, otherwise to the
-// flexible queue. An idle processor takes, in order:
+// flexible queue. With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU
+// queue instead while it would finish sooner there: the CPU's backlog plus its CPU time exceeds
+// the GPU's backlog plus its GPU time (backlog: the queue's predicted work over the processor's
+// parallelism). The ratio alone keeps feeding a saturated CPU the cheap queries it prefers while
+// the GPU has room; stealing cannot fix that, as a GPU busy with its own queue never steals.
+// An idle processor takes, in order:
 //   1. the oldest urgent job preferring it (waited past urgent_fraction of its time to deadline;
 //      Ding: "schedule it immediately on its preferred processor"), from any queue;
 //   2. the oldest job of its own queue;
@@ -63,6 +68,7 @@ struct SchedOptions {
   double cpu_ratio = 0.5;          // at or below: CPU queue
   double urgent_fraction = 0.5;    // of (deadline - arrival) waited: urgent
   bool steal = true;
+  bool balance = true;             // hybrid: CPU-queue jobs go to the GPU while it finishes them sooner
   size_t steal_window = 8;
   double batch_work_us = 2000;     // a GPU batch closes at this much predicted GPU work
   size_t max_batch = 64;
@@ -96,6 +102,8 @@ class SchedPolicy {
   size_t queued(SchedQueue q) const { return queues_[static_cast<size_t>(q)].size(); }
   size_t queued_total() const;
   const SchedOptions& options() const { return options_; }
+  // Jobs `balance` moved from the CPU queue to the GPU queue.
+  uint64_t balanced() const { return balanced_; }
 
   // Where a job with these predictions goes under options.mode (no pinning).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
@@ -115,6 +123,7 @@ class SchedPolicy {
   SchedOptions options_;
   std::deque<SchedJob> queues_[kNumSchedQueues];
   double work_us_[kNumSchedQueues][kNumUnits] = {};  // predicted work queued, per queue and unit
+  uint64_t balanced_ = 0;
 };
 
 }  // namespace search
