@@ -79,24 +79,20 @@ TEST(SchedPolicyTest, BalanceSendsCpuJobsToTheGpuWhileItFinishesThemSooner) {
   SchedPolicy q(o);
   for (uint64_t id = 1; id <= 20; ++id) q.Enqueue(Job(id, 100, 120), kT0);
   EXPECT_EQ(q.queued(SchedQueue::kFlex), 20u);
-  // Pinned jobs are never moved, and other modes never balance.
-  SchedPolicy r(o);
-  for (uint64_t id = 1; id <= 20; ++id) {
-    SchedJob j = Job(id, 100, 300);
-    j.pinned = Unit::kCpu;
-    r.Enqueue(j, kT0);
-  }
-  EXPECT_EQ(r.queued(SchedQueue::kCpu), 20u);
+  // Pinned jobs are never moved, and griffin never balances (it places by the caller's choice).
   SchedOptions g = o;
   g.mode = SchedMode::kGriffin;
-  SchedPolicy gr(g);
-  for (uint64_t id = 1; id <= 20; ++id) {
-    SchedJob j = Job(id, 100, 300);
-    j.preferred = Unit::kCpu;
-    gr.Enqueue(j, kT0);
+  for (const SchedOptions& opts : {o, g}) {
+    SchedPolicy r(opts);
+    for (uint64_t id = 1; id <= 20; ++id) {
+      SchedJob j = Job(id, 100, 300);
+      if (opts.mode == SchedMode::kHybrid) j.pinned = Unit::kCpu;
+      j.preferred = Unit::kCpu;
+      r.Enqueue(j, kT0);
+    }
+    EXPECT_EQ(r.queued(SchedQueue::kCpu), 20u) << SchedModeName(opts.mode);
+    EXPECT_EQ(r.balanced(), 0u) << SchedModeName(opts.mode);
   }
-  EXPECT_EQ(gr.queued(SchedQueue::kCpu), 20u);
-  EXPECT_EQ(gr.balanced(), 0u);
 }
 
 TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
