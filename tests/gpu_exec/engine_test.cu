@@ -203,17 +203,28 @@ struct BatchItem {
   uint32_t k;
 };
 
+// The items' CPU engine inputs and their GPU batch (which points into gpu_in).
+struct BatchInputs {
+  std::vector<std::vector<TermInput>> cpu_in;
+  std::vector<std::vector<GpuTermInput>> gpu_in;
+  std::vector<GpuQueryInput> batch;
+  BatchInputs(const Corpus& c, const MemShard& s, const DeviceShard& d, const std::vector<BatchItem>& items) {
+    for (const BatchItem& it : items) {
+      cpu_in.push_back(Inputs(c, s, it.q));
+      gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, it.q));
+    }
+    for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
+  }
+  BatchInputs(const BatchInputs&) = delete;
+  BatchInputs& operator=(const BatchInputs&) = delete;
+};
+
 // Runs the items as one GPU batch on each context and compares each with the CPU engine.
 void CheckBatch(const Corpus& c, const MemShard& s, const DeviceShard& d, const std::vector<BatchItem>& items,
                 const Bm25Params& p, std::vector<SearchResult>* gpu_results = nullptr) {
-  std::vector<std::vector<TermInput>> cpu_in;
-  std::vector<std::vector<GpuTermInput>> gpu_in;
-  for (const BatchItem& it : items) {
-    cpu_in.push_back(Inputs(c, s, it.q));
-    gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, it.q));
-  }
-  std::vector<GpuQueryInput> batch;
-  for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
+  const BatchInputs in(c, s, d, items);
+  const auto& cpu_in = in.cpu_in;
+  const auto& batch = in.batch;
   std::vector<Result<SearchResult>> cpu_out;
   for (size_t i = 0; i < items.size(); ++i)
     cpu_out.push_back(
@@ -458,18 +469,11 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
       po.or_progressive = false;
       std::unique_ptr<GpuContext> all_lists = MakeContext(po);
       ASSERT_NE(all_lists, nullptr);
-      std::vector<std::vector<TermInput>> cpu_in;
-      std::vector<std::vector<GpuTermInput>> gpu_in;
-      std::vector<GpuQueryInput> batch;
-      for (const BatchItem& it : items) {
-        cpu_in.push_back(Inputs(c, s, it.q));
-        gpu_in.push_back(GpuInputs(cpu_in.back(), s, d, it.q));
-      }
-      for (size_t i = 0; i < items.size(); ++i) batch.push_back(GpuQueryInput{gpu_in[i], items[i].mode, items[i].k});
+      const BatchInputs in(c, s, d, items);
       std::vector<Result<SearchResult>> out;
       GpuShardView no_floor = d.view;
       no_floor.norm_floor = 0.0f;
-      const Status st = gpu::ExecuteBatchGpu(*all_lists, no_floor, batch, &out);
+      const Status st = gpu::ExecuteBatchGpu(*all_lists, no_floor, in.batch, &out);
       ASSERT_TRUE(st.ok()) << st.ToString();
       ASSERT_EQ(out.size(), items.size());
       uint64_t progressive_scored = 0, all_scored = 0;
