@@ -26,6 +26,7 @@
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
+#include "node/host_load.hpp"
 #include "node/node_server.hpp"
 #include "node/scheduled_executor.hpp"
 #ifdef SEARCH_HAVE_GPU
@@ -78,6 +79,8 @@ int main(int argc, char** argv) {
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
   int64_t batch_wait_us = 200;
+  double sched_idle_reserve = 1.0;
+  bool sched_host_aware = true;
   app.add_option("--scheduler", sched_name,
                  "auto: hybrid when the GPU executor runs, else the CPU engine directly; cpu|gpu|hybrid|griffin: "
                  "the CPU/GPU scheduler in that mode (gpu, hybrid and griffin need a GPU)")
@@ -92,6 +95,13 @@ int main(int argc, char** argv) {
   app.add_option("--sched-balance", sched.sched.policy.balance,
                  "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
       ->capture_default_str();
+  app.add_option("--sched-host-aware", sched_host_aware,
+                 "hybrid, griffin: CPU workers start CPU-engine queries only while the host has idle cores "
+                 "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
+      ->capture_default_str();
+  app.add_option("--sched-idle-reserve", sched_idle_reserve, "host cores the CPU engine leaves idle (--sched-host-aware)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1024.0));
   app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
@@ -205,6 +215,11 @@ int main(int argc, char** argv) {
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
     sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : std::max(1u, std::thread::hardware_concurrency());
     sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
+    if (sched_host_aware) {
+      auto host = std::make_shared<HostLoad>();
+      sched.sched.idle_cores = [host] { return host->IdleCores(); };
+      sched.sched.idle_reserve = sched_idle_reserve;
+    }
     auto s = ScheduledExecutor::Create(shard->get(), batch_gpu, &metrics, sched);
     if (!s.ok()) {
       log.Error() << "--scheduler " << sched_name << ": " << s.status().ToString();

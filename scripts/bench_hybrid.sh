@@ -56,7 +56,10 @@ fi
 
 node_port=7701 http_port=7700 metrics_port=7702
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q" >"$csv"
+# CPU time (user + system, clock ticks) a process has used so far.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+hz=$(getconf CLK_TCK)
 
 for mode in $modes; do
   step "scheduler $mode: starting node + integrator"
@@ -78,14 +81,23 @@ for mode in $modes; do
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$http_port/health" >/dev/null 2>&1 && break; sleep 0.1; done
   rate=$start_rate
   for _ in $(seq "$max_steps"); do
-    line=$(timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
+    # Host CPU per answered query, by process (warm-up included in both the time and the count):
+    # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
+    # share the cores.
+    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid")
+    line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
-      --connections "$conns")
+      --connections "$conns"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
+    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid")
+    lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
+    # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
+    per_q() { awk -v t="$1" -v hz="$hz" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / hz * 1e6 / (r * s) }'; }
+    cpu_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
-      "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | tee -a "$csv"
+      "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$cpu_cols/" | tee -a "$csv"
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done

@@ -233,38 +233,7 @@ Result<SearchResult> ExecuteQueryFromCandidates(std::span<const TermInput> terms
   return Execute(terms, norms.data(), doc_begin, norms.size(), mode, k, params, &candidates);
 }
 
-// term -> TermInfo (nullopt: no postings in this shard), in 16 mutex-guarded maps. A map that
-// reaches kMaxEntries is cleared: the memory stays bounded and hot terms return at once.
-struct CpuExecutor::TermCache {
-  static constexpr size_t kShards = 16;
-  static constexpr size_t kMaxEntries = size_t{1} << 16;  // per map
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  struct Map {
-    std::mutex mu;
-    std::unordered_map<std::string, std::optional<TermInfo>, Hash, std::equal_to<>> map;  // GUARDED_BY(mu)
-  };
-  Map maps[kShards];
-
-  Result<std::optional<TermInfo>> Get(const ShardReader& shard, std::string_view term) {
-    Map& m = maps[Hash{}(term) % kShards];
-    {
-      std::lock_guard<std::mutex> lock(m.mu);
-      auto it = m.map.find(term);
-      if (it != m.map.end()) return it->second;
-    }
-    auto info = shard.GetTermInfo(term);
-    if (!info.ok()) return info.status();  // errors are not remembered
-    std::lock_guard<std::mutex> lock(m.mu);
-    if (m.map.size() >= kMaxEntries) m.map.clear();
-    m.map.emplace(std::string(term), *info);
-    return *info;
-  }
-};
-
-CpuExecutor::CpuExecutor(const ShardReader* shard) : shard_(shard), terms_(std::make_shared<TermCache>()) {}
+CpuExecutor::CpuExecutor(const ShardReader* shard) : shard_(shard) {}
 
 struct CpuExecutor::Lookup {
   std::vector<std::shared_ptr<const CachedList>> held;
@@ -280,7 +249,7 @@ Result<CpuExecutor::Lookup> CpuExecutor::LookUp(const Query& query) const {
   l.inputs.resize(n);
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
-    auto info = terms_->Get(*shard_, term);
+    auto info = shard_->GetTermInfo(term);  // the reader remembers entries
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) {
       if (query.mode == QueryMode::kAnd) {

@@ -4,8 +4,11 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 
+#include <array>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
+#include <unordered_map>
 
 #include "index_store/shard_store.hpp"
 #include "shard_format.hpp"
@@ -21,8 +24,47 @@ rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 
 }  // namespace
 
+// GetTermInfo's memo: a shard is immutable once open, so a term's entry (or its absence) never
+// changes. Every query looks up each of its terms (the scheduler's features, the engines), and a
+// RocksDB point read costs microseconds; this answers repeats from memory. Striped by hash so the
+// node's many workers rarely share a lock; a full stripe is emptied (bounded memory, no LRU
+// bookkeeping on the hit path).
+class TermInfoMemo {
+ public:
+  static constexpr size_t kStripes = 64;
+  static constexpr size_t kPerStripe = 4096;
+
+  bool Find(std::string_view term, std::optional<TermInfo>* out) {
+    Stripe& s = StripeOf(term);
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto it = s.map.find(term);
+    if (it == s.map.end()) return false;
+    *out = it->second;
+    return true;
+  }
+  void Put(std::string_view term, const std::optional<TermInfo>& info) {
+    Stripe& s = StripeOf(term);
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (s.map.size() >= kPerStripe) s.map.clear();
+    s.map.emplace(std::string(term), info);
+  }
+
+ private:
+  struct Hash {
+    using is_transparent = void;
+    size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+  };
+  struct Stripe {
+    std::mutex mu;
+    std::unordered_map<std::string, std::optional<TermInfo>, Hash, std::equal_to<>> map;  // GUARDED_BY(mu)
+  };
+  Stripe& StripeOf(std::string_view term) { return stripes_[(Hash{}(term) >> 7) % kStripes]; }
+  std::array<Stripe, kStripes> stripes_;
+};
+
 struct ShardReader::Impl {
   std::string path;
+  mutable TermInfoMemo term_memo;
   std::shared_ptr<rocksdb::Cache> block_cache;
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -137,12 +179,18 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
 const ShardMeta& ShardReader::meta() const { return impl_->meta; }
 
 Result<std::optional<TermInfo>> ShardReader::GetTermInfo(std::string_view term) const {
+  std::optional<TermInfo> memo;
+  if (impl_->term_memo.Find(term, &memo)) return memo;
   rocksdb::PinnableSlice value;
   auto s = impl_->db->Get(impl_->point_read, impl_->handles[kTermsIdx], ToSlice(term), &value);
-  if (s.IsNotFound()) return std::optional<TermInfo>();
+  if (s.IsNotFound()) {
+    impl_->term_memo.Put(term, std::nullopt);
+    return std::optional<TermInfo>();
+  }
   SEARCH_RETURN_IF_ERROR(FromRocks(s, "term " + QuoteTerm(term)));
   auto info = DecodeTermInfo(std::string_view(value.data(), value.size()));
   if (!info.ok()) return info.status().WithContext("shard " + impl_->path + " term " + QuoteTerm(term));
+  impl_->term_memo.Put(term, *info);  // errors are not kept: a corrupt entry fails every time
   return std::optional<TermInfo>(*info);
 }
 
@@ -176,6 +224,34 @@ Result<std::string> ShardReader::GetExternalId(uint32_t doc) const {
   SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
   if (value.size() < 4) return Status::Corruption("shard " + impl_->path + ": doc " + std::to_string(doc) + " value too short");
   return std::string(value.data() + 4, value.size() - 4);
+}
+
+Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const {
+  ids->clear();
+  if (docs.empty()) return Status::Ok();
+  for (uint32_t doc : docs)
+    if (doc < impl_->meta.doc_begin || doc >= impl_->meta.doc_end) return GetExternalId(doc).status();
+  std::vector<std::string> keys(docs.size());
+  std::vector<rocksdb::Slice> slices(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    keys[i] = Be32Key(docs[i]);
+    slices[i] = ToSlice(keys[i]);
+  }
+  std::vector<rocksdb::PinnableSlice> values(docs.size());
+  std::vector<rocksdb::Status> statuses(docs.size());
+  impl_->db->MultiGet(impl_->point_read, impl_->handles[kDocsIdx], docs.size(), slices.data(), values.data(),
+                      statuses.data());
+  ids->reserve(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const uint32_t doc = docs[i];
+    if (statuses[i].IsNotFound())
+      return Status::Corruption("shard " + impl_->path + " lacks doc " + std::to_string(doc));
+    SEARCH_RETURN_IF_ERROR(FromRocks(statuses[i], "doc " + std::to_string(doc)));
+    if (values[i].size() < 4)
+      return Status::Corruption("shard " + impl_->path + ": doc " + std::to_string(doc) + " value too short");
+    ids->emplace_back(values[i].data() + 4, values[i].size() - 4);
+  }
+  return Status::Ok();
 }
 
 const float* ShardReader::norms() const { return impl_->norms.data(); }

@@ -1,4 +1,5 @@
 #include "integrator/fanout.hpp"
+#include "core/thread_name.hpp"
 
 #include <zmq.h>
 
@@ -614,7 +615,10 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
     // Without connection events a shard counts as connected; pongs alone decide up/down.
     for (auto& s : im.live) s.connected = true;
   }
-  f->io_thread_ = std::thread([fp = f.get()] { fp->impl_->Run(fp->stopped_, fp->next_id_); });
+  f->io_thread_ = std::thread([fp = f.get()] {
+    SetThreadName("fanout-io");
+    fp->impl_->Run(fp->stopped_, fp->next_id_);
+  });
   return f;
 }
 

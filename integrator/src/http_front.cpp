@@ -1,4 +1,5 @@
 #include "integrator/http_front.hpp"
+#include "core/thread_name.hpp"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -17,7 +18,11 @@ namespace {
 class CountingPool : public httplib::TaskQueue {
  public:
   explicit CountingPool(size_t n) {
-    for (size_t i = 0; i < n; ++i) threads_.emplace_back([this] { Work(); });
+    for (size_t i = 0; i < n; ++i)
+      threads_.emplace_back([this] {
+        SetThreadName("http");
+        Work();
+      });
   }
   ~CountingPool() override { shutdown(); }
   void enqueue(std::function<void()> fn) override {

@@ -27,16 +27,23 @@ Result<ExecOutput> CpuExecutorAdapter::ExecuteFromCandidates(const Query& query,
   return ToOutput(*result, Processor::kHybrid);
 }
 
+Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits) {
+  std::vector<uint32_t> docs;
+  docs.reserve(hits->size());
+  for (const HitMsg& h : *hits) docs.push_back(h.doc);
+  std::vector<std::string> ids;
+  if (Status st = shard.GetExternalIds(docs, &ids); !st.ok()) return st.WithContext("external ids");
+  for (size_t i = 0; i < hits->size(); ++i) (*hits)[i].external_id = std::move(ids[i]);
+  return Status::Ok();
+}
+
 Result<ExecOutput> CpuExecutorAdapter::ToOutput(const SearchResult& r, Processor p) const {
   ExecOutput out;
   out.processor = p;
   out.stats = r.stats;
   out.hits.reserve(r.hits.size());
-  for (const ScoredDoc& d : r.hits) {
-    auto id = shard_->GetExternalId(d.doc);
-    if (!id.ok()) return id.status().WithContext("external id of doc " + std::to_string(d.doc));
-    out.hits.push_back(HitMsg{d.doc, d.score, std::move(id).value()});
-  }
+  for (const ScoredDoc& d : r.hits) out.hits.push_back(HitMsg{d.doc, d.score, {}});
+  SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));
   return out;
 }
 

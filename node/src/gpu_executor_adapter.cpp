@@ -75,31 +75,6 @@ GpuFallbackReason ReasonFor(const Status& st) {
 
 }  // namespace
 
-// Term metadata (or its absence) per term, as CpuExecutor keeps it: bounded, cleared when full.
-struct GpuExecutorAdapter::TermCache {
-  static constexpr size_t kMaxEntries = size_t{1} << 16;
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  std::mutex mu;
-  std::unordered_map<std::string, std::optional<TermInfo>, Hash, std::equal_to<>> map;  // GUARDED_BY(mu)
-
-  Result<std::optional<TermInfo>> Get(const ShardReader& shard, std::string_view term) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      auto it = map.find(term);
-      if (it != map.end()) return it->second;
-    }
-    auto info = shard.GetTermInfo(term);
-    if (!info.ok()) return info.status();
-    std::lock_guard<std::mutex> lock(mu);
-    if (map.size() >= kMaxEntries) map.clear();
-    map.emplace(std::string(term), *info);
-    return *info;
-  }
-};
-
 Result<std::unique_ptr<GpuExecutorAdapter>> GpuExecutorAdapter::Create(const ShardReader* shard, Metrics* metrics,
                                                                        const GpuExecutorOptions& options) {
   if (shard == nullptr) return Status::InvalidArgument("GpuExecutorAdapter: no shard");
@@ -129,8 +104,7 @@ GpuExecutorAdapter::GpuExecutorAdapter(const ShardReader* shard, Metrics* metric
       metrics_(metrics),
       options_(options),
       cache_(std::move(cache)),
-      cpu_(shard),
-      terms_(std::make_shared<TermCache>()) {
+      cpu_(shard) {
   view_.d_norms = cache_->d_norms();
   view_.doc_begin = cache_->doc_begin();
   view_.num_docs = cache_->num_docs();
@@ -203,7 +177,7 @@ void GpuExecutorAdapter::ExecuteBatch(std::span<BatchItem> items) { RunBatch(ite
 uint64_t GpuExecutorAdapter::NonResidentBytes(const Query& query) {
   uint64_t bytes = 0;
   for (const std::string& term : query.terms) {
-    auto info = terms_->Get(*shard_, term);
+    auto info = shard_->GetTermInfo(term);  // the reader remembers entries
     if (!info.ok() || !info->has_value()) continue;
     if (!cache_->IsResident(term)) bytes += (*info)->list_bytes;
   }
@@ -311,7 +285,7 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, Prepared* p) {
   p->idf.assign(n, 0.0f);
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
-    auto info = terms_->Get(*shard_, term);
+    auto info = shard_->GetTermInfo(term);  // the reader remembers entries
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) {
       if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
@@ -337,17 +311,15 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, Prepared* p) {
   return Status::Ok();
 }
 
-Result<ExecOutput> GpuExecutorAdapter::ToOutput(const SearchResult& r, size_t fetched, uint64_t micros) const {
+Result<ExecOutput> GpuExecutorAdapter::ToOutput(const SearchResult& r, size_t fetched, uint64_t micros,
+                                                bool resolve_ids) const {
   ExecOutput out;
   out.processor = Processor::kGpu;
   out.stats = r.stats;
   out.stats.lists = fetched;
   out.hits.reserve(r.hits.size());
-  for (const ScoredDoc& d : r.hits) {
-    auto id = shard_->GetExternalId(d.doc);
-    if (!id.ok()) return id.status().WithContext("external id of doc " + std::to_string(d.doc));
-    out.hits.push_back(HitMsg{d.doc, d.score, std::move(id).value()});
-  }
+  for (const ScoredDoc& d : r.hits) out.hits.push_back(HitMsg{d.doc, d.score, {}});
+  if (resolve_ids) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));
   out.stats.micros = micros;
   return out;
 }
@@ -452,7 +424,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     } else if (!results[r].ok()) {
       gpu_failed(item, results[r].status());
     } else {
-      item.result = ToOutput(*results[r], prep[run[r]].fetched, micros);  // host errors: returned as they are
+      item.result = ToOutput(*results[r], prep[run[r]].fetched, micros, item.resolve_ids);  // host errors: returned as they are
     }
   }
 }

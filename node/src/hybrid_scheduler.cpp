@@ -8,10 +8,12 @@
 #include <prometheus/registry.h>
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "metrics/families.hpp"
 #include "metrics/metrics.hpp"
+#include "core/thread_name.hpp"
 
 namespace search {
 
@@ -33,6 +35,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* balanced = nullptr;
   prometheus::Counter* retries = nullptr;
   prometheus::Counter* batches = nullptr;
+  prometheus::Gauge* cpu_slots = nullptr;
 
   explicit MetricSet(Metrics& m) {
     auto& r = m.registry();
@@ -67,6 +70,7 @@ struct HybridScheduler::MetricSet {
     balanced = &counter(families::kSchedBalanced).Add({});
     retries = &counter(families::kSchedGpuRetries).Add({});
     batches = &counter(families::kSchedGpuBatches).Add({});
+    cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
   }
 };
 
@@ -80,6 +84,9 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
       }()) {
   options_.cpu_workers = std::max<size_t>(options_.cpu_workers, 1);
   if (options_.policy.mode == SchedMode::kCpu) options_.gpu_dispatchers = 0;
+  // Only hybrid: griffin keeps Liu et al.'s placement (and cpu and gpu have no choice to make).
+  if (options_.policy.mode != SchedMode::kHybrid) options_.idle_cores = nullptr;
+  cpu_slots_ = options_.cpu_workers;
   if (metrics != nullptr) metrics_ = std::make_unique<MetricSet>(*metrics);
 }
 
@@ -88,8 +95,16 @@ HybridScheduler::~HybridScheduler() { stop(); }
 void HybridScheduler::start() {
   if (started_) return;
   started_ = true;
-  for (size_t i = 0; i < options_.cpu_workers; ++i) threads_.emplace_back([this] { CpuLoop(); });
-  for (size_t i = 0; i < options_.gpu_dispatchers; ++i) threads_.emplace_back([this] { GpuLoop(); });
+  for (size_t i = 0; i < options_.cpu_workers; ++i)
+    threads_.emplace_back([this] {
+      SetThreadName("sched-cpu");
+      CpuLoop();
+    });
+  for (size_t i = 0; i < options_.gpu_dispatchers; ++i)
+    threads_.emplace_back([this] {
+      SetThreadName("sched-gpu");
+      GpuLoop();
+    });
 }
 
 void HybridScheduler::stop() {
@@ -151,13 +166,39 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
   FinishLocked(task);
 }
 
+size_t HybridScheduler::CpuSlotsLocked() {
+  if (!options_.idle_cores) return cpu_slots_;
+  const double idle = options_.idle_cores();
+  size_t slots = options_.cpu_workers;
+  if (idle >= 0) {
+    const double allowed = std::floor(static_cast<double>(cpu_busy_) + idle - options_.idle_reserve);
+    slots = static_cast<size_t>(std::clamp(allowed, 0.0, static_cast<double>(options_.cpu_workers)));
+  }
+  if (slots != cpu_slots_) {
+    cpu_slots_ = slots;
+    policy_.set_cpu_parallelism(slots);
+    if (metrics_) metrics_->cpu_slots->Set(static_cast<double>(slots));
+  }
+  return slots;
+}
+
 void HybridScheduler::CpuLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     const SchedTime now = SchedClock::now();
-    std::optional<SchedJob> j = policy_.TakeCpu(now);
+    // Host-aware admission: within the slots the host's idle cores allow, a worker takes any job
+    // (its queue, flexible ones, steals); past them, the first worker still drains the CPU queue
+    // (so no job there starves) and the others take only pinned work; the rest waits, or goes to
+    // the GPU (the balance rule sees the CPU backlog over the slots).
+    const bool admit = cpu_busy_ < CpuSlotsLocked();
+    std::optional<SchedJob> j = admit              ? policy_.TakeCpu(now)
+                                : cpu_busy_ == 0 ? policy_.TakeCpuOwn(now)
+                                                 : policy_.TakeCpuPinned();
     if (!j.has_value()) {
-      cpu_cv_.wait(lock);
+      if (!admit && policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0)
+        cpu_cv_.wait_for(lock, std::chrono::milliseconds(2));  // look at the host again soon
+      else
+        cpu_cv_.wait(lock);
       continue;
     }
     if (metrics_)
@@ -208,7 +249,7 @@ void HybridScheduler::GpuLoop() {
     // (idle and nothing queued for it); with the CPU saturated the GPU finishes the query. Griffin
     // always hands off past the crossover, as Liu 2018 does.
     const bool may_migrate = options_.policy.mode != SchedMode::kHybrid ||
-                             cpu_busy_ + policy_.queued(SchedQueue::kCpu) < options_.cpu_workers;
+                             cpu_busy_ + policy_.queued(SchedQueue::kCpu) < CpuSlotsLocked();
     for (SchedJob& j : take.jobs) TaskOf(j)->may_migrate = may_migrate;
     lock.unlock();
     std::vector<SchedTask*> batch;
@@ -289,6 +330,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   s.gpu_retries = retries_.load();
   s.gpu_batches = batches_.load();
   std::lock_guard<std::mutex> lock(mu_);
+  s.cpu_slots = cpu_slots_;
   s.balanced = policy_.balanced();
   for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
   return s;

@@ -13,6 +13,7 @@
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
+#include "core/thread_name.hpp"
 
 namespace search {
 namespace {
@@ -133,8 +134,15 @@ Status NodeServer::start() {
     });
   }
   running_ = true;
-  for (size_t i = 0; i < options_.threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
-  io_thread_ = std::thread([this] { IoLoop(); });
+  for (size_t i = 0; i < options_.threads; ++i)
+    workers_.emplace_back([this] {
+      SetThreadName("node-worker");
+      WorkerLoop();
+    });
+  io_thread_ = std::thread([this] {
+    SetThreadName("node-io");
+    IoLoop();
+  });
   Log().Info() << "shard " << shard_->meta().shard_id << " serving on " << endpoint_ << " with " << options_.threads
                << " workers (" << executor_->name() << ")";
   return Status::Ok();

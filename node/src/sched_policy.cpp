@@ -159,7 +159,7 @@ long SchedPolicy::StealCandidate(Unit thief) const {
   return best;
 }
 
-std::optional<SchedJob> SchedPolicy::TakeOne(Unit u, SchedTime now, bool allow_steal) {
+std::optional<SchedJob> SchedPolicy::TakeOne(Unit u, SchedTime now, bool allow_steal, bool allow_flex) {
   // 1. The oldest urgent job preferring u, from any queue.
   long best = -1;
   SchedQueue best_q = SchedQueue::kCpu;
@@ -175,7 +175,7 @@ std::optional<SchedJob> SchedPolicy::TakeOne(Unit u, SchedTime now, bool allow_s
   const SchedQueue own = QueueOf(u);
   if (!queues_[static_cast<size_t>(own)].empty()) return Pop(own, 0);
   // 3. The oldest flexible job.
-  if (!queues_[static_cast<size_t>(SchedQueue::kFlex)].empty()) return Pop(SchedQueue::kFlex, 0);
+  if (allow_flex && !queues_[static_cast<size_t>(SchedQueue::kFlex)].empty()) return Pop(SchedQueue::kFlex, 0);
   // 4. Steal.
   if (allow_steal) {
     const long s = StealCandidate(u);
@@ -195,6 +195,18 @@ std::optional<SchedJob> SchedPolicy::TakeCpu(SchedTime now) {
     return Pop(SchedQueue::kCpu, 0);
   }
   return TakeOne(Unit::kCpu, now, true);
+}
+
+std::optional<SchedJob> SchedPolicy::TakeCpuOwn(SchedTime now) {
+  if (options_.mode == SchedMode::kGpu) return TakeCpu(now);  // pinned jobs only there anyway
+  return TakeOne(Unit::kCpu, now, /*allow_steal=*/false, /*allow_flex=*/false);
+}
+
+std::optional<SchedJob> SchedPolicy::TakeCpuPinned() {
+  const auto& dq = queues_[static_cast<size_t>(SchedQueue::kCpu)];
+  for (size_t i = 0; i < dq.size(); ++i)
+    if (dq[i].pinned == Unit::kCpu) return Pop(SchedQueue::kCpu, i);
+  return std::nullopt;
 }
 
 GpuTake SchedPolicy::TakeGpu(SchedTime now) {

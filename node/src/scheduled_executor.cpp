@@ -39,6 +39,7 @@ struct ScheduledExecutor::Call {
   bool step = false;                 // griffin: intersect on the GPU, hand the candidates to the CPU
   std::vector<uint32_t> candidates;  // the GPU's intersection, once migrated
   Result<ExecOutput> out = Status::Internal("not run");
+  bool ids_pending = false;  // out's hits still need their external ids (a GPU answer)
 };
 
 class ScheduledExecutor::Runner final : public SchedRunner {
@@ -75,7 +76,10 @@ class ScheduledExecutor::Runner final : public SchedRunner {
     }
     if (tasks.empty()) return;
     std::vector<BatchItem> items(tasks.size());
-    for (size_t i = 0; i < tasks.size(); ++i) items[i].query = static_cast<Call*>(tasks[i]->payload)->query;
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      items[i].query = static_cast<Call*>(tasks[i]->payload)->query;
+      items[i].resolve_ids = false;  // the caller's thread resolves them (Execute), not the dispatcher
+    }
     gpu_->ExecuteBatch(items);
     for (size_t i = 0; i < tasks.size(); ++i) {
       SchedTask& t = *tasks[i];
@@ -83,6 +87,7 @@ class ScheduledExecutor::Runner final : public SchedRunner {
       const bool forced = (call->flags & kFlagForceGpu) != 0;
       if (items[i].result.ok() || !items[i].retry_on_cpu || forced) {
         call->out = std::move(items[i].result);
+        call->ids_pending = call->out.ok();
         t.status = call->out.ok() ? Status::Ok() : call->out.status();
         t.outcome = GpuOutcome::kDone;
       } else {
@@ -197,6 +202,7 @@ Status ScheduledExecutor::Calibrate() {
     // GPU, cold: alone, its lists copied first (what a non-resident list costs).
     BatchItem item;
     item.query = &q;
+    item.resolve_ids = false;  // as the scheduler runs it
     auto g0 = SchedClock::now();
     gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
     if (item.result.ok()) gpu_samples.push_back({f, MicrosSince(g0)});
@@ -215,6 +221,7 @@ Status ScheduledExecutor::Calibrate() {
     double total = 0;
     for (size_t i = 0; i < n; ++i) {
       items[i].query = &gpu_queries[b + i];
+      items[i].resolve_ids = false;
       SEARCH_ASSIGN_OR_RETURN(feats[i], Features(gpu_queries[b + i]));
       total += std::max<double>(1.0, static_cast<double>(feats[i].total));
     }
@@ -296,6 +303,7 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   const Status st = scheduler_->Submit(task);
   if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
   if (task.retried && call.out.ok()) call.out->processor = Processor::kCpu;
+  if (call.ids_pending && call.out.ok()) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &call.out->hits));
   return std::move(call.out);
 }
 

@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 
 #include <cstring>
+#include <random>
 #include <set>
 #include <thread>
 
@@ -117,6 +118,34 @@ void CheckShard(const Corpus& c, const ShardReader& r) {
   }
   if (c.meta.doc_begin > 0) {
     EXPECT_EQ(r.GetExternalId(c.meta.doc_begin - 1).status().code(), StatusCode::kNotFound);
+  }
+  // GetExternalIds (one MultiGet): the same ids in the order asked, repeats and all; a doc outside
+  // the shard fails the whole call as GetExternalId does.
+  std::mt19937 rng(c.meta.doc_begin + 1);
+  std::vector<std::string> ids;
+  ASSERT_TRUE(r.GetExternalIds({}, &ids).ok());
+  EXPECT_TRUE(ids.empty());
+  if (c.meta.doc_end > c.meta.doc_begin) {
+    std::uniform_int_distribution<uint32_t> pick(c.meta.doc_begin, c.meta.doc_end - 1);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<uint32_t> docs(1 + round % 12);
+      for (uint32_t& d : docs) d = pick(rng);
+      Status st = r.GetExternalIds(docs, &ids);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_EQ(ids.size(), docs.size());
+      for (size_t j = 0; j < docs.size(); ++j) EXPECT_EQ(ids[j], c.ext_ids[docs[j] - c.meta.doc_begin]);
+    }
+    const std::vector<uint32_t> bad = {c.meta.doc_begin, c.meta.doc_end};
+    EXPECT_EQ(r.GetExternalIds(bad, &ids).code(), StatusCode::kNotFound);
+  }
+  // Term entries a second time (the reader's memo): the same answers, present and absent.
+  for (const auto& td : c.terms) {
+    auto info = r.GetTermInfo(td.term);
+    ASSERT_TRUE(info.ok() && info->has_value()) << td.term;
+    ExpectSameInfo(**info, td.info, td.term);
+    auto absent = r.GetTermInfo(td.term + "~");
+    ASSERT_TRUE(absent.ok());
+    EXPECT_EQ(absent->has_value(), present.count(td.term + "~") > 0);
   }
 }
 

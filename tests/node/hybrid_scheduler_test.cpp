@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -28,7 +29,11 @@ class FakeRunner : public SchedRunner {
   void RunCpu(SchedTask& t) override {
     auto* w = static_cast<Work*>(t.payload);
     cpu_runs.fetch_add(1);
+    const int running = cpu_running.fetch_add(1) + 1;
+    for (int m = max_cpu_running.load(); running > m && !max_cpu_running.compare_exchange_weak(m, running);) {
+    }
     std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(t.job.cpu_us)));
+    cpu_running.fetch_sub(1);
     const int64_t partial = w->stage == 1 ? w->answer : 3 * w->x;
     w->answer = partial + 1;
     t.status = Status::Ok();
@@ -58,6 +63,7 @@ class FakeRunner : public SchedRunner {
     }
   }
   std::atomic<int> cpu_runs{0}, gpu_runs{0}, gpu_batches{0}, refused_migrations{0};
+  std::atomic<int> cpu_running{0}, max_cpu_running{0};  // CPU runs at once
   std::atomic<size_t> max_batch{0};
 };
 
@@ -280,6 +286,65 @@ TEST(HybridSchedulerTest, SubmitAfterStopIsUnavailable) {
   t.payload = &w;
   EXPECT_EQ(s.Submit(t).code(), StatusCode::kUnavailable);
   s.stop();  // idempotent
+}
+
+}  // namespace
+}  // namespace search
+
+namespace search {
+namespace {
+
+// Host-aware admission (hybrid): with no idle core on the host, no CPU slot, so one CPU worker
+// at a time drains the CPU queue (the others wait, or the GPU takes the work); with idle cores,
+// all of them may run; pinned work (hand-offs, GPU failures' reruns) always runs; the other modes
+// ignore the host.
+TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
+  struct Case {
+    SchedMode mode;
+    double idle;
+    bool pinned;
+    int max_running;  // 0: more than one
+    int slots;        // -1: not checked
+  };
+  for (const Case& c : {Case{SchedMode::kHybrid, 0.0, false, 1, 0}, Case{SchedMode::kHybrid, 100.0, false, 0, 4},
+                        Case{SchedMode::kHybrid, 0.0, true, 0, -1}, Case{SchedMode::kGriffin, 0.0, false, 0, 4},
+                        Case{SchedMode::kCpu, 0.0, false, 0, 4}, Case{SchedMode::kHybrid, -1.0, false, 0, 4}}) {
+    SCOPED_TRACE(std::string(SchedModeName(c.mode)) + " idle " + std::to_string(c.idle) +
+                 (c.pinned ? " pinned" : ""));
+    FakeRunner r;
+    CostModel model;
+    HybridSchedulerOptions o = Options(c.mode);
+    o.cpu_workers = 4;
+    std::atomic<int> asked{0};
+    o.idle_cores = [&] {
+      asked.fetch_add(1);
+      return c.idle;
+    };
+    HybridScheduler s(o, &r, &model, nullptr);
+    s.start();
+    RunClients(s, 120, 8, [&](int, Work&, SchedTask& t) {
+      // Far cheaper on the CPU: the CPU queue, never balanced or stolen to the GPU.
+      t.job.cpu_us = 400;
+      t.job.gpu_us = 1e7;
+      t.job.preferred = Unit::kCpu;
+      if (c.pinned) t.job.pinned = Unit::kCpu;
+    });
+    EXPECT_EQ(r.gpu_runs.load(), 0);
+    EXPECT_EQ(r.cpu_runs.load(), 120);
+    if (c.max_running > 0) {
+      EXPECT_EQ(r.max_cpu_running.load(), c.max_running);
+    } else {
+      EXPECT_GT(r.max_cpu_running.load(), 1);
+      EXPECT_LE(r.max_cpu_running.load(), 4);
+    }
+    if (c.slots >= 0) EXPECT_EQ(s.stats().cpu_slots, static_cast<size_t>(c.slots));
+    if (c.mode != SchedMode::kHybrid) {
+      EXPECT_EQ(asked.load(), 0);  // only hybrid chooses where CPU-engine work runs
+    } else {
+      EXPECT_GT(asked.load(), 0);
+    }
+    s.stop();
+  }
 }
 
 }  // namespace

@@ -116,6 +116,32 @@ TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
   EXPECT_EQ(s->id, 4u);  // the cheapest for the CPU among the oldest
 }
 
+// What a CPU worker takes past the host's idle cores (HybridScheduler's host-aware admission):
+// TakeCpuOwn, urgent CPU work and its own queue but no flexible job and no steal; TakeCpuPinned,
+// only jobs pinned to the CPU.
+TEST(SchedPolicyTest, BusyHostCpuTakesOwnQueueOrPinnedOnly) {
+  SchedPolicy p(Hybrid());
+  p.Enqueue(Job(1, 100, 1000), kT0);                   // cpu queue
+  p.Enqueue(Job(2, 100, 120), kT0 + microseconds(1));  // flexible
+  for (uint64_t id = 10; id < 20; ++id) p.Enqueue(Job(id, 300, 100), kT0 + microseconds(2));  // gpu queue
+  const SchedTime now = kT0 + microseconds(10);
+  EXPECT_FALSE(p.TakeCpuPinned().has_value());
+  EXPECT_EQ(p.TakeCpuOwn(now)->id, 1u);
+  EXPECT_FALSE(p.TakeCpuOwn(now).has_value());  // neither the flexible job nor a steal
+  SchedJob pinned = Job(3, 100, 1000, now);
+  pinned.pinned = Unit::kCpu;
+  p.Enqueue(pinned, now);
+  p.Enqueue(Job(4, 100, 1000, now), now);  // cpu queue, behind the pinned one
+  EXPECT_EQ(p.TakeCpuPinned()->id, 3u);
+  EXPECT_FALSE(p.TakeCpuPinned().has_value());
+  EXPECT_EQ(p.TakeCpuOwn(now)->id, 4u);
+  // The full take still has the flexible job, then steals (a 10-job GPU backlog).
+  EXPECT_EQ(p.TakeCpu(now)->id, 2u);
+  auto s = p.TakeCpu(now);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_TRUE(s->stolen);
+}
+
 TEST(SchedPolicyTest, GpuStealsFromTheCpuQueueWhenItPays) {
   SchedOptions o = Hybrid();
   o.batch_wait = microseconds(0);

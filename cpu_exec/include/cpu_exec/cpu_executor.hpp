@@ -87,14 +87,12 @@ class CpuExecutor {
   Result<SearchResult> SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const;
 
  private:
-  struct TermCache;
   struct Lookup;
   // The query's lists (held) and inputs; empty() when an and-query has a term absent here.
   Result<Lookup> LookUp(const Query& query) const;
   // Search (candidates == nullptr) or SearchFromCandidates.
   Result<SearchResult> Run(const Query& query, const std::span<const uint32_t>* candidates) const;
   const ShardReader* shard_;
-  std::shared_ptr<TermCache> terms_;  // thread-safe; bounded
 };
 
 }  // namespace search

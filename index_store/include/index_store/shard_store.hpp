@@ -11,8 +11,10 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "codec/block_codec.hpp"
 #include "core/analyzer.hpp"
@@ -76,12 +78,16 @@ class ShardReader {
   ~ShardReader();
 
   const ShardMeta& meta() const;
-  // nullopt when the term has no postings in this shard.
+  // nullopt when the term has no postings in this shard. Answers (found or not) are remembered
+  // in memory (bounded), so a query's repeated lookups of a term read RocksDB once.
   Result<std::optional<TermInfo>> GetTermInfo(std::string_view term) const;
   // The term's list through the list cache; NotFound when the term has no postings here;
   // Corruption when the stored bytes fail validation (header, metadata or CRC).
   Result<std::shared_ptr<const CachedList>> GetList(std::string_view term) const;
   Result<std::string> GetExternalId(uint32_t doc) const;
+  // The external ids of `docs`, in order, by one RocksDB MultiGet (a top-k's ids at once); the
+  // same errors as GetExternalId.
+  Status GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const;
   // Per-document BM25 length norms (core/bm25.hpp Bm25Norm), indexed by doc - doc_begin.
   const float* norms() const;
   uint32_t DocLength(uint32_t doc) const;  // REQUIRES: doc in [doc_begin, doc_end)

@@ -105,6 +105,9 @@ inline constexpr Family kSchedMigrations{"search_sched_migrations_total",
 inline constexpr Family kSchedBalanced{
     "search_sched_balanced_total",
     "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
+inline constexpr Family kSchedCpuSlots{
+    "search_sched_cpu_slots",
+    "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid, griffin)."};
 inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
                                          "Jobs the GPU could not run that reran on the CPU."};
 inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",

@@ -27,6 +27,9 @@ struct ExecOutput {
   Processor processor = Processor::kCpu;  // where it actually ran
 };
 
+// Fills the hits' external ids from the shard (one RocksDB MultiGet for the whole top-k).
+Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits);
+
 using Deadline = std::chrono::steady_clock::time_point;
 inline constexpr Deadline kNoDeadline = Deadline::max();
 
@@ -53,6 +56,11 @@ struct BatchItem {
   // not run): the scheduler reruns the query on the CPU. Host-side errors the CPU would hit too
   // (a corrupt term entry, a missing document) are returned as they are.
   bool retry_on_cpu = false;
+  // False: the answer's hits come without external ids (empty strings) and the caller resolves
+  // them (ResolveExternalIds) on its own thread, off the processor's critical path: the node's
+  // scheduler does, so a GPU batch's dispatcher does not spend its time on k RocksDB reads per
+  // query while the GPU waits.
+  bool resolve_ids = true;
 };
 
 class BatchExecutor {

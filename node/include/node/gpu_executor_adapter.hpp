@@ -85,7 +85,6 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   uint64_t fallbacks_total() const;
 
  private:
-  struct TermCache;
   GpuExecutorAdapter(const ShardReader* shard, Metrics* metrics, std::unique_ptr<gpu::GpuListCache> cache,
                      const GpuExecutorOptions& options);
 
@@ -94,7 +93,7 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   // sequence; GPU-side failures set retry_on_cpu (and are counted when count_fallbacks).
   void RunBatch(std::span<BatchItem> items, bool count_fallbacks);
   Status PrepareHost(const Query& query, Prepared* p);
-  Result<ExecOutput> ToOutput(const SearchResult& r, size_t fetched, uint64_t micros) const;
+  Result<ExecOutput> ToOutput(const SearchResult& r, size_t fetched, uint64_t micros, bool resolve_ids) const;
   void CountFallback(GpuFallbackReason reason, const Status& why);
   Result<std::unique_ptr<gpu::GpuContext>> TakeContext();
   void GiveContext(std::unique_ptr<gpu::GpuContext> ctx);
@@ -106,7 +105,6 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   std::unique_ptr<gpu::GpuListCache> cache_;
   gpu::GpuShardView view_;
   CpuExecutorAdapter cpu_;
-  std::shared_ptr<TermCache> terms_;
   std::mutex contexts_mu_;
   std::vector<std::unique_ptr<gpu::GpuContext>> contexts_;  // GUARDED_BY(contexts_mu_), idle ones
   std::array<std::atomic<uint64_t>, kNumGpuFallbackReasons> fallbacks_{};

@@ -77,6 +77,7 @@ struct SchedStatsSnapshot {
   uint64_t balanced = 0;                     // CPU-queue jobs sent to the GPU queue (SchedOptions::balance)
   uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
   uint64_t gpu_batches = 0;
+  size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
   uint64_t queued[kNumSchedQueues] = {};
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
@@ -85,6 +86,20 @@ struct HybridSchedulerOptions {
   SchedOptions policy;
   size_t cpu_workers = 1;
   size_t gpu_dispatchers = 1;  // 0 with mode kCpu
+  // Host-aware CPU admission (mode hybrid). The CPU engine and the GPU path share the host's
+  // cores: the GPU's dispatchers, the node's network threads and whatever else runs there. A
+  // CPU-engine query costs far more core time than the same query's host share on the GPU path,
+  // so a CPU worker starting one while the host has no idle core slows the GPU path by more than
+  // it adds. With idle_cores set (HostLoad::IdleCores in the node; a fake in tests), the slots
+  // are floor(running + idle_cores() - idle_reserve), between 0 and cpu_workers: within them a
+  // CPU worker takes any job; past them one worker (when none runs) still takes the CPU queue's
+  // jobs, so none starves, but takes no flexible job and steals nothing, and the others take only
+  // jobs pinned to the CPU (hand-offs, GPU failures), which always run. The policy's CPU backlog
+  // divides by the slots (at least 1), so the balance rule sends work to the GPU while the host
+  // is busy, and hybrid hands a query's remainder to the CPU only within them. A negative
+  // idle_cores() (unknown) sets no limit.
+  std::function<double()> idle_cores;
+  double idle_reserve = 1.0;
 };
 
 class HybridScheduler {
@@ -110,6 +125,8 @@ class HybridScheduler {
   void CpuLoop();
   void GpuLoop();
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe);
+  // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
+  size_t CpuSlotsLocked();
   void FinishLocked(SchedTask& task);
   SchedTask* TaskOf(const SchedJob& j) const { return reinterpret_cast<SchedTask*>(j.id); }
 
@@ -123,6 +140,7 @@ class HybridScheduler {
   bool stopping_ = false;  // GUARDED_BY(mu_)
   bool started_ = false;
   size_t cpu_busy_ = 0;    // GUARDED_BY(mu_): CPU workers running a task
+  size_t cpu_slots_ = 0;   // GUARDED_BY(mu_): CpuSlotsLocked's last answer
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};

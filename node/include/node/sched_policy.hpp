@@ -28,6 +28,7 @@
 // Thread-safety: none; the caller serializes.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -94,6 +95,12 @@ class SchedPolicy {
   void EnqueueCpuRetry(SchedJob job, SchedTime now) { EnqueueMigrated(std::move(job), now); }
 
   std::optional<SchedJob> TakeCpu(SchedTime now);
+  // What a CPU worker takes while the host has no idle core for more CPU-engine work
+  // (HybridScheduler's host-aware admission): TakeCpuOwn, an urgent job preferring the CPU or the
+  // CPU queue's oldest (no flexible job, no stealing from the GPU); TakeCpuPinned, only a job
+  // pinned to the CPU (a Griffin hand-off or a GPU failure's rerun).
+  std::optional<SchedJob> TakeCpuOwn(SchedTime now);
+  std::optional<SchedJob> TakeCpuPinned();
   GpuTake TakeGpu(SchedTime now);
 
   // Removes and returns every queued job (shutdown).
@@ -102,6 +109,9 @@ class SchedPolicy {
   size_t queued(SchedQueue q) const { return queues_[static_cast<size_t>(q)].size(); }
   size_t queued_total() const;
   const SchedOptions& options() const { return options_; }
+  // The CPU workers that may run at once now (the runtime lowers it while the host's cores are
+  // busy): the CPU backlog divides by it.
+  void set_cpu_parallelism(size_t n) { options_.cpu_parallelism = std::max<size_t>(n, 1); }
   // Jobs `balance` moved from the CPU queue to the GPU queue.
   uint64_t balanced() const { return balanced_; }
 
@@ -118,7 +128,7 @@ class SchedPolicy {
   long OldestUrgent(SchedQueue q, Unit u, SchedTime now) const;
   // Index in the other unit's queue of the job to steal for u, or -1.
   long StealCandidate(Unit thief) const;
-  std::optional<SchedJob> TakeOne(Unit u, SchedTime now, bool allow_steal);
+  std::optional<SchedJob> TakeOne(Unit u, SchedTime now, bool allow_steal, bool allow_flex = true);
 
   SchedOptions options_;
   std::deque<SchedJob> queues_[kNumSchedQueues];
