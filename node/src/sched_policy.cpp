@@ -132,8 +132,11 @@ double SchedPolicy::Backlog(Unit u) const {
 }
 
 long SchedPolicy::OldestUrgent(SchedQueue q, Unit u, SchedTime now) const {
+  // Only the flexible queue mixes preferences: the other unit's queue holds no job preferring u.
+  if (q != SchedQueue::kFlex && q != QueueOf(u)) return -1;
   const auto& dq = queues_[static_cast<size_t>(q)];
-  for (size_t i = 0; i < dq.size(); ++i)  // queues are in enqueue order; urgency by arrival
+  const size_t n = std::min(dq.size(), std::max<size_t>(options_.urgent_window, 1));
+  for (size_t i = 0; i < n; ++i)  // queues are in enqueue order; urgency by arrival
     if (dq[i].preferred == u && CanRun(dq[i], u) && Urgent(dq[i], now)) return static_cast<long>(i);
   return -1;
 }

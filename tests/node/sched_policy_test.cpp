@@ -188,6 +188,24 @@ TEST(SchedPolicyTest, UrgentJobRunsAtOnceOnItsPreferredProcessor) {
   EXPECT_EQ(p.TakeCpu(kT0 + milliseconds(51))->id, 3u);
 }
 
+// Urgency is looked for among each queue's oldest urgent_window jobs only (takes stay cheap on
+// an overloaded node's long queues).
+TEST(SchedPolicyTest, UrgencyIsSeenWithinTheWindow) {
+  for (size_t window : {size_t{2}, size_t{64}}) {
+    SCOPED_TRACE(window);
+    SchedOptions o = Hybrid();
+    o.urgent_window = window;
+    SchedPolicy p(o);
+    // Three flexible jobs preferring the CPU; only the third has a short deadline.
+    p.Enqueue(Job(1, 100, 120, kT0, milliseconds(500)), kT0);
+    p.Enqueue(Job(2, 100, 120, kT0, milliseconds(500)), kT0);
+    p.Enqueue(Job(3, 100, 120, kT0, milliseconds(10)), kT0);
+    p.Enqueue(Job(4, 100, 1000, kT0), kT0);  // the CPU queue
+    const SchedTime now = kT0 + milliseconds(6);  // job 3 past half its deadline
+    EXPECT_EQ(p.TakeCpu(now)->id, window > 2 ? 3u : 4u);
+  }
+}
+
 TEST(SchedPolicyTest, UrgentGpuJobSkipsTheBatchWait) {
   SchedOptions o = Hybrid();
   o.batch_wait = milliseconds(5);

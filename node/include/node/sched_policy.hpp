@@ -11,7 +11,9 @@
 // the GPU has room; stealing cannot fix that, as a GPU busy with its own queue never steals.
 // An idle processor takes, in order:
 //   1. the oldest urgent job preferring it (waited past urgent_fraction of its time to deadline;
-//      Ding: "schedule it immediately on its preferred processor"), from any queue;
+//      Ding: "schedule it immediately on its preferred processor"), from its own queue or the
+//      flexible one (a GPU-queue job prefers the GPU, a CPU-queue job the CPU), among each
+//      queue's oldest urgent_window jobs;
 //   2. the oldest job of its own queue;
 //   3. the oldest flexible job;
 //   4. a job stolen from the other processor's queue, if stealing pays: the thief's predicted time
@@ -71,6 +73,11 @@ struct SchedOptions {
   bool steal = true;
   bool balance = true;             // hybrid: CPU-queue jobs go to the GPU while it finishes them sooner
   size_t steal_window = 8;
+  // Urgency is looked for among each queue's oldest urgent_window jobs (queues are in enqueue
+  // order, so the oldest, most likely urgent, come first). Every take runs under the scheduler's
+  // one lock, and an overloaded node's queues hold thousands of jobs: a whole-queue scan per take
+  // made the lock the bottleneck exactly when the node most needed it.
+  size_t urgent_window = 64;
   double batch_work_us = 2000;     // a GPU batch closes at this much predicted GPU work
   size_t max_batch = 64;
   std::chrono::microseconds batch_wait{200};
