@@ -45,6 +45,11 @@ class FakeGpu final : public BatchExecutor {
       it.retry_on_cpu = false;
       it.result = cpu_.Execute(*it.query, kNoDeadline, 0);
       if (it.result.ok()) it.result->processor = Processor::kGpu;
+      // As GpuExecutorAdapter: asked not to, it leaves the ids to the caller.
+      if (it.result.ok() && !it.resolve_ids) {
+        unresolved.fetch_add(1);
+        for (HitMsg& h : it.result->hits) h.external_id.clear();
+      }
     }
   }
   uint64_t NonResidentBytes(const Query& q) override { return q.terms.size() * 100; }
@@ -90,6 +95,7 @@ class FakeGpu final : public BatchExecutor {
   std::atomic<int> steps{0};
   std::atomic<size_t> max_lists_done{0};
   std::atomic<int> batches{0}, runs{0}, failed{0};
+  std::atomic<int> unresolved{0};  // answers handed back without external ids
   std::atomic<size_t> max_batch{0};
 
  private:
@@ -172,6 +178,11 @@ TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
     }
     if (mode == SchedMode::kGpu) {
       EXPECT_EQ(cpu, 0);
+    }
+    // GPU answers leave the batch without ids; the scheduler's caller resolves them (CheckAnswers
+    // compared them with the CPU adapter's, ids included).
+    if (mode != SchedMode::kCpu) {
+      EXPECT_GT(gpu.unresolved.load(), 0);
     }
     const SchedStatsSnapshot st = (*e)->scheduler().stats();
     EXPECT_EQ(st.jobs[0] + st.jobs[1], 300u);
