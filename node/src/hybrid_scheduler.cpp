@@ -130,13 +130,19 @@ Status HybridScheduler::Submit(SchedTask& task) {
   task.done_ = false;
   task.job.id = reinterpret_cast<uint64_t>(&task);
   const uint64_t balanced = policy_.balanced();
-  policy_.Enqueue(task.job, SchedClock::now());
+  const SchedQueue queue = policy_.Enqueue(task.job, SchedClock::now());
   if (metrics_) {
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
     if (policy_.balanced() != balanced) metrics_->balanced->Increment();
   }
-  cpu_cv_.notify_one();
+  // A CPU worker is woken for a GPU-queue job only where it could steal it: in hybrid, with an
+  // admitted worker idle. Waking one per submission regardless cost a futex wake, a context
+  // switch and a turn at this lock for nothing at every GPU job (the GPU scheduler's CPU workers
+  // run only pinned work, which EnqueueMigrated's path wakes them for).
+  if (queue != SchedQueue::kGpu ||
+      (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && cpu_busy_ < cpu_slots_))
+    cpu_cv_.notify_one();
   gpu_cv_.notify_one();
   task.cv_.wait(lock, [&] { return task.done_; });
   return task.status;

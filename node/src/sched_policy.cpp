@@ -86,7 +86,7 @@ SchedJob SchedPolicy::Pop(SchedQueue q, size_t index) {
   return j;
 }
 
-void SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
+SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
   job.migrated = false;
   job.stolen = false;
   if (job.pinned.has_value()) {
@@ -108,7 +108,9 @@ void SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     else
       job.preferred = job.queue == SchedQueue::kGpu ? Unit::kGpu : Unit::kCpu;
   }
+  const SchedQueue q = job.queue;
   Push(std::move(job), now, false);
+  return q;
 }
 
 void SchedPolicy::EnqueueMigrated(SchedJob job, SchedTime now) {

@@ -94,8 +94,8 @@ class SchedPolicy {
  public:
   explicit SchedPolicy(SchedOptions options);
 
-  // Classifies and queues a job (sets enqueued, preferred, queue).
-  void Enqueue(SchedJob job, SchedTime now);
+  // Classifies and queues a job (sets enqueued, preferred, queue); returns the queue it joined.
+  SchedQueue Enqueue(SchedJob job, SchedTime now);
   // A job the GPU handed back mid-query: pinned to the CPU, taken before other CPU work.
   void EnqueueMigrated(SchedJob job, SchedTime now);
   // A job that must rerun on the CPU (a GPU failure): pinned, ahead of other CPU work.
