@@ -21,12 +21,12 @@ class HostLoad {
   double IdleCores();
 
  private:
-  bool Read(uint64_t* idle, uint64_t* total) const;
+  bool Read(uint64_t* idle, uint64_t* total);  // also counts the cores (cpuN lines)
   std::chrono::microseconds min_interval_;
   std::string path_;
   std::chrono::steady_clock::time_point last_{};
   uint64_t idle_ = 0, total_ = 0;
-  double cores_ = 1;
+  double cores_ = 1;  // per-CPU lines in the last read
   double answer_ = -1;
 };
 
