@@ -18,7 +18,8 @@
 #      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
 #      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
-#      NODE_ARGS (extra search-node flags), KEEP=1 keeps the index.
+#      NODE_ARGS (extra search-node flags), INTEGRATOR_ARGS (extra search-integrator flags),
+#      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -74,7 +75,7 @@ for mode in $modes; do
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
   "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
-    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --log-level warn \
+    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --log-level warn ${INTEGRATOR_ARGS:-} \
     >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
   int_pid=$!
   pids+=("$int_pid")
