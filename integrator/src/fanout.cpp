@@ -1,5 +1,4 @@
 #include "integrator/fanout.hpp"
-#include "core/thread_name.hpp"
 
 #include <zmq.h>
 
@@ -13,6 +12,8 @@
 #include <unordered_map>
 #include <utility>
 #include <zmq.hpp>
+
+#include "core/thread_name.hpp"
 
 namespace search {
 

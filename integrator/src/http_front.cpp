@@ -1,5 +1,4 @@
 #include "integrator/http_front.hpp"
-#include "core/thread_name.hpp"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -9,6 +8,8 @@
 #include <deque>
 #include <mutex>
 #include <thread>
+
+#include "core/thread_name.hpp"
 
 namespace search {
 namespace {

@@ -11,9 +11,9 @@
 #include <cmath>
 #include <string>
 
+#include "core/thread_name.hpp"
 #include "metrics/families.hpp"
 #include "metrics/metrics.hpp"
-#include "core/thread_name.hpp"
 
 namespace search {
 
@@ -87,7 +87,10 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
   // Only hybrid: griffin keeps Liu et al.'s placement (and cpu and gpu have no choice to make).
   if (options_.policy.mode != SchedMode::kHybrid) options_.idle_cores = nullptr;
   cpu_slots_ = options_.cpu_workers;
-  if (metrics != nullptr) metrics_ = std::make_unique<MetricSet>(*metrics);
+  if (metrics != nullptr) {
+    metrics_ = std::make_unique<MetricSet>(*metrics);
+    metrics_->cpu_slots->Set(static_cast<double>(cpu_slots_));
+  }
 }
 
 HybridScheduler::~HybridScheduler() { stop(); }

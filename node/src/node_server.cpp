@@ -10,10 +10,10 @@
 #include <mutex>
 #include <zmq.hpp>
 
+#include "core/thread_name.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
-#include "core/thread_name.hpp"
 
 namespace search {
 namespace {
