@@ -30,12 +30,23 @@ def main():
             print(f"| {s} | {r['rate']:.0f} | {r['achieved_qps']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | "
                   f"{r['p95_ms']:.2f} | {r['p99_ms']:.2f} | {100 * r['miss_ratio']:.2f}% |")
     print()
+    # A rate that is the highest its scheduler was run at is a lower bound of its limit: the sweep
+    # ended (MAX_STEPS) before that scheduler saturated. Marked ">=".
+    top = {s: max(r["rate"] for r in rs) for s, rs in by.items()}
+    unsaturated = set()
+
+    def cell(s, rate):
+        if rate < top[s]:
+            return f"{rate:.0f}"
+        unsaturated.add(s)
+        return f">= {rate:.0f}"
+
     print("| scheduler | sustained rate (<= 1% misses) | p99 ms there |")
     print("|---|---|---|")
     for s, rs in by.items():
         ok = [r for r in rs if r["miss_ratio"] <= 0.01]
         best = max(ok, key=lambda r: r["rate"]) if ok else None
-        print(f"| {s} | {best['rate']:.0f} | {best['p99_ms']:.2f} |" if best else f"| {s} | - | - |")
+        print(f"| {s} | {cell(s, best['rate'])} | {best['p99_ms']:.2f} |" if best else f"| {s} | - | - |")
     # Ding's comparison at equal tail latency: each scheduler's highest arrival rate whose p99 stays
     # under a bound (and misses at most 1%), and how that compares with the better of cpu and gpu.
     bounds = (10, 25, 50, 100, 250)
@@ -48,16 +59,29 @@ def main():
         for b in bounds:
             ok = [r["rate"] for r in rs if r["p99_ms"] <= b and r["miss_ratio"] <= 0.01]
             at[(s, b)] = max(ok) if ok else 0
-            cells.append(f"{at[(s, b)]:.0f}" if ok else "-")
+            cells.append(cell(s, at[(s, b)]) if ok else "-")
         print(f"| {s} | " + " | ".join(cells) + " |")
     for s in ("hybrid", "griffin"):
         if s not in by:
             continue
         cells = []
         for b in bounds:
-            single = max(at.get(("cpu", b), 0), at.get(("gpu", b), 0))
-            cells.append(f"{at[(s, b)] / single:.2f}x" if single > 0 else "-")
+            single_s = max(("cpu", "gpu"), key=lambda x: at.get((x, b), 0))
+            single = at.get((single_s, b), 0)
+            if single <= 0:
+                cells.append("-")
+                continue
+            # An unsaturated numerator makes the ratio a lower bound, an unsaturated denominator an
+            # upper one; both: unknown either way.
+            low = at[(s, b)] >= top[s] and at[(s, b)] > 0
+            high = single >= top[single_s]
+            mark = "?" if low and high else ">= " if low else "<= " if high else ""
+            cells.append(f"{mark}{at[(s, b)] / single:.2f}x")
         print(f"| {s} / best single | " + " | ".join(cells) + " |")
+    if unsaturated:
+        print()
+        print(">= : the sweep's last rate; " + ", ".join(sorted(unsaturated)) +
+              " did not saturate within the sweep (raise MAX_STEPS to find the limit).")
     # p99 at the cpu scheduler's saturation rate (its highest rate with at most 1% misses).
     cpu_ok = [r for r in by.get("cpu", []) if r["miss_ratio"] <= 0.01]
     if cpu_ok:
