@@ -143,6 +143,10 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query) {
     if (!info->has_value()) continue;
     counts.push_back((*info)->count);
     f.total += (*info)->count;
+    // Fetch the list into the main-memory cache here, on the caller's thread: whichever processor
+    // runs the query reads it from there, and a cold fetch (RocksDB read and validation) on a GPU
+    // dispatcher's thread would hold up its whole batch. A failure is left for the run to report.
+    if (gpu_ != nullptr) (void)shard_->GetList(term);
   }
   std::sort(counts.begin(), counts.end());
   f.terms = static_cast<uint32_t>(counts.size());

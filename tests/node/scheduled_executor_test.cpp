@@ -189,6 +189,30 @@ TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
   }
 }
 
+// With a GPU, a query's lists are fetched into the list cache on the caller's thread (Features),
+// so a GPU dispatcher never reads RocksDB for them; without one, Features reads no list.
+TEST_F(ScheduledExecutorTest, FeaturesBringTheListsIntoTheCacheWithAGpu) {
+  std::mt19937_64 rng(11);
+  for (bool with_gpu : {false, true}) {
+    SCOPED_TRACE(with_gpu ? "gpu" : "cpu only");
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, with_gpu ? &gpu : nullptr, nullptr,
+                                       Options(with_gpu ? SchedMode::kHybrid : SchedMode::kCpu));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    for (int i = 0; i < 20; ++i) {
+      const Query q = testing::RandomQuery(rng, kVocab);
+      reader_->list_cache().Clear();
+      ASSERT_TRUE((*e)->Features(q).ok());
+      for (const std::string& t : q.terms) {
+        auto info = reader_->GetTermInfo(t);
+        ASSERT_TRUE(info.ok());
+        if (!info->has_value()) continue;
+        EXPECT_EQ(reader_->list_cache().Lookup(t) != nullptr, with_gpu) << t;
+      }
+    }
+  }
+}
+
 TEST_F(ScheduledExecutorTest, GpuFailuresMidBatchRerunOnTheCpu) {
   for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
     SCOPED_TRACE(SchedModeName(mode));

@@ -65,7 +65,8 @@ class ScheduledExecutor final : public Executor {
   bool has_gpu() const override { return gpu_ != nullptr; }
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
 
-  // The query's features as this shard sees them.
+  // The query's features as this shard sees them. With a GPU executor it also brings the query's
+  // lists into the shard's main-memory list cache (on the calling thread, not a GPU dispatcher's).
   Result<QueryFeatures> Features(const Query& query);
   CostModel& model() { return model_; }
   HybridScheduler& scheduler() { return *scheduler_; }
