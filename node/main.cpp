@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
                  "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
       ->capture_default_str();
   app.add_option("--sched-host-aware", sched_host_aware,
-                 "hybrid, griffin: CPU workers start CPU-engine queries only while the host has idle cores "
+                 "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
       ->capture_default_str();
   app.add_option("--sched-idle-reserve", sched_idle_reserve, "host cores the CPU engine leaves idle (--sched-host-aware)")

@@ -22,6 +22,15 @@ namespace {
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
 
+// A docs-table read's answer for `doc`: its external id, or the error the read or the value gives.
+Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const rocksdb::Status& s,
+                                   const rocksdb::PinnableSlice& value) {
+  if (s.IsNotFound()) return Status::Corruption("shard " + path + " lacks doc " + std::to_string(doc));
+  SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
+  if (value.size() < 4) return Status::Corruption("shard " + path + ": doc " + std::to_string(doc) + " value too short");
+  return std::string(value.data() + 4, value.size() - 4);
+}
+
 }  // namespace
 
 // GetTermInfo's memo: a shard is immutable once open, so a term's entry (or its absence) never
@@ -220,10 +229,7 @@ Result<std::string> ShardReader::GetExternalId(uint32_t doc) const {
   rocksdb::PinnableSlice value;
   const std::string key = Be32Key(doc);
   auto s = impl_->db->Get(impl_->point_read, impl_->handles[kDocsIdx], ToSlice(key), &value);
-  if (s.IsNotFound()) return Status::Corruption("shard " + impl_->path + " lacks doc " + std::to_string(doc));
-  SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
-  if (value.size() < 4) return Status::Corruption("shard " + impl_->path + ": doc " + std::to_string(doc) + " value too short");
-  return std::string(value.data() + 4, value.size() - 4);
+  return ExternalIdFrom(impl_->path, doc, s, value);
 }
 
 Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const {
@@ -243,13 +249,8 @@ Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<s
                       statuses.data());
   ids->reserve(docs.size());
   for (size_t i = 0; i < docs.size(); ++i) {
-    const uint32_t doc = docs[i];
-    if (statuses[i].IsNotFound())
-      return Status::Corruption("shard " + impl_->path + " lacks doc " + std::to_string(doc));
-    SEARCH_RETURN_IF_ERROR(FromRocks(statuses[i], "doc " + std::to_string(doc)));
-    if (values[i].size() < 4)
-      return Status::Corruption("shard " + impl_->path + ": doc " + std::to_string(doc) + " value too short");
-    ids->emplace_back(values[i].data() + 4, values[i].size() - 4);
+    SEARCH_ASSIGN_OR_RETURN(std::string id, ExternalIdFrom(impl_->path, docs[i], statuses[i], values[i]));
+    ids->push_back(std::move(id));
   }
   return Status::Ok();
 }

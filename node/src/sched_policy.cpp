@@ -165,7 +165,7 @@ long SchedPolicy::StealCandidate(Unit thief) const {
 }
 
 std::optional<SchedJob> SchedPolicy::TakeOne(Unit u, SchedTime now, bool allow_steal, bool allow_flex) {
-  // 1. The oldest urgent job preferring u, from any queue.
+  // 1. The oldest urgent job preferring u, from its own queue or the flexible one (OldestUrgent).
   long best = -1;
   SchedQueue best_q = SchedQueue::kCpu;
   for (SchedQueue q : {SchedQueue::kGpu, SchedQueue::kCpu, SchedQueue::kFlex}) {
@@ -203,7 +203,6 @@ std::optional<SchedJob> SchedPolicy::TakeCpu(SchedTime now) {
 }
 
 std::optional<SchedJob> SchedPolicy::TakeCpuOwn(SchedTime now) {
-  if (options_.mode == SchedMode::kGpu) return TakeCpu(now);  // pinned jobs only there anyway
   return TakeOne(Unit::kCpu, now, /*allow_steal=*/false, /*allow_flex=*/false);
 }
 

@@ -51,7 +51,8 @@ struct SchedTask {
   bool retried = false;                  // rerun on the CPU after a GPU failure
   double wait_us = 0;                    // queued time, summed over its visits to the queues
   // Set by the scheduler before each GPU visit: whether the runner may stop a query midway and
-  // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker is idle.
+  // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
+  // (within the CPU slots, nothing queued ahead of it).
   bool may_migrate = true;
 
  private:
