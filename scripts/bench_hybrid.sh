@@ -19,6 +19,8 @@
 #      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
 #      NODE_ARGS (extra search-node flags), INTEGRATOR_ARGS (extra search-integrator flags),
+#      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
+#      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -55,18 +57,45 @@ fi
 [ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
 
-node_port=7701 http_port=7700 metrics_port=7702
+node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le" >"$csv"
 # CPU time (user + system, clock ticks) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 hz=$(getconf CLK_TCK)
+# The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
+# shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
+# ran out (busy near 100%), which the per-process columns alone cannot tell apart.
+host_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t, $5 + $6, $9; exit }' /proc/stat; }
+# The p99 of a request-duration histogram between two /metrics scrapes, as the upper bound (ms) of
+# the bucket it falls in (buckets double from 50 us): where the time went, the node's own handling
+# or the path around it (integrator, HTTP, the load generator, the host's scheduling).
+hist_p99() {  # before after component
+  awk -v comp="$3" -v mode="$qmode" '
+    index($0, "search_request_duration_seconds_bucket{") == 1 && index($0, "component=\"" comp "\"") &&
+    index($0, "mode=\"" mode "\"") {
+      match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
+      if (FNR == NR) before[le] = $NF; else { after[le] = $NF; les[le] = 1 }
+    }
+    END {
+      total = after["+Inf"] - before["+Inf"]; if (total <= 0) { print "-"; exit }
+      n = 0; for (le in les) if (le != "+Inf") v[++n] = le + 0
+      for (i = 2; i <= n; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
+      for (i = 1; i <= n; ++i) {
+        key = ""; for (le in les) if (le != "+Inf" && le + 0 == v[i]) key = le
+        if (after[key] - before[key] >= 0.99 * total) { printf "%g", v[i] * 1000; exit }
+      }
+      print "inf"
+    }' "$1" "$2"
+}
+node_bin=${NODE_BIN:-$bundle/bin/search-node}
+label=${LABEL:+-$LABEL}
 
 for mode in $modes; do
   step "scheduler $mode: starting node + integrator"
   preload=()
   [ "$mode" != cpu ] && preload=(--gpu-preload-mb "${PRELOAD_MB:-8192}")
-  "$bundle/bin/search-node" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
+  "$node_bin" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
     "${preload[@]}" --cache-mb 16384 --metrics "127.0.0.1:$metrics_port" --log-level info ${NODE_ARGS:-} >"$work/node-$mode.out" 2>"$work/node-$mode.err" &
   node_pid=$!
   pids+=("$node_pid")
@@ -75,7 +104,8 @@ for mode in $modes; do
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
   "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
-    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --log-level warn ${INTEGRATOR_ARGS:-} \
+    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --metrics "127.0.0.1:$int_metrics_port" \
+    --log-level warn ${INTEGRATOR_ARGS:-} \
     >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
   int_pid=$!
   pids+=("$int_pid")
@@ -85,27 +115,34 @@ for mode in $modes; do
     # Host CPU per answered query, by process (warm-up included in both the time and the count):
     # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
     # share the cores.
-    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid")
+    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks)
+    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m0.txt" 2>/dev/null
+    curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m0.txt" 2>/dev/null
     line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
-    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid")
+    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks)
+    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m1.txt" 2>/dev/null
+    curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m1.txt" 2>/dev/null
     lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
     per_q() { awk -v t="$1" -v hz="$hz" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / hz * 1e6 / (r * s) }'; }
     cpu_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
+    cpu_cols="$cpu_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
+      'BEGIN { if (t <= 0) t = 1; printf "%.1f,%.2f", 100 * (t - i) / t, 100 * st / t }')"
+    cpu_cols="$cpu_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
-    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
+    printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
       "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$cpu_cols/" | tee -a "$csv"
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done
   # The node's scheduler counters for this run (jobs per processor, stolen, migrations, misses, error).
-  curl -s "http://127.0.0.1:$metrics_port/metrics" >"$out_dir/node-metrics-$mode.txt" 2>/dev/null
+  curl -s "http://127.0.0.1:$metrics_port/metrics" >"$out_dir/node-metrics-$mode$label.txt" 2>/dev/null
   grep -E '^search_sched_(jobs|stolen|migrations|gpu_retries|deadline_misses|gpu_batches)_total|^search_sched_prediction_error_ratio_(sum|count)' \
-    "$out_dir/node-metrics-$mode.txt" | grep -v '_bucket' | head -20
+    "$out_dir/node-metrics-$mode$label.txt" | grep -v '_bucket' | head -20
   kill "$int_pid" "$node_pid" 2>/dev/null
   wait "$int_pid" "$node_pid" 2>/dev/null
   grep -h "scheduler\|calibrat\|preload" "$work/node-$mode.err" | tail -3
