@@ -59,7 +59,7 @@ fi
 
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms" >"$csv"
 # CPU time (user + system, clock ticks) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 hz=$(getconf CLK_TCK)
@@ -87,6 +87,16 @@ hist_p99() {  # before after component
       }
       print "inf"
     }' "$1" "$2"
+}
+# The mean (ms) of a histogram between two scrapes, over its series whose labels contain `match`
+# (all of them with ""): the node's time per query by phase.
+hist_mean() {  # before after name match
+  awk -v name="$3" -v match_="$4" '
+    (index($0, name "_sum") == 1 || index($0, name "_count") == 1) && index($0, match_) {
+      kind = index($0, name "_sum") == 1 ? "s" : "c"
+      v[kind] += (FNR == NR ? -1 : 1) * $NF
+    }
+    END { if (v["c"] > 0) printf "%.3f", 1000 * v["s"] / v["c"]; else printf "-" }' "$1" "$2"
 }
 node_bin=${NODE_BIN:-$bundle/bin/search-node}
 label=${LABEL:+-$LABEL}
@@ -132,6 +142,13 @@ for mode in $modes; do
     cpu_cols="$cpu_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
       'BEGIN { if (t <= 0) t = 1; printf "%.1f,%.2f", 100 * (t - i) / t, 100 * st / t }')"
     cpu_cols="$cpu_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
+    # Where the node's time per query went (means): its whole handling, the scheduler's queue
+    # wait and run, and the host phases around the scheduler (search_sched_host_seconds).
+    m0=$work/node-m0.txt m1=$work/node-m1.txt
+    cpu_cols="$cpu_cols,$(hist_mean "$m0" "$m1" search_node_execution_seconds ""),$(hist_mean "$m0" "$m1" search_sched_wait_seconds ""),$(hist_mean "$m0" "$m1" search_sched_run_seconds "")"
+    for ph in features submit return resolve; do
+      cpu_cols="$cpu_cols,$(hist_mean "$m0" "$m1" search_sched_host_seconds "phase=\"$ph\"")"
+    done
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

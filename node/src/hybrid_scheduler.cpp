@@ -23,6 +23,20 @@ double MicrosBetween(SchedTime a, SchedTime b) {
 }
 }  // namespace
 
+const char* SchedHostPhaseName(SchedHostPhase p) {
+  switch (p) {
+    case SchedHostPhase::kFeatures:
+      return "features";
+    case SchedHostPhase::kSubmit:
+      return "submit";
+    case SchedHostPhase::kReturn:
+      return "return";
+    case SchedHostPhase::kResolve:
+      return "resolve";
+  }
+  return "?";
+}
+
 struct HybridScheduler::MetricSet {
   prometheus::Gauge* queue[kNumSchedQueues] = {};
   prometheus::Histogram* wait[kNumUnits] = {};
@@ -36,6 +50,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* retries = nullptr;
   prometheus::Counter* batches = nullptr;
   prometheus::Gauge* cpu_slots = nullptr;
+  prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
   explicit MetricSet(Metrics& m) {
     auto& r = m.registry();
@@ -71,6 +86,9 @@ struct HybridScheduler::MetricSet {
     retries = &counter(families::kSchedGpuRetries).Add({});
     batches = &counter(families::kSchedGpuBatches).Add({});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
+    auto& h = histogram(families::kSchedHost);
+    for (size_t p = 0; p < kNumSchedHostPhases; ++p)
+      host[p] = &h.Add({{"phase", SchedHostPhaseName(static_cast<SchedHostPhase>(p))}}, LatencyBuckets());
   }
 };
 
@@ -127,13 +145,19 @@ void HybridScheduler::stop() {
   threads_.clear();
 }
 
+void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
+  if (metrics_) metrics_->host[static_cast<size_t>(phase)]->Observe(seconds);
+}
+
 Status HybridScheduler::Submit(SchedTask& task) {
+  const SchedTime called = SchedClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
   task.done_ = false;
   task.job.id = reinterpret_cast<uint64_t>(&task);
   const uint64_t balanced = policy_.balanced();
-  const SchedQueue queue = policy_.Enqueue(task.job, SchedClock::now());
+  const SchedTime queued_at = SchedClock::now();
+  const SchedQueue queue = policy_.Enqueue(task.job, queued_at);
   if (metrics_) {
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
@@ -148,11 +172,19 @@ Status HybridScheduler::Submit(SchedTask& task) {
     cpu_cv_.notify_one();
   gpu_cv_.notify_one();
   task.cv_.wait(lock, [&] { return task.done_; });
+  const SchedTime finished = task.finished_at_;
+  lock.unlock();
+  if (metrics_) {
+    const SchedTime back = SchedClock::now();
+    ObserveHost(SchedHostPhase::kSubmit, std::chrono::duration<double>(queued_at - called).count());
+    ObserveHost(SchedHostPhase::kReturn, std::chrono::duration<double>(back - finished).count());
+  }
   return task.status;
 }
 
 void HybridScheduler::FinishLocked(SchedTask& task) {
   task.done_ = true;
+  task.finished_at_ = SchedClock::now();
   task.cv_.notify_all();
 }
 

@@ -275,6 +275,7 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
     return Status::DeadlineExceeded("deadline passed before execution");
   }
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  const SchedTime t_features = SchedClock::now();
   SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query));
 
   Call call;
@@ -304,10 +305,17 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   call.step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
               f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
               static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
+  scheduler_->ObserveHost(SchedHostPhase::kFeatures,
+                          std::chrono::duration<double>(SchedClock::now() - t_features).count());
   const Status st = scheduler_->Submit(task);
   if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
   if (task.retried && call.out.ok()) call.out->processor = Processor::kCpu;
-  if (call.ids_pending && call.out.ok()) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &call.out->hits));
+  if (call.ids_pending && call.out.ok()) {
+    const SchedTime t_resolve = SchedClock::now();
+    SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &call.out->hits));
+    scheduler_->ObserveHost(SchedHostPhase::kResolve,
+                            std::chrono::duration<double>(SchedClock::now() - t_resolve).count());
+  }
   return std::move(call.out);
 }
 

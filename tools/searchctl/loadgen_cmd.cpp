@@ -141,6 +141,9 @@ int RunLoadgen(const LoadgenArgs& a) {
     workers.emplace_back([&] {
       httplib::Client client(host, port);
       client.set_keep_alive(true);
+      // A load generator's own sends must not wait on Nagle (a request written in pieces, or a
+      // resend, would sit behind the server's delayed ACK and count as the server's latency).
+      client.set_tcp_nodelay(true);
       client.set_connection_timeout(std::chrono::seconds(5));
       client.set_read_timeout(std::chrono::milliseconds(a.deadline_ms * 4 + 5000));
       for (;;) {

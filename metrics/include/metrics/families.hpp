@@ -107,7 +107,12 @@ inline constexpr Family kSchedBalanced{
     "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
-    "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid, griffin)."};
+    "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
+inline constexpr Family kSchedHost{
+    "search_sched_host_seconds",
+    "Host time a query spends around the scheduler, outside its queue wait and run: phase features (feature "
+    "lookup, predictions), submit (queueing, the scheduler lock), return (wake-up after its processor finished), "
+    "resolve (a GPU answer's external ids)."};
 inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
                                          "Jobs the GPU could not run that reran on the CPU."};
 inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",

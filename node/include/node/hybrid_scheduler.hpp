@@ -39,6 +39,15 @@ class Metrics;
 
 enum class GpuOutcome : uint8_t { kDone, kMigrate, kRetryCpu };
 
+// Host time a query spends around the scheduler, outside its queue wait and its run (the
+// search_sched_host_seconds histogram): kFeatures, the caller's feature lookup and predictions;
+// kSubmit, from Submit's call to the job being queued (the scheduler lock); kReturn, from the
+// processor finishing the job to Submit returning (the caller's wake-up and its turn at the
+// lock); kResolve, reading a GPU answer's external ids.
+enum class SchedHostPhase : uint8_t { kFeatures = 0, kSubmit = 1, kReturn = 2, kResolve = 3 };
+inline constexpr size_t kNumSchedHostPhases = 4;
+const char* SchedHostPhaseName(SchedHostPhase p);  // "features", "submit", "return", "resolve"
+
 // One unit of work. The runner owns the payload's meaning (query, result, intermediate state).
 struct SchedTask {
   SchedJob job;
@@ -58,6 +67,7 @@ struct SchedTask {
  private:
   friend class HybridScheduler;
   bool done_ = false;
+  SchedTime finished_at_{};  // when done_ was set
   std::condition_variable cv_;
 };
 
@@ -120,6 +130,9 @@ class HybridScheduler {
 
   SchedStatsSnapshot stats() const;
   const HybridSchedulerOptions& options() const { return options_; }
+  // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
+  // kReturn itself.
+  void ObserveHost(SchedHostPhase phase, double seconds);
 
  private:
   struct MetricSet;
