@@ -59,7 +59,7 @@ fi
 
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch" >"$csv"
 # CPU time (user + system, clock ticks) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 hz=$(getconf CLK_TCK)
@@ -97,6 +97,10 @@ hist_mean() {  # before after name match
       v[kind] += (FNR == NR ? -1 : 1) * $NF
     }
     END { if (v["c"] > 0) printf "%.3f", 1000 * v["s"] / v["c"]; else printf "-" }' "$1" "$2"
+}
+# A counter's increase between two scrapes (the series whose line starts with `series`).
+counter_delta() {  # before after series
+  awk -v series="$3" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF } END { printf "%d", v }' "$1" "$2"
 }
 node_bin=${NODE_BIN:-$bundle/bin/search-node}
 label=${LABEL:+-$LABEL}
@@ -149,6 +153,10 @@ for mode in $modes; do
     for ph in features submit return resolve; do
       cpu_cols="$cpu_cols,$(hist_mean "$m0" "$m1" search_sched_host_seconds "phase=\"$ph\"")"
     done
+    gj=$(counter_delta "$m0" "$m1" 'search_sched_jobs_total{processor="gpu"}')
+    cj=$(counter_delta "$m0" "$m1" 'search_sched_jobs_total{processor="cpu"}')
+    gb=$(counter_delta "$m0" "$m1" search_sched_gpu_batches_total)
+    cpu_cols="$cpu_cols,$gj,$cj,$(awk -v j="$gj" -v b="$gb" 'BEGIN { if (b > 0) printf "%.1f", j / b; else printf "-" }')"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

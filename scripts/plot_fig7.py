@@ -16,9 +16,14 @@ def main():
     rows = []
     with open(sys.argv[1], newline="") as f:
         for r in csv.DictReader(f):
+            # The columns the table and plot use must be numbers; the diagnostic ones after them
+            # may be "-" (a phase with no samples at that step) and are kept as they are.
             try:
-                rows.append({k: (v if k == "scheduler" else float(v)) for k, v in r.items()})
-            except (TypeError, ValueError):
+                row = {k: v for k, v in r.items()}
+                for k in ("rate", "achieved_qps", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "miss_ratio"):
+                    row[k] = float(r[k])
+                rows.append(row)
+            except (KeyError, TypeError, ValueError):
                 print(f"plot_fig7: skipping a bad row: {r}", file=sys.stderr)
     by = {}
     for r in rows:
