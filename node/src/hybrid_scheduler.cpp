@@ -167,8 +167,13 @@ Status HybridScheduler::Submit(SchedTask& task) {
   // admitted worker idle. Waking one per submission regardless cost a futex wake, a context
   // switch and a turn at this lock for nothing at every GPU job (the GPU scheduler's CPU workers
   // run only pinned work, which EnqueueMigrated's path wakes them for).
-  if (queue != SchedQueue::kGpu ||
-      (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && cpu_busy_ < cpu_slots_))
+  // Likewise a CPU- or flexible-queue job wakes one only where a waiting worker could take it:
+  // within the CPU slots, or the first worker when none runs, or any for a pinned job. Past the
+  // slots, the running workers take it as they finish, or the one polling worker (CpuLoop) does
+  // once the host has room: a wake-up there only cost every waiting worker a turn at this lock.
+  const bool room = cpu_busy_ < cpu_slots_;
+  if ((queue != SchedQueue::kGpu && (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu)) ||
+      (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
     cpu_cv_.notify_one();
   gpu_cv_.notify_one();
   task.cv_.wait(lock, [&] { return task.done_; });
@@ -236,12 +241,22 @@ void HybridScheduler::CpuLoop() {
                                 : cpu_busy_ == 0 ? policy_.TakeCpuOwn(now)
                                                  : policy_.TakeCpuPinned();
     if (!j.has_value()) {
-      if (!admit && policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0)
-        cpu_cv_.wait_for(lock, std::chrono::milliseconds(2));  // look at the host again soon
-      else
+      // Work is queued but the host has no room for it: one worker looks at the host again every
+      // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
+      // Every idle worker polling made 16 workers take this lock 500 times a second each, with
+      // the node at its busiest.
+      if (!admit && !cpu_poller_ && policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) {
+        cpu_poller_ = true;
+        cpu_cv_.wait_for(lock, std::chrono::milliseconds(2));
+        cpu_poller_ = false;
+      } else {
         cpu_cv_.wait(lock);
+      }
       continue;
     }
+    // More work queued behind this job: wake another worker to look at it (and to take over the
+    // polling this worker may have done).
+    if (policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) cpu_cv_.notify_one();
     if (metrics_)
       for (size_t q = 0; q < kNumSchedQueues; ++q)
         metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));

@@ -207,8 +207,11 @@ std::optional<SchedJob> SchedPolicy::TakeCpuOwn(SchedTime now) {
 }
 
 std::optional<SchedJob> SchedPolicy::TakeCpuPinned() {
+  // Hand-offs and retries enter at the front, so the window finds them; a job pinned by its flags
+  // further back is taken in queue order by the worker that drains the queue (TakeCpuOwn).
   const auto& dq = queues_[static_cast<size_t>(SchedQueue::kCpu)];
-  for (size_t i = 0; i < dq.size(); ++i)
+  const size_t n = std::min(dq.size(), std::max<size_t>(options_.urgent_window, 1));
+  for (size_t i = 0; i < n; ++i)
     if (dq[i].pinned == Unit::kCpu) return Pop(SchedQueue::kCpu, i);
   return std::nullopt;
 }

@@ -347,5 +347,38 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
   }
 }
 
+TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
+  // The host is busy at first (no idle core): one worker drains the CPU queue alone while the
+  // others sleep, and one of them polls the host. When cores go idle, the queued work must spread
+  // over the workers again (the poller takes a job and wakes the next) with every task answered.
+  FakeRunner r;
+  CostModel model;
+  HybridSchedulerOptions o = Options(SchedMode::kHybrid);
+  o.cpu_workers = 4;
+  o.idle_reserve = 0;
+  std::atomic<bool> room{false};
+  o.idle_cores = [&] { return room.load() ? 100.0 : 0.0; };
+  HybridScheduler s(o, &r, &model, nullptr);
+  s.start();
+  std::atomic<int> submitted{0};
+  std::thread opener([&] {
+    while (submitted.load() < 40) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(r.max_cpu_running.load(), 1);  // one at a time while the host had no room
+    room = true;
+  });
+  RunClients(s, 400, 16, [&](int, Work&, SchedTask& t) {
+    t.job.cpu_us = 2000;
+    t.job.gpu_us = 1e7;
+    t.job.preferred = Unit::kCpu;
+    submitted.fetch_add(1);
+  });
+  opener.join();
+  EXPECT_EQ(r.cpu_runs.load(), 400);
+  EXPECT_EQ(r.gpu_runs.load(), 0);
+  EXPECT_GT(r.max_cpu_running.load(), 1);
+  EXPECT_EQ(s.stats().cpu_slots, 4u);
+  s.stop();
+}
+
 }  // namespace
 }  // namespace search

@@ -155,6 +155,7 @@ class HybridScheduler {
   bool started_ = false;
   size_t cpu_busy_ = 0;    // GUARDED_BY(mu_): CPU workers running a task
   size_t cpu_slots_ = 0;   // GUARDED_BY(mu_): CpuSlotsLocked's last answer
+  bool cpu_poller_ = false;  // GUARDED_BY(mu_): a CPU worker is polling the host for room (CpuLoop)
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
