@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
   app.add_option("--sched-idle-reserve", sched_idle_reserve, "host cores the CPU engine leaves idle (--sched-host-aware)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1024.0));
+  app.add_option("--sched-cpu-nice", sched.sched.cpu_nice,
+                 "how much higher the scheduler's CPU workers' nice value is than the node's: CPU-engine queries "
+                 "yield the cores to the node's network and GPU-dispatch threads when those wake")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));

@@ -119,6 +119,7 @@ void HybridScheduler::start() {
   for (size_t i = 0; i < options_.cpu_workers; ++i)
     threads_.emplace_back([this] {
       SetThreadName("sched-cpu");
+      if (options_.cpu_nice > 0) (void)RaiseThreadNice(options_.cpu_nice);
       CpuLoop();
     });
   for (size_t i = 0; i < options_.gpu_dispatchers; ++i)

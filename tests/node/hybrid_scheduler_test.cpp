@@ -4,8 +4,12 @@
 #include "node/hybrid_scheduler.hpp"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <random>
 #include <string>
@@ -32,6 +36,8 @@ class FakeRunner : public SchedRunner {
     const int running = cpu_running.fetch_add(1) + 1;
     for (int m = max_cpu_running.load(); running > m && !max_cpu_running.compare_exchange_weak(m, running);) {
     }
+    errno = 0;
+    cpu_nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
     std::this_thread::sleep_for(std::chrono::microseconds(static_cast<int>(t.job.cpu_us)));
     cpu_running.fetch_sub(1);
     const int64_t partial = w->stage == 1 ? w->answer : 3 * w->x;
@@ -65,6 +71,7 @@ class FakeRunner : public SchedRunner {
   std::atomic<int> cpu_runs{0}, gpu_runs{0}, gpu_batches{0}, refused_migrations{0};
   std::atomic<int> cpu_running{0}, max_cpu_running{0};  // CPU runs at once
   std::atomic<size_t> max_batch{0};
+  std::atomic<int> cpu_nice{-100};  // the nice value the last CPU run saw
 };
 
 HybridSchedulerOptions Options(SchedMode mode) {
@@ -378,6 +385,26 @@ TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
   EXPECT_GT(r.max_cpu_running.load(), 1);
   EXPECT_EQ(s.stats().cpu_slots, 4u);
   s.stop();
+}
+
+TEST(HybridSchedulerTest, CpuWorkersRunAtTheirNiceValue) {
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  for (int nice : {0, 5}) {
+    SCOPED_TRACE("cpu_nice " + std::to_string(nice));
+    FakeRunner r;
+    CostModel model;
+    HybridSchedulerOptions o = Options(SchedMode::kCpu);
+    o.cpu_nice = nice;
+    HybridScheduler s(o, &r, &model, nullptr);
+    s.start();
+    RunClients(s, 20, 2, [](int, Work&, SchedTask& t) { t.job.cpu_us = 50; });
+    EXPECT_EQ(r.cpu_nice.load(), nice == 0 ? base : std::min(19, base + nice));
+    s.stop();
+  }
+  errno = 0;
+  EXPECT_EQ(getpriority(PRIO_PROCESS, 0), base);  // the calling thread's own is untouched
 }
 
 }  // namespace
