@@ -111,9 +111,10 @@ struct HybridSchedulerOptions {
   // idle_cores() (unknown) sets no limit.
   std::function<double()> idle_cores;
   double idle_reserve = 1.0;
-  // How much higher the CPU workers' nice value is than the process's (0: the same). A CPU-engine query holds a core for
-  // milliseconds; at a higher nice value the node's network and GPU-dispatch threads (and, on a
-  // shared host, the integrator) take the core back when they wake, instead of queueing behind it.
+  // How much higher the CPU workers' nice value is than the process's (0: the same). A CPU-engine
+  // query holds a core for milliseconds; at a higher nice value the node's network and
+  // GPU-dispatch threads (and, on a shared host, the integrator) take the core back when they
+  // wake, instead of queueing behind it.
   int cpu_nice = 0;
 };
 
