@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""scripts/plot_fig7.py on a made-up sweep: every well-formed row is kept (diagnostic columns may
+hold "-"), a row whose latency is not a number is skipped with a message, and the summary tables
+report the right sustained rates, '>=' bounds, hybrid/best-single ratios and p99 ratios.
+
+usage: plot_fig7_test.py --source REPO        Exit status: 0 pass, 1 fail.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HEADER = ("scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,"
+          "host_steal_pct,host_resolve_ms")
+ROWS = [
+    # cpu saturates at 200 q/s (300 misses half its queries).
+    "cpu,100,100,5,4,20,40,0,400,0.1,-",
+    "cpu,200,200,9,8,60,80,0,800,0.2,-",
+    "cpu,300,290,400,390,600,700,0.5,1200,0.0,-",
+    # gpu never saturates within the sweep: its 400 is a lower bound.
+    "gpu,100,100,1,1,2,3,0,400,0.0,0.1",
+    "gpu,200,200,1,1,2,4,0,800,0.0,0.1",
+    "gpu,400,400,2,2,3,8,0,1600,0.0,0.1",
+    # hybrid holds 200, fails at 400.
+    "hybrid,100,100,1,1,2,2,0,400,0.0,0.1",
+    "hybrid,200,200,1,1,3,5,0,800,0.0,-",
+    "hybrid,400,380,300,300,500,520,0.2,1600,1.5,-",
+    # Not a number where the tables need one: skipped, with a message.
+    "hybrid,500,480,x,300,500,520,0.2,1600,1.5,-",
+]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args()
+    script = os.path.join(args.source, "scripts", "plot_fig7.py")
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = os.path.join(tmp, "fig7.csv")
+        with open(csv, "w") as f:
+            f.write(HEADER + "\n" + "\n".join(ROWS) + "\n")
+        env = dict(os.environ, MPLBACKEND="Agg")
+        r = subprocess.run([sys.executable, script, csv, os.path.join(tmp, "fig7.png")], capture_output=True,
+                           text=True, env=env, timeout=60)
+    out, err = r.stdout, r.stderr
+    if r.returncode != 0:
+        problems.append(f"exit status {r.returncode}: {err}")
+    if err.count("skipping a bad row") != 1 or "'rate': '500'" not in err:
+        problems.append("expected exactly the rate-500 hybrid row to be skipped; stderr: " + err)
+    for rate_row in ("| cpu | 100 |", "| cpu | 300 |", "| gpu | 400 |", "| hybrid | 200 |", "| hybrid | 400 |"):
+        if rate_row not in out:
+            problems.append(f"row {rate_row} missing from the table")
+    for want in ("| cpu | 200 | 80.00 |", "| gpu | >= 400 | 8.00 |", "| hybrid | 200 | 5.00 |"):
+        if want not in out:
+            problems.append(f"sustained-rate line {want!r} missing")
+    # At p99 <= 10 ms: gpu >= 400 (unsaturated), hybrid 200, so hybrid / best single is an upper
+    # bound of 0.50x.
+    if "| hybrid / best single | <= 0.50x |" not in out:
+        problems.append("hybrid / best single at p99 <= 10 ms should read '<= 0.50x'")
+    if "At the cpu scheduler's saturation rate (200 q/s, p99 80.00 ms):" not in out:
+        problems.append("cpu saturation line missing")
+    if "- gpu: p99 4.00 ms, 20.0x lower" not in out or "- hybrid: p99 5.00 ms, 16.0x lower" not in out:
+        problems.append("p99 ratios at cpu's saturation rate wrong")
+    for p in problems:
+        print("FAIL:", p)
+    if problems:
+        print(out)
+        return 1
+    print("plot_fig7_test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
