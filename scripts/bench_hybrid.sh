@@ -76,16 +76,14 @@ hist_p99() {  # before after component
     index($0, "search_request_duration_seconds_bucket{") == 1 && index($0, "component=\"" comp "\"") &&
     index($0, "mode=\"" mode "\"") {
       match($0, /le="[^"]*"/); le = substr($0, RSTART + 4, RLENGTH - 5)
-      if (FNR == NR) before[le] = $NF; else { after[le] = $NF; les[le] = 1 }
+      if (FNR == NR) before[le] = $NF; else { after[le] = $NF; if (le != "+Inf") key[le + 0] = le }
     }
     END {
       total = after["+Inf"] - before["+Inf"]; if (total <= 0) { print "-"; exit }
-      n = 0; for (le in les) if (le != "+Inf") v[++n] = le + 0
+      n = 0; for (b in key) v[++n] = b + 0
       for (i = 2; i <= n; ++i) { x = v[i]; for (j = i - 1; j >= 1 && v[j] > x; --j) v[j + 1] = v[j]; v[j + 1] = x }
-      for (i = 1; i <= n; ++i) {
-        key = ""; for (le in les) if (le != "+Inf" && le + 0 == v[i]) key = le
-        if (after[key] - before[key] >= 0.99 * total) { printf "%g", v[i] * 1000; exit }
-      }
+      for (i = 1; i <= n; ++i)
+        if (after[key[v[i]]] - before[key[v[i]]] >= 0.99 * total) { printf "%g", v[i] * 1000; exit }
       print "inf"
     }' "$1" "$2"
 }
@@ -102,6 +100,11 @@ hist_mean() {  # before after name match
 # A counter's increase between two scrapes (the series whose line starts with `series`).
 counter_delta() {  # before after series
   awk -v series="$3" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF } END { printf "%d", v }' "$1" "$2"
+}
+# Both processes' /metrics, to $work/node-mN.txt and $work/int-mN.txt (N: 0 before a step, 1 after).
+scrape() {
+  curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m$1.txt" 2>/dev/null
+  curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m$1.txt" 2>/dev/null
 }
 node_bin=${NODE_BIN:-$bundle/bin/search-node}
 label=${LABEL:+-$LABEL}
@@ -140,37 +143,35 @@ for mode in $modes; do
     # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
     # share the cores.
     n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks)
-    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m0.txt" 2>/dev/null
-    curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m0.txt" 2>/dev/null
+    scrape 0
     line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
     n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks)
-    curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m1.txt" 2>/dev/null
-    curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m1.txt" 2>/dev/null
+    scrape 1
     lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
     per_q() { awk -v t="$1" -v hz="$hz" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / hz * 1e6 / (r * s) }'; }
-    cpu_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
-    cpu_cols="$cpu_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
+    diag_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
+    diag_cols="$diag_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
       'BEGIN { if (t <= 0) t = 1; printf "%.1f,%.2f", 100 * (t - i) / t, 100 * st / t }')"
-    cpu_cols="$cpu_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
+    diag_cols="$diag_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
     # Where the node's time per query went (means): its whole handling, the scheduler's queue
     # wait and run, and the host phases around the scheduler (search_sched_host_seconds).
     m0=$work/node-m0.txt m1=$work/node-m1.txt
-    cpu_cols="$cpu_cols,$(hist_mean "$m0" "$m1" search_node_execution_seconds ""),$(hist_mean "$m0" "$m1" search_sched_wait_seconds ""),$(hist_mean "$m0" "$m1" search_sched_run_seconds "")"
+    diag_cols="$diag_cols,$(hist_mean "$m0" "$m1" search_node_execution_seconds ""),$(hist_mean "$m0" "$m1" search_sched_wait_seconds ""),$(hist_mean "$m0" "$m1" search_sched_run_seconds "")"
     for ph in features submit return resolve; do
-      cpu_cols="$cpu_cols,$(hist_mean "$m0" "$m1" search_sched_host_seconds "phase=\"$ph\"")"
+      diag_cols="$diag_cols,$(hist_mean "$m0" "$m1" search_sched_host_seconds "phase=\"$ph\"")"
     done
     gj=$(counter_delta "$m0" "$m1" 'search_sched_jobs_total{processor="gpu"}')
     cj=$(counter_delta "$m0" "$m1" 'search_sched_jobs_total{processor="cpu"}')
     gb=$(counter_delta "$m0" "$m1" search_sched_gpu_batches_total)
-    cpu_cols="$cpu_cols,$gj,$cj,$(awk -v j="$gj" -v b="$gb" 'BEGIN { if (b > 0) printf "%.1f", j / b; else printf "-" }')"
+    diag_cols="$diag_cols,$gj,$cj,$(awk -v j="$gj" -v b="$gb" 'BEGIN { if (b > 0) printf "%.1f", j / b; else printf "-" }')"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
-      "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$cpu_cols/" | tee -a "$csv"
+      "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$diag_cols/" | tee -a "$csv"
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Where a process's cores go, by thread name: samples /proc/PID/task/*/stat twice, SECONDS apart,
 # and prints, per process and thread name (SetThreadName; unnamed threads carry the process
-# name), the threads and the cores they used (user + system time / wall time). Used by
-# scripts/bench_hybrid.sh (PROFILE_RATE) to see which part of the serving path saturates the host.
+# name), the threads and the cores they used (user + system time / wall time): which part of the
+# serving path saturates the host (e.g. node, integrator and load generator under
+# scripts/bench_hybrid.sh's load).
 #
 # usage: scripts/thread_cpu.sh SECONDS PID [PID...]
 set -uo pipefail

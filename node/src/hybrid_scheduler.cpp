@@ -231,6 +231,8 @@ size_t HybridScheduler::CpuSlotsLocked() {
 
 void HybridScheduler::CpuLoop() {
   std::unique_lock<std::mutex> lock(mu_);
+  // Jobs a CPU worker might take (the GPU queue's only by stealing, which needs room anyway).
+  auto cpu_work_queued = [this] { return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0; };
   while (!stopping_) {
     const SchedTime now = SchedClock::now();
     // Host-aware admission: within the slots the host's idle cores allow, a worker takes any job
@@ -246,7 +248,7 @@ void HybridScheduler::CpuLoop() {
       // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
       // Every idle worker polling made 16 workers take this lock 500 times a second each, with
       // the node at its busiest.
-      if (!admit && !cpu_poller_ && policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) {
+      if (!admit && !cpu_poller_ && cpu_work_queued()) {
         cpu_poller_ = true;
         cpu_cv_.wait_for(lock, std::chrono::milliseconds(2));
         cpu_poller_ = false;
@@ -257,7 +259,7 @@ void HybridScheduler::CpuLoop() {
     }
     // More work queued behind this job: wake another worker to look at it (and to take over the
     // polling this worker may have done).
-    if (policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) cpu_cv_.notify_one();
+    if (cpu_work_queued()) cpu_cv_.notify_one();
     if (metrics_)
       for (size_t q = 0; q < kNumSchedQueues; ++q)
         metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
