@@ -2,7 +2,7 @@
 //   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
-//                     [--http-threads N] [--ping-ms P] [--log-level L]
+//                     [--http-threads N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N}
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   IntegratorOptions options;
   size_t cache_mb = 64;
   int http_threads = 64, ping_ms = 1000;
+  size_t http_keep_alive_requests = HttpFrontOptions{}.keep_alive_max_requests;
   app.add_option("--shards", shards, "comma-separated shards, each tcp://HOST:PORT or replicas tcp://A:P|tcp://B:P")
       ->required();
   app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
@@ -71,6 +72,11 @@ int main(int argc, char** argv) {
   app.add_option("--http-threads", http_threads, "HTTP worker threads")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
+  app.add_option("--http-keep-alive-requests", http_keep_alive_requests,
+                 "requests one kept-alive HTTP connection may carry before the integrator closes it (closes rotate "
+                 "the workers through the connections while more are open than --http-threads)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
@@ -89,6 +95,7 @@ int main(int argc, char** argv) {
   options.fanout.ping_interval = std::chrono::milliseconds(ping_ms);
   HttpFrontOptions http;
   http.threads = http_threads;
+  http.keep_alive_max_requests = http_keep_alive_requests;
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
     std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
     return 2;

@@ -1,6 +1,6 @@
 // search-node: one shard of the index behind a ZeroMQ ROUTER (node/node_server.hpp).
 //   search-node --index DIR/shard-<i> --listen tcp://HOST:PORT --metrics HOST:PORT
-//               [--threads N] [--cache-mb M] [--queue Q] [--log-level L]
+//               [--threads N] [--cache-mb M] [--queue Q] [--log-level L] [--slow-query-ms MS]
 //               [--gpu auto|on|off] [--gpu-cache-bytes B]
 //               [--scheduler auto|cpu|gpu|hybrid|griffin] [--sched-cpu-workers N] [--batch-wait-us U]
 //               [--batch-work-us W] [--max-batch B] [--crossover R] [--calibration-queries Q]
@@ -55,6 +55,11 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
   app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  app.add_option("--slow-query-ms", options.slow_query_ms,
+                 "log (WARN, up to 20 lines a second) each request that spends this long in the node, with where "
+                 "its time went: queue, scheduler phases, run, reply (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3.6e6));
   std::string gpu_mode = "auto";
   size_t gpu_cache_bytes = 0;
   app.add_option("--gpu", gpu_mode, "auto: the GPU when there is one; on: require a GPU; off: CPU only")
@@ -79,7 +84,7 @@ int main(int argc, char** argv) {
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
   int64_t batch_wait_us = 200;
-  double sched_idle_reserve = 1.0;
+  double sched_idle_reserve = -1;  // -1: DefaultIdleReserve(hardware threads)
   bool sched_host_aware = true;
   app.add_option("--scheduler", sched_name,
                  "auto: hybrid when the GPU executor runs, else the CPU engine directly; cpu|gpu|hybrid|griffin: "
@@ -99,9 +104,11 @@ int main(int argc, char** argv) {
                  "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
       ->capture_default_str();
-  app.add_option("--sched-idle-reserve", sched_idle_reserve, "host cores the CPU engine leaves idle (--sched-host-aware)")
+  app.add_option("--sched-idle-reserve", sched_idle_reserve,
+                 "host cores the CPU engine leaves idle (--sched-host-aware); -1 = 3/8 of the hardware threads, "
+                 "at least 1 (6 on 16)")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1024.0));
+      ->check(CLI::Range(-1.0, 1024.0));
   app.add_option("--sched-cpu-nice", sched.sched.cpu_nice,
                  "how much higher the scheduler's CPU workers' nice value is than the node's: CPU-engine queries "
                  "yield the cores to the node's network and GPU-dispatch threads when those wake")
@@ -223,7 +230,9 @@ int main(int argc, char** argv) {
     if (sched_host_aware) {
       auto host = std::make_shared<HostLoad>();
       sched.sched.idle_cores = [host] { return host->IdleCores(); };
-      sched.sched.idle_reserve = sched_idle_reserve;
+      sched.sched.idle_reserve = sched_idle_reserve >= 0
+                                     ? sched_idle_reserve
+                                     : DefaultIdleReserve(std::max(1u, std::thread::hardware_concurrency()));
     }
     auto s = ScheduledExecutor::Create(shard->get(), batch_gpu, &metrics, sched);
     if (!s.ok()) {

@@ -22,6 +22,8 @@
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
+#      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
+#      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
 #      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +62,7 @@ fi
 
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch" >"$csv"
 # CPU time (user + system, clock ticks) a process has used so far.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
 hz=$(getconf CLK_TCK)
@@ -106,6 +108,20 @@ scrape() {
   curl -s "http://127.0.0.1:$metrics_port/metrics" >"$work/node-m$1.txt" 2>/dev/null
   curl -s "http://127.0.0.1:$int_metrics_port/metrics" >"$work/int-m$1.txt" 2>/dev/null
 }
+# host_jitter (bench/host): two threads that each sleep 1 ms at a time and log every wake-up more
+# than 4 ms late, so a step's tail latency can be set against the host's own stalls (hypervisor,
+# kernel, other tenants) over the same seconds. JITTER=0, or no binary: the columns read "-".
+jitter_log=$work/host-stalls.txt
+jitter_pid=
+if [ "${JITTER:-1}" = 1 ] && [ -x "$bundle/bin/host_jitter" ]; then
+  "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
+  jitter_pid=$!
+  pids+=("$jitter_pid")
+fi
+host_stalls() {  # uptime_from uptime_to -> "latest_ms,sum_ms"
+  [ -n "$jitter_pid" ] || { printf -- "-,-"; return; }
+  awk -v a="$1" -v b="$2" '$1 >= a && $1 <= b { if ($3 > m) m = $3; s += $3 } END { printf "%.1f,%.1f", m, s }' "$jitter_log"
+}
 node_bin=${NODE_BIN:-$bundle/bin/search-node}
 label=${LABEL:+-$LABEL}
 
@@ -142,13 +158,15 @@ for mode in $modes; do
     # Host CPU per answered query, by process (warm-up included in both the time and the count):
     # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
     # share the cores.
-    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks)
+    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks); u0=$(cut -d' ' -f1 /proc/uptime)
     scrape 0
+    trace=()
+    [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
     line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
-      --connections "$conns"; } 2>"$work/loadgen.err"; )
+      --connections "$conns" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
-    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks)
+    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
     scrape 1
     lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
@@ -156,6 +174,8 @@ for mode in $modes; do
     diag_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
     diag_cols="$diag_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
       'BEGIN { if (t <= 0) t = 1; printf "%.1f,%.2f", 100 * (t - i) / t, 100 * st / t }')"
+    # The host's own stalls in this step (host_jitter's late wake-ups): the latest, and their sum.
+    diag_cols="$diag_cols,$(host_stalls "$u0" "$u1")"
     diag_cols="$diag_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
     # Where the node's time per query went (means): its whole handling, the scheduler's queue
     # wait and run, and the host phases around the scheduler (search_sched_host_seconds).
@@ -182,6 +202,8 @@ for mode in $modes; do
   kill "$int_pid" "$node_pid" 2>/dev/null
   wait "$int_pid" "$node_pid" 2>/dev/null
   grep -h "scheduler\|calibrat\|preload" "$work/node-$mode.err" | tail -3
+  # The node's slow-query log (NODE_ARGS="--slow-query-ms MS"), if any.
+  grep -h "slow query" "$work/node-$mode.err" >"$out_dir/slow-$mode$label.log" 2>/dev/null || rm -f "$out_dir/slow-$mode$label.log"
 done
 
 step "summary (docs=$docs, $qmode, deadline $deadline ms)"

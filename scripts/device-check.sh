@@ -38,11 +38,12 @@ prepare() {
   cmake -S . -B "$bd" -DCMAKE_BUILD_TYPE=Release -DSEARCH_CUDA=ON >/dev/null
   local targets=()
   for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do targets+=("$(basename "$t")"); done
-  targets+=(searchctl search-node search-integrator)
+  targets+=(searchctl search-node search-integrator host_jitter)
   cmake --build "$bd" -j "${JOBS:-$(nproc)}" --target "${targets[@]}"
   local bins=()
   for t in "${gpu_tests[@]}" "${gpu_benches[@]}"; do [ -x "$bd/$t" ] && bins+=("$bd/$t"); done
-  bins+=("$bd/tools/searchctl/searchctl" "$bd/node/search-node" "$bd/integrator/search-integrator")
+  bins+=("$bd/tools/searchctl/searchctl" "$bd/node/search-node" "$bd/integrator/search-integrator"
+         "$bd/bench/host/host_jitter")
   scripts/bundle.sh "$bundle" "${bins[@]}"
   set +e
 }

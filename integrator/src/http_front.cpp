@@ -114,6 +114,7 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
   s.set_tcp_nodelay(true);
   s.set_payload_max_length(kMaxBodyBytes);
   s.set_keep_alive_timeout(impl_->options.keep_alive_seconds);
+  s.set_keep_alive_max_count(impl_->options.keep_alive_max_requests);
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
 

@@ -171,6 +171,7 @@ Metrics::Metrics(std::string component)
   }
   node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
   node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
+  node_slow_queries_ = &CounterFamily(r, families::kNodeSlowQueries).Add({});
   fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
   auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {

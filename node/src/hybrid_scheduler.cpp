@@ -150,11 +150,16 @@ void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
   if (metrics_) metrics_->host[static_cast<size_t>(phase)]->Observe(seconds);
 }
 
+double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
+
 Status HybridScheduler::Submit(SchedTask& task) {
   const SchedTime called = SchedClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
   task.done_ = false;
+  task.run_us = 0;
+  task.gpu_batch = 0;
+  task.stolen = false;
   task.job.id = reinterpret_cast<uint64_t>(&task);
   const uint64_t balanced = policy_.balanced();
   const SchedTime queued_at = SchedClock::now();
@@ -180,10 +185,12 @@ Status HybridScheduler::Submit(SchedTask& task) {
   task.cv_.wait(lock, [&] { return task.done_; });
   const SchedTime finished = task.finished_at_;
   lock.unlock();
+  const SchedTime back = SchedClock::now();
+  task.submit_us = MicrosBetween(called, queued_at);
+  task.return_us = MicrosBetween(finished, back);
   if (metrics_) {
-    const SchedTime back = SchedClock::now();
-    ObserveHost(SchedHostPhase::kSubmit, std::chrono::duration<double>(queued_at - called).count());
-    ObserveHost(SchedHostPhase::kReturn, std::chrono::duration<double>(back - finished).count());
+    ObserveHost(SchedHostPhase::kSubmit, task.submit_us * 1e-6);
+    ObserveHost(SchedHostPhase::kReturn, task.return_us * 1e-6);
   }
   return task.status;
 }
@@ -270,6 +277,7 @@ void HybridScheduler::CpuLoop() {
     ++cpu_busy_;
     lock.unlock();
     t.wait_us += waited;
+    t.stolen = t.stolen || stolen;
     if (stolen) {
       stolen_[0].fetch_add(1);
       if (metrics_) metrics_->stolen[0]->Increment();
@@ -281,8 +289,10 @@ void HybridScheduler::CpuLoop() {
     } else {
       const SchedTime t0 = SchedClock::now();
       runner_->RunCpu(t);
+      const double run_us = MicrosBetween(t0, SchedClock::now());
+      t.run_us += run_us;
       // A migrated task's CPU part is not a whole query: not a sample for the model.
-      Finish(t, Unit::kCpu, MicrosBetween(t0, SchedClock::now()), !t.migrated && !t.retried);
+      Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried);
     }
     lock.lock();
     --cpu_busy_;
@@ -319,6 +329,7 @@ void HybridScheduler::GpuLoop() {
       t.job = j;
       t.wait_us += waited;
       if (metrics_) metrics_->wait[1]->Observe(waited * 1e-6);
+      t.stolen = t.stolen || j.stolen;
       if (j.stolen) {
         stolen_[1].fetch_add(1);
         if (metrics_) metrics_->stolen[1]->Increment();
@@ -340,6 +351,8 @@ void HybridScheduler::GpuLoop() {
       if (metrics_) metrics_->batches->Increment();
       std::vector<SchedTask*> to_cpu;
       for (SchedTask* t : batch) {
+        t->run_us += run_us;
+        t->gpu_batch = static_cast<uint32_t>(batch.size());
         // The batch's time, apportioned to its queries by their predicted GPU time.
         const double share = run_us * std::max(t->job.gpu_us, 1e-3) / predicted;
         switch (t->outcome) {

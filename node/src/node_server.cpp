@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <sstream>
 #include <zmq.hpp>
 
 #include "core/thread_name.hpp"
@@ -55,7 +56,35 @@ struct Reply {
   std::string payload;
   QueryMode mode = QueryMode::kAnd;
   Clock::time_point received;
+  // For the slow-query log (filled only while it is on).
+  Clock::time_point started, finished;  // the worker's take and its reply
+  uint64_t request_id = 0;
+  uint32_t k = 0, terms = 0;
+  StatusCode status = StatusCode::kOk;
+  Processor processor = Processor::kCpu;
+  ExecTiming timing;
+  std::string query;  // the terms, when the worker's part alone reached the threshold
 };
+
+// "slow query: ..." for one reply sent at `sent`; key=value fields, milliseconds.
+std::string SlowQueryLine(const Reply& r, Clock::time_point sent) {
+  const auto ms = [](Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+  };
+  const ExecTiming& t = r.timing;
+  std::ostringstream o;
+  o.setf(std::ios::fixed);
+  o.precision(3);
+  o << "slow query: total_ms=" << ms(r.received, sent) << " queue_ms=" << ms(r.received, r.started)
+    << " execute_ms=" << ms(r.started, r.finished) << " reply_ms=" << ms(r.finished, sent)
+    << " features_ms=" << t.features_us / 1e3 << " submit_ms=" << t.submit_us / 1e3 << " wait_ms=" << t.wait_us / 1e3
+    << " run_ms=" << t.run_us / 1e3 << " return_ms=" << t.return_us / 1e3 << " resolve_ms=" << t.resolve_us / 1e3
+    << " processor=" << ProcessorName(r.processor) << " gpu_batch=" << t.gpu_batch << " migrated=" << t.migrated
+    << " stolen=" << t.stolen << " retried=" << t.retried << " mode=" << QueryModeName(r.mode) << " k=" << r.k
+    << " terms=" << r.terms << " status=" << StatusCodeName(r.status) << " request_id=" << r.request_id;
+  if (!r.query.empty()) o << " query=\"" << r.query << '"';
+  return o.str();
+}
 
 }  // namespace
 
@@ -258,6 +287,30 @@ void NodeServer::IoLoop() {
     if (st.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
   };
 
+  // Slow-query log: at most slow_log_per_second lines in each one-second window; the rest are
+  // counted (the metric counts all) and reported with the window's first line after it.
+  const bool slow_log = options_.slow_query_ms > 0;
+  const auto slow_after = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double, std::milli>(slow_log ? options_.slow_query_ms : 0));
+  Clock::time_point slow_window{};
+  size_t slow_logged = 0;
+  uint64_t slow_unlogged = 0;
+  auto note_slow = [&](const Reply& r, Clock::time_point sent) {
+    if (metrics_ != nullptr) metrics_->node_slow_queries().Increment();
+    if (sent - slow_window >= std::chrono::seconds(1)) {
+      if (slow_unlogged > 0) Log().Warn() << "slow query: " << slow_unlogged << " more not logged (rate limit)";
+      slow_window = sent;
+      slow_logged = 0;
+      slow_unlogged = 0;
+    }
+    if (slow_logged >= options_.slow_log_per_second) {
+      ++slow_unlogged;
+      return;
+    }
+    ++slow_logged;
+    Log().Warn() << SlowQueryLine(r, sent);
+  };
+
   auto send_pending = [&] {
     std::vector<Reply> batch;
     {
@@ -271,10 +324,12 @@ void NodeServer::IoLoop() {
         io.Send(r.identity, r.payload);
       }
       in_flight_.fetch_sub(1);
+      const Clock::time_point sent = Clock::now();
       if (metrics_ != nullptr) {
         metrics_->inflight().Decrement();
-        metrics_->request_duration(r.mode).Observe(SecondsBetween(r.received, Clock::now()));
+        metrics_->request_duration(r.mode).Observe(SecondsBetween(r.received, sent));
       }
+      if (slow_log && sent - r.received >= slow_after) note_slow(r, sent);
     }
   };
 
@@ -486,6 +541,9 @@ void NodeServer::WorkerLoop() {
     resp.doc_begin = meta.doc_begin;
     resp.doc_end = meta.doc_end;
     Processor processor = Processor::kCpu;
+    ExecTiming timing;
+    std::string query_text;  // for the slow-query log
+    const uint32_t terms = static_cast<uint32_t>(job.request.terms.size());
     bool ran = false;
     if (job.deadline != kNoDeadline && start >= job.deadline) {
       resp.status = Status::DeadlineExceeded("deadline passed while queued (waited " +
@@ -508,8 +566,17 @@ void NodeServer::WorkerLoop() {
             out = more.status();
           }
         }
+        if (options_.slow_query_ms > 0 &&
+            Clock::now() - job.received >= std::chrono::duration<double, std::milli>(options_.slow_query_ms)) {
+          for (const std::string& t : query.terms) {
+            if (query_text.size() + t.size() > 200) break;
+            if (!query_text.empty()) query_text += ' ';
+            query_text += t;
+          }
+        }
         if (out.ok()) {
           ran = true;
+          timing = out->timing;
           processor = out->processor;
           resp.hits = std::move(out->hits);
           resp.stats.processor = processor;
@@ -567,7 +634,23 @@ void NodeServer::WorkerLoop() {
     }
     {
       std::lock_guard<std::mutex> lock(impl_->replies_mu);
-      impl_->replies.push_back(Reply{std::move(job.identity), std::move(payload), job.request.mode, job.received});
+      Reply r;
+      r.identity = std::move(job.identity);
+      r.payload = std::move(payload);
+      r.mode = job.request.mode;
+      r.received = job.received;
+      if (options_.slow_query_ms > 0) {
+        r.started = start;
+        r.finished = end;
+        r.request_id = job.request.request_id;
+        r.k = job.request.k;
+        r.terms = terms;
+        r.status = resp.status.code();
+        r.processor = processor;
+        r.timing = timing;
+        r.query = std::move(query_text);
+      }
+      impl_->replies.push_back(std::move(r));
     }
     impl_->Wake();
   }

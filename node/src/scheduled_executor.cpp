@@ -126,10 +126,11 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   if (gpu == nullptr) so.gpu_dispatchers = 0;
   e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
   e->scheduler_->start();
-  Log().Info() << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers
-               << " CPU workers, " << so.gpu_dispatchers << " GPU dispatchers; calibrated on "
-               << e->calibration_samples_[0] << " CPU and " << e->calibration_samples_[1]
-               << " GPU runs; crossover " << e->options_.crossover;
+  LogLine line = Log().Info();
+  line << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers << " CPU workers, "
+       << so.gpu_dispatchers << " GPU dispatchers; calibrated on " << e->calibration_samples_[0] << " CPU and "
+       << e->calibration_samples_[1] << " GPU runs; crossover " << e->options_.crossover;
+  if (so.idle_cores) line << "; host-aware, idle reserve " << so.idle_reserve << " cores";
   return e;
 }
 
@@ -305,16 +306,28 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   call.step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
               f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
               static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
-  scheduler_->ObserveHost(SchedHostPhase::kFeatures,
-                          std::chrono::duration<double>(SchedClock::now() - t_features).count());
+  const double features_s = std::chrono::duration<double>(SchedClock::now() - t_features).count();
+  scheduler_->ObserveHost(SchedHostPhase::kFeatures, features_s);
   const Status st = scheduler_->Submit(task);
   if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
-  if (task.retried && call.out.ok()) call.out->processor = Processor::kCpu;
-  if (call.ids_pending && call.out.ok()) {
+  if (!call.out.ok()) return std::move(call.out);
+  if (task.retried) call.out->processor = Processor::kCpu;
+  ExecTiming& tm = call.out->timing;
+  tm.features_us = features_s * 1e6;
+  tm.submit_us = task.submit_us;
+  tm.wait_us = task.wait_us;
+  tm.run_us = task.run_us;
+  tm.return_us = task.return_us;
+  tm.gpu_batch = task.gpu_batch;
+  tm.migrated = task.migrated;
+  tm.stolen = task.stolen;
+  tm.retried = task.retried;
+  if (call.ids_pending) {
     const SchedTime t_resolve = SchedClock::now();
     SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &call.out->hits));
-    scheduler_->ObserveHost(SchedHostPhase::kResolve,
-                            std::chrono::duration<double>(SchedClock::now() - t_resolve).count());
+    const double resolve_s = std::chrono::duration<double>(SchedClock::now() - t_resolve).count();
+    tm.resolve_us = resolve_s * 1e6;
+    scheduler_->ObserveHost(SchedHostPhase::kResolve, resolve_s);
   }
   return std::move(call.out);
 }

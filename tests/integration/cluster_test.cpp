@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <memory>
 
@@ -64,7 +65,7 @@ class ClusterTest : public ::testing::Test {
     for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
     integrator_ = std::make_unique<Process>();
     ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics",
-                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16"},
+                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--http-keep-alive-requests", "3"},
                                    run_->path() + "/integrator"));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
@@ -205,6 +206,23 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
   auto ok = Search("w5 w7", QueryMode::kOr, 10);
   ASSERT_EQ(ok.status, 200);
   ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10), "after bad input");
+}
+
+// --http-keep-alive-requests 3: a kept-alive client's 7 searches take 3 connections (3 + 3 + 1),
+// every answer right.
+TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
+  httplib::Client client("127.0.0.1", http_port_);
+  client.set_keep_alive(true);
+  std::atomic<int> sockets{0};
+  client.set_socket_options([&](socket_t) { ++sockets; });
+  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
+  for (int i = 0; i < 7; ++i) {
+    auto r = client.Get("/search?q=w5+w7&mode=or&k=10");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, "kept-alive search " + std::to_string(i));
+  }
+  EXPECT_EQ(sockets.load(), 3);
 }
 
 // The expected answer when shard `down` is missing: the best k of the other shards' documents.

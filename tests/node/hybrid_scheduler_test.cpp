@@ -354,6 +354,42 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
   }
 }
 
+// idle_reserve: the CPU engine leaves that many of the host's idle cores alone. With 5 idle, a
+// reserve of 6 gives no slot (one worker drains the CPU queue alone), a reserve of 1 all four.
+// The node's default reserve is 3/8 of the cores, at least 1.
+TEST(HybridSchedulerTest, IdleReserveLeavesThatManyCoresToTheHost) {
+  EXPECT_EQ(DefaultIdleReserve(16), 6.0);
+  EXPECT_EQ(DefaultIdleReserve(8), 3.0);
+  EXPECT_EQ(DefaultIdleReserve(64), 24.0);
+  EXPECT_EQ(DefaultIdleReserve(2), 1.0);
+  EXPECT_EQ(DefaultIdleReserve(1), 1.0);
+  for (double reserve : {6.0, 1.0}) {
+    SCOPED_TRACE("reserve " + std::to_string(reserve));
+    FakeRunner r;
+    CostModel model;
+    HybridSchedulerOptions o = Options(SchedMode::kHybrid);
+    o.cpu_workers = 4;
+    o.idle_reserve = reserve;
+    o.idle_cores = [] { return 5.0; };
+    HybridScheduler s(o, &r, &model, nullptr);
+    s.start();
+    RunClients(s, 120, 8, [&](int, Work&, SchedTask& t) {
+      t.job.cpu_us = 400;
+      t.job.gpu_us = 1e7;
+      t.job.preferred = Unit::kCpu;
+    });
+    EXPECT_EQ(r.cpu_runs.load(), 120);
+    if (reserve > 5) {
+      EXPECT_EQ(r.max_cpu_running.load(), 1);
+      EXPECT_EQ(s.stats().cpu_slots, 0u);
+    } else {
+      EXPECT_GT(r.max_cpu_running.load(), 1);
+      EXPECT_EQ(s.stats().cpu_slots, 4u);
+    }
+    s.stop();
+  }
+}
+
 TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
   // The host is busy at first (no idle core): one worker drains the CPU queue alone while the
   // others sleep, and one of them polls the host. When cores go idle, the queued work must spread

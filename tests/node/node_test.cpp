@@ -137,6 +137,64 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
+// --slow-query-ms: a request that spends the threshold in the node is counted and logged with
+// where its time went; past slow_log_per_second in a second only counted; a fast node logs none.
+TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
+  auto slow_total = [&] {
+    const std::string text = metrics_.SerializeText();
+    const std::string series = "\nsearch_node_slow_queries_total ";
+    const size_t p = text.find(series);
+    return p == std::string::npos ? -1.0 : std::stod(text.substr(p + series.size()));
+  };
+  NodeServerOptions o;
+  o.threads = 4;
+  o.slow_query_ms = 200;
+  o.slow_log_per_second = 2;
+  std::mt19937_64 rng(3);
+  ::testing::internal::CaptureStderr();
+  {
+    auto fast = Start(&cpu_, o);
+    Client client(ctx_, fast->endpoint());
+    for (uint64_t id = 1; id <= 20; ++id) client.Send(EncodeSearchRequest(RandomRequest(rng, kVocab, id)));
+    for (int i = 0; i < 20; ++i) EXPECT_TRUE(client.RecvResponse().status.ok());
+    fast->stop();
+  }
+  EXPECT_EQ(slow_total(), 0);
+  SlowExecutor slow(&cpu_, std::chrono::milliseconds(250));
+  auto server = Start(&slow, o);
+  Client client(ctx_, server->endpoint());
+  std::map<uint64_t, std::string> terms;
+  for (uint64_t id = 1; id <= 6; ++id) {
+    SearchRequestMsg r = RandomRequest(rng, kVocab, id);
+    terms[id] = r.terms.front();
+    client.Send(EncodeSearchRequest(r));
+  }
+  for (int i = 0; i < 6; ++i) EXPECT_TRUE(client.RecvResponse().status.ok());
+  server->stop();
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(slow_total(), 6);
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string l; std::getline(in, l);)
+    if (l.find("slow query: total_ms=") != std::string::npos) lines.push_back(l);
+  ASSERT_EQ(lines.size(), 2u) << log;  // the rate limit: 2 of the 6 within the second
+  for (const std::string& l : lines) {
+    const auto field = [&](const std::string& key) {
+      const size_t p = l.find(" " + key + "=");
+      EXPECT_NE(p, std::string::npos) << key << " in " << l;
+      return p == std::string::npos ? std::string() : l.substr(p + key.size() + 2, l.find(' ', p + 1) - p - key.size() - 2);
+    };
+    EXPECT_GE(std::stod(field("execute_ms")), 250.0) << l;
+    EXPECT_GE(std::stod(field("total_ms")), std::stod(field("execute_ms"))) << l;
+    EXPECT_GE(std::stod(field("queue_ms")), 0.0) << l;
+    EXPECT_EQ(field("processor"), "cpu") << l;
+    EXPECT_EQ(field("status"), "OK") << l;
+    const uint64_t id = std::stoull(field("request_id"));
+    ASSERT_TRUE(terms.count(id)) << l;
+    EXPECT_NE(l.find("query=\"" + terms[id]), std::string::npos) << l;  // the terms, first one first
+  }
+}
+
 TEST_F(NodeTest, PastDeadlineIsAnsweredWithoutRunning) {
   SlowExecutor slow(&cpu_, std::chrono::milliseconds(0));
   auto server = Start(&slow);

@@ -303,6 +303,54 @@ TEST_F(ScheduledExecutorTest, CalibrationFitsBothProcessors) {
   EXPECT_TRUE((*e)->model().Predict(Unit::kGpu, *f, &us));
 }
 
+// ExecTiming (the slow-query log's fields): the phases fit, without overlap, inside the call; a GPU
+// answer names its batch, a CPU answer none, and a GPU failure rerun on the CPU says so.
+TEST_F(ScheduledExecutorTest, TimingTellsWhereAQuerysTimeWent) {
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(mode));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    gpu.fail_odd = mode == SchedMode::kGpu;
+    std::mt19937_64 rng(21);
+    int retried = 0, on_gpu = 0;
+    for (int i = 0; i < 60; ++i) {
+      Query q = testing::RandomQuery(rng, kVocab);
+      q.mode = QueryMode::kAnd;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto got = (*e)->Execute(q, t0 + std::chrono::seconds(30), 0);
+      const double wall_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      const ExecTiming& t = got->timing;
+      for (double v : {t.features_us, t.submit_us, t.wait_us, t.run_us, t.return_us, t.resolve_us}) EXPECT_GE(v, 0);
+      EXPECT_GT(t.run_us, 0) << testing::Describe(q);
+      EXPECT_LE(t.features_us + t.submit_us + t.wait_us + t.run_us + t.return_us + t.resolve_us, wall_us + 5)
+          << testing::Describe(q);
+      EXPECT_FALSE(t.migrated);
+      if (got->processor == Processor::kGpu) {
+        ++on_gpu;
+        EXPECT_GE(t.gpu_batch, 1u);
+        EXPECT_FALSE(t.retried);
+      } else if (mode == SchedMode::kCpu) {
+        EXPECT_EQ(t.gpu_batch, 0u);
+        EXPECT_FALSE(t.retried);
+      } else {
+        // The gpu scheduler answers on the CPU only a GPU failure's rerun (odd term counts).
+        EXPECT_TRUE(t.retried) << testing::Describe(q);
+        EXPECT_GE(t.gpu_batch, 1u);
+        EXPECT_EQ(q.terms.size() % 2, 1u);
+        ++retried;
+      }
+    }
+    if (mode == SchedMode::kGpu) {
+      EXPECT_GT(on_gpu, 0);
+      EXPECT_GT(retried, 0);
+    } else {
+      EXPECT_EQ(on_gpu, 0);
+    }
+  }
+}
+
 TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {
   Metrics metrics("node");
   FakeGpu gpu(reader_);

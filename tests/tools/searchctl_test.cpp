@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -303,7 +305,8 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   TempDir tmp;
   testing::WriteText(tmp / "q.txt", "fast one\nshed two\ndown three\npart four\nslow five\n");
   auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
-                "100", "--seconds", "1", "--warmup", "0", "--connections", "32", "--deadline-ms", "150"});
+                "100", "--seconds", "1", "--warmup", "0", "--connections", "32", "--deadline-ms", "150",
+                "--trace", tmp / "trace.csv"});
   server.stop();
   serve.join();
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -333,6 +336,58 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   // The 200s include the slow fifth; the shed load is answered at once.
   EXPECT_GE(j["answered_p99_us"].get<double>(), 250000.0) << lines[0];
   EXPECT_LT(j["rejected_p50_us"].get<double>(), 250000.0) << lines[0];
+
+  // --trace: one row per query, in arrival order, agreeing with the summary and with the server.
+  const auto trace = testing::Lines(testing::ReadText(tmp / "trace.csv"));
+  ASSERT_EQ(trace.size(), n + 1);  // every arrival measured (--warmup 0), plus the header
+  EXPECT_EQ(trace[0], "arrival_s,latency_ms,http,ok,measured,query");
+  uint64_t ok = 0, slow = 0;
+  double last_arrival = -1;
+  for (size_t i = 1; i < trace.size(); ++i) {
+    double arrival = 0, latency = 0;
+    int http_status = 0, row_ok = 0, measured = 0, query = 0;
+    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d", &arrival, &latency, &http_status, &row_ok,
+                          &measured, &query),
+              6)
+        << trace[i];
+    EXPECT_GE(arrival, last_arrival) << trace[i];
+    last_arrival = arrival;
+    EXPECT_EQ(measured, 1);
+    ASSERT_GE(query, 1);
+    ASSERT_LE(query, 5);
+    const int want = query == 2 ? 429 : query == 3 ? 503 : 200;
+    EXPECT_EQ(http_status, want) << trace[i];
+    if (query == 5) {
+      EXPECT_GE(latency, 250.0) << trace[i];
+      EXPECT_EQ(row_ok, 0) << trace[i];  // past the 150 ms deadline
+      ++slow;
+    }
+    ok += row_ok;
+  }
+  EXPECT_EQ(ok, j["ok"].get<uint64_t>());
+  EXPECT_GT(slow, 0u);
+}
+
+TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsBeforeAnyQueryIsSent) {
+  std::atomic<int> served{0};
+  httplib::Server server;
+  server.Get("/search", [&](const httplib::Request&, httplib::Response& res) {
+    ++served;
+    res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0}})", "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serve([&] { server.listen_after_bind(); });
+  TempDir tmp;
+  testing::WriteText(tmp / "q.txt", "one\n");
+  auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
+                "100", "--seconds", "0.3", "--warmup", "0", "--trace", tmp / "no-such-dir/trace.csv"});
+  server.stop();
+  serve.join();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("cannot open the trace file"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(served.load(), 0);
 }
 
 TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {

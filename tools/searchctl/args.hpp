@@ -76,6 +76,7 @@ struct LoadgenArgs {
   int64_t deadline_ms = 500;    // sent as timeout_ms; a later or partial answer is a miss
   uint32_t connections = 64;    // concurrent HTTP connections (workers)
   uint64_t seed = 1;
+  std::string trace;            // CSV of every query (arrival, latency, status); empty: none
 };
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* args);
 int RunLoadgen(const LoadgenArgs& args);

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -97,6 +98,10 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
+  cmd->add_option("--trace", a->trace,
+                  "also write every query to this CSV: arrival_s (its scheduled arrival, from the first "
+                  "possible one), latency_ms, http (0: no answer), ok, measured, query (its number among the query file's non-blank "
+                  "lines, from 1)");
   return cmd;
 }
 
@@ -109,6 +114,13 @@ int RunLoadgen(const LoadgenArgs& a) {
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("loadgen", queries.status(), kExitFailure);
   if (queries->empty()) return ReportError("loadgen", Status::InvalidArgument("the query file is empty"), kExitFailure);
+
+  // The trace file is opened before the run, so a bad path costs no run.
+  std::ofstream trace;
+  if (!a.trace.empty()) {
+    trace.open(a.trace, std::ios::trunc);
+    if (!trace) return ReportError("loadgen", Status::IOError("cannot open the trace file " + a.trace), kExitFailure);
+  }
 
   // Arrival times: exponential gaps of mean 1 / rate over warmup + seconds.
   std::mt19937_64 rng(a.seed);
@@ -222,6 +234,22 @@ int RunLoadgen(const LoadgenArgs& a) {
     ++statuses[s.http == 0 ? std::string("none") : std::to_string(s.http)];
     if (s.http == 200) answered_lat.push_back(s.latency_us);
     if (s.http == 429 || s.http == 503) rejected_lat.push_back(s.latency_us);
+  }
+  if (trace.is_open()) {
+    trace << "arrival_s,latency_ms,http,ok,measured,query\n";
+    trace.setf(std::ios::fixed);
+    for (size_t i = 0; i < arrivals.size(); ++i) {
+      const Sample& s = samples[i];
+      trace.precision(6);
+      trace << std::chrono::duration<double>(arrivals[i].at - start).count() << ',';
+      trace.precision(3);
+      trace << s.latency_us / 1e3 << ',' << s.http << ',' << (s.ok ? 1 : 0) << ',' << (arrivals[i].measured ? 1 : 0)
+            << ',' << arrivals[i].query + 1 << '\n';
+    }
+    trace.flush();
+    if (!trace) {
+      return ReportError("loadgen", Status::IOError("cannot write the trace to " + a.trace), kExitFailure);
+    }
   }
   std::sort(lat.begin(), lat.end());
   std::sort(answered_lat.begin(), answered_lat.end());

@@ -50,6 +50,8 @@ inline constexpr Family kNodeExecution{"search_node_execution_seconds",
 inline constexpr Family kNodeQueued{"search_node_queued_requests", "Requests waiting in the node's queue."};
 inline constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
                                         "Replies dropped because their peer had disconnected."};
+inline constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
+                                         "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
 inline constexpr Family kPostingsDecoded{"search_postings_decoded_total", "Posting docIDs decoded, by processor."};
 inline constexpr Family kBlocksDecoded{"search_blocks_decoded_total", "Posting blocks decoded, by processor."};
 inline constexpr Family kPostingsScored{"search_postings_scored_total", "Documents fully scored, by processor."};

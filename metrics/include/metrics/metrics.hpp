@@ -139,6 +139,7 @@ class Metrics {
   prometheus::Histogram& node_execution_seconds(Processor p) { return *node_exec_[static_cast<size_t>(p)]; }
   prometheus::Gauge& node_queued() { return *node_queued_; }
   prometheus::Counter& node_unroutable_replies() { return *node_unroutable_; }
+  prometheus::Counter& node_slow_queries() { return *node_slow_queries_; }
   prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[static_cast<size_t>(p)]; }
   prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[static_cast<size_t>(p)]; }
   prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[static_cast<size_t>(p)]; }
@@ -183,6 +184,7 @@ class Metrics {
   std::array<prometheus::Histogram*, 3> node_exec_{};
   prometheus::Gauge* node_queued_ = nullptr;
   prometheus::Counter* node_unroutable_ = nullptr;
+  prometheus::Counter* node_slow_queries_ = nullptr;
   std::array<prometheus::Counter*, 3> postings_decoded_{};
   std::array<prometheus::Counter*, 3> blocks_decoded_{};
   std::array<prometheus::Counter*, 3> postings_scored_{};

@@ -21,10 +21,26 @@ namespace search {
 
 class ShardReader;
 
+// Where one query's time went inside an executor, in microseconds (the scheduled executor fills
+// it; 0 where a phase does not apply). For the node's slow-query log.
+struct ExecTiming {
+  double features_us = 0;  // list lookups and cost prediction before scheduling
+  double submit_us = 0;    // waiting for the scheduler's lock to enqueue
+  double wait_us = 0;      // queued, summed over the query's visits to the queues
+  double run_us = 0;       // running: a CPU run, or the whole GPU batch the query rode in
+  double return_us = 0;    // from the runner's finish to the caller's wake-up
+  double resolve_us = 0;   // external ids looked up after the run
+  uint32_t gpu_batch = 0;  // queries in the GPU batch it ran in (0: none)
+  bool migrated = false;   // began on the GPU, finished on the CPU
+  bool stolen = false;     // taken by the processor it did not prefer
+  bool retried = false;    // rerun on the CPU after a GPU failure
+};
+
 struct ExecOutput {
   std::vector<HitMsg> hits;  // best first, at most k, external ids resolved
   QueryStats stats;
   Processor processor = Processor::kCpu;  // where it actually ran
+  ExecTiming timing;
 };
 
 // Fills the hits' external ids from the shard (one RocksDB MultiGet for the whole top-k).

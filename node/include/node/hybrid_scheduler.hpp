@@ -59,6 +59,11 @@ struct SchedTask {
   bool migrated = false;                 // ran partly on the GPU, finished on the CPU
   bool retried = false;                  // rerun on the CPU after a GPU failure
   double wait_us = 0;                    // queued time, summed over its visits to the queues
+  double run_us = 0;                     // run time: CPU runs plus the wall time of its GPU batch
+  uint32_t gpu_batch = 0;                // jobs in the last GPU batch it ran in (0: none)
+  bool stolen = false;                   // some visit was taken by the processor it did not prefer
+  double submit_us = 0;                  // Submit: waiting for the scheduler's lock to enqueue
+  double return_us = 0;                  // Submit: from the finish to the caller's wake-up
   // Set by the scheduler before each GPU visit: whether the runner may stop a query midway and
   // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
   // (within the CPU slots, nothing queued ahead of it).
@@ -93,6 +98,14 @@ struct SchedStatsSnapshot {
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
 
+// The node's default HybridSchedulerOptions::idle_reserve on a host of `cores` hardware threads:
+// 3/8 of them (6 of 16), at least 1. On the 16-core H100 host, with the integrator and the load
+// generator sharing it, a reserve of 1 let the CPU engine take the cores the serving path needed
+// in bursts (hybrid's p99 at 24,470 q/s: 59 and 324 ms, gpu's 8.6 and 9.2), 3 halved that harm
+// and 6 removed it (7.7 and 9.0 ms), while at light load, with most cores idle, the CPU engine
+// still ran a fifth of the queries (BENCHMARKS.md, issue 6).
+double DefaultIdleReserve(size_t cores);
+
 struct HybridSchedulerOptions {
   SchedOptions policy;
   size_t cpu_workers = 1;
@@ -110,7 +123,7 @@ struct HybridSchedulerOptions {
   // is busy, and hybrid hands a query's remainder to the CPU only within them. A negative
   // idle_cores() (unknown) sets no limit.
   std::function<double()> idle_cores;
-  double idle_reserve = 1.0;
+  double idle_reserve = 1.0;  // the node sets DefaultIdleReserve(cores) unless told otherwise
   // How much higher the CPU workers' nice value is than the process's (0: the same). A CPU-engine
   // query holds a core for milliseconds; at a higher nice value the node's network and
   // GPU-dispatch threads (and, on a shared host, the integrator) take the core back when they

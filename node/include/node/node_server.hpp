@@ -46,6 +46,11 @@ struct NodeServerOptions {
   int heartbeat_timeout_ms = 5000;
   int heartbeat_ttl_ms = 5000;
   std::chrono::milliseconds drain_timeout{10000};  // stop() gives in-flight work this long
+  // Slow-query log: a request whose time in the node (received to reply sent) reaches this many
+  // milliseconds is logged at WARN as one "slow query:" line of key=value fields (queue, execute
+  // phases, reply; see node_server.cpp) and counted in search_node_slow_queries_total. 0: off.
+  double slow_query_ms = 0;
+  size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
 };
 
 class NodeServer {
