@@ -5,6 +5,7 @@
 #include <rocksdb/db.h>
 
 #include <array>
+#include <atomic>
 #include <filesystem>
 #include <mutex>
 #include <system_error>
@@ -33,47 +34,64 @@ Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const 
 
 }  // namespace
 
-// GetTermInfo's memo: a shard is immutable once open, so a term's entry (or its absence) never
-// changes. Every query looks up each of its terms (the scheduler's features, the engines), and a
-// RocksDB point read costs microseconds; this answers repeats from memory. Striped by hash so the
-// node's many workers rarely share a lock; a full stripe is emptied (bounded memory, no LRU
-// bookkeeping on the hit path).
-class TermInfoMemo {
+// Memos of immutable answers: a shard never changes once open, so a term's entry (or its
+// absence) and a document's external id are answered from memory after their first read.
+// Every query looks up each of its terms (the scheduler's features, the engines) and the external
+// ids of its top k, and a RocksDB point read costs microseconds (an id read, a docs block missing
+// from the block cache: several). Striped by hash so the node's many workers rarely share a lock;
+// a full stripe is emptied (bounded memory, no LRU bookkeeping on the hit path). Errors are never
+// remembered. Find/Put take anything Hash and Eq accept (string_view for string keys).
+template <class Key, class Value, class Hash, class Eq = std::equal_to<>>
+class StripedMemo {
  public:
   static constexpr size_t kStripes = 64;
   static constexpr size_t kPerStripe = 4096;
 
-  bool Find(std::string_view term, std::optional<TermInfo>* out) {
-    Stripe& s = StripeOf(term);
+  template <class K>
+  bool Find(const K& key, Value* out) {
+    Stripe& s = StripeOf(key);
     std::lock_guard<std::mutex> lock(s.mu);
-    auto it = s.map.find(term);
+    auto it = s.map.find(key);
     if (it == s.map.end()) return false;
     *out = it->second;
     return true;
   }
-  void Put(std::string_view term, const std::optional<TermInfo>& info) {
-    Stripe& s = StripeOf(term);
+  template <class K>
+  void Put(const K& key, const Value& value) {
+    Stripe& s = StripeOf(key);
     std::lock_guard<std::mutex> lock(s.mu);
     if (s.map.size() >= kPerStripe) s.map.clear();
-    s.map.emplace(std::string(term), info);
+    s.map.emplace(Key(key), value);
   }
 
  private:
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
-  };
   struct Stripe {
     std::mutex mu;
-    std::unordered_map<std::string, std::optional<TermInfo>, Hash, std::equal_to<>> map;  // GUARDED_BY(mu)
+    std::unordered_map<Key, Value, Hash, Eq> map;  // GUARDED_BY(mu)
   };
-  Stripe& StripeOf(std::string_view term) { return stripes_[(Hash{}(term) >> 7) % kStripes]; }
+  template <class K>
+  Stripe& StripeOf(const K& key) {
+    return stripes_[(Hash{}(key) >> 7) % kStripes];
+  }
   std::array<Stripe, kStripes> stripes_;
 };
+
+struct TermHash {
+  using is_transparent = void;
+  size_t operator()(std::string_view v) const { return std::hash<std::string_view>{}(v); }
+};
+// Docs ids are dense: multiply them apart before the stripe (bits 7 and up) is taken.
+struct DocHash {
+  size_t operator()(uint32_t doc) const { return static_cast<size_t>((doc * 0x9E3779B97F4A7C15ULL) >> 16); }
+};
+using TermInfoMemo = StripedMemo<std::string, std::optional<TermInfo>, TermHash>;
+using ExternalIdMemo = StripedMemo<uint32_t, std::string, DocHash>;
 
 struct ShardReader::Impl {
   std::string path;
   mutable TermInfoMemo term_memo;
+  mutable ExternalIdMemo id_memo;
+  mutable std::atomic<uint64_t> id_memo_hits{0}, id_reads{0};
   std::shared_ptr<rocksdb::Cache> block_cache;
   std::unique_ptr<rocksdb::DB> db;
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
@@ -226,10 +244,18 @@ Result<std::string> ShardReader::GetExternalId(uint32_t doc) const {
     return Status::NotFound("doc " + std::to_string(doc) + " is not in shard " + std::to_string(impl_->meta.shard_id) +
                             " [" + std::to_string(impl_->meta.doc_begin) + ", " + std::to_string(impl_->meta.doc_end) +
                             ")");
+  std::string id;
+  if (impl_->id_memo.Find(doc, &id)) {
+    impl_->id_memo_hits.fetch_add(1, std::memory_order_relaxed);
+    return id;
+  }
   rocksdb::PinnableSlice value;
   const std::string key = Be32Key(doc);
   auto s = impl_->db->Get(impl_->point_read, impl_->handles[kDocsIdx], ToSlice(key), &value);
-  return ExternalIdFrom(impl_->path, doc, s, value);
+  impl_->id_reads.fetch_add(1, std::memory_order_relaxed);
+  auto read = ExternalIdFrom(impl_->path, doc, s, value);
+  if (read.ok()) impl_->id_memo.Put(doc, *read);
+  return read;
 }
 
 Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const {
@@ -237,20 +263,32 @@ Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<s
   if (docs.empty()) return Status::Ok();
   for (uint32_t doc : docs)
     if (doc < impl_->meta.doc_begin || doc >= impl_->meta.doc_end) return GetExternalId(doc).status();
-  std::vector<std::string> keys(docs.size());
-  std::vector<rocksdb::Slice> slices(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) {
-    keys[i] = Be32Key(docs[i]);
-    slices[i] = ToSlice(keys[i]);
+  ids->resize(docs.size());
+  std::vector<size_t> missing;  // positions not in the memo
+  for (size_t i = 0; i < docs.size(); ++i)
+    if (!impl_->id_memo.Find(docs[i], &(*ids)[i])) missing.push_back(i);
+  impl_->id_memo_hits.fetch_add(docs.size() - missing.size(), std::memory_order_relaxed);
+  if (missing.empty()) return Status::Ok();
+  std::vector<std::string> keys(missing.size());
+  std::vector<rocksdb::Slice> slices(missing.size());
+  for (size_t m = 0; m < missing.size(); ++m) {
+    keys[m] = Be32Key(docs[missing[m]]);
+    slices[m] = ToSlice(keys[m]);
   }
-  std::vector<rocksdb::PinnableSlice> values(docs.size());
-  std::vector<rocksdb::Status> statuses(docs.size());
-  impl_->db->MultiGet(impl_->point_read, impl_->handles[kDocsIdx], docs.size(), slices.data(), values.data(),
+  std::vector<rocksdb::PinnableSlice> values(missing.size());
+  std::vector<rocksdb::Status> statuses(missing.size());
+  impl_->db->MultiGet(impl_->point_read, impl_->handles[kDocsIdx], missing.size(), slices.data(), values.data(),
                       statuses.data());
-  ids->reserve(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) {
-    SEARCH_ASSIGN_OR_RETURN(std::string id, ExternalIdFrom(impl_->path, docs[i], statuses[i], values[i]));
-    ids->push_back(std::move(id));
+  impl_->id_reads.fetch_add(missing.size(), std::memory_order_relaxed);
+  for (size_t m = 0; m < missing.size(); ++m) {
+    const uint32_t doc = docs[missing[m]];
+    auto id = ExternalIdFrom(impl_->path, doc, statuses[m], values[m]);
+    if (!id.ok()) {
+      ids->clear();
+      return id.status();
+    }
+    impl_->id_memo.Put(doc, *id);
+    (*ids)[missing[m]] = std::move(id).value();
   }
   return Status::Ok();
 }
@@ -274,5 +312,10 @@ Status ShardReader::ForEachTerm(const std::function<bool(std::string_view, const
 }
 
 ListCache& ShardReader::list_cache() const { return *impl_->list_cache; }
+
+ExternalIdStats ShardReader::external_id_stats() const {
+  return ExternalIdStats{impl_->id_memo_hits.load(std::memory_order_relaxed),
+                         impl_->id_reads.load(std::memory_order_relaxed)};
+}
 
 }  // namespace search

@@ -172,6 +172,9 @@ Metrics::Metrics(std::string component)
   node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
   node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
   node_slow_queries_ = &CounterFamily(r, families::kNodeSlowQueries).Add({});
+  auto& ids = CounterFamily(r, families::kExternalIdLookups);
+  external_id_memo_ = &ids.Add({{"source", "memo"}});
+  external_id_reads_ = &ids.Add({{"source", "rocksdb"}});
   fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
   auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {
@@ -310,6 +313,11 @@ void Metrics::SetListCache(const CacheSnapshot& s) {
   list_cache_bytes_->Set(static_cast<double>(s.bytes));
   list_cache_entries_->Set(static_cast<double>(s.entries));
   list_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+}
+
+void Metrics::SetExternalIdLookups(uint64_t memo_hits, uint64_t reads) {
+  SetCounterTo(*external_id_memo_, static_cast<double>(memo_hits));
+  SetCounterTo(*external_id_reads_, static_cast<double>(reads));
 }
 
 void Metrics::SetGpuCache(const GpuCacheSnapshot& s) {

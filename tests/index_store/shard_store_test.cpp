@@ -324,6 +324,57 @@ TEST(ShardStoreTest, WriterValidatesInput) {
   EXPECT_EQ((*r)->meta().num_postings, t0.docs.size() + t2.docs.size());
 }
 
+// External ids are read from RocksDB once and then answered from the reader's memo (counted in
+// external_id_stats); a corrupt docs entry is never remembered: it fails every time, and the
+// other ids in the same call are not returned half-filled.
+TEST(ShardStoreTest, ExternalIdsAreReadOnceThenRemembered) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(17, 100, 1100, 2000, 40);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  const auto id_of = [&](uint32_t d) { return c.ext_ids[d - c.meta.doc_begin]; };
+  {
+    auto r = ShardReader::Open(dir / "s");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ((*r)->external_id_stats().reads, 0u);
+    const std::vector<uint32_t> docs = {105, 999, 105, 1099};
+    std::vector<std::string> ids;
+    ASSERT_TRUE((*r)->GetExternalIds(docs, &ids).ok());
+    EXPECT_EQ(ids, (std::vector<std::string>{id_of(105), id_of(999), id_of(105), id_of(1099)}));
+    ExternalIdStats st = (*r)->external_id_stats();
+    EXPECT_EQ(st.reads, 4u);
+    EXPECT_EQ(st.memo_hits, 0u);
+    ASSERT_TRUE((*r)->GetExternalIds(docs, &ids).ok());
+    EXPECT_EQ(ids, (std::vector<std::string>{id_of(105), id_of(999), id_of(105), id_of(1099)}));
+    auto one = (*r)->GetExternalId(999);
+    ASSERT_TRUE(one.ok());
+    EXPECT_EQ(*one, id_of(999));
+    st = (*r)->external_id_stats();
+    EXPECT_EQ(st.reads, 4u);  // nothing read again
+    EXPECT_EQ(st.memo_hits, 5u);
+    // A mix: two remembered, one read.
+    ASSERT_TRUE((*r)->GetExternalIds(std::vector<uint32_t>{105, 500, 999}, &ids).ok());
+    EXPECT_EQ(ids, (std::vector<std::string>{id_of(105), id_of(500), id_of(999)}));
+    st = (*r)->external_id_stats();
+    EXPECT_EQ(st.reads, 5u);
+    EXPECT_EQ(st.memo_hits, 7u);
+  }
+  // Doc 600's entry too short to hold a length: Corruption, each time it is asked for.
+  const std::string key = {'\0', '\0', static_cast<char>(600 >> 8), static_cast<char>(600 & 0xff)};
+  PutRaw(dir / "s", "docs", key, "ab");
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ((*r)->GetExternalIds(std::vector<uint32_t>{105, 600}, &ids).code(), StatusCode::kCorruption);
+    EXPECT_TRUE(ids.empty());
+    EXPECT_EQ((*r)->GetExternalId(600).status().code(), StatusCode::kCorruption);
+  }
+  EXPECT_EQ((*r)->external_id_stats().reads, 5u);  // 105 once, then from the memo; 600 four times
+  auto fine = (*r)->GetExternalId(105);
+  ASSERT_TRUE(fine.ok());
+  EXPECT_EQ(*fine, id_of(105));
+}
+
 TEST(ShardStoreTest, CorruptedListValueIsCorruptionNamingTheTerm) {
   TempDir dir;
   const Corpus c = MakeCorpus(13, 0, 2000, 2000, 40);

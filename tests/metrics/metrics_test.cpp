@@ -63,7 +63,8 @@ TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
                         &families::kNodeExecution, &families::kNodeQueued, &families::kPostingsDecoded,
                         &families::kBlocksDecoded, &families::kListCacheHits, &families::kListCacheBytes,
                         &families::kResultCacheHits, &families::kResultCacheBytes, &families::kProcessStartTime,
-                        &families::kFallbackCpu, &families::kNodeUnroutable, &families::kNodeSlowQueries}) {
+                        &families::kFallbackCpu, &families::kNodeUnroutable, &families::kNodeSlowQueries,
+                        &families::kExternalIdLookups}) {
     EXPECT_EQ(Count(text, "# HELP " + std::string(f->name) + " "), 1u) << f->name;
     EXPECT_EQ(Count(text, "# TYPE " + std::string(f->name) + " "), 1u) << f->name;
   }

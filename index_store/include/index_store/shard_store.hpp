@@ -67,6 +67,12 @@ class ShardWriter {
   std::unique_ptr<Impl> impl_;
 };
 
+// External-id lookups since the shard was opened: answered from the memo, and read from RocksDB.
+struct ExternalIdStats {
+  uint64_t memo_hits = 0;
+  uint64_t reads = 0;
+};
+
 struct ShardReaderOptions {
   size_t list_cache_bytes = size_t{256} << 20;   // main-memory cache of decoded-ready lists
   size_t block_cache_bytes = size_t{64} << 20;   // RocksDB's shared block cache
@@ -84,10 +90,13 @@ class ShardReader {
   // The term's list through the list cache; NotFound when the term has no postings here;
   // Corruption when the stored bytes fail validation (header, metadata or CRC).
   Result<std::shared_ptr<const CachedList>> GetList(std::string_view term) const;
+  // External ids are remembered once read (a bounded memo; errors are not remembered), so the
+  // top hits that recur across queries cost no RocksDB read.
   Result<std::string> GetExternalId(uint32_t doc) const;
-  // The external ids of `docs`, in order, by one RocksDB MultiGet (a top-k's ids at once); the
-  // same errors as GetExternalId.
+  // The external ids of `docs`, in order: from the memo, the rest by one RocksDB MultiGet (a
+  // top-k's ids at once); the same errors as GetExternalId.
   Status GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const;
+  ExternalIdStats external_id_stats() const;
   // Per-document BM25 length norms (core/bm25.hpp Bm25Norm), indexed by doc - doc_begin.
   const float* norms() const;
   uint32_t DocLength(uint32_t doc) const;  // REQUIRES: doc in [doc_begin, doc_end)

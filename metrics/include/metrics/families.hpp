@@ -85,6 +85,9 @@ inline constexpr Family kResultCacheEntries{"search_result_cache_entries", "Entr
 inline constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byte budget of the result cache."};
 
 // Node list cache (ListCache::stats()).
+inline constexpr Family kExternalIdLookups{
+    "search_external_id_lookups_total",
+    "External ids of hits looked up, by source: memo (remembered) or rocksdb (read)."};
 inline constexpr Family kListCacheHits{"search_list_cache_hits_total", "Posting-list cache hits."};
 inline constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Posting-list cache misses."};
 inline constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};

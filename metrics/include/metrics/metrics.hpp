@@ -153,6 +153,8 @@ class Metrics {
   void SetResultCache(const CacheSnapshot& s, bool include_hit_counters);
   // Sets every search_list_cache_* series (call from a scrape hook with ListCache::stats()).
   void SetListCache(const CacheSnapshot& s);
+  // Sets search_external_id_lookups_total{source} (from ShardReader::external_id_stats()).
+  void SetExternalIdLookups(uint64_t memo_hits, uint64_t reads);
   // Sets every search_gpu_cache_* series (call from a scrape hook with GpuListCache::stats()).
   void SetGpuCache(const GpuCacheSnapshot& s);
 
@@ -185,6 +187,7 @@ class Metrics {
   prometheus::Gauge* node_queued_ = nullptr;
   prometheus::Counter* node_unroutable_ = nullptr;
   prometheus::Counter* node_slow_queries_ = nullptr;
+  prometheus::Counter *external_id_memo_ = nullptr, *external_id_reads_ = nullptr;
   std::array<prometheus::Counter*, 3> postings_decoded_{};
   std::array<prometheus::Counter*, 3> blocks_decoded_{};
   std::array<prometheus::Counter*, 3> postings_scored_{};
