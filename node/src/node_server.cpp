@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <condition_variable>
 #include <deque>
@@ -65,6 +66,42 @@ struct Reply {
   ExecTiming timing;
   std::string query;  // the terms, when the worker's part alone reached the threshold
 };
+
+// A query's terms for a log line: space-separated, at most ~200 bytes, with quotes, backslashes
+// and control bytes written as \xHH (a wire message's terms are any bytes; a log line must stay
+// one line that no term can forge).
+std::string LoggableTerms(const std::vector<std::string>& terms) {
+  static const char* hex = "0123456789abcdef";
+  std::string out;
+  for (const std::string& t : terms) {
+    if (out.size() + t.size() > 200) break;
+    if (!out.empty()) out += ' ';
+    for (unsigned char c : t) {
+      if (c < 0x20 || c == 0x7f || c == '"' || c == '\\') {
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
+      } else {
+        out += static_cast<char>(c);
+      }
+    }
+  }
+  return out;
+}
+
+// A query's phases summed over its executions (an andor split runs AND, then OR).
+void AddTiming(ExecTiming& a, const ExecTiming& b) {
+  a.features_us += b.features_us;
+  a.submit_us += b.submit_us;
+  a.wait_us += b.wait_us;
+  a.run_us += b.run_us;
+  a.return_us += b.return_us;
+  a.resolve_us += b.resolve_us;
+  a.gpu_batch = std::max(a.gpu_batch, b.gpu_batch);
+  a.migrated = a.migrated || b.migrated;
+  a.stolen = a.stolen || b.stolen;
+  a.retried = a.retried || b.retried;
+}
 
 // "slow query: ..." for one reply sent at `sent`; key=value fields, milliseconds.
 std::string SlowQueryLine(const Reply& r, Clock::time_point sent) {
@@ -564,17 +601,14 @@ void NodeServer::WorkerLoop() {
             resp.or_hits = std::move(more->hits);
             resp.has_or_hits = true;
             out->stats += more->stats;
+            AddTiming(out->timing, more->timing);
           } else {
             out = more.status();
           }
         }
         if (options_.slow_query_ms > 0 &&
             Clock::now() - job.received >= std::chrono::duration<double, std::milli>(options_.slow_query_ms)) {
-          for (const std::string& t : query.terms) {
-            if (query_text.size() + t.size() > 200) break;
-            if (!query_text.empty()) query_text += ' ';
-            query_text += t;
-          }
+          query_text = LoggableTerms(query.terms);
         }
         if (out.ok()) {
           ran = true;

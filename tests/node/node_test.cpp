@@ -193,6 +193,22 @@ TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
     ASSERT_TRUE(terms.count(id)) << l;
     EXPECT_NE(l.find("query=\"" + terms[id]), std::string::npos) << l;  // the terms, first one first
   }
+
+  // A wire message's terms are any bytes: quotes, backslashes and control bytes are escaped, so
+  // the log line stays one line that a term cannot forge.
+  ::testing::internal::CaptureStderr();
+  {
+    auto again = Start(&slow, o);
+    Client c2(ctx_, again->endpoint());
+    SearchRequestMsg r = RandomRequest(rng, kVocab, 77);
+    r.terms = {"a\"b\\c\nWARN forged"};
+    c2.Send(EncodeSearchRequest(r));
+    EXPECT_TRUE(c2.RecvResponse().status.ok());
+    again->stop();
+  }
+  const std::string log2 = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log2.find("query=\"a\\x22b\\x5cc\\x0aWARN forged\"\n"), std::string::npos) << log2;
+  EXPECT_EQ(log2.find("\nWARN forged"), std::string::npos) << log2;
 }
 
 TEST_F(NodeTest, PastDeadlineIsAnsweredWithoutRunning) {
