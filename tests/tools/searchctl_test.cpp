@@ -368,7 +368,7 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   EXPECT_GT(slow, 0u);
 }
 
-TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsBeforeAnyQueryIsSent) {
+TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {
   std::atomic<int> served{0};
   httplib::Server server;
   server.Get("/search", [&](const httplib::Request&, httplib::Response& res) {
@@ -382,12 +382,28 @@ TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsBeforeAnyQueryIsSent) {
   testing::WriteText(tmp / "q.txt", "one\n");
   auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
                 "100", "--seconds", "0.3", "--warmup", "0", "--trace", tmp / "no-such-dir/trace.csv"});
-  server.stop();
-  serve.join();
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open the trace file"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(served.load(), 0);
+  EXPECT_EQ(served.load(), 0);  // no query was sent
+
+  // A trace that opens but cannot be written (a full disk: /dev/full) fails the command after
+  // the run, with the summary still printed.
+  const int served_before = served.load();
+  if (std::filesystem::exists("/dev/full")) {
+    auto full = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt",
+                     "--rate", "100", "--seconds", "0.3", "--warmup", "0", "--trace", "/dev/full"});
+    EXPECT_NE(full.exit_code, 0);
+    EXPECT_NE(full.err.find("cannot write the trace"), std::string::npos) << full.err;
+    const auto lines = testing::Lines(full.out);
+    EXPECT_EQ(lines.size(), 1u) << full.out;
+    if (lines.size() == 1) {
+      EXPECT_GT(Json::parse(lines[0])["queries"].get<uint64_t>(), 0u);
+    }
+    EXPECT_GT(served.load(), served_before);
+  }
+  server.stop();
+  serve.join();
 }
 
 TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {

@@ -99,9 +99,9 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       ->check(CLI::Range(1u, 4096u));
   cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
   cmd->add_option("--trace", a->trace,
-                  "also write every query to this CSV: arrival_s (its scheduled arrival, from the first "
-                  "possible one), latency_ms, http (0: no answer), ok, measured, query (its number among the query file's non-blank "
-                  "lines, from 1)");
+                  "also write every query to this CSV: arrival_s (its scheduled arrival, in seconds from the "
+                  "run's start), latency_ms, http (0: no answer), ok, measured, query (its number among the "
+                  "query file's non-blank lines, from 1)");
   return cmd;
 }
 
@@ -235,22 +235,6 @@ int RunLoadgen(const LoadgenArgs& a) {
     if (s.http == 200) answered_lat.push_back(s.latency_us);
     if (s.http == 429 || s.http == 503) rejected_lat.push_back(s.latency_us);
   }
-  if (trace.is_open()) {
-    trace << "arrival_s,latency_ms,http,ok,measured,query\n";
-    trace.setf(std::ios::fixed);
-    for (size_t i = 0; i < arrivals.size(); ++i) {
-      const Sample& s = samples[i];
-      trace.precision(6);
-      trace << std::chrono::duration<double>(arrivals[i].at - start).count() << ',';
-      trace.precision(3);
-      trace << s.latency_us / 1e3 << ',' << s.http << ',' << (s.ok ? 1 : 0) << ',' << (arrivals[i].measured ? 1 : 0)
-            << ',' << arrivals[i].query + 1 << '\n';
-    }
-    trace.flush();
-    if (!trace) {
-      return ReportError("loadgen", Status::IOError("cannot write the trace to " + a.trace), kExitFailure);
-    }
-  }
   std::sort(lat.begin(), lat.end());
   std::sort(answered_lat.begin(), answered_lat.end());
   std::sort(rejected_lat.begin(), rejected_lat.end());
@@ -283,6 +267,24 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["rejected_p50_us"] = Percentile(rejected_lat, 0.50);
   out["rejected_p99_us"] = Percentile(rejected_lat, 0.99);
   std::cout << out.dump() << std::endl;
+  // The trace after the summary: a trace that cannot be written fails the command without losing
+  // the summary.
+  if (trace.is_open()) {
+    trace << "arrival_s,latency_ms,http,ok,measured,query\n";
+    trace.setf(std::ios::fixed);
+    for (size_t i = 0; i < arrivals.size(); ++i) {
+      const Sample& s = samples[i];
+      trace.precision(6);
+      trace << std::chrono::duration<double>(arrivals[i].at - start).count() << ',';
+      trace.precision(3);
+      trace << s.latency_us / 1e3 << ',' << s.http << ',' << (s.ok ? 1 : 0) << ',' << (arrivals[i].measured ? 1 : 0)
+            << ',' << arrivals[i].query + 1 << '\n';
+    }
+    trace.flush();
+    if (!trace) {
+      return ReportError("loadgen", Status::IOError("cannot write the trace to " + a.trace), kExitFailure);
+    }
+  }
   if (connect_failed && ok == 0) {
     return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);
   }
