@@ -12,7 +12,8 @@
 #   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/gpu-bench: shares the index
 #             scripts/bench_gpu.sh leaves there with KEEP=1)
 # The node's /metrics after each scheduler's run goes to OUT_DIR/node-metrics-MODE.txt.
-# env: BUNDLE (default .bundle: searchctl, search-node, search-integrator and their libraries),
+# env: BUNDLE (default .bundle: searchctl, search-node, search-integrator, host_jitter and their
+#      libraries),
 #      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (300), FACTOR (1.6),
 #      MAX_STEPS (8), SECONDS_PER_RATE (5), WARMUP (1), DEADLINE_MS (500), MISS_LIMIT (0.05),
 #      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
@@ -22,6 +23,8 @@
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
+#      JITTER (1: run bench/host/host_jitter, BUNDLE/bin/host_jitter, beside the sweep and record
+#      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
 #      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
 #      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
 #      KEEP=1 keeps the index.
