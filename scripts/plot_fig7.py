@@ -88,15 +88,34 @@ def main():
         print(">= : the sweep's last rate; " + ", ".join(sorted(unsaturated)) +
               " did not saturate within the sweep (raise MAX_STEPS to find the limit).")
     # p99 at the cpu scheduler's saturation rate (its highest rate with at most 1% misses).
+    # A step's host stalls (scripts/bench_hybrid.sh's host_jitter column), where recorded: a p99
+    # next to one may be the host's, not the scheduler's.
+    def stall(r):
+        try:
+            return float(r.get("host_stall_max_ms") or "-")
+        except ValueError:
+            return None
+
+    def stall_note(r):
+        x = stall(r)
+        return f" (the host stalled up to {x:.1f} ms in that step)" if x else ""
+
     cpu_ok = [r for r in by.get("cpu", []) if r["miss_ratio"] <= 0.01]
     if cpu_ok:
         sat = max(cpu_ok, key=lambda r: r["rate"])
         print()
-        print(f"At the cpu scheduler's saturation rate ({sat['rate']:.0f} q/s, p99 {sat['p99_ms']:.2f} ms):")
+        print(f"At the cpu scheduler's saturation rate ({sat['rate']:.0f} q/s, p99 {sat['p99_ms']:.2f} ms)"
+              f"{stall_note(sat)}:")
         for s, rs in by.items():
             same = [r for r in rs if r["rate"] == sat["rate"]]
             if s != "cpu" and same:
-                print(f"- {s}: p99 {same[0]['p99_ms']:.2f} ms, {sat['p99_ms'] / max(same[0]['p99_ms'], 1e-9):.1f}x lower")
+                print(f"- {s}: p99 {same[0]['p99_ms']:.2f} ms, {sat['p99_ms'] / max(same[0]['p99_ms'], 1e-9):.1f}x lower"
+                      f"{stall_note(same[0])}")
+    stalls = [stall(r) for r in rows if stall(r) is not None]
+    if stalls:
+        print()
+        print(f"Host stalls (host_jitter: wake-ups more than 4 ms late): in {sum(1 for x in stalls if x > 0)} of "
+              f"{len(stalls)} steps, the latest {max(stalls):.1f} ms.")
     try:
         import matplotlib
         matplotlib.use("Agg")

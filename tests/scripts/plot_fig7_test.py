@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """scripts/plot_fig7.py on a made-up sweep: every well-formed row is kept (diagnostic columns may
 hold "-"), a row whose latency is not a number is skipped with a message, and the summary tables
-report the right sustained rates, '>=' bounds, hybrid/best-single ratios and p99 ratios.
+report the right sustained rates, '>=' bounds, hybrid/best-single ratios and p99 ratios, with
+the host stalls that bench_hybrid.sh records named where they fall.
 
 usage: plot_fig7_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -12,22 +13,23 @@ import sys
 import tempfile
 
 HEADER = ("scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,"
-          "host_steal_pct,host_resolve_ms")
+          "host_steal_pct,host_stall_max_ms,host_resolve_ms")
 ROWS = [
     # cpu saturates at 200 q/s (300 misses half its queries).
-    "cpu,100,100,5,4,20,40,0,400,0.1,-",
-    "cpu,200,200,9,8,60,80,0,800,0.2,-",
-    "cpu,300,290,400,390,600,700,0.5,1200,0.0,-",
+    # host_stall_max_ms: a number, or "-" where the sweep ran without host_jitter.
+    "cpu,100,100,5,4,20,40,0,400,0.1,0.0,-",
+    "cpu,200,200,9,8,60,80,0,800,0.2,0.0,-",
+    "cpu,300,290,400,390,600,700,0.5,1200,0.0,-,-",
     # gpu never saturates within the sweep: its 400 is a lower bound.
-    "gpu,100,100,1,1,2,3,0,400,0.0,0.1",
-    "gpu,200,200,1,1,2,4,0,800,0.0,0.1",
-    "gpu,400,400,2,2,3,8,0,1600,0.0,0.1",
+    "gpu,100,100,1,1,2,3,0,400,0.0,0.0,0.1",
+    "gpu,200,200,1,1,2,4,0,800,0.0,0.0,0.1",
+    "gpu,400,400,2,2,3,8,0,1600,0.0,4.5,0.1",
     # hybrid holds 200, fails at 400.
-    "hybrid,100,100,1,1,2,2,0,400,0.0,0.1",
-    "hybrid,200,200,1,1,3,5,0,800,0.0,-",
-    "hybrid,400,380,300,300,500,520,0.2,1600,1.5,-",
+    "hybrid,100,100,1,1,2,2,0,400,0.0,0.0,0.1",
+    "hybrid,200,200,1,1,3,5,0,800,0.0,6.5,-",
+    "hybrid,400,380,300,300,500,520,0.2,1600,1.5,0.0,-",
     # Not a number where the tables need one: skipped, with a message.
-    "hybrid,500,480,x,300,500,520,0.2,1600,1.5,-",
+    "hybrid,500,480,x,300,500,520,0.2,1600,1.5,0.0,-",
 ]
 
 
@@ -61,8 +63,16 @@ def main():
         problems.append("hybrid / best single at p99 <= 10 ms should read '<= 0.50x'")
     if "At the cpu scheduler's saturation rate (200 q/s, p99 80.00 ms):" not in out:
         problems.append("cpu saturation line missing")
-    if "- gpu: p99 4.00 ms, 20.0x lower" not in out or "- hybrid: p99 5.00 ms, 16.0x lower" not in out:
+    if "- gpu: p99 4.00 ms, 20.0x lower\n" not in out or "- hybrid: p99 5.00 ms, 16.0x lower" not in out:
         problems.append("p99 ratios at cpu's saturation rate wrong")
+    # A host stall in a compared step is named beside it; the steps with stalls are summed up (the
+    # "-" step is not a step with a recording).
+    if "- hybrid: p99 5.00 ms, 16.0x lower (the host stalled up to 6.5 ms in that step)" not in out:
+        problems.append("the host stall in hybrid's step at cpu's saturation rate is not named")
+    if "(200 q/s, p99 80.00 ms):" not in out:
+        problems.append("cpu's step had no host stall, yet one is named")
+    if "Host stalls (host_jitter: wake-ups more than 4 ms late): in 2 of 8 steps, the latest 6.5 ms." not in out:
+        problems.append("host stall summary wrong")
     for p in problems:
         print("FAIL:", p)
     if problems:
