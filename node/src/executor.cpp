@@ -1,9 +1,25 @@
 // CpuExecutorAdapter (see node/executor.hpp).
 #include "node/executor.hpp"
 
+#include <algorithm>
+
 #include "index_store/shard_store.hpp"
 
 namespace search {
+
+ExecTiming& ExecTiming::operator+=(const ExecTiming& o) {
+  features_us += o.features_us;
+  submit_us += o.submit_us;
+  wait_us += o.wait_us;
+  run_us += o.run_us;
+  return_us += o.return_us;
+  resolve_us += o.resolve_us;
+  gpu_batch = std::max(gpu_batch, o.gpu_batch);
+  migrated = migrated || o.migrated;
+  stolen = stolen || o.stolen;
+  retried = retried || o.retried;
+  return *this;
+}
 
 CpuExecutorAdapter::CpuExecutorAdapter(const ShardReader* shard) : shard_(shard), executor_(shard) {}
 

@@ -157,6 +157,7 @@ Status HybridScheduler::Submit(SchedTask& task) {
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
   task.done_ = false;
+  task.wait_us = 0;
   task.run_us = 0;
   task.gpu_batch = 0;
   task.stolen = false;

@@ -89,20 +89,6 @@ std::string LoggableTerms(const std::vector<std::string>& terms) {
   return out;
 }
 
-// A query's phases summed over its executions (an andor split runs AND, then OR).
-void AddTiming(ExecTiming& a, const ExecTiming& b) {
-  a.features_us += b.features_us;
-  a.submit_us += b.submit_us;
-  a.wait_us += b.wait_us;
-  a.run_us += b.run_us;
-  a.return_us += b.return_us;
-  a.resolve_us += b.resolve_us;
-  a.gpu_batch = std::max(a.gpu_batch, b.gpu_batch);
-  a.migrated = a.migrated || b.migrated;
-  a.stolen = a.stolen || b.stolen;
-  a.retried = a.retried || b.retried;
-}
-
 // "slow query: ..." for one reply sent at `sent`; key=value fields, milliseconds.
 std::string SlowQueryLine(const Reply& r, Clock::time_point sent) {
   const auto ms = [](Clock::time_point a, Clock::time_point b) {
@@ -601,7 +587,7 @@ void NodeServer::WorkerLoop() {
             resp.or_hits = std::move(more->hits);
             resp.has_or_hits = true;
             out->stats += more->stats;
-            AddTiming(out->timing, more->timing);
+            out->timing += more->timing;
           } else {
             out = more.status();
           }

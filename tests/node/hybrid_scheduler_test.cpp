@@ -84,6 +84,13 @@ HybridSchedulerOptions Options(SchedMode mode) {
   return o;
 }
 
+// A job far cheaper on the CPU: the CPU queue, never balanced or stolen to the GPU.
+void PreferCpu(SchedTask& t) {
+  t.job.cpu_us = 400;
+  t.job.gpu_us = 1e7;
+  t.job.preferred = Unit::kCpu;
+}
+
 struct Done {
   Unit ran_on = Unit::kCpu;
   bool migrated = false, retried = false;
@@ -330,10 +337,7 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
     HybridScheduler s(o, &r, &model, nullptr);
     s.start();
     RunClients(s, 120, 8, [&](int, Work&, SchedTask& t) {
-      // Far cheaper on the CPU: the CPU queue, never balanced or stolen to the GPU.
-      t.job.cpu_us = 400;
-      t.job.gpu_us = 1e7;
-      t.job.preferred = Unit::kCpu;
+      PreferCpu(t);
       if (c.pinned) t.job.pinned = Unit::kCpu;
     });
     EXPECT_EQ(r.gpu_runs.load(), 0);
@@ -344,7 +348,9 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
       EXPECT_GT(r.max_cpu_running.load(), 1);
       EXPECT_LE(r.max_cpu_running.load(), 4);
     }
-    if (c.slots >= 0) EXPECT_EQ(s.stats().cpu_slots, static_cast<size_t>(c.slots));
+    if (c.slots >= 0) {
+      EXPECT_EQ(s.stats().cpu_slots, static_cast<size_t>(c.slots));
+    }
     if (c.mode != SchedMode::kHybrid) {
       EXPECT_EQ(asked.load(), 0);  // only hybrid chooses where CPU-engine work runs
     } else {
@@ -373,11 +379,7 @@ TEST(HybridSchedulerTest, IdleReserveLeavesThatManyCoresToTheHost) {
     o.idle_cores = [] { return 5.0; };
     HybridScheduler s(o, &r, &model, nullptr);
     s.start();
-    RunClients(s, 120, 8, [&](int, Work&, SchedTask& t) {
-      t.job.cpu_us = 400;
-      t.job.gpu_us = 1e7;
-      t.job.preferred = Unit::kCpu;
-    });
+    RunClients(s, 120, 8, [](int, Work&, SchedTask& t) { PreferCpu(t); });
     EXPECT_EQ(r.cpu_runs.load(), 120);
     if (reserve > 5) {
       EXPECT_EQ(r.max_cpu_running.load(), 1);

@@ -34,6 +34,9 @@ struct ExecTiming {
   bool migrated = false;   // began on the GPU, finished on the CPU
   bool stolen = false;     // taken by the processor it did not prefer
   bool retried = false;    // rerun on the CPU after a GPU failure
+  // Adds another execution of the same request (an andor split's OR after its AND), as
+  // QueryStats::operator+= does: times summed, the larger batch, the flags or-ed.
+  ExecTiming& operator+=(const ExecTiming& o);
 };
 
 struct ExecOutput {
