@@ -4,6 +4,7 @@
 //               [--gpu auto|on|off] [--gpu-cache-bytes B]
 //               [--scheduler auto|cpu|gpu|hybrid|griffin] [--sched-cpu-workers N] [--batch-wait-us U]
 //               [--batch-work-us W] [--max-batch B] [--crossover R] [--calibration-queries Q]
+//               [--sched-gpu-alone-us US] (and the other --sched-* flags: --help)
 // --gpu auto (default): the GPU executor when built with CUDA and a GPU is usable, else the CPU;
 // on: the GPU executor or exit 1 with the reason; off: the CPU executor.
 // Prints one JSON line to stdout once serving:
@@ -109,6 +110,13 @@ int main(int argc, char** argv) {
                  "at least 1 (6 on 16)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1024.0));
+  app.add_option("--sched-gpu-alone-us", sched.sched.policy.gpu_alone_us,
+                 "hybrid: one query alone on the GPU, in microseconds; a query predicted to take at most this on the "
+                 "CPU runs on the CPU (also past --sched-idle-reserve's admission), and 1 in 16 of those predicted "
+                 "up to 8x that explore it. -1 = measured at calibration, 0 = off (the default: on the H100 host "
+                 "it did not raise hybrid's sustained rate, BENCHMARKS.md)")
+      ->capture_default_str()
+      ->check(CLI::Range(-1.0, 1e7));
   app.add_option("--sched-cpu-nice", sched.sched.cpu_nice,
                  "how much higher the scheduler's CPU workers' nice value is than the node's: CPU-engine queries "
                  "yield the cores to the node's network and GPU-dispatch threads when those wake")

@@ -1,4 +1,4 @@
-// cost_model.hpp: decayed weighted least squares per (processor, mode).
+// cost_model.hpp: decayed (weighted) least squares per (processor, mode), linear or on log t.
 #include "node/cost_model.hpp"
 
 #include <algorithm>
@@ -8,7 +8,24 @@ namespace search {
 
 const char* UnitName(Unit u) { return u == Unit::kGpu ? "gpu" : "cpu"; }
 
-CostModel::CostModel(CostModelOptions options) : options_(options) {}
+CostModel::CostModel(CostModelOptions options) : options_(options) {
+  for (Fit& fit : fits_[static_cast<size_t>(Unit::kCpu)]) fit.power = options_.cpu_power_law;
+}
+
+std::array<double, CostModel::kDims> CostModel::LogFeatures(const QueryFeatures& f) {
+  const auto ln1 = [](double v) { return std::log1p(std::max(v, 0.0)); };
+  const double skew = f.shortest > 0 && f.total > f.shortest
+                          ? static_cast<double>(f.shortest) *
+                                std::log2(static_cast<double>(f.total) / static_cast<double>(f.shortest))
+                          : 0.0;
+  return {1.0,
+          ln1(static_cast<double>(f.shortest)),
+          ln1(static_cast<double>(f.second)),
+          ln1(static_cast<double>(f.total)),
+          static_cast<double>(f.terms),
+          ln1(skew),
+          ln1(static_cast<double>(f.nonresident_bytes))};
+}
 
 std::array<double, CostModel::kDims> CostModel::Features(const QueryFeatures& f) {
   const double m = 1e-6;
@@ -65,25 +82,32 @@ bool Solve(std::array<double, CostModel::kDims * CostModel::kDims> a, std::array
 
 void CostModel::AddLocked(Fit& fit, const QueryFeatures& f, double micros) {
   const double y = std::max(micros, options_.min_micros);
-  const auto x = Features(f);
-  const double w = 1.0 / (y * y);
+  // Linear: weights 1 / y^2 on y (relative error). Power law: log y, unweighted (the same).
+  const auto x = fit.power ? LogFeatures(f) : Features(f);
+  const double w = fit.power ? 1.0 : 1.0 / (y * y);
+  const double target = fit.power ? std::log(y) : y;
   constexpr size_t n = kDims;
   for (double& v : fit.a) v *= options_.decay;
   for (double& v : fit.b) v *= options_.decay;
   for (size_t i = 0; i < n; ++i) {
-    fit.b[i] += w * x[i] * y;
+    fit.b[i] += w * x[i] * target;
     for (size_t j = 0; j < n; ++j) fit.a[i * n + j] += w * x[i] * x[j];
   }
   fit.min_y = fit.n == 0 ? y : std::min(fit.min_y, y);
+  fit.max_y = fit.n == 0 ? y : std::max(fit.max_y, y);
   ++fit.n;
   std::array<double, kDims> theta{};
   if (Solve(fit.a, fit.b, options_.ridge, &theta)) fit.theta = theta;
 }
 
 bool CostModel::PredictLocked(const Fit& fit, const QueryFeatures& f, double* micros) const {
-  const auto x = Features(f);
+  const auto x = fit.power ? LogFeatures(f) : Features(f);
   double y = 0;
   for (size_t i = 0; i < kDims; ++i) y += fit.theta[i] * x[i];
+  if (fit.power) {
+    // Far outside the samples an exponent can run away: no more than 10x the slowest seen.
+    y = std::exp(std::min(y, std::log(10 * std::max(fit.max_y, options_.min_micros))));
+  }
   // A linear fit can dip below what any query ever took (or below 0): clamp at a tenth of the
   // fastest seen.
   *micros = std::max({y, 0.1 * fit.min_y, options_.min_micros});

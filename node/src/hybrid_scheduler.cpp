@@ -7,6 +7,8 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -18,6 +20,13 @@
 namespace search {
 
 namespace {
+// This thread's CPU time so far, in microseconds (0 if the clock is unavailable).
+double ThreadCpuMicros() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+}
+
 double MicrosBetween(SchedTime a, SchedTime b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
@@ -47,6 +56,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Gauge* error[kNumUnits] = {};
   prometheus::Counter* migrations = nullptr;
   prometheus::Counter* balanced = nullptr;
+  prometheus::Counter* cheap = nullptr;
   prometheus::Counter* retries = nullptr;
   prometheus::Counter* batches = nullptr;
   prometheus::Gauge* cpu_slots = nullptr;
@@ -83,6 +93,7 @@ struct HybridScheduler::MetricSet {
     }
     migrations = &counter(families::kSchedMigrations).Add({});
     balanced = &counter(families::kSchedBalanced).Add({});
+    cheap = &counter(families::kSchedCheap).Add({});
     retries = &counter(families::kSchedGpuRetries).Add({});
     batches = &counter(families::kSchedGpuBatches).Add({});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
@@ -97,6 +108,7 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
     : options_(options), runner_(runner), model_(model), policy_([&] {
         SchedOptions p = options.policy;
         p.cpu_parallelism = std::max<size_t>(options.cpu_workers, 1);
+        p.cpu_workers = p.cpu_parallelism;
         p.gpu_parallelism = std::max<size_t>(options.gpu_dispatchers, 1);
         return p;
       }()) {
@@ -163,12 +175,15 @@ Status HybridScheduler::Submit(SchedTask& task) {
   task.stolen = false;
   task.job.id = reinterpret_cast<uint64_t>(&task);
   const uint64_t balanced = policy_.balanced();
+  const uint64_t cheap_before = policy_.cheap();
   const SchedTime queued_at = SchedClock::now();
   const SchedQueue queue = policy_.Enqueue(task.job, queued_at);
+  const bool cheap = policy_.cheap() != cheap_before;
   if (metrics_) {
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
     if (policy_.balanced() != balanced) metrics_->balanced->Increment();
+    if (cheap) metrics_->cheap->Increment();
   }
   // A CPU worker is woken for a GPU-queue job only where it could steal it: in hybrid, with an
   // admitted worker idle. Waking one per submission regardless cost a futex wake, a context
@@ -179,7 +194,8 @@ Status HybridScheduler::Submit(SchedTask& task) {
   // slots, the running workers take it as they finish, or the one polling worker (CpuLoop) does
   // once the host has room: a wake-up there only cost every waiting worker a turn at this lock.
   const bool room = cpu_busy_ < cpu_slots_;
-  if ((queue != SchedQueue::kGpu && (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu)) ||
+  if ((queue != SchedQueue::kGpu &&
+       (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu || cheap)) ||
       (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
     cpu_cv_.notify_one();
   gpu_cv_.notify_one();
@@ -202,7 +218,7 @@ void HybridScheduler::FinishLocked(SchedTask& task) {
   task.cv_.notify_all();
 }
 
-void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe) {
+void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us) {
   const size_t u = static_cast<size_t>(unit);
   task.ran_on = unit;
   jobs_[u].fetch_add(1);
@@ -214,7 +230,7 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     if (late) metrics_->misses[u]->Increment();
   }
   if (observe && model_ != nullptr && task.status.ok()) {
-    model_->Observe(unit, task.features, run_us);
+    model_->Observe(unit, task.features, model_us >= 0 ? model_us : run_us);
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -250,7 +266,7 @@ void HybridScheduler::CpuLoop() {
     const bool admit = cpu_busy_ < CpuSlotsLocked();
     std::optional<SchedJob> j = admit              ? policy_.TakeCpu(now)
                                 : cpu_busy_ == 0 ? policy_.TakeCpuOwn(now)
-                                                 : policy_.TakeCpuPinned();
+                                                 : policy_.TakeCpuCheap();
     if (!j.has_value()) {
       // Work is queued but the host has no room for it: one worker looks at the host again every
       // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
@@ -289,11 +305,16 @@ void HybridScheduler::CpuLoop() {
       Finish(t, Unit::kCpu, 0, false);
     } else {
       const SchedTime t0 = SchedClock::now();
+      const double cpu0 = ThreadCpuMicros();
       runner_->RunCpu(t);
       const double run_us = MicrosBetween(t0, SchedClock::now());
+      const double cpu_us = ThreadCpuMicros() - cpu0;
       t.run_us += run_us;
-      // A migrated task's CPU part is not a whole query: not a sample for the model.
-      Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried);
+      // A migrated task's CPU part is not a whole query: not a sample for the model. The model
+      // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
+      // wall time also holds the waits for a core, which made the model think the CPU slower the
+      // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
+      Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us);
     }
     lock.lock();
     --cpu_busy_;
@@ -405,6 +426,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.cpu_slots = cpu_slots_;
   s.balanced = policy_.balanced();
+  s.cheap = policy_.cheap();
   for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
   return s;
 }

@@ -37,6 +37,10 @@ Unit Other(Unit u) { return u == Unit::kGpu ? Unit::kCpu : Unit::kGpu; }
 double CostOn(const SchedJob& j, Unit u) { return u == Unit::kGpu ? j.gpu_us : j.cpu_us; }
 }  // namespace
 
+double SchedPolicy::FinishOn(const SchedJob& j, Unit u) const {
+  return u == Unit::kGpu ? std::max(j.gpu_us, options_.gpu_alone_us) : j.cpu_us;
+}
+
 SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
   options_.cpu_parallelism = std::max<size_t>(options_.cpu_parallelism, 1);
   options_.gpu_parallelism = std::max<size_t>(options_.gpu_parallelism, 1);
@@ -53,6 +57,7 @@ SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
     case SchedMode::kGriffin:
       break;
   }
+  if (Cheap(cpu_us)) return SchedQueue::kCpu;  // the CPU answers it before the GPU could
   const double ratio = cpu_us / std::max(gpu_us, 1e-9);
   if (ratio >= options_.gpu_ratio) return SchedQueue::kGpu;
   if (ratio <= options_.cpu_ratio) return SchedQueue::kCpu;
@@ -70,6 +75,7 @@ void SchedPolicy::Push(SchedJob job, SchedTime now, bool front) {
   const size_t q = static_cast<size_t>(job.queue);
   work_us_[q][0] += job.cpu_us;
   work_us_[q][1] += job.gpu_us;
+  if (job.queue == SchedQueue::kCpu && job.cheap) cheap_cpu_us_ += job.cpu_us;
   if (front)
     queues_[q].push_front(std::move(job));
   else
@@ -83,12 +89,14 @@ SchedJob SchedPolicy::Pop(SchedQueue q, size_t index) {
   double* w = work_us_[static_cast<size_t>(q)];
   w[0] = dq.empty() ? 0 : std::max(0.0, w[0] - j.cpu_us);
   w[1] = dq.empty() ? 0 : std::max(0.0, w[1] - j.gpu_us);
+  if (q == SchedQueue::kCpu && j.cheap) cheap_cpu_us_ = dq.empty() ? 0 : std::max(0.0, cheap_cpu_us_ - j.cpu_us);
   return j;
 }
 
 SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
   job.migrated = false;
   job.stolen = false;
+  job.cheap = false;
   if (job.pinned.has_value()) {
     job.preferred = *job.pinned;
     job.queue = QueueOf(*job.pinned);
@@ -97,12 +105,25 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     job.queue = QueueOf(job.preferred);
   } else {
     job.queue = Classify(job.cpu_us, job.gpu_us);
+    job.cheap = Cheap(job.cpu_us);
+    bool explore = false;
+    if (!job.cheap && Cheap(job.cpu_us / std::max(options_.explore_factor, 1.0)) && options_.explore_every > 0 &&
+        ++explore_seen_ % options_.explore_every == 0) {
+      // Explore (sched_policy.hpp, explore_every): it runs on the CPU, which the balance rule and
+      // the GPU's stealing would otherwise undo, as they would for any job predicted this dear.
+      explore = true;
+      job.cheap = true;
+      job.pinned = Unit::kCpu;
+      job.queue = SchedQueue::kCpu;
+    }
     // Earliest expected finish for what the ratio gives the CPU queue.
-    if (job.queue == SchedQueue::kCpu && options_.balance && options_.mode == SchedMode::kHybrid &&
-        Backlog(Unit::kCpu) + job.cpu_us > Backlog(Unit::kGpu) + job.gpu_us) {
+    if (job.queue == SchedQueue::kCpu && !explore && options_.balance && options_.mode == SchedMode::kHybrid &&
+        Backlog(Unit::kCpu) + job.cpu_us > Backlog(Unit::kGpu) + FinishOn(job, Unit::kGpu)) {
       job.queue = SchedQueue::kGpu;
       ++balanced_;
     }
+    if (job.queue != SchedQueue::kCpu) job.cheap = false;
+    if (job.cheap) ++cheap_;
     if (job.queue == SchedQueue::kFlex)
       job.preferred = job.cpu_us <= job.gpu_us ? Unit::kCpu : Unit::kGpu;
     else
@@ -114,6 +135,7 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
 }
 
 void SchedPolicy::EnqueueMigrated(SchedJob job, SchedTime now) {
+  job.cheap = false;
   job.pinned = Unit::kCpu;
   job.preferred = Unit::kCpu;
   job.migrated = true;
@@ -129,8 +151,11 @@ bool SchedPolicy::Urgent(const SchedJob& j, SchedTime now) const {
 
 double SchedPolicy::Backlog(Unit u) const {
   const size_t q = static_cast<size_t>(QueueOf(u));
-  const size_t par = u == Unit::kGpu ? options_.gpu_parallelism : options_.cpu_parallelism;
-  return work_us_[q][static_cast<size_t>(u)] / static_cast<double>(par);
+  if (u == Unit::kGpu) return work_us_[q][1] / static_cast<double>(options_.gpu_parallelism);
+  const double cheap = std::min(cheap_cpu_us_, work_us_[q][0]);
+  const size_t workers = std::max(options_.cpu_workers, options_.cpu_parallelism);
+  return (work_us_[q][0] - cheap) / static_cast<double>(options_.cpu_parallelism) +
+         cheap / static_cast<double>(workers);
 }
 
 long SchedPolicy::OldestUrgent(SchedQueue q, Unit u, SchedTime now) const {
@@ -157,8 +182,8 @@ long SchedPolicy::StealCandidate(Unit thief) const {
     const SchedJob& j = dq[i];
     if (!CanRun(j, thief)) continue;
     ++seen;
+    if (FinishOn(j, thief) > backlog + FinishOn(j, owner)) continue;  // waiting for the owner is faster
     const double cost = CostOn(j, thief);
-    if (cost > backlog + CostOn(j, owner)) continue;  // waiting for the owner is faster
     if (best < 0 || cost < best_cost) best = static_cast<long>(i), best_cost = cost;
   }
   return best;
@@ -206,13 +231,13 @@ std::optional<SchedJob> SchedPolicy::TakeCpuOwn(SchedTime now) {
   return TakeOne(Unit::kCpu, now, /*allow_steal=*/false, /*allow_flex=*/false);
 }
 
-std::optional<SchedJob> SchedPolicy::TakeCpuPinned() {
+std::optional<SchedJob> SchedPolicy::TakeCpuCheap() {
   // Hand-offs and retries enter at the front, so the window finds them; a job pinned by its flags
   // further back is taken in queue order by the worker that drains the queue (TakeCpuOwn).
   const auto& dq = queues_[static_cast<size_t>(SchedQueue::kCpu)];
   const size_t n = std::min(dq.size(), std::max<size_t>(options_.urgent_window, 1));
   for (size_t i = 0; i < n; ++i)
-    if (dq[i].pinned == Unit::kCpu) return Pop(SchedQueue::kCpu, i);
+    if (dq[i].pinned == Unit::kCpu || dq[i].cheap) return Pop(SchedQueue::kCpu, i);
   return std::nullopt;
 }
 
@@ -258,6 +283,7 @@ std::vector<SchedJob> SchedPolicy::Drain() {
     dq.clear();
   }
   for (auto& w : work_us_) w[0] = w[1] = 0;
+  cheap_cpu_us_ = 0;
   return out;
 }
 

@@ -123,6 +123,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   SEARCH_RETURN_IF_ERROR(e->Calibrate());
   e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu, e->options_.crossover);
   HybridSchedulerOptions so = options.sched;
+  so.policy.gpu_alone_us = e->options_.sched.policy.gpu_alone_us;  // measured by Calibrate when asked
   if (gpu == nullptr) so.gpu_dispatchers = 0;
   e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
   e->scheduler_->start();
@@ -131,6 +132,9 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
        << so.gpu_dispatchers << " GPU dispatchers; calibrated on " << e->calibration_samples_[0] << " CPU and "
        << e->calibration_samples_[1] << " GPU runs; crossover " << e->options_.crossover;
   if (so.idle_cores) line << "; host-aware, idle reserve " << so.idle_reserve << " cores";
+  if (so.policy.mode == SchedMode::kHybrid && so.policy.gpu_alone_us > 0)
+    line << "; one query alone on the GPU " << static_cast<int>(so.policy.gpu_alone_us)
+         << " us (queries predicted faster on the CPU run there)";
   return e;
 }
 
@@ -236,6 +240,30 @@ Status ScheduledExecutor::Calibrate() {
     for (size_t i = 0; i < n; ++i)
       if (items[i].result.ok())
         gpu_samples.push_back({feats[i], us * std::max<double>(1.0, static_cast<double>(feats[i].total)) / total});
+  }
+  // One query alone on the GPU, its lists resident now: the GPU's latency floor, below which the
+  // hybrid scheduler's cheap jobs go to the CPU (SchedPolicy::Cheap). The median of up to 16
+  // and-queries (the other modes' when there are none).
+  double& alone = options_.sched.policy.gpu_alone_us;
+  if (alone < 0) {
+    alone = 0;
+    if (gpu_ != nullptr) {
+      std::vector<double> and_us, other_us;
+      for (size_t i = 0; i < gpu_queries.size() && and_us.size() < 16 && !over(); ++i) {
+        BatchItem item;
+        item.query = &gpu_queries[i];
+        item.resolve_ids = false;
+        const auto t = SchedClock::now();
+        gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
+        if (!item.result.ok()) continue;
+        (gpu_queries[i].mode == QueryMode::kAnd ? and_us : other_us).push_back(MicrosSince(t));
+      }
+      std::vector<double>& use = and_us.empty() ? other_us : and_us;
+      if (!use.empty()) {
+        std::nth_element(use.begin(), use.begin() + static_cast<long>(use.size() / 2), use.end());
+        alone = use[use.size() / 2];
+      }
+    }
   }
   model_.Calibrate(Unit::kCpu, cpu_samples);
   model_.Calibrate(Unit::kGpu, gpu_samples);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -41,7 +42,9 @@ TEST(CostModelTest, NoPredictionBeforeCalibration) {
 
 TEST(CostModelTest, RecoversLinearLawsWithSmallRelativeError) {
   std::mt19937_64 rng(1);
-  CostModel m;
+  CostModelOptions linear;
+  linear.cpu_power_law = false;
+  CostModel m(linear);
   std::vector<CostSample> cpu, gpu;
   for (int i = 0; i < 200; ++i) {
     const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
@@ -61,6 +64,59 @@ TEST(CostModelTest, RecoversLinearLawsWithSmallRelativeError) {
   }
   EXPECT_LT(worst_cpu, 0.01);
   EXPECT_LT(worst_gpu, 0.01);
+}
+
+// The CPU's default form: a power law of the lists' lengths (the CPU engine skips through the
+// longer lists by the shorter one's docIDs) is recovered; the linear form cannot follow it over
+// four orders of magnitude of list lengths.
+double CpuPowerLaw(const QueryFeatures& f) {
+  const double s = static_cast<double>(f.shortest), t = static_cast<double>(f.total);
+  return 2.0 * std::pow(s, 0.6) * std::pow(t / s, 0.1) * std::pow(1.1, f.terms);
+}
+
+TEST(CostModelTest, CpuFitsAPowerLawByDefault) {
+  std::mt19937_64 rng(4);
+  auto features = [&] {
+    QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    f.shortest = 10 + rng() % 10 * (uint64_t{1} << (rng() % 18));  // 10 to 2.4M postings
+    f.second = f.shortest + rng() % 3000000;
+    f.total = f.second + (f.terms - 2) * (rng() % 5000000);
+    return f;
+  };
+  std::vector<CostSample> samples;
+  for (int i = 0; i < 48; ++i) {
+    const QueryFeatures f = features();
+    samples.push_back({f, CpuPowerLaw(f)});
+  }
+  CostModel power;
+  CostModelOptions o;
+  o.cpu_power_law = false;
+  CostModel linear(o);
+  power.Calibrate(Unit::kCpu, samples);
+  linear.Calibrate(Unit::kCpu, samples);
+  double worst_power = 0, median_linear = 0;
+  std::vector<double> linear_errors;
+  for (int i = 0; i < 200; ++i) {
+    const QueryFeatures f = features();
+    double p = 0, l = 0;
+    ASSERT_TRUE(power.Predict(Unit::kCpu, f, &p));
+    ASSERT_TRUE(linear.Predict(Unit::kCpu, f, &l));
+    worst_power = std::max(worst_power, std::fabs(p - CpuPowerLaw(f)) / CpuPowerLaw(f));
+    linear_errors.push_back(std::fabs(l - CpuPowerLaw(f)) / CpuPowerLaw(f));
+  }
+  std::sort(linear_errors.begin(), linear_errors.end());
+  median_linear = linear_errors[linear_errors.size() / 2];
+  EXPECT_LT(worst_power, 0.05);  // ln(1 + postings) is not quite ln(postings) for the shortest lists
+  EXPECT_GT(median_linear, 0.1);
+  // Far past anything seen, the exponent is held at 10x the slowest sample.
+  QueryFeatures huge = features();
+  huge.shortest = huge.second = huge.total = uint64_t{1} << 50;
+  double us = 0;
+  ASSERT_TRUE(power.Predict(Unit::kCpu, huge, &us));
+  double slowest = 0;
+  for (const CostSample& c : samples) slowest = std::max(slowest, c.micros);
+  EXPECT_LE(us, 10 * slowest * 1.0001);
+  EXPECT_GT(us, slowest);
 }
 
 TEST(CostModelTest, ModeWithoutSamplesUsesAnotherModesFit) {

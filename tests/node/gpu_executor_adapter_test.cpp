@@ -354,10 +354,19 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
     ASSERT_TRUE(w.ok());
     want.push_back(w->hits);
   }
-  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
-    SCOPED_TRACE(SchedModeName(mode));
+  // The last run: hybrid with cheap jobs (--sched-gpu-alone-us -1: measured at calibration), which
+  // on this small index are nearly all of them, and exploration.
+  struct Run {
+    SchedMode mode;
+    double gpu_alone_us;
+  };
+  for (const Run& run : {Run{SchedMode::kCpu, 0}, Run{SchedMode::kGpu, 0}, Run{SchedMode::kHybrid, 0},
+                         Run{SchedMode::kGriffin, 0}, Run{SchedMode::kHybrid, -1}}) {
+    const SchedMode mode = run.mode;
+    SCOPED_TRACE(std::string(SchedModeName(mode)) + (run.gpu_alone_us != 0 ? " with cheap jobs" : ""));
     ScheduledExecutorOptions o;
     o.sched.policy.mode = mode;
+    o.sched.policy.gpu_alone_us = run.gpu_alone_us;
     o.sched.cpu_workers = 4;
     o.sched.gpu_dispatchers = 3;  // batches on three streams at once
     o.crossover = 8;
@@ -383,6 +392,12 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
     EXPECT_EQ(st.jobs[0] + st.jobs[1], qs.size());
     if (mode == SchedMode::kGpu) {
       EXPECT_GT(st.gpu_batches, 0u);
+    }
+    if (run.gpu_alone_us != 0) {
+      EXPECT_GT((*e)->scheduler().options().policy.gpu_alone_us, 0.0);
+      EXPECT_GT(st.cheap, 0u);
+    } else {
+      EXPECT_EQ(st.cheap, 0u);
     }
   }
 }

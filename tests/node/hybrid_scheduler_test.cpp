@@ -392,6 +392,38 @@ TEST(HybridSchedulerTest, IdleReserveLeavesThatManyCoresToTheHost) {
   }
 }
 
+// Cheap jobs (SchedPolicy::Cheap) run on the CPU even with no idle core on the host, on as many
+// workers as there are (they cost the host less than the GPU path's own work for them); the
+// others, which the ratio gives the GPU, run there.
+TEST(HybridSchedulerTest, CheapJobsRunOnTheCpuPastTheAdmission) {
+  FakeRunner r;
+  CostModel model;
+  HybridSchedulerOptions o = Options(SchedMode::kHybrid);
+  o.cpu_workers = 4;
+  o.policy.gpu_alone_us = 2000;
+  // Every cheap job stays on the CPU: neither the balance rule nor the GPU's stealing moves one
+  // (both are sched_policy_test's).
+  o.policy.balance = false;
+  o.policy.steal = false;
+  o.idle_cores = [] { return 0.0; };  // no slot: without the cheap rule one worker at a time
+  HybridScheduler s(o, &r, &model, nullptr);
+  s.start();
+  std::vector<Done> done;
+  RunClients(
+      s, 200, 16,
+      [](int i, Work&, SchedTask& t) {
+        t.job.cpu_us = i % 2 == 0 ? 1500 : 1e5;  // odd ones: 100 ms on the CPU, never cheap
+        t.job.gpu_us = 10;
+      },
+      &done);
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(done[i].ran_on, i % 2 == 0 ? Unit::kCpu : Unit::kGpu) << i;
+  EXPECT_EQ(r.cpu_runs.load(), 100);
+  EXPECT_GT(r.max_cpu_running.load(), 1);
+  EXPECT_LE(r.max_cpu_running.load(), 4);
+  EXPECT_EQ(s.stats().cpu_slots, 0u);
+  s.stop();
+}
+
 TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
   // The host is busy at first (no idle core): one worker drains the CPU queue alone while the
   // others sleep, and one of them polls the host. When cores go idle, the queued work must spread

@@ -95,6 +95,126 @@ TEST(SchedPolicyTest, BalanceSendsCpuJobsToTheGpuWhileItFinishesThemSooner) {
   }
 }
 
+// gpu_alone_us: a job the CPU answers within one GPU query's time alone is cheap and queues for
+// the CPU whatever its ratio (on a fast GPU the batch share makes nearly every ratio exceed
+// gpu_ratio); the balance rule compares the CPU's finish with the GPU's at no less than that time.
+// Only hybrid has cheap jobs, and 0 turns them off.
+TEST(SchedPolicyTest, CheapJobsQueueForTheCpuWhateverTheirRatio) {
+  SchedOptions o = Hybrid();
+  o.gpu_alone_us = 200;
+  SchedPolicy p(o);
+  EXPECT_EQ(p.Enqueue(Job(1, 150, 10), kT0), SchedQueue::kCpu);   // ratio 15, but cheap
+  EXPECT_EQ(p.Enqueue(Job(2, 200, 10), kT0), SchedQueue::kCpu);   // at the bound
+  EXPECT_EQ(p.Enqueue(Job(3, 250, 10), kT0), SchedQueue::kGpu);   // past it: the ratio decides
+  EXPECT_EQ(p.Enqueue(Job(4, 250, 200), kT0), SchedQueue::kFlex);
+  EXPECT_TRUE(p.Cheap(200));
+  EXPECT_FALSE(p.Cheap(201));
+  EXPECT_EQ(p.cheap(), 2u);
+  EXPECT_EQ(p.TakeCpuCheap()->id, 1u);  // marked cheap in the queue
+  for (SchedMode m : {SchedMode::kGpu, SchedMode::kCpu, SchedMode::kGriffin}) {
+    SchedOptions other = o;
+    other.mode = m;
+    SchedPolicy q(other);
+    EXPECT_FALSE(q.Cheap(150)) << SchedModeName(m);
+  }
+  SchedOptions off = Hybrid();
+  SchedPolicy q(off);
+  EXPECT_EQ(q.Enqueue(Job(8, 150, 10), kT0), SchedQueue::kGpu);
+  EXPECT_FALSE(q.Cheap(150));
+  EXPECT_EQ(q.cheap(), 0u);
+
+  // An idle GPU steals a cheap job only where it would finish it sooner, counting its time alone:
+  // one 100 us job (200 us alone on the GPU) stays; with four (a backlog of 200 us on 2 workers)
+  // the GPU takes one.
+  SchedOptions st = Hybrid();
+  st.gpu_alone_us = 200;
+  st.batch_wait = microseconds(0);
+  SchedPolicy g(st);
+  g.Enqueue(Job(1, 100, 10), kT0);
+  EXPECT_TRUE(g.TakeGpu(kT0).jobs.empty());
+  for (uint64_t id = 2; id <= 4; ++id) g.Enqueue(Job(id, 100, 10), kT0);
+  GpuTake stolen = g.TakeGpu(kT0);
+  ASSERT_FALSE(stolen.jobs.empty());
+  EXPECT_TRUE(stolen.jobs[0].stolen);
+
+  // Balance: 2 CPU workers, 100 us jobs, a GPU share of 10 us but 200 us alone. The k-th job
+  // finishes on the CPU at (k-1)*100/2 + 100 and on the GPU (empty) no sooner than 200: jobs 1..3
+  // queue for the CPU, the 4th (250 > 200) goes to the GPU. With the share alone (10 us) none
+  // would have stayed: 100 on an idle CPU is later than 10.
+  SchedOptions b = Hybrid();
+  b.balance = true;
+  b.gpu_alone_us = 200;
+  SchedPolicy r(b);
+  for (uint64_t id = 1; id <= 4; ++id) r.Enqueue(Job(id, 100, 10), kT0);
+  EXPECT_EQ(r.queued(SchedQueue::kCpu), 3u);
+  EXPECT_EQ(r.queued(SchedQueue::kGpu), 1u);
+  EXPECT_EQ(r.balanced(), 1u);
+  // With the host busy (one slot) but 4 workers, which all may run cheap jobs, the cheap backlog
+  // divides by 4: (k-1)*100/4 + 100 <= 200 keeps jobs 1..5 on the CPU.
+  SchedOptions busy = b;
+  busy.cpu_parallelism = 1;
+  busy.cpu_workers = 4;
+  SchedPolicy r2(busy);
+  for (uint64_t id = 1; id <= 6; ++id) r2.Enqueue(Job(id, 100, 10), kT0);
+  EXPECT_EQ(r2.queued(SchedQueue::kCpu), 5u);
+  EXPECT_EQ(r2.queued(SchedQueue::kGpu), 1u);
+  b.gpu_alone_us = 0;
+  b.cpu_ratio = 20;  // the ratio (10) gives the CPU queue without cheap jobs
+  b.gpu_ratio = 40;
+  SchedPolicy s(b);
+  for (uint64_t id = 1; id <= 4; ++id) s.Enqueue(Job(id, 100, 10), kT0);
+  EXPECT_EQ(s.queued(SchedQueue::kCpu), 0u);
+  EXPECT_EQ(s.balanced(), 4u);
+}
+
+// Exploration: every explore_every-th job predicted between gpu_alone_us and explore_factor times
+// it on the CPU is queued as cheap, pinned to the CPU (neither balanced away nor stolen), so the
+// CPU's model also learns from queries it predicts dear. Dearer ones and other modes: never.
+TEST(SchedPolicyTest, EveryNthNearlyCheapJobExploresTheCpu) {
+  SchedOptions o = Hybrid();
+  o.balance = true;
+  o.gpu_alone_us = 200;
+  o.explore_every = 4;
+  o.explore_factor = 8;
+  o.batch_wait = microseconds(0);
+  SchedPolicy p(o);
+  for (uint64_t id = 1; id <= 12; ++id) p.Enqueue(Job(id, 1000, 10), kT0);   // 5x the bound
+  for (uint64_t id = 13; id <= 20; ++id) p.Enqueue(Job(id, 2000, 10), kT0);  // 10x: never
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 3u);  // jobs 4, 8 and 12
+  EXPECT_EQ(p.cheap(), 3u);
+  EXPECT_EQ(p.balanced(), 0u);
+  GpuTake g = p.TakeGpu(kT0);
+  for (const SchedJob& j : g.jobs) EXPECT_FALSE(j.id <= 12 && j.id % 4 == 0) << j.id;  // none of them
+  for (uint64_t want : {4u, 8u, 12u}) {
+    auto j = p.TakeCpuCheap();
+    ASSERT_TRUE(j.has_value());
+    EXPECT_EQ(j->id, want);
+    EXPECT_EQ(j->pinned, Unit::kCpu);
+  }
+  SchedOptions none = o;
+  none.explore_every = 0;
+  SchedPolicy q(none);
+  for (uint64_t id = 1; id <= 12; ++id) q.Enqueue(Job(id, 1000, 10), kT0);
+  EXPECT_EQ(q.queued(SchedQueue::kCpu), 0u);
+}
+
+// Past the host's admission, a CPU worker takes pinned or cheap jobs from the CPU queue's front
+// window, and leaves the rest to the worker that drains it (TakeCpuOwn).
+TEST(SchedPolicyTest, BusyHostCpuStillTakesCheapJobs) {
+  SchedOptions o = Hybrid();
+  o.gpu_alone_us = 200;
+  o.cpu_ratio = 20;  // a 1000 us job with a 100 us share still queues for the CPU (ratio 10)
+  o.gpu_ratio = 40;
+  SchedPolicy p(o);
+  p.Enqueue(Job(1, 1000, 100), kT0);  // cpu queue, not cheap
+  p.Enqueue(Job(2, 150, 100), kT0);   // cheap
+  p.Enqueue(Job(3, 1000, 100), kT0);
+  EXPECT_EQ(p.queued(SchedQueue::kCpu), 3u);
+  EXPECT_EQ(p.TakeCpuCheap()->id, 2u);
+  EXPECT_FALSE(p.TakeCpuCheap().has_value());
+  EXPECT_EQ(p.TakeCpuOwn(kT0)->id, 1u);
+}
+
 TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
   SchedPolicy p(Hybrid());
   p.Enqueue(Job(1, 100, 1000), kT0);                       // cpu queue
@@ -117,23 +237,23 @@ TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
 }
 
 // What a CPU worker takes past the host's idle cores (HybridScheduler's host-aware admission):
-// TakeCpuOwn, urgent CPU work and its own queue but no flexible job and no steal; TakeCpuPinned,
-// only jobs pinned to the CPU.
+// TakeCpuOwn, urgent CPU work and its own queue but no flexible job and no steal; TakeCpuCheap,
+// only jobs pinned to the CPU (no job is cheap here: gpu_alone_us is 0).
 TEST(SchedPolicyTest, BusyHostCpuTakesOwnQueueOrPinnedOnly) {
   SchedPolicy p(Hybrid());
   p.Enqueue(Job(1, 100, 1000), kT0);                   // cpu queue
   p.Enqueue(Job(2, 100, 120), kT0 + microseconds(1));  // flexible
   for (uint64_t id = 10; id < 20; ++id) p.Enqueue(Job(id, 300, 100), kT0 + microseconds(2));  // gpu queue
   const SchedTime now = kT0 + microseconds(10);
-  EXPECT_FALSE(p.TakeCpuPinned().has_value());
+  EXPECT_FALSE(p.TakeCpuCheap().has_value());
   EXPECT_EQ(p.TakeCpuOwn(now)->id, 1u);
   EXPECT_FALSE(p.TakeCpuOwn(now).has_value());  // neither the flexible job nor a steal
   SchedJob pinned = Job(3, 100, 1000, now);
   pinned.pinned = Unit::kCpu;
   p.Enqueue(pinned, now);
   p.Enqueue(Job(4, 100, 1000, now), now);  // cpu queue, behind the pinned one
-  EXPECT_EQ(p.TakeCpuPinned()->id, 3u);
-  EXPECT_FALSE(p.TakeCpuPinned().has_value());
+  EXPECT_EQ(p.TakeCpuCheap()->id, 3u);
+  EXPECT_FALSE(p.TakeCpuCheap().has_value());
   EXPECT_EQ(p.TakeCpuOwn(now)->id, 4u);
   // The full take still has the flexible job, then steals (a 10-job GPU backlog).
   EXPECT_EQ(p.TakeCpu(now)->id, 2u);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <thread>
 
 #include "cpu_exec/local_index.hpp"
@@ -274,6 +275,55 @@ TEST_F(SearchctlTest, BenchPrewarmsTheCpuEngine) {
   EXPECT_GT(j["cpu_prewarm_s"].get<double>(), 0);
   EXPECT_GT(j["queries"].get<uint64_t>(), 0u);
   EXPECT_TRUE(j.contains("scored_per_query"));
+}
+
+// --per-query: after the run, one CSV row per query of the file, timed alone: its number, terms,
+// its lists' lengths in order (from the reference corpus's document frequencies), a positive time
+// and the hits the engine returns (a term the index lacks: no lists, no hits in and mode). A path
+// that cannot be opened fails before the run.
+TEST_F(SearchctlTest, BenchPerQueryTimesEveryQueryAlone) {
+  ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
+  const std::vector<std::string> queries = {"w1 w2", "w0", "w3 w17 w250", "zzz w1"};
+  std::string file;
+  for (const auto& q : queries) file += q + "\n";
+  testing::WriteText(tmp_ / "q.txt", file);
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "and", "--seconds", "0.1",
+                "--warmup", "0", "--per-query", tmp_ / "pq.csv"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Json::parse(testing::Lines(r.out).at(0)).at("per_query_file"), std::string(tmp_ / "pq.csv"));
+  const auto lines = testing::Lines(testing::ReadText(tmp_ / "pq.csv"));
+  ASSERT_EQ(lines.size(), queries.size() + 1);
+  EXPECT_EQ(lines[0], "query,terms,shortest,second,total,us,postings_decoded,hits");
+  const testing::Reference ref(docs_, Analyzer());
+  auto index = LocalIndex::Open(tmp_ / "idx");
+  ASSERT_TRUE(index.ok());
+  for (size_t i = 0; i < queries.size(); ++i) {
+    SCOPED_TRACE(queries[i]);
+    std::vector<std::string> f;
+    std::stringstream ss(lines[i + 1]);
+    for (std::string cell; std::getline(ss, cell, ',');) f.push_back(cell);
+    ASSERT_EQ(f.size(), 8u);
+    EXPECT_EQ(f[0], std::to_string(i + 1));
+    const auto terms = Analyzer().AnalyzeQuery(queries[i]);
+    EXPECT_EQ(f[1], std::to_string(terms.size()));
+    std::vector<uint64_t> df;
+    for (const auto& t : terms) df.push_back(ref.df(t));
+    std::sort(df.begin(), df.end());
+    uint64_t total = 0;
+    for (uint64_t d : df) total += d;
+    EXPECT_EQ(std::stoull(f[2]), df.at(0));
+    EXPECT_EQ(std::stoull(f[3]), df.size() < 2 ? 0 : df[1]);
+    EXPECT_EQ(std::stoull(f[4]), total);
+    EXPECT_GT(std::stod(f[5]), 0.0);
+    auto want = (*index)->Search(queries[i], QueryMode::kAnd, 10);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(std::stoull(f[7]), want->hits.size());
+  }
+  auto bad = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--seconds", "0.1", "--per-query",
+                  tmp_ / "no/such/dir.csv"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_NE(bad.err.find("cannot open the --per-query file"), std::string::npos) << bad.err;
+  EXPECT_TRUE(bad.out.empty()) << bad.out;  // no run
 }
 
 // loadgen against a stand-in integrator (an in-process HTTP server) that answers by query: 200,

@@ -60,6 +60,7 @@ struct BenchArgs {
   int gpu_or_theta_pair = -1;
   int gpu_or_progressive = -1;
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
+  std::string per_query;           // after the run: each query timed alone, one CSV row each
   uint64_t list_cache_mib = 256;   // main-memory list cache per shard
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);

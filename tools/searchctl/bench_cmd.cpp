@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <iostream>
 #include <latch>
 #include <mutex>
@@ -75,6 +76,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "gpu: after the run, answer the first N queries of the file on the GPU and the CPU engine and count "
                   "those whose hits differ (verified, verify_mismatches)")
       ->capture_default_str();
+  cmd->add_option("--per-query", a->per_query,
+                  "after the run, time every query of the file alone on one thread and write one CSV row each: "
+                  "query (its number, from 1), terms, shortest, second, total (its lists' postings), us (CPU: the "
+                  "fastest of two runs; GPU: a batch of --batch copies of it, per copy), postings_decoded, hits");
   cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
       ->capture_default_str();
   return cmd;
@@ -103,6 +108,13 @@ int RunBench(const BenchArgs& a) {
   if (a.batch == 0 || a.batch > 4096)
     return ReportError("bench", Status::InvalidArgument("--batch must be between 1 and 4096"), kExitUsage);
   const bool gpu = a.engine == "gpu";
+  // Opened before the run, so a bad path costs no run.
+  std::ofstream per_query;
+  if (!a.per_query.empty()) {
+    per_query.open(a.per_query, std::ios::trunc);
+    if (!per_query)
+      return ReportError("bench", Status::IOError("cannot open the --per-query file " + a.per_query), kExitFailure);
+  }
   ShardReaderOptions reader_options;
   reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
   auto index = LocalIndex::Open(a.index, reader_options);
@@ -323,6 +335,59 @@ int RunBench(const BenchArgs& a) {
     out["gpu_engine_us_per_call"] = static_cast<double>(times1.total_ns - times0.total_ns) / 1e3 / calls;
   }
 #endif
+  if (per_query.is_open()) {  // each query alone, on one thread, after the run (caches warm)
+    Worker w;
+    Batch results;
+    per_query << "query,terms,shortest,second,total,us,postings_decoded,hits\n";
+    for (size_t i = 0; i < qs.size(); ++i) {
+      const std::vector<std::string> terms = idx.analyzer().AnalyzeQuery(qs[i]);
+      std::vector<uint64_t> lens;
+      for (const std::string& term : terms) {
+        uint64_t n = 0;
+        for (size_t sh = 0; sh < idx.num_shards(); ++sh) {
+          auto info = idx.shard(sh).GetTermInfo(term);
+          if (info.ok() && info->has_value()) n += (*info)->count;
+        }
+        lens.push_back(n);
+      }
+      std::sort(lens.begin(), lens.end());
+      uint64_t total = 0;
+      for (uint64_t n : lens) total += n;
+      double best_us = 0;
+      const int runs = gpu ? 1 : 2;
+      for (int r = 0; r < runs; ++r) {
+        const auto t0 = Clock::now();
+        Status st;
+        if (gpu) {
+#ifdef SEARCH_HAVE_GPU
+          if (!w.ctx) {
+            auto ctx = gpu::GpuContext::Create(ctx_options);
+            if (!ctx.ok()) return ReportError("bench", ctx.status().WithContext("--per-query"), kExitFailure);
+            w.ctx = std::move(ctx).value();
+          }
+          std::vector<Query> copies(batch, make_query(i));
+          st = searcher->SearchBatch(*w.ctx, copies, &results);
+#endif
+        } else {
+          results.clear();
+          results.push_back(idx.Search(qs[i], *mode, k));
+        }
+        const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch;
+        for (size_t j = 0; st.ok() && j < results.size(); ++j)
+          if (!results[j].ok()) st = results[j].status();
+        if (!st.ok() || results.empty())
+          return ReportError("bench", st.WithContext("--per-query: query '" + qs[i] + "'"), kExitFailure);
+        best_us = r == 0 ? us : std::min(best_us, us);
+      }
+      const SearchResult& r0 = *results.front();
+      per_query << (i + 1) << ',' << terms.size() << ',' << (lens.empty() ? 0 : lens[0]) << ','
+                << (lens.size() < 2 ? 0 : lens[1]) << ',' << total << ',' << best_us << ','
+                << r0.stats.postings_decoded << ',' << r0.hits.size() << '\n';
+    }
+    per_query.flush();
+    if (!per_query) return ReportError("bench", Status::IOError("cannot write " + a.per_query), kExitFailure);
+    out["per_query_file"] = a.per_query;
+  }
 #ifdef SEARCH_HAVE_GPU
   if (searcher && a.verify > 0) {  // exactness at scale: GPU batches against the CPU engine
     const size_t nv = std::min<size_t>(a.verify, qs.size());

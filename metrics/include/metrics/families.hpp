@@ -110,6 +110,9 @@ inline constexpr Family kSchedMigrations{"search_sched_migrations_total",
 inline constexpr Family kSchedBalanced{
     "search_sched_balanced_total",
     "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
+inline constexpr Family kSchedCheap{
+    "search_sched_cheap_total",
+    "Jobs queued for the CPU as cheap: predicted to take no longer there than one query alone on the GPU (hybrid)."};
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
     "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};

@@ -13,7 +13,8 @@
 // scheduler without running (counted as a deadline miss of the processor that took it); a task
 // finishing after its deadline is counted as a miss too (its answer is still returned).
 // Every run time is fed to the cost model (CostModel::Observe) unless the task is migrated (a
-// partial run) and the relative prediction error is kept per processor.
+// partial run) and the relative prediction error is kept per processor: a GPU job's share of its
+// batch's wall time, a CPU job's CPU time (its worker thread's, without waits for a core).
 // stop(): queued tasks are answered Unavailable; running ones finish. Submit after stop() is
 // answered Unavailable.
 // Thread-safety: Submit may be called from any number of threads; start/stop from one.
@@ -91,6 +92,7 @@ struct SchedStatsSnapshot {
   uint64_t deadline_misses[kNumUnits] = {};
   uint64_t migrations = 0;                   // GPU -> CPU mid-query hand-offs
   uint64_t balanced = 0;                     // CPU-queue jobs sent to the GPU queue (SchedOptions::balance)
+  uint64_t cheap = 0;                        // jobs queued for the CPU as cheap (SchedOptions::gpu_alone_us)
   uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
@@ -118,7 +120,9 @@ struct HybridSchedulerOptions {
   // are floor(running + idle_cores() - idle_reserve), between 0 and cpu_workers: within them a
   // CPU worker takes any job; past them one worker (when none runs) still takes the CPU queue's
   // jobs, so none starves, but takes no flexible job and steals nothing, and the others take only
-  // jobs pinned to the CPU (hand-offs, GPU failures), which always run. The policy's CPU backlog
+  // jobs pinned to the CPU (hand-offs, GPU failures), which always run, and cheap jobs
+  // (SchedPolicy::Cheap: the CPU answers them within one GPU query's time alone, so they cost the
+  // host little more than the GPU path's own work for them would). The policy's CPU backlog
   // divides by the slots (at least 1), so the balance rule sends work to the GPU while the host
   // is busy, and hybrid hands a query's remainder to the CPU only within them. A negative
   // idle_cores() (unknown) sets no limit.
@@ -156,7 +160,8 @@ class HybridScheduler {
   struct MetricSet;
   void CpuLoop();
   void GpuLoop();
-  void Finish(SchedTask& task, Unit unit, double run_us, bool observe);
+  // run_us goes to the run-time metric; the model observes model_us (run_us when negative).
+  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
   size_t CpuSlotsLocked();
   void FinishLocked(SchedTask& task);

@@ -4,11 +4,24 @@
 //
 // Ding et al. 2009 §9: three queues. A job whose predicted cost ratio cpu/gpu is at least
 // gpu_ratio goes to the GPU queue, at most cpu_ratio to the CPU queue, otherwise to the
-// flexible queue. With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU
-// queue instead while it would finish sooner there: the CPU's backlog plus its CPU time exceeds
-// the GPU's backlog plus its GPU time (backlog: the queue's predicted work over the processor's
-// parallelism). The ratio alone keeps feeding a saturated CPU the cheap queries it prefers while
-// the GPU has room; stealing cannot fix that, as a GPU busy with its own queue never steals.
+// flexible queue. The GPU's predicted time is a job's share of its batch (what it costs the GPU's
+// throughput), which on a fast GPU makes the ratio exceed gpu_ratio for nearly every query. Yet no
+// query finishes on the GPU sooner than one query alone takes there (gpu_alone_us: the launches,
+// copies and synchronization of a batch, whatever its size), and a query the CPU engine answers
+// within that time is cheaper there than the GPU path's own host work for it. So in hybrid, a
+// job predicted to take at most gpu_alone_us on the CPU (a "cheap" job) goes to the CPU queue
+// whatever its ratio. On the H100 host, 43% of the Fig. 7 log's queries are cheap by this rule
+// (measured alone: mean CPU time 82 us against the GPU's 180 us alone), and an ideal split that
+// sends the CPU the queries with the lowest cpu/gpu ratio would sustain 1.4-1.5x the GPU's rate
+// there. In the node it did not: the model picked 6-13% of the queries as cheap, not 43%, and the
+// sustained rate did not rise, so the node leaves it off unless --sched-gpu-alone-us is given
+// (BENCHMARKS.md, issue 6).
+// With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU queue instead
+// while it would finish sooner there: the CPU's backlog plus its CPU time exceeds the GPU's
+// backlog plus its GPU time, at least gpu_alone_us (backlog: the queue's predicted work over the
+// processor's parallelism; the CPU queue's cheap jobs over all its workers, which may run them). The ratio alone keeps feeding a saturated CPU the cheap queries it
+// prefers while the GPU has room; stealing cannot fix that, as a GPU busy with its own queue
+// never steals.
 // An idle processor takes, in order:
 //   1. the oldest urgent job preferring it (waited past urgent_fraction of its time to deadline;
 //      Ding: "schedule it immediately on its preferred processor"), from its own queue or the
@@ -17,8 +30,8 @@
 //   2. the oldest job of its own queue;
 //   3. the oldest flexible job;
 //   4. a job stolen from the other processor's queue, if stealing pays: the thief's predicted time
-//      is no more than the owner's backlog (its queue's predicted work over its parallelism) plus
-//      the owner's predicted time for it. Among the oldest steal_window jobs the one cheapest for
+//      (on the GPU at least gpu_alone_us) is no more than the owner's backlog (its queue's
+//      predicted work over its parallelism) plus the owner's predicted time for it (likewise). Among the oldest steal_window jobs the one cheapest for
 //      the thief is taken. Pinned jobs (forced by flags, or migrated mid-query) are never stolen.
 //      Only mode kHybrid steals; kGriffin keeps Liu et al.'s placement by length ratio.
 // The GPU takes batches (Ao et al. 2011 §3.1): it gathers jobs in the order above until their
@@ -62,6 +75,7 @@ struct SchedJob {
   std::optional<Unit> pinned;  // may only run there
   bool migrated = false;       // handed from the GPU to the CPU mid-query
   bool stolen = false;         // set when taken by the processor it did not prefer from its queue
+  bool cheap = false;          // set by the policy: queued for the CPU as cheap (Cheap; or to explore)
   SchedQueue queue = SchedQueue::kFlex;  // where the policy put it
 };
 
@@ -72,6 +86,17 @@ struct SchedOptions {
   double urgent_fraction = 0.5;    // of (deadline - arrival) waited: urgent
   bool steal = true;
   bool balance = true;             // hybrid: CPU-queue jobs go to the GPU while it finishes them sooner
+  // One query alone on the GPU, in microseconds (its latency floor; the node measures it at
+  // calibration). Hybrid: a job predicted to take at most this on the CPU is cheap (CPU queue).
+  // 0: no cheap jobs, and the balance rule compares with the GPU's share alone.
+  double gpu_alone_us = 0;
+  // Exploration: the CPU's model learns only from jobs the CPU runs, so with cheap jobs alone it
+  // would see just the queries it already predicts cheap, and a query it overrates would never
+  // correct it (on the H100 host the share of cheap jobs fell from the 43% a fit over the whole
+  // log predicts to 9%). So every explore_every-th job predicted at most explore_factor times
+  // gpu_alone_us on the CPU, but not cheap, is queued as cheap too. 0: no exploration.
+  uint32_t explore_every = 16;
+  double explore_factor = 8;
   size_t steal_window = 8;
   // Urgency is looked for among each queue's oldest urgent_window jobs (queues are in enqueue
   // order, so the oldest, most likely urgent, come first). Every take runs under the scheduler's
@@ -85,7 +110,8 @@ struct SchedOptions {
   double batch_work_us = 20000;
   size_t max_batch = 64;
   std::chrono::microseconds batch_wait{200};
-  size_t cpu_parallelism = 1;      // CPU workers (for backlog estimates)
+  size_t cpu_parallelism = 1;      // CPU workers that may run any job now (for backlog estimates)
+  size_t cpu_workers = 0;          // all of them, which may run cheap jobs (0: cpu_parallelism)
   size_t gpu_parallelism = 1;      // GPU dispatchers
 };
 
@@ -108,10 +134,11 @@ class SchedPolicy {
   std::optional<SchedJob> TakeCpu(SchedTime now);
   // What a CPU worker takes while the host has no idle core for more CPU-engine work
   // (HybridScheduler's host-aware admission): TakeCpuOwn, an urgent job preferring the CPU or the
-  // CPU queue's oldest (no flexible job, no stealing from the GPU); TakeCpuPinned, only a job
-  // pinned to the CPU (a Griffin hand-off or a GPU failure's rerun).
+  // CPU queue's oldest (no flexible job, no stealing from the GPU); TakeCpuCheap, only a job
+  // pinned to the CPU (a Griffin hand-off or a GPU failure's rerun) or a cheap one (Cheap), from
+  // among the CPU queue's oldest urgent_window.
   std::optional<SchedJob> TakeCpuOwn(SchedTime now);
-  std::optional<SchedJob> TakeCpuPinned();
+  std::optional<SchedJob> TakeCpuCheap();
   GpuTake TakeGpu(SchedTime now);
 
   // Removes and returns every queued job (shutdown).
@@ -126,13 +153,21 @@ class SchedPolicy {
   // Jobs `balance` moved from the CPU queue to the GPU queue.
   uint64_t balanced() const { return balanced_; }
 
-  // Where a job with these predictions goes under options.mode (no pinning).
+  // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
+  // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file).
+  bool Cheap(double cpu_us) const {
+    return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 && cpu_us <= options_.gpu_alone_us;
+  }
+  // Jobs queued for the CPU as cheap (exploration included).
+  uint64_t cheap() const { return cheap_; }
 
  private:
   bool Urgent(const SchedJob& j, SchedTime now) const;
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
   double Backlog(Unit u) const;
+  // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us.
+  double FinishOn(const SchedJob& j, Unit u) const;
   void Push(SchedJob job, SchedTime now, bool front);
   SchedJob Pop(SchedQueue q, size_t index);
   // Index in queue q of the oldest urgent job preferring u, or -1.
@@ -144,7 +179,10 @@ class SchedPolicy {
   SchedOptions options_;
   std::deque<SchedJob> queues_[kNumSchedQueues];
   double work_us_[kNumSchedQueues][kNumUnits] = {};  // predicted work queued, per queue and unit
+  double cheap_cpu_us_ = 0;  // the CPU queue's cheap jobs' share of work_us_[kCpu][kCpu]
   uint64_t balanced_ = 0;
+  uint64_t cheap_ = 0;
+  uint64_t explore_seen_ = 0;  // jobs that could have been explored
 };
 
 }  // namespace search
