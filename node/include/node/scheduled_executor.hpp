@@ -21,7 +21,10 @@
 // mode, each run on the CPU (warm) and on the GPU (alone and cold; then resident, in batches of up
 // to max_batch whose time is apportioned by postings, as the online refresh apportions a batch's
 // time), within a time budget.
-// Nothing is hand-set; the model then follows observed run times online.
+// Nothing is hand-set; the model then follows observed run times online. With
+// sched.policy.gpu_alone_us = -1 (search-node --sched-gpu-alone-us -1) calibration also times up
+// to 16 of its and-queries alone on the GPU, lists resident, and the median becomes the bound of
+// hybrid's cheap jobs (SchedPolicy::Cheap); 0 leaves them off, a positive value is used as given.
 // Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none).
 // Never a wrong or lost answer: a GPU failure reruns the query on the CPU.
 // Thread-safety: Execute may be called from many threads at once.
