@@ -418,6 +418,39 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   EXPECT_GT(slow, 0u);
 }
 
+// send_wait: with one connection and answers that take 40 ms, arrivals every 10 ms on average
+// queue in the load generator for a free connection (over a second by the end of half a second),
+// and that wait is part of their latency; with 32 connections the wait is a small fraction of it.
+TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
+  httplib::Server server;
+  server.Get("/search", [](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})",
+                    "application/json");
+  });
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serve([&] { server.listen_after_bind(); });
+  TempDir tmp;
+  testing::WriteText(tmp / "q.txt", "one\ntwo\n");
+  auto run = [&](const char* connections) {
+    auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
+                  "100", "--seconds", "0.5", "--warmup", "0", "--connections", connections, "--deadline-ms", "5000"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Json::parse(testing::Lines(r.out).at(0));
+  };
+  const Json one = run("1"), many = run("32");
+  server.stop();
+  serve.join();
+  for (const Json* j : {&one, &many}) {
+    ASSERT_TRUE(j->contains("send_wait_p99_us")) << j->dump();
+    EXPECT_GE((*j)["send_wait_mean_us"].get<double>(), 0.0);
+    EXPECT_LE((*j)["send_wait_p99_us"].get<double>(), (*j)["p99_us"].get<double>()) << j->dump();
+  }
+  EXPECT_GT(one["send_wait_p99_us"].get<double>(), 200000.0) << one.dump();  // ~1.5 s of queue by the end
+  EXPECT_LT(many["send_wait_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << many.dump();
+}
+
 TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {
   std::atomic<int> served{0};
   httplib::Server server;
