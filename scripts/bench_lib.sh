@@ -1,9 +1,12 @@
 # Sourced by the benchmark and load scripts (bench_gpu.sh, bench_hybrid.sh, bench_scale.sh,
-# soak.sh): progress lines with the seconds since start, a field of searchctl's one-line JSON
-# answers, and the background processes (appended to pids) killed when the script exits.
+# serving_cost.sh, soak.sh): progress lines with the seconds since start, a field of searchctl's
+# one-line JSON answers, the background processes (appended to pids) killed when the script
+# exits, and a process's CPU ticks.
 bench_t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - bench_t0 ))s] $*"; }
 field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
+# CPU time (user + system, clock ticks) a process has used so far; 0 once it is gone.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }

@@ -56,7 +56,6 @@ loadgen() {  # seconds
 }
 step "warm-up: 2 s at $rate q/s"
 loadgen 2 >/dev/null || { echo "serving_cost: the warm-up failed" >&2; exit 1; }
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 n0=$(ticks "$node_pid") i0=$(ticks "$int_pid")
 perf_pid=
 if [ "${PERF:-0}" = 1 ]; then

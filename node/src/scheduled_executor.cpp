@@ -189,6 +189,15 @@ Status ScheduledExecutor::Calibrate() {
 
   std::vector<CostSample> cpu_samples, gpu_samples;
   std::vector<Query> gpu_queries;  // the calibration queries, for the batched GPU pass
+  // One query alone on the GPU, as the scheduler runs it: its microseconds, or -1 if it failed.
+  auto gpu_alone = [&](const Query& q) -> double {
+    BatchItem item;
+    item.query = &q;
+    item.resolve_ids = false;  // as the scheduler runs it
+    const auto t = SchedClock::now();
+    gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
+    return item.result.ok() ? MicrosSince(t) : -1;
+  };
   const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
   for (size_t i = 0; i < options_.calibration_queries && !over(); ++i) {
     Query q;
@@ -209,12 +218,7 @@ Status ScheduledExecutor::Calibrate() {
     if (cpu.ok()) cpu_samples.push_back({f, MicrosSince(c0)});
     if (gpu_ == nullptr) continue;
     // GPU, cold: alone, its lists copied first (what a non-resident list costs).
-    BatchItem item;
-    item.query = &q;
-    item.resolve_ids = false;  // as the scheduler runs it
-    auto g0 = SchedClock::now();
-    gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
-    if (item.result.ok()) gpu_samples.push_back({f, MicrosSince(g0)});
+    if (const double us = gpu_alone(q); us >= 0) gpu_samples.push_back({f, us});
     gpu_queries.push_back(std::move(q));
   }
   // GPU, resident, as the scheduler runs it: in batches of up to max_batch, each batch's time
@@ -250,13 +254,8 @@ Status ScheduledExecutor::Calibrate() {
     if (gpu_ != nullptr) {
       std::vector<double> and_us, other_us;
       for (size_t i = 0; i < gpu_queries.size() && and_us.size() < 16 && !over(); ++i) {
-        BatchItem item;
-        item.query = &gpu_queries[i];
-        item.resolve_ids = false;
-        const auto t = SchedClock::now();
-        gpu_->ExecuteBatch(std::span<BatchItem>(&item, 1));
-        if (!item.result.ok()) continue;
-        (gpu_queries[i].mode == QueryMode::kAnd ? and_us : other_us).push_back(MicrosSince(t));
+        const double us = gpu_alone(gpu_queries[i]);
+        if (us >= 0) (gpu_queries[i].mode == QueryMode::kAnd ? and_us : other_us).push_back(us);
       }
       std::vector<double>& use = and_us.empty() ? other_us : and_us;
       if (!use.empty()) {
