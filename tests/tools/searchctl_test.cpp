@@ -3,6 +3,9 @@
 // DIR (and an old index intact), verify catches a flipped byte, gen-queries and bench work.
 #include <gtest/gtest.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -349,6 +352,10 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
                         R"(,"failed":)" + std::to_string(failed) + R"(},"hits":{"hits":[]}})",
                     "application/json");
   });
+  // A thread per kept-alive connection, as the benchmarks run the integrator (--http-threads =
+  // --connections): with fewer, connections beyond the pool wait for a thread until another
+  // connection's keep-alive ends, whatever the client.
+  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
   std::thread serve([&] { server.listen_after_bind(); });
@@ -428,6 +435,7 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
     res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})",
                     "application/json");
   });
+  server.new_task_queue = [] { return new httplib::ThreadPool(32); };  // a thread per connection, as above
   const int port = server.bind_to_any_port("127.0.0.1");
   ASSERT_GT(port, 0);
   std::thread serve([&] { server.listen_after_bind(); });
@@ -449,6 +457,95 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
   }
   EXPECT_GT(one["send_wait_p99_us"].get<double>(), 200000.0) << one.dump();  // ~1.5 s of queue by the end
   EXPECT_LT(many["send_wait_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << many.dump();
+}
+
+// loadgen against a server that breaks HTTP: by query, a garbage answer, a response cut off by
+// the connection's end, a chunked 200 that is fine, and a Content-Length answer split over two
+// writes. Every query is accounted for (the broken ones as errors with no HTTP status), none
+// hangs, and the well-formed answers count as ok.
+TEST(SearchctlLoadgenTest, BrokenResponsesAreErrorsAndLoseNoQuery) {
+  const int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(lfd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(lfd, 64), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const int port = ntohs(addr.sin_port);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> conns;
+  std::thread acceptor([&] {
+    while (!stop) {
+      const int fd = ::accept(lfd, nullptr, nullptr);
+      if (fd < 0) return;
+      conns.emplace_back([fd] {
+        const std::string ok_body = R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0}})";
+        std::string in;
+        char buf[4096];
+        for (;;) {
+          const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+          if (r <= 0) break;
+          in.append(buf, static_cast<size_t>(r));
+          const size_t end = in.find("\r\n\r\n");
+          if (end == std::string::npos) continue;
+          const std::string request = in.substr(0, end);
+          in.erase(0, end + 4);
+          auto say = [fd](const std::string& bytes) { (void)!::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL); };
+          if (request.find("q=garbage") != std::string::npos) {
+            say("this is not HTTP at all\r\n\r\n");
+            break;
+          }
+          if (request.find("q=cut") != std::string::npos) {
+            say("HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"timed_out\"");
+            break;
+          }
+          if (request.find("q=chunked") != std::string::npos) {
+            char size[16];
+            std::snprintf(size, sizeof size, "%zx", ok_body.size());
+            say("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + std::string(size) + "\r\n" + ok_body +
+                "\r\n0\r\n\r\n");
+            continue;
+          }
+          const std::string head = "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(ok_body.size()) + "\r\n\r\n";
+          say(head + ok_body.substr(0, 10));
+          std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          say(ok_body.substr(10));
+        }
+        ::close(fd);
+      });
+    }
+  });
+  TempDir tmp;
+  testing::WriteText(tmp / "q.txt", "garbage\ncut\nchunked\nsplit\n");
+  auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
+                "200", "--seconds", "1", "--warmup", "0", "--connections", "8", "--deadline-ms", "1000", "--trace",
+                tmp / "trace.csv"});
+  stop = true;
+  ::shutdown(lfd, SHUT_RDWR);
+  ::close(lfd);
+  acceptor.join();
+  for (auto& t : conns) t.join();
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(testing::Lines(r.out).at(0));
+  const uint64_t n = j["queries"];
+  ASSERT_GT(n, 100u) << r.out;
+  const uint64_t none = j["http"].value("none", uint64_t{0}), c200 = j["http"].value("200", uint64_t{0});
+  EXPECT_EQ(none + c200, n) << r.out;
+  EXPECT_EQ(j["errors"].get<uint64_t>(), none) << r.out;
+  EXPECT_EQ(j["ok"].get<uint64_t>(), c200) << r.out;  // every well-formed answer was fine and in time
+  const auto trace = testing::Lines(testing::ReadText(tmp / "trace.csv"));
+  ASSERT_EQ(trace.size(), n + 1);
+  for (size_t i = 1; i < trace.size(); ++i) {
+    double arrival = 0, latency = 0;
+    int http_status = 0, row_ok = 0, measured = 0, query = 0;
+    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d", &arrival, &latency, &http_status, &row_ok,
+                          &measured, &query),
+              6);
+    EXPECT_EQ(http_status, query <= 2 ? 0 : 200) << trace[i];  // queries 1, 2: garbage and cut
+    EXPECT_EQ(row_ok, query <= 2 ? 0 : 1) << trace[i];
+  }
 }
 
 TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {

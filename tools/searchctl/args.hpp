@@ -75,7 +75,8 @@ struct LoadgenArgs {
   double seconds = 10;          // measured arrivals
   double warmup = 1;            // arrivals before the measured ones, at the same rate
   int64_t deadline_ms = 500;    // sent as timeout_ms; a later or partial answer is a miss
-  uint32_t connections = 64;    // concurrent HTTP connections (workers)
+  uint32_t connections = 64;    // concurrent kept-alive HTTP connections
+  uint32_t threads = 0;         // event loops sharing the connections; 0: a quarter of the cores, 1..4
   uint64_t seed = 1;
   std::string trace;            // CSV of every query (arrival, latency, status); empty: none
 };

@@ -1,14 +1,29 @@
 // searchctl loadgen: open-loop load on the integrator's HTTP API, Poisson arrivals at --rate per
-// second (Ding et al. 2009 §9, Fig. 7). Arrival times are drawn up front; a dispatcher releases
-// each query at its time whether or not earlier ones have finished, and --connections workers
-// send them (GET /search?q=..&mode=..&k=..&timeout_ms=deadline). A query's latency runs from its
-// scheduled arrival to its answer, so time spent waiting for a free connection counts (no
-// coordinated omission). A query misses its deadline when it is answered after it, with an
-// error, or partially (_shards.failed > 0 or timed_out). The first --warmup seconds of arrivals
-// are sent but not measured. One JSON line summarises.
-#include <httplib.h>
+// second (Ding et al. 2009 §9, Fig. 7). Arrival times are drawn up front; each query is released
+// at its time whether or not earlier ones have finished and sent on a free kept-alive connection
+// (GET /search?q=..&mode=..&k=..&timeout_ms=deadline), or waits in the load generator's queue for
+// one. A query's latency runs from its scheduled arrival to its answer, so time spent waiting for
+// a free connection counts (no coordinated omission). A query misses its deadline when it is
+// answered after it, with an error, or partially (_shards.failed > 0 or timed_out). The first
+// --warmup seconds of arrivals are sent but not measured. One JSON line summarises.
+//
+// The load generator shares its host with what it measures (BENCHMARKS.md, issue 6), so it is
+// event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
+// for its next arrival (nonblocking sockets, HTTP/1.1 written and parsed here), instead of a
+// thread per connection woken for every query.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -23,6 +38,7 @@
 
 #include "args.hpp"
 #include "common.hpp"
+#include "http_response.hpp"
 
 namespace search::cli {
 
@@ -77,6 +93,375 @@ Status ParseUrl(const std::string& url, std::string* host, int* port) {
   return Status::Ok();
 }
 
+uint32_t DefaultLoops() {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp<uint32_t>(hw / 4, 1, 4);
+}
+
+struct Target {
+  sockaddr_storage addr{};
+  socklen_t len = 0;
+};
+
+Result<Target> ResolveTarget(const std::string& host, int port) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0 || res == nullptr)
+    return Status::Unavailable("cannot resolve " + host + ": " + (rc != 0 ? gai_strerror(rc) : "no address"));
+  Target t;
+  std::memcpy(&t.addr, res->ai_addr, res->ai_addrlen);
+  t.len = static_cast<socklen_t>(res->ai_addrlen);
+  ::freeaddrinfo(res);
+  return t;
+}
+
+// What every loop reads (and the two counters they share).
+struct LoopShared {
+  Target target;
+  std::string host_header, path_prefix;
+  Clock::duration read_timeout{}, deadline{};
+  const std::vector<std::string>* queries = nullptr;
+  const std::vector<Arrival>* arrivals = nullptr;
+  std::vector<Sample>* samples = nullptr;  // each index written by the loop that owns the arrival
+  std::atomic<bool> connect_failed{false};
+  std::atomic<uint64_t> stale_retries{0};
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd = -1) : fd_(fd) {}
+  ~Fd() { reset(); }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+// One connection's state in a loop.
+struct Conn {
+  int fd = -1;
+  bool connecting = false;
+  size_t arrival = SIZE_MAX;  // the query under way; SIZE_MAX: idle
+  bool retried = false;       // resent once already (a stale kept-alive connection)
+  bool reused = false;        // the connection answered before (so a failure may be a stale one)
+  std::string out;
+  size_t out_off = 0;
+  Clock::time_point sent, last_used;
+  HttpResponseParser parser;
+};
+
+class Loop {
+ public:
+  Loop(LoopShared& sh, const std::vector<size_t>& mine, uint32_t conns) : sh_(sh), mine_(mine), conns_(conns) {}
+
+  Status Run() {
+    ep_.reset(::epoll_create1(EPOLL_CLOEXEC));
+    timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC));
+    if (ep_.get() < 0 || timer_.get() < 0) return Status::IOError(std::string("epoll/timerfd: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u64 = kTimerTag;
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, timer_.get(), &ev) != 0)
+      return Status::IOError(std::string("epoll_ctl: ") + std::strerror(errno));
+    for (size_t c = 0; c < conns_.size(); ++c) idle_.push_back(c);
+    std::vector<epoll_event> events(256);
+    Clock::time_point armed = Clock::time_point::max();
+    for (;;) {
+      const auto now = Clock::now();
+      while (next_ < mine_.size() && (*sh_.arrivals)[mine_[next_]].at <= now) Dispatch(mine_[next_++]);
+      CheckTimeouts(now);
+      Pump();
+      if (next_ == mine_.size() && pending_.empty() && busy_ == 0) break;
+      if (next_ < mine_.size() && (*sh_.arrivals)[mine_[next_]].at != armed) {
+        armed = (*sh_.arrivals)[mine_[next_]].at;
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(armed.time_since_epoch()).count();
+        itimerspec its{};
+        its.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+        its.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+        if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;
+        (void)::timerfd_settime(timer_.get(), TFD_TIMER_ABSTIME, &its, nullptr);
+      }
+      // Timeouts and idle connections are checked at least every 50 ms.
+      const int n = ::epoll_wait(ep_.get(), events.data(), static_cast<int>(events.size()), 50);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Status::IOError(std::string("epoll_wait: ") + std::strerror(errno));
+      }
+      for (int i = 0; i < n; ++i) {
+        if (events[i].data.u64 == kTimerTag) {
+          uint64_t expirations;
+          (void)!::read(timer_.get(), &expirations, sizeof expirations);
+          continue;
+        }
+        OnEvent(static_cast<size_t>(events[i].data.u64), events[i].events);
+      }
+      Pump();
+    }
+    for (Conn& c : conns_) Close(c);
+    return Status::Ok();
+  }
+
+ private:
+  static constexpr uint64_t kTimerTag = ~uint64_t{0};
+  static constexpr auto kIdleClose = std::chrono::seconds(1);
+
+  void Dispatch(size_t arrival) {
+    pending_.push_back(arrival);
+    Pump();
+  }
+
+  // Sends `arrival` on connection c (opening it first if closed).
+  void Start(size_t c, size_t arrival, bool retry) {
+    Conn& conn = conns_[c];
+    conn.arrival = arrival;
+    conn.retried = retry;
+    ++busy_;
+    Sample& s = (*sh_.samples)[arrival];
+    conn.sent = Clock::now();
+    if (!retry)
+      s.send_wait_us =
+          std::max(0.0, std::chrono::duration<double, std::micro>(conn.sent - (*sh_.arrivals)[arrival].at).count());
+    conn.out = "GET " + sh_.path_prefix + UrlEncode((*sh_.queries)[(*sh_.arrivals)[arrival].query]) +
+               " HTTP/1.1\r\nHost: " + sh_.host_header + "\r\nConnection: keep-alive\r\n\r\n";
+    conn.out_off = 0;
+    conn.parser = HttpResponseParser();
+    if (conn.fd < 0 && !Open(c)) {
+      sh_.connect_failed = true;
+      Finish(c, /*http=*/0, nullptr);
+      return;
+    }
+    if (!conn.connecting) Write(c);
+  }
+
+  bool Open(size_t c) {
+    Conn& conn = conns_[c];
+    const int fd = ::socket(sh_.target.addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return false;
+    int one = 1;
+    // A load generator's own sends must not wait on Nagle behind the server's delayed ACK.
+    (void)::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int rc = ::connect(fd, reinterpret_cast<const sockaddr*>(&sh_.target.addr), sh_.target.len);
+    if (rc != 0 && errno != EINPROGRESS) {
+      ::close(fd);
+      return false;
+    }
+    conn.fd = fd;
+    conn.connecting = rc != 0;
+    conn.reused = false;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+    ev.data.u64 = c;
+    if (::epoll_ctl(ep_.get(), EPOLL_CTL_ADD, fd, &ev) != 0) {
+      ::close(fd);
+      conn.fd = -1;
+      return false;
+    }
+    want_out_[c] = true;
+    return true;
+  }
+
+  void Close(Conn& conn) {
+    if (conn.fd >= 0) ::close(conn.fd);  // also leaves the epoll set
+    conn.fd = -1;
+    conn.connecting = false;
+  }
+
+  void WantOut(size_t c, bool on) {
+    if (want_out_[c] == on) return;
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLRDHUP | (on ? EPOLLOUT : 0u);
+    ev.data.u64 = c;
+    (void)::epoll_ctl(ep_.get(), EPOLL_CTL_MOD, conns_[c].fd, &ev);
+    want_out_[c] = on;
+  }
+
+  void Write(size_t c) {
+    Conn& conn = conns_[c];
+    while (conn.out_off < conn.out.size()) {
+      const ssize_t w = ::send(conn.fd, conn.out.data() + conn.out_off, conn.out.size() - conn.out_off, MSG_NOSIGNAL);
+      if (w > 0) {
+        conn.out_off += static_cast<size_t>(w);
+        continue;
+      }
+      if (w < 0 && errno == EINTR) continue;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        WantOut(c, true);
+        return;
+      }
+      Broken(c);
+      return;
+    }
+    WantOut(c, false);
+  }
+
+  void OnEvent(size_t c, uint32_t events) {
+    Conn& conn = conns_[c];
+    if (conn.fd < 0) return;
+    if (conn.connecting) {
+      if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP))) return;
+      int err = 0;
+      socklen_t len = sizeof err;
+      if (::getsockopt(conn.fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) {
+        Close(conn);
+        if (conn.arrival != SIZE_MAX) {
+          sh_.connect_failed = true;
+          Finish(c, 0, nullptr);
+        }
+        return;
+      }
+      conn.connecting = false;
+      if (conn.arrival != SIZE_MAX) Write(c);
+      return;
+    }
+    if ((events & EPOLLOUT) && conn.arrival != SIZE_MAX && conn.out_off < conn.out.size()) Write(c);
+    if (conn.fd < 0) return;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) Read(c);
+  }
+
+  void Read(size_t c) {
+    Conn& conn = conns_[c];
+    char buf[16384];
+    for (;;) {
+      const ssize_t r = ::recv(conn.fd, buf, sizeof buf, 0);
+      if (r > 0) {
+        if (conn.arrival == SIZE_MAX) {  // bytes nobody asked for: the connection is out of step
+          Close(conn);
+          return;
+        }
+        if (conn.parser.Feed(std::string_view(buf, static_cast<size_t>(r))) != HttpResponseParser::State::kIncomplete) {
+          Answered(c);
+          if (conn.fd < 0 || conn.arrival == SIZE_MAX) return;
+        }
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      // EOF or a reset.
+      if (conn.arrival != SIZE_MAX && conn.parser.FeedEof() == HttpResponseParser::State::kComplete) {
+        Answered(c);
+        Close(conn);
+        return;
+      }
+      Broken(c);
+      return;
+    }
+  }
+
+  // The connection failed while a query was under way (or idle).
+  void Broken(size_t c) {
+    Conn& conn = conns_[c];
+    const bool stale = conn.reused && !conn.parser.started() && Clock::now() - conn.sent < std::chrono::milliseconds(100);
+    Close(conn);
+    if (conn.arrival == SIZE_MAX) return;
+    // A kept-alive connection the server has just closed (its idle timeout or request count)
+    // fails at once; like any HTTP client, resend the (idempotent) GET once on a fresh one.
+    if (stale && !conn.retried) {
+      sh_.stale_retries.fetch_add(1, std::memory_order_relaxed);
+      const size_t arrival = conn.arrival;
+      conn.arrival = SIZE_MAX;
+      --busy_;
+      Start(c, arrival, /*retry=*/true);
+      return;
+    }
+    Finish(c, 0, nullptr);
+  }
+
+  void Answered(size_t c) {
+    Conn& conn = conns_[c];
+    if (conn.parser.state() == HttpResponseParser::State::kError) {
+      Close(conn);
+      Finish(c, 0, nullptr);
+      return;
+    }
+    const bool keep = conn.parser.keep_alive();
+    Finish(c, conn.parser.status(), &conn.parser.body());
+    conn.reused = true;
+    if (!keep) Close(conn);
+  }
+
+  // Records the query on connection c (http 0: no answer); c becomes idle.
+  void Finish(size_t c, int http, const std::string* body) {
+    Conn& conn = conns_[c];
+    const size_t i = conn.arrival;
+    const auto end = Clock::now();
+    Sample& s = (*sh_.samples)[i];
+    s.latency_us = std::chrono::duration<double, std::micro>(end - (*sh_.arrivals)[i].at).count();
+    s.http = http;
+    if (http != 200 || body == nullptr) {
+      s.error = true;
+    } else {
+      const auto j = nlohmann::json::parse(*body, nullptr, false);
+      if (j.is_discarded()) {
+        s.error = true;
+      } else {
+        const auto shards = j.find("_shards");
+        s.partial = j.value("timed_out", false) ||
+                    (shards != j.end() && shards->is_object() && shards->value("failed", 0) > 0);
+        s.ok = !s.partial && end - (*sh_.arrivals)[i].at <= sh_.deadline;
+      }
+    }
+    conn.arrival = SIZE_MAX;
+    conn.last_used = end;
+    --busy_;
+    idle_.push_back(c);
+  }
+
+  // Gives the queries waiting for a connection the idle ones, oldest first. (A start that fails at
+  // once returns its connection to idle_, so this ends.)
+  void Pump() {
+    while (!pending_.empty() && !idle_.empty()) {
+      const size_t c = idle_.back();
+      idle_.pop_back();
+      const size_t arrival = pending_.front();
+      pending_.pop_front();
+      Start(c, arrival, /*retry=*/false);
+    }
+  }
+
+  // Read timeouts, and idle connections closed (at most every 50 ms).
+  void CheckTimeouts(Clock::time_point now) {
+    if (now - last_check_ < std::chrono::milliseconds(50)) return;
+    last_check_ = now;
+    for (size_t c = 0; c < conns_.size(); ++c) {
+      Conn& conn = conns_[c];
+      if (conn.arrival != SIZE_MAX && now - conn.sent > sh_.read_timeout) {
+        Close(conn);
+        Finish(c, 0, nullptr);
+      } else if (conn.arrival == SIZE_MAX && conn.fd >= 0 && now - conn.last_used > kIdleClose) {
+        Close(conn);
+      }
+    }
+  }
+
+  LoopShared& sh_;
+  const std::vector<size_t>& mine_;
+  std::vector<Conn> conns_;
+  std::vector<bool> want_out_ = std::vector<bool>(conns_.size(), false);
+  // Idle connections, the most recently used last: a query takes the warmest, so as many
+  // connections are open as queries are under way at once, and one left idle past kIdleClose is
+  // closed (a server with a thread per kept-alive connection, httplib's, would hold a thread for it
+  // until its keep-alive timeout).
+  std::vector<size_t> idle_;
+  std::deque<size_t> pending_;  // released arrivals waiting for a free connection
+  size_t next_ = 0;             // the next of mine_ to release
+  size_t busy_ = 0;             // connections with a query under way
+  Clock::time_point last_check_{};
+  Fd ep_, timer_;
+};
+
+Status RunLoop(LoopShared& shared, const std::vector<size_t>& mine, uint32_t conns) {
+  return Loop(shared, mine, conns).Run();
+}
+
 }  // namespace
 
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
@@ -96,9 +481,13 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
   cmd->add_option("--deadline-ms", a->deadline_ms, "per-query deadline (sent as timeout_ms)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{600000}));
-  cmd->add_option("--connections", a->connections, "concurrent HTTP connections")
+  cmd->add_option("--connections", a->connections, "concurrent kept-alive HTTP connections")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u));
+  cmd->add_option("--threads", a->threads,
+                  "event loops (each an epoll over its share of the connections); 0: a quarter of the cores, 1 to 4")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 64u));
   cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
   cmd->add_option("--trace", a->trace,
                   "also write every query to this CSV: arrival_s (its scheduled arrival, in seconds from the "
@@ -139,85 +528,34 @@ int RunLoadgen(const LoadgenArgs& a) {
     arrivals.push_back(x);
   }
 
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<size_t> ready;  // GUARDED_BY(mu): arrivals released, not yet taken
-  bool done = false;         // GUARDED_BY(mu)
   std::vector<Sample> samples(arrivals.size());
-  std::atomic<bool> connect_failed{false};
-  std::atomic<uint64_t> stale_retries{0};
-  const std::string base = std::string("/search?mode=") + std::string(QueryModeName(*mode)) +
-                           "&k=" + std::to_string(a.k) + "&timeout_ms=" + std::to_string(a.deadline_ms) + "&q=";
-  const auto deadline = std::chrono::milliseconds(a.deadline_ms);
-
-  std::vector<std::thread> workers;
-  for (uint32_t w = 0; w < a.connections; ++w) {
-    workers.emplace_back([&] {
-      httplib::Client client(host, port);
-      client.set_keep_alive(true);
-      // A load generator's own sends must not wait on Nagle (a request written in pieces, or a
-      // resend, would sit behind the server's delayed ACK and count as the server's latency).
-      client.set_tcp_nodelay(true);
-      client.set_connection_timeout(std::chrono::seconds(5));
-      client.set_read_timeout(std::chrono::milliseconds(a.deadline_ms * 4 + 5000));
-      for (;;) {
-        size_t i = 0;
-        {
-          std::unique_lock<std::mutex> lock(mu);
-          cv.wait(lock, [&] { return done || !ready.empty(); });
-          if (ready.empty()) return;
-          i = ready.front();
-          ready.pop_front();
-        }
-        Sample& s = samples[i];
-        const std::string path = base + UrlEncode((*queries)[arrivals[i].query]);
-        const auto sent = Clock::now();
-        s.send_wait_us = std::max(0.0, std::chrono::duration<double, std::micro>(sent - arrivals[i].at).count());
-        auto res = client.Get(path);
-        // A kept-alive connection the server has just closed (its idle timeout) fails at once;
-        // like any HTTP client, resend the (idempotent) GET once on a fresh connection.
-        if (!res && Clock::now() - sent < std::chrono::milliseconds(100)) {
-          stale_retries.fetch_add(1);
-          res = client.Get(path);
-        }
-        const auto end = Clock::now();
-        s.latency_us = std::chrono::duration<double, std::micro>(end - arrivals[i].at).count();
-        if (res) s.http = res->status;
-        if (!res) {
-          s.error = true;
-          if (res.error() == httplib::Error::Connection) connect_failed = true;
-          continue;
-        }
-        if (res->status != 200) {
-          s.error = true;
-          continue;
-        }
-        const auto body = nlohmann::json::parse(res->body, nullptr, false);
-        if (body.is_discarded()) {
-          s.error = true;
-          continue;
-        }
-        const auto shards = body.find("_shards");
-        s.partial = body.value("timed_out", false) ||
-                    (shards != body.end() && shards->is_object() && shards->value("failed", 0) > 0);
-        s.ok = !s.partial && end - arrivals[i].at <= deadline;
-      }
-    });
+  const uint32_t loops = std::max<uint32_t>(1, std::min(a.connections, a.threads > 0 ? a.threads : DefaultLoops()));
+  auto target = ResolveTarget(host, port);
+  if (!target.ok()) return ReportError("loadgen", target.status(), kExitFailure);
+  LoopShared shared;
+  shared.target = *target;
+  shared.host_header = host + ":" + std::to_string(port);
+  shared.path_prefix = std::string("/search?mode=") + std::string(QueryModeName(*mode)) + "&k=" + std::to_string(a.k) +
+                       "&timeout_ms=" + std::to_string(a.deadline_ms) + "&q=";
+  shared.read_timeout = std::chrono::milliseconds(a.deadline_ms * 4 + 5000);
+  shared.deadline = std::chrono::milliseconds(a.deadline_ms);
+  shared.queries = &*queries;
+  shared.arrivals = &arrivals;
+  shared.samples = &samples;
+  // Each arrival goes to one loop at random (a random thinning of a Poisson process is Poisson);
+  // the connections are split evenly.
+  std::vector<std::vector<size_t>> mine(loops);
+  std::mt19937_64 pick(a.seed ^ 0x9e3779b97f4a7c15ull);
+  for (size_t i = 0; i < arrivals.size(); ++i) mine[loops == 1 ? 0 : pick() % loops].push_back(i);
+  std::vector<std::thread> threads;
+  std::vector<Status> loop_status(loops);
+  for (uint32_t l = 0; l < loops; ++l) {
+    const uint32_t conns = a.connections / loops + (l < a.connections % loops ? 1 : 0);
+    threads.emplace_back([&, l, conns] { loop_status[l] = RunLoop(shared, mine[l], conns); });
   }
-  for (size_t i = 0; i < arrivals.size(); ++i) {
-    std::this_thread::sleep_until(arrivals[i].at);
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      ready.push_back(i);
-    }
-    cv.notify_one();
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    done = true;
-  }
-  cv.notify_all();
-  for (auto& t : workers) t.join();
+  for (auto& t : threads) t.join();
+  for (const Status& st : loop_status)
+    if (!st.ok()) return ReportError("loadgen", st, kExitFailure);
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
 
   std::vector<double> lat, answered_lat, rejected_lat, send_wait;
@@ -268,7 +606,8 @@ int RunLoadgen(const LoadgenArgs& a) {
   // Overload: answers by HTTP status ("none": no answer), the latency of the 200s alone and of
   // the load shed (429 / 503) alone.
   out["http"] = statuses;
-  out["stale_connection_retries"] = stale_retries.load();
+  out["stale_connection_retries"] = shared.stale_retries.load();
+  out["threads"] = loops;
   out["answered_p99_us"] = Percentile(answered_lat, 0.99);
   out["rejected"] = rejected_lat.size();
   out["rejected_p50_us"] = Percentile(rejected_lat, 0.50);
@@ -296,7 +635,7 @@ int RunLoadgen(const LoadgenArgs& a) {
       return ReportError("loadgen", Status::IOError("cannot write the trace to " + a.trace), kExitFailure);
     }
   }
-  if (connect_failed && ok == 0) {
+  if (shared.connect_failed && ok == 0) {
     return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);
   }
   return kExitOk;
