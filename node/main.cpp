@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <thread>
 
+#include "core/cpus.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
@@ -47,7 +48,7 @@ int main(int argc, char** argv) {
   app.add_option("--listen", options.listen, "ZeroMQ endpoint to bind (tcp://HOST:PORT, PORT * = any)")
       ->capture_default_str();
   app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)");
-  app.add_option("--threads", threads, "worker threads (0 = hardware threads)")->capture_default_str();
+  app.add_option("--threads", threads, "worker threads (0 = the CPUs this process may use)")->capture_default_str();
   app.add_option("--cache-mb", cache_mb, "posting-list cache budget in MiB")->capture_default_str();
   app.add_option("--queue", options.queue_capacity, "queued requests before load shedding")
       ->capture_default_str()
@@ -85,14 +86,14 @@ int main(int argc, char** argv) {
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
   int64_t batch_wait_us = 200;
-  double sched_idle_reserve = -1;  // -1: DefaultIdleReserve(hardware threads)
+  double sched_idle_reserve = -1;  // -1: DefaultIdleReserve(the CPUs this process may use)
   bool sched_host_aware = true;
   app.add_option("--scheduler", sched_name,
                  "auto: hybrid when the GPU executor runs, else the CPU engine directly; cpu|gpu|hybrid|griffin: "
                  "the CPU/GPU scheduler in that mode (gpu, hybrid and griffin need a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "gpu", "hybrid", "griffin"}));
-  app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = hardware threads)")
+  app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = the CPUs this process may use)")
       ->capture_default_str();
   app.add_option("--gpu-dispatchers", gpu_dispatchers,
                  "scheduler threads running GPU batches at once, each on its own stream")
@@ -106,7 +107,7 @@ int main(int argc, char** argv) {
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
       ->capture_default_str();
   app.add_option("--sched-idle-reserve", sched_idle_reserve,
-                 "host cores the CPU engine leaves idle (--sched-host-aware); -1 = 3/8 of the hardware threads, "
+                 "host cores the CPU engine leaves idle (--sched-host-aware); -1 = 3/8 of the CPUs this process may use, "
                  "at least 1 (6 on 16)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1024.0));
@@ -233,14 +234,17 @@ int main(int argc, char** argv) {
   if (!sched_name.empty()) {
     sched.sched.policy.mode = *ParseSchedMode(sched_name);
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
-    sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : std::max(1u, std::thread::hardware_concurrency());
+    sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : AvailableCores();
     sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
     if (sched_host_aware) {
-      auto host = std::make_shared<HostLoad>();
+      // A node pinned to part of the host (taskset, a container's cpuset) counts only its CPUs' idle time.
+      std::vector<int> cpus = AllowedCpus();
+      if (cpus.size() >= std::thread::hardware_concurrency()) cpus.clear();  // all of them: the aggregate line
+      auto host = std::make_shared<HostLoad>(std::chrono::milliseconds(20), "/proc/stat", std::move(cpus));
       sched.sched.idle_cores = [host] { return host->IdleCores(); };
       sched.sched.idle_reserve = sched_idle_reserve >= 0
                                      ? sched_idle_reserve
-                                     : DefaultIdleReserve(std::max(1u, std::thread::hardware_concurrency()));
+                                     : DefaultIdleReserve(AvailableCores());
     }
     auto s = ScheduledExecutor::Create(shard->get(), batch_gpu, &metrics, sched);
     if (!s.ok()) {
@@ -250,7 +254,7 @@ int main(int argc, char** argv) {
     scheduled = std::move(s).value();
     // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a
     // batch per GPU dispatcher.
-    const size_t base = threads != 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+    const size_t base = threads != 0 ? threads : AvailableCores();
     options.threads = base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
   }
   Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();

@@ -27,6 +27,11 @@
 #      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
 #      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
 #      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
+#      NODE_CPUS and CLIENT_CPUS (taskset CPU lists, e.g. 0-15 and 16-31 on a 32-core host: the node
+#      on the first, the integrator, the load generator and host_jitter on the second, so the node's
+#      processors are measured apart from the serving path's clients, as on separate machines; the
+#      node sizes its workers and judges idle cores by its own CPUs; default: unpinned),
+#      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -63,6 +68,12 @@ fi
 [ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
 
+node_pin=() client_pin=()
+[ -n "${NODE_CPUS:-}" ] && node_pin=(taskset -c "$NODE_CPUS")
+[ -n "${CLIENT_CPUS:-}" ] && client_pin=(taskset -c "$CLIENT_CPUS")
+lg_threads=()
+[ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
+[ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms" >"$csv"
@@ -115,7 +126,7 @@ scrape() {
 jitter_log=$work/host-stalls.txt
 jitter_pid=
 if [ "${JITTER:-1}" = 1 ] && [ -x "$bundle/bin/host_jitter" ]; then
-  "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
+  "${client_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
   jitter_pid=$!
   pids+=("$jitter_pid")
 fi
@@ -130,7 +141,7 @@ for mode in $modes; do
   step "scheduler $mode: starting node + integrator"
   preload=()
   [ "$mode" != cpu ] && preload=(--gpu-preload-mb "${PRELOAD_MB:-8192}")
-  "$node_bin" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
+  "${node_pin[@]}" "$node_bin" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$node_port" --scheduler "$mode" \
     "${preload[@]}" --cache-mb 16384 --metrics "127.0.0.1:$metrics_port" --log-level info ${NODE_ARGS:-} >"$work/node-$mode.out" 2>"$work/node-$mode.err" &
   node_pid=$!
   pids+=("$node_pid")
@@ -138,7 +149,7 @@ for mode in $modes; do
   if ! grep -q '"ready"' "$work/node-$mode.out"; then
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
-  "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
+  "${client_pin[@]}" "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
     --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --metrics "127.0.0.1:$int_metrics_port" \
     --log-level warn ${INTEGRATOR_ARGS:-} \
     >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
@@ -151,8 +162,8 @@ for mode in $modes; do
   if [ "${WARM_PASS:-1}" = 1 ]; then
     nq=$(wc -l <"$qlog")
     warm_secs=$(( (nq + start_rate - 1) / start_rate + 1 ))
-    timeout $((warm_secs + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" --mode "$qmode" \
-      --rate "$start_rate" --seconds "$warm_secs" --warmup 0 --deadline-ms "$deadline" --connections "$conns" >/dev/null 2>&1
+    "${client_pin[@]}" timeout $((warm_secs + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" --mode "$qmode" \
+      --rate "$start_rate" --seconds "$warm_secs" --warmup 0 --deadline-ms "$deadline" --connections "$conns" "${lg_threads[@]}" >/dev/null 2>&1
   fi
   rate=$start_rate
   for _ in $(seq "$max_steps"); do
@@ -163,9 +174,9 @@ for mode in $modes; do
     scrape 0
     trace=()
     [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
-    line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
+    line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time "${client_pin[@]}" timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
-      --connections "$conns" "${trace[@]}"; } 2>"$work/loadgen.err"; )
+      --connections "$conns" "${lg_threads[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
     n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
     scrape 1

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <zmq.hpp>
 
+#include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
@@ -144,7 +145,7 @@ struct NodeServer::Impl {
 NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options)
     : shard_(shard), executor_(executor), metrics_(metrics), options_(std::move(options)),
       impl_(std::make_unique<Impl>()) {
-  if (options_.threads == 0) options_.threads = std::max(1u, std::thread::hardware_concurrency());
+  if (options_.threads == 0) options_.threads = AvailableCores();
   if (options_.queue_capacity == 0) options_.queue_capacity = 1;
   impl_->analyzer_json = shard_->meta().analyzer.ToJson();
 }

@@ -3,8 +3,13 @@
 // than the interval return the previous answer.
 #include "node/host_load.hpp"
 
+#include <sched.h>
+
 #include <gtest/gtest.h>
 
+#include "core/cpus.hpp"
+
+#include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -66,6 +71,48 @@ TEST_F(HostLoadTest, UnreadableOrMalformedIsUnknown) {
     HostLoad load(std::chrono::microseconds(0), path_.string());
     EXPECT_EQ(load.IdleCores(), -1.0);
   }
+}
+
+// A node pinned to CPUs 1 and 3 (its affinity mask) counts only their lines: their idle share
+// times 2, however idle the host's other CPUs are; a mask none of whose CPUs has a line is unknown.
+TEST_F(HostLoadTest, OnlyTheCpusOfTheMaskCount) {
+  auto write = [&](const uint64_t user[4], const uint64_t idle[4]) {
+    std::ofstream out(path_);
+    out << "cpu  0 0 0 0 0 0 0 0\n";  // the aggregate line is not read with a mask
+    for (int c = 0; c < 4; ++c) out << "cpu" << c << " " << user[c] << " 0 0 " << idle[c] << " 0 0 0 0\n";
+    out << "intr 12345\n";
+  };
+  const uint64_t user0[4] = {100, 100, 100, 100}, idle0[4] = {0, 0, 0, 0};
+  write(user0, idle0);
+  HostLoad load(std::chrono::microseconds(0), path_.string(), {3, 1});
+  // 100 ticks later: CPUs 0 and 2 fully idle, 1 idle for half of them, 3 busy: 0.5 of the mask's 2 cores.
+  const uint64_t user1[4] = {100, 150, 100, 200}, idle1[4] = {100, 50, 100, 0};
+  write(user1, idle1);
+  EXPECT_DOUBLE_EQ(load.IdleCores(), 2 * 50.0 / 200.0);
+  HostLoad absent(std::chrono::microseconds(0), path_.string(), {7});
+  EXPECT_EQ(absent.IdleCores(), -1.0);
+}
+
+// AllowedCpus / AvailableCores follow the affinity mask (taskset, a cpuset), not the host's count:
+// a thread pinned to one CPU sees that CPU alone.
+TEST(CpusTest, AffinityMaskIsWhatCounts) {
+  const std::vector<int> all = AllowedCpus();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(AvailableCores(), all.size());
+  EXPECT_TRUE(std::is_sorted(all.begin(), all.end()));
+  std::vector<int> seen;
+  unsigned cores = 0;
+  std::thread pinned([&] {
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(all.back(), &one);
+    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    seen = AllowedCpus();
+    cores = AvailableCores();
+  });
+  pinned.join();
+  EXPECT_EQ(seen, std::vector<int>{all.back()});
+  EXPECT_EQ(cores, 1u);
 }
 
 TEST(HostLoadLiveTest, ReadsThisHostsProcStat) {
