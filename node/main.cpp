@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
                  "it did not raise hybrid's sustained rate, BENCHMARKS.md)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1e7));
+  app.add_option("--sched-caller-runs", sched.sched.caller_runs,
+                 "a request's own thread runs its CPU-engine job where an idle scheduler CPU worker would take it "
+                 "at once, saving the hand-off to the worker and back (off with --sched-cpu-nice > 0)")
+      ->capture_default_str();
   app.add_option("--sched-cpu-nice", sched.sched.cpu_nice,
                  "how much higher the scheduler's CPU workers' nice value is than the node's: CPU-engine queries "
                  "yield the cores to the node's network and GPU-dispatch threads when those wake")

@@ -4,14 +4,16 @@
 # result cache off) driven by `searchctl loadgen` at a Poisson rate over CONNECTIONS kept-alive
 # connections. Prints the node's, the integrator's and the load generator's CPU (user + system)
 # per answered query, in microseconds of one core, and the load generator's summary line. With
-# PERF=1 it also records the integrator with `perf record -g` (OUT_DIR/perf-integrator.data).
+# PERF=1 it also records the integrator with `perf record -g` (OUT_DIR/perf-integrator.data; the node
+# with PERF_WHO=node).
 # Where the H100 host's cores go at high rates (BENCHMARKS.md, issue 6) without the GPU host.
 #
 # usage: scripts/serving_cost.sh [BUILD_DIR]      (default build)
 # env: DOCS (200000), RATE (2000), SECONDS_PER_RUN (6), CONNECTIONS (64), HTTP_THREADS (CONNECTIONS),
 #      BASE_PORT (7800: node BASE+1, its metrics BASE+2, HTTP BASE, integrator metrics BASE+3),
 #      OUT_DIR (/tmp/serving-cost: the index, query log and logs are kept there between runs),
-#      INTEGRATOR_ARGS (extra search-integrator flags), PERF (0).
+#      INTEGRATOR_ARGS (extra search-integrator flags), NODE_ARGS (extra search-node flags),
+#      LOADGEN_ARGS (extra searchctl loadgen flags), PERF (0; PERF_WHO=node records the node instead).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -38,7 +40,7 @@ qlog=$out/queries-$docs.txt
   --four-share 0.6 --min-df 8 --df-exponent 0.62 >/dev/null || exit 1
 
 "$build/node/search-node" --index "$idx/shard-0" --listen "tcp://127.0.0.1:$((base + 1))" --scheduler cpu \
-  --cache-mb 512 --metrics "127.0.0.1:$((base + 2))" --log-level warn >"$out/node.out" 2>"$out/node.err" &
+  --cache-mb 512 ${NODE_ARGS:-} --metrics "127.0.0.1:$((base + 2))" --log-level warn >"$out/node.out" 2>"$out/node.err" &
 node_pid=$!
 pids+=("$node_pid")
 for _ in $(seq 300); do grep -q '"ready"' "$out/node.out" 2>/dev/null && break; sleep 0.1; done
@@ -52,14 +54,17 @@ for _ in $(seq 100); do curl -sf "http://127.0.0.1:$base/health" >/dev/null 2>&1
 
 loadgen() {  # seconds
   "$ctl" loadgen --url "http://127.0.0.1:$base" --queries "$qlog" --mode and --rate "$rate" --seconds "$1" \
-    --warmup 0 --deadline-ms 500 --connections "$conns"
+    --warmup 0 --deadline-ms 500 --connections "$conns" ${LOADGEN_ARGS:-}
 }
 step "warm-up: 2 s at $rate q/s"
 loadgen 2 >/dev/null || { echo "serving_cost: the warm-up failed" >&2; exit 1; }
 n0=$(ticks "$node_pid") i0=$(ticks "$int_pid")
 perf_pid=
 if [ "${PERF:-0}" = 1 ]; then
-  perf record -F 999 -g -p "$int_pid" -o "$out/perf-integrator.data" -- sleep "$secs" >/dev/null 2>&1 &
+  perf_who=${PERF_WHO:-integrator}
+  perf_target=$int_pid
+  [ "$perf_who" = node ] && perf_target=$node_pid
+  perf record -F 999 -g -p "$perf_target" -o "$out/perf-$perf_who.data" -- sleep "$secs" >/dev/null 2>&1 &
   perf_pid=$!
 fi
 step "measured: $secs s at $rate q/s over $conns connections"

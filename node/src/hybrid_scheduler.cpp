@@ -193,12 +193,36 @@ Status HybridScheduler::Submit(SchedTask& task) {
   // within the CPU slots, or the first worker when none runs, or any for a pinned job. Past the
   // slots, the running workers take it as they finish, or the one polling worker (CpuLoop) does
   // once the host has room: a wake-up there only cost every waiting worker a turn at this lock.
-  const bool room = cpu_busy_ < cpu_slots_;
-  if ((queue != SchedQueue::kGpu &&
-       (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu || cheap)) ||
-      (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
-    cpu_cv_.notify_one();
-  gpu_cv_.notify_one();
+  auto wake_for_it = [&] {
+    const bool room = cpu_busy_ < cpu_slots_;
+    if ((queue != SchedQueue::kGpu &&
+         (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu || cheap)) ||
+        (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
+      cpu_cv_.notify_one();
+    gpu_cv_.notify_one();
+  };
+  // The caller runs CPU work itself where a CPU worker would take it now (caller_runs): it would
+  // only block here while a worker ran the job, and handing the job over and back cost two
+  // wake-ups and two context switches. What it takes is what an idle worker would (the policy's
+  // order, so perhaps an older job; then its own is handed on as usual, before that run).
+  std::optional<SchedJob> mine;
+  if (options_.caller_runs && queue != SchedQueue::kGpu && options_.cpu_nice == 0 &&
+      cpu_busy_ < CpuSlotsLocked()) {
+    const SchedTime now = SchedClock::now();
+    mine = policy_.TakeCpu(now);
+    if (!mine.has_value() || mine->id != task.job.id) wake_for_it();
+    if (mine.has_value()) {
+      RunCpuJob(lock, *mine, now);
+      // A worker finishing a job goes on to the next; the caller does not, so it hands on what
+      // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
+      // in hybrid an idle one may steal from the GPU queue).
+      bool queued = false;
+      for (size_t q = 0; q < kNumSchedQueues; ++q) queued = queued || policy_.queued(static_cast<SchedQueue>(q)) > 0;
+      if (queued) cpu_cv_.notify_one();
+    }
+  } else {
+    wake_for_it();
+  }
   task.cv_.wait(lock, [&] { return task.done_; });
   const SchedTime finished = task.finished_at_;
   lock.unlock();
@@ -281,44 +305,48 @@ void HybridScheduler::CpuLoop() {
       }
       continue;
     }
-    // More work queued behind this job: wake another worker to look at it (and to take over the
-    // polling this worker may have done).
-    if (cpu_work_queued()) cpu_cv_.notify_one();
-    if (metrics_)
-      for (size_t q = 0; q < kNumSchedQueues; ++q)
-        metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
-    SchedTask& t = *TaskOf(*j);
-    const double waited = MicrosBetween(j->enqueued, now);
-    const bool stolen = j->stolen;
-    t.job = *j;
-    ++cpu_busy_;
-    lock.unlock();
-    t.wait_us += waited;
-    t.stolen = t.stolen || stolen;
-    if (stolen) {
-      stolen_[0].fetch_add(1);
-      if (metrics_) metrics_->stolen[0]->Increment();
-    }
-    if (metrics_) metrics_->wait[0]->Observe(waited * 1e-6);
-    if (now > t.job.deadline) {
-      t.status = Status::DeadlineExceeded("deadline passed while queued");
-      Finish(t, Unit::kCpu, 0, false);
-    } else {
-      const SchedTime t0 = SchedClock::now();
-      const double cpu0 = ThreadCpuMicros();
-      runner_->RunCpu(t);
-      const double run_us = MicrosBetween(t0, SchedClock::now());
-      const double cpu_us = ThreadCpuMicros() - cpu0;
-      t.run_us += run_us;
-      // A migrated task's CPU part is not a whole query: not a sample for the model. The model
-      // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
-      // wall time also holds the waits for a core, which made the model think the CPU slower the
-      // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
-      Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us);
-    }
-    lock.lock();
-    --cpu_busy_;
+    RunCpuJob(lock, *j, now);
   }
+}
+
+void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now) {
+  // More work queued behind this job: wake another worker to look at it (and to take over the
+  // polling this worker may have done).
+  if (policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) cpu_cv_.notify_one();
+  if (metrics_)
+    for (size_t q = 0; q < kNumSchedQueues; ++q)
+      metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
+  SchedTask& t = *TaskOf(j);
+  const double waited = MicrosBetween(j.enqueued, now);
+  const bool stolen = j.stolen;
+  t.job = j;
+  ++cpu_busy_;
+  lock.unlock();
+  t.wait_us += waited;
+  t.stolen = t.stolen || stolen;
+  if (stolen) {
+    stolen_[0].fetch_add(1);
+    if (metrics_) metrics_->stolen[0]->Increment();
+  }
+  if (metrics_) metrics_->wait[0]->Observe(waited * 1e-6);
+  if (now > t.job.deadline) {
+    t.status = Status::DeadlineExceeded("deadline passed while queued");
+    Finish(t, Unit::kCpu, 0, false);
+  } else {
+    const SchedTime t0 = SchedClock::now();
+    const double cpu0 = ThreadCpuMicros();
+    runner_->RunCpu(t);
+    const double run_us = MicrosBetween(t0, SchedClock::now());
+    const double cpu_us = ThreadCpuMicros() - cpu0;
+    t.run_us += run_us;
+    // A migrated task's CPU part is not a whole query: not a sample for the model. The model
+    // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
+    // wall time also holds the waits for a core, which made the model think the CPU slower the
+    // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
+    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us);
+  }
+  lock.lock();
+  --cpu_busy_;
 }
 
 void HybridScheduler::GpuLoop() {

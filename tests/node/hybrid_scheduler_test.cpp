@@ -477,5 +477,77 @@ TEST(HybridSchedulerTest, CpuWorkersRunAtTheirNiceValue) {
   EXPECT_EQ(getpriority(PRIO_PROCESS, 0), base);  // the calling thread's own is untouched
 }
 
+// caller_runs: a CPU job that an idle CPU worker would take at once runs on the thread that
+// submitted it (no hand-off to a worker and back); with it off, or with every CPU worker busy,
+// a worker runs it. Either way the answer and the counts are the same.
+TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
+  class ThreadRecorder : public SchedRunner {
+   public:
+    void RunCpu(SchedTask& t) override {
+      std::unique_lock lock(mu);
+      threads.push_back(std::this_thread::get_id());
+      cv.wait(lock, [&] { return !block; });
+      t.status = Status::Ok();
+    }
+    void RunGpuBatch(std::span<SchedTask* const>) override {}
+    std::mutex mu;
+    std::condition_variable cv;
+    bool block = false;
+    std::vector<std::thread::id> threads;
+  };
+  auto submit = [](HybridScheduler& s) {
+    SchedTask t;
+    t.job.arrival = SchedClock::now();
+    t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+    t.job.cpu_us = 10;
+    t.job.gpu_us = 1000;
+    return s.Submit(t);
+  };
+  for (bool caller_runs : {true, false}) {
+    SCOPED_TRACE(caller_runs);
+    ThreadRecorder r;
+    HybridSchedulerOptions o = Options(SchedMode::kCpu);
+    o.cpu_workers = 1;
+    o.caller_runs = caller_runs;
+    HybridScheduler s(o, &r, nullptr, nullptr);
+    s.start();
+    ASSERT_TRUE(submit(s).ok());
+    ASSERT_EQ(r.threads.size(), 1u);
+    EXPECT_EQ(r.threads[0] == std::this_thread::get_id(), caller_runs);
+    EXPECT_EQ(s.stats().jobs[0], 1u);
+  }
+  // The one CPU slot busy (a job blocked in the runner): the next job waits and runs on whichever
+  // thread takes it after the first, not beside it.
+  ThreadRecorder r;
+  HybridSchedulerOptions o = Options(SchedMode::kCpu);
+  o.cpu_workers = 1;
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  s.start();
+  {
+    std::lock_guard lock(r.mu);
+    r.block = true;
+  }
+  std::thread first([&] { EXPECT_TRUE(submit(s).ok()); });
+  for (int i = 0; i < 2000; ++i) {
+    {
+      std::lock_guard lock(r.mu);
+      if (!r.threads.empty()) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  std::thread second([&] { EXPECT_TRUE(submit(s).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  {
+    std::lock_guard lock(r.mu);
+    EXPECT_EQ(r.threads.size(), 1u);  // the second waits for the slot
+    r.block = false;
+  }
+  r.cv.notify_all();
+  first.join();
+  second.join();
+  EXPECT_EQ(r.threads.size(), 2u);
+  EXPECT_EQ(s.stats().jobs[0], 2u);
+}
+
 }  // namespace
 }  // namespace search

@@ -1,6 +1,7 @@
 // HybridScheduler: the threaded runtime around SchedPolicy. Callers Submit a task and block until
-// a processor has run it; cpu_workers threads take CPU work one job at a time, gpu_dispatchers
-// threads take GPU batches (SchedPolicy::TakeGpu) and run them through the runner.
+// a processor has run it; cpu_workers threads take CPU work one job at a time (a caller whose job
+// a worker would take at once runs it itself: caller_runs), gpu_dispatchers threads take GPU
+// batches (SchedPolicy::TakeGpu) and run them through the runner.
 //
 // What runs a job is the SchedRunner's business (the node's: the CPU engine and the GPU executor;
 // tests': fake processors). A GPU batch reports per task:
@@ -133,6 +134,12 @@ struct HybridSchedulerOptions {
   // GPU-dispatch threads (and, on a shared host, the integrator) take the core back when they
   // wake, instead of queueing behind it.
   int cpu_nice = 0;
+  // Submit's caller runs a CPU job itself where an idle CPU worker would take it at once (within
+  // the slots above), instead of waking a worker and sleeping until it finishes: two wake-ups and
+  // two context switches less per CPU-engine query. The CPU workers still take everything else
+  // (queued work, flexible jobs, steals, hand-offs, GPU retries). Off with cpu_nice > 0 (the
+  // caller runs at the process's nice value).
+  bool caller_runs = true;
 };
 
 class HybridScheduler {
@@ -160,6 +167,9 @@ class HybridScheduler {
   struct MetricSet;
   void CpuLoop();
   void GpuLoop();
+  // Runs a job TakeCpu/TakeCpuOwn/TakeCpuCheap returned, as a CPU worker, on the calling thread (a
+  // worker's, or Submit's caller with caller_runs). REQUIRES: lock holds mu_; held again on return.
+  void RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now);
   // run_us goes to the run-time metric; the model observes model_us (run_us when negative).
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
