@@ -25,9 +25,9 @@ class HostLoad {
 
  private:
   bool Read(uint64_t* idle, uint64_t* total);  // also counts the cores (cpuN lines)
-  std::vector<int> cpus_;  // empty: every CPU (the aggregate line); else these cpuN lines alone
   std::chrono::microseconds min_interval_;
   std::string path_;
+  std::vector<int> cpus_;  // empty: every CPU (the aggregate line); else these cpuN lines alone
   std::chrono::steady_clock::time_point last_{};
   uint64_t idle_ = 0, total_ = 0;
   double cores_ = 1;  // per-CPU lines in the last read (of cpus_, when given)
