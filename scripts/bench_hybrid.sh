@@ -30,7 +30,8 @@
 #      NODE_CPUS and CLIENT_CPUS (taskset CPU lists, e.g. 0-15 and 16-31 on a 32-core host: the node
 #      on the first, the integrator, the load generator and host_jitter on the second, so the node's
 #      processors are measured apart from the serving path's clients, as on separate machines; the
-#      node sizes its workers and judges idle cores by its own CPUs; default: unpinned),
+#      node sizes its workers and judges idle cores by its own CPUs, and each step records how busy
+#      those CPUs were, node_cpus_busy_pct; default: unpinned),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      KEEP=1 keeps the index.
 set -uo pipefail
@@ -76,12 +77,21 @@ lg_threads=()
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
 # ran out (busy near 100%), which the per-process columns alone cannot tell apart.
 host_ticks() { awk '$1 == "cpu" { t = 0; for (i = 2; i <= NF; ++i) t += $i; print t, $5 + $6, $9; exit }' /proc/stat; }
+# With NODE_CPUS, the node's own CPUs' total and idle ticks (their cpuN lines): how busy the cores
+# the node may use were, apart from the clients' (node_cpus_busy_pct; "-" unpinned).
+node_cpu_list=
+[ -n "${NODE_CPUS:-}" ] && node_cpu_list=$(echo "$NODE_CPUS" | tr ',' '\n' |
+  awk -F- 'NF == 2 { for (c = $1; c <= $2; ++c) print c; next } { print $1 }' | tr '\n' ' ')
+node_cpu_ticks() {
+  awk -v list="$node_cpu_list" 'BEGIN { n = split(list, a, " "); for (i = 1; i <= n; ++i) want["cpu" a[i]] = 1 }
+    ($1 in want) { for (i = 2; i <= NF; ++i) t += $i; idle += $5 + $6 } END { print t + 0, idle + 0 }' /proc/stat
+}
 # The p99 of a request-duration histogram between two /metrics scrapes, as the upper bound (ms) of
 # the bucket it falls in (buckets double from 50 us): where the time went, the node's own handling
 # or the path around it (integrator, HTTP, the load generator, the host's scheduling).
@@ -170,7 +180,7 @@ for mode in $modes; do
     # Host CPU per answered query, by process (warm-up included in both the time and the count):
     # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
     # share the cores.
-    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks); u0=$(cut -d' ' -f1 /proc/uptime)
+    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks); read -r c0 ci0 < <(node_cpu_ticks); u0=$(cut -d' ' -f1 /proc/uptime)
     scrape 0
     trace=()
     [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
@@ -178,7 +188,7 @@ for mode in $modes; do
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns" "${lg_threads[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
-    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
+    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); read -r c1 ci1 < <(node_cpu_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
     scrape 1
     lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
@@ -202,6 +212,8 @@ for mode in $modes; do
     diag_cols="$diag_cols,$gj,$cj,$(awk -v j="$gj" -v b="$gb" 'BEGIN { if (b > 0) printf "%.1f", j / b; else printf "-" }'),$(counter_delta "$m0" "$m1" search_sched_cheap_total)"
     # The load generator's own queue: how long the step's arrivals waited for a free connection.
     diag_cols="$diag_cols,$(awk -v u="$(field "$line" send_wait_p99_us)" 'BEGIN { if (u == "") print "-"; else printf "%.3f", u / 1000 }')"
+    diag_cols="$diag_cols,$(awk -v t=$((c1 - c0)) -v i=$((ci1 - ci0)) -v pinned="$node_cpu_list" \
+      'BEGIN { if (pinned == "" || t <= 0) print "-"; else printf "%.1f", 100 * (t - i) / t }')"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
