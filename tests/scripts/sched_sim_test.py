@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""bench/sched/sched_sim on made-up per-query files whose limits are known by hand.
+
+100 queries each cost the GPU 10 us a copy and the CPU 100 us. With --gpu-qps 5000 the device
+alone sustains 5,000 q/s (200 us of work a query after scaling), so gpu must sustain at least
+4,000 q/s and fail by 6,000; two CPU cores add 2 / 100 us = 20,000 q/s, so hybrid, whose idle
+CPU workers steal from the GPU's queue, must sustain well over 1.5x gpu's rate. Exact
+predictions (--noise 0) and the same seed make the run deterministic. A missing file, a file
+without the us column and a bad --factor exit non-zero with a message.
+
+usage: sched_sim_test.py --sim PATH        Exit status: 0 pass, 1 fail.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HEADER = "query,terms,shortest,second,total,us,postings_decoded,hits\n"
+
+
+def write(path, us):
+    with open(path, "w") as f:
+        f.write(HEADER)
+        for q in range(1, 101):
+            f.write(f"{q},2,10,20,30,{us},30,10\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sim", required=True)
+    a = ap.parse_args()
+    failures = []
+    with tempfile.TemporaryDirectory() as d:
+        cpu, gpu = os.path.join(d, "cpu.csv"), os.path.join(d, "gpu.csv")
+        write(cpu, 100)
+        write(gpu, 10)
+        p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--cpu-workers", "2",
+                            "--gpu-dispatchers", "2", "--start", "2000", "--factor", "1.25", "--steps", "16",
+                            "--seconds", "2"], capture_output=True, text=True)
+        if p.returncode != 0:
+            failures.append(f"sched_sim failed: {p.stderr}")
+        else:
+            m = re.search(r"sustained \(at most 1.0% misses\): gpu (\d+) q/s; hybrid (\d+) q/s;", p.stdout)
+            if not m:
+                failures.append(f"no sustained line in:\n{p.stdout}")
+            else:
+                g, h = int(m.group(1)), int(m.group(2))
+                if not 4000 <= g < 6000:
+                    failures.append(f"gpu sustained {g} q/s, want 4,000-6,000 (the device's 5,000)")
+                if h < 1.5 * g:
+                    failures.append(f"hybrid sustained {h} q/s, not 1.5x gpu's {g}")
+                if h > 5000 + 20000:
+                    failures.append(f"hybrid sustained {h} q/s, past both processors' sum (25,000)")
+            if "| hybrid / gpu |" not in p.stdout:
+                failures.append("no table of rates within p99 bounds")
+        for args, why in [(["--cpu", os.path.join(d, "absent.csv"), "--gpu", gpu], "cannot open"),
+                          (["--cpu", cpu, "--gpu", gpu, "--factor", "1"], "--factor"),
+                          ]:
+            q = subprocess.run([a.sim, *args], capture_output=True, text=True)
+            if q.returncode == 0 or why not in q.stderr:
+                failures.append(f"{args}: exit {q.returncode}, stderr {q.stderr!r}, want a failure naming {why!r}")
+        bad = os.path.join(d, "bad.csv")
+        with open(bad, "w") as f:
+            f.write("query,terms,time\n1,2,3\n")
+        q = subprocess.run([a.sim, "--cpu", bad, "--gpu", gpu], capture_output=True, text=True)
+        if q.returncode == 0 or "not a --per-query file" not in q.stderr:
+            failures.append(f"a file without us: exit {q.returncode}, stderr {q.stderr!r}")
+    for f in failures:
+        print("FAIL:", f)
+    print("sched_sim_test:", "FAIL" if failures else "PASS")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
