@@ -118,6 +118,10 @@ int main(int argc, char** argv) {
                  "it did not raise hybrid's sustained rate, BENCHMARKS.md)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1e7));
+  app.add_option("--sched-steal-window", sched.sched.policy.steal_window,
+                 "an idle processor steals the job cheapest for it among the other queue's oldest this many")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
   app.add_option("--sched-caller-runs", sched.sched.caller_runs,
                  "a request's own thread runs its CPU-engine job where an idle scheduler CPU worker would take it "
                  "at once, saving the hand-off to the worker and back (off with --sched-cpu-nice > 0)")

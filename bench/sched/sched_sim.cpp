@@ -97,6 +97,7 @@ struct Options {
   double noise = 0;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true;
+  size_t steal_window = SchedOptions{}.steal_window;
   std::string modes = "gpu,hybrid";
   uint64_t seed = 1;
 };
@@ -130,6 +131,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.mode = mode;
   so.balance = o.balance;
   so.steal = o.steal;
+  so.steal_window = o.steal_window;
   so.gpu_alone_us = mode == SchedMode::kHybrid ? o.gpu_alone_us : 0;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
@@ -343,6 +345,7 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-alone-us", o.gpu_alone_us, "hybrid's cheap-job bound (0: off)")->capture_default_str();
   app.add_option("--balance", o.balance, "hybrid's balance rule")->capture_default_str();
   app.add_option("--steal", o.steal, "stealing")->capture_default_str();
+  app.add_option("--steal-window", o.steal_window, "oldest jobs a thief chooses among")->capture_default_str();
   app.add_option("--seed", o.seed, "arrivals and noise")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.gpu_qps <= 0 || o.start <= 0 || o.factor <= 1 || o.cpu_workers == 0 || o.gpu_dispatchers == 0) {

@@ -294,6 +294,29 @@ TEST(SchedPolicyTest, PinnedHandOffsDoNotUseUpTheStealWindow) {
   }
 }
 
+// An idle CPU steals the GPU-queue job cheapest for it among the oldest steal_window: with the
+// default window (64) it finds the cheap one twenty jobs deep, which a window of 8 cannot see.
+TEST(SchedPolicyTest, TheStealWindowReachesTheJobCheapestForTheThief) {
+  for (size_t window : {size_t{8}, SchedOptions{}.steal_window}) {
+    SCOPED_TRACE(window);
+    SchedOptions o = Hybrid();
+    o.steal_window = window;
+    SchedPolicy p(o);
+    // Every job is faster on the GPU (GPU queue); all would be worth stealing (the GPU's backlog
+    // is long); job 21 is by far the cheapest on the CPU.
+    for (uint64_t id = 1; id <= 40; ++id) p.Enqueue(Job(id, id == 21 ? 2500 : 8000, 1000), kT0);
+    auto j = p.TakeCpu(kT0);
+    ASSERT_TRUE(j.has_value());
+    EXPECT_TRUE(j->stolen);
+    if (window >= 21) {
+      EXPECT_EQ(j->id, 21u);
+    } else {
+      EXPECT_LE(j->id, window);
+    }
+  }
+  EXPECT_GE(SchedOptions{}.steal_window, 64u);
+}
+
 TEST(SchedPolicyTest, UrgentJobRunsAtOnceOnItsPreferredProcessor) {
   SchedPolicy p(Hybrid());
   // A flexible job preferring the CPU, deadline 100 ms, arrived first.

@@ -97,7 +97,12 @@ struct SchedOptions {
   // gpu_alone_us on the CPU, but not cheap, is queued as cheap too. 0: no exploration.
   uint32_t explore_every = 16;
   double explore_factor = 8;
-  size_t steal_window = 8;
+  // A thief chooses the job cheapest for it among the owner's oldest steal_window. Wider is closer
+  // to the ideal split (the CPU takes the queries it answers cheapest): in bench/sched/sched_sim
+  // over the Fig. 7 log's measured costs (GPU path at 40,000 q/s, 10 CPU workers, predictions off
+  // by e^N(0, 0.5)), hybrid over gpu at p99 <= 25 ms was 1.46x with 8 and 1.77x with 64 or 128
+  // (BENCHMARKS.md, issue 6). The scan runs under the scheduler's lock, so it stays bounded.
+  size_t steal_window = 64;
   // Urgency is looked for among each queue's oldest urgent_window jobs (queues are in enqueue
   // order, so the oldest, most likely urgent, come first). Every take runs under the scheduler's
   // one lock, and an overloaded node's queues hold thousands of jobs: a whole-queue scan per take
