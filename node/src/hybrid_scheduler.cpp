@@ -205,20 +205,17 @@ Status HybridScheduler::Submit(SchedTask& task) {
   // only block here while a worker ran the job, and handing the job over and back cost two
   // wake-ups and two context switches. What it takes is what an idle worker would (the policy's
   // order, so perhaps an older job; then its own is handed on as usual, before that run).
-  std::optional<SchedJob> mine;
   if (options_.caller_runs && queue != SchedQueue::kGpu && options_.cpu_nice == 0 &&
       cpu_busy_ < CpuSlotsLocked()) {
     const SchedTime now = SchedClock::now();
-    mine = policy_.TakeCpu(now);
-    if (!mine.has_value() || mine->id != task.job.id) wake_for_it();
-    if (mine.has_value()) {
-      RunCpuJob(lock, *mine, now);
+    const std::optional<SchedJob> taken = policy_.TakeCpu(now);
+    if (!taken.has_value() || taken->id != task.job.id) wake_for_it();
+    if (taken.has_value()) {
+      RunCpuJob(lock, *taken, now);
       // A worker finishing a job goes on to the next; the caller does not, so it hands on what
       // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
       // in hybrid an idle one may steal from the GPU queue).
-      bool queued = false;
-      for (size_t q = 0; q < kNumSchedQueues; ++q) queued = queued || policy_.queued(static_cast<SchedQueue>(q)) > 0;
-      if (queued) cpu_cv_.notify_one();
+      if (policy_.queued_total() > 0) cpu_cv_.notify_one();
     }
   } else {
     wake_for_it();
@@ -279,8 +276,6 @@ size_t HybridScheduler::CpuSlotsLocked() {
 
 void HybridScheduler::CpuLoop() {
   std::unique_lock<std::mutex> lock(mu_);
-  // Jobs a CPU worker might take (the GPU queue's only by stealing, which needs room anyway).
-  auto cpu_work_queued = [this] { return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0; };
   while (!stopping_) {
     const SchedTime now = SchedClock::now();
     // Host-aware admission: within the slots the host's idle cores allow, a worker takes any job
@@ -296,7 +291,7 @@ void HybridScheduler::CpuLoop() {
       // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
       // Every idle worker polling made 16 workers take this lock 500 times a second each, with
       // the node at its busiest.
-      if (!admit && !cpu_poller_ && cpu_work_queued()) {
+      if (!admit && !cpu_poller_ && CpuWorkQueuedLocked()) {
         cpu_poller_ = true;
         cpu_cv_.wait_for(lock, std::chrono::milliseconds(2));
         cpu_poller_ = false;
@@ -312,7 +307,7 @@ void HybridScheduler::CpuLoop() {
 void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now) {
   // More work queued behind this job: wake another worker to look at it (and to take over the
   // polling this worker may have done).
-  if (policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0) cpu_cv_.notify_one();
+  if (CpuWorkQueuedLocked()) cpu_cv_.notify_one();
   if (metrics_)
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));

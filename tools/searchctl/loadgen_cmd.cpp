@@ -11,8 +11,6 @@
 // event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
 // for its next arrival (nonblocking sockets, HTTP/1.1 written and parsed here), instead of a
 // thread per connection woken for every query.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -22,16 +20,14 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
-#include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <fstream>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>

@@ -170,6 +170,10 @@ class HybridScheduler {
   // Runs a job TakeCpu/TakeCpuOwn/TakeCpuCheap returned, as a CPU worker, on the calling thread (a
   // worker's, or Submit's caller with caller_runs). REQUIRES: lock holds mu_; held again on return.
   void RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now);
+  // Jobs a CPU worker might take (the GPU queue's only by stealing, which needs room anyway).
+  bool CpuWorkQueuedLocked() const {
+    return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0;
+  }
   // run_us goes to the run-time metric; the model observes model_us (run_us when negative).
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
