@@ -80,7 +80,7 @@ bool Solve(std::array<double, CostModel::kDims * CostModel::kDims> a, std::array
 
 }  // namespace
 
-void CostModel::AddLocked(Fit& fit, const QueryFeatures& f, double micros) {
+void CostModel::AccumulateLocked(Fit& fit, const QueryFeatures& f, double micros) {
   const double y = std::max(micros, options_.min_micros);
   // Linear: weights 1 / y^2 on y (relative error). Power law: log y, unweighted (the same).
   const auto x = fit.power ? LogFeatures(f) : Features(f);
@@ -96,6 +96,9 @@ void CostModel::AddLocked(Fit& fit, const QueryFeatures& f, double micros) {
   fit.min_y = fit.n == 0 ? y : std::min(fit.min_y, y);
   fit.max_y = fit.n == 0 ? y : std::max(fit.max_y, y);
   ++fit.n;
+}
+
+void CostModel::RefitLocked(Fit& fit) {
   std::array<double, kDims> theta{};
   if (Solve(fit.a, fit.b, options_.ridge, &theta)) fit.theta = theta;
 }
@@ -124,42 +127,65 @@ const CostModel::Fit* CostModel::UsableLocked(Unit unit, QueryMode mode) const {
   return best;
 }
 
-void CostModel::Calibrate(Unit unit, std::span<const CostSample> samples) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const CostSample& s : samples)
-    AddLocked(fits_[static_cast<size_t>(unit)][static_cast<size_t>(s.f.mode)], s.f, s.micros);
+void CostModel::FoldLocked(Unit unit, std::span<const CostSample> samples) {
+  auto& per_mode = fits_[static_cast<size_t>(unit)];
+  std::array<bool, 3> touched{};
+  for (const CostSample& s : samples) {
+    AccumulateLocked(per_mode[static_cast<size_t>(s.f.mode)], s.f, s.micros);
+    touched[static_cast<size_t>(s.f.mode)] = true;
+  }
+  for (size_t m = 0; m < touched.size(); ++m)
+    if (touched[m]) RefitLocked(per_mode[m]);
 }
 
-double CostModel::Observe(Unit unit, const QueryFeatures& f, double micros) {
-  std::lock_guard<std::mutex> lock(mu_);
-  double err = -1;
+void CostModel::Calibrate(Unit unit, std::span<const CostSample> samples) {
+  std::unique_lock lock(mu_);
+  FoldLocked(unit, samples);
+}
+
+double CostModel::TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros) {
   const Fit* usable = UsableLocked(unit, f.mode);
+  if (usable == nullptr || micros <= 0) return -1;
   const size_t u = static_cast<size_t>(unit);
-  if (usable != nullptr && micros > 0) {
-    double pred = 0;
-    PredictLocked(*usable, f, &pred);
-    err = std::fabs(pred - micros) / micros;
-    error_[u] = has_error_[u] ? 0.95 * error_[u] + 0.05 * err : err;
-    has_error_[u] = true;
-  }
-  AddLocked(fits_[u][static_cast<size_t>(f.mode)], f, micros);
+  double pred = 0;
+  PredictLocked(*usable, f, &pred);
+  const double err = std::fabs(pred - micros) / micros;
+  error_[u] = has_error_[u] ? 0.95 * error_[u] + 0.05 * err : err;
+  has_error_[u] = true;
   return err;
 }
 
+double CostModel::Observe(Unit unit, const QueryFeatures& f, double micros) {
+  std::unique_lock lock(mu_);
+  const double err = TrackErrorLocked(unit, f, micros);
+  Fit& fit = fits_[static_cast<size_t>(unit)][static_cast<size_t>(f.mode)];
+  AccumulateLocked(fit, f, micros);
+  RefitLocked(fit);
+  return err;
+}
+
+double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples) {
+  std::unique_lock lock(mu_);
+  // Every error against the model as it stood before the batch; then the statistics.
+  for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros);
+  FoldLocked(unit, samples);
+  return error_[static_cast<size_t>(unit)];
+}
+
 bool CostModel::Predict(Unit unit, const QueryFeatures& f, double* micros) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock lock(mu_);
   const Fit* usable = UsableLocked(unit, f.mode);
   if (usable == nullptr) return false;
   return PredictLocked(*usable, f, micros);
 }
 
 double CostModel::mean_relative_error(Unit unit) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock lock(mu_);
   return error_[static_cast<size_t>(unit)];
 }
 
 uint64_t CostModel::samples(Unit unit, QueryMode mode) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_lock lock(mu_);
   return fits_[static_cast<size_t>(unit)][static_cast<size_t>(mode)].n;
 }
 

@@ -149,7 +149,7 @@ void HybridScheduler::stop() {
     for (SchedJob& j : policy_.Drain()) {
       SchedTask& t = *TaskOf(j);
       t.status = Status::Unavailable("scheduler stopped");
-      FinishLocked(t);
+      Complete(t);
     }
   }
   cpu_cv_.notify_all();
@@ -220,9 +220,13 @@ Status HybridScheduler::Submit(SchedTask& task) {
   } else {
     wake_for_it();
   }
-  task.cv_.wait(lock, [&] { return task.done_; });
-  const SchedTime finished = task.finished_at_;
   lock.unlock();
+  SchedTime finished;
+  {
+    std::unique_lock<std::mutex> done(task.done_mu_);
+    task.cv_.wait(done, [&] { return task.done_; });
+    finished = task.finished_at_;
+  }
   const SchedTime back = SchedClock::now();
   task.submit_us = MicrosBetween(called, queued_at);
   task.return_us = MicrosBetween(finished, back);
@@ -233,10 +237,11 @@ Status HybridScheduler::Submit(SchedTask& task) {
   return task.status;
 }
 
-void HybridScheduler::FinishLocked(SchedTask& task) {
+void HybridScheduler::Complete(SchedTask& task) {
+  std::lock_guard<std::mutex> lock(task.done_mu_);
   task.done_ = true;
   task.finished_at_ = SchedClock::now();
-  task.cv_.notify_all();
+  task.cv_.notify_one();
 }
 
 void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us) {
@@ -254,8 +259,7 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     model_->Observe(unit, task.features, model_us >= 0 ? model_us : run_us);
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
-  std::lock_guard<std::mutex> lock(mu_);
-  FinishLocked(task);
+  Complete(task);
 }
 
 size_t HybridScheduler::CpuSlotsLocked() {
@@ -395,14 +399,26 @@ void HybridScheduler::GpuLoop() {
       batches_.fetch_add(1);
       if (metrics_) metrics_->batches->Increment();
       std::vector<SchedTask*> to_cpu;
+      // The batch's time, apportioned to its queries by their predicted GPU time.
+      auto share = [&](const SchedTask& t) { return run_us * std::max(t.job.gpu_us, 1e-3) / predicted; };
+      // The answered jobs' times go to the model in one observation (one lock, one re-solve)
+      // before any of them is finished, as one at a time did.
+      if (model_ != nullptr) {
+        std::vector<CostSample> seen;
+        seen.reserve(batch.size());
+        for (const SchedTask* t : batch)
+          if (t->outcome == GpuOutcome::kDone && t->status.ok()) seen.push_back(CostSample{t->features, share(*t)});
+        if (!seen.empty()) {
+          const double error = model_->ObserveBatch(Unit::kGpu, seen);
+          if (metrics_) metrics_->error[static_cast<size_t>(Unit::kGpu)]->Set(error);
+        }
+      }
       for (SchedTask* t : batch) {
         t->run_us += run_us;
         t->gpu_batch = static_cast<uint32_t>(batch.size());
-        // The batch's time, apportioned to its queries by their predicted GPU time.
-        const double share = run_us * std::max(t->job.gpu_us, 1e-3) / predicted;
         switch (t->outcome) {
           case GpuOutcome::kDone:
-            Finish(*t, Unit::kGpu, share, true);
+            Finish(*t, Unit::kGpu, share(*t), false);
             break;
           case GpuOutcome::kMigrate:
             t->migrated = true;
@@ -423,7 +439,7 @@ void HybridScheduler::GpuLoop() {
         for (SchedTask* t : to_cpu) {
           if (stopping_) {
             t->status = Status::Unavailable("scheduler stopped");
-            FinishLocked(*t);
+            Complete(*t);
           } else {
             policy_.EnqueueMigrated(t->job, SchedClock::now());
           }

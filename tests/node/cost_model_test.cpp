@@ -179,5 +179,57 @@ TEST(CostModelTest, PredictionsStayPositive) {
   EXPECT_GT(us, 0.0);
 }
 
+// A GPU batch's jobs go to the model at once (ObserveBatch): the statistics, and so every later
+// prediction, are those of observing them one at a time; the errors are measured against the
+// model as it stood before the batch.
+TEST(CostModelTest, ObservingABatchEqualsObservingItsJobsInTurn) {
+  std::mt19937_64 rng(7);
+  std::vector<CostSample> calib;
+  for (int i = 0; i < 40; ++i) {
+    QueryFeatures f = RandomFeatures(rng, i % 3 == 0 ? QueryMode::kOr : QueryMode::kAnd);
+    calib.push_back({f, GpuLaw(f)});
+  }
+  CostModel one, batched;
+  one.Calibrate(Unit::kGpu, calib);
+  batched.Calibrate(Unit::kGpu, calib);
+  std::vector<CostSample> batch;
+  for (int i = 0; i < 32; ++i) {
+    QueryFeatures f = RandomFeatures(rng, i % 4 == 0 ? QueryMode::kOr : QueryMode::kAnd);
+    batch.push_back({f, GpuLaw(f, 2.0)});  // the law changed: the fits must move
+  }
+  // Mean relative error of a model over the batch's own jobs.
+  auto batch_error = [&](const CostModel& m) {
+    double sum = 0;
+    for (const CostSample& c : batch) {
+      double p = 0;
+      EXPECT_TRUE(m.Predict(Unit::kGpu, c.f, &p));
+      sum += std::fabs(p - c.micros) / c.micros;
+    }
+    return sum / static_cast<double>(batch.size());
+  };
+  const double before = batch_error(batched);
+  // The first error of the batch, against the model before it: the same for both.
+  const double first = one.Observe(Unit::kGpu, batch[0].f, batch[0].micros);
+  for (size_t i = 1; i < batch.size(); ++i) one.Observe(Unit::kGpu, batch[i].f, batch[i].micros);
+  const double error = batched.ObserveBatch(Unit::kGpu, batch);
+  EXPECT_EQ(error, batched.mean_relative_error(Unit::kGpu));
+  EXPECT_GT(first, 0.3);  // twice the calibrated law
+  EXPECT_GT(error, 0.0);
+  for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr}) {
+    EXPECT_EQ(one.samples(Unit::kGpu, mode), batched.samples(Unit::kGpu, mode));
+    for (int i = 0; i < 20; ++i) {
+      const QueryFeatures f = RandomFeatures(rng, mode);
+      double a = 0, b = 0;
+      ASSERT_TRUE(one.Predict(Unit::kGpu, f, &a));
+      ASSERT_TRUE(batched.Predict(Unit::kGpu, f, &b));
+      EXPECT_NEAR(a, b, 1e-9 * a);
+    }
+  }
+  EXPECT_LT(batch_error(batched), 0.8 * before);  // the batch moved the fits towards the doubled law
+  // An empty batch changes nothing.
+  EXPECT_EQ(batched.ObserveBatch(Unit::kGpu, {}), error);
+  EXPECT_EQ(batched.samples(Unit::kGpu, QueryMode::kAnd), one.samples(Unit::kGpu, QueryMode::kAnd));
+}
+
 }  // namespace
 }  // namespace search

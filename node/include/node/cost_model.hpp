@@ -19,7 +19,8 @@
 // median time of queries like this one, not the mean (which is higher by the spread). Observations enter as
 // exponentially decayed sufficient statistics (forgetting factor `decay` per observation), so
 // Observe() refreshes the model online; the normal equations are re-solved (7x7, ridge-damped) on
-// every observation. A model with fewer than min_samples observations predicts from the other
+// every observation, and once per call for ObserveBatch (a GPU batch's jobs: the same statistics,
+// one solve and one turn at the lock instead of one per job on the dispatcher's thread). A model with fewer than min_samples observations predicts from the other
 // modes' model of the same processor if it has one, else it has no prediction (Predict returns
 // false) and callers must calibrate first.
 //
@@ -27,12 +28,14 @@
 // processor and passes the measured times; nothing is hand-set.
 // Relative error |predicted - actual| / actual of each observation (measured before it is folded
 // in) is kept as an EWMA per processor and returned by Observe for the metric.
-// Thread-safety: all methods lock one internal mutex.
+// Thread-safety: one internal reader-writer lock; Predict and the accessors share it (every request
+// thread predicts twice per query), the observers take it alone.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 
 #include "core/query.hpp"
@@ -76,6 +79,11 @@ class CostModel {
   // Folds one measured run in; returns its relative prediction error (-1 when there was no
   // prediction yet).
   double Observe(Unit unit, const QueryFeatures& f, double micros);
+  // Folds several measured runs in under one lock with one re-solve per fit touched: the
+  // statistics (and so every later prediction) are those of Observe on each in turn; each
+  // sample's error is measured against the model as it was before the call. Returns the
+  // processor's mean relative error afterwards (mean_relative_error).
+  double ObserveBatch(Unit unit, std::span<const CostSample> samples);
   // Predicted microseconds; false when neither this mode's nor another mode's model of `unit`
   // has enough samples.
   bool Predict(Unit unit, const QueryFeatures& f, double* micros) const;
@@ -95,12 +103,19 @@ class CostModel {
     double min_y = 0, max_y = 0;
     bool power = false;  // fits log t on LogFeatures
   };
-  void AddLocked(Fit& fit, const QueryFeatures& f, double micros);
+  // Folds one observation into the fit's statistics; RefitLocked re-solves them.
+  void AccumulateLocked(Fit& fit, const QueryFeatures& f, double micros);
+  void RefitLocked(Fit& fit);
+  // Accumulates every sample into its mode's fit of `unit`, then re-solves each fit touched once.
+  void FoldLocked(Unit unit, std::span<const CostSample> samples);
+  // The relative error of the current model on one observation (-1: no prediction yet), folded
+  // into the EWMA.
+  double TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros);
   bool PredictLocked(const Fit& fit, const QueryFeatures& f, double* micros) const;
   const Fit* UsableLocked(Unit unit, QueryMode mode) const;
 
   CostModelOptions options_;
-  mutable std::mutex mu_;
+  mutable std::shared_mutex mu_;
   std::array<std::array<Fit, 3>, kNumUnits> fits_;  // GUARDED_BY(mu_) [unit][mode]
   std::array<double, kNumUnits> error_{};            // GUARDED_BY(mu_)
   std::array<bool, kNumUnits> has_error_{};          // GUARDED_BY(mu_)

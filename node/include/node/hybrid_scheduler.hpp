@@ -18,6 +18,12 @@
 // batch's wall time, a CPU job's CPU time (its worker thread's, without waits for a core).
 // stop(): queued tasks are answered Unavailable; running ones finish. Submit after stop() is
 // answered Unavailable.
+// Per job, the runtime keeps off its one lock what it can: Submit waits for its answer on the
+// task's own lock, so a finished job's request thread wakes without queueing for the scheduler's,
+// and a dispatcher finishing a batch feeds the model once (CostModel::ObserveBatch) and takes no
+// scheduler lock per job. On the H100 host the dispatchers' host work per GPU job bounded the GPU
+// path, and grew when CPU-engine work ran beside it (BENCHMARKS.md, issue 6);
+// bench/sched/sched_runtime_bench measures this runtime's own share with fake processors.
 // Thread-safety: Submit may be called from any number of threads; start/stop from one.
 #pragma once
 
@@ -73,7 +79,10 @@ struct SchedTask {
 
  private:
   friend class HybridScheduler;
-  bool done_ = false;
+  // Completion: the task's own lock, not the scheduler's, so a finished job's waiter wakes without
+  // a turn at the scheduler lock and a dispatcher finishing a batch takes it no more per job.
+  std::mutex done_mu_;
+  bool done_ = false;        // GUARDED_BY(done_mu_) once queued
   SchedTime finished_at_{};  // when done_ was set
   std::condition_variable cv_;
 };
@@ -174,11 +183,14 @@ class HybridScheduler {
   bool CpuWorkQueuedLocked() const {
     return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0;
   }
-  // run_us goes to the run-time metric; the model observes model_us (run_us when negative).
+  // Counts the job, observes it in the model (run_us goes to the run-time metric; the model
+  // observes model_us, run_us when negative) and completes it. Takes no scheduler lock.
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
   size_t CpuSlotsLocked();
-  void FinishLocked(SchedTask& task);
+  // Marks the task answered and wakes its Submit. Takes only the task's lock: callable with or
+  // without mu_ held (the order is mu_, then a task's); the task may be gone once it returns.
+  static void Complete(SchedTask& task);
   SchedTask* TaskOf(const SchedJob& j) const { return reinterpret_cast<SchedTask*>(j.id); }
 
   HybridSchedulerOptions options_;
