@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Draws Ding et al. 2009 Fig. 7 from scripts/bench_hybrid.sh's CSV: mean and p99 latency against
 arrival rate, one line per scheduler, and prints a markdown table with each scheduler's sustained
-rate (highest with at most 1% deadline misses). Without matplotlib only the table is printed.
+rate (highest with at most 1% deadline misses). Series may be named MODE-LABEL (bench_hybrid.sh's
+LABEL; several runs' CSVs merged): each hybrid or griffin series is compared with the best cpu or
+gpu series of the file, and every series' p99 with each cpu series' at its saturation rate.
+Without matplotlib only the table is printed.
 
 usage: scripts/plot_fig7.py FIG7.CSV OUT.PNG
 """
@@ -66,12 +69,17 @@ def main():
             at[(s, b)] = max(ok) if ok else 0
             cells.append(cell(s, at[(s, b)]) if ok else "-")
         print(f"| {s} | " + " | ".join(cells) + " |")
-    for s in ("hybrid", "griffin"):
-        if s not in by:
+    # A scheduler's series is named MODE or MODE-LABEL (bench_hybrid.sh's LABEL, e.g. runs of one
+    # host with other node flags): each hybrid and griffin series is set against the best of every
+    # cpu and gpu series in the file.
+    mode_of = {s: s.split("-", 1)[0] for s in by}
+    singles = [s for s in by if mode_of[s] in ("cpu", "gpu")]
+    for s in by:
+        if mode_of[s] not in ("hybrid", "griffin") or not singles:
             continue
         cells = []
         for b in bounds:
-            single_s = max(("cpu", "gpu"), key=lambda x: at.get((x, b), 0))
+            single_s = max(singles, key=lambda x: at.get((x, b), 0))
             single = at.get((single_s, b), 0)
             if single <= 0:
                 cells.append("-")
@@ -100,15 +108,17 @@ def main():
         x = stall(r)
         return f" (the host stalled up to {x:.1f} ms in that step)" if x else ""
 
-    cpu_ok = [r for r in by.get("cpu", []) if r["miss_ratio"] <= 0.01]
-    if cpu_ok:
+    for c in (s for s in by if mode_of[s] == "cpu"):
+        cpu_ok = [r for r in by[c] if r["miss_ratio"] <= 0.01]
+        if not cpu_ok:
+            continue
         sat = max(cpu_ok, key=lambda r: r["rate"])
         print()
-        print(f"At the cpu scheduler's saturation rate ({sat['rate']:.0f} q/s, p99 {sat['p99_ms']:.2f} ms)"
+        print(f"At the {c} scheduler's saturation rate ({sat['rate']:.0f} q/s, p99 {sat['p99_ms']:.2f} ms)"
               f"{stall_note(sat)}:")
         for s, rs in by.items():
             same = [r for r in rs if r["rate"] == sat["rate"]]
-            if s != "cpu" and same:
+            if mode_of[s] != "cpu" and same:
                 print(f"- {s}: p99 {same[0]['p99_ms']:.2f} ms, {sat['p99_ms'] / max(same[0]['p99_ms'], 1e-9):.1f}x lower"
                       f"{stall_note(same[0])}")
     stalls = [stall(r) for r in rows if stall(r) is not None]

@@ -2,7 +2,8 @@
 """scripts/plot_fig7.py on a made-up sweep: every well-formed row is kept (diagnostic columns may
 hold "-"), a row whose latency is not a number is skipped with a message, and the summary tables
 report the right sustained rates, '>=' bounds, hybrid/best-single ratios and p99 ratios, with
-the host stalls that bench_hybrid.sh records named where they fall.
+the host stalls that bench_hybrid.sh records named where they fall; series named MODE-LABEL are
+set against the best cpu or gpu series of the file.
 
 usage: plot_fig7_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -73,10 +74,48 @@ def main():
         problems.append("cpu's step had no host stall, yet one is named")
     if "Host stalls (host_jitter: wake-ups more than 4 ms late): in 2 of 8 steps, the latest 6.5 ms." not in out:
         problems.append("host stall summary wrong")
+    # Labeled series (bench_hybrid.sh's LABEL: runs of one host with other node flags, merged):
+    # every hybrid and griffin series is set against the best cpu or gpu series of the file, and
+    # the p99s at each cpu series' saturation rate are compared.
+    labeled = [
+        "cpu-a,100,100,5,4,20,40,0,400,0.1,0.0,-",
+        "cpu-a,200,200,400,390,600,700,0.5,800,0.0,0.0,-",
+        "gpu-a,100,100,1,1,2,3,0,400,0.0,0.0,0.1",
+        "gpu-a,200,200,1,1,2,4,0,800,0.0,0.0,0.1",
+        "gpu-a,300,300,400,390,600,700,0.5,1200,0.0,0.0,0.1",
+        "gpu-b,100,100,1,1,2,3,0,400,0.0,0.0,0.1",
+        "gpu-b,200,200,400,390,600,700,0.5,800,0.0,0.0,0.1",
+        "hybrid-a,100,100,1,1,2,2,0,400,0.0,0.0,0.1",
+        "hybrid-a,200,200,1,1,2,2,0,800,0.0,0.0,0.1",
+        "hybrid-a,300,300,1,1,2,2,0,1200,0.0,0.0,0.1",
+        "hybrid-a,400,390,400,390,600,700,0.5,1600,0.0,0.0,0.1",
+        "griffin-c,100,100,1,1,2,2,0,400,0.0,0.0,0.1",
+        "griffin-c,200,200,400,390,600,700,0.5,800,0.0,0.0,0.1",
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = os.path.join(tmp, "fig7.csv")
+        with open(csv, "w") as f:
+            f.write(HEADER + "\n" + "\n".join(labeled) + "\n")
+        r = subprocess.run([sys.executable, script, csv, os.path.join(tmp, "fig7.png")], capture_output=True,
+                           text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+    lout = r.stdout
+    if r.returncode != 0:
+        problems.append(f"labeled: exit status {r.returncode}: {r.stderr}")
+    # Best single at every bound: gpu-a, 200 q/s (gpu-b holds only 100); hybrid-a holds 300.
+    if "| hybrid-a / best single | 1.50x | 1.50x | 1.50x | 1.50x | 1.50x |" not in lout:
+        problems.append("labeled: hybrid-a against the best of cpu-a, gpu-a and gpu-b should read 1.50x")
+    if "| griffin-c / best single | 0.50x | 0.50x | 0.50x | 0.50x | 0.50x |" not in lout:
+        problems.append("labeled: griffin-c against the best single series should read 0.50x")
+    if ("At the cpu-a scheduler's saturation rate (100 q/s, p99 40.00 ms):" not in lout or
+            "- hybrid-a: p99 2.00 ms, 20.0x lower" not in lout or "- gpu-b: p99 3.00 ms, 13.3x lower" not in lout):
+        problems.append("labeled: the p99s at cpu-a's saturation rate are missing or wrong")
+    if "- cpu-a:" in lout:
+        problems.append("labeled: a cpu series is compared with itself")
     for p in problems:
         print("FAIL:", p)
     if problems:
         print(out)
+        print(lout)
         return 1
     print("plot_fig7_test: ok")
     return 0
