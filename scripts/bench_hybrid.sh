@@ -33,6 +33,8 @@
 #      node sizes its workers and judges idle cores by its own CPUs, and each step records how busy
 #      those CPUs were, node_cpus_busy_pct; default: unpinned),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
+# Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
+# batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job).
 #      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,7 +79,7 @@ lg_threads=()
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -124,6 +126,13 @@ hist_mean() {  # before after name match
 # A counter's increase between two scrapes (the series whose line starts with `series`).
 counter_delta() {  # before after series
   awk -v series="$3" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF } END { printf "%d", v }' "$1" "$2"
+}
+# The GPU dispatchers' CPU microseconds per GPU job between two scrapes, for one part of
+# search_sched_gpu_dispatch_cpu_seconds_total: batch (inside the GPU executor) or scheduler.
+dispatch_us() {  # before after part gpu_jobs
+  awk -v series="search_sched_gpu_dispatch_cpu_seconds_total{part=\"$3\"}" -v jobs="$4" \
+    'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF }
+     END { if (jobs > 0) printf "%.1f", 1e6 * v / jobs; else printf "-" }' "$1" "$2"
 }
 # Both processes' /metrics, to $work/node-mN.txt and $work/int-mN.txt (N: 0 before a step, 1 after).
 scrape() {
@@ -214,6 +223,7 @@ for mode in $modes; do
     diag_cols="$diag_cols,$(awk -v u="$(field "$line" send_wait_p99_us)" 'BEGIN { if (u == "") print "-"; else printf "%.3f", u / 1000 }')"
     diag_cols="$diag_cols,$(awk -v t=$((c1 - c0)) -v i=$((ci1 - ci0)) -v pinned="$node_cpu_list" \
       'BEGIN { if (pinned == "" || t <= 0) print "-"; else printf "%.1f", 100 * (t - i) / t }')"
+    diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" batch "$gj"),$(dispatch_us "$m0" "$m1" scheduler "$gj")"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

@@ -3,9 +3,12 @@
 // hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; stop() answers.
 #include "node/hybrid_scheduler.hpp"
 
+#include "metrics/metrics.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -48,6 +51,17 @@ class FakeRunner : public SchedRunner {
     gpu_batches.fetch_add(1);
     max_batch = std::max<size_t>(max_batch.load(), batch.size());
     std::this_thread::sleep_for(std::chrono::microseconds(100));
+    // Host work of the batch on the dispatcher's thread: gpu_spin_us of this thread's CPU time
+    // (unlike the sleep), however often the host preempts it.
+    if (gpu_spin_us > 0) {
+      auto thread_cpu_us = [] {
+        timespec ts{};
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
+      };
+      for (const double end = thread_cpu_us() + gpu_spin_us; thread_cpu_us() < end;) {
+      }
+    }
     for (SchedTask* t : batch) {
       auto* w = static_cast<Work*>(t->payload);
       gpu_runs.fetch_add(1);
@@ -72,6 +86,7 @@ class FakeRunner : public SchedRunner {
   std::atomic<int> cpu_running{0}, max_cpu_running{0};  // CPU runs at once
   std::atomic<size_t> max_batch{0};
   std::atomic<int> cpu_nice{-100};  // the nice value the last CPU run saw
+  int gpu_spin_us = 0;              // CPU time each GPU batch spends on its dispatcher's thread
 };
 
 HybridSchedulerOptions Options(SchedMode mode) {
@@ -547,6 +562,37 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
   second.join();
   EXPECT_EQ(r.threads.size(), 2u);
   EXPECT_EQ(s.stats().jobs[0], 2u);
+}
+
+// The GPU dispatchers' CPU time is counted in two parts: inside the runner's batches (their host
+// work; a device wait that sleeps costs none) and the scheduler's own (taking batches, answering).
+TEST(HybridSchedulerTest, DispatcherCpuTimeIsSplitBetweenBatchesAndScheduling) {
+  FakeRunner r;
+  r.gpu_spin_us = 2000;
+  CostModel model;
+  Metrics metrics("node");
+  HybridScheduler s(Options(SchedMode::kGpu), &r, &model, &metrics);
+  s.start();
+  RunClients(s, 60, 6, [](int, Work&, SchedTask& t) {
+    t.job.cpu_us = 100;
+    t.job.gpu_us = 100;
+  });
+  s.stop();
+  const std::string text = metrics.SerializeText();
+  auto value = [&](const std::string& series) {
+    const size_t at = text.find("\n" + series + " ");
+    if (at == std::string::npos) return -1.0;
+    return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
+  };
+  const double batch = value("search_sched_gpu_dispatch_cpu_seconds_total{part=\"batch\"}");
+  const double sched = value("search_sched_gpu_dispatch_cpu_seconds_total{part=\"scheduler\"}");
+  const int batches = r.gpu_batches.load();
+  ASSERT_GT(batches, 0);
+  // Each batch spun 2 ms of its thread's CPU time; the sleeps before it cost none.
+  EXPECT_GE(batch, batches * 2e-3) << text;
+  EXPECT_LT(batch, batches * 2e-3 * 1.5 + 0.05);
+  EXPECT_GE(sched, 0.0);
+  EXPECT_LT(sched, batch);
 }
 
 }  // namespace

@@ -126,6 +126,11 @@ inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
 inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",
                                              "Jobs answered after their deadline, or expired in the queue."};
 inline constexpr Family kSchedGpuBatches{"search_sched_gpu_batches_total", "GPU batches run by the scheduler."};
+inline constexpr Family kSchedDispatchCpu{
+    "search_sched_gpu_dispatch_cpu_seconds_total",
+    "CPU time of the GPU dispatcher threads: part batch (inside the GPU executor: preparing, launching and "
+    "finishing a batch's queries; a device wait that sleeps costs none) and part scheduler (taking batches "
+    "from the queues, feeding the cost model, answering the jobs)."};
 inline constexpr Family kSchedPredictionError{
     "search_sched_prediction_error_ratio",
     "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};
