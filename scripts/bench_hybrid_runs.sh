@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Several scripts/bench_hybrid.sh sweeps on one host, one after another over the same index, each
+# with its own schedulers, node flags and settings, merged into one CSV, table and plot: the
+# variants of a Fig. 7 run compared on the same machine (issue 6). One command on the GPU host.
+#
+# usage: scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]
+#   RUNS_FILE  one run a line: LABEL|MODES|NODE FLAGS|SETTINGS, e.g.
+#                d4|gpu hybrid||START_RATE=3000 MAX_STEPS=26
+#                d8|gpu hybrid|--gpu-dispatchers 8|
+#                old|gpu|--gpu-dispatchers 8|NODE_BIN=.bundle/bin/search-node-old
+#              LABEL names the run's series (MODE-LABEL), NODE FLAGS go after the common NODE_ARGS,
+#              SETTINGS are VAR=value words for bench_hybrid.sh (they win over the common ones);
+#              blank lines and lines starting with # are skipped.
+#   DOCS, WORK_DIR as for bench_hybrid.sh (the index is generated once and kept).
+# env: everything bench_hybrid.sh reads applies to every run (NODE_ARGS is the common part);
+#      OUT_DIR (default WORK_DIR/runs: run N's files in OUT_DIR/rN, the merged fig7.csv, fig7.md and
+#      fig7.png in OUT_DIR), PIN=halves (NODE_CPUS and CLIENT_CPUS, unless set, to the first and the
+#      second half of the host's cores, whole cores together: the node apart from its clients),
+#      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
+#      BENCH (default scripts/bench_hybrid.sh).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:?usage: scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]}
+docs=${2:-25200000}
+work=${3:-/dev/shm/gpu-bench}
+out=${OUT_DIR:-$work/runs}
+bench=${BENCH:-scripts/bench_hybrid.sh}
+[ -r "$runs" ] || { echo "bench_hybrid_runs: cannot read $runs" >&2; exit 2; }
+mkdir -p "$out"
+
+# The host's cores in two halves of whole cores (thread siblings kept together).
+if [ "${PIN:-}" = halves ] && [ -z "${NODE_CPUS:-}" ]; then
+  read -r NODE_CPUS CLIENT_CPUS < <(python3 - <<'EOF'
+import glob
+groups = set()
+for f in glob.glob('/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list'):
+    cpus = []
+    for part in open(f).read().strip().split(','):
+        a, _, b = part.partition('-')
+        cpus += range(int(a), int(b or a) + 1)
+    groups.add(tuple(sorted(cpus)))
+groups = sorted(groups)
+half = max(1, len(groups) // 2)
+fmt = lambda gs: ','.join(str(c) for g in gs for c in g)
+print(fmt(groups[:half]), fmt(groups[half:]) or fmt(groups[:half]))
+EOF
+  )
+  export NODE_CPUS CLIENT_CPUS
+  echo "bench_hybrid_runs: node on CPUs $NODE_CPUS, clients on $CLIENT_CPUS"
+fi
+
+export KEEP=1
+n=0
+csvs=()
+while IFS='|' read -r label modes flags settings || [ -n "$label" ]; do
+  case "$label" in '' | '#'*) continue ;; esac
+  n=$((n + 1))
+  limit=()
+  if [ -n "${BUDGET_S:-}" ]; then
+    left=$((BUDGET_S - SECONDS))
+    [ "$left" -gt 30 ] || { echo "bench_hybrid_runs: no time left for run $n ($label)"; break; }
+    limit=(timeout "$left")
+  fi
+  dir=$out/r$n
+  mkdir -p "$dir"
+  echo "bench_hybrid_runs: run $n, $label: ${modes:-default schedulers}; node flags: ${flags:-none}; ${settings:-}"
+  # shellcheck disable=SC2086  # SETTINGS are words
+  env OUT_DIR="$dir" LABEL="$label" MODES="${modes:-${MODES:-cpu gpu hybrid griffin}}" \
+    NODE_ARGS="${NODE_ARGS:-} $flags" $settings "${limit[@]}" "$bench" "$docs" "$work" >"$dir/log.txt" 2>&1
+  echo "bench_hybrid_runs: run $n ended with status $? at $SECONDS s"
+  [ -f "$dir/fig7.csv" ] && csvs+=("$dir/fig7.csv")
+done <"$runs"
+[ ${#csvs[@]} -gt 0 ] || { echo "bench_hybrid_runs: no run wrote a CSV" >&2; exit 1; }
+{ head -1 "${csvs[0]}"; for f in "${csvs[@]}"; do tail -n +2 "$f"; done; } >"$out/fig7.csv"
+python3 scripts/plot_fig7.py "$out/fig7.csv" "$out/fig7.png" | tee "$out/fig7.md"

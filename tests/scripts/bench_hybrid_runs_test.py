@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""scripts/bench_hybrid_runs.sh with a stand-in for bench_hybrid.sh (BENCH): every run line gets
+its label, schedulers, the common node flags followed by its own, and its settings (which win over
+the common ones); comments and blank lines are skipped; the runs' CSVs are merged under one
+header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists;
+an unreadable runs file is refused with exit 2.
+
+usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+HEADER = "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries"
+
+# The stand-in: one row per scheduler of MODES, rate START_RATE, and what it was given.
+FAKE_BENCH = r"""#!/usr/bin/env bash
+mkdir -p "$OUT_DIR"
+echo "HEADER" > "$OUT_DIR/fig7.csv"
+for m in $MODES; do echo "$m-$LABEL,$START_RATE,$START_RATE,1,1,2,3,0,100" >> "$OUT_DIR/fig7.csv"; done
+echo "docs=$1 work=$2 node_args=[$NODE_ARGS] start=$START_RATE keep=$KEEP pins=${NODE_CPUS:-}/${CLIENT_CPUS:-}" > "$OUT_DIR/given.txt"
+""".replace("HEADER", HEADER)
+
+RUNS = """# a comment
+a|gpu hybrid|--gpu-dispatchers 8|START_RATE=200
+
+b|cpu||START_RATE=100 EXTRA=1
+"""
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source", required=True)
+    args = ap.parse_args()
+    script = os.path.join(args.source, "scripts", "bench_hybrid_runs.sh")
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        bench = os.path.join(tmp, "fake_bench.sh")
+        with open(bench, "w") as f:
+            f.write(FAKE_BENCH)
+        os.chmod(bench, 0o755)
+        runs = os.path.join(tmp, "runs.txt")
+        with open(runs, "w") as f:
+            f.write(RUNS)
+        out = os.path.join(tmp, "out")
+        env = dict(os.environ, BENCH=bench, OUT_DIR=out, NODE_ARGS="--gpu-sync block", START_RATE="50",
+                   PIN="halves", MPLBACKEND="Agg")
+        env.pop("NODE_CPUS", None)
+        r = subprocess.run(["bash", script, runs, "1000", os.path.join(tmp, "work")], capture_output=True,
+                           text=True, env=env, timeout=120)
+        if r.returncode != 0:
+            problems.append(f"exit status {r.returncode}: {r.stdout} {r.stderr}")
+        merged = open(os.path.join(out, "fig7.csv")).read().splitlines() if os.path.exists(
+            os.path.join(out, "fig7.csv")) else []
+        if merged[:1] != [HEADER] or merged.count(HEADER) != 1:
+            problems.append(f"the merged CSV should have one header first: {merged}")
+        rows = sorted(line.split(",")[0] + "@" + line.split(",")[1] for line in merged[1:])
+        if rows != ["cpu-b@100", "gpu-a@200", "hybrid-a@200"]:
+            problems.append(f"merged rows {rows}, expected cpu-b@100, gpu-a@200, hybrid-a@200")
+        given = {}
+        for n in (1, 2):
+            path = os.path.join(out, f"r{n}", "given.txt")
+            given[n] = open(path).read() if os.path.exists(path) else ""
+        if "node_args=[--gpu-sync block --gpu-dispatchers 8]" not in given[1]:
+            problems.append("run 1 should get the common node flags, then its own: " + given[1])
+        if "node_args=[--gpu-sync block ]" not in given[2] or "start=100" not in given[2]:
+            problems.append("run 2 should get the common node flags and its START_RATE: " + given[2])
+        for n in (1, 2):
+            if "docs=1000" not in given[n] or "keep=1" not in given[n]:
+                problems.append(f"run {n} should get DOCS and KEEP=1: {given[n]}")
+            pins = given[n].split("pins=")[-1].strip()
+            if pins.startswith("/") or pins.endswith("/"):
+                problems.append(f"run {n} should be pinned (PIN=halves): {pins}")
+        if os.path.exists(os.path.join(out, "r3")):
+            problems.append("a comment or blank line was taken for a run")
+        if "| hybrid-a / best single |" not in r.stdout:
+            problems.append("plot_fig7.py's comparison of the merged runs is missing: " + r.stdout)
+        bad = subprocess.run(["bash", script, os.path.join(tmp, "missing.txt")], capture_output=True, text=True,
+                             env=env, timeout=60)
+        if bad.returncode != 2 or "cannot read" not in bad.stderr:
+            problems.append(f"a missing runs file should exit 2 with a message: {bad.returncode} {bad.stderr}")
+    for p in problems:
+        print("FAIL:", p)
+    if problems:
+        return 1
+    print("bench_hybrid_runs_test: ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
