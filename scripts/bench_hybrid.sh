@@ -33,9 +33,9 @@
 #      node sizes its workers and judges idle cores by its own CPUs, and each step records how busy
 #      those CPUs were, node_cpus_busy_pct; default: unpinned),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
+#      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
 # batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job).
-#      KEEP=1 keeps the index.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -123,16 +123,17 @@ hist_mean() {  # before after name match
     }
     END { if (v["c"] > 0) printf "%.3f", 1000 * v["s"] / v["c"]; else printf "-" }' "$1" "$2"
 }
-# A counter's increase between two scrapes (the series whose line starts with `series`).
-counter_delta() {  # before after series
-  awk -v series="$3" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF } END { printf "%d", v }' "$1" "$2"
+# A counter's increase between two scrapes (the series whose line starts with `series`), printed
+# with `format` (default %d).
+counter_delta() {  # before after series [format]
+  awk -v series="$3" -v fmt="${4:-%d}" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF }
+    END { printf fmt, v }' "$1" "$2"
 }
 # The GPU dispatchers' CPU microseconds per GPU job between two scrapes, for one part of
 # search_sched_gpu_dispatch_cpu_seconds_total: batch (inside the GPU executor) or scheduler.
 dispatch_us() {  # before after part gpu_jobs
-  awk -v series="search_sched_gpu_dispatch_cpu_seconds_total{part=\"$3\"}" -v jobs="$4" \
-    'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF }
-     END { if (jobs > 0) printf "%.1f", 1e6 * v / jobs; else printf "-" }' "$1" "$2"
+  awk -v s="$(counter_delta "$1" "$2" "search_sched_gpu_dispatch_cpu_seconds_total{part=\"$3\"}" %.9f)" -v jobs="$4" \
+    'BEGIN { if (jobs > 0) printf "%.1f", 1e6 * s / jobs; else printf "-" }'
 }
 # Both processes' /metrics, to $work/node-mN.txt and $work/int-mN.txt (N: 0 before a step, 1 after).
 scrape() {

@@ -10,28 +10,21 @@
 // usage: sched_runtime_bench [--mode gpu|hybrid|cpu] [--threads N] [--seconds S]
 //          [--dispatchers D] [--cpu-workers W] [--batch-us U] [--cpu-us U]
 #include <sys/resource.h>
-#include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
 
+#include "core/thread_cpu.hpp"
 #include "node/cost_model.hpp"
 #include "node/hybrid_scheduler.hpp"
 
 namespace search {
 namespace {
-
-double ThreadCpuMicros() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
-}
 
 double ProcessCpuSeconds() {
   rusage ru{};
@@ -90,11 +83,9 @@ int Main(int argc, char** argv) {
   app.add_option("--batch-us", batch_us, "the fake device's sleep per batch")->capture_default_str();
   app.add_option("--cpu-us", cpu_us, "the fake CPU engine's spin per job")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
-  std::optional<SchedMode> mode;
-  for (SchedMode m : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin})
-    if (mode_name == SchedModeName(m)) mode = m;
-  if (!mode.has_value()) {
-    std::fprintf(stderr, "sched_runtime_bench: unknown --mode %s\n", mode_name.c_str());
+  const Result<SchedMode> mode = ParseSchedMode(mode_name);
+  if (!mode.ok()) {
+    std::fprintf(stderr, "sched_runtime_bench: %s\n", mode.status().ToString().c_str());
     return 2;
   }
 

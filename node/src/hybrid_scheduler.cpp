@@ -7,12 +7,11 @@
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "core/thread_cpu.hpp"
 #include "core/thread_name.hpp"
 #include "metrics/families.hpp"
 #include "metrics/metrics.hpp"
@@ -20,13 +19,6 @@
 namespace search {
 
 namespace {
-// This thread's CPU time so far, in microseconds (0 if the clock is unavailable).
-double ThreadCpuMicros() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
-  return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
-}
-
 double MicrosBetween(SchedTime a, SchedTime b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }

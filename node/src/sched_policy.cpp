@@ -2,6 +2,7 @@
 #include "node/sched_policy.hpp"
 
 #include <algorithm>
+#include <string>
 
 namespace search {
 
@@ -17,6 +18,14 @@ const char* SchedModeName(SchedMode m) {
       return "griffin";
   }
   return "?";
+}
+
+Result<SchedMode> ParseSchedMode(std::string_view name) {
+  if (name == "cpu") return SchedMode::kCpu;
+  if (name == "gpu") return SchedMode::kGpu;
+  if (name == "hybrid") return SchedMode::kHybrid;
+  if (name == "griffin") return SchedMode::kGriffin;
+  return Status::InvalidArgument("unknown scheduler '" + std::string(name) + "' (cpu, gpu, hybrid or griffin)");
 }
 
 const char* SchedQueueName(SchedQueue q) {

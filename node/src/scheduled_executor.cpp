@@ -23,14 +23,6 @@ double MicrosSince(SchedTime t0) { return std::chrono::duration<double, std::mic
 
 }  // namespace
 
-Result<SchedMode> ParseSchedMode(std::string_view name) {
-  if (name == "cpu") return SchedMode::kCpu;
-  if (name == "gpu") return SchedMode::kGpu;
-  if (name == "hybrid") return SchedMode::kHybrid;
-  if (name == "griffin") return SchedMode::kGriffin;
-  return Status::InvalidArgument("unknown scheduler '" + std::string(name) + "' (cpu, gpu, hybrid or griffin)");
-}
-
 // What a task carries: the query, the caller's deadline and flags, and the answer.
 struct ScheduledExecutor::Call {
   const Query* query = nullptr;

@@ -3,12 +3,12 @@
 // hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; stop() answers.
 #include "node/hybrid_scheduler.hpp"
 
+#include "core/thread_cpu.hpp"
 #include "metrics/metrics.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -53,14 +53,7 @@ class FakeRunner : public SchedRunner {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
     // Host work of the batch on the dispatcher's thread: gpu_spin_us of this thread's CPU time
     // (unlike the sleep), however often the host preempts it.
-    if (gpu_spin_us > 0) {
-      auto thread_cpu_us = [] {
-        timespec ts{};
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return static_cast<double>(ts.tv_sec) * 1e6 + static_cast<double>(ts.tv_nsec) * 1e-3;
-      };
-      for (const double end = thread_cpu_us() + gpu_spin_us; thread_cpu_us() < end;) {
-      }
+    for (const double end = ThreadCpuMicros() + gpu_spin_us; ThreadCpuMicros() < end;) {
     }
     for (SchedTask* t : batch) {
       auto* w = static_cast<Work*>(t->payload);

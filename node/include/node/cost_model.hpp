@@ -20,9 +20,10 @@
 // exponentially decayed sufficient statistics (forgetting factor `decay` per observation), so
 // Observe() refreshes the model online; the normal equations are re-solved (7x7, ridge-damped) on
 // every observation, and once per call for ObserveBatch (a GPU batch's jobs: the same statistics,
-// one solve and one turn at the lock instead of one per job on the dispatcher's thread). A model with fewer than min_samples observations predicts from the other
-// modes' model of the same processor if it has one, else it has no prediction (Predict returns
-// false) and callers must calibrate first.
+// one solve and one turn at the lock instead of one per job on the dispatcher's thread). A model
+// with fewer than min_samples observations predicts from the other modes' model of the same
+// processor if it has one, else it has no prediction (Predict returns false) and callers must
+// calibrate first.
 //
 // Calibrate(): the node's start-up fit. The caller runs a short sample of queries on each
 // processor and passes the measured times; nothing is hand-set.

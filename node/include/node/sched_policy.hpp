@@ -48,8 +48,10 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <string_view>
 #include <vector>
 
+#include "core/status.hpp"
 #include "node/cost_model.hpp"
 
 namespace search {
@@ -59,6 +61,8 @@ using SchedTime = SchedClock::time_point;
 
 enum class SchedMode : uint8_t { kCpu, kGpu, kHybrid, kGriffin };
 const char* SchedModeName(SchedMode m);  // "cpu", "gpu", "hybrid", "griffin"
+// Parses "cpu" | "gpu" | "hybrid" | "griffin" (InvalidArgument otherwise).
+Result<SchedMode> ParseSchedMode(std::string_view name);
 
 enum class SchedQueue : uint8_t { kGpu = 0, kCpu = 1, kFlex = 2 };
 inline constexpr size_t kNumSchedQueues = 3;

@@ -53,8 +53,6 @@ struct ScheduledExecutorOptions {
   uint64_t seed = 1;
 };
 
-// Parses "cpu" | "gpu" | "hybrid" | "griffin".
-Result<SchedMode> ParseSchedMode(std::string_view name);
 
 class ScheduledExecutor final : public Executor {
  public:
