@@ -35,7 +35,10 @@
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
-# batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job).
+# batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job),
+# and the batches' CPU and wall time per GPU job by part (batch_{prepare,acquire,engine,finish}_cpu_us
+# and _wall_us: search_gpu_batch_cpu_seconds_total, search_gpu_batch_seconds_total; Griffin's
+# steps are outside them).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -79,7 +82,7 @@ lg_threads=()
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -129,10 +132,11 @@ counter_delta() {  # before after series [format]
   awk -v series="$3" -v fmt="${4:-%d}" 'index($0, series " ") == 1 { v += (FNR == NR ? -1 : 1) * $NF }
     END { printf fmt, v }' "$1" "$2"
 }
-# The GPU dispatchers' CPU microseconds per GPU job between two scrapes, for one part of
-# search_sched_gpu_dispatch_cpu_seconds_total: batch (inside the GPU executor) or scheduler.
-dispatch_us() {  # before after part gpu_jobs
-  awk -v s="$(counter_delta "$1" "$2" "search_sched_gpu_dispatch_cpu_seconds_total{part=\"$3\"}" %.9f)" -v jobs="$4" \
+# CPU microseconds per GPU job between two scrapes, for one part of a family: by default
+# search_sched_gpu_dispatch_cpu_seconds_total, the GPU dispatchers' (batch: inside the GPU
+# executor; scheduler).
+dispatch_us() {  # before after part gpu_jobs [family]
+  awk -v s="$(counter_delta "$1" "$2" "${5:-search_sched_gpu_dispatch_cpu_seconds_total}{part=\"$3\"}" %.9f)" -v jobs="$4" \
     'BEGIN { if (jobs > 0) printf "%.1f", 1e6 * s / jobs; else printf "-" }'
 }
 # Both processes' /metrics, to $work/node-mN.txt and $work/int-mN.txt (N: 0 before a step, 1 after).
@@ -225,6 +229,9 @@ for mode in $modes; do
     diag_cols="$diag_cols,$(awk -v t=$((c1 - c0)) -v i=$((ci1 - ci0)) -v pinned="$node_cpu_list" \
       'BEGIN { if (pinned == "" || t <= 0) print "-"; else printf "%.1f", 100 * (t - i) / t }')"
     diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" batch "$gj"),$(dispatch_us "$m0" "$m1" scheduler "$gj")"
+    for fam in search_gpu_batch_cpu_seconds_total search_gpu_batch_seconds_total; do  # the batch part's own parts
+      for part in prepare acquire engine finish; do diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" "$part" "$gj" $fam)"; done
+    done
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -47,6 +48,10 @@ struct Entry {
   void* d_ptr = nullptr;        // the pool allocation (dl.d_blob)
   size_t alloc_bytes = 0;       // PaddedBytes(dl.bytes)
   cudaEvent_t ready = nullptr;  // recorded on the copying stream after the copy
+  // Set once `ready` was seen complete: later acquirers need not order their streams after it.
+  // Every hit used to enqueue a cudaStreamWaitEvent (a driver call, serialized with every other
+  // thread's calls on the context), one per list of every query of every batch.
+  std::atomic<bool> copied{false};
   // The rest GUARDED_BY(Impl::mu).
   EntryState state = EntryState::kCopying;
   uint32_t pins = 0;  // outstanding handles (plus the copying thread's own)
@@ -280,7 +285,15 @@ Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::share
     m.lru.splice(m.lru.begin(), m.lru, e->lru_it);
     lock.unlock();
     auto handle = m.MakeHandle(e);  // unpins on every return path
-    // Orders this stream after the copy (a no-op once the copy is done).
+    if (e->copied.load(std::memory_order_acquire)) return handle;
+    // Orders this stream after the copy, unless the copy has finished: then the list's bytes are
+    // in device memory for every later launch on any stream, and no later acquirer waits either.
+    const cudaError_t done = cudaEventQuery(e->ready);
+    if (done == cudaSuccess) {
+      e->copied.store(true, std::memory_order_release);
+      return handle;
+    }
+    if (done != cudaErrorNotReady) return CudaStatus(done, "cudaEventQuery(list copy)", __FILE__);
     SEARCH_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, e->ready, 0));
     return handle;
   }

@@ -103,6 +103,12 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r) {
   return i < kNames.size() ? kNames[i] : "other";
 }
 
+std::string_view GpuBatchPartLabel(GpuBatchPart p) {
+  static constexpr std::array<std::string_view, kNumGpuBatchParts> kNames = {"prepare", "acquire", "engine", "finish"};
+  const auto i = static_cast<size_t>(p);
+  return i < kNames.size() ? kNames[i] : "engine";
+}
+
 std::string_view ModeLabel(QueryMode mode) {
   switch (mode) {
     case QueryMode::kAnd: return "and";
@@ -180,6 +186,13 @@ Metrics::Metrics(std::string component)
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {
     gpu_fallbacks_[i] =
         &gpu_fallbacks.Add({{"reason", std::string(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(i)))}});
+  }
+  auto& batch_cpu = CounterFamily(r, families::kGpuBatchCpu);
+  auto& batch_wall = CounterFamily(r, families::kGpuBatchWall);
+  for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
+    const std::string part(GpuBatchPartLabel(static_cast<GpuBatchPart>(i)));
+    gpu_batch_cpu_[i] = &batch_cpu.Add({{"part", part}});
+    gpu_batch_wall_[i] = &batch_wall.Add({{"part", part}});
   }
   gpu_cache_hits_ = &CounterFamily(r, families::kGpuCacheHits).Add({});
   gpu_cache_misses_ = &CounterFamily(r, families::kGpuCacheMisses).Add({});
@@ -329,6 +342,14 @@ void Metrics::SetGpuCache(const GpuCacheSnapshot& s) {
   gpu_cache_bytes_->Set(static_cast<double>(s.bytes));
   gpu_cache_entries_->Set(static_cast<double>(s.entries));
   gpu_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+}
+
+void Metrics::SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
+                               const std::array<double, kNumGpuBatchParts>& wall_seconds) {
+  for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
+    SetCounterTo(*gpu_batch_cpu_[i], cpu_seconds[i]);
+    SetCounterTo(*gpu_batch_wall_[i], wall_seconds[i]);
+  }
 }
 
 }  // namespace search

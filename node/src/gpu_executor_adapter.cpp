@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/thread_cpu.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/decode.hpp"
 #include "gpu_exec/intersect.hpp"
@@ -137,6 +138,12 @@ void GpuExecutorAdapter::PublishCacheStats() {
   snap.entries = s.resident_lists;
   snap.capacity_bytes = s.capacity_bytes;
   metrics_->SetGpuCache(snap);
+  std::array<double, kNumGpuBatchParts> cpu{}, wall{};
+  for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
+    cpu[i] = static_cast<double>(batch_cpu_ns_[i].load()) * 1e-9;
+    wall[i] = static_cast<double>(batch_wall_ns_[i].load()) * 1e-9;
+  }
+  metrics_->SetGpuBatchTimes(cpu, wall);
 }
 
 Result<std::unique_ptr<gpu::GpuContext>> GpuExecutorAdapter::TakeContext() {
@@ -326,6 +333,20 @@ Result<ExecOutput> GpuExecutorAdapter::ToOutput(const SearchResult& r, size_t fe
 
 void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbacks) {
   const auto t0 = std::chrono::steady_clock::now();
+  // The calling thread's CPU and wall time, charged to one part at each boundary (the metrics).
+  double cpu_mark = ThreadCpuMicros();
+  auto wall_mark = t0;
+  auto charge = [&](GpuBatchPart part) {
+    const auto i = static_cast<size_t>(part);
+    const double now = ThreadCpuMicros();
+    if (now > cpu_mark) batch_cpu_ns_[i].fetch_add(static_cast<uint64_t>((now - cpu_mark) * 1e3), std::memory_order_relaxed);
+    cpu_mark = now;
+    const auto wall_now = std::chrono::steady_clock::now();
+    batch_wall_ns_[i].fetch_add(
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wall_now - wall_mark).count()),
+        std::memory_order_relaxed);
+    wall_mark = wall_now;
+  };
   auto gpu_failed = [&](BatchItem& item, const Status& why) {
     item.result = why;
     item.retry_on_cpu = true;
@@ -361,6 +382,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     }
     device.push_back(i);
   }
+  charge(GpuBatchPart::kPrepare);
   if (device.empty()) return;
 
   // Device side: every failure from here on is the GPU's (the CPU reruns the query).
@@ -397,6 +419,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     }
     run.push_back(i);
   }
+  charge(GpuBatchPart::kAcquire);
   Status st;
   std::vector<Result<SearchResult>> results;
   if (!run.empty()) {
@@ -406,6 +429,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     st = gpu::ExecuteBatchGpu(*ctx, view_, batch, &results);
     if (st.ok() && results.size() != run.size()) st = Status::Internal("GPU batch answered the wrong number of queries");
   }
+  charge(GpuBatchPart::kEngine);
   // Copies or kernels may still be in flight after a failure: wait before the handles drop (an
   // unpinned list may be evicted and its memory reused). A context whose stream saw a CUDA error
   // is not reused.
@@ -427,6 +451,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
       item.result = ToOutput(*results[r], prep[run[r]].fetched, micros, item.resolve_ids);  // host errors: returned as they are
     }
   }
+  charge(GpuBatchPart::kFinish);
 }
 
 Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& query, double crossover) {

@@ -167,6 +167,20 @@ TEST(MetricsTest, GpuCacheAndFallbackSeries) {
   EXPECT_EQ(ValueOf(t, "search_fallback_cpu_total"), 3);
 }
 
+TEST(MetricsTest, GpuBatchTimeSeriesFollowTheExecutorsTotals) {
+  Metrics m("node");
+  m.SetGpuBatchTimes({0.5, 1.25, 2.0, 0.25}, {1, 2, 8, 0.5});
+  m.SetGpuBatchTimes({0.75, 1.25, 3.0, 0.125}, {1, 2, 9, 1});  // a part that went back is kept, never lowered
+  const std::string t = m.SerializeText();
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_seconds_total{part="engine"})"), 9.0);
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_seconds_total{part="finish"})"), 1.0);
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="prepare"})"), 0.75);
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="acquire"})"), 1.25);
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="engine"})"), 3.0);
+  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="finish"})"), 0.25);
+  EXPECT_EQ(GpuBatchPartLabel(GpuBatchPart::kAcquire), "acquire");
+}
+
 TEST(MetricsTest, SetCounterToNeverGoesBackwards) {
   Metrics m("node");
   auto& c = m.fallback_cpu();

@@ -124,6 +124,15 @@ TEST_F(GpuExecutorAdapterTest, SameHitsAsTheCpuAdapter) {
   EXPECT_NE(text.find("search_gpu_cache_hits_total " + std::to_string(s.hits)), std::string::npos) << text;
   EXPECT_NE(text.find("search_gpu_cache_misses_total "), std::string::npos);
   EXPECT_NE(text.find("search_gpu_fallbacks_total{reason=\"out_of_memory\"} 0"), std::string::npos);
+  // The batches' CPU and wall time by part: every query was prepared, had its lists acquired and ran.
+  for (const char* family : {"search_gpu_batch_cpu_seconds_total", "search_gpu_batch_seconds_total"}) {
+    for (const char* part : {"prepare", "acquire", "engine", "finish"}) {
+      const std::string series = std::string(family) + "{part=\"" + part + "\"} ";
+      const size_t at = text.find(series);
+      ASSERT_NE(at, std::string::npos) << series << "\n" << text;
+      EXPECT_GT(std::stod(text.substr(at + series.size())), 0.0) << series;
+    }
+  }
 }
 
 TEST_F(GpuExecutorAdapterTest, ConcurrentQueriesFromManyThreads) {

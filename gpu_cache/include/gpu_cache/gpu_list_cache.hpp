@@ -15,7 +15,8 @@
 // 16 zero bytes past the list) so vector loads near its end stay inside the allocation.
 // Copies: a few pinned staging buffers, each reused only after the event recorded behind its last
 // copy has completed; a list larger than one buffer is copied in chunks. Each entry records a ready
-// event after its copy; a hit from another stream makes its stream wait on that event.
+// event after its copy; a hit while that event is pending makes its stream wait on it, and the
+// first hit that finds it complete marks the entry copied, after which hits make no CUDA call.
 //
 // Lifetime: Acquire returns a handle that pins the entry (pinned entries are never evicted); an
 // entry dropped while pinned (a failed copy) releases its device memory only when its last handle

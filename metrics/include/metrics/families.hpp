@@ -75,6 +75,16 @@ inline constexpr Family kGpuCacheBytes{"search_gpu_cache_bytes", "Device bytes h
 inline constexpr Family kGpuCacheEntries{"search_gpu_cache_entries", "Lists held by the GPU posting-list cache."};
 inline constexpr Family kGpuCacheCapacity{"search_gpu_cache_capacity_bytes",
                                           "Device byte budget of the GPU posting-list cache."};
+inline constexpr Family kGpuBatchCpu{
+    "search_gpu_batch_cpu_seconds_total",
+    "CPU time of the GPU executor's batches on their calling threads, by part: prepare (term metadata and "
+    "main-memory lists), acquire (pinning the lists in the GPU list cache, copies of those not resident), "
+    "engine (planning, uploads, launches, waits that do not sleep, reading the answers back) and finish "
+    "(synchronizing the stream, building the answers)."};
+inline constexpr Family kGpuBatchWall{
+    "search_gpu_batch_seconds_total",
+    "Wall time of the GPU executor's batches on their calling threads, by the parts of "
+    "search_gpu_batch_cpu_seconds_total; beyond their CPU time: device waits, lock waits, time off the core."};
 
 // Integrator result cache.
 inline constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};

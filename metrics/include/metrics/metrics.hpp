@@ -88,6 +88,11 @@ struct GpuCacheSnapshot {
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
 };
 
+// The parts of a GPU executor batch's CPU time (search_gpu_batch_cpu_seconds_total{part}).
+enum class GpuBatchPart : uint8_t { kPrepare, kAcquire, kEngine, kFinish };
+inline constexpr size_t kNumGpuBatchParts = 4;
+std::string_view GpuBatchPartLabel(GpuBatchPart p);  // "prepare", "acquire", "engine", "finish"
+
 // The latency buckets: 50 us * 2^i, i = 0..17.
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
 
@@ -157,6 +162,10 @@ class Metrics {
   void SetExternalIdLookups(uint64_t memo_hits, uint64_t reads);
   // Sets every search_gpu_cache_* series (call from a scrape hook with GpuListCache::stats()).
   void SetGpuCache(const GpuCacheSnapshot& s);
+  // Sets search_gpu_batch_cpu_seconds_total{part} and search_gpu_batch_seconds_total{part} (wall)
+  // to totals kept by the GPU executor.
+  void SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
+                        const std::array<double, kNumGpuBatchParts>& wall_seconds);
 
  private:
   static size_t Idx(QueryMode m) { return static_cast<size_t>(m); }
@@ -196,6 +205,7 @@ class Metrics {
   prometheus::Counter *gpu_cache_hits_ = nullptr, *gpu_cache_misses_ = nullptr, *gpu_cache_evictions_ = nullptr,
                       *gpu_cache_copied_ = nullptr, *gpu_cache_failed_ = nullptr;
   prometheus::Gauge *gpu_cache_bytes_ = nullptr, *gpu_cache_entries_ = nullptr, *gpu_cache_capacity_ = nullptr;
+  std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};
   prometheus::Counter *result_cache_hits_ = nullptr, *result_cache_misses_ = nullptr,
                       *result_cache_evictions_ = nullptr;
   prometheus::Gauge *result_cache_bytes_ = nullptr, *result_cache_entries_ = nullptr,

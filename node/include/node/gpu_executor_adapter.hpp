@@ -13,7 +13,9 @@
 // (no fallback); both at once is InvalidArgument.
 // Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most
 // as many as worker threads running queries at once; a context that saw a CUDA error is dropped.
-// Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*).
+// Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*), and
+// with them the CPU and wall time of the batches by part (search_gpu_batch_cpu_seconds_total{part},
+// search_gpu_batch_seconds_total{part}).
 // Thread-safety: Execute may be called from many threads at once.
 #pragma once
 
@@ -108,6 +110,8 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   std::mutex contexts_mu_;
   std::vector<std::unique_ptr<gpu::GpuContext>> contexts_;  // GUARDED_BY(contexts_mu_), idle ones
   std::array<std::atomic<uint64_t>, kNumGpuFallbackReasons> fallbacks_{};
+  std::array<std::atomic<uint64_t>, kNumGpuBatchParts> batch_cpu_ns_{};   // RunBatch's thread CPU by part
+  std::array<std::atomic<uint64_t>, kNumGpuBatchParts> batch_wall_ns_{};  // and its wall time
   int hook_id_ = 0;
 };
 
