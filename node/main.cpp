@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
                  "contexts than cores), spin, yield, or block (sleep; gives the core to CPU workers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "spin", "yield", "block"}));
-  size_t gpu_dispatchers = 4;
+  size_t gpu_dispatchers = 8;  // 8 over 4: hybrid's p99 at 54,444 q/s 53 against 136 ms (BENCHMARKS.md, issue 6)
   std::string sched_name = "auto";
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
@@ -111,13 +111,23 @@ int main(int argc, char** argv) {
                  "at least 1 (6 on 16)")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1024.0));
+  // Cheap jobs with the adaptive bound: hybrid sustained 1.2x gpu's rate at every p99 bound on the
+  // two-GPU host, where the ratio and stealing alone gave 1.0x (BENCHMARKS.md, issue 6).
+  sched.sched.policy.gpu_alone_us = -1;
+  sched.sched.policy.cheap_step = 0.01;
   app.add_option("--sched-gpu-alone-us", sched.sched.policy.gpu_alone_us,
                  "hybrid: one query alone on the GPU, in microseconds; a query predicted to take at most this on the "
-                 "CPU runs on the CPU (also past --sched-idle-reserve's admission), and 1 in 16 of those predicted "
-                 "up to 8x that explore it. -1 = measured at calibration, 0 = off (the default: on the H100 host "
-                 "it did not raise hybrid's sustained rate, BENCHMARKS.md)")
+                 "CPU (or the adaptive bound, --sched-cheap-step) runs on the CPU (also past --sched-idle-reserve's "
+                 "admission), and 1 in 16 of those predicted up to 8x this explore it. -1 = measured at calibration, "
+                 "0 = off")
       ->capture_default_str()
       ->check(CLI::Range(-1.0, 1e7));
+  app.add_option("--sched-cheap-step", sched.sched.policy.cheap_step,
+                 "hybrid with --sched-gpu-alone-us: the cheap bound rises by this fraction at each enqueue while the "
+                 "GPU's queue is further behind than the CPU's and falls by it otherwise, between one query alone on "
+                 "the GPU and 16 times that (0 = the bound stays at one query alone)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--sched-steal-window", sched.sched.policy.steal_window,
                  "an idle processor steals the job cheapest for it among the other queue's oldest this many")
       ->capture_default_str()

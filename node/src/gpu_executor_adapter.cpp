@@ -285,11 +285,32 @@ struct GpuExecutorAdapter::Prepared {
   std::vector<gpu::GpuTermInput> inputs;
 };
 
-Status GpuExecutorAdapter::PrepareHost(const Query& query, Prepared* p) {
+Status GpuExecutorAdapter::PrepareHost(const Query& query, const std::vector<PreparedTerm>* prepared, Prepared* p) {
   const ShardMeta& meta = shard_->meta();
   const size_t n = query.terms.size();
   p->lists.assign(n, nullptr);
   p->idf.assign(n, 0.0f);
+  if (prepared != nullptr && prepared->size() == n) {  // looked up by the caller: the same rules below
+    for (size_t i = 0; i < n; ++i) {
+      const PreparedTerm& t = (*prepared)[i];
+      if (!t.present) {
+        if (query.mode == QueryMode::kAnd) {
+          p->empty = true;
+          return Status::Ok();
+        }
+        continue;
+      }
+      if (t.df > meta.stats.num_docs) {
+        return Status::Corruption("term '" + query.terms[i] + "': df " + std::to_string(t.df) + " exceeds N " +
+                                  std::to_string(meta.stats.num_docs));
+      }
+      if (t.list == nullptr) continue;
+      p->lists[i] = t.list;
+      p->idf[i] = Bm25Idf(meta.stats.num_docs, t.df);
+      ++p->fetched;
+    }
+    return Status::Ok();
+  }
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
     auto info = shard_->GetTermInfo(term);  // the reader remembers entries
@@ -368,7 +389,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
                                              " terms, the query has " + std::to_string(q.terms.size())));
       continue;
     }
-    if (Status st = PrepareHost(q, &prep[i]); !st.ok()) {
+    if (Status st = PrepareHost(q, item.prepared, &prep[i]); !st.ok()) {
       item.result = st;
       continue;
     }
@@ -457,7 +478,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
 Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& query, double crossover) {
   if (query.mode == QueryMode::kOr) return Status::InvalidArgument("an or-query has no intersection");
   Prepared p;
-  SEARCH_RETURN_IF_ERROR(PrepareHost(query, &p));
+  SEARCH_RETURN_IF_ERROR(PrepareHost(query, nullptr, &p));
   Prefix out;
   if (p.empty) return out;  // an and-term absent here: no candidates
   std::vector<size_t> order;

@@ -53,6 +53,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* batches = nullptr;
   prometheus::Counter* dispatch_cpu[2] = {};  // [0] part="batch", [1] part="scheduler"
   prometheus::Gauge* cpu_slots = nullptr;
+  prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
   explicit MetricSet(Metrics& m) {
@@ -93,6 +94,7 @@ struct HybridScheduler::MetricSet {
     dispatch_cpu[0] = &dc.Add({{"part", "batch"}});
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
+    cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
     auto& h = histogram(families::kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
       host[p] = &h.Add({{"phase", SchedHostPhaseName(static_cast<SchedHostPhase>(p))}}, LatencyBuckets());
@@ -180,6 +182,7 @@ Status HybridScheduler::Submit(SchedTask& task) {
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
     if (policy_.balanced() != balanced) metrics_->balanced->Increment();
     if (cheap) metrics_->cheap->Increment();
+    metrics_->cheap_threshold->Set(policy_.cheap_threshold_us() * 1e-6);
   }
   // A CPU worker is woken for a GPU-queue job only where it could steal it: in hybrid, with an
   // admitted worker idle. Waking one per submission regardless cost a futex wake, a context
@@ -473,6 +476,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   s.cpu_slots = cpu_slots_;
   s.balanced = policy_.balanced();
   s.cheap = policy_.cheap();
+  s.cheap_threshold_us = policy_.cheap_threshold_us();
   for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
   return s;
 }

@@ -54,6 +54,20 @@ SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
   options_.cpu_parallelism = std::max<size_t>(options_.cpu_parallelism, 1);
   options_.gpu_parallelism = std::max<size_t>(options_.gpu_parallelism, 1);
   options_.max_batch = std::max<size_t>(options_.max_batch, 1);
+  options_.cheap_step = std::clamp(options_.cheap_step, 0.0, 1.0);
+  options_.cheap_max_factor = std::max(options_.cheap_max_factor, 1.0);
+  cheap_threshold_us_ = options_.gpu_alone_us;
+}
+
+void SchedPolicy::AdaptCheapThreshold() {
+  if (options_.cheap_step <= 0 || options_.mode != SchedMode::kHybrid || options_.gpu_alone_us <= 0) return;
+  const double lo = options_.gpu_alone_us, hi = options_.gpu_alone_us * options_.cheap_max_factor;
+  // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
+  // balance rule decides which of the jobs under it the CPU keeps; the bound falls once the CPU's
+  // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
+  // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
+  const bool gpu_behind = Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
+  cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (gpu_behind ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
 }
 
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
@@ -113,10 +127,13 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     // Griffin places by the caller's choice (the first intersection's length ratio).
     job.queue = QueueOf(job.preferred);
   } else {
+    AdaptCheapThreshold();
     job.queue = Classify(job.cpu_us, job.gpu_us);
     job.cheap = Cheap(job.cpu_us);
     bool explore = false;
-    if (!job.cheap && Cheap(job.cpu_us / std::max(options_.explore_factor, 1.0)) && options_.explore_every > 0 &&
+    // Exploration's range is fixed by gpu_alone_us, not by the adaptive bound.
+    if (!job.cheap && options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 &&
+        job.cpu_us <= options_.gpu_alone_us * std::max(options_.explore_factor, 1.0) && options_.explore_every > 0 &&
         ++explore_seen_ % options_.explore_every == 0) {
       // Explore (sched_policy.hpp, explore_every): it runs on the CPU, which the balance rule and
       // the GPU's stealing would otherwise undo, as they would for any job predicted this dear.

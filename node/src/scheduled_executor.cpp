@@ -32,6 +32,7 @@ struct ScheduledExecutor::Call {
   std::vector<uint32_t> candidates;  // the GPU's intersection, once migrated
   Result<ExecOutput> out = Status::Internal("not run");
   bool ids_pending = false;  // out's hits still need their external ids (a GPU answer)
+  std::vector<PreparedTerm> prepared;  // the terms as Features looked them up (empty: not kept)
 };
 
 class ScheduledExecutor::Runner final : public SchedRunner {
@@ -69,7 +70,9 @@ class ScheduledExecutor::Runner final : public SchedRunner {
     if (tasks.empty()) return;
     std::vector<BatchItem> items(tasks.size());
     for (size_t i = 0; i < tasks.size(); ++i) {
-      items[i].query = static_cast<Call*>(tasks[i]->payload)->query;
+      const Call& call = *static_cast<Call*>(tasks[i]->payload);
+      items[i].query = call.query;
+      items[i].prepared = call.prepared.empty() ? nullptr : &call.prepared;  // looked up on the request's thread
       items[i].resolve_ids = false;  // the caller's thread resolves them (Execute), not the dispatcher
     }
     gpu_->ExecuteBatch(items);
@@ -126,15 +129,23 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   if (so.idle_cores) line << "; host-aware, idle reserve " << so.idle_reserve << " cores";
   if (so.policy.mode == SchedMode::kHybrid && so.policy.gpu_alone_us > 0)
     line << "; one query alone on the GPU " << static_cast<int>(so.policy.gpu_alone_us)
-         << " us (queries predicted faster on the CPU run there)";
+         << " us (queries predicted faster on the CPU run there"
+         << (so.policy.cheap_step > 0 ? "; the bound adapts to the queues, up to " +
+                                            std::to_string(static_cast<int>(so.policy.gpu_alone_us *
+                                                                            so.policy.cheap_max_factor)) +
+                                            " us)"
+                                      : std::string(")"));
   return e;
 }
 
-Result<QueryFeatures> ScheduledExecutor::Features(const Query& query) {
+Result<QueryFeatures> ScheduledExecutor::Features(const Query& query, std::vector<PreparedTerm>* prepared) {
   QueryFeatures f;
   f.mode = query.mode;
   std::vector<uint64_t> counts;
-  for (const std::string& term : query.terms) {
+  if (prepared != nullptr) prepared->assign(gpu_ != nullptr ? query.terms.size() : 0, PreparedTerm{});
+  bool keep = prepared != nullptr && gpu_ != nullptr;
+  for (size_t i = 0; i < query.terms.size(); ++i) {
+    const std::string& term = query.terms[i];
     auto info = shard_->GetTermInfo(term);
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) continue;
@@ -142,9 +153,21 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query) {
     f.total += (*info)->count;
     // Fetch the list into the main-memory cache here, on the caller's thread: whichever processor
     // runs the query reads it from there, and a cold fetch (RocksDB read and validation) on a GPU
-    // dispatcher's thread would hold up its whole batch. A failure is left for the run to report.
-    if (gpu_ != nullptr) (void)shard_->GetList(term);
+    // dispatcher's thread would hold up its whole batch. A failure is left for the run to report
+    // (nothing is kept then: the GPU executor looks the terms up again and meets it).
+    if (gpu_ == nullptr) continue;
+    auto list = shard_->GetList(term);
+    if (!keep) continue;
+    PreparedTerm& t = (*prepared)[i];
+    t.present = true;
+    t.df = (*info)->df;
+    if (list.ok()) {
+      t.list = std::move(list).value();
+    } else if (list.status().code() != StatusCode::kNotFound) {
+      keep = false;
+    }
   }
+  if (prepared != nullptr && !keep) prepared->clear();
   std::sort(counts.begin(), counts.end());
   f.terms = static_cast<uint32_t>(counts.size());
   f.shortest = counts.empty() ? 0 : counts[0];
@@ -296,9 +319,9 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   }
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   const SchedTime t_features = SchedClock::now();
-  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query));
-
   Call call;
+  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, &call.prepared));
+
   call.query = &query;
   call.deadline = deadline;
   call.flags = flags;

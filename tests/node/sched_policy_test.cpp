@@ -170,6 +170,47 @@ TEST(SchedPolicyTest, CheapJobsQueueForTheCpuWhateverTheirRatio) {
 // Exploration: every explore_every-th job predicted between gpu_alone_us and explore_factor times
 // it on the CPU is queued as cheap, pinned to the CPU (neither balanced away nor stolen), so the
 // CPU's model also learns from queries it predicts dear. Dearer ones and other modes: never.
+// The adaptive cheap bound (cheap_step): it rises while the GPU's queue is further behind than
+// the CPU's, up to cheap_max_factor times gpu_alone_us, sending the CPU jobs it would have left to
+// the GPU; it falls back to gpu_alone_us once the CPU is the one behind; off, it never moves.
+TEST(SchedPolicyTest, AdaptiveCheapBoundFollowsTheBacklogs) {
+  SchedOptions o = Hybrid();
+  o.gpu_alone_us = 100;
+  o.cheap_step = 0.1;
+  o.cheap_max_factor = 4;
+  o.explore_every = 0;
+  SchedPolicy p(o);
+  EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
+  EXPECT_EQ(p.Enqueue(Job(1, 300, 50), kT0), SchedQueue::kGpu);  // ratio 6, not cheap yet
+  uint64_t id = 2;
+  for (int i = 0; i < 10; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);  // the GPU's backlog grows
+  EXPECT_GT(p.cheap_threshold_us(), 100);
+  for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);
+  EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 400);  // capped
+  EXPECT_EQ(p.Enqueue(Job(100, 300, 50), kT0), SchedQueue::kCpu);  // the same job is cheap now
+  EXPECT_EQ(p.Enqueue(Job(101, 500, 50), kT0), SchedQueue::kGpu);  // past the cap
+  auto cheap = p.TakeCpuCheap();
+  ASSERT_TRUE(cheap.has_value());
+  EXPECT_EQ(cheap->id, 100u);
+  EXPECT_TRUE(cheap->cheap);
+  // The CPU falls behind (jobs the ratio gives it: 5 ms each on 2 workers): back to the floor.
+  for (int i = 0; i < 40; ++i) p.Enqueue(Job(id++, 5000, 100000), kT0);
+  EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
+  EXPECT_EQ(p.Enqueue(Job(102, 300, 50), kT0), SchedQueue::kGpu);
+
+  // Off (the default), or without gpu_alone_us, the bound stays put.
+  for (double alone : {100.0, 0.0}) {
+    SchedOptions f = Hybrid();
+    f.gpu_alone_us = alone;
+    f.cheap_step = alone > 0 ? 0 : 0.1;
+    f.explore_every = 0;
+    SchedPolicy q(f);
+    for (uint64_t j = 1; j <= 30; ++j) q.Enqueue(Job(j, 10000, 50), kT0);
+    EXPECT_DOUBLE_EQ(q.cheap_threshold_us(), alone);
+    EXPECT_EQ(q.Enqueue(Job(99, 300, 50), kT0), SchedQueue::kGpu);
+  }
+}
+
 TEST(SchedPolicyTest, EveryNthNearlyCheapJobExploresTheCpu) {
   SchedOptions o = Hybrid();
   o.balance = true;

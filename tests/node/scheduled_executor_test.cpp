@@ -34,6 +34,10 @@ class FakeGpu final : public BatchExecutor {
     for (size_t i = 0; i < items.size(); ++i) {
       BatchItem& it = items[i];
       runs.fetch_add(1);
+      if (it.prepared != nullptr) {  // the caller's lookups must be the shard's own
+        prepared.fetch_add(1);
+        if (!SameAsShard(*it.query, *it.prepared)) prepared_wrong.fetch_add(1);
+      }
       // Fails every query with an odd number of terms in a batch position >= 1: a GPU failure
       // in the middle of a batch.
       if (fail_odd && it.query->terms.size() % 2 == 1 && (i >= 1 || items.size() == 1)) {
@@ -53,6 +57,21 @@ class FakeGpu final : public BatchExecutor {
     }
   }
   uint64_t NonResidentBytes(const Query& q) override { return q.terms.size() * 100; }
+
+  // Whether `prepared` holds, per term, what the shard's own lookups give.
+  bool SameAsShard(const Query& q, const std::vector<PreparedTerm>& prepared) const {
+    if (prepared.size() != q.terms.size()) return false;
+    for (size_t i = 0; i < q.terms.size(); ++i) {
+      auto info = shard_->GetTermInfo(q.terms[i]);
+      if (!info.ok() || info->has_value() != prepared[i].present) return false;
+      if (!info->has_value()) continue;
+      auto list = shard_->GetList(q.terms[i]);
+      if ((*info)->df != prepared[i].df || !list.ok() || prepared[i].list == nullptr ||
+          (*list)->term != prepared[i].list->term || (*list)->bytes() != prepared[i].list->bytes())
+        return false;
+    }
+    return true;
+  }
 
   // The GPU's step, done on the host: the shortest lists' docIDs intersected while the next list
   // is under crossover times the running intersection.
@@ -96,6 +115,7 @@ class FakeGpu final : public BatchExecutor {
   std::atomic<size_t> max_lists_done{0};
   std::atomic<int> batches{0}, runs{0}, failed{0};
   std::atomic<int> unresolved{0};  // answers handed back without external ids
+  std::atomic<int> prepared{0}, prepared_wrong{0};  // items with the caller's lookups; those unlike the shard's
   std::atomic<size_t> max_batch{0};
 
  private:
@@ -184,6 +204,11 @@ TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
     if (mode != SchedMode::kCpu) {
       EXPECT_GT(gpu.unresolved.load(), 0);
     }
+    // Batches come with the terms as the request's thread looked them up, and they are right.
+    if (mode == SchedMode::kGpu) {
+      EXPECT_EQ(gpu.prepared.load(), 300);  // calibration's batches come without
+    }
+    EXPECT_EQ(gpu.prepared_wrong.load(), 0);
     const SchedStatsSnapshot st = (*e)->scheduler().stats();
     EXPECT_EQ(st.jobs[0] + st.jobs[1], 300u);
   }
@@ -210,6 +235,36 @@ TEST_F(ScheduledExecutorTest, FeaturesBringTheListsIntoTheCacheWithAGpu) {
         EXPECT_EQ(reader_->list_cache().Lookup(t) != nullptr, with_gpu) << t;
       }
     }
+  }
+}
+
+// Features keeps the lookups for the GPU batch (one entry per term) only with a GPU.
+TEST_F(ScheduledExecutorTest, FeaturesKeepTheLookupsForTheGpuBatch) {
+  std::mt19937_64 rng(12);
+  for (bool with_gpu : {false, true}) {
+    SCOPED_TRACE(with_gpu ? "gpu" : "cpu only");
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, with_gpu ? &gpu : nullptr, nullptr,
+                                       Options(with_gpu ? SchedMode::kHybrid : SchedMode::kCpu));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    int absent = 0;
+    for (int i = 0; i < 40; ++i) {
+      Query q = testing::RandomQuery(rng, kVocab);
+      if (i % 4 == 0) {  // a term this shard does not have
+        q.terms.push_back("zzzz-not-a-term");
+        std::sort(q.terms.begin(), q.terms.end());  // canonical
+        ++absent;
+      }
+      std::vector<PreparedTerm> prepared(3);  // replaced
+      ASSERT_TRUE((*e)->Features(q, &prepared).ok());
+      if (!with_gpu) {
+        EXPECT_TRUE(prepared.empty());
+        continue;
+      }
+      ASSERT_EQ(prepared.size(), q.terms.size());
+      EXPECT_TRUE(gpu.SameAsShard(q, prepared)) << testing::Describe(q);
+    }
+    EXPECT_GT(absent, 0);
   }
 }
 
@@ -349,6 +404,27 @@ TEST_F(ScheduledExecutorTest, TimingTellsWhereAQuerysTimeWent) {
       EXPECT_EQ(on_gpu, 0);
     }
   }
+}
+
+// Hybrid with the adaptive cheap bound: exact answers, and the bound exported as a gauge.
+TEST_F(ScheduledExecutorTest, AdaptiveCheapBoundIsExactAndExported) {
+  Metrics metrics("node");
+  FakeGpu gpu(reader_);
+  ScheduledExecutorOptions o = Options(SchedMode::kHybrid);
+  o.sched.policy.gpu_alone_us = -1;  // measured at calibration
+  o.sched.policy.cheap_step = 0.05;
+  auto e = ScheduledExecutor::Create(reader_, &gpu, &metrics, o);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  int cpu = 0, on_gpu = 0;
+  CheckAnswers(**e, 200, 8, 23, &cpu, &on_gpu);
+  EXPECT_EQ(cpu + on_gpu, 200);
+  const double bound_us = (*e)->scheduler().stats().cheap_threshold_us;
+  EXPECT_GT(bound_us, 0.0);
+  const std::string text = metrics.SerializeText();
+  const std::string series = "\nsearch_sched_cheap_threshold_seconds ";
+  const size_t at = text.find(series);
+  ASSERT_NE(at, std::string::npos) << text;
+  EXPECT_NEAR(std::strtod(text.c_str() + at + series.size(), nullptr), bound_us * 1e-6, 1e-9);
 }
 
 TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {

@@ -123,6 +123,10 @@ inline constexpr Family kSchedBalanced{
 inline constexpr Family kSchedCheap{
     "search_sched_cheap_total",
     "Jobs queued for the CPU as cheap: predicted to take no longer there than one query alone on the GPU (hybrid)."};
+inline constexpr Family kSchedCheapThreshold{
+    "search_sched_cheap_threshold_seconds",
+    "Predicted CPU time under which a job is cheap and queues for the CPU (hybrid): one query's time alone on "
+    "the GPU, or higher while the adaptive bound (--sched-cheap-step) finds the GPU behind the CPU."};
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
     "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};

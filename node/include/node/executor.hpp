@@ -15,6 +15,7 @@
 #include "core/query.hpp"
 #include "core/status.hpp"
 #include "cpu_exec/cpu_executor.hpp"
+#include "index_store/list_cache.hpp"
 #include "proto/wire.hpp"
 
 namespace search {
@@ -68,8 +69,20 @@ class Executor {
 
 // A processor that answers batches of queries in one go (the GPU executor; unit tests use fakes).
 // The node's scheduler (scheduled_executor.hpp) hands it the GPU's batches.
+// One query term as the caller looked it up (ShardReader::GetTermInfo, GetList): absent here
+// (present false), or its global df and its list (nullptr: the term has no list here).
+struct PreparedTerm {
+  bool present = false;
+  uint32_t df = 0;
+  std::shared_ptr<const CachedList> list;
+};
+
 struct BatchItem {
   const Query* query = nullptr;
+  // Optional: the query's terms (one entry each, in query.terms' order) already looked up by the
+  // caller without an error, so the processor's thread does not repeat the lookups (the node's
+  // scheduler looks them up on the request's thread for the cost model's features anyway).
+  const std::vector<PreparedTerm>* prepared = nullptr;
   Result<ExecOutput> result = Status::Internal("not run");
   // Set when the failure was the processor's own (a CUDA error, device memory, a query it does
   // not run): the scheduler reruns the query on the CPU. Host-side errors the CPU would hit too

@@ -94,7 +94,8 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   // The batch on the GPU: host-side lookups (their errors are the queries' own), then one launch
   // sequence; GPU-side failures set retry_on_cpu (and are counted when count_fallbacks).
   void RunBatch(std::span<BatchItem> items, bool count_fallbacks);
-  Status PrepareHost(const Query& query, Prepared* p);
+  // The query's term metadata and lists: `prepared` (BatchItem::prepared) when given, else looked up.
+  Status PrepareHost(const Query& query, const std::vector<PreparedTerm>* prepared, Prepared* p);
   Result<ExecOutput> ToOutput(const SearchResult& r, size_t fetched, uint64_t micros, bool resolve_ids) const;
   void CountFallback(GpuFallbackReason reason, const Status& why);
   Result<std::unique_ptr<gpu::GpuContext>> TakeContext();

@@ -101,6 +101,17 @@ struct SchedOptions {
   // gpu_alone_us on the CPU, but not cheap, is queued as cheap too. 0: no exploration.
   uint32_t explore_every = 16;
   double explore_factor = 8;
+  // Adaptive cheap threshold (hybrid, with gpu_alone_us > 0): the bound under which a job is cheap
+  // moves with the queues instead of staying at gpu_alone_us. At each enqueue it rises by
+  // cheap_step (a fraction) while the GPU's backlog exceeds the CPU's, and falls by it otherwise,
+  // between gpu_alone_us and cheap_max_factor times that. So under load the CPU takes the queries
+  // predicted cheapest on it, in that order, until its backlog matches the GPU's; at light load
+  // (both queues empty) the bound rests at gpu_alone_us. The GPU path's time per query is nearly
+  // flat across queries while the CPU's spans three orders of magnitude, so each query moved to
+  // the CPU this way frees about one query's worth of GPU time at the least CPU cost (the ideal
+  // split of scripts/hybrid_split.py). 0: off (the bound stays at gpu_alone_us).
+  double cheap_step = 0;
+  double cheap_max_factor = 16;
   // A thief chooses the job cheapest for it among the owner's oldest steal_window. Wider is closer
   // to the ideal split (the CPU takes the queries it answers cheapest): in bench/sched/sched_sim
   // over the Fig. 7 log's measured costs (GPU path at 40,000 q/s, 10 CPU workers, predictions off
@@ -166,13 +177,17 @@ class SchedPolicy {
   SchedQueue Classify(double cpu_us, double gpu_us) const;
   // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file).
   bool Cheap(double cpu_us) const {
-    return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 && cpu_us <= options_.gpu_alone_us;
+    return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 && cpu_us <= cheap_threshold_us_;
   }
+  // The bound Cheap compares with: gpu_alone_us, or where cheap_step has moved it.
+  double cheap_threshold_us() const { return cheap_threshold_us_; }
   // Jobs queued for the CPU as cheap (exploration included).
   uint64_t cheap() const { return cheap_; }
 
  private:
   bool Urgent(const SchedJob& j, SchedTime now) const;
+  // One step of the adaptive cheap threshold (cheap_step), before a job is classified.
+  void AdaptCheapThreshold();
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
   double Backlog(Unit u) const;
   // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us.
@@ -192,6 +207,7 @@ class SchedPolicy {
   uint64_t balanced_ = 0;
   uint64_t cheap_ = 0;
   uint64_t explore_seen_ = 0;  // jobs that could have been explored
+  double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
 };
 
 }  // namespace search

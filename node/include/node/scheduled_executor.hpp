@@ -67,8 +67,10 @@ class ScheduledExecutor final : public Executor {
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
 
   // The query's features as this shard sees them. With a GPU executor it also brings the query's
-  // lists into the shard's main-memory list cache (on the calling thread, not a GPU dispatcher's).
-  Result<QueryFeatures> Features(const Query& query);
+  // lists into the shard's main-memory list cache (on the calling thread, not a GPU dispatcher's)
+  // and, when `prepared` is given and every lookup succeeded, keeps them there (one entry per
+  // term) for the GPU batch (BatchItem::prepared); otherwise `prepared` is left empty.
+  Result<QueryFeatures> Features(const Query& query, std::vector<PreparedTerm>* prepared = nullptr);
   CostModel& model() { return model_; }
   HybridScheduler& scheduler() { return *scheduler_; }
   SchedMode mode() const { return options_.sched.policy.mode; }
