@@ -9,7 +9,6 @@
 //
 // usage: sched_runtime_bench [--mode gpu|hybrid|cpu] [--threads N] [--seconds S]
 //          [--dispatchers D] [--cpu-workers W] [--batch-us U] [--cpu-us U]
-#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <atomic>
@@ -25,13 +24,6 @@
 
 namespace search {
 namespace {
-
-double ProcessCpuSeconds() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
-         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
-}
 
 void Spin(double micros) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(micros);
@@ -136,12 +128,12 @@ int Main(int argc, char** argv) {
     });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // warm-up
   const uint64_t a0 = answered.load(), j0 = runner.jobs(), b0 = runner.batches(), o0 = runner.outside_us();
-  const double c0 = ProcessCpuSeconds();
+  const double c0 = ProcessCpuMicros();
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t a1 = answered.load(), j1 = runner.jobs(), b1 = runner.batches(), o1 = runner.outside_us();
-  const double c1 = ProcessCpuSeconds();
+  const double c1 = ProcessCpuMicros();
   stop = true;
   for (auto& t : clients) t.join();
   sched.stop();
@@ -152,7 +144,7 @@ int Main(int argc, char** argv) {
               mode_name.c_str(), threads, o.gpu_dispatchers, cpu_workers, batch_us, cpu_us);
   std::printf("answered %.0f jobs/s; process CPU %.1f us a job; GPU jobs %.0f/s in batches of %.1f; "
               "dispatchers' own CPU %.2f us a GPU job\n",
-              jobs / wall, jobs > 0 ? (c1 - c0) * 1e6 / jobs : 0.0, gpu_jobs / wall,
+              jobs / wall, jobs > 0 ? (c1 - c0) / jobs : 0.0, gpu_jobs / wall,
               b1 > b0 ? gpu_jobs / static_cast<double>(b1 - b0) : 0.0,
               gpu_jobs > 0 ? static_cast<double>(o1 - o0) / gpu_jobs : 0.0);
   return 0;

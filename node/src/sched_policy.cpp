@@ -60,7 +60,7 @@ SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
 }
 
 void SchedPolicy::AdaptCheapThreshold() {
-  if (options_.cheap_step <= 0 || options_.mode != SchedMode::kHybrid || options_.gpu_alone_us <= 0) return;
+  if (options_.cheap_step <= 0 || !CheapJobsOn()) return;
   const double lo = options_.gpu_alone_us, hi = options_.gpu_alone_us * options_.cheap_max_factor;
   // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
   // balance rule decides which of the jobs under it the CPU keeps; the bound falls once the CPU's
@@ -132,9 +132,8 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     job.cheap = Cheap(job.cpu_us);
     bool explore = false;
     // Exploration's range is fixed by gpu_alone_us, not by the adaptive bound.
-    if (!job.cheap && options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 &&
-        job.cpu_us <= options_.gpu_alone_us * std::max(options_.explore_factor, 1.0) && options_.explore_every > 0 &&
-        ++explore_seen_ % options_.explore_every == 0) {
+    if (!job.cheap && CheapJobsOn() && job.cpu_us <= options_.gpu_alone_us * std::max(options_.explore_factor, 1.0) &&
+        options_.explore_every > 0 && ++explore_seen_ % options_.explore_every == 0) {
       // Explore (sched_policy.hpp, explore_every): it runs on the CPU, which the balance rule and
       // the GPU's stealing would otherwise undo, as they would for any job predicted this dear.
       explore = true;

@@ -215,32 +215,10 @@ TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
 }
 
 // With a GPU, a query's lists are fetched into the list cache on the caller's thread (Features),
-// so a GPU dispatcher never reads RocksDB for them; without one, Features reads no list.
+// so a GPU dispatcher never reads RocksDB for them, and the lookups are kept for the GPU batch (one
+// entry per term, an absent term included); without one, Features reads no list and keeps nothing.
 TEST_F(ScheduledExecutorTest, FeaturesBringTheListsIntoTheCacheWithAGpu) {
   std::mt19937_64 rng(11);
-  for (bool with_gpu : {false, true}) {
-    SCOPED_TRACE(with_gpu ? "gpu" : "cpu only");
-    FakeGpu gpu(reader_);
-    auto e = ScheduledExecutor::Create(reader_, with_gpu ? &gpu : nullptr, nullptr,
-                                       Options(with_gpu ? SchedMode::kHybrid : SchedMode::kCpu));
-    ASSERT_TRUE(e.ok()) << e.status().ToString();
-    for (int i = 0; i < 20; ++i) {
-      const Query q = testing::RandomQuery(rng, kVocab);
-      reader_->list_cache().Clear();
-      ASSERT_TRUE((*e)->Features(q).ok());
-      for (const std::string& t : q.terms) {
-        auto info = reader_->GetTermInfo(t);
-        ASSERT_TRUE(info.ok());
-        if (!info->has_value()) continue;
-        EXPECT_EQ(reader_->list_cache().Lookup(t) != nullptr, with_gpu) << t;
-      }
-    }
-  }
-}
-
-// Features keeps the lookups for the GPU batch (one entry per term) only with a GPU.
-TEST_F(ScheduledExecutorTest, FeaturesKeepTheLookupsForTheGpuBatch) {
-  std::mt19937_64 rng(12);
   for (bool with_gpu : {false, true}) {
     SCOPED_TRACE(with_gpu ? "gpu" : "cpu only");
     FakeGpu gpu(reader_);
@@ -255,8 +233,15 @@ TEST_F(ScheduledExecutorTest, FeaturesKeepTheLookupsForTheGpuBatch) {
         std::sort(q.terms.begin(), q.terms.end());  // canonical
         ++absent;
       }
+      reader_->list_cache().Clear();
       std::vector<PreparedTerm> prepared(3);  // replaced
       ASSERT_TRUE((*e)->Features(q, &prepared).ok());
+      for (const std::string& t : q.terms) {
+        auto info = reader_->GetTermInfo(t);
+        ASSERT_TRUE(info.ok());
+        if (!info->has_value()) continue;
+        EXPECT_EQ(reader_->list_cache().Lookup(t) != nullptr, with_gpu) << t;
+      }
       if (!with_gpu) {
         EXPECT_TRUE(prepared.empty());
         continue;

@@ -9,7 +9,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <fstream>
 #include <iostream>
 #include <latch>
@@ -19,6 +18,7 @@
 
 #include "args.hpp"
 #include "common.hpp"
+#include "core/thread_cpu.hpp"
 #include "cpu_exec/local_index.hpp"
 #ifdef SEARCH_HAVE_GPU
 #include "gpu_exec/cuda_util.hpp"
@@ -247,18 +247,13 @@ int RunBench(const BenchArgs& a) {
   const auto start = Clock::now();
   measure_start = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
   // The process's CPU time (and the GPU engine's time split) over the measured window only.
-  auto process_cpu_s = [] {
-    timespec ts{};
-    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-  };
   double cpu0 = 0;
 #ifdef SEARCH_HAVE_GPU
   gpu::GpuEngineTimes times0, times1;
 #endif
   std::thread timer([&, when = measure_start] {
     std::this_thread::sleep_until(when);
-    cpu0 = process_cpu_s();
+    cpu0 = ProcessCpuMicros();
 #ifdef SEARCH_HAVE_GPU
     if (gpu) times0 = gpu::EngineTimes();
 #endif
@@ -266,7 +261,7 @@ int RunBench(const BenchArgs& a) {
   for (auto& th : pool) th.join();
   measure_end = Clock::now();
   timer.join();
-  const double cpu_s = process_cpu_s() - cpu0;
+  const double cpu_us = ProcessCpuMicros() - cpu0;
 #ifdef SEARCH_HAVE_GPU
   if (gpu) times1 = gpu::EngineTimes();
 #endif
@@ -307,7 +302,7 @@ int RunBench(const BenchArgs& a) {
   out["p99_us"] = Percentile(all, 0.99);
   out["p999_us"] = Percentile(all, 0.999);
   // Host CPU per query (all of the process's threads, waits that spin included).
-  out["cpu_us_per_query"] = 1e6 * cpu_s / n;
+  out["cpu_us_per_query"] = cpu_us / n;
   out["postings_decoded_per_query"] = static_cast<double>(sum.postings) / n;
   out["blocks_decoded_per_query"] = static_cast<double>(sum.blocks) / n;
   out["scored_per_query"] = static_cast<double>(sum.scored) / n;

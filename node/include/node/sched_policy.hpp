@@ -176,9 +176,7 @@ class SchedPolicy {
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
   // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file).
-  bool Cheap(double cpu_us) const {
-    return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0 && cpu_us <= cheap_threshold_us_;
-  }
+  bool Cheap(double cpu_us) const { return CheapJobsOn() && cpu_us <= cheap_threshold_us_; }
   // The bound Cheap compares with: gpu_alone_us, or where cheap_step has moved it.
   double cheap_threshold_us() const { return cheap_threshold_us_; }
   // Jobs queued for the CPU as cheap (exploration included).
@@ -186,6 +184,8 @@ class SchedPolicy {
 
  private:
   bool Urgent(const SchedJob& j, SchedTime now) const;
+  // Hybrid with cheap jobs on (gpu_alone_us > 0).
+  bool CheapJobsOn() const { return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0; }
   // One step of the adaptive cheap threshold (cheap_step), before a job is classified.
   void AdaptCheapThreshold();
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
