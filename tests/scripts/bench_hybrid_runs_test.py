@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+from check_report import report
+
 HEADER = "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries"
 
 # The stand-in: one row per scheduler of MODES, rate START_RATE, and what it was given.
@@ -81,12 +83,7 @@ def main():
                              env=env, timeout=60)
         if bad.returncode != 2 or "cannot read" not in bad.stderr:
             problems.append(f"a missing runs file should exit 2 with a message: {bad.returncode} {bad.stderr}")
-    for p in problems:
-        print("FAIL:", p)
-    if problems:
-        return 1
-    print("bench_hybrid_runs_test: ok")
-    return 0
+    return report("bench_hybrid_runs_test", problems)
 
 
 if __name__ == "__main__":

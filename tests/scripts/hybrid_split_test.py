@@ -16,6 +16,8 @@ import subprocess
 import sys
 import tempfile
 
+from check_report import report
+
 HEADER = "query,terms,shortest,second,total,us,postings_decoded,hits\n"
 
 
@@ -80,10 +82,7 @@ def main():
         rc, out, err = run(script, cpu, gpu, "--gpu-qps", "0")
         check(rc == 2 and "must be positive" in err, f"zero rate: exit {rc}, {err}")
 
-    for f in failures:
-        print("FAIL:", f)
-    print("hybrid_split_test:", "FAIL" if failures else "ok")
-    return 1 if failures else 0
+    return report("hybrid_split_test", failures)
 
 
 if __name__ == "__main__":

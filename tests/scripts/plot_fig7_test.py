@@ -13,6 +13,8 @@ import subprocess
 import sys
 import tempfile
 
+from check_report import report
+
 HEADER = ("scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,"
           "host_steal_pct,host_stall_max_ms,host_resolve_ms")
 ROWS = [
@@ -111,14 +113,7 @@ def main():
         problems.append("labeled: the p99s at cpu-a's saturation rate are missing or wrong")
     if "- cpu-a:" in lout:
         problems.append("labeled: a cpu series is compared with itself")
-    for p in problems:
-        print("FAIL:", p)
-    if problems:
-        print(out)
-        print(lout)
-        return 1
-    print("plot_fig7_test: ok")
-    return 0
+    return report("plot_fig7_test", problems, out, lout)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ import subprocess
 import sys
 import tempfile
 
+from check_report import report
+
 HEADER = "query,terms,shortest,second,total,us,postings_decoded,hits\n"
 
 
@@ -67,10 +69,7 @@ def main():
         q = subprocess.run([a.sim, "--cpu", bad, "--gpu", gpu], capture_output=True, text=True)
         if q.returncode == 0 or "not a --per-query file" not in q.stderr:
             failures.append(f"a file without us: exit {q.returncode}, stderr {q.stderr!r}")
-    for f in failures:
-        print("FAIL:", f)
-    print("sched_sim_test:", "FAIL" if failures else "PASS")
-    return 1 if failures else 0
+    return report("sched_sim_test", failures)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from local_ports import port_free  # noqa: E402
+from check_report import report  # noqa: E402
 
 
 def free_base():
@@ -50,10 +51,7 @@ def main():
         q = subprocess.run([script, d], env=env, capture_output=True, text=True, timeout=60)
         if q.returncode != 2 or "not built" not in q.stderr:
             failures.append(f"a build without binaries: exit {q.returncode}, {q.stderr}")
-    for f in failures:
-        print("FAIL:", f)
-    print("serving_cost_test:", "FAIL" if failures else "ok")
-    return 1 if failures else 0
+    return report("serving_cost_test", failures)
 
 
 if __name__ == "__main__":
