@@ -50,6 +50,12 @@ int main(int argc, char** argv) {
   app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)");
   app.add_option("--threads", threads, "worker threads (0 = the CPUs this process may use)")->capture_default_str();
   app.add_option("--cache-mb", cache_mb, "posting-list cache budget in MiB")->capture_default_str();
+  size_t cache_shards = 0;
+  app.add_option("--cache-shards", cache_shards,
+                 "posting-list cache shards, each an LRU with its own lock (0 = one per 256 MiB of --cache-mb, up "
+                 "to 32; 1 = one LRU over the whole budget)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{1024}));
   app.add_option("--queue", options.queue_capacity, "queued requests before load shedding")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
@@ -125,9 +131,13 @@ int main(int argc, char** argv) {
   app.add_option("--sched-cheap-step", sched.sched.policy.cheap_step,
                  "hybrid with --sched-gpu-alone-us: the cheap bound rises by this fraction at each enqueue while the "
                  "GPU's queue is further behind than the CPU's and falls by it otherwise, between one query alone on "
-                 "the GPU and 16 times that (0 = the bound stays at one query alone)")
+                 "the GPU and --sched-cheap-max-factor times that (0 = the bound stays at one query alone)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--sched-cheap-max-factor", sched.sched.policy.cheap_max_factor,
+                 "hybrid with --sched-cheap-step: the adaptive cheap bound's cap, in multiples of one query alone on the GPU")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
   app.add_option("--sched-steal-window", sched.sched.policy.steal_window,
                  "an idle processor steals the job cheapest for it among the other queue's oldest this many")
       ->capture_default_str()
@@ -192,6 +202,7 @@ int main(int argc, char** argv) {
 
   ShardReaderOptions reader_options;
   reader_options.list_cache_bytes = cache_mb << 20;
+  reader_options.list_cache_shards = cache_shards;
   auto shard = ShardReader::Open(index_dir, reader_options);
   if (!shard.ok()) {
     log.Error() << "cannot open shard " << index_dir << ": " << shard.status().ToString();

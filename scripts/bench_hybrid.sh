@@ -27,6 +27,10 @@
 #      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
 #      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
 #      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
+#      THREAD_CPU=1 (each step's cores by thread name of the node and the integrator, from
+#      scripts/thread_cpu.sh, to OUT_DIR/threads-SCHEDULER-RATE.txt),
+#      STEP_HOOK (a command run beside each step after its warm-up: HOOK NODE_PID SERIES RATE
+#      SECONDS OUT_DIR, e.g. a profiler),
 #      NODE_CPUS and CLIENT_CPUS (taskset CPU lists, e.g. 0-15 and 16-31 on a 32-core host: the node
 #      on the first, the integrator, the load generator and host_jitter on the second, so the node's
 #      processors are measured apart from the serving path's clients, as on separate machines; the
@@ -198,6 +202,16 @@ for mode in $modes; do
     scrape 0
     trace=()
     [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
+    # THREAD_CPU=1: where the node's and the integrator's cores go in the step's measured seconds,
+    # by thread name (scripts/thread_cpu.sh), in threads-MODE-RATE.txt.
+    if [ "${THREAD_CPU:-0}" = 1 ]; then
+      ( sleep "$warmup"; scripts/thread_cpu.sh "$secs" "$node_pid" "$int_pid" >"$out_dir/threads-$mode$label-$rate.txt" 2>&1 ) &
+    fi
+    # STEP_HOOK: a command run beside each step once its warm-up is over, with the node's pid, the
+    # series name, the rate, the measured seconds and the output directory (e.g. a profiler).
+    if [ -n "${STEP_HOOK:-}" ]; then
+      ( sleep "$warmup"; $STEP_HOOK "$node_pid" "$mode$label" "$rate" "$secs" "$out_dir" >/dev/null 2>&1 ) &
+    fi
     line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time "${client_pin[@]}" timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns" "${lg_threads[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )

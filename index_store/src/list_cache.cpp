@@ -1,8 +1,10 @@
 // ListCache and CachedList (index_store/FORMAT.md "The list cache").
 #include "index_store/list_cache.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 
 #include "shard_format.hpp"
 
@@ -12,7 +14,9 @@ namespace {
 
 // Each entry is charged its struct plus its blob (the term's bytes and the map node are small
 // next to a posting list and are not counted).
-size_t Charge(const CachedList& list) { return sizeof(CachedList) + list.size; }
+size_t Charge(const CachedList& list) {
+  return sizeof(CachedList) + list.size;
+}
 
 constexpr size_t kAlign = 64;  // a cache line; also the widest SIMD load (AVX-512) in one piece
 
@@ -25,7 +29,8 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   // vector loads running past the last byte stay inside the allocation.
   const size_t padded = (bytes.size() + kAlign - 1) / kAlign * kAlign + kAlign;
   auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kAlign, padded));
-  if (raw == nullptr) return Status::ResourceExhausted("cannot allocate " + std::to_string(padded) + " bytes for a list");
+  if (raw == nullptr)
+    return Status::ResourceExhausted("cannot allocate " + std::to_string(padded) + " bytes for a list");
   list->storage = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(raw, [](uint8_t* p) { std::free(p); });
   if (!bytes.empty()) std::memcpy(raw, bytes.data(), bytes.size());
   std::memset(raw + bytes.size(), 0, padded - bytes.size());
@@ -36,62 +41,87 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   return std::shared_ptr<const CachedList>(std::move(list));
 }
 
-ListCache::ListCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
+ListCache::ListCache(size_t capacity_bytes, size_t shards)
+    : capacity_(capacity_bytes), shards_([&] {
+        size_t n = shards;
+        if (n == 0) {
+          n = 1;
+          while (n * 2 <= kMaxShards && capacity_bytes / (n * 2) >= kMinShardBytes) n *= 2;
+        }
+        return std::max<size_t>(n, 1);
+      }()) {
+  // The budget split evenly; the first shards take the remainder, so the parts sum to it.
+  for (size_t i = 0; i < shards_.size(); ++i)
+    shards_[i].capacity = capacity_ / shards_.size() + (i < capacity_ % shards_.size() ? 1 : 0);
+}
+
+ListCache::Shard& ListCache::ShardOf(std::string_view term) {
+  if (shards_.size() == 1) return shards_[0];
+  // The high bits: the shard's own map buckets by the hash's low bits.
+  const uint64_t h = std::hash<std::string_view>{}(term);
+  return shards_[(h >> 40) % shards_.size()];
+}
 
 std::shared_ptr<const CachedList> ListCache::Lookup(std::string_view term) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(term);
-  if (it == map_.end()) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
+  Shard& sh = ShardOf(term);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  auto it = sh.map.find(term);
+  if (it == sh.map.end()) {
+    sh.misses.fetch_add(1, std::memory_order_relaxed);
     return nullptr;
   }
-  lru_.splice(lru_.begin(), lru_, it->second);  // most recently used to the front
-  hits_.fetch_add(1, std::memory_order_relaxed);
+  sh.lru.splice(sh.lru.begin(), sh.lru, it->second);  // most recently used to the front
+  sh.hits.fetch_add(1, std::memory_order_relaxed);
   return *it->second;
 }
 
 void ListCache::Insert(std::shared_ptr<const CachedList> list) {
   if (!list) return;
   const size_t charge = Charge(*list);
-  std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = map_.find(list->term); it != map_.end()) {  // replace
+  Shard& sh = ShardOf(list->term);
+  std::lock_guard<std::mutex> lock(sh.mu);
+  if (auto it = sh.map.find(list->term); it != sh.map.end()) {  // replace
     const auto old = it->second;
-    map_.erase(it);
-    bytes_ -= Charge(**old);
-    lru_.erase(old);
+    sh.map.erase(it);
+    sh.bytes -= Charge(**old);
+    sh.lru.erase(old);
   }
-  if (charge > capacity_) return;  // never kept; the caller still holds it
-  lru_.push_front(std::move(list));
-  map_.emplace(std::string_view(lru_.front()->term), lru_.begin());
-  bytes_ += charge;
-  inserts_.fetch_add(1, std::memory_order_relaxed);
-  while (bytes_ > capacity_) {  // the new entry fits alone, so this stops before reaching it
-    const auto& victim = lru_.back();
-    bytes_ -= Charge(*victim);
-    map_.erase(std::string_view(victim->term));
-    lru_.pop_back();
-    evictions_.fetch_add(1, std::memory_order_relaxed);
+  if (charge > sh.capacity) return;  // never kept; the caller still holds it
+  sh.lru.push_front(std::move(list));
+  sh.map.emplace(std::string_view(sh.lru.front()->term), sh.lru.begin());
+  sh.bytes += charge;
+  sh.inserts.fetch_add(1, std::memory_order_relaxed);
+  while (sh.bytes > sh.capacity) {  // the new entry fits alone, so this stops before reaching it
+    const auto& victim = sh.lru.back();
+    sh.bytes -= Charge(*victim);
+    sh.map.erase(std::string_view(victim->term));
+    sh.lru.pop_back();
+    sh.evictions.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
 ListCacheStats ListCache::stats() const {
   ListCacheStats s;
-  s.hits = hits_.load(std::memory_order_relaxed);
-  s.misses = misses_.load(std::memory_order_relaxed);
-  s.inserts = inserts_.load(std::memory_order_relaxed);
-  s.evictions = evictions_.load(std::memory_order_relaxed);
-  std::lock_guard<std::mutex> lock(mu_);
-  s.bytes = bytes_;
-  s.entries = lru_.size();
   s.capacity_bytes = capacity_;
+  for (const Shard& sh : shards_) {
+    s.hits += sh.hits.load(std::memory_order_relaxed);
+    s.misses += sh.misses.load(std::memory_order_relaxed);
+    s.inserts += sh.inserts.load(std::memory_order_relaxed);
+    s.evictions += sh.evictions.load(std::memory_order_relaxed);
+    std::lock_guard<std::mutex> lock(sh.mu);
+    s.bytes += sh.bytes;
+    s.entries += sh.lru.size();
+  }
   return s;
 }
 
 void ListCache::Clear() {
-  std::lock_guard<std::mutex> lock(mu_);
-  map_.clear();
-  lru_.clear();
-  bytes_ = 0;
+  for (Shard& sh : shards_) {
+    std::lock_guard<std::mutex> lock(sh.mu);
+    sh.map.clear();
+    sh.lru.clear();
+    sh.bytes = 0;
+  }
 }
 
 }  // namespace search

@@ -199,7 +199,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   impl->list_read.fill_cache = false;
   SEARCH_RETURN_IF_ERROR(impl->LoadMeta());
   SEARCH_RETURN_IF_ERROR(impl->LoadLengths());
-  impl->list_cache = std::make_unique<ListCache>(options.list_cache_bytes);
+  impl->list_cache = std::make_unique<ListCache>(options.list_cache_bytes, options.list_cache_shards);
   return std::unique_ptr<ShardReader>(new ShardReader(std::move(impl)));
 }
 

@@ -290,50 +290,46 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, const std::vector<Pre
   const size_t n = query.terms.size();
   p->lists.assign(n, nullptr);
   p->idf.assign(n, 0.0f);
-  if (prepared != nullptr && prepared->size() == n) {  // looked up by the caller: the same rules below
-    for (size_t i = 0; i < n; ++i) {
-      const PreparedTerm& t = (*prepared)[i];
-      if (!t.present) {
-        if (query.mode == QueryMode::kAnd) {
-          p->empty = true;
-          return Status::Ok();
-        }
-        continue;
-      }
-      if (t.df > meta.stats.num_docs) {
-        return Status::Corruption("term '" + query.terms[i] + "': df " + std::to_string(t.df) + " exceeds N " +
-                                  std::to_string(meta.stats.num_docs));
-      }
-      if (t.list == nullptr) continue;
-      p->lists[i] = t.list;
-      p->idf[i] = Bm25Idf(meta.stats.num_docs, t.df);
-      ++p->fetched;
-    }
-    return Status::Ok();
-  }
+  // The terms as the caller looked them up (BatchItem::prepared), or looked up here; one set of rules.
+  const bool looked_up = prepared != nullptr && prepared->size() == n;
   for (size_t i = 0; i < n; ++i) {
     const std::string& term = query.terms[i];
-    auto info = shard_->GetTermInfo(term);  // the reader remembers entries
-    if (!info.ok()) return info.status().WithContext("term '" + term + "'");
-    if (!info->has_value()) {
+    bool present = false;
+    uint32_t df = 0;
+    std::shared_ptr<const CachedList> list;
+    if (looked_up) {
+      const PreparedTerm& t = (*prepared)[i];
+      present = t.present;
+      df = t.df;
+      list = t.list;  // null: the term has no postings in this shard
+    } else {
+      auto info = shard_->GetTermInfo(term);  // the reader remembers entries
+      if (!info.ok()) return info.status().WithContext("term '" + term + "'");
+      present = info->has_value();
+      if (present) df = (*info)->df;
+    }
+    if (!present) {
       if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
         p->empty = true;
         return Status::Ok();
       }
       continue;
     }
-    const TermInfo& ti = **info;
-    if (ti.df > meta.stats.num_docs) {
-      return Status::Corruption("term '" + term + "': df " + std::to_string(ti.df) + " exceeds N " +
+    if (df > meta.stats.num_docs) {
+      return Status::Corruption("term '" + term + "': df " + std::to_string(df) + " exceeds N " +
                                 std::to_string(meta.stats.num_docs));
     }
-    auto list = shard_->GetList(term);
-    if (!list.ok()) {
-      if (list.status().code() == StatusCode::kNotFound) continue;
-      return list.status().WithContext("term '" + term + "'");
+    if (!looked_up) {
+      auto got = shard_->GetList(term);
+      if (!got.ok()) {
+        if (got.status().code() == StatusCode::kNotFound) continue;
+        return got.status().WithContext("term '" + term + "'");
+      }
+      list = std::move(got).value();
     }
-    p->lists[i] = std::move(list).value();
-    p->idf[i] = Bm25Idf(meta.stats.num_docs, ti.df);
+    if (list == nullptr) continue;
+    p->lists[i] = std::move(list);
+    p->idf[i] = Bm25Idf(meta.stats.num_docs, df);
     ++p->fetched;
   }
   return Status::Ok();

@@ -32,7 +32,9 @@ std::shared_ptr<const CachedList> Make(const std::string& term, const std::strin
   return *list;
 }
 
-size_t Charge(const CachedList& l) { return sizeof(CachedList) + l.size; }
+size_t Charge(const CachedList& l) {
+  return sizeof(CachedList) + l.size;
+}
 
 TEST(CachedListTest, AlignedCopyAndParsedView) {
   const std::string blob = Blob(300);
@@ -102,37 +104,63 @@ TEST(ListCacheTest, ByteBudgetAndCounters) {
     sum += Charge(*lists.back());
   }
   const size_t capacity = sum / 3;
-  ListCache cache(capacity);
-  EXPECT_EQ(cache.stats().capacity_bytes, capacity);
-  uint64_t lookups = 0, hits = 0;
-  std::mt19937 rng(5);
-  for (int round = 0; round < 2000; ++round) {
-    const auto& l = lists[rng() % lists.size()];
-    auto got = cache.Lookup(l->term);
-    ++lookups;
-    if (got) {
-      ++hits;
-      EXPECT_EQ(got, l);
-    } else {
-      cache.Insert(l);
+  // One exact LRU, and the budget split over 8 shards by term hash: either way the budget holds.
+  for (size_t shards : {size_t{1}, size_t{8}}) {
+    SCOPED_TRACE(shards);
+    ListCache cache(capacity, shards);
+    EXPECT_EQ(cache.shards(), shards);
+    EXPECT_EQ(cache.stats().capacity_bytes, capacity);
+    uint64_t lookups = 0, hits = 0;
+    std::mt19937 rng(5);
+    for (int round = 0; round < 2000; ++round) {
+      const auto& l = lists[rng() % lists.size()];
+      auto got = cache.Lookup(l->term);
+      ++lookups;
+      if (got) {
+        ++hits;
+        EXPECT_EQ(got, l);
+      } else {
+        cache.Insert(l);
+      }
+      const auto s = cache.stats();
+      ASSERT_LE(s.bytes, capacity);
     }
     const auto s = cache.stats();
-    ASSERT_LE(s.bytes, capacity);
+    EXPECT_EQ(s.hits, hits);
+    EXPECT_EQ(s.misses, lookups - hits);
+    EXPECT_EQ(s.inserts, lookups - hits);
+    EXPECT_EQ(s.inserts - s.evictions, s.entries);
+    size_t held = 0;
+    for (const auto& l : lists) {
+      if (cache.Lookup(l->term)) held += Charge(*l);
+    }
+    EXPECT_EQ(held, cache.stats().bytes);
+    cache.Clear();
+    EXPECT_EQ(cache.stats().entries, 0u);
+    EXPECT_EQ(cache.stats().bytes, 0u);
+    EXPECT_EQ(cache.Lookup("t0"), nullptr);
   }
-  const auto s = cache.stats();
-  EXPECT_EQ(s.hits, hits);
-  EXPECT_EQ(s.misses, lookups - hits);
-  EXPECT_EQ(s.inserts, lookups - hits);
-  EXPECT_EQ(s.inserts - s.evictions, s.entries);
-  size_t held = 0;
-  for (const auto& l : lists) {
-    if (cache.Lookup(l->term)) held += Charge(*l);
-  }
-  EXPECT_EQ(held, cache.stats().bytes);
-  cache.Clear();
-  EXPECT_EQ(cache.stats().entries, 0u);
-  EXPECT_EQ(cache.stats().bytes, 0u);
-  EXPECT_EQ(cache.Lookup("t0"), nullptr);
+}
+
+// The shard count follows the budget (one per kMinShardBytes, a power of two, up to kMaxShards),
+// so small caches stay one exact LRU; no memory is reserved up front.
+TEST(ListCacheTest, ShardsFollowTheBudget) {
+  EXPECT_EQ(ListCache(0).shards(), 1u);
+  EXPECT_EQ(ListCache(ListCache::kMinShardBytes).shards(), 1u);
+  EXPECT_EQ(ListCache(2 * ListCache::kMinShardBytes - 1).shards(), 1u);
+  EXPECT_EQ(ListCache(2 * ListCache::kMinShardBytes).shards(), 2u);
+  EXPECT_EQ(ListCache(7 * ListCache::kMinShardBytes).shards(), 4u);
+  EXPECT_EQ(ListCache(size_t{1} << 40).shards(), ListCache::kMaxShards);
+  EXPECT_EQ(ListCache(100, 3).shards(), 3u);
+  // Each shard's part of the budget: a list larger than it is not kept, one under it is.
+  auto a = Make("a", Blob(300, 1));
+  ListCache split(Charge(*a) * 4 - 4, 4);  // every shard's part just under a's charge
+  split.Insert(a);
+  EXPECT_EQ(split.Lookup("a"), nullptr);
+  ListCache roomy(Charge(*a) * 4, 4);
+  roomy.Insert(a);
+  EXPECT_EQ(roomy.Lookup("a"), a);
+  EXPECT_EQ(roomy.stats().bytes, Charge(*a));
 }
 
 TEST(ListCacheTest, OversizedListsAreNotKeptAndReplacementUpdatesBytes) {
@@ -174,30 +202,33 @@ TEST(ListCacheTest, ConcurrentLookupsAndInserts) {
     lists.push_back(Make(name, Blob(1 + (i * 13) % 400, i)));
     sum += Charge(*lists.back());
   }
-  ListCache cache(sum / 2);
-  constexpr int kThreads = 4, kOps = 20000;
-  std::atomic<int> wrong{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      std::mt19937 rng(100 + t);
-      for (int i = 0; i < kOps; ++i) {
-        const auto& l = lists[rng() % lists.size()];
-        auto got = cache.Lookup(l->term);
-        if (got && got != l) wrong.fetch_add(1);
-        if (!got) cache.Insert(l);
-        if (i % 1000 == 0) (void)cache.stats();
-      }
-    });
+  for (size_t shards : {size_t{1}, size_t{8}}) {
+    SCOPED_TRACE(shards);
+    ListCache cache(sum / 2, shards);
+    constexpr int kThreads = 4, kOps = 20000;
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng(100 + t);
+        for (int i = 0; i < kOps; ++i) {
+          const auto& l = lists[rng() % lists.size()];
+          auto got = cache.Lookup(l->term);
+          if (got && got != l) wrong.fetch_add(1);
+          if (!got) cache.Insert(l);
+          if (i % 1000 == 0) (void)cache.stats();
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(wrong.load(), 0);
+    const auto s = cache.stats();
+    EXPECT_EQ(s.hits + s.misses, uint64_t{kThreads} * kOps);
+    EXPECT_LE(s.bytes, sum / 2);
+    // Two threads missing one term both insert it; the second replaces the first uncounted.
+    EXPECT_GE(s.inserts - s.evictions, s.entries);
+    EXPECT_GT(s.hits, 0u);
   }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(wrong.load(), 0);
-  const auto s = cache.stats();
-  EXPECT_EQ(s.hits + s.misses, uint64_t{kThreads} * kOps);
-  EXPECT_LE(s.bytes, sum / 2);
-  // Two threads missing one term both insert it; the second replaces the first uncounted.
-  EXPECT_GE(s.inserts - s.evictions, s.entries);
-  EXPECT_GT(s.hits, 0u);
 }
 
 }  // namespace

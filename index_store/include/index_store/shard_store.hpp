@@ -75,6 +75,7 @@ struct ExternalIdStats {
 
 struct ShardReaderOptions {
   size_t list_cache_bytes = size_t{256} << 20;   // main-memory cache of decoded-ready lists
+  size_t list_cache_shards = 0;                   // its shards (ListCache); 0 = by its budget
   size_t block_cache_bytes = size_t{64} << 20;   // RocksDB's shared block cache
 };
 
