@@ -138,6 +138,10 @@ int main(int argc, char** argv) {
                  "hybrid with --sched-cheap-step: the adaptive cheap bound's cap, in multiples of one query alone on the GPU")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
+                 "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
+                 "so the balance rule and stealing keep on the CPU the queries it answers before a batch would")
+      ->capture_default_str();
   app.add_option("--sched-steal-window", sched.sched.policy.steal_window,
                  "an idle processor steals the job cheapest for it among the other queue's oldest this many")
       ->capture_default_str()

@@ -399,12 +399,14 @@ void HybridScheduler::GpuLoop() {
       batch.push_back(&t);
       predicted += std::max(j.gpu_us, 1e-3);
     }
+    double batch_run_us = 0;
     if (!batch.empty()) {
       const SchedTime t0 = SchedClock::now();
       account(1);
       runner_->RunGpuBatch(batch);
       account(0);
       const double run_us = MicrosBetween(t0, SchedClock::now());
+      batch_run_us = run_us;
       batches_.fetch_add(1);
       if (metrics_) metrics_->batches->Increment();
       std::vector<SchedTask*> to_cpu;
@@ -458,6 +460,7 @@ void HybridScheduler::GpuLoop() {
     }
     account(1);
     lock.lock();
+    if (batch_run_us > 0) policy_.ObserveGpuBatch(batch_run_us);
   }
 }
 
@@ -477,6 +480,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   s.balanced = policy_.balanced();
   s.cheap = policy_.cheap();
   s.cheap_threshold_us = policy_.cheap_threshold_us();
+  s.gpu_batch_us = policy_.gpu_batch_us();
   for (size_t q = 0; q < kNumSchedQueues; ++q) s.queued[q] = policy_.queued(static_cast<SchedQueue>(q));
   return s;
 }

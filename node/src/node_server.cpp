@@ -655,8 +655,10 @@ void NodeServer::WorkerLoop() {
         payload.clear();
       }
     }
+    bool first = false;  // the I/O thread takes every queued reply at a wake: one wake per empty queue
     {
       std::lock_guard<std::mutex> lock(impl_->replies_mu);
+      first = impl_->replies.empty();
       Reply r;
       r.identity = std::move(job.identity);
       r.payload = std::move(payload);
@@ -675,7 +677,7 @@ void NodeServer::WorkerLoop() {
       }
       impl_->replies.push_back(std::move(r));
     }
-    impl_->Wake();
+    if (first) impl_->Wake();
   }
 }
 

@@ -47,7 +47,13 @@ double CostOn(const SchedJob& j, Unit u) { return u == Unit::kGpu ? j.gpu_us : j
 }  // namespace
 
 double SchedPolicy::FinishOn(const SchedJob& j, Unit u) const {
-  return u == Unit::kGpu ? std::max(j.gpu_us, options_.gpu_alone_us) : j.cpu_us;
+  if (u != Unit::kGpu) return j.cpu_us;
+  return std::max({j.gpu_us, options_.gpu_alone_us, options_.batch_latency ? gpu_batch_us_ : 0.0});
+}
+
+void SchedPolicy::ObserveGpuBatch(double run_us) {
+  if (!(run_us > 0)) return;
+  gpu_batch_us_ = gpu_batch_us_ > 0 ? 0.9 * gpu_batch_us_ + 0.1 * run_us : run_us;
 }
 
 SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {

@@ -180,6 +180,8 @@ TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {
   EXPECT_GT(r.max_batch.load(), 1u);
   EXPECT_LE(r.max_batch.load(), 16u);
   EXPECT_LT(r.gpu_batches.load(), 64);
+  // The batches' run times reach the policy (SchedOptions::batch_latency's estimate).
+  EXPECT_GT(s.stats().gpu_batch_us, 0);
 }
 
 TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {

@@ -211,6 +211,39 @@ TEST(SchedPolicyTest, AdaptiveCheapBoundFollowsTheBacklogs) {
   }
 }
 
+// batch_latency: a job on the GPU finishes when its batch does, so the balance rule compares the
+// CPU's backlog with a batch's run time (ObserveGpuBatch's EWMA), not only one query alone: a cheap
+// job the CPU answers before a batch would stays on the CPU. Off, the same job goes to the GPU.
+TEST(SchedPolicyTest, BatchLatencyKeepsJobsTheCpuAnswersBeforeABatch) {
+  for (bool latency : {false, true}) {
+    SCOPED_TRACE(latency);
+    SchedOptions o = Hybrid();
+    o.balance = true;
+    o.gpu_alone_us = 1000;  // the cheap bound
+    o.explore_every = 0;
+    o.cpu_workers = 4;
+    o.cpu_parallelism = 4;
+    o.batch_latency = latency;
+    SchedPolicy p(o);
+    EXPECT_DOUBLE_EQ(p.gpu_batch_us(), 0);
+    p.ObserveGpuBatch(5000);
+    p.ObserveGpuBatch(0);  // ignored
+    EXPECT_DOUBLE_EQ(p.gpu_batch_us(), 5000);
+    // Cheap jobs for the CPU: with batches they all stay (its backlog: 10 x 800 / 4 = 2,000 us);
+    // without, the balance rule sends the GPU those past one query alone there.
+    for (uint64_t id = 1; id <= 10; ++id) p.Enqueue(Job(id, 800, 50), kT0);
+    const uint64_t balanced = p.balanced();
+    // With batches 2,000 + 800 on the CPU against 0 + 5,000 on the GPU; without, at least
+    // 1,000 - 800 + 800 against max(50, 1,000) = 1,000 (the GPU's queue holds no work).
+    EXPECT_EQ(p.Enqueue(Job(11, 800, 50), kT0), latency ? SchedQueue::kCpu : SchedQueue::kGpu);
+    EXPECT_EQ(p.balanced(), balanced + (latency ? 0 : 1));
+  }
+  SchedPolicy q(Hybrid());
+  q.ObserveGpuBatch(5000);
+  q.ObserveGpuBatch(1000);
+  EXPECT_DOUBLE_EQ(q.gpu_batch_us(), 0.9 * 5000 + 0.1 * 1000);
+}
+
 TEST(SchedPolicyTest, EveryNthNearlyCheapJobExploresTheCpu) {
   SchedOptions o = Hybrid();
   o.balance = true;

@@ -104,6 +104,7 @@ struct SchedStatsSnapshot {
   uint64_t balanced = 0;                     // CPU-queue jobs sent to the GPU queue (SchedOptions::balance)
   uint64_t cheap = 0;                        // jobs queued for the CPU as cheap (SchedOptions::gpu_alone_us)
   double cheap_threshold_us = 0;             // SchedPolicy::cheap_threshold_us now
+  double gpu_batch_us = 0;                   // SchedPolicy::gpu_batch_us: the GPU batches' run time (EWMA)
   uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now

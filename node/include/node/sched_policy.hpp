@@ -18,7 +18,7 @@
 // (BENCHMARKS.md, issue 6).
 // With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU queue instead
 // while it would finish sooner there: the CPU's backlog plus its CPU time exceeds the GPU's
-// backlog plus its GPU time, at least gpu_alone_us (backlog: the queue's predicted work over the
+// backlog plus its GPU time, at least gpu_alone_us and, with batch_latency, a batch's run time (backlog: the queue's predicted work over the
 // processor's parallelism; the CPU queue's cheap jobs over all its workers, which may run them). The ratio alone keeps feeding a saturated CPU the cheap queries it
 // prefers while the GPU has room; stealing cannot fix that, as a GPU busy with its own queue
 // never steals.
@@ -112,6 +112,12 @@ struct SchedOptions {
   // split of scripts/hybrid_split.py). 0: off (the bound stays at gpu_alone_us).
   double cheap_step = 0;
   double cheap_max_factor = 16;
+  // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
+  // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
+  // when its whole batch ends, and under load a batch runs for milliseconds while its queue's
+  // predicted backlog (jobs' shares of batches) stays in the hundreds of microseconds: the balance
+  // rule and stealing then sent the GPU queries the CPU would have answered sooner.
+  bool batch_latency = false;
   // A thief chooses the job cheapest for it among the owner's oldest steal_window. Wider is closer
   // to the ideal split (the CPU takes the queries it answers cheapest): in bench/sched/sched_sim
   // over the Fig. 7 log's measured costs (GPU path at 40,000 q/s, 10 CPU workers, predictions off
@@ -172,6 +178,10 @@ class SchedPolicy {
   void set_cpu_parallelism(size_t n) { options_.cpu_parallelism = std::max<size_t>(n, 1); }
   // Jobs `balance` moved from the CPU queue to the GPU queue.
   uint64_t balanced() const { return balanced_; }
+  // A GPU batch's run time, in microseconds, folded into an EWMA (weight 0.1 for the newest);
+  // FinishOn counts it on the GPU with batch_latency.
+  void ObserveGpuBatch(double run_us);
+  double gpu_batch_us() const { return gpu_batch_us_; }
 
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
@@ -190,7 +200,8 @@ class SchedPolicy {
   void AdaptCheapThreshold();
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
   double Backlog(Unit u) const;
-  // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us.
+  // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us
+  // (and, with batch_latency, at least a batch's run time).
   double FinishOn(const SchedJob& j, Unit u) const;
   void Push(SchedJob job, SchedTime now, bool front);
   SchedJob Pop(SchedQueue q, size_t index);
@@ -208,6 +219,7 @@ class SchedPolicy {
   uint64_t cheap_ = 0;
   uint64_t explore_seen_ = 0;  // jobs that could have been explored
   double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
+  double gpu_batch_us_ = 0;        // EWMA of the GPU's batch run times (ObserveGpuBatch)
 };
 
 }  // namespace search
