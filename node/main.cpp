@@ -63,6 +63,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
   app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  app.add_option("--async-execute", options.async_execute,
+                 "workers hand each request to the executor and go on; the thread that finishes the query (a "
+                 "scheduler's CPU worker or GPU dispatcher) sends its reply, so no worker waits per query")
+      ->capture_default_str();
   app.add_option("--slow-query-ms", options.slow_query_ms,
                  "log (WARN, up to 20 lines a second) each request that spends this long in the node, with where "
                  "its time went: queue, scheduler phases, run, reply (0 = off)")
@@ -286,9 +290,10 @@ int main(int argc, char** argv) {
     }
     scheduled = std::move(s).value();
     // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a
-    // batch per GPU dispatcher.
+    // batch per GPU dispatcher. With --async-execute they wait for nothing (an andor split's two
+    // runs aside): the base count serves.
     const size_t base = threads != 0 ? threads : AvailableCores();
-    options.threads = base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
+    options.threads = options.async_execute ? base : base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
   }
   Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();
   NodeServer server(shard->get(), serving, &metrics, options);

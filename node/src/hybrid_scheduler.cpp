@@ -140,15 +140,16 @@ void HybridScheduler::start() {
 }
 
 void HybridScheduler::stop() {
+  std::vector<SchedTask*> drained;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
-    for (SchedJob& j : policy_.Drain()) {
-      SchedTask& t = *TaskOf(j);
-      t.status = Status::Unavailable("scheduler stopped");
-      Complete(t);
-    }
+    for (SchedJob& j : policy_.Drain()) drained.push_back(TaskOf(j));
+  }
+  for (SchedTask* t : drained) {  // outside the lock: an on_done may submit again (and be refused)
+    t->status = Status::Unavailable("scheduler stopped");
+    Complete(*t);
   }
   cpu_cv_.notify_all();
   gpu_cv_.notify_all();
@@ -162,7 +163,7 @@ void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
 
 double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
 
-Status HybridScheduler::Submit(SchedTask& task) {
+Status HybridScheduler::Enqueue(SchedTask& task) {
   const SchedTime called = SchedClock::now();
   std::unique_lock<std::mutex> lock(mu_);
   if (stopping_ || !started_) return Status::Unavailable("scheduler not running");
@@ -171,10 +172,15 @@ Status HybridScheduler::Submit(SchedTask& task) {
   task.run_us = 0;
   task.gpu_batch = 0;
   task.stolen = false;
+  task.return_us = 0;
   task.job.id = reinterpret_cast<uint64_t>(&task);
   const uint64_t balanced = policy_.balanced();
   const uint64_t cheap_before = policy_.cheap();
   const SchedTime queued_at = SchedClock::now();
+  // Before the job is queued: once it is, it may finish (and an async task be gone) at any time.
+  task.submit_us = MicrosBetween(called, queued_at);
+  const bool async = static_cast<bool>(task.on_done);
+  const double submit_s = task.submit_us * 1e-6;
   const SchedQueue queue = policy_.Enqueue(task.job, queued_at);
   const bool cheap = policy_.cheap() != cheap_before;
   if (metrics_) {
@@ -192,10 +198,11 @@ Status HybridScheduler::Submit(SchedTask& task) {
   // within the CPU slots, or the first worker when none runs, or any for a pinned job. Past the
   // slots, the running workers take it as they finish, or the one polling worker (CpuLoop) does
   // once the host has room: a wake-up there only cost every waiting worker a turn at this lock.
+  const bool pinned_cpu = task.job.pinned == Unit::kCpu;
+  const uint64_t id = task.job.id;
   auto wake_for_it = [&] {
     const bool room = cpu_busy_ < cpu_slots_;
-    if ((queue != SchedQueue::kGpu &&
-         (room || cpu_busy_ == 0 || task.job.pinned == Unit::kCpu || cheap)) ||
+    if ((queue != SchedQueue::kGpu && (room || cpu_busy_ == 0 || pinned_cpu || cheap)) ||
         (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
       cpu_cv_.notify_one();
     gpu_cv_.notify_one();
@@ -208,9 +215,9 @@ Status HybridScheduler::Submit(SchedTask& task) {
       cpu_busy_ < CpuSlotsLocked()) {
     const SchedTime now = SchedClock::now();
     const std::optional<SchedJob> taken = policy_.TakeCpu(now);
-    if (!taken.has_value() || taken->id != task.job.id) wake_for_it();
+    if (!taken.has_value() || taken->id != id) wake_for_it();
     if (taken.has_value()) {
-      RunCpuJob(lock, *taken, now);
+      RunCpuJob(lock, *taken, now);  // may answer this task (an async one is gone then)
       // A worker finishing a job goes on to the next; the caller does not, so it hands on what
       // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
       // in hybrid an idle one may steal from the GPU queue).
@@ -220,6 +227,18 @@ Status HybridScheduler::Submit(SchedTask& task) {
     wake_for_it();
   }
   lock.unlock();
+  if (async && metrics_) ObserveHost(SchedHostPhase::kSubmit, submit_s);
+  return Status::Ok();
+}
+
+Status HybridScheduler::SubmitAsync(SchedTask& task) {
+  if (!task.on_done) return Status::InvalidArgument("SubmitAsync: the task has no on_done");
+  return Enqueue(task);
+}
+
+Status HybridScheduler::Submit(SchedTask& task) {
+  task.on_done = nullptr;
+  SEARCH_RETURN_IF_ERROR(Enqueue(task));
   SchedTime finished;
   {
     std::unique_lock<std::mutex> done(task.done_mu_);
@@ -227,7 +246,6 @@ Status HybridScheduler::Submit(SchedTask& task) {
     finished = task.finished_at_;
   }
   const SchedTime back = SchedClock::now();
-  task.submit_us = MicrosBetween(called, queued_at);
   task.return_us = MicrosBetween(finished, back);
   if (metrics_) {
     ObserveHost(SchedHostPhase::kSubmit, task.submit_us * 1e-6);
@@ -237,6 +255,13 @@ Status HybridScheduler::Submit(SchedTask& task) {
 }
 
 void HybridScheduler::Complete(SchedTask& task) {
+  if (task.on_done) {  // SubmitAsync: nobody waits; the callback answers (and may free) the task
+    task.finished_at_ = SchedClock::now();
+    auto done = std::move(task.on_done);
+    task.on_done = nullptr;
+    done(task);
+    return;
+  }
   std::lock_guard<std::mutex> lock(task.done_mu_);
   task.done_ = true;
   task.finished_at_ = SchedClock::now();
@@ -446,16 +471,22 @@ void HybridScheduler::GpuLoop() {
         }
       }
       if (!to_cpu.empty()) {
-        std::lock_guard<std::mutex> relock(mu_);
-        for (SchedTask* t : to_cpu) {
-          if (stopping_) {
-            t->status = Status::Unavailable("scheduler stopped");
-            Complete(*t);
-          } else {
-            policy_.EnqueueMigrated(t->job, SchedClock::now());
+        std::vector<SchedTask*> refused;
+        {
+          std::lock_guard<std::mutex> relock(mu_);
+          for (SchedTask* t : to_cpu) {
+            if (stopping_) {
+              refused.push_back(t);
+            } else {
+              policy_.EnqueueMigrated(t->job, SchedClock::now());
+            }
           }
         }
         cpu_cv_.notify_all();
+        for (SchedTask* t : refused) {  // outside the lock (an on_done may run)
+          t->status = Status::Unavailable("scheduler stopped");
+          Complete(*t);
+        }
       }
     }
     account(1);

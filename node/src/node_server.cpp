@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <zmq.hpp>
 
@@ -45,13 +46,6 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 constexpr size_t kMaxParts = 4;
 // Messages read per poll round before replies get a turn.
 constexpr int kReceiveBatch = 256;
-
-struct Job {
-  std::string identity;
-  SearchRequestMsg request;
-  Clock::time_point received;
-  Deadline deadline = kNoDeadline;
-};
 
 struct Reply {
   std::string identity;
@@ -112,6 +106,13 @@ std::string SlowQueryLine(const Reply& r, Clock::time_point sent) {
 
 }  // namespace
 
+struct NodeServer::Job {
+  std::string identity;
+  SearchRequestMsg request;
+  std::chrono::steady_clock::time_point received;
+  Deadline deadline = kNoDeadline;
+};
+
 struct NodeServer::Impl {
   zmq::context_t ctx{1};
   zmq::socket_t router;
@@ -131,6 +132,11 @@ struct NodeServer::Impl {
 
   std::mutex replies_mu;
   std::vector<Reply> replies;  // GUARDED_BY(replies_mu)
+
+  // Requests handed to ExecuteAsync and not yet answered (stop() waits for none).
+  std::mutex async_mu;
+  std::condition_variable async_cv;
+  uint64_t async_pending = 0;  // GUARDED_BY(async_mu)
 
   ~Impl() {
     if (wake_fd >= 0) ::close(wake_fd);
@@ -219,6 +225,12 @@ void NodeServer::stop() {
   impl_->jobs_cv.notify_all();
   for (auto& w : workers_) w.join();
   workers_.clear();
+  {
+    // Requests handed to the executor are answered by its threads, which reach this server's
+    // state: wait for the last (the executor finishes or refuses every job it took).
+    std::unique_lock<std::mutex> lock(impl_->async_mu);
+    impl_->async_cv.wait(lock, [&] { return impl_->async_pending == 0; });
+  }
   if (metrics_ != nullptr && hook_id_ != 0) {
     metrics_->RemoveScrapeHook(hook_id_);
     hook_id_ = 0;
@@ -550,7 +562,6 @@ void NodeServer::IoLoop() {
 // ---- workers ------------------------------------------------------------------------------------
 
 void NodeServer::WorkerLoop() {
-  const ShardMeta& meta = shard_->meta();
   for (;;) {
     Job job;
     {
@@ -561,124 +572,170 @@ void NodeServer::WorkerLoop() {
       impl_->jobs.pop_front();
     }
     const Clock::time_point start = Clock::now();
-    SearchResponseMsg resp;
-    resp.request_id = job.request.request_id;
-    resp.shard_id = meta.shard_id;
-    resp.doc_begin = meta.doc_begin;
-    resp.doc_end = meta.doc_end;
-    Processor processor = Processor::kCpu;
-    ExecTiming timing;
-    std::string query_text;  // for the slow-query log
-    const uint32_t terms = static_cast<uint32_t>(job.request.terms.size());
-    bool ran = false;
     if (job.deadline != kNoDeadline && start >= job.deadline) {
-      resp.status = Status::DeadlineExceeded("deadline passed while queued (waited " +
-                                             std::to_string(MicrosBetween(job.received, start)) + " us)");
-    } else {
-      try {
-        Query query{std::move(job.request.terms), job.request.mode, job.request.k};
-        // andor split: AND here; OR too when this shard alone has fewer than k AND hits (the
-        // integrator decides on the merged AND hits).
-        const bool split = query.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
-        auto out = executor_->Execute(query, job.deadline, job.request.flags);
-        if (split && out.ok() && out->hits.size() < query.k) {
-          query.mode = QueryMode::kOr;
-          auto more = executor_->Execute(query, job.deadline, job.request.flags);
-          if (more.ok()) {
-            resp.or_hits = std::move(more->hits);
-            resp.has_or_hits = true;
-            out->stats += more->stats;
-            out->timing += more->timing;
-          } else {
-            out = more.status();
-          }
-        }
-        if (options_.slow_query_ms > 0 &&
-            Clock::now() - job.received >= std::chrono::duration<double, std::milli>(options_.slow_query_ms)) {
-          query_text = LoggableTerms(query.terms);
-        }
-        if (out.ok()) {
-          ran = true;
-          timing = out->timing;
-          processor = out->processor;
-          resp.hits = std::move(out->hits);
-          resp.stats.processor = processor;
-          if ((job.request.flags & kFlagIncludeStats) != 0) {
-            resp.stats.blocks_decoded = out->stats.blocks_decoded;
-            resp.stats.postings_decoded = out->stats.postings_decoded;
-            resp.stats.postings_scored = out->stats.postings_scored;
-          }
-          if (metrics_ != nullptr) {
-            metrics_->postings_decoded(processor).Increment(static_cast<double>(out->stats.postings_decoded));
-            metrics_->blocks_decoded(processor).Increment(static_cast<double>(out->stats.blocks_decoded));
-            metrics_->postings_scored(processor).Increment(static_cast<double>(out->stats.postings_scored));
-          }
-        } else {
-          resp.status = out.status();
-        }
-      } catch (const std::exception& e) {
-        resp.status = Status::Internal(std::string("executor failed: ") + e.what());
-      }
+      Respond(job, start, Status::DeadlineExceeded("deadline passed while queued (waited " +
+                                                   std::to_string(MicrosBetween(job.received, start)) + " us)"),
+              false);
+      continue;
     }
-    const Clock::time_point end = Clock::now();
+    // andor split: AND here; OR too when this shard alone has fewer than k AND hits (the
+    // integrator decides on the merged AND hits). Two runs in a row: on this thread.
+    const bool split = job.request.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
+    if (options_.async_execute && !split) {
+      ExecuteAsync(std::move(job), start);
+      continue;
+    }
+    Result<ExecOutput> out = Status::Internal("not run");
+    std::optional<std::vector<HitMsg>> or_hits;
+    try {
+      Query query{job.request.terms, job.request.mode, job.request.k};
+      out = executor_->Execute(query, job.deadline, job.request.flags);
+      if (split && out.ok() && out->hits.size() < query.k) {
+        query.mode = QueryMode::kOr;
+        auto more = executor_->Execute(query, job.deadline, job.request.flags);
+        if (more.ok()) {
+          or_hits = std::move(more->hits);
+          out->stats += more->stats;
+          out->timing += more->timing;
+        } else {
+          out = more.status();
+        }
+      }
+    } catch (const std::exception& e) {
+      out = Status::Internal(std::string("executor failed: ") + e.what());
+    }
+    Respond(job, start, std::move(out), true, std::move(or_hits));
+  }
+}
+
+void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point start) {
+  // The request's state until its answer; the executor's done may run on another thread (the one
+  // that finished the query) or on this one, once. `answered` guards against a throw after the
+  // executor took the request.
+  struct Pending {
+    Job job;
+    Clock::time_point start;
+    std::atomic<bool> answered{false};
+  };
+  auto p = std::make_shared<Pending>();
+  p->job = std::move(job);
+  p->start = start;
+  {
+    std::lock_guard<std::mutex> lock(impl_->async_mu);
+    ++impl_->async_pending;
+  }
+  auto answer = [this, p](Result<ExecOutput> out) {
+    if (p->answered.exchange(true)) return;
+    Respond(p->job, p->start, std::move(out), true);
+    std::lock_guard<std::mutex> lock(impl_->async_mu);
+    if (--impl_->async_pending == 0) impl_->async_cv.notify_all();
+  };
+  try {
+    const Query query{p->job.request.terms, p->job.request.mode, p->job.request.k};
+    executor_->ExecuteAsync(query, p->job.deadline, p->job.request.flags, answer);
+  } catch (const std::exception& e) {
+    answer(Status::Internal(std::string("executor failed: ") + e.what()));
+  }
+}
+
+void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
+                         std::optional<std::vector<HitMsg>> or_hits) {
+  const ShardMeta& meta = shard_->meta();
+  SearchResponseMsg resp;
+  resp.request_id = job.request.request_id;
+  resp.shard_id = meta.shard_id;
+  resp.doc_begin = meta.doc_begin;
+  resp.doc_end = meta.doc_end;
+  Processor processor = Processor::kCpu;
+  ExecTiming timing;
+  std::string query_text;  // for the slow-query log
+  const uint32_t terms = static_cast<uint32_t>(job.request.terms.size());
+  bool ran = false;
+  if (ran_executor && options_.slow_query_ms > 0 &&
+      Clock::now() - job.received >= std::chrono::duration<double, std::milli>(options_.slow_query_ms)) {
+    query_text = LoggableTerms(job.request.terms);
+  }
+  if (out.ok()) {
+    ran = true;
+    timing = out->timing;
+    processor = out->processor;
+    resp.hits = std::move(out->hits);
+    if (or_hits.has_value()) {
+      resp.or_hits = std::move(*or_hits);
+      resp.has_or_hits = true;
+    }
+    resp.stats.processor = processor;
     if ((job.request.flags & kFlagIncludeStats) != 0) {
-      resp.stats.queue_micros = MicrosBetween(job.received, start);
-      resp.stats.run_micros = MicrosBetween(start, end);
+      resp.stats.blocks_decoded = out->stats.blocks_decoded;
+      resp.stats.postings_decoded = out->stats.postings_decoded;
+      resp.stats.postings_scored = out->stats.postings_scored;
     }
     if (metrics_ != nullptr) {
-      metrics_->node_queue_seconds(processor).Observe(SecondsBetween(job.received, start));
-      if (ran) metrics_->node_execution_seconds(processor).Observe(SecondsBetween(start, end));
-      metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
-      if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
+      metrics_->postings_decoded(processor).Increment(static_cast<double>(out->stats.postings_decoded));
+      metrics_->blocks_decoded(processor).Increment(static_cast<double>(out->stats.blocks_decoded));
+      metrics_->postings_scored(processor).Increment(static_cast<double>(out->stats.postings_scored));
     }
-    if (resp.status.code() == StatusCode::kCorruption) {
-      impl_->corruptions.fetch_add(1);
-      std::lock_guard lock(impl_->corruption_mu);
-      impl_->last_corruption = resp.status.message().substr(0, 200);
-    }
-    if (!resp.status.ok()) {
+  } else {
+    resp.status = out.status();
+  }
+  const Clock::time_point end = Clock::now();
+  if ((job.request.flags & kFlagIncludeStats) != 0) {
+    resp.stats.queue_micros = MicrosBetween(job.received, start);
+    resp.stats.run_micros = MicrosBetween(start, end);
+  }
+  if (metrics_ != nullptr) {
+    metrics_->node_queue_seconds(processor).Observe(SecondsBetween(job.received, start));
+    if (ran) metrics_->node_execution_seconds(processor).Observe(SecondsBetween(start, end));
+    metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
+    if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
+  }
+  if (resp.status.code() == StatusCode::kCorruption) {
+    impl_->corruptions.fetch_add(1);
+    std::lock_guard lock(impl_->corruption_mu);
+    impl_->last_corruption = resp.status.message().substr(0, 200);
+  }
+  if (!resp.status.ok()) {
+    resp.hits.clear();
+    resp.or_hits.clear();
+    resp.has_or_hits = false;
+  }
+  std::string payload;  // empty: nothing could be encoded; the reply is dropped
+  try {
+    payload = EncodeSearchResponse(resp);
+  } catch (const std::exception& e) {
+    try {
       resp.hits.clear();
       resp.or_hits.clear();
       resp.has_or_hits = false;
-    }
-    std::string payload;  // empty: nothing could be encoded; the reply is dropped
-    try {
+      resp.status = Status::Internal(std::string("cannot encode the response: ") + e.what());
       payload = EncodeSearchResponse(resp);
-    } catch (const std::exception& e) {
-      try {
-        resp.hits.clear();
-        resp.or_hits.clear();
-        resp.has_or_hits = false;
-        resp.status = Status::Internal(std::string("cannot encode the response: ") + e.what());
-        payload = EncodeSearchResponse(resp);
-      } catch (...) {
-        payload.clear();
-      }
+    } catch (...) {
+      payload.clear();
     }
-    bool first = false;  // the I/O thread takes every queued reply at a wake: one wake per empty queue
-    {
-      std::lock_guard<std::mutex> lock(impl_->replies_mu);
-      first = impl_->replies.empty();
-      Reply r;
-      r.identity = std::move(job.identity);
-      r.payload = std::move(payload);
-      r.mode = job.request.mode;
-      r.received = job.received;
-      if (options_.slow_query_ms > 0) {
-        r.started = start;
-        r.finished = end;
-        r.request_id = job.request.request_id;
-        r.k = job.request.k;
-        r.terms = terms;
-        r.status = resp.status.code();
-        r.processor = processor;
-        r.timing = timing;
-        r.query = std::move(query_text);
-      }
-      impl_->replies.push_back(std::move(r));
-    }
-    if (first) impl_->Wake();
   }
+  bool first = false;  // the I/O thread takes every queued reply at a wake: one wake per empty queue
+  {
+    std::lock_guard<std::mutex> lock(impl_->replies_mu);
+    first = impl_->replies.empty();
+    Reply r;
+    r.identity = std::move(job.identity);
+    r.payload = std::move(payload);
+    r.mode = job.request.mode;
+    r.received = job.received;
+    if (options_.slow_query_ms > 0) {
+      r.started = start;
+      r.finished = end;
+      r.request_id = job.request.request_id;
+      r.k = job.request.k;
+      r.terms = terms;
+      r.status = resp.status.code();
+      r.processor = processor;
+      r.timing = timing;
+      r.query = std::move(query_text);
+    }
+    impl_->replies.push_back(std::move(r));
+  }
+  if (first) impl_->Wake();
 }
 
 }  // namespace search

@@ -309,7 +309,8 @@ double ScheduledExecutor::CalibrateCrossover(uint64_t shortest) const {
   return 4096;
 }
 
-Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadline, uint32_t flags) {
+Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_t flags, Call* call, SchedTask* task,
+                                  double* features_s) {
   const bool force_cpu = (flags & kFlagForceCpu) != 0;
   const bool force_gpu = (flags & kFlagForceGpu) != 0;
   if (force_cpu && force_gpu) return Status::InvalidArgument("flags force both the CPU and the GPU");
@@ -319,16 +320,14 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   }
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   const SchedTime t_features = SchedClock::now();
-  Call call;
-  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, &call.prepared));
+  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, &call->prepared));
 
-  call.query = &query;
-  call.deadline = deadline;
-  call.flags = flags;
-  SchedTask task;
-  task.payload = &call;
-  task.features = f;
-  SchedJob& j = task.job;
+  call->query = &query;
+  call->deadline = deadline;
+  call->flags = flags;
+  task->payload = call;
+  task->features = f;
+  SchedJob& j = task->job;
   j.arrival = SchedClock::now();
   j.deadline = deadline == kNoDeadline ? SchedTime::max() : deadline;
   if (!model_.Predict(Unit::kCpu, f, &j.cpu_us)) j.cpu_us = 1;
@@ -345,13 +344,17 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
   }
   // Hybrid and griffin: an and-query whose first intersection suits the GPU but with a list past
   // the crossover ahead intersects on the GPU (if the GPU takes it) and finishes on the CPU.
-  call.step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
-              f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
-              static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
-  const double features_s = std::chrono::duration<double>(SchedClock::now() - t_features).count();
-  scheduler_->ObserveHost(SchedHostPhase::kFeatures, features_s);
-  const Status st = scheduler_->Submit(task);
-  if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !st.ok()) return st;  // never ran
+  call->step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
+               f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
+               static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
+  *features_s = std::chrono::duration<double>(SchedClock::now() - t_features).count();
+  scheduler_->ObserveHost(SchedHostPhase::kFeatures, *features_s);
+  return Status::Ok();
+}
+
+Result<ExecOutput> ScheduledExecutor::Finalize(Call& call, SchedTask& task, const Status& submitted,
+                                               double features_s) {
+  if (!call.out.ok() && call.out.status().code() == StatusCode::kInternal && !submitted.ok()) return submitted;  // never ran
   if (!call.out.ok()) return std::move(call.out);
   if (task.retried) call.out->processor = Processor::kCpu;
   ExecTiming& tm = call.out->timing;
@@ -372,6 +375,49 @@ Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadl
     scheduler_->ObserveHost(SchedHostPhase::kResolve, resolve_s);
   }
   return std::move(call.out);
+}
+
+Result<ExecOutput> ScheduledExecutor::Execute(const Query& query, Deadline deadline, uint32_t flags) {
+  Call call;
+  SchedTask task;
+  double features_s = 0;
+  SEARCH_RETURN_IF_ERROR(Prepare(query, deadline, flags, &call, &task, &features_s));
+  const Status st = scheduler_->Submit(task);
+  return Finalize(call, task, st, features_s);
+}
+
+// One ExecuteAsync's state, alive from the call until its answer is handed to `done`.
+struct ScheduledExecutor::AsyncCall {
+  Query query;
+  Call call;
+  SchedTask task;
+  double features_s = 0;
+  std::function<void(Result<ExecOutput>)> done;
+};
+
+void ScheduledExecutor::ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+                                     std::function<void(Result<ExecOutput>)> done) {
+  auto a = std::make_unique<AsyncCall>();
+  a->query = query;
+  a->done = std::move(done);
+  if (Status st = Prepare(a->query, deadline, flags, &a->call, &a->task, &a->features_s); !st.ok()) {
+    a->done(std::move(st));
+    return;
+  }
+  AsyncCall* raw = a.get();
+  raw->task.on_done = [this, raw](SchedTask&) {
+    std::unique_ptr<AsyncCall> own(raw);
+    Result<ExecOutput> out = Finalize(own->call, own->task, own->task.status, own->features_s);
+    auto answer = std::move(own->done);
+    own.reset();  // the state goes before the answer, which may start the next request
+    answer(std::move(out));
+  };
+  if (Status st = scheduler_->SubmitAsync(raw->task); !st.ok()) {
+    raw->task.on_done = nullptr;  // not queued: answered here
+    raw->done(std::move(st));
+    return;  // a still owns the state
+  }
+  a.release();  // owned by the task's on_done now
 }
 
 }  // namespace search

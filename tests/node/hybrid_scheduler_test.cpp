@@ -17,6 +17,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <condition_variable>
+#include <mutex>
 #include <vector>
 
 namespace search {
@@ -298,6 +300,100 @@ TEST(HybridSchedulerTest, ExpiredTaskIsNotRun) {
   EXPECT_EQ(r.cpu_runs + r.gpu_runs, 0);
   const SchedStatsSnapshot snap = s.stats();
   EXPECT_EQ(snap.deadline_misses[0] + snap.deadline_misses[1], 1u);
+}
+
+// SubmitAsync: no caller waits; each task's on_done runs once, when it is answered, on whichever
+// thread finished it (a worker, a dispatcher, or the submitting thread running it itself), with
+// every answer exact in every mode, hand-offs and GPU failures included.
+TEST(HybridSchedulerTest, SubmitAsyncAnswersEveryTaskOnceThroughOnDone) {
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeRunner r;
+    HybridScheduler s(Options(mode), &r, nullptr, nullptr);
+    s.start();
+    constexpr int kN = 300;
+    std::vector<Work> work(kN);
+    std::vector<SchedTask> tasks(kN);
+    std::vector<std::atomic<int>> answered(kN);
+    std::mutex mu;
+    std::condition_variable cv;
+    int left = kN;
+    std::vector<std::thread> clients;
+    std::atomic<int> next{0};
+    for (int c = 0; c < 6; ++c)
+      clients.emplace_back([&] {
+        for (int i = next.fetch_add(1); i < kN; i = next.fetch_add(1)) {
+          work[i].x = i;
+          work[i].migrate = i % 7 == 0;
+          work[i].fail_on_gpu = i % 11 == 0;
+          SchedTask& t = tasks[i];
+          t.payload = &work[i];
+          t.job.arrival = SchedClock::now();
+          t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+          t.job.cpu_us = i % 2 == 0 ? 50 : 5000;
+          t.job.gpu_us = 100;
+          t.job.preferred = i % 2 == 0 ? Unit::kCpu : Unit::kGpu;
+          t.on_done = [&, i](SchedTask& done) {
+            EXPECT_EQ(&done, &tasks[i]);
+            answered[i].fetch_add(1);
+            std::lock_guard<std::mutex> lock(mu);
+            if (--left == 0) cv.notify_all();
+          };
+          const Status st = s.SubmitAsync(t);
+          EXPECT_TRUE(st.ok()) << st.ToString();
+        }
+      });
+    for (auto& t : clients) t.join();
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(60), [&] { return left == 0; }));
+    }
+    for (int i = 0; i < kN; ++i) {
+      EXPECT_EQ(answered[i].load(), 1) << i;
+      EXPECT_TRUE(tasks[i].status.ok()) << i << ": " << tasks[i].status.ToString();
+      EXPECT_EQ(work[i].answer, 3 * i + 1) << i;
+      EXPECT_FALSE(static_cast<bool>(tasks[i].on_done));  // cleared before it ran
+    }
+    s.stop();
+  }
+}
+
+// stop() answers queued async tasks Unavailable through on_done, outside the scheduler's lock (an
+// on_done may submit again and be refused); after stop, SubmitAsync refuses without calling it,
+// and a task without on_done is refused.
+TEST(HybridSchedulerTest, StopAnswersQueuedAsyncTasks) {
+  FakeRunner r;
+  HybridSchedulerOptions o = Options(SchedMode::kGpu);
+  o.policy.batch_wait = std::chrono::seconds(30);  // the batch waits: the tasks stay queued
+  o.policy.batch_work_us = 1e12;
+  o.policy.max_batch = 1000;
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  s.start();
+  std::vector<Work> work(5);
+  std::vector<SchedTask> tasks(5);
+  std::atomic<int> unavailable{0}, refused_again{0};
+  for (int i = 0; i < 5; ++i) {
+    tasks[i].payload = &work[i];
+    tasks[i].job.arrival = SchedClock::now();
+    tasks[i].job.gpu_us = 10;
+    tasks[i].on_done = [&, i](SchedTask& t) {
+      if (t.status.code() == StatusCode::kUnavailable) unavailable.fetch_add(1);
+      SchedTask again;
+      again.payload = &work[i];
+      again.on_done = [](SchedTask&) { ADD_FAILURE() << "a refused task's on_done ran"; };
+      if (s.SubmitAsync(again).code() == StatusCode::kUnavailable) refused_again.fetch_add(1);
+    };
+    ASSERT_TRUE(s.SubmitAsync(tasks[i]).ok());
+  }
+  s.stop();
+  EXPECT_EQ(unavailable.load(), 5);
+  EXPECT_EQ(refused_again.load(), 5);
+  EXPECT_EQ(r.gpu_runs.load(), 0);
+  SchedTask late;
+  late.on_done = [](SchedTask&) { ADD_FAILURE() << "on_done ran for a refused task"; };
+  EXPECT_EQ(s.SubmitAsync(late).code(), StatusCode::kUnavailable);
+  SchedTask bare;
+  EXPECT_EQ(s.SubmitAsync(bare).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(HybridSchedulerTest, SubmitAfterStopIsUnavailable) {

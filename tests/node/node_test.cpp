@@ -6,13 +6,16 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <functional>
 #include <map>
+#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
+#include "node/scheduled_executor.hpp"
 #include "node_fixture.hpp"
 
 namespace search {
@@ -49,6 +52,39 @@ class SlowExecutor final : public Executor {
   std::atomic<int> started_{0};
 };
 
+// An executor that answers through ExecuteAsync on threads of its own, `delay` later: the node's
+// async_execute path, where the finishing thread (not the worker) queues the reply.
+class DeferredExecutor final : public Executor {
+ public:
+  DeferredExecutor(Executor* inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
+  ~DeferredExecutor() override {
+    for (auto& t : threads_) t.join();
+  }
+  std::string_view name() const override { return "deferred"; }
+  Result<ExecOutput> Execute(const Query& q, Deadline d, uint32_t flags) override {
+    sync_.fetch_add(1);
+    return inner_->Execute(q, d, flags);
+  }
+  void ExecuteAsync(const Query& q, Deadline d, uint32_t flags,
+                    std::function<void(Result<ExecOutput>)> done) override {
+    started_.fetch_add(1);
+    std::lock_guard<std::mutex> lock(mu_);
+    threads_.emplace_back([this, q, d, flags, done = std::move(done)] {
+      std::this_thread::sleep_for(delay_);
+      done(inner_->Execute(q, d, flags));
+    });
+  }
+  int started() const { return started_.load(); }
+  int sync() const { return sync_.load(); }
+
+ private:
+  Executor* inner_;
+  std::chrono::milliseconds delay_;
+  std::atomic<int> started_{0}, sync_{0};
+  std::mutex mu_;
+  std::vector<std::thread> threads_;
+};
+
 class NodeTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -71,6 +107,44 @@ class NodeTest : public ::testing::Test {
     Status st = server->start();
     EXPECT_TRUE(st.ok()) << st.ToString();
     return server;
+  }
+
+  // Sends requests 1..n, each the same or-query; returns it.
+  static SearchRequestMsg SendSameQuery(Client& client, uint64_t n) {
+    SearchRequestMsg r;
+    r.terms = {"w2", "w7"};
+    r.mode = QueryMode::kOr;
+    for (uint64_t id = 1; id <= n; ++id) {
+      r.request_id = id;
+      client.Send(EncodeSearchRequest(r));
+    }
+    return r;
+  }
+
+  // Stops the server while requests 1..n (all `r`) are in flight, sends request 50 meanwhile, and
+  // checks the drain: 1..n answered exactly, 50 refused Unavailable.
+  void StopWhileBusyAndCheck(NodeServer& server, Client& client, SearchRequestMsg r, uint64_t n) {
+    std::thread stopper([&] { server.stop(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    r.request_id = 50;
+    client.Send(EncodeSearchRequest(r));
+    std::map<uint64_t, SearchResponseMsg> got;
+    for (uint64_t i = 0; i <= n; ++i) {
+      auto env = client.Recv(3000);
+      if (!env) break;
+      const auto& resp = std::get<SearchResponseMsg>(env->body);
+      got[resp.request_id] = resp;
+    }
+    stopper.join();
+    ASSERT_EQ(got.size(), n + 1);
+    const std::vector<HitMsg> want = Reference(*shard_, r);
+    for (uint64_t id = 1; id <= n; ++id) {
+      EXPECT_TRUE(got[id].status.ok()) << id << ": " << got[id].status.ToString();
+      EXPECT_EQ(got[id].hits, want);
+    }
+    EXPECT_EQ(got[50].status.code(), StatusCode::kUnavailable);
+    EXPECT_FALSE(server.running());
+    EXPECT_EQ(server.in_flight(), 0u);
   }
 
   static testing::TempDir* dir_;
@@ -135,6 +209,62 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
   EXPECT_GT(shard_->list_cache().stats().hits, 0u);
   server->stop();
   EXPECT_EQ(server->in_flight(), 0u);
+}
+
+// async_execute: the worker hands each request to ExecuteAsync and takes the next; the thread that
+// finishes it queues the reply. Over the scheduler (its CPU workers answer), every reply equals the
+// CPU engine's, once each; an andor split still runs on the worker (two runs in a row).
+TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
+  ScheduledExecutorOptions so;
+  so.sched.policy.mode = SchedMode::kCpu;
+  so.sched.cpu_workers = 3;
+  so.calibration_queries = 8;
+  auto sched = ScheduledExecutor::Create(shard_, nullptr, nullptr, so);
+  ASSERT_TRUE(sched.ok()) << sched.status().ToString();
+  NodeServerOptions o;
+  o.threads = 2;
+  o.async_execute = true;
+  auto server = Start(sched->get(), o);
+  Client client(ctx_, server->endpoint());
+  std::mt19937_64 rng(11);
+  std::map<uint64_t, SearchRequestMsg> sent;
+  for (uint64_t id = 1; id <= 400; ++id) {
+    SearchRequestMsg r = RandomRequest(rng, kVocab, id);
+    r.deadline_unix_micros = WallMicros(30'000'000);
+    if (id % 5 == 0 && r.mode == QueryMode::kAnd) r.flags |= kFlagAndOrSplit;
+    sent[id] = r;
+    client.Send(EncodeSearchRequest(r));
+  }
+  std::set<uint64_t> seen;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id;
+    EXPECT_TRUE(seen.insert(resp.request_id).second) << "duplicate reply " << resp.request_id;
+    SearchRequestMsg plain = sent[resp.request_id];
+    plain.flags &= ~kFlagAndOrSplit;
+    EXPECT_EQ(resp.hits, Reference(*shard_, plain)) << "request " << resp.request_id;
+  }
+  server->stop();
+  EXPECT_EQ(server->in_flight(), 0u);
+  EXPECT_GE((*sched)->scheduler().stats().jobs[0], 400u);  // every request went through the scheduler
+}
+
+// async_execute with answers still running when stop() is called: the drain waits for them, every
+// request handed over is answered once, and stop() returns only after the last answer (its thread
+// touches the server's state); new work meanwhile is refused.
+TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
+  DeferredExecutor deferred(&cpu_, std::chrono::milliseconds(150));
+  NodeServerOptions o;
+  o.threads = 2;
+  o.async_execute = true;
+  auto server = Start(&deferred, o);
+  Client client(ctx_, server->endpoint());
+  const SearchRequestMsg r = SendSameQuery(client, 6);
+  for (int i = 0; i < 400 && deferred.started() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  ASSERT_EQ(deferred.started(), 6);  // two workers took six requests: none waited for an answer
+  StopWhileBusyAndCheck(*server, client, r, 6);
+  EXPECT_EQ(deferred.sync(), 0);
 }
 
 // --slow-query-ms: a request that spends the threshold in the node is counted and logged with
@@ -384,38 +514,13 @@ TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {
   o.threads = 2;
   auto server = Start(&slow, o);
   Client client(ctx_, server->endpoint());
-  SearchRequestMsg r;
-  r.terms = {"w2", "w7"};
-  r.mode = QueryMode::kOr;
-  for (uint64_t id = 1; id <= 4; ++id) {
-    r.request_id = id;
-    client.Send(EncodeSearchRequest(r));
-  }
+  const SearchRequestMsg r = SendSameQuery(client, 4);
   for (int i = 0; i < 200 && server->in_flight() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(server->in_flight(), 4u);
-  std::thread stopper([&] { server->stop(); });
-  // While draining: new requests are refused.
   for (int i = 0; i < 200 && slow.started() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  r.request_id = 50;
-  client.Send(EncodeSearchRequest(r));
-  std::map<uint64_t, SearchResponseMsg> got;
-  for (int i = 0; i < 5; ++i) {
-    auto env = client.Recv(3000);
-    if (!env) break;
-    const auto& resp = std::get<SearchResponseMsg>(env->body);
-    got[resp.request_id] = resp;
-  }
-  stopper.join();
-  ASSERT_EQ(got.size(), 5u);
-  const std::vector<HitMsg> want = Reference(*shard_, r);
-  for (uint64_t id = 1; id <= 4; ++id) {
-    EXPECT_TRUE(got[id].status.ok()) << id << ": " << got[id].status.ToString();
-    EXPECT_EQ(got[id].hits, want);
-  }
-  EXPECT_EQ(got[50].status.code(), StatusCode::kUnavailable);
+  // While draining: new requests are refused.
+  StopWhileBusyAndCheck(*server, client, r, 4);
   EXPECT_EQ(slow.started(), 4);
-  EXPECT_FALSE(server->running());
 }
 
 TEST_F(NodeTest, ReplyToAVanishedPeerIsCountedAndDropped) {

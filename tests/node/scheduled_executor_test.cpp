@@ -11,7 +11,9 @@
 #include <atomic>
 #include <cmath>
 #include <mutex>
+#include <future>
 #include <thread>
+#include <tuple>
 
 #include "metrics/metrics.hpp"
 #include "node_fixture.hpp"
@@ -147,7 +149,9 @@ class ScheduledExecutorTest : public ::testing::Test {
     return o;
   }
   // Runs `n` random queries from `threads` threads; each answer must equal the CPU adapter's.
-  static void CheckAnswers(ScheduledExecutor& e, int n, int threads, uint64_t seed, int* on_cpu, int* on_gpu) {
+  // async: through ExecuteAsync (the client thread waits on each answer's future).
+  static void CheckAnswers(ScheduledExecutor& e, int n, int threads, uint64_t seed, int* on_cpu, int* on_gpu,
+                           bool async = false) {
     std::mt19937_64 rng(seed);
     std::vector<Query> qs;
     for (int i = 0; i < n; ++i) qs.push_back(testing::RandomQuery(rng, kVocab));
@@ -163,7 +167,16 @@ class ScheduledExecutorTest : public ::testing::Test {
     for (int t = 0; t < threads; ++t)
       ts.emplace_back([&] {
         for (int i = next.fetch_add(1); i < n; i = next.fetch_add(1)) {
-          auto got = e.Execute(qs[i], std::chrono::steady_clock::now() + std::chrono::seconds(30), 0);
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          Result<ExecOutput> got = Status::Internal("not answered");
+          if (async) {
+            auto answer = std::make_shared<std::promise<Result<ExecOutput>>>();
+            auto future = answer->get_future();
+            e.ExecuteAsync(qs[i], deadline, 0, [answer](Result<ExecOutput> out) { answer->set_value(std::move(out)); });
+            got = future.get();
+          } else {
+            got = e.Execute(qs[i], deadline, 0);
+          }
           if (!got.ok()) {
             ADD_FAILURE() << testing::Describe(qs[i]) << ": " << got.status().ToString();
             continue;
@@ -184,14 +197,16 @@ class ScheduledExecutorTest : public ::testing::Test {
 testing::TempDir* ScheduledExecutorTest::dir_ = nullptr;
 ShardReader* ScheduledExecutorTest::reader_ = nullptr;
 
+// Execute and ExecuteAsync (the node's --async-execute: answered on the finishing thread) alike.
 TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
+  for (bool async : {false, true})
   for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
-    SCOPED_TRACE(SchedModeName(mode));
+    SCOPED_TRACE(std::string(SchedModeName(mode)) + (async ? " async" : ""));
     FakeGpu gpu(reader_);
     auto e = ScheduledExecutor::Create(reader_, &gpu, nullptr, Options(mode));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     int cpu = 0, on_gpu = 0;
-    CheckAnswers(**e, 300, 8, 5, &cpu, &on_gpu);
+    CheckAnswers(**e, 300, 8, 5, &cpu, &on_gpu, async);
     EXPECT_EQ(cpu + on_gpu, 300);
     if (mode == SchedMode::kCpu) {
       EXPECT_EQ(on_gpu, 0);
@@ -455,6 +470,26 @@ TEST_F(ScheduledExecutorTest, FlagsAndBadInput) {
   EXPECT_EQ((*cpu_only)->Execute(q, std::chrono::steady_clock::now() - std::chrono::seconds(1), 0).status().code(),
             StatusCode::kDeadlineExceeded);
   EXPECT_TRUE((*cpu_only)->Execute(q, kNoDeadline, kFlagForceCpu).ok());
+  // ExecuteAsync answers bad input at once, on the calling thread, exactly once.
+  for (auto [query, flags, deadline, want] :
+       {std::tuple{q, kFlagForceGpu | kFlagForceCpu, kNoDeadline, StatusCode::kInvalidArgument},
+        std::tuple{bad, 0u, kNoDeadline, StatusCode::kInvalidArgument},
+        std::tuple{q, 0u, Deadline(std::chrono::steady_clock::now() - std::chrono::seconds(1)),
+                   StatusCode::kDeadlineExceeded},
+        std::tuple{q, kFlagForceCpu, kNoDeadline, StatusCode::kOk}}) {
+    std::atomic<int> calls{0};  // the OK case may be answered on a CPU worker's thread
+    std::atomic<StatusCode> got{StatusCode::kInternal};
+    (*cpu_only)->ExecuteAsync(query, deadline, flags, [&](Result<ExecOutput> out) {
+      got = out.ok() ? StatusCode::kOk : out.status().code();
+      calls.fetch_add(1);
+    });
+    if (want != StatusCode::kOk) {
+      EXPECT_EQ(calls.load(), 1);  // a refusal never reaches the scheduler
+    }
+    for (int i = 0; i < 2000 && calls == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    EXPECT_EQ(calls.load(), 1);
+    EXPECT_EQ(got.load(), want);
+  }
   // GPU modes need a GPU executor.
   EXPECT_EQ(ScheduledExecutor::Create(reader_, nullptr, nullptr, Options(SchedMode::kHybrid)).status().code(),
             StatusCode::kUnavailable);

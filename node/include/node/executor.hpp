@@ -6,6 +6,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -65,6 +66,13 @@ class Executor {
   // work starts (engines may also stop between phases); InvalidArgument for a bad k; Unavailable
   // when a forced processor does not exist here.
   virtual Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) = 0;
+  // Execute without holding the calling thread: `done` gets the answer, perhaps on another thread
+  // (the one that finished the query) and perhaps before this returns. The query is copied.
+  // Default: Execute, then done, on the calling thread.
+  virtual void ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+                            std::function<void(Result<ExecOutput>)> done) {
+    done(Execute(query, deadline, flags));
+  }
 };
 
 // A processor that answers batches of queries in one go (the GPU executor; unit tests use fakes).

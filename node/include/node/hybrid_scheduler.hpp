@@ -1,5 +1,5 @@
 // HybridScheduler: the threaded runtime around SchedPolicy. Callers Submit a task and block until
-// a processor has run it; cpu_workers threads take CPU work one job at a time (a caller whose job
+// a processor has run it (or SubmitAsync it, and its on_done answers it on the finishing thread); cpu_workers threads take CPU work one job at a time (a caller whose job
 // a worker would take at once runs it itself: caller_runs), gpu_dispatchers threads take GPU
 // batches (SchedPolicy::TakeGpu) and run them through the runner.
 //
@@ -24,7 +24,7 @@
 // scheduler lock per job. On the H100 host the dispatchers' host work per GPU job bounded the GPU
 // path, and grew when CPU-engine work ran beside it (BENCHMARKS.md, issue 6);
 // bench/sched/sched_runtime_bench measures this runtime's own share with fake processors.
-// Thread-safety: Submit may be called from any number of threads; start/stop from one.
+// Thread-safety: Submit and SubmitAsync may be called from any number of threads; start/stop from one.
 #pragma once
 
 #include <atomic>
@@ -76,6 +76,10 @@ struct SchedTask {
   // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
   // (within the CPU slots, nothing queued ahead of it).
   bool may_migrate = true;
+  // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
+  // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or stop()), never
+  // under the scheduler's lock; it may destroy the task.
+  std::function<void(SchedTask&)> on_done;
 
  private:
   friend class HybridScheduler;
@@ -167,6 +171,11 @@ class HybridScheduler {
   // Queues the task (job.arrival/deadline/predictions/pinned set by the caller) and blocks until
   // it is answered; returns task.status.
   Status Submit(SchedTask& task);
+  // Queues the task and returns at once; task.on_done (required) is called when it is answered
+  // (perhaps before this returns: the caller may run a CPU job itself, as Submit's does). An error
+  // (the scheduler not running) means the task was not queued and on_done will not be called.
+  // No thread waits per job: the node answers a request from the thread that finishes it.
+  Status SubmitAsync(SchedTask& task);
 
   SchedStatsSnapshot stats() const;
   const HybridSchedulerOptions& options() const { return options_; }
@@ -190,9 +199,13 @@ class HybridScheduler {
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
   size_t CpuSlotsLocked();
-  // Marks the task answered and wakes its Submit. Takes only the task's lock: callable with or
-  // without mu_ held (the order is mu_, then a task's); the task may be gone once it returns.
+  // Marks the task answered and wakes its Submit, or calls its on_done (SubmitAsync). Takes only
+  // the task's lock: callable with or without mu_ held (the order is mu_, then a task's) for
+  // Submit's tasks; an on_done task's only without mu_. The task may be gone once it returns.
   static void Complete(SchedTask& task);
+  // Queues the task (Submit and SubmitAsync): the policy, the metrics, the wake-ups, and the caller
+  // running a CPU job where caller_runs lets it. Sets task.submit_us before the task can finish.
+  Status Enqueue(SchedTask& task);
   SchedTask* TaskOf(const SchedJob& j) const { return reinterpret_cast<SchedTask*>(j.id); }
 
   HybridSchedulerOptions options_;

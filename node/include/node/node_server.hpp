@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +52,12 @@ struct NodeServerOptions {
   // phases, reply; see node_server.cpp) and counted in search_node_slow_queries_total. 0: off.
   double slow_query_ms = 0;
   size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
+  // Workers hand each request (but an andor split's two runs) to Executor::ExecuteAsync and go on
+  // to the next; the thread that finishes the query (a scheduler's CPU worker or GPU dispatcher)
+  // encodes and queues the reply. No worker then waits per query, where the node's profile put
+  // most of the GPU path's host time in thread switches (BENCHMARKS.md, issue 6). stop() waits
+  // for every request handed over to be answered.
+  bool async_execute = false;
 };
 
 class NodeServer {
@@ -81,8 +88,16 @@ class NodeServer {
 
  private:
   struct Impl;
+  struct Job;
   void IoLoop();
   void WorkerLoop();
+  // async_execute: hands the request to the executor's ExecuteAsync; the thread that finishes the
+  // query answers it (Respond), and this worker takes the next request at once.
+  void ExecuteAsync(Job job, std::chrono::steady_clock::time_point start);
+  // Builds, counts and queues the reply to a request (out: the executor's answer or an error;
+  // ran_executor: the request reached the executor; or_hits: an andor split's OR hits).
+  void Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
+               std::optional<std::vector<HitMsg>> or_hits = std::nullopt);
 
   const ShardReader* shard_;
   Executor* executor_;

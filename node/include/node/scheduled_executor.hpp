@@ -65,6 +65,10 @@ class ScheduledExecutor final : public Executor {
   std::string_view name() const override { return "scheduler"; }
   bool has_gpu() const override { return gpu_ != nullptr; }
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+  // The scheduler's SubmitAsync: no thread waits for the job; `done` runs on the thread that
+  // finishes it (a CPU worker, a GPU dispatcher, or this caller when it runs the job itself).
+  void ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+                    std::function<void(Result<ExecOutput>)> done) override;
 
   // The query's features as this shard sees them. With a GPU executor it also brings the query's
   // lists into the shard's main-memory list cache (on the calling thread, not a GPU dispatcher's)
@@ -81,6 +85,12 @@ class ScheduledExecutor final : public Executor {
  private:
   class Runner;
   struct Call;
+  struct AsyncCall;
+  // Execute's parts around the scheduler: the checks, the features and the job (Prepare; an error
+  // means nothing was queued), and the answer from the finished task (Finalize).
+  Status Prepare(const Query& query, Deadline deadline, uint32_t flags, Call* call, SchedTask* task,
+                 double* features_s);
+  Result<ExecOutput> Finalize(Call& call, SchedTask& task, const Status& submitted, double features_s);
   ScheduledExecutor(const ShardReader* shard, BatchExecutor* gpu, ScheduledExecutorOptions options);
   Status Calibrate();
   // The crossover from the fitted model (options.crossover == 0).
