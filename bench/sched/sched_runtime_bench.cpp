@@ -7,13 +7,20 @@
 // the counters, waking each job's request thread). On the H100 host the dispatchers' whole host
 // work per GPU job was about 70 us and bounded the GPU path (BENCHMARKS.md, issue 6).
 //
+// --async: the node's --async-execute instead: --submitters threads (the node's request workers)
+// keep --threads jobs in flight through SubmitAsync without waiting for any one of them (a
+// counting semaphore holds the window); each job's on_done, on the thread that finished it,
+// frees its slot. Sync: --threads request threads, each blocked on its job until it is answered.
+//
 // usage: sched_runtime_bench [--mode gpu|hybrid|cpu] [--threads N] [--seconds S]
-//          [--dispatchers D] [--cpu-workers W] [--batch-us U] [--cpu-us U]
+//          [--dispatchers D] [--cpu-workers W] [--batch-us U] [--cpu-us U] [--async [--submitters K]]
 
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>
@@ -74,6 +81,10 @@ int Main(int argc, char** argv) {
   app.add_option("--cpu-workers", cpu_workers, "CPU workers")->capture_default_str();
   app.add_option("--batch-us", batch_us, "the fake device's sleep per batch")->capture_default_str();
   app.add_option("--cpu-us", cpu_us, "the fake CPU engine's spin per job")->capture_default_str();
+  bool async = false;
+  size_t submitters = 4;
+  app.add_flag("--async", async, "SubmitAsync from --submitters threads, --threads jobs in flight");
+  app.add_option("--submitters", submitters, "with --async: threads submitting")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   const Result<SchedMode> mode = ParseSchedMode(mode_name);
   if (!mode.ok()) {
@@ -113,19 +124,64 @@ int Main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> answered{0};
   std::vector<std::thread> clients;
-  for (size_t c = 0; c < threads; ++c)
-    clients.emplace_back([&, c] {
-      size_t i = c * 37;
-      while (!stop.load(std::memory_order_relaxed)) {
-        SchedTask task;
-        task.features = pool[i++ % pool.size()];
-        SchedJob& j = task.job;
-        j.arrival = SchedClock::now();
-        if (!model.Predict(Unit::kCpu, task.features, &j.cpu_us)) j.cpu_us = 1;
-        if (!model.Predict(Unit::kGpu, task.features, &j.gpu_us)) j.gpu_us = 1;
-        if (sched.Submit(task).ok()) answered.fetch_add(1, std::memory_order_relaxed);
-      }
-    });
+  auto prepare = [&](SchedTask& task, size_t i) {
+    task.features = pool[i % pool.size()];
+    SchedJob& j = task.job;
+    j = SchedJob{};
+    j.arrival = SchedClock::now();
+    if (!model.Predict(Unit::kCpu, task.features, &j.cpu_us)) j.cpu_us = 1;
+    if (!model.Predict(Unit::kGpu, task.features, &j.gpu_us)) j.gpu_us = 1;
+  };
+  // --async: a window of `threads` task slots; a submitter takes a free slot (waiting while all
+  // are in flight) and submits it; the finishing thread's on_done puts the slot back.
+  std::vector<SchedTask> slots(async ? threads : 0);
+  std::mutex free_mu;
+  std::condition_variable free_cv;
+  std::vector<size_t> free_slots;
+  for (size_t k = 0; k < slots.size(); ++k) free_slots.push_back(k);
+  std::atomic<size_t> in_flight{0};
+  if (async) {
+    for (size_t c = 0; c < submitters; ++c)
+      clients.emplace_back([&, c] {
+        size_t i = c * 37;
+        while (!stop.load(std::memory_order_relaxed)) {
+          size_t k;
+          {
+            std::unique_lock<std::mutex> lock(free_mu);
+            free_cv.wait(lock, [&] { return !free_slots.empty() || stop.load(); });
+            if (free_slots.empty()) break;
+            k = free_slots.back();
+            free_slots.pop_back();
+          }
+          SchedTask& task = slots[k];
+          prepare(task, i++);
+          in_flight.fetch_add(1);
+          task.on_done = [&, k](SchedTask& t) {
+            if (t.status.ok()) answered.fetch_add(1, std::memory_order_relaxed);
+            {
+              std::lock_guard<std::mutex> lock(free_mu);
+              free_slots.push_back(k);
+            }
+            free_cv.notify_one();
+            in_flight.fetch_sub(1);
+          };
+          if (!sched.SubmitAsync(task).ok()) {
+            in_flight.fetch_sub(1);
+            break;
+          }
+        }
+      });
+  } else {
+    for (size_t c = 0; c < threads; ++c)
+      clients.emplace_back([&, c] {
+        size_t i = c * 37;
+        while (!stop.load(std::memory_order_relaxed)) {
+          SchedTask task;
+          prepare(task, i++);
+          if (sched.Submit(task).ok()) answered.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // warm-up
   const uint64_t a0 = answered.load(), j0 = runner.jobs(), b0 = runner.batches(), o0 = runner.outside_us();
   const double c0 = ProcessCpuMicros();
@@ -133,15 +189,23 @@ int Main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t a1 = answered.load(), j1 = runner.jobs(), b1 = runner.batches(), o1 = runner.outside_us();
+
   const double c1 = ProcessCpuMicros();
   stop = true;
+  free_cv.notify_all();
   for (auto& t : clients) t.join();
-  sched.stop();
+  sched.stop();  // answers what is still queued (Unavailable) through on_done
+  while (in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   const double jobs = static_cast<double>(a1 - a0);
   const double gpu_jobs = static_cast<double>(j1 - j0);
-  std::printf("mode %s, %zu request threads, %zu dispatchers, %zu CPU workers, batch %.0f us, cpu job %.0f us\n",
-              mode_name.c_str(), threads, o.gpu_dispatchers, cpu_workers, batch_us, cpu_us);
+  if (async)
+    std::printf("mode %s, async: %zu submitters, %zu jobs in flight, %zu dispatchers, %zu CPU workers, batch %.0f us, "
+                "cpu job %.0f us\n",
+                mode_name.c_str(), submitters, threads, o.gpu_dispatchers, cpu_workers, batch_us, cpu_us);
+  else
+    std::printf("mode %s, %zu request threads, %zu dispatchers, %zu CPU workers, batch %.0f us, cpu job %.0f us\n",
+                mode_name.c_str(), threads, o.gpu_dispatchers, cpu_workers, batch_us, cpu_us);
   std::printf("answered %.0f jobs/s; process CPU %.1f us a job; GPU jobs %.0f/s in batches of %.1f; "
               "dispatchers' own CPU %.2f us a GPU job\n",
               jobs / wall, jobs > 0 ? (c1 - c0) / jobs : 0.0, gpu_jobs / wall,
