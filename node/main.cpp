@@ -290,10 +290,10 @@ int main(int argc, char** argv) {
     }
     scheduled = std::move(s).value();
     // Server workers only wait on the scheduler: enough of them to fill its CPU workers and a
-    // batch per GPU dispatcher. With --async-execute they wait for nothing (an andor split's two
-    // runs aside): the base count serves.
+    // batch per GPU dispatcher. With --async-execute only an andor split's two runs wait (on the
+    // worker); the others return at once, so most of these threads stay asleep.
     const size_t base = threads != 0 ? threads : AvailableCores();
-    options.threads = options.async_execute ? base : base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
+    options.threads = base + sched.sched.policy.max_batch * sched.sched.gpu_dispatchers;
   }
   Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();
   NodeServer server(shard->get(), serving, &metrics, options);
