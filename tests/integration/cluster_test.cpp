@@ -83,9 +83,11 @@ class ClusterTest : public ::testing::Test {
 
   void StartNode(uint32_t i, const std::string& listen) {
     nodes_[i] = std::make_unique<Process>();
-    ASSERT_TRUE(nodes_[i]->Start({SEARCH_NODE_BIN, "--index", g_index->index3 + "/shard-" + std::to_string(i),
-                                  "--listen", listen, "--metrics", "127.0.0.1:0", "--threads", "2"},
-                                 run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
+    std::vector<std::string> args = {SEARCH_NODE_BIN, "--index", g_index->index3 + "/shard-" + std::to_string(i),
+                                     "--listen", listen, "--metrics", "127.0.0.1:0", "--threads", "2"};
+    args.insert(args.end(), node_extra_.begin(), node_extra_.end());
+    ASSERT_TRUE(
+        nodes_[i]->Start(args, run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
     auto ready = nodes_[i]->WaitReady();
     ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
     endpoints_[i] = ready->at("listen").get<std::string>();
@@ -119,6 +121,7 @@ class ClusterTest : public ::testing::Test {
   }
 
 
+  std::vector<std::string> node_extra_;  // more search-node flags (a derived fixture's)
   std::unique_ptr<TempDir> run_;
   std::vector<std::unique_ptr<Process>> nodes_;
   std::vector<std::string> endpoints_;
@@ -150,6 +153,42 @@ TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
   }
   EXPECT_GT(nonempty, 2000u);  // the queries exercise real answers, not just empty ones
   EXPECT_GT(cached, 0u);       // random queries repeat: some came from the cache, equal all the same
+}
+
+// The nodes through the scheduler (--scheduler cpu) with --async-execute: the thread that finishes
+// a query answers it. Every mode equals the single-process answers (andor's split runs on the
+// worker, the rest through SubmitAsync), and the nodes drain and exit 0 at TearDown.
+class ClusterAsyncTest : public ClusterTest {
+ protected:
+  ClusterAsyncTest() { node_extra_ = {"--scheduler", "cpu", "--async-execute", "true", "--calibration-queries", "8"}; }
+};
+
+TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
+  std::mt19937 rng(7);
+  size_t nonempty = 0;
+  for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr}) {
+    for (int i = 0; i < 200; ++i) {
+      const std::string q = RandomQuery(g_index->corpus, rng);
+      const uint32_t k = i % 2 == 0 ? 10 : 3;
+      const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " q='" + q + "'";
+      auto r = Search(q, mode, k);
+      ASSERT_EQ(r.status, 200) << what << " " << r.raw;
+      ASSERT_EQ(r.body["_shards"]["successful"], kShards) << what;
+      const auto want = Expected(*g_index->local3, q, mode, k);
+      ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], want, what));
+      nonempty += !want.empty();
+    }
+  }
+  EXPECT_GT(nonempty, 300u);
+  // The nodes' scheduler ran the jobs (not the CPU engine directly).
+  for (uint32_t i = 0; i < kShards; ++i) {
+    auto n = Fetch(node_metrics_[i], "/metrics");
+    ASSERT_EQ(n.status, 200);
+    const std::string series = "search_sched_jobs_total{processor=\"cpu\"} ";
+    const size_t at = n.raw.find(series);
+    ASSERT_NE(at, std::string::npos) << n.raw.substr(0, 2000);
+    EXPECT_GE(std::stod(n.raw.substr(at + series.size())), 100.0);
+  }
 }
 
 TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {
