@@ -189,7 +189,6 @@ int Main(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const uint64_t a1 = answered.load(), j1 = runner.jobs(), b1 = runner.batches(), o1 = runner.outside_us();
-
   const double c1 = ProcessCpuMicros();
   stop = true;
   free_cv.notify_all();

@@ -587,8 +587,8 @@ void NodeServer::WorkerLoop() {
     }
     Result<ExecOutput> out = Status::Internal("not run");
     std::optional<std::vector<HitMsg>> or_hits;
+    Query query{std::move(job.request.terms), job.request.mode, job.request.k};  // back after the runs
     try {
-      Query query{job.request.terms, job.request.mode, job.request.k};
       out = executor_->Execute(query, job.deadline, job.request.flags);
       if (split && out.ok() && out->hits.size() < query.k) {
         query.mode = QueryMode::kOr;
@@ -604,6 +604,7 @@ void NodeServer::WorkerLoop() {
     } catch (const std::exception& e) {
       out = Status::Internal(std::string("executor failed: ") + e.what());
     }
+    job.request.terms = std::move(query.terms);  // Respond names them (slow-query log)
     Respond(job, start, std::move(out), true, std::move(or_hits));
   }
 }
@@ -631,8 +632,9 @@ void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point sta
     if (--impl_->async_pending == 0) impl_->async_cv.notify_all();
   };
   try {
-    const Query query{p->job.request.terms, p->job.request.mode, p->job.request.k};
-    executor_->ExecuteAsync(query, p->job.deadline, p->job.request.flags, answer);
+    // A copy of the terms: the reply's slow-query line still names them.
+    executor_->ExecuteAsync(Query{p->job.request.terms, p->job.request.mode, p->job.request.k}, p->job.deadline,
+                            p->job.request.flags, answer);
   } catch (const std::exception& e) {
     answer(Status::Internal(std::string("executor failed: ") + e.what()));
   }

@@ -395,10 +395,10 @@ struct ScheduledExecutor::AsyncCall {
   std::function<void(Result<ExecOutput>)> done;
 };
 
-void ScheduledExecutor::ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+void ScheduledExecutor::ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
                                      std::function<void(Result<ExecOutput>)> done) {
   auto a = std::make_unique<AsyncCall>();
-  a->query = query;
+  a->query = std::move(query);
   a->done = std::move(done);
   if (Status st = Prepare(a->query, deadline, flags, &a->call, &a->task, &a->features_s); !st.ok()) {
     a->done(std::move(st));

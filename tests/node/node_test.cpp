@@ -65,11 +65,10 @@ class DeferredExecutor final : public Executor {
     sync_.fetch_add(1);
     return inner_->Execute(q, d, flags);
   }
-  void ExecuteAsync(const Query& q, Deadline d, uint32_t flags,
-                    std::function<void(Result<ExecOutput>)> done) override {
+  void ExecuteAsync(Query q, Deadline d, uint32_t flags, std::function<void(Result<ExecOutput>)> done) override {
     started_.fetch_add(1);
     std::lock_guard<std::mutex> lock(mu_);
-    threads_.emplace_back([this, q, d, flags, done = std::move(done)] {
+    threads_.emplace_back([this, q = std::move(q), d, flags, done = std::move(done)] {
       std::this_thread::sleep_for(delay_);
       done(inner_->Execute(q, d, flags));
     });
@@ -107,6 +106,36 @@ class NodeTest : public ::testing::Test {
     Status st = server->start();
     EXPECT_TRUE(st.ok()) << st.ToString();
     return server;
+  }
+
+  // Sends n random requests, ids 1..n, pipelined (the workers answer out of order), each with a
+  // 30 s deadline and then `adjust`ed; returns them by id.
+  static std::map<uint64_t, SearchRequestMsg> SendRandomRequests(Client& client, uint64_t seed, uint64_t n,
+                                                                 const std::function<void(SearchRequestMsg&)>& adjust) {
+    std::mt19937_64 rng(seed);
+    std::map<uint64_t, SearchRequestMsg> sent;
+    for (uint64_t id = 1; id <= n; ++id) {
+      SearchRequestMsg r = RandomRequest(rng, kVocab, id);
+      r.deadline_unix_micros = WallMicros(30'000'000);
+      adjust(r);
+      sent[id] = r;
+      client.Send(EncodeSearchRequest(r));
+    }
+    return sent;
+  }
+
+  // Receives one reply per request sent, each OK, for a request sent and not answered before, and
+  // hands it to `check` with its request.
+  static void ExpectEachAnsweredOnce(Client& client, const std::map<uint64_t, SearchRequestMsg>& sent,
+                                     const std::function<void(const SearchRequestMsg&, SearchResponseMsg&)>& check) {
+    std::set<uint64_t> seen;
+    for (size_t i = 0; i < sent.size(); ++i) {
+      SearchResponseMsg resp = client.RecvResponse();
+      ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+      ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id;
+      EXPECT_TRUE(seen.insert(resp.request_id).second) << "duplicate reply " << resp.request_id;
+      check(sent.at(resp.request_id), resp);
+    }
   }
 
   // Sends requests 1..n, each the same or-query; returns it.
@@ -161,23 +190,10 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
   o.threads = 4;
   auto server = Start(&cpu_, o);
   Client client(ctx_, server->endpoint());
-  std::mt19937_64 rng(7);
-  std::map<uint64_t, SearchRequestMsg> sent;
-  for (uint64_t id = 1; id <= 600; ++id) {
-    SearchRequestMsg r = RandomRequest(rng, kVocab, id);
-    r.deadline_unix_micros = WallMicros(30'000'000);
-    r.flags = id % 2 == 0 ? kFlagIncludeStats : 0;
-    sent[id] = r;
-    client.Send(EncodeSearchRequest(r));  // pipelined: the workers answer out of order
-  }
-  std::set<uint64_t> seen;
+  const auto sent = SendRandomRequests(
+      client, 7, 600, [](SearchRequestMsg& r) { r.flags = r.request_id % 2 == 0 ? kFlagIncludeStats : 0; });
   size_t nonempty = 0;
-  for (size_t i = 0; i < sent.size(); ++i) {
-    SearchResponseMsg resp = client.RecvResponse();
-    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
-    ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id;
-    EXPECT_TRUE(seen.insert(resp.request_id).second) << "duplicate reply " << resp.request_id;
-    const SearchRequestMsg& r = sent[resp.request_id];
+  ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnce(client, sent, [&](const SearchRequestMsg& r, SearchResponseMsg& resp) {
     const std::vector<HitMsg> want = Reference(*shard_, r);
     EXPECT_EQ(resp.hits, want) << "request " << r.request_id;  // scores compared bit for bit
     nonempty += !want.empty();
@@ -192,7 +208,7 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
     } else {
       EXPECT_EQ(resp.stats.postings_decoded, 0u);
     }
-  }
+  }));
   EXPECT_GT(nonempty, sent.size() / 2);
   // Every reply was counted by mode and status; list cache stats come from the shard.
   const std::string text = metrics_.SerializeText();
@@ -226,25 +242,14 @@ TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
   o.async_execute = true;
   auto server = Start(sched->get(), o);
   Client client(ctx_, server->endpoint());
-  std::mt19937_64 rng(11);
-  std::map<uint64_t, SearchRequestMsg> sent;
-  for (uint64_t id = 1; id <= 400; ++id) {
-    SearchRequestMsg r = RandomRequest(rng, kVocab, id);
-    r.deadline_unix_micros = WallMicros(30'000'000);
-    if (id % 5 == 0 && r.mode == QueryMode::kAnd) r.flags |= kFlagAndOrSplit;
-    sent[id] = r;
-    client.Send(EncodeSearchRequest(r));
-  }
-  std::set<uint64_t> seen;
-  for (size_t i = 0; i < sent.size(); ++i) {
-    SearchResponseMsg resp = client.RecvResponse();
-    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
-    ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id;
-    EXPECT_TRUE(seen.insert(resp.request_id).second) << "duplicate reply " << resp.request_id;
-    SearchRequestMsg plain = sent[resp.request_id];
+  const auto sent = SendRandomRequests(client, 11, 400, [](SearchRequestMsg& r) {
+    if (r.request_id % 5 == 0 && r.mode == QueryMode::kAnd) r.flags |= kFlagAndOrSplit;
+  });
+  ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnce(client, sent, [&](const SearchRequestMsg& r, SearchResponseMsg& resp) {
+    SearchRequestMsg plain = r;
     plain.flags &= ~kFlagAndOrSplit;
     EXPECT_EQ(resp.hits, Reference(*shard_, plain)) << "request " << resp.request_id;
-  }
+  }));
   server->stop();
   EXPECT_EQ(server->in_flight(), 0u);
   EXPECT_GE((*sched)->scheduler().stats().jobs[0], 400u);  // every request went through the scheduler
@@ -312,7 +317,8 @@ TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
     const auto field = [&](const std::string& key) {
       const size_t p = l.find(" " + key + "=");
       EXPECT_NE(p, std::string::npos) << key << " in " << l;
-      return p == std::string::npos ? std::string() : l.substr(p + key.size() + 2, l.find(' ', p + 1) - p - key.size() - 2);
+      return p == std::string::npos ? std::string()
+                                    : l.substr(p + key.size() + 2, l.find(' ', p + 1) - p - key.size() - 2);
     };
     EXPECT_GE(std::stod(field("execute_ms")), 250.0) << l;
     EXPECT_GE(std::stod(field("total_ms")), std::stod(field("execute_ms"))) << l;

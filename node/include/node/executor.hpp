@@ -67,9 +67,9 @@ class Executor {
   // when a forced processor does not exist here.
   virtual Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) = 0;
   // Execute without holding the calling thread: `done` gets the answer, perhaps on another thread
-  // (the one that finished the query) and perhaps before this returns. The query is copied.
-  // Default: Execute, then done, on the calling thread.
-  virtual void ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+  // (the one that finished the query) and perhaps before this returns. The query is the call's
+  // own (moved in; kept until the answer). Default: Execute, then done, on the calling thread.
+  virtual void ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
                             std::function<void(Result<ExecOutput>)> done) {
     done(Execute(query, deadline, flags));
   }

@@ -1,7 +1,8 @@
 // HybridScheduler: the threaded runtime around SchedPolicy. Callers Submit a task and block until
-// a processor has run it (or SubmitAsync it, and its on_done answers it on the finishing thread); cpu_workers threads take CPU work one job at a time (a caller whose job
-// a worker would take at once runs it itself: caller_runs), gpu_dispatchers threads take GPU
-// batches (SchedPolicy::TakeGpu) and run them through the runner.
+// a processor has run it (or SubmitAsync it, and its on_done answers it on the finishing thread);
+// cpu_workers threads take CPU work one job at a time (a caller whose job a worker would take at
+// once runs it itself: caller_runs), gpu_dispatchers threads take GPU batches
+// (SchedPolicy::TakeGpu) and run them through the runner.
 //
 // What runs a job is the SchedRunner's business (the node's: the CPU engine and the GPU executor;
 // tests': fake processors). A GPU batch reports per task:

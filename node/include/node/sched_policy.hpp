@@ -13,15 +13,16 @@
 // whatever its ratio. On the H100 host, 43% of the Fig. 7 log's queries are cheap by this rule
 // (measured alone: mean CPU time 82 us against the GPU's 180 us alone), and an ideal split that
 // sends the CPU the queries with the lowest cpu/gpu ratio would sustain 1.4-1.5x the GPU's rate
-// there. In the node it did not: the model picked 6-13% of the queries as cheap, not 43%, and the
-// sustained rate did not rise, so the node leaves it off unless --sched-gpu-alone-us is given
-// (BENCHMARKS.md, issue 6).
+// there. In the node the fixed bound did not: the model picked 6-13% of the queries as cheap, not
+// 43%, and the sustained rate did not rise; with the adaptive bound (cheap_step) hybrid reached
+// 1.2x gpu's rate, so the node turns both on by default (BENCHMARKS.md, issue 6).
 // With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU queue instead
 // while it would finish sooner there: the CPU's backlog plus its CPU time exceeds the GPU's
-// backlog plus its GPU time, at least gpu_alone_us and, with batch_latency, a batch's run time (backlog: the queue's predicted work over the
-// processor's parallelism; the CPU queue's cheap jobs over all its workers, which may run them). The ratio alone keeps feeding a saturated CPU the cheap queries it
-// prefers while the GPU has room; stealing cannot fix that, as a GPU busy with its own queue
-// never steals.
+// backlog plus its GPU time, at least gpu_alone_us and, with batch_latency, a batch's run time
+// (backlog: the queue's predicted work over the processor's parallelism; the CPU queue's cheap
+// jobs over all its workers, which may run them). The ratio alone keeps feeding a saturated CPU
+// the cheap queries it prefers while the GPU has room; stealing cannot fix that, as a GPU busy
+// with its own queue never steals.
 // An idle processor takes, in order:
 //   1. the oldest urgent job preferring it (waited past urgent_fraction of its time to deadline;
 //      Ding: "schedule it immediately on its preferred processor"), from its own queue or the

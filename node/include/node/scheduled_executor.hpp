@@ -67,7 +67,7 @@ class ScheduledExecutor final : public Executor {
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
   // The scheduler's SubmitAsync: no thread waits for the job; `done` runs on the thread that
   // finishes it (a CPU worker, a GPU dispatcher, or this caller when it runs the job itself).
-  void ExecuteAsync(const Query& query, Deadline deadline, uint32_t flags,
+  void ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
                     std::function<void(Result<ExecOutput>)> done) override;
 
   // The query's features as this shard sees them. With a GPU executor it also brings the query's
