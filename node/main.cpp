@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
                  "contexts than cores), spin, yield, or block (sleep; gives the core to CPU workers)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "spin", "yield", "block"}));
-  size_t gpu_dispatchers = 8;  // 8 over 4: hybrid's p99 at 54,444 q/s 53 against 136 ms (BENCHMARKS.md, issue 6)
+  size_t gpu_dispatchers = 0;  // 0: DefaultGpuDispatchers(the scheduler's mode)
   std::string sched_name = "auto";
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
@@ -106,9 +106,10 @@ int main(int argc, char** argv) {
   app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = the CPUs this process may use)")
       ->capture_default_str();
   app.add_option("--gpu-dispatchers", gpu_dispatchers,
-                 "scheduler threads running GPU batches at once, each on its own stream")
+                 "scheduler threads running GPU batches at once, each on its own stream (0 = by scheduler: 4 for "
+                 "gpu, 8 for hybrid and griffin)")
       ->capture_default_str()
-      ->check(CLI::Range(size_t{1}, size_t{64}));
+      ->check(CLI::Range(size_t{0}, size_t{64}));
   app.add_option("--sched-balance", sched.sched.policy.balance,
                  "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
       ->capture_default_str();
@@ -272,6 +273,7 @@ int main(int argc, char** argv) {
     sched.sched.policy.mode = *ParseSchedMode(sched_name);
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
     sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : AvailableCores();
+    if (gpu_dispatchers == 0) gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode);
     sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
     if (sched_host_aware) {
       // A node pinned to part of the host (taskset, a container's cpuset) counts only its CPUs' idle time.
@@ -309,6 +311,7 @@ int main(int argc, char** argv) {
                           {"shard", (*shard)->meta().shard_id},
                           {"executor", std::string(executor->name())},
                           {"scheduler", sched_name.empty() ? std::string("none") : sched_name},
+                          {"gpu_dispatchers", sched.sched.gpu_dispatchers},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

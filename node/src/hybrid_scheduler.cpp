@@ -163,6 +163,19 @@ void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
 
 double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
 
+size_t DefaultGpuDispatchers(SchedMode mode) {
+  switch (mode) {
+    case SchedMode::kCpu:
+      return 0;
+    case SchedMode::kGpu:
+      return 4;
+    case SchedMode::kHybrid:
+    case SchedMode::kGriffin:
+      return 8;
+  }
+  return 8;
+}
+
 Status HybridScheduler::Enqueue(SchedTask& task) {
   const SchedTime called = SchedClock::now();
   std::unique_lock<std::mutex> lock(mu_);

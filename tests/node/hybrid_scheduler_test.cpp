@@ -466,6 +466,14 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
   }
 }
 
+// The node's GPU dispatchers by scheduler: fewer, larger batches when every job goes to the GPU.
+TEST(HybridSchedulerTest, DefaultGpuDispatchersByMode) {
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kCpu), 0u);
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGpu), 4u);
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kHybrid), 8u);
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGriffin), 8u);
+}
+
 // idle_reserve: the CPU engine leaves that many of the host's idle cores alone. With 5 idle, a
 // reserve of 6 gives no slot (one worker drains the CPU queue alone), a reserve of 1 all four.
 // The node's default reserve is 3/8 of the cores, at least 1.

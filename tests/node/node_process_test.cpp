@@ -244,6 +244,7 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
   const auto ready = nlohmann::json::parse(line);
   EXPECT_EQ(ready["scheduler"], "cpu");
+  EXPECT_EQ(ready.value("gpu_dispatchers", -1), 0) << line;  // no GPU: no dispatchers
   {
     auto reader = ShardReader::Open(shard_path);
     ASSERT_TRUE(reader.ok());

@@ -125,6 +125,14 @@ struct SchedStatsSnapshot {
 // still ran a fifth of the queries (BENCHMARKS.md, issue 6).
 double DefaultIdleReserve(size_t cores);
 
+// The node's default number of GPU dispatchers (HybridSchedulerOptions::gpu_dispatchers) for a
+// scheduler mode: 4 for gpu, 8 for hybrid and griffin (0 for cpu). On one two-GPU H200 host with
+// steps of 1.08x, gpu sustained 52,367 q/s with 4 and 38,491 with 8 (44,896 against 35,640 at p99
+// <= 10 ms): with every job on the GPU, fewer and larger batches win. Hybrid's GPU batches are
+// smaller (the CPU takes the cheap jobs) and 8 held its p99 lower at 54,444 q/s (53 against 136
+// ms) (BENCHMARKS.md, issue 6).
+size_t DefaultGpuDispatchers(SchedMode mode);
+
 struct HybridSchedulerOptions {
   SchedOptions policy;
   size_t cpu_workers = 1;
