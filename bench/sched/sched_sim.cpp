@@ -11,6 +11,11 @@
 // over the log, run one batch at a time on the device, and each batch adds --gpu-latency-us of
 // launch and synchronisation that overlaps other batches. Predictions: the measured times times
 // exp(N(0, --noise)) (0: exact). A job taken after its deadline is answered at once as missed.
+// Load generator: open loop by default; with --connections N, as `searchctl loadgen` over N
+// kept-alive connections: an arrival waits (FIFO) for a free connection, which it then holds for
+// --path-us of serving path (integrator, HTTP) plus its time in the node; its latency counts
+// from its arrival, so the wait is in it. With --batch-latency the policy counts a batch's run
+// time in a job's finish on the GPU (the node's --sched-batch-latency).
 //
 // usage: sched_sim --cpu CPU.csv[.gz] --gpu GPU32.csv[.gz] --gpu-qps 40000 [--modes gpu,hybrid]
 //                  [--start 10000 --factor 1.2 --steps 12] [--seconds 5] [--cpu-workers 16] ...
@@ -23,6 +28,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <deque>
 #include <iostream>
 #include <map>
 #include <queue>
@@ -96,7 +102,9 @@ struct Options {
   double deadline_ms = 500, miss_limit = 0.01;
   double noise = 0;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
-  bool balance = true, steal = true;
+  bool balance = true, steal = true, batch_latency = false;
+  size_t connections = 0;  // 0: open loop
+  double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;
   std::string modes = "gpu,hybrid";
   uint64_t seed = 1;
@@ -133,44 +141,72 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.steal = o.steal;
   so.steal_window = o.steal_window;
   so.gpu_alone_us = mode == SchedMode::kHybrid ? o.gpu_alone_us : 0;
+  so.batch_latency = o.batch_latency;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
   SchedPolicy policy(so);
 
   // Events: (time, kind, index): kind 0 arrival, 1 CPU done (index: job), 2 GPU batch done
-  // (index: batch), 3 GPU wake.
+  // (index: batch), 3 GPU wake, 4 a connection freed (index: unused).
   using Event = std::tuple<double, int, size_t>;
   std::priority_queue<Event, std::vector<Event>, std::greater<>> events;
   for (size_t i = 0; i < jobs.size(); ++i) events.emplace(jobs[i].arrival_us, 0, i);
   std::vector<double> done_us(jobs.size(), -1);
+  const double deadline_us = o.deadline_ms * 1000;
+  size_t free_conns = o.connections;
+  std::deque<size_t> waiting;  // arrivals waiting for a connection, oldest first
+  // A request reaches the node when it has a connection; the node's deadline counts from then.
+  auto submit = [&](size_t index, double now) {
+    const Job& j = jobs[index];
+    SchedJob sj;
+    sj.id = index;
+    sj.arrival = At(now);
+    sj.deadline = At(now + deadline_us);
+    sj.cpu_us = o.noise > 0 ? j.cpu_us * std::exp(err(rng)) : j.cpu_us;
+    sj.gpu_us = o.noise > 0 ? j.gpu_us * std::exp(err(rng)) : j.gpu_us;
+    if (mode == SchedMode::kGriffin) sj.preferred = Unit::kGpu;
+    policy.Enqueue(sj, At(now));
+  };
+  // The node answered job i at `now`: its connection is free once the answer has gone back.
+  auto answer = [&](size_t i, double now) {
+    done_us[i] = now + o.path_us;
+    if (o.connections > 0) events.emplace(now + o.path_us, 4, 0);
+  };
   std::vector<bool> on_cpu(jobs.size(), false);
   std::vector<std::vector<size_t>> batches;
+  std::vector<double> batch_run_us;  // from a batch's take to its end
   size_t idle_cpu = mode == SchedMode::kGpu ? 0 : o.cpu_workers;
   size_t idle_gpu = mode == SchedMode::kCpu ? 0 : o.gpu_dispatchers;
   double device_free_us = 0;
-  const double deadline_us = o.deadline_ms * 1000;
   double wake_pending = -1;
   while (!events.empty()) {
     const auto [now, kind, index] = events.top();
     events.pop();
     const SchedTime t = At(now);
     if (kind == 0) {
-      const Job& j = jobs[index];
-      SchedJob sj;
-      sj.id = index;
-      sj.arrival = At(j.arrival_us);
-      sj.deadline = At(j.arrival_us + deadline_us);
-      sj.cpu_us = o.noise > 0 ? j.cpu_us * std::exp(err(rng)) : j.cpu_us;
-      sj.gpu_us = o.noise > 0 ? j.gpu_us * std::exp(err(rng)) : j.gpu_us;
-      if (mode == SchedMode::kGriffin) sj.preferred = Unit::kGpu;
-      policy.Enqueue(sj, t);
+      if (o.connections == 0) {
+        submit(index, now);
+      } else if (free_conns > 0) {
+        --free_conns;
+        submit(index, now);
+      } else {
+        waiting.push_back(index);
+      }
     } else if (kind == 1) {
-      done_us[index] = now;
+      answer(index, now);
       ++idle_cpu;
     } else if (kind == 2) {
-      for (size_t i : batches[index]) done_us[i] = now;
+      for (size_t i : batches[index]) answer(i, now);
+      policy.ObserveGpuBatch(batch_run_us[index]);
       ++idle_gpu;
+    } else if (kind == 4) {
+      if (waiting.empty()) {
+        ++free_conns;
+      } else {
+        submit(waiting.front(), now);
+        waiting.pop_front();
+      }
     } else if (now == wake_pending) {
       wake_pending = -1;
     }
@@ -179,7 +215,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
       if (!j) break;
       on_cpu[j->id] = true;
       if (t > j->deadline) {
-        done_us[j->id] = now;  // answered DeadlineExceeded without running
+        answer(j->id, now);  // answered DeadlineExceeded without running
         continue;
       }
       --idle_cpu;
@@ -201,7 +237,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
       double work = 0;
       for (const SchedJob& j : take.jobs) {
         if (t > j.deadline) {
-          done_us[j.id] = now;
+          answer(j.id, now);
           continue;
         }
         batch.push_back(j.id);
@@ -211,6 +247,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
       const double start = std::max(now, device_free_us);
       device_free_us = start + work;
       batches.push_back(std::move(batch));
+      batch_run_us.push_back(device_free_us + o.gpu_latency_us - now);
       --idle_gpu;
       events.emplace(device_free_us + o.gpu_latency_us, 2, batches.size() - 1);
     }
@@ -347,6 +384,14 @@ int main(int argc, char** argv) {
   app.add_option("--steal", o.steal, "stealing")->capture_default_str();
   app.add_option("--steal-window", o.steal_window, "oldest jobs a thief chooses among")->capture_default_str();
   app.add_option("--seed", o.seed, "arrivals and noise")->capture_default_str();
+  app.add_option("--connections", o.connections,
+                 "the load generator's connections (0: open loop); an arrival waits for a free one")
+      ->capture_default_str();
+  app.add_option("--path-us", o.path_us, "serving path outside the node a request spends (and holds its connection)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--batch-latency", o.batch_latency, "hybrid: a batch's run time counts in a job's GPU finish")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (o.gpu_qps <= 0 || o.start <= 0 || o.factor <= 1 || o.cpu_workers == 0 || o.gpu_dispatchers == 0) {
     std::cerr << "sched_sim: --gpu-qps, --start, --cpu-workers and --gpu-dispatchers must be positive, --factor > 1\n";

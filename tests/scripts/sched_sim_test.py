@@ -4,7 +4,9 @@
 100 queries each cost the GPU 10 us a copy and the CPU 100 us. With --gpu-qps 5000 the device
 alone sustains 5,000 q/s (200 us of work a query after scaling), so gpu must sustain at least
 4,000 q/s and fail by 6,000; two CPU cores add 2 / 100 us = 20,000 q/s, so hybrid, whose idle
-CPU workers steal from the GPU's queue, must sustain well over 1.5x gpu's rate. Exact
+CPU workers steal from the GPU's queue, must sustain well over 1.5x gpu's rate. With the load
+generator's loop closed (--connections 2 --path-us 1000) each request holds one of two
+connections for over 1 ms, so gpu cannot sustain 2,000 q/s and its latency is over 1 ms. Exact
 predictions (--noise 0) and the same seed make the run deterministic. A missing file, a file
 without the us column and a bad --factor exit non-zero with a message.
 
@@ -57,6 +59,19 @@ def main():
                     failures.append(f"hybrid sustained {h} q/s, past both processors' sum (25,000)")
             if "| hybrid / gpu |" not in p.stdout:
                 failures.append("no table of rates within p99 bounds")
+        # A closed loop: two connections, each held 1 ms outside the node plus the node's time.
+        p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--gpu-dispatchers", "2",
+                            "--modes", "gpu", "--connections", "2", "--path-us", "1000", "--start", "500",
+                            "--factor", "1.25", "--steps", "12", "--seconds", "2"], capture_output=True, text=True)
+        m = re.search(r"sustained \(at most 1.0% misses\): gpu (\d+) q/s;", p.stdout)
+        first = re.search(r"^\| 500 \| ([0-9.]+) \|", p.stdout, re.M)
+        if p.returncode != 0 or not m or not first:
+            failures.append(f"closed loop: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+        else:
+            if not 500 <= int(m.group(1)) < 2000:
+                failures.append(f"closed loop: gpu sustained {m.group(1)} q/s, want 500-2,000 (2 connections, > 1 ms each)")
+            if float(first.group(1)) < 1.0:
+                failures.append(f"closed loop: mean {first.group(1)} ms at 500 q/s, want at least the 1 ms path")
         for args, why in [(["--cpu", os.path.join(d, "absent.csv"), "--gpu", gpu], "cannot open"),
                           (["--cpu", cpu, "--gpu", gpu, "--factor", "1"], "--factor"),
                           ]:
