@@ -103,6 +103,15 @@ int main(int argc, char** argv) {
                  "the CPU/GPU scheduler in that mode (gpu, hybrid and griffin need a GPU)")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "gpu", "hybrid", "griffin"}));
+  std::string sched_trace_path;
+  uint64_t sched_trace_every = 16;
+  app.add_option("--sched-trace", sched_trace_path,
+                 "write the scheduler's decisions to this CSV file, one line per sampled finished job: features, "
+                 "predicted CPU and GPU times, queue (cheap, moved by the balance rule), where it ran, wait, run and "
+                 "the time the cost model learned (at most 2,000,000 lines; empty: none)");
+  app.add_option("--sched-trace-every", sched_trace_every, "--sched-trace: one finished job in this many")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   app.add_option("--sched-cpu-workers", sched_cpu_workers, "scheduler CPU workers (0 = the CPUs this process may use)")
       ->capture_default_str();
   app.add_option("--gpu-dispatchers", gpu_dispatchers,
@@ -267,6 +276,7 @@ int main(int argc, char** argv) {
   }
   if (executor == nullptr) executor = std::make_unique<CpuExecutorAdapter>(shard->get());
   // The scheduler over the executors above (they stay alive below it).
+  std::unique_ptr<SchedTrace> sched_trace;  // outlives the scheduler below
   std::unique_ptr<Executor> scheduled;
   if (sched_name == "auto") sched_name = batch_gpu != nullptr ? "hybrid" : "";
   if (!sched_name.empty()) {
@@ -274,6 +284,15 @@ int main(int argc, char** argv) {
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
     sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : AvailableCores();
     if (gpu_dispatchers == 0) gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode);
+    if (!sched_trace_path.empty()) {
+      auto t = SchedTrace::Open(sched_trace_path, sched_trace_every);
+      if (!t.ok()) {
+        log.Error() << "--sched-trace: " << t.status().ToString();
+        return 1;
+      }
+      sched_trace = std::move(t).value();
+      sched.sched.trace = sched_trace.get();
+    }
     sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
     if (sched_host_aware) {
       // A node pinned to part of the host (taskset, a container's cpuset) counts only its CPUs' idle time.

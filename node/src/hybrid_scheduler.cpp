@@ -296,6 +296,7 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     model_->Observe(unit, task.features, model_us >= 0 ? model_us : run_us);
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
+  if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? (model_us >= 0 ? model_us : run_us) : -1);
   Complete(task);
 }
 

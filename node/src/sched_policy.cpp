@@ -126,6 +126,7 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
   job.migrated = false;
   job.stolen = false;
   job.cheap = false;
+  job.balanced = false;
   if (job.pinned.has_value()) {
     job.preferred = *job.pinned;
     job.queue = QueueOf(*job.pinned);
@@ -151,6 +152,7 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     if (job.queue == SchedQueue::kCpu && !explore && options_.balance && options_.mode == SchedMode::kHybrid &&
         Backlog(Unit::kCpu) + job.cpu_us > Backlog(Unit::kGpu) + FinishOn(job, Unit::kGpu)) {
       job.queue = SchedQueue::kGpu;
+      job.balanced = true;
       ++balanced_;
     }
     if (job.queue != SchedQueue::kCpu) job.cheap = false;

@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <random>
 #include <string>
@@ -168,6 +170,84 @@ TEST(HybridSchedulerTest, EveryModeAnswersEveryTaskOnce) {
     EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd) + model.samples(Unit::kGpu, QueryMode::kAnd), 400u);
     s.stop();
   }
+}
+
+// --sched-trace: one CSV line per every-th finished job, with where it ran and what the model
+// learned; a bad path or every = 0 is refused.
+TEST(HybridSchedulerTest, TraceRecordsEveryNthFinishedJob) {
+  char dir_template[] = "/tmp/sched_trace_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  for (uint64_t every : {1u, 4u}) {
+    SCOPED_TRACE("every " + std::to_string(every));
+    const std::string path = dir + "/trace-" + std::to_string(every) + ".csv";
+    auto opened = SchedTrace::Open(path, every);
+    ASSERT_TRUE(opened.ok()) << opened.status().ToString();
+    std::unique_ptr<SchedTrace> trace = std::move(opened).value();
+    FakeRunner r;
+    CostModel model;
+    HybridSchedulerOptions o = Options(SchedMode::kHybrid);
+    o.trace = trace.get();
+    {
+      HybridScheduler s(o, &r, &model, nullptr);
+      s.start();
+      RunClients(s, 40, 4, [](int i, Work&, SchedTask& t) {
+        if (i % 2 == 0) {
+          PreferCpu(t);
+          t.job.cpu_us = 50;
+        } else {
+          t.job.cpu_us = 1e6;  // the GPU's
+          t.job.gpu_us = 10;
+          t.job.preferred = Unit::kGpu;
+        }
+        t.features.terms = 2;
+        t.features.shortest = 100 + static_cast<uint64_t>(i);
+        t.features.total = 1000;
+      });
+      s.stop();
+    }
+    EXPECT_EQ(trace->recorded(), 40 / every);
+    trace.reset();  // flushes and closes
+    FILE* f = std::fopen(path.c_str(), "r");
+    ASSERT_NE(f, nullptr);
+    std::vector<std::string> lines;
+    char buf[1024];
+    while (std::fgets(buf, sizeof buf, f) != nullptr) lines.emplace_back(buf);
+    std::fclose(f);
+    ASSERT_EQ(lines.size(), 1 + 40 / every);
+    EXPECT_EQ(lines[0], std::string(SchedTrace::Header()) + "\n");
+    int cpu = 0, gpu = 0;
+    for (size_t i = 1; i < lines.size(); ++i) {
+      std::vector<std::string> cells;
+      std::string cell;
+      for (char c : lines[i]) {
+        if (c == ',' || c == '\n') {
+          cells.push_back(cell);
+          cell.clear();
+        } else {
+          cell += c;
+        }
+      }
+      ASSERT_EQ(cells.size(), 22u) << lines[i];
+      EXPECT_EQ(cells[2], "and");
+      EXPECT_EQ(cells[3], "2");
+      const bool on_gpu = cells[16] == "gpu";
+      (on_gpu ? gpu : cpu) += 1;
+      // A CPU run teaches the model its CPU time; the prediction the policy used is in the line.
+      if (!on_gpu) {
+        EXPECT_GE(std::stod(cells[19]), 0) << lines[i];
+      }
+      EXPECT_TRUE(cells[8] == "50.0" || cells[8] == "1000000.0") << lines[i];
+      EXPECT_EQ(cells[21], "1") << lines[i];
+    }
+    EXPECT_GT(cpu, 0);
+    EXPECT_GT(gpu, 0);
+  }
+  auto zero = SchedTrace::Open(dir + "/zero.csv", 0);
+  EXPECT_FALSE(zero.ok());
+  auto bad = SchedTrace::Open(dir + "/no/such/dir/trace.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().ToString().find("cannot create"), std::string::npos) << bad.status().ToString();
 }
 
 TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <string>
 #include <vector>
 #include <poll.h>
@@ -238,7 +239,10 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 6).ok());
-  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-workers", "2"});
+  const std::string trace_path = dir.path() + "/trace.csv";
+  Child c = StartWithoutGpu(shard_path, "auto",
+                            {"--scheduler", "cpu", "--sched-cpu-workers", "2", "--sched-trace", trace_path,
+                             "--sched-trace-every", "4"});
   ASSERT_GT(c.pid, 0);
   const std::string line = ReadLine(c.out, 15000);
   ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
@@ -264,6 +268,18 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   EXPECT_EQ(WaitExit(c.pid, 5000), 0);
   ::close(c.out);
   ::close(c.err);
+  // --sched-trace: the header and one line in four of the 40 jobs, each run on the CPU.
+  std::ifstream trace(trace_path);
+  ASSERT_TRUE(trace.good()) << trace_path;
+  std::string header, row;
+  ASSERT_TRUE(std::getline(trace, header));
+  EXPECT_EQ(header.rfind("t_us,id,mode,", 0), 0u) << header;
+  int rows = 0;
+  while (std::getline(trace, row)) {
+    ++rows;
+    EXPECT_NE(row.find(",cpu,"), std::string::npos) << row;
+  }
+  EXPECT_EQ(rows, 10);
 }
 
 // --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.

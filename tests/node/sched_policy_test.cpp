@@ -73,6 +73,10 @@ TEST(SchedPolicyTest, BalanceSendsCpuJobsToTheGpuWhileItFinishesThemSooner) {
   GpuTake t = p.TakeGpu(kT0);
   ASSERT_FALSE(t.jobs.empty());
   EXPECT_EQ(t.jobs[0].id, 6u);
+  EXPECT_TRUE(t.jobs[0].balanced);  // the job says so too (search-node --sched-trace)
+  const std::optional<SchedJob> c = p.TakeCpu(kT0);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->balanced);
   EXPECT_FALSE(t.jobs[0].stolen);
   EXPECT_EQ(t.jobs[0].preferred, Unit::kGpu);
   // Only the ratio's CPU queue is balanced: GPU-preferred and flexible jobs stay put.

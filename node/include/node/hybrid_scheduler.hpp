@@ -41,6 +41,7 @@
 #include "core/status.hpp"
 #include "node/cost_model.hpp"
 #include "node/sched_policy.hpp"
+#include "node/sched_trace.hpp"
 
 namespace search {
 
@@ -164,6 +165,9 @@ struct HybridSchedulerOptions {
   // (queued work, flexible jobs, steals, hand-offs, GPU retries). Off with cpu_nice > 0 (the
   // caller runs at the process's nice value).
   bool caller_runs = true;
+  // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
+  // answered; nullptr: none. REQUIRES: outlives the scheduler.
+  SchedTrace* trace = nullptr;
 };
 
 class HybridScheduler {

@@ -81,6 +81,7 @@ struct SchedJob {
   bool migrated = false;       // handed from the GPU to the CPU mid-query
   bool stolen = false;         // set when taken by the processor it did not prefer from its queue
   bool cheap = false;          // set by the policy: queued for the CPU as cheap (Cheap; or to explore)
+  bool balanced = false;       // set by the policy: the balance rule moved it from the CPU queue to the GPU's
   SchedQueue queue = SchedQueue::kFlex;  // where the policy put it
 };
 
