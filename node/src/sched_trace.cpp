@@ -6,22 +6,6 @@
 #include "node/hybrid_scheduler.hpp"
 
 namespace search {
-namespace {
-
-const char* QueueName(SchedQueue q) {
-  switch (q) {
-    case SchedQueue::kGpu:
-      return "gpu";
-    case SchedQueue::kCpu:
-      return "cpu";
-    case SchedQueue::kFlex:
-      return "flex";
-  }
-  return "?";
-}
-
-}  // namespace
-
 const char* SchedTrace::Header() {
   return "t_us,id,mode,terms,shortest,second,total,nonresident_bytes,pred_cpu_us,pred_gpu_us,queue,cheap,balanced,"
          "stolen,migrated,retried,ran_on,wait_us,run_us,model_us,gpu_batch,ok";
@@ -56,7 +40,7 @@ void SchedTrace::Record(const SchedTask& task, Unit ran_on, double model_us) {
                static_cast<unsigned long long>(j.id), static_cast<int>(mode.size()), mode.data(), q.terms,
                static_cast<unsigned long long>(q.shortest), static_cast<unsigned long long>(q.second),
                static_cast<unsigned long long>(q.total), static_cast<unsigned long long>(q.nonresident_bytes),
-               j.cpu_us, j.gpu_us, QueueName(j.queue), j.cheap ? 1 : 0, j.balanced ? 1 : 0, task.stolen ? 1 : 0,
+               j.cpu_us, j.gpu_us, SchedQueueName(j.queue), j.cheap ? 1 : 0, j.balanced ? 1 : 0, task.stolen ? 1 : 0,
                task.migrated ? 1 : 0, task.retried ? 1 : 0, ran_on == Unit::kGpu ? "gpu" : "cpu", task.wait_us,
                task.run_us, model_us, task.gpu_batch, task.status.ok() ? 1 : 0);
   ++recorded_;

@@ -6,7 +6,7 @@
 // how far its predictions were off (issue 6). Columns (Header): t_us since the trace opened, id
 // (the scheduler's job id: unique among the jobs in flight, not over the run), the query's mode
 // and features, pred_cpu_us and pred_gpu_us (the predictions the policy placed it by), queue
-// (cpu|gpu|flex, its last), cheap, balanced, stolen, migrated, retried (0|1), ran_on, wait_us,
+// (cpu|gpu|flexible, its last), cheap, balanced, stolen, migrated, retried (0|1), ran_on, wait_us,
 // run_us, model_us (what the model learned from it; -1: nothing), gpu_batch (jobs in its last GPU
 // batch), ok (0|1).
 // Thread-safe: Record may be called from any thread at once; lines are whole.
