@@ -93,6 +93,10 @@ def main():
         "hybrid-a,400,390,400,390,600,700,0.5,1600,0.0,0.0,0.1",
         "griffin-c,100,100,1,1,2,2,0,400,0.0,0.0,0.1",
         "griffin-c,200,200,400,390,600,700,0.5,800,0.0,0.0,0.1",
+        # No step at cpu-a's saturation rate (100): compared at its first step above, 150.
+        "griffin-d,80,80,1,1,2,1,0,400,0.0,0.0,0.1",
+        "griffin-d,150,150,1,1,2,4,0,400,0.0,0.0,0.1",
+        "griffin-d,250,250,400,390,600,700,0.5,800,0.0,0.0,0.1",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         csv = os.path.join(tmp, "fig7.csv")
@@ -111,6 +115,8 @@ def main():
     if ("At the cpu-a scheduler's saturation rate (100 q/s, p99 40.00 ms):" not in lout or
             "- hybrid-a: p99 2.00 ms, 20.0x lower" not in lout or "- gpu-b: p99 3.00 ms, 13.3x lower" not in lout):
         problems.append("labeled: the p99s at cpu-a's saturation rate are missing or wrong")
+    if "- griffin-d: p99 4.00 ms at 150 q/s (its first step above), 10.0x lower" not in lout:
+        problems.append("labeled: a series without a step at cpu-a's saturation rate is not compared at its next")
     if "- cpu-a:" in lout:
         problems.append("labeled: a cpu series is compared with itself")
     return report("plot_fig7_test", problems, out, lout)
