@@ -292,11 +292,12 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     metrics_->run[u]->Observe(run_us * 1e-6);
     if (late) metrics_->misses[u]->Increment();
   }
+  const double sample_us = model_us >= 0 ? model_us : run_us;  // what the model learns from it
   if (observe && model_ != nullptr && task.status.ok()) {
-    model_->Observe(unit, task.features, model_us >= 0 ? model_us : run_us);
+    model_->Observe(unit, task.features, sample_us);
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
-  if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? (model_us >= 0 ? model_us : run_us) : -1);
+  if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
   Complete(task);
 }
 

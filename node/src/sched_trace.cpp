@@ -30,9 +30,10 @@ SchedTrace::~SchedTrace() {
 }
 
 void SchedTrace::Record(const SchedTask& task, Unit ran_on, double model_us) {
+  if (seen_.fetch_add(1, std::memory_order_relaxed) % every_ != 0) return;  // unsampled: no lock, no clock
   const double t_us = std::chrono::duration<double, std::micro>(SchedClock::now() - opened_).count();
   std::lock_guard<std::mutex> lock(mu_);
-  if (f_ == nullptr || recorded_ >= max_lines_ || seen_++ % every_ != 0) return;
+  if (f_ == nullptr || recorded_ >= max_lines_) return;
   const SchedJob& j = task.job;
   const QueryFeatures& q = task.features;
   const std::string_view mode = QueryModeName(q.mode);
@@ -49,11 +50,6 @@ void SchedTrace::Record(const SchedTask& task, Unit ran_on, double model_us) {
 uint64_t SchedTrace::recorded() const {
   std::lock_guard<std::mutex> lock(mu_);
   return recorded_;
-}
-
-void SchedTrace::Flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (f_ != nullptr) std::fflush(f_);
 }
 
 }  // namespace search

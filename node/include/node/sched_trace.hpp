@@ -12,6 +12,7 @@
 // Thread-safe: Record may be called from any thread at once; lines are whole.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -41,14 +42,13 @@ class SchedTrace {
   // model learned from it (< 0: none).
   void Record(const SchedTask& task, Unit ran_on, double model_us);
   uint64_t recorded() const;
-  void Flush();
 
  private:
   SchedTrace(std::FILE* f, uint64_t every, uint64_t max_lines);
   mutable std::mutex mu_;
   std::FILE* f_;                 // GUARDED_BY(mu_)
   const uint64_t every_, max_lines_;
-  uint64_t seen_ = 0;            // GUARDED_BY(mu_)
+  std::atomic<uint64_t> seen_{0};  // finished jobs offered; only every every_-th takes the lock
   uint64_t recorded_ = 0;        // GUARDED_BY(mu_)
   const SchedTime opened_;
 };
