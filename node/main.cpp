@@ -152,6 +152,13 @@ int main(int argc, char** argv) {
                  "hybrid with --sched-cheap-step: the adaptive cheap bound's cap, in multiples of one query alone on the GPU")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--sched-cheap-fill-us", sched.sched.policy.cheap_fill_us,
+                 "hybrid with --sched-cheap-step: the cheap bound rises while the CPU's backlog (queued predicted work "
+                 "over its workers) is at most this many microseconds and falls otherwise, so the CPU takes the "
+                 "cheapest queries until it is full (0 = it follows the GPU's backlog against the CPU's); use with "
+                 "--sched-batch-latency true")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
                  "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
                  "so the balance rule and stealing keep on the CPU the queries it answers before a batch would")

@@ -87,6 +87,9 @@ def main():
                 continue
             # An unsaturated numerator makes the ratio a lower bound, an unsaturated denominator an
             # upper one; both: unknown either way.
+            if at.get((s, b), 0) <= 0:  # no step of this series met the bound: below every ratio
+                cells.append("none")
+                continue
             low = at[(s, b)] >= top[s] and at[(s, b)] > 0
             high = single >= top[single_s]
             mark = "?" if low and high else ">= " if low else "<= " if high else ""

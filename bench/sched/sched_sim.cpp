@@ -103,6 +103,7 @@ struct Options {
   double noise = 0;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
+  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0;  // the adaptive bound
   size_t connections = 0;  // 0: open loop
   double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;
@@ -142,6 +143,9 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.steal_window = o.steal_window;
   so.gpu_alone_us = mode == SchedMode::kHybrid ? o.gpu_alone_us : 0;
   so.batch_latency = o.batch_latency;
+  so.cheap_step = o.cheap_step;
+  so.cheap_max_factor = o.cheap_max_factor;
+  so.cheap_fill_us = o.cheap_fill_us;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
@@ -392,6 +396,16 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1e7));
   app.add_option("--batch-latency", o.batch_latency, "hybrid: a batch's run time counts in a job's GPU finish")
       ->capture_default_str();
+  app.add_option("--cheap-step", o.cheap_step, "hybrid: the adaptive cheap bound's step (0: fixed at --gpu-alone-us)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--cheap-max-factor", o.cheap_max_factor, "the adaptive bound's cap, in multiples of --gpu-alone-us")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e6));
+  app.add_option("--cheap-fill-us", o.cheap_fill_us,
+                 "the adaptive bound follows the CPU's backlog against this (0: the GPU's backlog against the CPU's)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   CLI11_PARSE(app, argc, argv);
   if (o.gpu_qps <= 0 || o.start <= 0 || o.factor <= 1 || o.cpu_workers == 0 || o.gpu_dispatchers == 0) {
     std::cerr << "sched_sim: --gpu-qps, --start, --cpu-workers and --gpu-dispatchers must be positive, --factor > 1\n";

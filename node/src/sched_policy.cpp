@@ -62,6 +62,7 @@ SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
   options_.max_batch = std::max<size_t>(options_.max_batch, 1);
   options_.cheap_step = std::clamp(options_.cheap_step, 0.0, 1.0);
   options_.cheap_max_factor = std::max(options_.cheap_max_factor, 1.0);
+  options_.cheap_fill_us = std::max(options_.cheap_fill_us, 0.0);
   cheap_threshold_us_ = options_.gpu_alone_us;
 }
 
@@ -72,8 +73,10 @@ void SchedPolicy::AdaptCheapThreshold() {
   // balance rule decides which of the jobs under it the CPU keeps; the bound falls once the CPU's
   // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
   // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
-  const bool gpu_behind = Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
-  cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (gpu_behind ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
+  // With cheap_fill_us the CPU's own room decides instead (sched_policy.hpp).
+  const bool raise = options_.cheap_fill_us > 0 ? Backlog(Unit::kCpu) <= options_.cheap_fill_us
+                                                : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
+  cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (raise ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
 }
 
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {

@@ -215,6 +215,43 @@ TEST(SchedPolicyTest, AdaptiveCheapBoundFollowsTheBacklogs) {
   }
 }
 
+// cheap_fill_us: the adaptive bound follows the CPU's own room instead of the GPU's backlog. With
+// the GPU's queue empty (its dispatchers take jobs at once) it still rises while the CPU's backlog
+// is within cheap_fill_us, and falls once the CPU's queue holds more than that; the GPU-behind rule,
+// on the same jobs, never rises.
+TEST(SchedPolicyTest, CheapFillBoundFollowsTheCpusRoom) {
+  for (double fill : {0.0, 500.0}) {
+    SCOPED_TRACE(fill);
+    SchedOptions o = Hybrid();
+    o.gpu_alone_us = 100;
+    o.cheap_step = 0.1;
+    o.cheap_max_factor = 4;
+    o.cheap_fill_us = fill;
+    o.explore_every = 0;
+    SchedPolicy p(o);
+    // Jobs the GPU takes at once: its queue stays empty, and so does the CPU's.
+    uint64_t id = 1;
+    for (int i = 0; i < 20; ++i) {
+      p.Enqueue(Job(id++, 10000, 50), kT0);
+      ASSERT_EQ(p.TakeGpu(kT0 + milliseconds(1)).jobs.size(), 1u);
+    }
+    if (fill > 0) {
+      EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 400);  // the CPU has room: up to the cap
+      EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0), SchedQueue::kCpu);
+    } else {
+      EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);  // nothing behind: at the floor
+      EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0), SchedQueue::kGpu);
+      continue;
+    }
+    // The CPU's queue fills (cheap jobs of 300 us on 2 workers): past 500 us of backlog the bound
+    // falls back to the floor and the same job goes to the GPU again.
+    for (int i = 0; i < 30; ++i) p.Enqueue(Job(id++, 90, 50), kT0);
+    for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);
+    EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
+    EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0), SchedQueue::kGpu);
+  }
+}
+
 // batch_latency: a job on the GPU finishes when its batch does, so the balance rule compares the
 // CPU's backlog with a batch's run time (ObserveGpuBatch's EWMA), not only one query alone: a cheap
 // job the CPU answers before a batch would stays on the CPU. Off, the same job goes to the GPU.

@@ -10,13 +10,11 @@ query in common exit 2.
 
 usage: hybrid_split_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
-import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
-from check_report import report
+from check_report import Checks, report, run, script_under_test
 
 HEADER = "query,terms,shortest,second,total,us,postings_decoded,hits\n"
 
@@ -28,21 +26,10 @@ def write(path, rows):
             f.write(r + "\n")
 
 
-def run(script, *args):
-    p = subprocess.run([sys.executable, script, *args], capture_output=True, text=True)
-    return p.returncode, p.stdout, p.stderr
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--source", required=True)
-    args = ap.parse_args()
-    script = os.path.join(args.source, "scripts", "hybrid_split.py")
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
+    script = script_under_test("hybrid_split.py")
+    check = Checks()
+    failures = check.failures
 
     with tempfile.TemporaryDirectory() as d:
         cpu, gpu = os.path.join(d, "cpu.csv"), os.path.join(d, "gpu.csv")

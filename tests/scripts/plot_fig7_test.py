@@ -97,6 +97,8 @@ def main():
         "griffin-d,80,80,1,1,2,1,0,400,0.0,0.0,0.1",
         "griffin-d,150,150,1,1,2,4,0,400,0.0,0.0,0.1",
         "griffin-d,250,250,400,390,600,700,0.5,800,0.0,0.0,0.1",
+        # No step within any bound: "none", not a ratio of 0.
+        "griffin-e,100,100,400,390,600,700,0.5,400,0.0,0.0,0.1",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         csv = os.path.join(tmp, "fig7.csv")
@@ -112,6 +114,8 @@ def main():
         problems.append("labeled: hybrid-a against the best of cpu-a, gpu-a and gpu-b should read 1.50x")
     if "| griffin-c / best single | 0.50x | 0.50x | 0.50x | 0.50x | 0.50x |" not in lout:
         problems.append("labeled: griffin-c against the best single series should read 0.50x")
+    if "| griffin-e / best single | none | none | none | none | none |" not in lout:
+        problems.append("labeled: a series with no step within a bound should read 'none' there")
     if ("At the cpu-a scheduler's saturation rate (100 q/s, p99 40.00 ms):" not in lout or
             "- hybrid-a: p99 2.00 ms, 20.0x lower" not in lout or "- gpu-b: p99 3.00 ms, 13.3x lower" not in lout):
         problems.append("labeled: the p99s at cpu-a's saturation rate are missing or wrong")

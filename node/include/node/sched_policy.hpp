@@ -114,6 +114,15 @@ struct SchedOptions {
   // split of scripts/hybrid_split.py). 0: off (the bound stays at gpu_alone_us).
   double cheap_step = 0;
   double cheap_max_factor = 16;
+  // What moves the adaptive bound (cheap_step). 0: the GPU's backlog against the CPU's, above.
+  // Above 0: the CPU's own room, so the bound rises while the CPU's backlog (its queue's predicted
+  // work over the workers that may run it) is at most cheap_fill_us and falls once it is longer:
+  // the CPU takes the queries predicted cheapest on it until it is full, whatever the GPU's queue
+  // shows. Under load the GPU's dispatchers take its jobs at once, so its queued backlog stays near
+  // zero while its batches run for milliseconds; a trace of the node (BENCHMARKS.md, issue 6) had
+  // the CPU engine on 3 of 16 cores with its queue empty while the balance rule sent 55% of the
+  // jobs to the GPU. Pair it with batch_latency, or the balance rule undoes it.
+  double cheap_fill_us = 0;
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
   // when its whole batch ends, and under load a batch runs for milliseconds while its queue's
