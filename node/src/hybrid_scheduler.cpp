@@ -211,14 +211,23 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
   // within the CPU slots, or the first worker when none runs, or any for a pinned job. Past the
   // slots, the running workers take it as they finish, or the one polling worker (CpuLoop) does
   // once the host has room: a wake-up there only cost every waiting worker a turn at this lock.
+  // Likewise a dispatcher is woken for a CPU-queue job only where it would steal one, and a CPU
+  // worker for a GPU-queue job only where it would (SchedPolicy::WouldSteal): in hybrid under load
+  // nearly every job found a worker of the other processor idle, and waking it for a steal that did
+  // not pay cost a thread switch and a turn at this lock per job (the lock's wait at submission was
+  // 0.1-0.2 ms a query in hybrid against 0.01 in gpu, BENCHMARKS.md, issue 6).
   const bool pinned_cpu = task.job.pinned == Unit::kCpu;
   const uint64_t id = task.job.id;
   auto wake_for_it = [&] {
     const bool room = cpu_busy_ < cpu_slots_;
     if ((queue != SchedQueue::kGpu && (room || cpu_busy_ == 0 || pinned_cpu || cheap)) ||
-        (options_.policy.mode == SchedMode::kHybrid && options_.policy.steal && room))
+        (queue == SchedQueue::kGpu && room && policy_.WouldSteal(Unit::kCpu)))
       cpu_cv_.notify_one();
-    gpu_cv_.notify_one();
+    // A dispatcher already waiting for the gathering batch's wait to end (GpuLoop) takes this job
+    // with it then: another is woken only once a batch is ready now (full, or urgent).
+    if (queue != SchedQueue::kCpu ? gpu_timed_waiters_ == 0 || policy_.GpuReadyAt(queued_at) <= queued_at
+                                  : policy_.WouldSteal(Unit::kGpu))
+      gpu_cv_.notify_one();
   };
   // The caller runs CPU work itself where a CPU worker would take it now (caller_runs): it would
   // only block here while a worker ran the job, and handing the job over and back cost two
@@ -234,7 +243,7 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
       // A worker finishing a job goes on to the next; the caller does not, so it hands on what
       // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
       // in hybrid an idle one may steal from the GPU queue).
-      if (policy_.queued_total() > 0) cpu_cv_.notify_one();
+      if (CpuWorkQueuedLocked() || policy_.WouldSteal(Unit::kCpu)) cpu_cv_.notify_one();
     }
   } else {
     wake_for_it();
@@ -401,10 +410,13 @@ void HybridScheduler::GpuLoop() {
     const SchedTime now = SchedClock::now();
     GpuTake take = policy_.TakeGpu(now);
     if (take.jobs.empty()) {
-      if (take.wake_at == SchedTime::max())
+      if (take.wake_at == SchedTime::max()) {
         gpu_cv_.wait(lock);
-      else
+      } else {
+        ++gpu_timed_waiters_;
         gpu_cv_.wait_until(lock, take.wake_at);
+        --gpu_timed_waiters_;
+      }
       continue;
     }
     if (metrics_)

@@ -277,9 +277,7 @@ std::optional<SchedJob> SchedPolicy::TakeCpuCheap() {
   return std::nullopt;
 }
 
-GpuTake SchedPolicy::TakeGpu(SchedTime now) {
-  GpuTake take;
-  if (options_.mode == SchedMode::kCpu) return take;
+SchedTime SchedPolicy::GpuReadyAt(SchedTime now) const {
   // Wait for a fuller batch? Only when what is queued for the GPU is under the work threshold,
   // no job preferring the GPU is urgent, and the oldest has waited less than batch_wait.
   const auto& gq = queues_[static_cast<size_t>(SchedQueue::kGpu)];
@@ -297,10 +295,17 @@ GpuTake SchedPolicy::TakeGpu(SchedTime now) {
         urgent = urgent || (j.preferred == Unit::kGpu && Urgent(j, now));
       }
     const SchedTime ready = oldest == SchedTime::max() ? oldest : oldest + options_.batch_wait;
-    if (!urgent && now < ready) {
-      take.wake_at = ready;
-      return take;
-    }
+    if (!urgent && now < ready) return ready;
+  }
+  return now;
+}
+
+GpuTake SchedPolicy::TakeGpu(SchedTime now) {
+  GpuTake take;
+  if (options_.mode == SchedMode::kCpu) return take;
+  if (const SchedTime ready = GpuReadyAt(now); ready > now) {
+    take.wake_at = ready;
+    return take;
   }
   double work = 0;
   while (take.jobs.size() < options_.max_batch && work < options_.batch_work_us) {

@@ -341,10 +341,13 @@ TEST(SchedPolicyTest, IdleCpuTakesOwnThenOldestFlexibleThenSteals) {
   EXPECT_EQ(p.TakeCpu(now)->id, 2u);
   EXPECT_EQ(p.TakeCpu(now)->id, 3u);
   // Only a GPU job is left: stolen when the CPU's 300 us beats the GPU's backlog (100) + 100?
-  // No: 300 > 200, waiting for the GPU is faster.
+  // No: 300 > 200, waiting for the GPU is faster. WouldSteal (what the runtime wakes an idle
+  // worker for) agrees with the take.
+  EXPECT_FALSE(p.WouldSteal(Unit::kCpu));
   EXPECT_FALSE(p.TakeCpu(now).has_value());
   // With a long GPU backlog it pays.
   for (uint64_t id = 10; id < 20; ++id) p.Enqueue(Job(id, 1000, 100, kT0 + microseconds(4)), now);
+  EXPECT_TRUE(p.WouldSteal(Unit::kCpu));
   auto s = p.TakeCpu(now);
   ASSERT_TRUE(s.has_value());
   EXPECT_TRUE(s->stolen);
@@ -383,13 +386,23 @@ TEST(SchedPolicyTest, GpuStealsFromTheCpuQueueWhenItPays) {
   SchedPolicy p(o);
   // CPU-preferred jobs pile up (CPU backlog 20 * 100 / 2 workers = 1000 us).
   for (uint64_t id = 1; id <= 20; ++id) p.Enqueue(Job(id, 100, 300), kT0);
+  EXPECT_TRUE(p.WouldSteal(Unit::kGpu));
   GpuTake t = p.TakeGpu(kT0);
   ASSERT_FALSE(t.jobs.empty());
   for (const SchedJob& j : t.jobs) EXPECT_TRUE(j.stolen);
   // Few CPU jobs: the GPU leaves them.
   SchedPolicy q(o);
   q.Enqueue(Job(1, 100, 300), kT0);
+  EXPECT_FALSE(q.WouldSteal(Unit::kGpu));
   EXPECT_TRUE(q.TakeGpu(kT0).jobs.empty());
+  // Griffin and stealing off: never.
+  for (bool griffin : {true, false}) {
+    SchedOptions g = o;
+    if (griffin) g.mode = SchedMode::kGriffin; else g.steal = false;
+    SchedPolicy r(g);
+    for (uint64_t id = 1; id <= 20; ++id) r.Enqueue(Job(id, 100, 300), kT0);
+    EXPECT_FALSE(r.WouldSteal(Unit::kGpu));
+  }
 }
 
 // Hand-offs pinned to the CPU sit at the front of its queue; they must not hide the stealable
@@ -483,7 +496,10 @@ TEST(SchedPolicyTest, GpuBatchesCloseOnWorkOrWait) {
   SchedPolicy p(o);
   p.Enqueue(Job(1, 1000, 100), kT0);
   p.Enqueue(Job(2, 1000, 100), kT0 + microseconds(50));
-  // 200 us of work < 1000: wait until the oldest has waited 200 us.
+  // 200 us of work < 1000: wait until the oldest has waited 200 us (GpuReadyAt says when, and
+  // the runtime wakes no other dispatcher for a job that joins the gathering batch before then).
+  EXPECT_EQ(p.GpuReadyAt(kT0 + microseconds(60)), kT0 + microseconds(200));
+  EXPECT_EQ(p.GpuReadyAt(kT0 + microseconds(200)), kT0 + microseconds(200));
   GpuTake t = p.TakeGpu(kT0 + microseconds(60));
   EXPECT_TRUE(t.jobs.empty());
   EXPECT_EQ(t.wake_at, kT0 + microseconds(200));
@@ -491,8 +507,10 @@ TEST(SchedPolicyTest, GpuBatchesCloseOnWorkOrWait) {
   ASSERT_EQ(t.jobs.size(), 2u);
   EXPECT_EQ(t.jobs[0].id, 1u);
   EXPECT_EQ(t.jobs[1].id, 2u);
+  EXPECT_EQ(p.GpuReadyAt(kT0 + microseconds(210)), kT0 + microseconds(210));  // nothing queued
   // Enough work: no wait, and the batch stops at the work threshold.
   for (uint64_t id = 10; id < 25; ++id) p.Enqueue(Job(id, 3000, 300), kT0);
+  EXPECT_EQ(p.GpuReadyAt(kT0), kT0);
   t = p.TakeGpu(kT0);
   EXPECT_EQ(t.jobs.size(), 4u);  // 4 * 300 >= 1000
   // ...and at max_batch.

@@ -227,6 +227,7 @@ class HybridScheduler {
   std::unique_ptr<MetricSet> metrics_;
   mutable std::mutex mu_;
   std::condition_variable cpu_cv_, gpu_cv_;
+  size_t gpu_timed_waiters_ = 0;  // dispatchers waiting for a gathering batch's wait to end (mu_)
   SchedPolicy policy_;  // GUARDED_BY(mu_)
   bool stopping_ = false;  // GUARDED_BY(mu_)
   bool started_ = false;

@@ -177,6 +177,10 @@ class SchedPolicy {
   std::optional<SchedJob> TakeCpuOwn(SchedTime now);
   std::optional<SchedJob> TakeCpuCheap();
   GpuTake TakeGpu(SchedTime now);
+  // TakeGpu's wait rule: `now` where it would not wait for a fuller batch (one is ready, a job
+  // preferring the GPU is urgent, or nothing is queued for the GPU), else when the oldest GPU job
+  // will have waited batch_wait.
+  SchedTime GpuReadyAt(SchedTime now) const;
 
   // Removes and returns every queued job (shutdown).
   std::vector<SchedJob> Drain();
@@ -194,6 +198,11 @@ class SchedPolicy {
   void ObserveGpuBatch(double run_us);
   double gpu_batch_us() const { return gpu_batch_us_; }
 
+  // Whether a processor with nothing of its own to run would steal a job from the other's queue now
+  // (hybrid with stealing: the job TakeOne's step 4 would take). The runtime wakes an idle worker
+  // for the other processor's job only then: a wake-up that finds nothing worth stealing cost a
+  // thread switch and a turn at the scheduler's lock for every job (BENCHMARKS.md, issue 6).
+  bool WouldSteal(Unit thief) const { return StealCandidate(thief) >= 0; }
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
   // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file).
