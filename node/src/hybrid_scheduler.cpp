@@ -240,6 +240,7 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
     if (!taken.has_value() || taken->id != id) wake_for_it();
     if (taken.has_value()) {
       RunCpuJob(lock, *taken, now);  // may answer this task (an async one is gone then)
+      (void)CpuSlotsLocked();  // the slots (and their gauge) as a worker ending a job would leave them
       // A worker finishing a job goes on to the next; the caller does not, so it hands on what
       // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
       // in hybrid an idle one may steal from the GPU queue).
