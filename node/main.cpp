@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
                  "to 32; 1 = one LRU over the whole budget)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{1024}));
-  app.add_option("--queue", options.queue_capacity, "queued requests before load shedding")
+  app.add_option("--queue", options.queue_capacity,
+                 "queued requests before load shedding (with --async-execute: requests in flight beyond this plus "
+                 "--threads)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_option("--drain-timeout-ms", drain_ms, "how long SIGTERM waits for in-flight requests")

@@ -396,14 +396,23 @@ void NodeServer::IoLoop() {
     {
       std::lock_guard<std::mutex> lock(impl_->jobs_mu);
       depth = impl_->jobs.size();
-      if (depth < options_.queue_capacity) {
+      // With async_execute a worker hands each request on at once, so the queue alone bounds
+      // nothing: every request not yet answered counts, against the queue plus what the workers
+      // would hold running in the synchronous mode.
+      const bool room = options_.async_execute ? in_flight_.load() < options_.queue_capacity + options_.threads
+                                               : depth < options_.queue_capacity;
+      if (room) {
         impl_->jobs.push_back(Job{identity, std::move(req), received, deadline});
         queued = true;
         in_flight_.fetch_add(1);
       }
     }
     if (!queued) {
-      Status st = Status::ResourceExhausted("node queue full (" + std::to_string(depth) + " requests waiting)");
+      Status st = Status::ResourceExhausted(
+          options_.async_execute
+              ? "node full (" + std::to_string(in_flight_.load()) + " requests in flight, --queue " +
+                    std::to_string(options_.queue_capacity) + " plus " + std::to_string(options_.threads) + " workers)"
+              : "node queue full (" + std::to_string(depth) + " requests waiting)");
       io.SendError(identity, MessageKind::kSearchRequest, id, st);
       count_request(mode, st, received);
       return;

@@ -393,6 +393,27 @@ TEST_F(NodeTest, DeadlinePassingWhileQueuedIsNotRun) {
   EXPECT_EQ(slow.started(), 1);
 }
 
+// Sends n copies of one query at once; counts the answers that are ok and those shed
+// (ResourceExhausted, whose messages go to `shed_messages`).
+std::pair<int, int> SendBurstAndCount(Client& client, int n, std::vector<std::string>* shed_messages = nullptr) {
+  SearchRequestMsg r;
+  r.terms = {"w5"};
+  for (int id = 1; id <= n; ++id) {
+    r.request_id = static_cast<uint64_t>(id);
+    client.Send(EncodeSearchRequest(r));
+  }
+  int ok = 0, shed = 0;
+  for (int i = 0; i < n; ++i) {
+    SearchResponseMsg resp = client.RecvResponse();
+    if (resp.status.ok()) ++ok;
+    if (resp.status.code() == StatusCode::kResourceExhausted) {
+      ++shed;
+      if (shed_messages != nullptr) shed_messages->push_back(resp.status.message());
+    }
+  }
+  return {ok, shed};
+}
+
 TEST_F(NodeTest, FullQueueShedsLoad) {
   SlowExecutor slow(&cpu_, std::chrono::milliseconds(200));
   NodeServerOptions o;
@@ -400,22 +421,32 @@ TEST_F(NodeTest, FullQueueShedsLoad) {
   o.queue_capacity = 2;
   auto server = Start(&slow, o);
   Client client(ctx_, server->endpoint());
-  SearchRequestMsg r;
-  r.terms = {"w5"};
-  for (uint64_t id = 1; id <= 6; ++id) {
-    r.request_id = id;
-    client.Send(EncodeSearchRequest(r));
-  }
-  int ok = 0, shed = 0;
-  for (int i = 0; i < 6; ++i) {
-    SearchResponseMsg resp = client.RecvResponse();
-    if (resp.status.ok()) ++ok;
-    if (resp.status.code() == StatusCode::kResourceExhausted) ++shed;
-  }
+  const auto [ok, shed] = SendBurstAndCount(client, 6);
   // One running plus two queued at most; the rest shed at once.
   EXPECT_GE(ok, 2);
   EXPECT_LE(ok, 3);
   EXPECT_EQ(ok + shed, 6);
+}
+
+// async_execute: workers hand requests on at once, so the queue never fills; the node still sheds
+// past queue_capacity + threads requests in flight (handed over and not yet answered), and every
+// request is answered once, ok or shed.
+TEST_F(NodeTest, AsyncExecuteShedsPastTheRequestsInFlight) {
+  DeferredExecutor deferred(&cpu_, std::chrono::milliseconds(300));
+  NodeServerOptions o;
+  o.threads = 1;
+  o.queue_capacity = 2;
+  o.async_execute = true;
+  auto server = Start(&deferred, o);
+  Client client(ctx_, server->endpoint());
+  std::vector<std::string> messages;
+  const auto [ok, shed] = SendBurstAndCount(client, 8, &messages);
+  for (const std::string& m : messages) EXPECT_NE(m.find("in flight"), std::string::npos) << m;
+  EXPECT_EQ(ok, 3);  // queue_capacity + threads: the executor holds each for 300 ms
+  EXPECT_EQ(ok + shed, 8);
+  EXPECT_EQ(deferred.started(), 3);
+  server->stop();
+  EXPECT_EQ(server->in_flight(), 0u);
 }
 
 TEST_F(NodeTest, GarbageIsAnsweredOrDroppedAndTheNodeKeepsServing) {

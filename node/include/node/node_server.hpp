@@ -39,7 +39,8 @@ class ShardReader;
 struct NodeServerOptions {
   std::string listen = "tcp://127.0.0.1:*";  // a ZeroMQ endpoint; port "*" picks a free one
   size_t threads = 0;                         // workers; 0 = hardware threads
-  size_t queue_capacity = 1024;               // queued requests beyond this are shed
+  size_t queue_capacity = 1024;               // queued requests beyond this are shed (async_execute: requests in
+                                              // flight beyond this plus `threads`)
   int sndhwm = 10000;                         // messages per peer pipe
   int rcvhwm = 10000;
   int64_t max_msg_bytes = int64_t{16} << 20;  // ZMQ_MAXMSGSIZE (= proto kMaxFrameBytes)
