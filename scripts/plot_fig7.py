@@ -85,12 +85,12 @@ def main():
             if single <= 0:
                 cells.append("-")
                 continue
-            # An unsaturated numerator makes the ratio a lower bound, an unsaturated denominator an
-            # upper one; both: unknown either way.
             if at.get((s, b), 0) <= 0:  # no step of this series met the bound: below every ratio
                 cells.append("none")
                 continue
-            low = at[(s, b)] >= top[s] and at[(s, b)] > 0
+            # An unsaturated numerator makes the ratio a lower bound, an unsaturated denominator an
+            # upper one; both: unknown either way.
+            low = at[(s, b)] >= top[s]
             high = single >= top[single_s]
             mark = "?" if low and high else ">= " if low else "<= " if high else ""
             cells.append(f"{mark}{at[(s, b)] / single:.2f}x")
