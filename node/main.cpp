@@ -99,6 +99,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "spin", "yield", "block"}));
   size_t gpu_dispatchers = 0;  // 0: DefaultGpuDispatchers(the scheduler's mode)
+  int sched_cpu_nice = -1;     // -1: DefaultCpuNice(the scheduler's mode)
   std::string sched_name = "auto";
   ScheduledExecutorOptions sched;
   size_t sched_cpu_workers = 0;
@@ -176,13 +177,15 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{4096}));
   app.add_option("--sched-caller-runs", sched.sched.caller_runs,
                  "a request's own thread runs its CPU-engine job where an idle scheduler CPU worker would take it "
-                 "at once, saving the hand-off to the worker and back (off with --sched-cpu-nice > 0)")
+                 "at once, saving the hand-off to the worker and back (off with --sched-cpu-nice > 0, the default "
+                 "under hybrid and griffin)")
       ->capture_default_str();
-  app.add_option("--sched-cpu-nice", sched.sched.cpu_nice,
+  app.add_option("--sched-cpu-nice", sched_cpu_nice,
                  "how much higher the scheduler's CPU workers' nice value is than the node's: CPU-engine queries "
-                 "yield the cores to the node's network and GPU-dispatch threads when those wake")
+                 "yield the cores to the node's network and GPU-dispatch threads when those wake (-1 = by "
+                 "scheduler: 10 for hybrid and griffin, 0 for cpu and gpu)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 19));
+      ->check(CLI::Range(-1, 19));
   app.add_option("--batch-wait-us", batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{1000000}));
@@ -298,6 +301,7 @@ int main(int argc, char** argv) {
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
     sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : AvailableCores();
     if (gpu_dispatchers == 0) gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode);
+    sched.sched.cpu_nice = sched_cpu_nice >= 0 ? sched_cpu_nice : DefaultCpuNice(sched.sched.policy.mode);
     if (!sched_trace_path.empty()) {
       auto t = SchedTrace::Open(sched_trace_path, sched_trace_every);
       if (!t.ok()) {

@@ -163,6 +163,10 @@ void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
 
 double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
 
+int DefaultCpuNice(SchedMode mode) {
+  return mode == SchedMode::kHybrid || mode == SchedMode::kGriffin ? 10 : 0;
+}
+
 size_t DefaultGpuDispatchers(SchedMode mode) {
   switch (mode) {
     case SchedMode::kCpu:

@@ -547,6 +547,13 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
 }
 
 // The node's GPU dispatchers by scheduler: fewer, larger batches when every job goes to the GPU.
+TEST(HybridSchedulerTest, DefaultCpuNiceByMode) {
+  EXPECT_EQ(DefaultCpuNice(SchedMode::kCpu), 0);
+  EXPECT_EQ(DefaultCpuNice(SchedMode::kGpu), 0);
+  EXPECT_EQ(DefaultCpuNice(SchedMode::kHybrid), 10);
+  EXPECT_EQ(DefaultCpuNice(SchedMode::kGriffin), 10);
+}
+
 TEST(HybridSchedulerTest, DefaultGpuDispatchersByMode) {
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kCpu), 0u);
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGpu), 4u);

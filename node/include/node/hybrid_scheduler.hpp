@@ -134,6 +134,15 @@ double DefaultIdleReserve(size_t cores);
 // ms) (BENCHMARKS.md, issue 6).
 size_t DefaultGpuDispatchers(SchedMode mode);
 
+// The node's default HybridSchedulerOptions::cpu_nice for a scheduler mode: 10 for hybrid and
+// griffin, 0 for cpu and gpu. With the CPU engine beside the GPU path, the GPU dispatchers and the
+// request threads then take a core back from a CPU-engine query when they wake. On one two-GPU
+// H200 host (2026-11-26, 07:02Z-07:09Z), hybrid held 55,540 q/s at p99 <= 10 ms with 10 against
+// 51,426 with 0 (256 connections), and 47,617-55,540 against 40,824-47,617 at p99 <= 10-250 ms
+// (512) (BENCHMARKS.md, issue 6). Under cpu every worker would be lowered alike, and under gpu the
+// CPU workers only take the GPU's failures.
+int DefaultCpuNice(SchedMode mode);
+
 struct HybridSchedulerOptions {
   SchedOptions policy;
   size_t cpu_workers = 1;
