@@ -351,6 +351,7 @@ int main(int argc, char** argv) {
                           {"executor", std::string(executor->name())},
                           {"scheduler", sched_name.empty() ? std::string("none") : sched_name},
                           {"gpu_dispatchers", sched.sched.gpu_dispatchers},
+                          {"sched_cpu_nice", sched.sched.cpu_nice},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

@@ -249,6 +249,7 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   const auto ready = nlohmann::json::parse(line);
   EXPECT_EQ(ready["scheduler"], "cpu");
   EXPECT_EQ(ready.value("gpu_dispatchers", -1), 0) << line;  // no GPU: no dispatchers
+  EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;   // cpu: the workers keep the node's priority
   {
     auto reader = ShardReader::Open(shard_path);
     ASSERT_TRUE(reader.ok());
