@@ -18,7 +18,7 @@ CPU query its CPU time (the CPU engine runs on the same cores). The best k is re
 This is an upper bound for a scheduler that knew every query's costs exactly and let nothing
 queue: it says how much a hybrid scheduler could gain on this log and hardware, not what one does.
 
-usage: hybrid_split.py CPU_CSV GPU_CSV --gpu-qps Q [--cores 16 10 6 3]
+usage: hybrid_split.py CPU_CSV GPU_CSV --gpu-qps Q [--cores 16 10 6 3] [--cpu-column us|us_first]
                        [--host-cores H --host-us U [--gpu-host-us X]] [--fit-check US]
 --fit-check US fits the node's CPU cost model (node/cost_model.hpp), linear and power law, to every
 query of the CPU file and says how well each predicts which queries take at most US.
@@ -60,13 +60,13 @@ def solve(a, b):
     return x
 
 
-def fit_check(path, bound_us):
+def fit_check(path, bound_us, column="us"):
     """The node's cost model (node/cost_model.hpp) in its two forms, fitted to every query of a
     CPU --per-query file: median relative error, and the queries each predicts under bound_us."""
     data = []
     for _, r in rows(path):
         try:
-            s, sec, tot, t, us = (float(r[k]) for k in ("shortest", "second", "total", "terms", "us"))
+            s, sec, tot, t, us = (float(r[k]) for k in ("shortest", "second", "total", "terms", column))
         except (KeyError, TypeError, ValueError):
             continue
         if us > 0:
@@ -109,13 +109,16 @@ def fit_check(path, bound_us):
               f"({100.0 * picked / len(data):.1f}%) under the bound, {right} of them rightly")
 
 
-def load(path):
-    """query number -> microseconds, from a --per-query CSV."""
+def load(path, column="us"):
+    """query number -> microseconds (the column `column`), from a --per-query CSV."""
     out = {}
     for n, row in rows(path):
+        if n == 2 and column not in row:
+            print(f"hybrid_split: {path} has no column {column!r}", file=sys.stderr)
+            sys.exit(2)
         try:
             q = int(row["query"])
-            us = float(row["us"])
+            us = float(row[column])
         except (KeyError, TypeError, ValueError):
             print(f"{path}:{n}: skipped (no query number or time)", file=sys.stderr)
             continue
@@ -164,13 +167,17 @@ def main():
     ap.add_argument("--host-cores", type=float, help="cores of the host everything shares (off: no host limit)")
     ap.add_argument("--host-us", type=float, default=0.0, help="host CPU every query costs, us")
     ap.add_argument("--gpu-host-us", type=float, default=0.0, help="host CPU a GPU query costs on top, us")
+    ap.add_argument("--cpu-column", default="us",
+                    help="the CPU file's time column: us (the faster of two runs, caches warm) or us_first (the "
+                         "first run, as a served query finds the caches; files from searchctl bench since "
+                         "2026-11-26)")
     ap.add_argument("--fit-check", type=float, metavar="US",
                     help="also fit the node's CPU cost model, linear and power law, to the CPU file and say how "
                          "many queries each predicts under US microseconds")
     a = ap.parse_args()
     if not a.gpu_qps > 0 or any(c <= 0 for c in a.cores):
         ap.error("--gpu-qps and --cores must be positive")
-    cpu, gpu = load(a.cpu_csv), load(a.gpu_csv)
+    cpu, gpu = load(a.cpu_csv, a.cpu_column), load(a.gpu_csv)
     common = set(cpu) & set(gpu)
     dropped = len(set(cpu) ^ set(gpu))
     if not common:
@@ -200,7 +207,7 @@ def main():
               f"| {mean_k:.0f} |")
     if a.fit_check is not None:
         print()
-        fit_check(a.cpu_csv, a.fit_check)
+        fit_check(a.cpu_csv, a.fit_check, a.cpu_column)
     return 0
 
 

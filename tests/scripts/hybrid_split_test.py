@@ -62,6 +62,20 @@ def main():
         check("- power law (log t): median relative error 0%, predicts 3 (33.3%) under the bound, 3 of them rightly"
               in out, "power law fit:\n" + out)
         check("- linear, weights 1/t^2: median relative error 0%" not in out, "linear cannot fit it:\n" + out)
+        # --cpu-column us_first: the same queries with first-run times where the cheap pair costs
+        # 20,000 us each. Both on the CPU: it spends 40,000 us per 4 queries, so 100 q/s (1.00x).
+        # One: the GPU holds 3/4 of its work (133 q/s), the CPU 20,000 us per 4 (200): 133, 1.33x.
+        first = os.path.join(d, "first.csv")
+        with open(first, "w") as f:
+            f.write(HEADER.rstrip("\n") + ",us_first\n")
+            for q, us, us_first in [(1, 100, 20000), (2, 100, 20000), (3, 100000, 100000), (4, 100000, 100000)]:
+                f.write(f"{q},2,1,1,2,{us},1,1,{us_first}\n")
+        rc, out, err = run(script, first, gpu, "--gpu-qps", "100", "--cores", "1")
+        check(rc == 0 and "| 1 | 20 | 200 | 2.00x | 2 (50.0%) | 100 |" in out, f"us column: exit {rc}\n{out}{err}")
+        rc, out, err = run(script, first, gpu, "--gpu-qps", "100", "--cores", "1", "--cpu-column", "us_first")
+        check(rc == 0 and "| 1 | 17 | 133 | 1.33x | 1 (25.0%) | 20000 |" in out, f"us_first: exit {rc}\n{out}{err}")
+        rc, out, err = run(script, cpu, gpu, "--gpu-qps", "100", "--cpu-column", "us_first")
+        check(rc == 2 and "has no column 'us_first'" in err, f"missing column: exit {rc}, {err}")
         other = os.path.join(d, "other.csv")
         write(other, ["9,2,1,1,2,10,1,1"])
         rc, out, err = run(script, cpu, other, "--gpu-qps", "100")
