@@ -59,10 +59,23 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
   uint32_t d = lead.doc();  // a lower bound of lead's next document while its block is not decoded
   while (d != kEndDoc) {
     if (!topk.full()) {
-      // Plain DAAT until the heap fills.
+      // Plain DAAT until the heap fills. A document is followed into the longer lists before the
+      // lead scores it: most of the lead's documents are missing from some list, and its score
+      // costs a frequency decode and a norm read from anywhere in the shard's array (a cache
+      // miss for a served query). The lists move exactly as AndCandidate would move them.
       lead.next_geq(d);
       d = lead.doc();
       if (d == kEndDoc) break;
+      uint32_t missing = d;
+      for (size_t j = 1; j < n && missing == d; ++j) {
+        cur[j]->next_geq(d);
+        if (cur[j]->doc() != d) missing = cur[j]->doc();
+      }
+      if (missing == kEndDoc) break;
+      if (missing != d) {
+        d = missing;
+        continue;
+      }
       const uint32_t next = AndCandidate(cur, n, d, lead.score(), rest, false, 0.0f, slack, sheet, topk, stats);
       if (next == kEndDoc) break;
       if (next != d) {

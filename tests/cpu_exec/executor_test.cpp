@@ -275,6 +275,35 @@ TEST(ExecuteQuery, PruningSkipsBlocksAndCountsWork) {
   }
 }
 
+// Until k documents match, a lead document is followed into the longer lists before it is scored:
+// an and-query whose lists share no document decodes none of their frequencies (a served query
+// would pay a cache miss for each norm). Two lists of several blocks each with no common document.
+TEST(ExecuteQuery, AndScoresNothingTheOtherListsLack) {
+  CorpusOptions o;
+  o.num_docs = 20000;
+  o.vocab = 2000;
+  o.max_len = 60;
+  o.seed = 8;
+  const Corpus c = MakeCorpus(o);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  TestQuery q;
+  for (uint32_t a = 0; a < c.postings.size() && q.terms.empty(); ++a) {
+    if (c.df(a) < 2 * kBlockSize) continue;
+    for (uint32_t b = a + 1; b < c.postings.size(); ++b) {
+      if (c.df(b) < 2 * kBlockSize || !FloatReferenceAll(c, {a, b}, true).empty()) continue;
+      q.terms = {a, b};
+      break;
+    }
+  }
+  ASSERT_FALSE(q.terms.empty()) << "no two lists of 2+ blocks without a common document";
+  auto r = RunQuery(c, s, q, QueryMode::kAnd, 10);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->hits.empty());
+  EXPECT_GT(r->stats.blocks_decoded, 2u);  // the lists were walked
+  EXPECT_EQ(r->stats.freq_blocks_decoded, 0u);
+  EXPECT_EQ(r->stats.postings_scored, 0u);
+}
+
 TEST(ExecuteQuery, ListsOutsideTheNormsAreCorruption) {
   CorpusOptions o;
   o.num_docs = 1000;
