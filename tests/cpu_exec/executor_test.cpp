@@ -236,13 +236,18 @@ TEST(ExecuteQuery, SameListTwiceCountsTwiceWithoutCrashing) {
   }
 }
 
-TEST(ExecuteQuery, PruningSkipsBlocksAndCountsWork) {
+// 20,000 short documents over 2,000 terms: lists of many blocks.
+CorpusOptions LongListsCorpus() {
   CorpusOptions o;
   o.num_docs = 20000;
   o.vocab = 2000;
   o.max_len = 60;
   o.seed = 8;
-  const Corpus c = MakeCorpus(o);
+  return o;
+}
+
+TEST(ExecuteQuery, PruningSkipsBlocksAndCountsWork) {
+  const Corpus c = MakeCorpus(LongListsCorpus());
   const MemShard s = BuildShard(c, 0, c.num_docs);
   // Two long lists and a mid one: k = 10 must decode far fewer blocks than the lists hold.
   TestQuery q{{0, 1, 40}};
@@ -279,12 +284,7 @@ TEST(ExecuteQuery, PruningSkipsBlocksAndCountsWork) {
 // an and-query whose lists share no document decodes none of their frequencies (a served query
 // would pay a cache miss for each norm). Two lists of several blocks each with no common document.
 TEST(ExecuteQuery, AndScoresNothingTheOtherListsLack) {
-  CorpusOptions o;
-  o.num_docs = 20000;
-  o.vocab = 2000;
-  o.max_len = 60;
-  o.seed = 8;
-  const Corpus c = MakeCorpus(o);
+  const Corpus c = MakeCorpus(LongListsCorpus());
   const MemShard s = BuildShard(c, 0, c.num_docs);
   TestQuery q;
   for (uint32_t a = 0; a < c.postings.size() && q.terms.empty(); ++a) {
