@@ -47,7 +47,9 @@ struct QueryCost {
 };
 
 // "query,...,us,..." CSV (searchctl bench --per-query): query number -> us.
-bool ReadPerQuery(const std::string& path, std::map<uint64_t, double>* out, std::string* error) {
+// `column`: the time column (us, or us_first for the CPU engine's first run).
+bool ReadPerQuery(const std::string& path, const std::string& column, std::map<uint64_t, double>* out,
+                  std::string* error) {
   gzFile f = gzopen(path.c_str(), "rb");
   if (f == nullptr) {
     *error = "cannot open " + path;
@@ -64,11 +66,11 @@ bool ReadPerQuery(const std::string& path, std::map<uint64_t, double>* out, std:
     for (std::string c; std::getline(ss, c, ',');) cells.push_back(c);
     if (header) {
       for (size_t i = 0; i < cells.size(); ++i)
-        if (cells[i] == "us") us_col = static_cast<int>(i);
+        if (cells[i] == column) us_col = static_cast<int>(i);
       header = false;
       if (cells.empty() || cells[0] != "query" || us_col < 0) {
         gzclose(f);
-        *error = path + ": not a --per-query file (needs columns query and us)";
+        *error = path + ": not a --per-query file (needs columns query and " + column + ")";
         return false;
       }
       continue;
@@ -92,6 +94,7 @@ bool ReadPerQuery(const std::string& path, std::map<uint64_t, double>* out, std:
 
 struct Options {
   std::string cpu_file, gpu_file;
+  std::string cpu_column = "us";
   double gpu_qps = 40000;
   double gpu_latency_us = 150;
   double cpu_scale = 1;
@@ -281,7 +284,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
 int Run(const Options& o) {
   std::map<uint64_t, double> cpu, gpu;
   std::string error;
-  if (!ReadPerQuery(o.cpu_file, &cpu, &error) || !ReadPerQuery(o.gpu_file, &gpu, &error)) {
+  if (!ReadPerQuery(o.cpu_file, o.cpu_column, &cpu, &error) || !ReadPerQuery(o.gpu_file, "us", &gpu, &error)) {
     std::cerr << "sched_sim: " << error << "\n";
     return 1;
   }
@@ -370,6 +373,10 @@ int main(int argc, char** argv) {
   app.add_option("--gpu", o.gpu_file, "GPU's per-query file, per copy in a batch")->required();
   app.add_option("--gpu-qps", o.gpu_qps, "the rate the GPU alone sustains over the log")->capture_default_str();
   app.add_option("--gpu-latency-us", o.gpu_latency_us, "a batch's launch and synchronisation (overlaps)")
+      ->capture_default_str();
+  app.add_option("--cpu-column", o.cpu_column,
+                 "the CPU file's time column: us (the faster of two runs, caches warm) or us_first (the first run, "
+                 "as a served query finds the caches)")
       ->capture_default_str();
   app.add_option("--cpu-scale", o.cpu_scale, "CPU times multiplied by this (a busy host)")->capture_default_str();
   app.add_option("--cpu-workers", o.cpu_workers, "cores for the CPU engine")->capture_default_str();

@@ -8,7 +8,8 @@ CPU workers steal from the GPU's queue, must sustain well over 1.5x gpu's rate. 
 generator's loop closed (--connections 2 --path-us 1000) each request holds one of two
 connections for over 1 ms, so gpu cannot sustain 2,000 q/s and its latency is over 1 ms. Exact
 predictions (--noise 0) and the same seed make the run deterministic. A missing file, a file
-without the us column and a bad --factor exit non-zero with a message.
+without the us column and a bad --factor exit non-zero with a message. With --cpu-column us_first
+the CPU's times come from that column (1,000 us here), so hybrid sustains about 7,000 q/s.
 
 usage: sched_sim_test.py --sim PATH        Exit status: 0 pass, 1 fail.
 """
@@ -36,6 +37,7 @@ def main():
     ap.add_argument("--sim", required=True)
     a = ap.parse_args()
     failures = []
+    h_warm = None
     with tempfile.TemporaryDirectory() as d:
         cpu, gpu = os.path.join(d, "cpu.csv"), os.path.join(d, "gpu.csv")
         write(cpu, 100)
@@ -51,6 +53,7 @@ def main():
                 failures.append(f"no sustained line in:\n{p.stdout}")
             else:
                 g, h = int(m.group(1)), int(m.group(2))
+                h_warm = h
                 if not 4000 <= g < 6000:
                     failures.append(f"gpu sustained {g} q/s, want 4,000-6,000 (the device's 5,000)")
                 if h < 1.5 * g:
@@ -59,6 +62,27 @@ def main():
                     failures.append(f"hybrid sustained {h} q/s, past both processors' sum (25,000)")
             if "| hybrid / gpu |" not in p.stdout:
                 failures.append("no table of rates within p99 bounds")
+        # --cpu-column us_first: the same queries at 1,000 us a first run on the CPU: two cores then
+        # add 2,000 q/s to the GPU's 5,000, so hybrid sustains no more than the first step past
+        # 7,000 (7,629: a 2-second step's backlog stays within the deadline) and less than with
+        # the warm column above.
+        first = os.path.join(d, "first.csv")
+        with open(first, "w") as f:
+            f.write(HEADER.rstrip("\n") + ",us_first\n")
+            for q in range(1, 101):
+                f.write(f"{q},2,10,20,30,100,30,10,1000\n")
+        p = subprocess.run([a.sim, "--cpu", first, "--gpu", gpu, "--gpu-qps", "5000", "--cpu-workers", "2",
+                            "--gpu-dispatchers", "2", "--start", "2000", "--factor", "1.25", "--steps", "16",
+                            "--seconds", "2", "--cpu-column", "us_first"], capture_output=True, text=True)
+        m = re.search(r"sustained \(at most 1.0% misses\): gpu (\d+) q/s; hybrid (\d+) q/s;", p.stdout)
+        if p.returncode != 0 or not m:
+            failures.append(f"--cpu-column us_first: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+        elif not 4000 <= int(m.group(2)) <= 7629 or (h_warm is not None and int(m.group(2)) >= h_warm):
+            failures.append(f"--cpu-column us_first: hybrid sustained {m.group(2)} q/s, want 4,000-7,629 and "
+                            f"below the warm column's {h_warm}")
+        q = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--cpu-column", "us_first"], capture_output=True, text=True)
+        if q.returncode == 0 or "needs columns query and us_first" not in q.stderr:
+            failures.append(f"a file without us_first: exit {q.returncode}, stderr {q.stderr!r}")
         # A closed loop: two connections, each held 1 ms outside the node plus the node's time.
         p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--gpu-dispatchers", "2",
                             "--modes", "gpu", "--connections", "2", "--path-us", "1000", "--start", "500",
