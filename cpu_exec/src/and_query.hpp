@@ -76,12 +76,8 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
         d = missing;
         continue;
       }
-      const uint32_t next = AndCandidate(cur, n, d, lead.score(), rest, false, 0.0f, slack, sheet, topk, stats);
-      if (next == kEndDoc) break;
-      if (next != d) {
-        d = next;
-        continue;
-      }
+      // Every list holds d, so the unbounded walk scores and pushes it (its next_geq calls stay put).
+      (void)AndCandidate(cur, n, d, lead.score(), rest, false, 0.0f, slack, sheet, topk, stats);
       lead.next();
       d = lead.doc();
       continue;
