@@ -130,6 +130,15 @@ int main(int argc, char** argv) {
   app.add_option("--sched-balance", sched.sched.policy.balance,
                  "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
       ->capture_default_str();
+  size_t sched_cpu_cores = 0;
+  app.add_option("--sched-cpu-cores", sched_cpu_cores,
+                 "give the scheduler's CPU workers this many of the CPUs this process may use (the last ones) to "
+                 "themselves, and keep every other thread of the node (network, GPU dispatch) on the rest: the CPU "
+                 "engine and the GPU path stop sharing cores, so --sched-cpu-nice and --sched-host-aware no longer "
+                 "apply, and --sched-cpu-workers defaults to this count. Needs an explicit --scheduler and at least "
+                 "one CPU left (0 = off: every thread may run on every CPU)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{4096}));
   app.add_option("--sched-host-aware", sched_host_aware,
                  "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
@@ -210,6 +219,27 @@ int main(int argc, char** argv) {
   }
   SetLogLevel(*level);
   const Logger log("node");
+  // --sched-cpu-cores: this thread moves to the CPUs left to the rest of the node before any
+  // other thread starts (RocksDB's, CUDA's, the exposer's, the server's inherit its mask); the
+  // scheduler's CPU workers pin themselves to the dedicated ones.
+  CpuSplit cpu_split;
+  if (sched_cpu_cores > 0) {
+    const std::vector<int> allowed = AllowedCpus();
+    if (sched_name == "auto") {
+      log.Error() << "--sched-cpu-cores needs an explicit --scheduler (cpu, gpu, hybrid or griffin)";
+      return 2;
+    }
+    if (sched_cpu_cores >= allowed.size()) {
+      log.Error() << "--sched-cpu-cores " << sched_cpu_cores << ": this process may use " << allowed.size()
+                  << " CPUs, and at least one must be left to the node's other threads";
+      return 2;
+    }
+    cpu_split = SplitCpus(allowed, sched_cpu_cores);
+    if (!PinThisThread(cpu_split.rest)) {
+      log.Error() << "--sched-cpu-cores: cannot set this process's CPU affinity";
+      return 1;
+    }
+  }
   options.threads = threads;
   options.drain_timeout = std::chrono::milliseconds(drain_ms);
 
@@ -299,9 +329,14 @@ int main(int argc, char** argv) {
   if (!sched_name.empty()) {
     sched.sched.policy.mode = *ParseSchedMode(sched_name);
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
-    sched.sched.cpu_workers = sched_cpu_workers != 0 ? sched_cpu_workers : AvailableCores();
+    sched.sched.cpu_workers = sched_cpu_workers != 0        ? sched_cpu_workers
+                              : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
+                                                             : AvailableCores();
+    sched.sched.cpu_worker_cpus = cpu_split.dedicated;
     if (gpu_dispatchers == 0) gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode);
-    sched.sched.cpu_nice = sched_cpu_nice >= 0 ? sched_cpu_nice : DefaultCpuNice(sched.sched.policy.mode);
+    sched.sched.cpu_nice = sched_cpu_nice >= 0            ? sched_cpu_nice
+                           : !cpu_split.dedicated.empty() ? 0  // nothing else runs on their cores
+                                                          : DefaultCpuNice(sched.sched.policy.mode);
     if (!sched_trace_path.empty()) {
       auto t = SchedTrace::Open(sched_trace_path, sched_trace_every);
       if (!t.ok()) {
@@ -312,7 +347,7 @@ int main(int argc, char** argv) {
       sched.sched.trace = sched_trace.get();
     }
     sched.sched.gpu_dispatchers = batch_gpu != nullptr ? gpu_dispatchers : 0;
-    if (sched_host_aware) {
+    if (sched_host_aware && cpu_split.dedicated.empty()) {
       // A node pinned to part of the host (taskset, a container's cpuset) counts only its CPUs' idle time.
       std::vector<int> cpus = AllowedCpus();
       if (cpus.size() >= std::thread::hardware_concurrency()) cpus.clear();  // all of them: the aggregate line
@@ -352,6 +387,7 @@ int main(int argc, char** argv) {
                           {"scheduler", sched_name.empty() ? std::string("none") : sched_name},
                           {"gpu_dispatchers", sched.sched.gpu_dispatchers},
                           {"sched_cpu_nice", sched.sched.cpu_nice},
+                          {"sched_cpu_cores", cpu_split.dedicated},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <string>
 
+#include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "core/thread_name.hpp"
 #include "metrics/families.hpp"
@@ -114,6 +115,7 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
   if (options_.policy.mode == SchedMode::kCpu) options_.gpu_dispatchers = 0;
   // Only hybrid: griffin keeps Liu et al.'s placement (and cpu and gpu have no choice to make).
   if (options_.policy.mode != SchedMode::kHybrid) options_.idle_cores = nullptr;
+  if (!options_.cpu_worker_cpus.empty()) options_.caller_runs = false;  // the caller is on the GPU path's cores
   cpu_slots_ = options_.cpu_workers;
   if (metrics != nullptr) {
     metrics_ = std::make_unique<MetricSet>(*metrics);
@@ -129,6 +131,8 @@ void HybridScheduler::start() {
   for (size_t i = 0; i < options_.cpu_workers; ++i)
     threads_.emplace_back([this] {
       SetThreadName("sched-cpu");
+      if (!options_.cpu_worker_cpus.empty() && !PinThisThread(options_.cpu_worker_cpus))
+        pin_failures_.fetch_add(1);
       if (options_.cpu_nice > 0) (void)RaiseThreadNice(options_.cpu_nice);
       CpuLoop();
     });

@@ -3,10 +3,12 @@
 // hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; stop() answers.
 #include "node/hybrid_scheduler.hpp"
 
+#include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "metrics/metrics.hpp"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -679,6 +681,60 @@ TEST(HybridSchedulerTest, CpuWorkersRunAtTheirNiceValue) {
   }
   errno = 0;
   EXPECT_EQ(getpriority(PRIO_PROCESS, 0), base);  // the calling thread's own is untouched
+}
+
+// cpu_worker_cpus: every CPU job runs on a worker pinned to those CPUs (never on the submitting
+// thread, even with caller_runs), and the submitting thread's own mask is untouched.
+TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  class MaskRecorder : public SchedRunner {
+   public:
+    void RunCpu(SchedTask& t) override {
+      std::lock_guard lock(mu);
+      masks.push_back(AllowedCpus());
+      threads.push_back(std::this_thread::get_id());
+      cpus.push_back(sched_getcpu());
+      t.status = Status::Ok();
+    }
+    void RunGpuBatch(std::span<SchedTask* const>) override {}
+    std::mutex mu;
+    std::vector<std::vector<int>> masks;
+    std::vector<std::thread::id> threads;
+    std::vector<int> cpus;
+  };
+  const CpuSplit split = SplitCpus(allowed, 1);
+  ASSERT_EQ(split.dedicated, std::vector<int>{allowed.back()});
+  ASSERT_EQ(split.rest.size(), allowed.size() - 1);
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kHybrid}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    MaskRecorder r;
+    HybridSchedulerOptions o = Options(mode);
+    o.cpu_workers = 2;
+    o.caller_runs = true;  // overridden: the caller is not on the workers' CPUs
+    o.cpu_worker_cpus = split.dedicated;
+    HybridScheduler s(o, &r, nullptr, nullptr);
+    EXPECT_FALSE(s.options().caller_runs);
+    s.start();
+    for (int i = 0; i < 8; ++i) {
+      SchedTask t;
+      t.job.arrival = SchedClock::now();
+      t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+      PreferCpu(t);
+      t.job.cpu_us = 10;
+      ASSERT_TRUE(s.Submit(t).ok());
+      EXPECT_EQ(t.ran_on, Unit::kCpu);
+    }
+    s.stop();
+    EXPECT_EQ(s.cpu_pin_failures(), 0u);
+    ASSERT_EQ(r.masks.size(), 8u);
+    for (size_t i = 0; i < r.masks.size(); ++i) {
+      EXPECT_EQ(r.masks[i], split.dedicated) << "job " << i;
+      EXPECT_EQ(r.cpus[i], split.dedicated[0]) << "job " << i;
+      EXPECT_NE(r.threads[i], std::this_thread::get_id()) << "job " << i;
+    }
+  }
+  EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 
 // caller_runs: a CPU job that an idle CPU worker would take at once runs on the thread that

@@ -5,7 +5,9 @@
 #include <netinet/in.h>
 #include <nlohmann/json.hpp>
 
+#include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 #include <poll.h>
@@ -19,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "core/cpus.hpp"
 #include "node_fixture.hpp"
 
 #ifndef SEARCH_NODE_BINARY
@@ -172,6 +175,24 @@ std::string ReadAll(int fd, int timeout_ms) {
   return all;
 }
 
+// n random requests to the node at `endpoint`: each answered on the CPU, as the reference does.
+void ExpectExactCpuAnswers(const std::string& shard_path, const std::string& endpoint, uint32_t vocab, uint64_t n,
+                           uint64_t seed) {
+  auto reader = ShardReader::Open(shard_path);
+  ASSERT_TRUE(reader.ok());
+  zmq::context_t ctx(1);
+  testing::Client client(ctx, endpoint);
+  std::mt19937_64 rng(seed);
+  for (uint64_t id = 1; id <= n; ++id) {
+    SearchRequestMsg r = testing::RandomRequest(rng, vocab, id);
+    client.Send(EncodeSearchRequest(r));
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    EXPECT_EQ(resp.hits, testing::Reference(**reader, r)) << "request " << id;
+    EXPECT_EQ(resp.stats.processor, Processor::kCpu);
+  }
+}
+
 TEST(NodeProcessTest, GpuOnWithoutAGpuFailsWithAClearError) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";
@@ -250,21 +271,7 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   EXPECT_EQ(ready["scheduler"], "cpu");
   EXPECT_EQ(ready.value("gpu_dispatchers", -1), 0) << line;  // no GPU: no dispatchers
   EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;   // cpu: the workers keep the node's priority
-  {
-    auto reader = ShardReader::Open(shard_path);
-    ASSERT_TRUE(reader.ok());
-    zmq::context_t ctx(1);
-    testing::Client client(ctx, ready["listen"].get<std::string>());
-    std::mt19937_64 rng(8);
-    for (uint64_t id = 1; id <= 40; ++id) {
-      SearchRequestMsg r = testing::RandomRequest(rng, kVocab, id);
-      client.Send(EncodeSearchRequest(r));
-      SearchResponseMsg resp = client.RecvResponse();
-      ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
-      EXPECT_EQ(resp.hits, testing::Reference(**reader, r)) << "request " << id;
-      EXPECT_EQ(resp.stats.processor, Processor::kCpu);
-    }
-  }
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 40, 8);
   ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(c.pid, 5000), 0);
   ::close(c.out);
@@ -281,6 +288,82 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
     EXPECT_NE(row.find(",cpu,"), std::string::npos) << row;
   }
   EXPECT_EQ(rows, 10);
+}
+
+// /proc/PID/task/TID/{comm,status}: each thread's name and its Cpus_allowed_list.
+std::vector<std::pair<std::string, std::string>> ThreadCpuLists(pid_t pid) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(task)) {
+    std::ifstream comm(e.path() / "comm"), status(e.path() / "status");
+    std::string name, line, cpus;
+    std::getline(comm, name);
+    while (std::getline(status, line))
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) cpus = line.substr(line.find_first_not_of(" \t", 18));
+    out.emplace_back(name, cpus);
+  }
+  return out;
+}
+
+// "0-2,5" -> {0, 1, 2, 5}.
+std::vector<int> ParseCpuList(const std::string& list) {
+  std::vector<int> out;
+  std::stringstream ss(list);
+  for (std::string part; std::getline(ss, part, ',');) {
+    const size_t dash = part.find('-');
+    const int lo = std::stoi(part.substr(0, dash)), hi = dash == std::string::npos ? lo : std::stoi(part.substr(dash + 1));
+    for (int c = lo; c <= hi; ++c) out.push_back(c);
+  }
+  return out;
+}
+
+// --sched-cpu-cores N: the scheduler's CPU workers run on the last N of the node's CPUs and every
+// other thread on the rest; answers stay exact; the ready line names the CPUs. Asking for every
+// CPU, or with --scheduler auto, is refused with a clear error.
+TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 9).ok());
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--scheduler", "cpu", "--sched-cpu-cores", std::to_string(allowed.size())},
+        std::vector<std::string>{"--sched-cpu-cores", "1"}}) {
+    Child c = StartWithoutGpu(shard_path, "auto", bad);
+    ASSERT_GT(c.pid, 0);
+    EXPECT_EQ(WaitExit(c.pid, 10000), 2) << bad.back();
+    const std::string err = ReadAll(c.err, 1000);
+    EXPECT_NE(err.find("--sched-cpu-cores"), std::string::npos) << err;
+    EXPECT_EQ(ReadLine(c.out, 100), "");
+    ::close(c.out);
+    ::close(c.err);
+  }
+  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-cores", "1"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready.value("sched_cpu_cores", std::vector<int>{}), std::vector<int>{allowed.back()}) << line;
+  EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
+  const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
+  int workers = 0, others = 0;
+  for (const auto& [name, cpus] : ThreadCpuLists(c.pid)) {
+    if (name == "sched-cpu") {
+      ++workers;
+      EXPECT_EQ(ParseCpuList(cpus), std::vector<int>{allowed.back()}) << name << ": " << cpus;
+    } else {
+      ++others;
+      EXPECT_EQ(ParseCpuList(cpus), rest) << name << ": " << cpus;
+    }
+  }
+  EXPECT_EQ(workers, 1);
+  EXPECT_GT(others, 1);
+  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
 }
 
 // --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.

@@ -174,6 +174,12 @@ struct HybridSchedulerOptions {
   // (queued work, flexible jobs, steals, hand-offs, GPU retries). Off with cpu_nice > 0 (the
   // caller runs at the process's nice value).
   bool caller_runs = true;
+  // CPUs of the CPU workers' own (search-node --sched-cpu-cores): each worker pins itself to
+  // them, and the node keeps its other threads off them, so the CPU engine and the GPU path no
+  // longer share cores and neither the nice value nor the host-aware admission has to keep them
+  // apart (BENCHMARKS.md, issue 6). Submit's caller then never runs CPU work (caller_runs off: it
+  // runs on the GPU path's cores). Empty: the workers run wherever the process may.
+  std::vector<int> cpu_worker_cpus;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
@@ -201,6 +207,8 @@ class HybridScheduler {
 
   SchedStatsSnapshot stats() const;
   const HybridSchedulerOptions& options() const { return options_; }
+  // CPU workers that could not pin themselves to cpu_worker_cpus (they run unpinned).
+  uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
   // kReturn itself.
   void ObserveHost(SchedHostPhase phase, double seconds);
@@ -246,6 +254,7 @@ class HybridScheduler {
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
+  std::atomic<uint64_t> pin_failures_{0};  // CPU workers whose cpu_worker_cpus the kernel refused
 };
 
 }  // namespace search
