@@ -3,8 +3,6 @@
 // than the interval return the previous answer.
 #include "node/host_load.hpp"
 
-#include <sched.h>
-
 #include <gtest/gtest.h>
 
 #include "core/cpus.hpp"
@@ -103,10 +101,7 @@ TEST(CpusTest, AffinityMaskIsWhatCounts) {
   std::vector<int> seen;
   unsigned cores = 0;
   std::thread pinned([&] {
-    cpu_set_t one;
-    CPU_ZERO(&one);
-    CPU_SET(all.back(), &one);
-    if (sched_setaffinity(0, sizeof one, &one) != 0) return;
+    if (!PinThisThread({all.back()})) return;
     seen = AllowedCpus();
     cores = AvailableCores();
   });

@@ -548,7 +548,7 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
   }
 }
 
-// The node's GPU dispatchers by scheduler: fewer, larger batches when every job goes to the GPU.
+// The CPU workers' nice value by scheduler: lowered only where they share the host with the GPU path.
 TEST(HybridSchedulerTest, DefaultCpuNiceByMode) {
   EXPECT_EQ(DefaultCpuNice(SchedMode::kCpu), 0);
   EXPECT_EQ(DefaultCpuNice(SchedMode::kGpu), 0);
@@ -556,6 +556,7 @@ TEST(HybridSchedulerTest, DefaultCpuNiceByMode) {
   EXPECT_EQ(DefaultCpuNice(SchedMode::kGriffin), 10);
 }
 
+// The node's GPU dispatchers by scheduler: fewer, larger batches when every job goes to the GPU.
 TEST(HybridSchedulerTest, DefaultGpuDispatchersByMode) {
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kCpu), 0u);
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGpu), 4u);
