@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -391,39 +392,51 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   // Misses: shed, down, partial and the 250 ms answers past the 150 ms deadline, at least.
   EXPECT_GE(j["deadline_misses"].get<uint64_t>() * 5 + 20, 4 * n) << lines[0];
   EXPECT_EQ(j["ok"].get<uint64_t>() + j["deadline_misses"].get<uint64_t>(), n);
-  // The 200s include the slow fifth; the shed load is answered at once.
+  // The 200s include the slow fifth; the shed load is answered at once. Both latencies count the
+  // load generator's own wait for a free connection (on a busy 2-core CI machine, once 455 ms at
+  // p99), so the server's part of a shed answer is checked in the trace below, without it.
   EXPECT_GE(j["answered_p99_us"].get<double>(), 250000.0) << lines[0];
-  EXPECT_LT(j["rejected_p50_us"].get<double>(), 250000.0) << lines[0];
+  EXPECT_LT(j["rejected_p50_us"].get<double>(), j["answered_p99_us"].get<double>()) << lines[0];
 
   // --trace: one row per query, in arrival order, agreeing with the summary and with the server.
   const auto trace = testing::Lines(testing::ReadText(tmp / "trace.csv"));
   ASSERT_EQ(trace.size(), n + 1);  // every arrival measured (--warmup 0), plus the header
-  EXPECT_EQ(trace[0], "arrival_s,latency_ms,http,ok,measured,query");
+  EXPECT_EQ(trace[0], "arrival_s,latency_ms,http,ok,measured,query,send_wait_ms");
   uint64_t ok = 0, slow = 0;
-  double last_arrival = -1;
+  double last_arrival = -1, send_wait_sum = 0;
+  std::vector<double> shed_served;  // a shed answer's latency less its wait for a connection
   for (size_t i = 1; i < trace.size(); ++i) {
-    double arrival = 0, latency = 0;
+    double arrival = 0, latency = 0, send_wait = -1;
     int http_status = 0, row_ok = 0, measured = 0, query = 0;
-    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d", &arrival, &latency, &http_status, &row_ok,
-                          &measured, &query),
-              6)
+    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d,%lf", &arrival, &latency, &http_status, &row_ok,
+                          &measured, &query, &send_wait),
+              7)
         << trace[i];
     EXPECT_GE(arrival, last_arrival) << trace[i];
     last_arrival = arrival;
     EXPECT_EQ(measured, 1);
     ASSERT_GE(query, 1);
     ASSERT_LE(query, 5);
+    EXPECT_GE(send_wait, 0.0) << trace[i];
+    EXPECT_LE(send_wait, latency) << trace[i];
+    send_wait_sum += send_wait;
     const int want = query == 2 ? 429 : query == 3 ? 503 : 200;
     EXPECT_EQ(http_status, want) << trace[i];
+    if (query == 2 || query == 3) shed_served.push_back(latency - send_wait);
     if (query == 5) {
-      EXPECT_GE(latency, 250.0) << trace[i];
-      EXPECT_EQ(row_ok, 0) << trace[i];  // past the 150 ms deadline
+      EXPECT_GE(latency - send_wait, 250.0) << trace[i];  // the server's own 250 ms
+      EXPECT_EQ(row_ok, 0) << trace[i];                  // past the 150 ms deadline
       ++slow;
     }
     ok += row_ok;
   }
   EXPECT_EQ(ok, j["ok"].get<uint64_t>());
   EXPECT_GT(slow, 0u);
+  // The trace's waits are the summary's.
+  EXPECT_NEAR(send_wait_sum / static_cast<double>(n), j["send_wait_mean_us"].get<double>() / 1e3, 0.01) << lines[0];
+  ASSERT_FALSE(shed_served.empty());
+  std::sort(shed_served.begin(), shed_served.end());
+  EXPECT_LT(shed_served[shed_served.size() / 2], 250.0) << lines[0];
 }
 
 // send_wait: with one connection and answers that take 40 ms, arrivals every 10 ms on average

@@ -488,7 +488,8 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
   cmd->add_option("--trace", a->trace,
                   "also write every query to this CSV: arrival_s (its scheduled arrival, in seconds from the "
                   "run's start), latency_ms, http (0: no answer), ok, measured, query (its number among the "
-                  "query file's non-blank lines, from 1)");
+                  "query file's non-blank lines, from 1), send_wait_ms (the part of latency_ms it waited for a free "
+                  "connection)");
   return cmd;
 }
 
@@ -616,7 +617,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   // The trace after the summary: a trace that cannot be written fails the command without losing
   // the summary.
   if (trace.is_open()) {
-    trace << "arrival_s,latency_ms,http,ok,measured,query\n";
+    trace << "arrival_s,latency_ms,http,ok,measured,query,send_wait_ms\n";
     trace.setf(std::ios::fixed);
     for (size_t i = 0; i < arrivals.size(); ++i) {
       const Sample& s = samples[i];
@@ -624,7 +625,7 @@ int RunLoadgen(const LoadgenArgs& a) {
       trace << std::chrono::duration<double>(arrivals[i].at - start).count() << ',';
       trace.precision(3);
       trace << s.latency_us / 1e3 << ',' << s.http << ',' << (s.ok ? 1 : 0) << ',' << (arrivals[i].measured ? 1 : 0)
-            << ',' << arrivals[i].query + 1 << '\n';
+            << ',' << arrivals[i].query + 1 << ',' << s.send_wait_us / 1e3 << '\n';
     }
     trace.flush();
     if (!trace) {
