@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <latch>
+#include <memory>
 #include <string>
 
 #include "core/cpus.hpp"
@@ -54,6 +56,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* batches = nullptr;
   prometheus::Counter* dispatch_cpu[2] = {};  // [0] part="batch", [1] part="scheduler"
   prometheus::Gauge* cpu_slots = nullptr;
+  prometheus::Gauge* cpu_pin_failures = nullptr;
   prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
@@ -95,6 +98,7 @@ struct HybridScheduler::MetricSet {
     dispatch_cpu[0] = &dc.Add({{"part", "batch"}});
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
+    cpu_pin_failures = &gauge(families::kSchedCpuPinFailures).Add({});
     cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
     auto& h = histogram(families::kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
@@ -128,14 +132,21 @@ HybridScheduler::~HybridScheduler() { stop(); }
 void HybridScheduler::start() {
   if (started_) return;
   started_ = true;
+  // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
+  // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
+  // (Shared: the last worker may still be inside count_down when wait returns.)
+  auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
   for (size_t i = 0; i < options_.cpu_workers; ++i)
-    threads_.emplace_back([this] {
+    threads_.emplace_back([this, pinned] {
       SetThreadName("sched-cpu");
       if (!options_.cpu_worker_cpus.empty() && !PinThisThread(options_.cpu_worker_cpus))
         pin_failures_.fetch_add(1);
+      pinned->count_down();
       if (options_.cpu_nice > 0) (void)RaiseThreadNice(options_.cpu_nice);
       CpuLoop();
     });
+  pinned->wait();
+  if (metrics_) metrics_->cpu_pin_failures->Set(static_cast<double>(pin_failures_.load()));
   for (size_t i = 0; i < options_.gpu_dispatchers; ++i)
     threads_.emplace_back([this] {
       SetThreadName("sched-gpu");

@@ -122,6 +122,10 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   if (gpu == nullptr) so.gpu_dispatchers = 0;
   e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
   e->scheduler_->start();
+  if (const uint64_t failed = e->scheduler_->cpu_pin_failures(); failed > 0)
+    Log().Warn() << failed << " of " << so.cpu_workers
+                 << " CPU workers could not pin themselves to their own CPUs (--sched-cpu-cores) and run on the "
+                    "node's other CPUs";
   LogLine line = Log().Info();
   line << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers << " CPU workers, "
        << so.gpu_dispatchers << " GPU dispatchers; calibrated on " << e->calibration_samples_[0] << " CPU and "

@@ -738,6 +738,45 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
   EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 
+// CPUs the kernel refuses (here one the host does not have): start() returns with every worker's
+// failure counted and in the gauge, and the workers still answer, on the CPUs they inherited.
+TEST(HybridSchedulerTest, CpuWorkersThatCannotPinAreCountedAtStartAndStillRun) {
+  const std::vector<int> allowed = AllowedCpus();
+  ASSERT_FALSE(allowed.empty());
+  ASSERT_LT(allowed.back(), CPU_SETSIZE - 1);
+  class Counter : public SchedRunner {
+   public:
+    void RunCpu(SchedTask& t) override {
+      runs.fetch_add(1);
+      t.status = Status::Ok();
+    }
+    void RunGpuBatch(std::span<SchedTask* const>) override {}
+    std::atomic<int> runs{0};
+  } r;
+  CostModel model;
+  Metrics metrics("node");
+  HybridSchedulerOptions o = Options(SchedMode::kCpu);
+  o.cpu_workers = 3;
+  o.cpu_worker_cpus = {CPU_SETSIZE - 1};
+  HybridScheduler s(o, &r, &model, &metrics);
+  s.start();
+  EXPECT_EQ(s.cpu_pin_failures(), 3u);  // known when start() returns, not once jobs run
+  const std::string text = metrics.SerializeText();
+  EXPECT_NE(text.find("\nsearch_sched_cpu_pin_failures 3\n"), std::string::npos) << text;
+  for (int i = 0; i < 4; ++i) {
+    SchedTask t;
+    t.job.arrival = SchedClock::now();
+    t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+    PreferCpu(t);
+    ASSERT_TRUE(s.Submit(t).ok());
+    EXPECT_TRUE(t.status.ok());
+    EXPECT_EQ(t.ran_on, Unit::kCpu);
+  }
+  s.stop();
+  EXPECT_EQ(r.runs.load(), 4);
+  EXPECT_EQ(AllowedCpus(), allowed);
+}
+
 // caller_runs: a CPU job that an idle CPU worker would take at once runs on the thread that
 // submitted it (no hand-off to a worker and back); with it off, or with every CPU worker busy,
 // a worker runs it. Either way the answer and the counts are the same.

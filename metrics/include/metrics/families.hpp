@@ -130,6 +130,10 @@ inline constexpr Family kSchedCheapThreshold{
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
     "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
+inline constexpr Family kSchedCpuPinFailures{
+    "search_sched_cpu_pin_failures",
+    "CPU workers that could not pin themselves to the CPUs --sched-cpu-cores gave them (they run on the node's "
+    "other CPUs); 0 without the option."};
 inline constexpr Family kSchedHost{
     "search_sched_host_seconds",
     "Host time a query spends around the scheduler, outside its queue wait and run: phase features (feature "

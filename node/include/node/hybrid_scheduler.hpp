@@ -207,7 +207,8 @@ class HybridScheduler {
 
   SchedStatsSnapshot stats() const;
   const HybridSchedulerOptions& options() const { return options_; }
-  // CPU workers that could not pin themselves to cpu_worker_cpus (they run unpinned).
+  // CPU workers that could not pin themselves to cpu_worker_cpus (they run on the CPUs they
+  // inherited); final once start() has returned, and the gauge search_sched_cpu_pin_failures.
   uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
   // kReturn itself.
