@@ -15,7 +15,9 @@
 # env: everything bench_hybrid.sh reads applies to every run (NODE_ARGS is the common part);
 #      OUT_DIR (default WORK_DIR/runs: run N's files in OUT_DIR/rN, the merged fig7.csv, fig7.md and
 #      fig7.png in OUT_DIR), PIN=halves (NODE_CPUS and CLIENT_CPUS, unless set, to the first and the
-#      second half of the host's cores, whole cores together: the node apart from its clients),
+#      second half of the host's cores, whole cores together: the node apart from its clients) or
+#      PIN=node:N (the node on the first whole cores that make N CPUs, as a host of N CPUs would
+#      give it, and its clients on all the others),
 #      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
 #      BENCH (default scripts/bench_hybrid.sh).
 set -uo pipefail
@@ -28,10 +30,19 @@ bench=${BENCH:-scripts/bench_hybrid.sh}
 [ -r "$runs" ] || { echo "bench_hybrid_runs: cannot read $runs" >&2; exit 2; }
 mkdir -p "$out"
 
-# The host's cores in two halves of whole cores (thread siblings kept together).
-if [ "${PIN:-}" = halves ] && [ -z "${NODE_CPUS:-}" ]; then
-  read -r NODE_CPUS CLIENT_CPUS < <(python3 - <<'EOF'
-import glob
+# The host's cores in two halves of whole cores (thread siblings kept together), or N CPUs of
+# whole cores for the node and the rest for its clients.
+if [ -n "${PIN:-}" ] && [ -z "${NODE_CPUS:-}" ]; then
+  if [ "$PIN" = halves ]; then
+    node_n=0
+  elif [[ $PIN =~ ^node:[1-9][0-9]*$ ]]; then
+    node_n=${PIN#node:}
+  else
+    echo "bench_hybrid_runs: PIN is halves or node:N (N CPUs for the node), not '$PIN'" >&2
+    exit 2
+  fi
+  read -r NODE_CPUS CLIENT_CPUS < <(NODE_N=$node_n python3 - <<'EOF'
+import glob, os
 groups = set()
 for f in glob.glob('/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list'):
     cpus = []
@@ -40,7 +51,13 @@ for f in glob.glob('/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_l
         cpus += range(int(a), int(b or a) + 1)
     groups.add(tuple(sorted(cpus)))
 groups = sorted(groups)
-half = max(1, len(groups) // 2)
+half, want = max(1, len(groups) // 2), int(os.environ['NODE_N'])
+if want > 0:  # the first whole cores that hold want CPUs, at least one core left to the clients
+    half, n = 0, 0
+    while half < len(groups) - 1 and n < want:
+        n += len(groups[half])
+        half += 1
+    half = max(1, half)  # one core only: the node and its clients share it, as with halves
 fmt = lambda gs: ','.join(str(c) for g in gs for c in g)
 print(fmt(groups[:half]), fmt(groups[half:]) or fmt(groups[:half]))
 EOF

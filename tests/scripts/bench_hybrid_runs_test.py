@@ -2,12 +2,14 @@
 """scripts/bench_hybrid_runs.sh with a stand-in for bench_hybrid.sh (BENCH): every run line gets
 its label, schedulers, the common node flags followed by its own, and its settings (which win over
 the common ones); comments and blank lines are skipped; the runs' CSVs are merged under one
-header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists;
-an unreadable runs file is refused with exit 2.
+header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists,
+PIN=node:1 the node to the first core and its clients to the others; an unreadable runs file and
+an unknown PIN are refused with exit 2.
 
 usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
 import argparse
+import glob
 import os
 import subprocess
 import sys
@@ -79,6 +81,36 @@ def main():
             problems.append("a comment or blank line was taken for a run")
         if "| hybrid-a / best single |" not in r.stdout:
             problems.append("plot_fig7.py's comparison of the merged runs is missing: " + r.stdout)
+        # PIN=node:1: the first whole core for the node (its thread siblings), the other CPUs for the
+        # clients (or, on a one-core machine, the same core, as with halves).
+        allowed = sorted(int(d[len("/sys/devices/system/cpu/cpu"):].split("/")[0])
+                         for d in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/topology/thread_siblings_list"))
+        one = os.path.join(tmp, "one.txt")
+        with open(one, "w") as f:
+            f.write("c|cpu||START_RATE=100\n")
+        r1 = subprocess.run(["bash", script, one, "1000", os.path.join(tmp, "work")], capture_output=True, text=True,
+                            env=dict(env, PIN="node:1", OUT_DIR=os.path.join(tmp, "out1")), timeout=120)
+        given1 = open(os.path.join(tmp, "out1", "r1", "given.txt")).read() if r1.returncode == 0 else ""
+        pins = given1.split("pins=")[-1].strip().split("/")
+        if r1.returncode != 0 or len(pins) != 2 or not pins[0] or not pins[1]:
+            problems.append(f"PIN=node:1 should pin the node and its clients: {r1.returncode} {given1} {r1.stderr}")
+        else:
+            node = [int(c) for c in pins[0].split(",")]
+            clients = [int(c) for c in pins[1].split(",")]
+            with open(f"/sys/devices/system/cpu/cpu{allowed[0]}/topology/thread_siblings_list") as f:
+                first_core = set()
+                for part in f.read().strip().split(","):
+                    a, _, b = part.partition("-")
+                    first_core.update(range(int(a), int(b or a) + 1))
+            if set(node) != first_core:
+                problems.append(f"PIN=node:1 should give the node the first core {sorted(first_core)}: {pins}")
+            rest = [c for c in allowed if c not in first_core] or sorted(first_core)
+            if clients != rest:
+                problems.append(f"PIN=node:1 should give the clients {rest}: {pins}")
+        badpin = subprocess.run(["bash", script, one], capture_output=True, text=True, env=dict(env, PIN="node:x"),
+                                timeout=60)
+        if badpin.returncode != 2 or "PIN is halves or node:N" not in badpin.stderr:
+            problems.append(f"an unknown PIN should exit 2 with a message: {badpin.returncode} {badpin.stderr}")
         bad = subprocess.run(["bash", script, os.path.join(tmp, "missing.txt")], capture_output=True, text=True,
                              env=env, timeout=60)
         if bad.returncode != 2 or "cannot read" not in bad.stderr:
