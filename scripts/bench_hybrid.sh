@@ -16,6 +16,9 @@
 #      libraries),
 #      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (300), FACTOR (1.6),
 #      MAX_STEPS (8), SECONDS_PER_RATE (5), WARMUP (1), DEADLINE_MS (500), MISS_LIMIT (0.05),
+#      RAMP (1: each step's warm-up arrivals come at a rate rising from 0 to the step's, loadgen
+#      --ramp-up, so a step does not open with the rate's worth of new connections at once, a
+#      start-up backlog that near a knee could outlast the warm-up; 0: the full rate from the start),
 #      CONNECTIONS (256), OUT_DIR (where fig7.csv / fig7.md / fig7.png go; default WORK_DIR),
 #      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
@@ -83,6 +86,8 @@ node_pin=() client_pin=()
 [ -n "${CLIENT_CPUS:-}" ] && client_pin=(taskset -c "$CLIENT_CPUS")
 lg_threads=()
 [ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
+ramp=()
+[ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
@@ -214,7 +219,7 @@ for mode in $modes; do
     fi
     line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time "${client_pin[@]}" timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
-      --connections "$conns" "${lg_threads[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
+      --connections "$conns" "${lg_threads[@]}" "${ramp[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
     n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); read -r c1 ci1 < <(node_cpu_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
     scrape 1

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -471,6 +472,60 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
   }
   EXPECT_GT(one["send_wait_p99_us"].get<double>(), 200000.0) << one.dump();  // ~1.5 s of queue by the end
   EXPECT_LT(many["send_wait_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << many.dump();
+}
+
+// --ramp-up: the warm-up's arrivals come at a rate rising linearly from 0 (a quarter of them in its
+// first half, three quarters in its second), and the measured ones at the full rate.
+TEST(SearchctlLoadgenTest, RampUpRaisesTheWarmupRateLinearly) {
+  httplib::Server server;
+  server.Get("/search", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})",
+                    "application/json");
+  });
+  server.new_task_queue = [] { return new httplib::ThreadPool(16); };
+  const int port = server.bind_to_any_port("127.0.0.1");
+  ASSERT_GT(port, 0);
+  std::thread serve([&] { server.listen_after_bind(); });
+  TempDir tmp;
+  testing::WriteText(tmp / "q.txt", "one\ntwo\n");
+  auto run = [&](bool ramp) {
+    std::vector<std::string> args = {"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries",
+                                     tmp / "q.txt", "--rate", "800", "--seconds", "0.5", "--warmup", "1",
+                                     "--connections", "16", "--trace", tmp / (ramp ? "ramp.csv" : "flat.csv")};
+    if (ramp) args.push_back("--ramp-up");
+    auto r = Ctl(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    // Arrivals in the warm-up's halves and in the measured part.
+    std::array<int, 3> n{};
+    const auto trace = testing::Lines(testing::ReadText(tmp / (ramp ? "ramp.csv" : "flat.csv")));
+    for (size_t i = 1; i < trace.size(); ++i) {
+      double arrival = 0;
+      int measured = 0;
+      EXPECT_EQ(std::sscanf(trace[i].c_str(), "%lf,%*f,%*d,%*d,%d", &arrival, &measured), 2) << trace[i];
+      EXPECT_EQ(measured == 1, arrival >= 1.0) << trace[i];
+      ++n[measured == 1 ? 2 : arrival < 0.5 ? 0 : 1];
+    }
+    const Json j = Json::parse(testing::Lines(r.out).at(0));
+    EXPECT_EQ(j["ramp_up"].get<bool>(), ramp);
+    EXPECT_EQ(j["queries"].get<int>(), n[2]);
+    return n;
+  };
+  const auto ramp = run(true), flat = run(false);
+  server.stop();
+  serve.join();
+  // Expected: ramped 100 and 300 in the halves, flat 400 and 400; measured 400 either way (Poisson,
+  // so a standard deviation of 10-20).
+  EXPECT_GT(ramp[0], 50);
+  EXPECT_LT(ramp[0], 160);
+  EXPECT_GT(ramp[1], 220);
+  EXPECT_LT(ramp[1], 380);
+  EXPECT_LT(ramp[0] * 2, ramp[1]);
+  EXPECT_GT(flat[0], 320);
+  EXPECT_GT(flat[1], 320);
+  for (const auto* n : {&ramp, &flat}) {
+    EXPECT_GT((*n)[2], 320);
+    EXPECT_LT((*n)[2], 480);
+  }
 }
 
 // loadgen against a server that breaks HTTP: by query, a garbage answer, a response cut off by

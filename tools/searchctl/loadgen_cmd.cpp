@@ -5,7 +5,10 @@
 // one. A query's latency runs from its scheduled arrival to its answer, so time spent waiting for
 // a free connection counts (no coordinated omission). A query misses its deadline when it is
 // answered after it, with an error, or partially (_shards.failed > 0 or timed_out). The first
-// --warmup seconds of arrivals are sent but not measured. One JSON line summarises.
+// --warmup seconds of arrivals are sent but not measured; with --ramp-up their rate rises from 0 to
+// --rate over the warm-up, so a run reaches its rate with its connections and the server's queues
+// grown into it, not with --rate's worth of new connections in its first milliseconds. One JSON
+// line summarises.
 //
 // The load generator shares its host with what it measures (BENCHMARKS.md, issue 6), so it is
 // event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
@@ -23,6 +26,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <deque>
 #include <fstream>
@@ -474,6 +478,9 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
   cmd->add_option("--rate", a->rate, "mean arrivals per second")->capture_default_str()->check(CLI::Range(0.001, 1e6));
   cmd->add_option("--seconds", a->seconds, "measured arrivals span")->capture_default_str()->check(CLI::Range(0.0, 1e5));
   cmd->add_option("--warmup", a->warmup, "unmeasured arrivals before")->capture_default_str()->check(CLI::Range(0.0, 1e5));
+  cmd->add_flag("--ramp-up", a->ramp_up,
+                "the warm-up's arrival rate rises linearly from 0 to --rate (Poisson all the same), so a run does "
+                "not start with --rate's worth of new connections and cold queues at once");
   cmd->add_option("--deadline-ms", a->deadline_ms, "per-query deadline (sent as timeout_ms)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{600000}));
@@ -516,14 +523,23 @@ int RunLoadgen(const LoadgenArgs& a) {
   std::vector<Arrival> arrivals;
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(50);
   size_t next_query = rng() % queries->size();
-  for (double t = gap(rng); t < a.warmup + a.seconds; t += gap(rng)) {
+  auto arrive = [&](double t) {
     Arrival x;
     x.query = next_query;
     next_query = (next_query + 1) % queries->size();
     x.at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
     x.measured = t >= a.warmup;
     arrivals.push_back(x);
+  };
+  double t = gap(rng);
+  if (a.ramp_up && a.warmup > 0) {
+    // A Poisson process of rate r * t / W over the warm-up [0, W): the points s of a unit-rate one
+    // below r * W / 2 (its mean count), moved to t = sqrt(2 W s / r), where the ramp's integral is s.
+    std::exponential_distribution<double> unit(1.0);
+    for (double s = unit(rng); s < a.rate * a.warmup / 2; s += unit(rng)) arrive(std::sqrt(2 * a.warmup * s / a.rate));
+    t = a.warmup + gap(rng);  // memoryless: the measured part starts afresh at W
   }
+  for (; t < a.warmup + a.seconds; t += gap(rng)) arrive(t);
 
   std::vector<Sample> samples(arrivals.size());
   const uint32_t loops = std::max<uint32_t>(1, std::min(a.connections, a.threads > 0 ? a.threads : DefaultLoops()));
@@ -605,6 +621,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["http"] = statuses;
   out["stale_connection_retries"] = shared.stale_retries.load();
   out["threads"] = loops;
+  out["ramp_up"] = a.ramp_up;
   out["answered_p99_us"] = Percentile(answered_lat, 0.99);
   out["rejected"] = rejected_lat.size();
   out["rejected_p50_us"] = Percentile(rejected_lat, 0.50);
