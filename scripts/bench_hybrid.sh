@@ -23,6 +23,9 @@
 #      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
 #      NODE_ARGS (extra search-node flags), INTEGRATOR_ARGS (extra search-integrator flags),
+#      KEEPALIVE_REQUESTS (100: the integrator's --http-keep-alive-requests; its HTTP threads are as
+#      many as the connections here, so no connection waits for a worker and closing each after its
+#      default 5 requests would only add reconnects),
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
@@ -183,8 +186,8 @@ for mode in $modes; do
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
   "${client_pin[@]}" "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
-    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --metrics "127.0.0.1:$int_metrics_port" \
-    --log-level warn ${INTEGRATOR_ARGS:-} \
+    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --http-keep-alive-requests "${KEEPALIVE_REQUESTS:-100}" \
+    --metrics "127.0.0.1:$int_metrics_port" --log-level warn ${INTEGRATOR_ARGS:-} \
     >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
   int_pid=$!
   pids+=("$int_pid")

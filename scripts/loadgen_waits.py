@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Where a `searchctl loadgen --trace` run's tail comes from: its latency split into the wait for a
+free connection (send_wait_ms, the load generator's own queue) and the server's part (the rest,
+which includes opening a connection), and the bursts of arrivals that waited, with when they began
+and ended and whether they reached the measured part of the run (BENCHMARKS.md, issue 6: a step's
+start-up backlog outlasting its warm-up).
+
+usage: loadgen_waits.py TRACE.csv[.gz]... [--min-wait-ms 10] [--gap-ms 50] [--bins SECONDS]
+  A burst: arrivals that waited more than --min-wait-ms, each within --gap-ms of the one before.
+  --bins S also prints the run's first S seconds in 10 ms bins of arrival time.
+Prints, per trace, one summary line (measured queries; latency p50, p99, max; send wait p99; the
+server's part p99, max), its bursts, and the bins. A row that does not parse is skipped and counted;
+a file without the trace's columns is an error (exit 2).
+"""
+import argparse
+import csv
+import gzip
+import sys
+
+COLUMNS = ("arrival_s", "latency_ms", "send_wait_ms", "measured")
+
+
+def pct(sorted_values, q):
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))] if sorted_values else float("nan")
+
+
+def read(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    rows, bad = [], 0
+    with opener(path, "rt", newline="") as f:
+        r = csv.DictReader(f)
+        missing = [c for c in COLUMNS if c not in (r.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: not a loadgen trace (no {', '.join(missing)} column)")
+        for x in r:
+            try:
+                rows.append((float(x["arrival_s"]), float(x["latency_ms"]), float(x["send_wait_ms"]),
+                             x["measured"].strip() == "1"))
+            except (TypeError, ValueError):
+                bad += 1
+    rows.sort()
+    return rows, bad
+
+
+def summarize(path, rows, bad, min_wait, gap, bins):
+    meas = [x for x in rows if x[3]]
+    lat = sorted(x[1] for x in meas)
+    wait = sorted(x[2] for x in meas)
+    server = sorted(x[1] - x[2] for x in meas)
+    print(f"{path}: {len(meas)} measured; latency p50 {pct(lat, .5):.2f} p99 {pct(lat, .99):.2f} "
+          f"max {lat[-1] if lat else float('nan'):.2f} ms; send wait p99 {pct(wait, .99):.2f} ms; "
+          f"server p99 {pct(server, .99):.2f} max {server[-1] if server else float('nan'):.2f} ms"
+          + (f"; {bad} rows skipped" if bad else ""))
+    bursts = []
+    for x in rows:
+        if x[2] <= min_wait:
+            continue
+        if bursts and x[0] - bursts[-1][-1][0] <= gap:
+            bursts[-1].append(x)
+        else:
+            bursts.append([x])
+    for b in bursts:
+        t0, t1 = b[0][0], b[-1][0]
+        where = "measured" if b[0][3] else ("warm-up, into the measured part" if any(x[3] for x in b) else "warm-up")
+        print(f"  burst {t0:.3f}-{t1:.3f} s ({where}): {len(b)} arrivals waited, up to {max(x[2] for x in b):.1f} ms")
+    if not bursts:
+        print(f"  no arrival waited more than {min_wait:g} ms")
+    if bins and rows:
+        for i in range(int(round(bins / 0.01))):
+            lo, hi = i * 0.01, (i + 1) * 0.01
+            s = [x for x in rows if lo <= x[0] < hi]
+            if not s:
+                continue
+            print(f"  {lo:.2f}-{hi:.2f} s: {len(s)} arrivals, wait max {max(x[2] for x in s):.1f} mean "
+                  f"{sum(x[2] for x in s) / len(s):.1f} ms, server max {max(x[1] - x[2] for x in s):.1f} mean "
+                  f"{sum(x[1] - x[2] for x in s) / len(s):.1f} ms")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("traces", nargs="+")
+    ap.add_argument("--min-wait-ms", type=float, default=10.0)
+    ap.add_argument("--gap-ms", type=float, default=50.0)
+    ap.add_argument("--bins", type=float, default=0.0)
+    a = ap.parse_args()
+    for path in a.traces:
+        try:
+            rows, bad = read(path)
+        except (OSError, ValueError) as e:
+            print(f"loadgen_waits: {e}", file=sys.stderr)
+            return 2
+        summarize(path, rows, bad, a.min_wait_ms, a.gap_ms / 1000.0, a.bins)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
