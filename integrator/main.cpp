@@ -73,8 +73,8 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--http-keep-alive-requests", http_keep_alive_requests,
-                 "requests one kept-alive HTTP connection may carry before the integrator closes it (closes rotate "
-                 "the workers through the connections while more are open than --http-threads)")
+                 "requests one kept-alive HTTP connection may carry before the integrator closes it (while a "
+                 "connection waits for one of the --http-threads workers, every answer closes its connection)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")

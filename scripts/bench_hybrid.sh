@@ -24,8 +24,8 @@
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
 #      NODE_ARGS (extra search-node flags), INTEGRATOR_ARGS (extra search-integrator flags),
 #      KEEPALIVE_REQUESTS (100: the integrator's --http-keep-alive-requests; its HTTP threads are as
-#      many as the connections here, so no connection waits for a worker and closing each after its
-#      default 5 requests would only add reconnects),
+#      many as the connections here, so no connection waits for a worker, and closing each after a
+#      few requests, as the integrator's default of 5 did before 2026-11-26, only adds reconnects),
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),

@@ -115,6 +115,12 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
   s.set_payload_max_length(kMaxBodyBytes);
   s.set_keep_alive_timeout(impl_->options.keep_alive_seconds);
   s.set_keep_alive_max_count(impl_->options.keep_alive_max_requests);
+  // While a connection waits for a worker (each open connection holds one), every answer closes
+  // its connection, so the waiting ones get a worker after one request instead of after the
+  // others' request count or keep-alive timeout.
+  s.set_post_routing_handler([im](const httplib::Request&, httplib::Response& res) {
+    if (im->waiting() > 0) res.set_header("Connection", "close");
+  });
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);
 

@@ -264,6 +264,60 @@ TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
   EXPECT_EQ(sockets.load(), 3);
 }
 
+// --http-threads 1: a kept-alive client holds the integrator's only HTTP worker. With no other
+// connection waiting, its connection stays open; once a second client's connection waits for the
+// worker, the first client's next answer closes its connection ("Connection: close"), well before
+// its 100-request count or its keep-alive timeout, and the second client is answered, rightly.
+TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
+  std::string shards;
+  for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
+  Process one;
+  ASSERT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+                         "--ping-ms", "200", "--cache-mb", "0", "--http-threads", "1"},
+                        run_->path() + "/integrator-one"));
+  auto ready = one.WaitReady();
+  ASSERT_TRUE(ready.has_value()) << one.Logs();
+  const int port = PortOf(ready->at("http").get<std::string>());
+  const auto until = Clock::now() + 15s;
+  while (Clock::now() < until) {
+    auto h = Fetch(port, "/health");
+    if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") break;
+    std::this_thread::sleep_for(20ms);
+  }
+  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
+  httplib::Client first("127.0.0.1", port);
+  first.set_keep_alive(true);
+  std::atomic<int> sockets{0};
+  first.set_socket_options([&](socket_t) { ++sockets; });
+  auto search = [&](httplib::Client& c, const std::string& what) {
+    auto r = c.Get("/search?q=w5+w7&mode=or&k=10");
+    EXPECT_TRUE(r) << what << ": " << httplib::to_string(r.error());
+    if (!r) return std::string("no answer");
+    EXPECT_EQ(r->status, 200) << what << ": " << r->body;
+    if (r->status == 200) ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, what);
+    return r->get_header_value("Connection");
+  };
+  for (int i = 0; i < 3; ++i) EXPECT_NE(search(first, "alone " + std::to_string(i)), "close");
+  EXPECT_EQ(sockets.load(), 1);  // one connection carried all three
+
+  std::atomic<bool> second_done{false};
+  std::thread second_client([&] {
+    httplib::Client second("127.0.0.1", port);
+    second.set_read_timeout(20, 0);
+    (void)search(second, "the waiting client");
+    second_done = true;
+  });
+  bool closed = false;
+  for (int i = 0; i < 40 && !closed && !second_done; ++i) {
+    std::this_thread::sleep_for(25ms);
+    closed = search(first, "beside a waiting client " + std::to_string(i)) == "close";
+  }
+  second_client.join();
+  EXPECT_TRUE(closed) << "the first client's connection never closed for the waiting one";
+  EXPECT_TRUE(second_done.load());
+  one.Signal(SIGTERM);
+}
+
 // The expected answer when shard `down` is missing: the best k of the other shards' documents.
 std::vector<ExternalHit> ExpectedWithout(uint32_t down, const std::string& q, QueryMode mode, uint32_t k) {
   const auto& sh = g_index->local3->manifest().shards[down];

@@ -24,11 +24,12 @@ struct HttpFrontOptions {
   int port = 9200;
   int threads = 64;  // a keep-alive connection holds its worker while it stays open
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
-  // Requests a kept-alive connection may carry before the server closes it (httplib's default is
-  // 5). Each close costs the client a reconnect; but while more connections are open than
-  // `threads`, the closes are what rotates the workers through them (an open connection holds
-  // its worker), so a high count there makes the waiting connections wait longer.
-  size_t keep_alive_max_requests = 5;
+  // Requests a kept-alive connection may carry before the server closes it. An open connection
+  // holds its worker, so while another connection waits for a worker every answer closes its
+  // connection ("Connection: close"), which rotates the workers through the waiting ones at once;
+  // with none waiting a connection stays open up to this count, and its client skips a reconnect
+  // per request (httplib's own default is 5).
+  size_t keep_alive_max_requests = 100;
 };
 
 // The status page served at /.
