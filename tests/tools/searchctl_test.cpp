@@ -284,8 +284,8 @@ TEST_F(SearchctlTest, BenchPrewarmsTheCpuEngine) {
 
 // --per-query: after the run, one CSV row per query of the file, timed alone: its number, terms,
 // its lists' lengths in order (from the reference corpus's document frequencies), a positive time
-// (the faster of two runs, at most the first run's time in the last column) and the hits the engine returns (a term the index lacks: no lists, no hits in and mode). A path
-// that cannot be opened fails before the run.
+// (the faster of two runs, at most the first run's time in the last column) and the hits the engine returns (a term the
+// index lacks: no lists, no hits in and mode). A path that cannot be opened fails before the run.
 TEST_F(SearchctlTest, BenchPerQueryTimesEveryQueryAlone) {
   ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
   const std::vector<std::string> queries = {"w1 w2", "w0", "w3 w17 w250", "zzz w1"};
@@ -332,12 +332,47 @@ TEST_F(SearchctlTest, BenchPerQueryTimesEveryQueryAlone) {
   EXPECT_TRUE(bad.out.empty()) << bad.out;  // no run
 }
 
+// An in-process HTTP server standing in for the integrator in the loadgen tests: routes go on
+// `http` before Start(); with `threads` > 0 a pool of that many (a thread per kept-alive
+// connection, as the benchmarks run the integrator: --http-threads = --connections; with fewer,
+// connections beyond the pool wait for a thread until another connection's keep-alive ends,
+// whatever the client). Stopped when it goes out of scope, an early ASSERT's return included.
+class StandIn {
+ public:
+  explicit StandIn(size_t threads = 0) {
+    if (threads > 0) http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  }
+  ~StandIn() {
+    if (serve_.joinable()) {
+      http.stop();
+      serve_.join();
+    }
+  }
+  StandIn(const StandIn&) = delete;
+  StandIn& operator=(const StandIn&) = delete;
+  // Binds a free port and serves there; the --url to give loadgen, or "" when nothing could bind.
+  std::string Start() {
+    const int port = http.bind_to_any_port("127.0.0.1");
+    if (port <= 0) return "";
+    serve_ = std::thread([this] { http.listen_after_bind(); });
+    return "http://127.0.0.1:" + std::to_string(port);
+  }
+  httplib::Server http;
+
+ private:
+  std::thread serve_;
+};
+
+// A whole, empty answer of one shard.
+constexpr const char* kEmptyAnswer =
+    R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})";
+
 // loadgen against a stand-in integrator (an in-process HTTP server) that answers by query: 200,
 // 200 after 250 ms, a partial 200, 429 and 503. The counts by status, the partial and error
 // counts, the deadline misses and the separate latencies of answers and of shed load follow.
 TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
-  httplib::Server server;
-  server.Get("/search", [](const httplib::Request& req, httplib::Response& res) {
+  StandIn server(32);  // a thread per kept-alive connection
+  server.http.Get("/search", [](const httplib::Request& req, httplib::Response& res) {
     const std::string q = req.get_param_value("q");
     if (q.rfind("shed", 0) == 0) {
       res.status = 429;
@@ -355,20 +390,12 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
                         R"(,"failed":)" + std::to_string(failed) + R"(},"hits":{"hits":[]}})",
                     "application/json");
   });
-  // A thread per kept-alive connection, as the benchmarks run the integrator (--http-threads =
-  // --connections): with fewer, connections beyond the pool wait for a thread until another
-  // connection's keep-alive ends, whatever the client.
-  server.new_task_queue = [] { return new httplib::ThreadPool(32); };
-  const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread serve([&] { server.listen_after_bind(); });
+  const std::string url = server.Start();
+  ASSERT_FALSE(url.empty());
   TempDir tmp;
   testing::WriteText(tmp / "q.txt", "fast one\nshed two\ndown three\npart four\nslow five\n");
-  auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
-                "100", "--seconds", "1", "--warmup", "0", "--connections", "32", "--deadline-ms", "150",
-                "--trace", tmp / "trace.csv"});
-  server.stop();
-  serve.join();
+  auto r = Ctl({"loadgen", "--url", url, "--queries", tmp / "q.txt", "--rate", "100", "--seconds", "1", "--warmup", "0",
+                "--connections", "32", "--deadline-ms", "150", "--trace", tmp / "trace.csv"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = testing::Lines(r.out);
   ASSERT_EQ(lines.size(), 1u) << r.out;
@@ -426,7 +453,7 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
     if (query == 2 || query == 3) shed_served.push_back(latency - send_wait);
     if (query == 5) {
       EXPECT_GE(latency - send_wait, 250.0) << trace[i];  // the server's own 250 ms
-      EXPECT_EQ(row_ok, 0) << trace[i];                  // past the 150 ms deadline
+      EXPECT_EQ(row_ok, 0) << trace[i];                   // past the 150 ms deadline
       ++slow;
     }
     ok += row_ok;
@@ -444,27 +471,22 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
 // queue in the load generator for a free connection (over a second by the end of half a second),
 // and that wait is part of their latency; with 32 connections the wait is a small fraction of it.
 TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
-  httplib::Server server;
-  server.Get("/search", [](const httplib::Request&, httplib::Response& res) {
+  StandIn server(32);  // a thread per kept-alive connection
+  server.http.Get("/search", [](const httplib::Request&, httplib::Response& res) {
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
-    res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})",
-                    "application/json");
+    res.set_content(kEmptyAnswer, "application/json");
   });
-  server.new_task_queue = [] { return new httplib::ThreadPool(32); };  // a thread per connection, as above
-  const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread serve([&] { server.listen_after_bind(); });
+  const std::string url = server.Start();
+  ASSERT_FALSE(url.empty());
   TempDir tmp;
   testing::WriteText(tmp / "q.txt", "one\ntwo\n");
   auto run = [&](const char* connections) {
-    auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
-                  "100", "--seconds", "0.5", "--warmup", "0", "--connections", connections, "--deadline-ms", "5000"});
+    auto r = Ctl({"loadgen", "--url", url, "--queries", tmp / "q.txt", "--rate", "100", "--seconds", "0.5", "--warmup",
+                  "0", "--connections", connections, "--deadline-ms", "5000"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return Json::parse(testing::Lines(r.out).at(0));
   };
   const Json one = run("1"), many = run("32");
-  server.stop();
-  serve.join();
   for (const Json* j : {&one, &many}) {
     ASSERT_TRUE(j->contains("send_wait_p99_us")) << j->dump();
     EXPECT_GE((*j)["send_wait_mean_us"].get<double>(), 0.0);
@@ -477,21 +499,19 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
 // --ramp-up: the warm-up's arrivals come at a rate rising linearly from 0 (a quarter of them in its
 // first half, three quarters in its second), and the measured ones at the full rate.
 TEST(SearchctlLoadgenTest, RampUpRaisesTheWarmupRateLinearly) {
-  httplib::Server server;
-  server.Get("/search", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})",
-                    "application/json");
+  StandIn server(16);
+  server.http.Get("/search", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(kEmptyAnswer, "application/json");
   });
-  server.new_task_queue = [] { return new httplib::ThreadPool(16); };
-  const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread serve([&] { server.listen_after_bind(); });
+  const std::string url = server.Start();
+  ASSERT_FALSE(url.empty());
   TempDir tmp;
   testing::WriteText(tmp / "q.txt", "one\ntwo\n");
   auto run = [&](bool ramp) {
-    std::vector<std::string> args = {"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries",
-                                     tmp / "q.txt", "--rate", "800", "--seconds", "0.5", "--warmup", "1",
-                                     "--connections", "16", "--trace", tmp / (ramp ? "ramp.csv" : "flat.csv")};
+    std::vector<std::string> args = {
+        "loadgen", "--url",         url,         "--queries", tmp / "q.txt",
+        "--rate",  "800",           "--seconds", "0.5",       "--warmup",
+        "1",       "--connections", "16",        "--trace",   tmp / (ramp ? "ramp.csv" : "flat.csv")};
     if (ramp) args.push_back("--ramp-up");
     auto r = Ctl(args);
     EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -511,8 +531,6 @@ TEST(SearchctlLoadgenTest, RampUpRaisesTheWarmupRateLinearly) {
     return n;
   };
   const auto ramp = run(true), flat = run(false);
-  server.stop();
-  serve.join();
   // Expected: ramped 100 and 300 in the halves, flat 400 and 400; measured 400 either way (Poisson,
   // so a standard deviation of 10-20).
   EXPECT_GT(ramp[0], 50);
@@ -609,8 +627,8 @@ TEST(SearchctlLoadgenTest, BrokenResponsesAreErrorsAndLoseNoQuery) {
   for (size_t i = 1; i < trace.size(); ++i) {
     double arrival = 0, latency = 0;
     int http_status = 0, row_ok = 0, measured = 0, query = 0;
-    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d", &arrival, &latency, &http_status, &row_ok,
-                          &measured, &query),
+    ASSERT_EQ(std::sscanf(trace[i].c_str(), "%lf,%lf,%d,%d,%d,%d", &arrival, &latency, &http_status, &row_ok, &measured,
+                          &query),
               6);
     EXPECT_EQ(http_status, query <= 2 ? 0 : 200) << trace[i];  // queries 1, 2: garbage and cut
     EXPECT_EQ(row_ok, query <= 2 ? 0 : 1) << trace[i];
@@ -619,18 +637,17 @@ TEST(SearchctlLoadgenTest, BrokenResponsesAreErrorsAndLoseNoQuery) {
 
 TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {
   std::atomic<int> served{0};
-  httplib::Server server;
-  server.Get("/search", [&](const httplib::Request&, httplib::Response& res) {
+  StandIn server;
+  server.http.Get("/search", [&](const httplib::Request&, httplib::Response& res) {
     ++served;
     res.set_content(R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0}})", "application/json");
   });
-  const int port = server.bind_to_any_port("127.0.0.1");
-  ASSERT_GT(port, 0);
-  std::thread serve([&] { server.listen_after_bind(); });
+  const std::string url = server.Start();
+  ASSERT_FALSE(url.empty());
   TempDir tmp;
   testing::WriteText(tmp / "q.txt", "one\n");
-  auto r = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt", "--rate",
-                "100", "--seconds", "0.3", "--warmup", "0", "--trace", tmp / "no-such-dir/trace.csv"});
+  auto r = Ctl({"loadgen", "--url", url, "--queries", tmp / "q.txt", "--rate", "100", "--seconds", "0.3", "--warmup",
+                "0", "--trace", tmp / "no-such-dir/trace.csv"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("cannot open the trace file"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty()) << r.out;
@@ -640,8 +657,8 @@ TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {
   // the run, with the summary still printed.
   const int served_before = served.load();
   if (std::filesystem::exists("/dev/full")) {
-    auto full = Ctl({"loadgen", "--url", "http://127.0.0.1:" + std::to_string(port), "--queries", tmp / "q.txt",
-                     "--rate", "100", "--seconds", "0.3", "--warmup", "0", "--trace", "/dev/full"});
+    auto full = Ctl({"loadgen", "--url", url, "--queries", tmp / "q.txt", "--rate", "100", "--seconds", "0.3",
+                     "--warmup", "0", "--trace", "/dev/full"});
     EXPECT_NE(full.exit_code, 0);
     EXPECT_NE(full.err.find("cannot write the trace"), std::string::npos) << full.err;
     const auto lines = testing::Lines(full.out);
@@ -651,8 +668,6 @@ TEST(SearchctlLoadgenTest, AnUnwritableTraceFailsAndLosesNoRun) {
     }
     EXPECT_GT(served.load(), served_before);
   }
-  server.stop();
-  serve.join();
 }
 
 TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {
