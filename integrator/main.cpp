@@ -16,6 +16,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/signals.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
@@ -102,12 +103,7 @@ int main(int argc, char** argv) {
   }
 
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  const sigset_t signals = BlockStopSignals();
 
   Metrics metrics("integrator");
   if (!metrics_addr.empty()) {

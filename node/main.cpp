@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "core/cpus.hpp"
+#include "core/signals.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
@@ -130,15 +131,17 @@ int main(int argc, char** argv) {
   app.add_option("--sched-balance", sched.sched.policy.balance,
                  "hybrid: a job the cost ratio gives the CPU goes to the GPU while the GPU would finish it sooner")
       ->capture_default_str();
-  size_t sched_cpu_cores = 0;
+  int64_t sched_cpu_cores = -1;  // -1: DefaultSchedCpuCores(the scheduler's mode, the CPUs this process may use)
   app.add_option("--sched-cpu-cores", sched_cpu_cores,
                  "give the scheduler's CPU workers this many of the CPUs this process may use (the last ones) to "
                  "themselves, and keep every other thread of the node (network, GPU dispatch) on the rest: the CPU "
                  "engine and the GPU path stop sharing cores, so --sched-cpu-nice and --sched-host-aware no longer "
-                 "apply, and --sched-cpu-workers defaults to this count. Needs an explicit --scheduler and at least "
-                 "one CPU left (0 = off: every thread may run on every CPU)")
+                 "apply, --sched-cpu-workers defaults to this count, and under hybrid --sched-cheap-fill-us "
+                 "defaults to 200 and --sched-batch-latency to true. Needs a scheduler and at least one CPU left "
+                 "(-1 = by scheduler: under hybrid 5/8 of the CPUs, 10 of 16, when there are at least 8, else 0; "
+                 "0 = off: every thread may run on every CPU)")
       ->capture_default_str()
-      ->check(CLI::Range(size_t{0}, size_t{4096}));
+      ->check(CLI::Range(int64_t{-1}, int64_t{4096}));
   app.add_option("--sched-host-aware", sched_host_aware,
                  "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
@@ -169,16 +172,17 @@ int main(int argc, char** argv) {
                  "hybrid with --sched-cheap-step: the adaptive cheap bound's cap, in multiples of one query alone on the GPU")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e6));
-  app.add_option("--sched-cheap-fill-us", sched.sched.policy.cheap_fill_us,
+  CLI::Option* cheap_fill_opt = app.add_option("--sched-cheap-fill-us", sched.sched.policy.cheap_fill_us,
                  "hybrid with --sched-cheap-step: the cheap bound rises while the CPU's backlog (queued predicted work "
                  "over its workers) is at most this many microseconds and falls otherwise, so the CPU takes the "
                  "cheapest queries until it is full (0 = it follows the GPU's backlog against the CPU's); use with "
-                 "--sched-batch-latency true")
+                 "--sched-batch-latency true; both are the default under hybrid with --sched-cpu-cores: 200)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
-  app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
+  CLI::Option* batch_latency_opt = app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
                  "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
-                 "so the balance rule and stealing keep on the CPU the queries it answers before a batch would")
+                 "so the balance rule and stealing keep on the CPU the queries it answers before a batch would "
+                 "(default: true under hybrid with --sched-cpu-cores, else false)")
       ->capture_default_str();
   app.add_option("--sched-steal-window", sched.sched.policy.steal_window,
                  "an idle processor steals the job cheapest for it among the other queue's oldest this many")
@@ -219,22 +223,40 @@ int main(int argc, char** argv) {
   }
   SetLogLevel(*level);
   const Logger log("node");
+  // Signals are taken synchronously by sigwait below: block them before any thread starts, so
+  // every thread inherits the mask.
+  const sigset_t signals = BlockStopSignals();
+  // --scheduler auto is hybrid when a GPU is usable: probed here (CUDA's own threads, started by
+  // the probe, keep every CPU), because the split below must know the scheduler before the node's
+  // other threads start.
+  std::string planned_sched = sched_name;
+  if (planned_sched == "auto") {
+    planned_sched.clear();
+#ifdef SEARCH_HAVE_GPU
+    if (gpu_mode != "off" && gpu::GpuAvailable()) planned_sched = "hybrid";
+#endif
+  }
   // --sched-cpu-cores: this thread moves to the CPUs left to the rest of the node before any
-  // other thread starts (RocksDB's, CUDA's, the exposer's, the server's inherit its mask); the
+  // other thread starts (RocksDB's, the exposer's, the server's inherit its mask); the
   // scheduler's CPU workers pin themselves to the dedicated ones.
+  const std::vector<int> allowed_cpus = AllowedCpus();
+  const size_t cpu_cores =
+      sched_cpu_cores >= 0 ? static_cast<size_t>(sched_cpu_cores)
+      : planned_sched.empty() ? 0
+                              : DefaultSchedCpuCores(*ParseSchedMode(planned_sched), allowed_cpus.size());
   CpuSplit cpu_split;
-  if (sched_cpu_cores > 0) {
-    const std::vector<int> allowed = AllowedCpus();
-    if (sched_name == "auto") {
-      log.Error() << "--sched-cpu-cores needs an explicit --scheduler (cpu, gpu, hybrid or griffin)";
+  if (cpu_cores > 0) {
+    if (planned_sched.empty()) {
+      log.Error() << "--sched-cpu-cores needs a scheduler: with --scheduler auto and no usable GPU the node runs "
+                     "the CPU engine directly (give --scheduler cpu, gpu, hybrid or griffin)";
       return 2;
     }
-    if (sched_cpu_cores >= allowed.size()) {
-      log.Error() << "--sched-cpu-cores " << sched_cpu_cores << ": this process may use " << allowed.size()
+    if (cpu_cores >= allowed_cpus.size()) {
+      log.Error() << "--sched-cpu-cores " << cpu_cores << ": this process may use " << allowed_cpus.size()
                   << " CPUs, and at least one must be left to the node's other threads";
       return 2;
     }
-    cpu_split = SplitCpus(allowed, sched_cpu_cores);
+    cpu_split = SplitCpus(allowed_cpus, cpu_cores);
     if (!PinThisThread(cpu_split.rest)) {
       log.Error() << "--sched-cpu-cores: cannot set this process's CPU affinity";
       return 1;
@@ -243,14 +265,6 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.drain_timeout = std::chrono::milliseconds(drain_ms);
 
-  // Signals are taken synchronously by sigwait below: block them before any thread starts, so
-  // every thread inherits the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGTERM);
-  sigaddset(&signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
   // --gpu on without a GPU: fail before anything is opened (after the signal mask: CUDA's
   // initialization may start threads, which must inherit it).
 #ifdef SEARCH_HAVE_GPU
@@ -326,9 +340,21 @@ int main(int argc, char** argv) {
   std::unique_ptr<SchedTrace> sched_trace;  // outlives the scheduler below
   std::unique_ptr<Executor> scheduled;
   if (sched_name == "auto") sched_name = batch_gpu != nullptr ? "hybrid" : "";
+  if (sched_name.empty() && !cpu_split.dedicated.empty()) {
+    // The GPU was there at the probe but its executor did not start: no scheduler runs, so the
+    // CPU engine's server threads (started below) get every CPU back.
+    log.Warn() << "no scheduler runs: the " << cpu_split.dedicated.size() << " CPUs set apart for its CPU workers go back to the node";
+    if (!PinThisThread(allowed_cpus)) log.Warn() << "cannot restore this process's CPU affinity";
+    cpu_split = CpuSplit{};
+  }
   if (!sched_name.empty()) {
     sched.sched.policy.mode = *ParseSchedMode(sched_name);
     sched.sched.policy.batch_wait = std::chrono::microseconds(batch_wait_us);
+    // The fill rule pays once the CPU workers have cores of their own (hybrid_scheduler.hpp).
+    if (!cpu_split.dedicated.empty() && sched.sched.policy.mode == SchedMode::kHybrid) {
+      if (cheap_fill_opt->count() == 0) sched.sched.policy.cheap_fill_us = kDefaultCheapFillUs;
+      if (batch_latency_opt->count() == 0) sched.sched.policy.batch_latency = true;
+    }
     sched.sched.cpu_workers = sched_cpu_workers != 0        ? sched_cpu_workers
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
@@ -388,6 +414,8 @@ int main(int argc, char** argv) {
                           {"gpu_dispatchers", sched.sched.gpu_dispatchers},
                           {"sched_cpu_nice", sched.sched.cpu_nice},
                           {"sched_cpu_cores", cpu_split.dedicated},
+                          {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
+                          {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

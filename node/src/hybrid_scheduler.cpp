@@ -182,6 +182,11 @@ int DefaultCpuNice(SchedMode mode) {
   return mode == SchedMode::kHybrid || mode == SchedMode::kGriffin ? 10 : 0;
 }
 
+size_t DefaultSchedCpuCores(SchedMode mode, size_t cpus) {
+  if (mode != SchedMode::kHybrid || cpus < 8) return 0;
+  return (cpus * 5 + 4) / 8;
+}
+
 size_t DefaultGpuDispatchers(SchedMode mode) {
   switch (mode) {
     case SchedMode::kCpu:

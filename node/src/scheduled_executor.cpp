@@ -139,6 +139,11 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
                                                                             so.policy.cheap_max_factor)) +
                                             " us)"
                                       : std::string(")"));
+  if (so.policy.mode == SchedMode::kHybrid && so.policy.cheap_step > 0 && so.policy.cheap_fill_us > 0)
+    line << "; fill rule: the bound rises while the CPU's backlog is at most "
+         << static_cast<int>(so.policy.cheap_fill_us) << " us";
+  if (so.policy.mode == SchedMode::kHybrid && so.policy.batch_latency) line << "; batch latency counted";
+  if (!so.cpu_worker_cpus.empty()) line << "; CPU workers on " << so.cpu_worker_cpus.size() << " CPUs of their own";
   return e;
 }
 

@@ -556,6 +556,27 @@ TEST(HybridSchedulerTest, DefaultCpuNiceByMode) {
   EXPECT_EQ(DefaultCpuNice(SchedMode::kGriffin), 10);
 }
 
+// The node's --sched-cpu-cores by scheduler and CPUs: under hybrid 5/8 of them (rounded) from 8
+// CPUs on, always leaving some to the GPU path; otherwise shared (0).
+TEST(HybridSchedulerTest, DefaultSchedCpuCoresByModeAndCpus) {
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 16), 10u);
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 8), 5u);
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 12), 8u);
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 64), 40u);
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 7), 0u);
+  EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 2), 0u);
+  for (size_t cpus = 8; cpus <= 256; ++cpus) {
+    const size_t n = DefaultSchedCpuCores(SchedMode::kHybrid, cpus);
+    EXPECT_GE(n, 1u) << cpus;
+    EXPECT_GE(cpus - n, 3u) << cpus;
+  }
+  for (SchedMode m : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kGriffin}) {
+    EXPECT_EQ(DefaultSchedCpuCores(m, 16), 0u);
+    EXPECT_EQ(DefaultSchedCpuCores(m, 64), 0u);
+  }
+  EXPECT_GT(kDefaultCheapFillUs, 0.0);
+}
+
 // The node's GPU dispatchers by scheduler: fewer, larger batches when every job goes to the GPU.
 TEST(HybridSchedulerTest, DefaultGpuDispatchersByMode) {
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kCpu), 0u);

@@ -346,6 +346,9 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   const auto ready = nlohmann::json::parse(line);
   EXPECT_EQ(ready.value("sched_cpu_cores", std::vector<int>{}), std::vector<int>{allowed.back()}) << line;
   EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;
+  // The fill rule comes with cores of their own only under hybrid.
+  EXPECT_EQ(ready.value("sched_cheap_fill_us", -1.0), 0.0) << line;
+  EXPECT_FALSE(ready.value("sched_batch_latency", true)) << line;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
   const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
   int workers = 0, others = 0;
@@ -364,6 +367,16 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   EXPECT_EQ(WaitExit(c.pid, 5000), 0);
   ::close(c.out);
   ::close(c.err);
+  // Under cpu the workers share the node's CPUs unless told otherwise (DefaultSchedCpuCores).
+  Child d = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu"});
+  ASSERT_GT(d.pid, 0);
+  const std::string line2 = ReadLine(d.out, 15000);
+  ASSERT_FALSE(line2.empty()) << "no ready line; stderr: " << ReadAll(d.err, 500);
+  EXPECT_TRUE(nlohmann::json::parse(line2).value("sched_cpu_cores", std::vector<int>{1}).empty()) << line2;
+  ASSERT_EQ(::kill(d.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(d.pid, 5000), 0);
+  ::close(d.out);
+  ::close(d.err);
 }
 
 // --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.
