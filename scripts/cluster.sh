@@ -72,12 +72,15 @@ start() {
   local shards
   shards=$(py 'len(j["shards"])' <"$index/manifest.json") || die "cannot read $index/manifest.json"
   [ "$shards" -ge 1 ] || die "$index/manifest.json lists no shards"
-  local endpoints="" i path
+  local endpoints="" i path share=""
+  # Several nodes on this one host: none sets CPUs apart for its CPU workers (a hybrid node's
+  # default, --sched-cpu-cores, would put every node's workers on the same last CPUs).
+  [ "$shards" -gt 1 ] && [[ " $node_args " != *" --sched-cpu-cores"* ]] && share="--sched-cpu-cores 0"
   for ((i = 0; i < shards; i++)); do
     path=$(py "j['shards'][$i]['path']" <"$index/manifest.json")
     local zport=$((base_port + 10 + 2 * i)) mport=$((base_port + 11 + 2 * i))
     nohup "$node_bin" --index "$index/$path" --listen "tcp://127.0.0.1:$zport" --metrics "127.0.0.1:$mport" \
-      --threads "$threads" $node_args >"$run_dir/node-$i.log" 2>&1 </dev/null &
+      --threads "$threads" $share $node_args >"$run_dir/node-$i.log" 2>&1 </dev/null &
     echo $! >"$run_dir/node-$i.pid"
     endpoints+="${endpoints:+,}tcp://127.0.0.1:$zport"
   done
