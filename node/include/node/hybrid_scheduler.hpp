@@ -147,11 +147,11 @@ int DefaultCpuNice(SchedMode mode);
 // under hybrid, 5/8 of them (rounded; 10 of 16) when there are at least 8, else 0 (the CPU engine
 // and the GPU path share every CPU, with DefaultCpuNice and the idle reserve). Under cpu, gpu and
 // griffin, 0. With the CPU workers on cores of their own the node also turns on the fill rule
-// (kDefaultCheapFillUs, SchedOptions::batch_latency) unless told otherwise. On two-GPU H200 hosts
-// with the node on 16 CPUs (2026-11-26, 13:41Z-15:19Z, BENCHMARKS.md issue 6), hybrid with 10
-// dedicated cores and the fill rule held 1.30-1.58x gpu's rate at equal p99 in four sweeps, with
-// 8 or without the fill rule 1.18-1.43x, with 12 or 14 less (the GPU path's request threads and
-// dispatchers then had 4 or 2 CPUs and queued), and shared cores 1.0-1.2x.
+// (kDefaultCheapFillUs, SchedOptions::batch_latency) unless told otherwise. On two-GPU H100 and
+// H200 hosts with the node on 16 CPUs (2026-11-26, 13:20Z-15:38Z, BENCHMARKS.md issue 6), hybrid
+// with 10 dedicated cores and the fill rule held 1.30-1.58x gpu's rate at equal p99 in seven
+// sweeps, with 8 or without the fill rule 1.18-1.43x, with 12 or 14 less (the GPU path's request
+// threads and dispatchers then had 4 or 2 CPUs and queued), and shared cores 1.0-1.2x.
 size_t DefaultSchedCpuCores(SchedMode mode, size_t cpus);
 
 // The fill rule's target (SchedOptions::cheap_fill_us) the node sets under hybrid when the CPU
