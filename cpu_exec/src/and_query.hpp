@@ -4,13 +4,20 @@
 // the nearest block end is skipped without decoding anything. Otherwise the driving block is
 // scored eight lanes at a time and only documents whose exact lead score plus the other lists'
 // bounds can beat the threshold are followed into the longer lists, list by list, each step
-// again bounded by the exact partial score plus the remaining block maxima.
+// again bounded by the exact partial score plus the remaining block maxima. Until the heap is
+// full (for most and-queries of a large shard, their whole run) the two shortest lists are
+// intersected a block pair at a time, eight docIDs against eight (AndFillBlock), and only their
+// common documents are followed into the longer lists and scored.
 // Thread-safety: pure functions over caller-owned cursors and buffers.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "block_cursor.hpp"
 #include "core/topk.hpp"
@@ -49,15 +56,105 @@ uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, con
   return d;
 }
 
+#if defined(__AVX2__)
+// Lanes of a (eight docIDs) equal to some lane of b, as an 8-bit mask: a against b and its seven
+// rotations.
+inline unsigned MatchLanes(__m256i a, __m256i b) {
+  const __m256i s = _mm256_permute2x128_si256(b, b, 1);  // b's halves swapped
+  __m256i m = _mm256_cmpeq_epi32(a, b);
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(0, 3, 2, 1))));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(1, 0, 3, 2))));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(2, 1, 0, 3))));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, s));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(0, 3, 2, 1))));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2))));
+  m = _mm256_or_si256(m, _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(2, 1, 0, 3))));
+  return static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(m)));
+}
+
+// The heap-filling phase of RunAnd for n >= 2 while cur[1] is at most kAndFillMaxRatio times as
+// long as the lead, one block of the lead list at a time: the lead's decoded block is intersected
+// with cur[1]'s decoded block eight docIDs against eight (no data-dependent branch per document:
+// a served query's cost there was branch misses), and only their common documents are followed
+// into cur[2..n), scored and pushed, until the heap is full. The blocks' kPad trailing kEndDoc
+// values let every load take eight. REQUIRES: the heap is not full. Returns the next candidate
+// docID (every common document below it is done), or kEndDoc when a list ran out.
+template <BlockMaxCursor C>
+uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* rest, ScoreSheet& sheet,
+                      TopKHeap& topk, QueryStats& stats) {
+  C& lead = *cur[0];
+  C& b = *cur[1];
+  lead.next_geq(d);
+  if (lead.doc() == kEndDoc) return kEndDoc;
+  b.next_geq(lead.doc());
+  if (b.doc() == kEndDoc) return kEndDoc;
+  const uint32_t* a = lead.block_docs();
+  const uint32_t na = lead.block_count();
+  const uint32_t* bd = b.block_docs();
+  const uint32_t nb = b.block_count();
+  uint32_t i = lead.pos(), j = b.pos();
+  uint32_t floor = 0;  // a list of cur[2..n) holds nothing in [a match, floor)
+  while (i < na && j < nb) {
+    const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
+    const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
+    unsigned mask = MatchLanes(va, vb);
+    if (mask != 0) [[unlikely]] {
+      if (na - i < 8) mask &= (1u << (na - i)) - 1;  // a's padding may equal b's
+      for (; mask != 0; mask &= mask - 1) {
+        const uint32_t ia = i + static_cast<uint32_t>(__builtin_ctz(mask));
+        const uint32_t x = a[ia];
+        if (x < floor) continue;
+        const unsigned mb = static_cast<unsigned>(
+            _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
+        lead.set_pos(ia);
+        b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
+        uint32_t missing = x;
+        for (size_t k = 2; k < n && missing == x; ++k) {
+          cur[k]->next_geq(x);
+          if (cur[k]->doc() != x) missing = cur[k]->doc();
+        }
+        if (missing == kEndDoc) return kEndDoc;
+        if (missing != x) {
+          floor = missing;
+          continue;
+        }
+        (void)AndCandidate(cur, n, x, lead.score(), rest, false, 0.0f, slack, sheet, topk, stats);
+        if (topk.full()) return x + 1;  // x < kEndDoc, so x + 1 <= kEndDoc
+      }
+    }
+    // The chunk with the smaller last value is done (both when equal); padding reads as kEndDoc.
+    const uint32_t la = a[i + 7], lb = bd[j + 7];
+    i += la <= lb ? 8u : 0u;
+    j += lb <= la ? 8u : 0u;
+  }
+  // Every common document up to the end of the block that ran out is done: the one with the
+  // smaller last docID (both advance past their padding together, whichever ends first).
+  const uint32_t done = std::min(a[na - 1], bd[nb - 1]);
+  return std::max(done + 1, floor);  // done < kEndDoc
+}
+#endif
+
+// How much longer than the lead cur[1] may be for AndFillBlock: past it, following each lead
+// document with next_geq skips more of cur[1] than eight-by-eight comparison.
+inline constexpr uint32_t kAndFillMaxRatio = 16;
+
 // REQUIRES: cur[0..n) sorted by size ascending, n >= 1, every list non-empty; rest has n + 1 floats.
 template <BlockMaxCursor C>
 void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float slack, float* rest, QueryStats& stats) {
   C& lead = *cur[0];
   float others_max = 0.0f;  // the most lists 1..n-1 can add to any document
   for (size_t i = 1; i < n; ++i) others_max += cur[i]->max_score();
+  const bool fill_blocks = n >= 2 && cur[1]->size() / kAndFillMaxRatio <= lead.size();
+  (void)fill_blocks;
   lead.next_geq(0);
   uint32_t d = lead.doc();  // a lower bound of lead's next document while its block is not decoded
   while (d != kEndDoc) {
+#if defined(__AVX2__)
+    if (fill_blocks && !topk.full()) {
+      d = AndFillBlock(cur, n, d, slack, rest, sheet, topk, stats);
+      continue;
+    }
+#endif
     if (!topk.full()) {
       // Plain DAAT until the heap fills. A document is followed into the longer lists before the
       // lead scores it: most of the lead's documents are missing from some list, and its score

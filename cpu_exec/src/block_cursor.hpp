@@ -184,6 +184,14 @@ class BlockCursor {
     }
     return scores_;
   }
+  // block_docs()[block_count() .. block_count() + kPad) hold kEndDoc.
+  static constexpr uint32_t kPad = 8;
+  // Moves the document position to index p of the decoded block. REQUIRES: decoded(), pos() <= p
+  // < block_count() (positions only move forward).
+  void set_pos(uint32_t p) {
+    pos_ = p;
+    doc_ = docs_[p];
+  }
   // Leaves the decoded block for the next one without decoding it; doc() is then only a lower
   // bound (the next block's base) until next_geq positions the cursor again.
   void skip_block() {
@@ -267,6 +275,8 @@ class BlockCursor {
       fail();
       return false;
     }
+    // kPad values past the block's end read as kEndDoc (AndFillBlock loads eight at a time).
+    std::fill(docs_ + m.count, docs_ + m.count + kPad, kEndDoc);
     decoded_block_ = block_;
     block_count_ = m.count;
     pos_ = 0;
@@ -308,7 +318,7 @@ class BlockCursor {
     doc_ = kEndDoc;
   }
 
-  alignas(32) uint32_t docs_[kBlockSize];
+  alignas(32) uint32_t docs_[kBlockSize + kPad];
   alignas(32) uint32_t freqs_[kBlockSize];
   alignas(32) float scores_[kBlockSize];
   const ListView* list_ = nullptr;
