@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--gpu-dispatchers", gpu_dispatchers,
                  "scheduler threads running GPU batches at once, each on its own stream (0 = by scheduler: 4 for "
-                 "gpu, 8 for hybrid and griffin)")
+                 "gpu, 8 for griffin; hybrid 4 when its CPU workers have cores of their own, else 8)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{64}));
   app.add_option("--sched-balance", sched.sched.policy.balance,
@@ -359,7 +359,8 @@ int main(int argc, char** argv) {
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
     sched.sched.cpu_worker_cpus = cpu_split.dedicated;
-    if (gpu_dispatchers == 0) gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode);
+    if (gpu_dispatchers == 0)
+      gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode, !cpu_split.dedicated.empty());
     sched.sched.cpu_nice = sched_cpu_nice >= 0            ? sched_cpu_nice
                            : !cpu_split.dedicated.empty() ? 0  // nothing else runs on their cores
                                                           : DefaultCpuNice(sched.sched.policy.mode);

@@ -187,13 +187,14 @@ size_t DefaultSchedCpuCores(SchedMode mode, size_t cpus) {
   return (cpus * 5 + 4) / 8;
 }
 
-size_t DefaultGpuDispatchers(SchedMode mode) {
+size_t DefaultGpuDispatchers(SchedMode mode, bool cpu_cores_apart) {
   switch (mode) {
     case SchedMode::kCpu:
       return 0;
     case SchedMode::kGpu:
       return 4;
     case SchedMode::kHybrid:
+      return cpu_cores_apart ? 4 : 8;
     case SchedMode::kGriffin:
       return 8;
   }

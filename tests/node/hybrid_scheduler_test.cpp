@@ -583,6 +583,10 @@ TEST(HybridSchedulerTest, DefaultGpuDispatchersByMode) {
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGpu), 4u);
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kHybrid), 8u);
   EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGriffin), 8u);
+  // With the CPU workers on cores of their own, hybrid's GPU path keeps the rest: fewer, larger batches.
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kHybrid, true), 4u);
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGriffin, true), 8u);
+  EXPECT_EQ(DefaultGpuDispatchers(SchedMode::kGpu, true), 4u);
 }
 
 // idle_reserve: the CPU engine leaves that many of the host's idle cores alone. With 5 idle, a

@@ -127,12 +127,16 @@ struct SchedStatsSnapshot {
 double DefaultIdleReserve(size_t cores);
 
 // The node's default number of GPU dispatchers (HybridSchedulerOptions::gpu_dispatchers) for a
-// scheduler mode: 4 for gpu, 8 for hybrid and griffin (0 for cpu). On one two-GPU H200 host with
-// steps of 1.08x, gpu sustained 52,367 q/s with 4 and 38,491 with 8 (44,896 against 35,640 at p99
-// <= 10 ms): with every job on the GPU, fewer and larger batches win. Hybrid's GPU batches are
-// smaller (the CPU takes the cheap jobs) and 8 held its p99 lower at 54,444 q/s (53 against 136
-// ms) (BENCHMARKS.md, issue 6).
-size_t DefaultGpuDispatchers(SchedMode mode);
+// scheduler mode: 4 for gpu, 8 for griffin, 0 for cpu; for hybrid 4 when its CPU workers have
+// cores of their own (DefaultSchedCpuCores, `cpu_cores_apart`), else 8. On one two-GPU H200 host
+// with steps of 1.08x, gpu sustained 52,367 q/s with 4 and 38,491 with 8 (44,896 against 35,640 at
+// p99 <= 10 ms): with every job on the GPU, fewer and larger batches win. Hybrid on shared cores
+// sends the GPU smaller batches (the CPU takes the cheap jobs), and 8 held its p99 lower at 54,444
+// q/s (53 against 136 ms). With the CPU workers on 10 cores of their own, the GPU path has the
+// other 6, and 4 dispatchers won again: in three sweeps on two quiet two-GPU H200 hosts
+// (2026-11-26, 17:16Z-17:35Z) hybrid held 76,827 to >= 80,668 q/s at p99 <= 25-100 ms with 4 and
+// at most 76,827 with 8, its GPU batches larger (BENCHMARKS.md, issue 6).
+size_t DefaultGpuDispatchers(SchedMode mode, bool cpu_cores_apart = false);
 
 // The node's default HybridSchedulerOptions::cpu_nice for a scheduler mode: 10 for hybrid and
 // griffin, 0 for cpu and gpu. With the CPU engine beside the GPU path, the GPU dispatchers and the
