@@ -56,6 +56,18 @@ uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, con
   return d;
 }
 
+// Follows d into cur[from..n) (next_geq) until a list lacks it. Returns d when every one holds
+// it, else the first docID the walk proved absent (the lacking list's next document, > d; kEndDoc
+// when that list ran out).
+template <BlockMaxCursor C>
+uint32_t FirstMissing(C* const* cur, size_t from, size_t n, uint32_t d) {
+  for (size_t j = from; j < n; ++j) {
+    cur[j]->next_geq(d);
+    if (cur[j]->doc() != d) return cur[j]->doc();
+  }
+  return d;
+}
+
 #if defined(__AVX2__)
 // Lanes of a (eight docIDs) equal to some lane of b, as an 8-bit mask: a against b and its seven
 // rotations.
@@ -108,11 +120,7 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
             _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
         lead.set_pos(ia);
         b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
-        uint32_t missing = x;
-        for (size_t k = 2; k < n && missing == x; ++k) {
-          cur[k]->next_geq(x);
-          if (cur[k]->doc() != x) missing = cur[k]->doc();
-        }
+        const uint32_t missing = FirstMissing(cur, 2, n, x);
         if (missing == kEndDoc) return kEndDoc;
         if (missing != x) {
           floor = missing;
@@ -144,8 +152,9 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
   C& lead = *cur[0];
   float others_max = 0.0f;  // the most lists 1..n-1 can add to any document
   for (size_t i = 1; i < n; ++i) others_max += cur[i]->max_score();
+#if defined(__AVX2__)
   const bool fill_blocks = n >= 2 && cur[1]->size() / kAndFillMaxRatio <= lead.size();
-  (void)fill_blocks;
+#endif
   lead.next_geq(0);
   uint32_t d = lead.doc();  // a lower bound of lead's next document while its block is not decoded
   while (d != kEndDoc) {
@@ -163,11 +172,7 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
       lead.next_geq(d);
       d = lead.doc();
       if (d == kEndDoc) break;
-      uint32_t missing = d;
-      for (size_t j = 1; j < n && missing == d; ++j) {
-        cur[j]->next_geq(d);
-        if (cur[j]->doc() != d) missing = cur[j]->doc();
-      }
+      const uint32_t missing = FirstMissing(cur, 1, n, d);
       if (missing == kEndDoc) break;
       if (missing != d) {
         d = missing;
