@@ -241,49 +241,72 @@ struct CpuExecutor::Lookup {
   bool empty = false;  // an and-query with a term absent here: matches nothing here
 };
 
-Result<CpuExecutor::Lookup> CpuExecutor::LookUp(const Query& query) const {
+Result<PreparedTerm> LookUpTerm(const ShardReader& shard, const std::string& term, const PreparedTerm* prepared) {
+  PreparedTerm t;
+  if (prepared != nullptr) {
+    t = *prepared;
+  } else {
+    auto info = shard.GetTermInfo(term);  // the reader remembers entries
+    if (!info.ok()) return info.status().WithContext("term '" + term + "'");
+    if (!info->has_value()) return t;
+    t.present = true;
+    t.df = (*info)->df;
+  }
+  if (!t.present) return t;
+  const uint64_t n = shard.meta().stats.num_docs;
+  if (t.df > n)
+    return Status::Corruption("term '" + term + "': df " + std::to_string(t.df) + " exceeds N " + std::to_string(n));
+  if (prepared == nullptr) {
+    auto list = shard.GetList(term);
+    if (list.ok()) {
+      t.list = std::move(list).value();
+    } else if (list.status().code() != StatusCode::kNotFound) {
+      return list.status().WithContext("term '" + term + "'");
+    }
+  }
+  return t;
+}
+
+Result<CpuExecutor::Lookup> CpuExecutor::LookUp(const Query& query, const std::vector<PreparedTerm>* prepared) const {
   const ShardMeta& meta = shard_->meta();
   const size_t n = query.terms.size();
+  if (prepared != nullptr && prepared->size() != n)
+    return Status::InvalidArgument("prepared terms: " + std::to_string(prepared->size()) + " for " +
+                                   std::to_string(n) + " query terms");
   Lookup l;
   l.held.reserve(n);
   l.inputs.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const std::string& term = query.terms[i];
-    auto info = shard_->GetTermInfo(term);  // the reader remembers entries
-    if (!info.ok()) return info.status().WithContext("term '" + term + "'");
-    if (!info->has_value()) {
+    SEARCH_ASSIGN_OR_RETURN(PreparedTerm t,
+                            LookUpTerm(*shard_, query.terms[i], prepared != nullptr ? &(*prepared)[i] : nullptr));
+    if (!t.present) {
       if (query.mode == QueryMode::kAnd) {
         l.empty = true;
         return l;
       }
       continue;
     }
-    const TermInfo& ti = **info;
-    if (ti.df > meta.stats.num_docs)
-      return Status::Corruption("term '" + term + "': df " + std::to_string(ti.df) + " exceeds N " +
-                                std::to_string(meta.stats.num_docs));
-    auto list = shard_->GetList(term);
-    if (!list.ok()) {
-      if (list.status().code() == StatusCode::kNotFound) continue;
-      return list.status().WithContext("term '" + term + "'");
-    }
-    l.held.push_back(std::move(list).value());
+    if (t.list == nullptr) continue;  // no postings here
+    l.held.push_back(std::move(t.list));
     l.inputs[i].list = &l.held.back()->view;
-    l.inputs[i].idf = Bm25Idf(meta.stats.num_docs, ti.df);
+    l.inputs[i].idf = Bm25Idf(meta.stats.num_docs, t.df);
   }
   return l;
 }
 
-Result<SearchResult> CpuExecutor::Search(const Query& query) const { return Run(query, nullptr); }
-
-Result<SearchResult> CpuExecutor::SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const {
-  return Run(query, &candidates);
+Result<SearchResult> CpuExecutor::Search(const Query& query, const std::vector<PreparedTerm>* prepared) const {
+  return Run(query, nullptr, prepared);
 }
 
-Result<SearchResult> CpuExecutor::Run(const Query& query, const std::span<const uint32_t>* candidates) const {
+Result<SearchResult> CpuExecutor::SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const {
+  return Run(query, &candidates, nullptr);
+}
+
+Result<SearchResult> CpuExecutor::Run(const Query& query, const std::span<const uint32_t>* candidates,
+                                      const std::vector<PreparedTerm>* prepared) const {
   const auto t0 = std::chrono::steady_clock::now();
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
-  SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query));
+  SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query, prepared));
   const ShardMeta& meta = shard_->meta();
   SearchResult result;
   if (l.empty) {

@@ -24,23 +24,28 @@ ExecTiming& ExecTiming::operator+=(const ExecTiming& o) {
 CpuExecutorAdapter::CpuExecutorAdapter(const ShardReader* shard) : shard_(shard), executor_(shard) {}
 
 Result<ExecOutput> CpuExecutorAdapter::Execute(const Query& query, Deadline deadline, uint32_t flags) {
+  return Execute(query, deadline, flags, nullptr);
+}
+
+Result<ExecOutput> CpuExecutorAdapter::Execute(const Query& query, Deadline deadline, uint32_t flags,
+                                               const std::vector<PreparedTerm>* prepared, bool resolve_ids) {
   if ((flags & kFlagForceGpu) != 0) return Status::Unavailable("this node has no GPU executor");
   if (deadline != kNoDeadline && std::chrono::steady_clock::now() >= deadline) {
     return Status::DeadlineExceeded("deadline passed before execution");
   }
-  auto result = executor_.Search(query);
+  auto result = executor_.Search(query, prepared);
   if (!result.ok()) return result.status();
-  return ToOutput(*result, Processor::kCpu);
+  return ToOutput(*result, Processor::kCpu, resolve_ids);
 }
 
 Result<ExecOutput> CpuExecutorAdapter::ExecuteFromCandidates(const Query& query, std::span<const uint32_t> candidates,
-                                                             Deadline deadline) {
+                                                             Deadline deadline, bool resolve_ids) {
   if (deadline != kNoDeadline && std::chrono::steady_clock::now() >= deadline) {
     return Status::DeadlineExceeded("deadline passed before execution");
   }
   auto result = executor_.SearchFromCandidates(query, candidates);
   if (!result.ok()) return result.status();
-  return ToOutput(*result, Processor::kHybrid);
+  return ToOutput(*result, Processor::kHybrid, resolve_ids);
 }
 
 Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits) {
@@ -53,13 +58,13 @@ Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits) {
   return Status::Ok();
 }
 
-Result<ExecOutput> CpuExecutorAdapter::ToOutput(const SearchResult& r, Processor p) const {
+Result<ExecOutput> CpuExecutorAdapter::ToOutput(const SearchResult& r, Processor p, bool resolve_ids) const {
   ExecOutput out;
   out.processor = p;
   out.stats = r.stats;
   out.hits.reserve(r.hits.size());
   for (const ScoredDoc& d : r.hits) out.hits.push_back(HitMsg{d.doc, d.score, {}});
-  SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));
+  if (resolve_ids) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));
   return out;
 }
 

@@ -293,43 +293,17 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, const std::vector<Pre
   // The terms as the caller looked them up (BatchItem::prepared), or looked up here; one set of rules.
   const bool looked_up = prepared != nullptr && prepared->size() == n;
   for (size_t i = 0; i < n; ++i) {
-    const std::string& term = query.terms[i];
-    bool present = false;
-    uint32_t df = 0;
-    std::shared_ptr<const CachedList> list;
-    if (looked_up) {
-      const PreparedTerm& t = (*prepared)[i];
-      present = t.present;
-      df = t.df;
-      list = t.list;  // null: the term has no postings in this shard
-    } else {
-      auto info = shard_->GetTermInfo(term);  // the reader remembers entries
-      if (!info.ok()) return info.status().WithContext("term '" + term + "'");
-      present = info->has_value();
-      if (present) df = (*info)->df;
-    }
-    if (!present) {
+    SEARCH_ASSIGN_OR_RETURN(PreparedTerm t, LookUpTerm(*shard_, query.terms[i], looked_up ? &(*prepared)[i] : nullptr));
+    if (!t.present) {
       if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
         p->empty = true;
         return Status::Ok();
       }
       continue;
     }
-    if (df > meta.stats.num_docs) {
-      return Status::Corruption("term '" + term + "': df " + std::to_string(df) + " exceeds N " +
-                                std::to_string(meta.stats.num_docs));
-    }
-    if (!looked_up) {
-      auto got = shard_->GetList(term);
-      if (!got.ok()) {
-        if (got.status().code() == StatusCode::kNotFound) continue;
-        return got.status().WithContext("term '" + term + "'");
-      }
-      list = std::move(got).value();
-    }
-    if (list == nullptr) continue;
-    p->lists[i] = std::move(list);
-    p->idf[i] = Bm25Idf(meta.stats.num_docs, df);
+    if (t.list == nullptr) continue;  // the term has no postings in this shard
+    p->lists[i] = std::move(t.list);
+    p->idf[i] = Bm25Idf(meta.stats.num_docs, t.df);
     ++p->fetched;
   }
   return Status::Ok();

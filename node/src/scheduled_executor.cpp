@@ -31,7 +31,7 @@ struct ScheduledExecutor::Call {
   bool step = false;                 // griffin: intersect on the GPU, hand the candidates to the CPU
   std::vector<uint32_t> candidates;  // the GPU's intersection, once migrated
   Result<ExecOutput> out = Status::Internal("not run");
-  bool ids_pending = false;  // out's hits still need their external ids (a GPU answer)
+  bool ids_pending = false;  // out's hits still need their external ids (Finalize resolves them)
   std::vector<PreparedTerm> prepared;  // the terms as Features looked them up (empty: not kept)
 };
 
@@ -41,11 +41,16 @@ class ScheduledExecutor::Runner final : public SchedRunner {
 
   void RunCpu(SchedTask& task) override {
     auto* call = static_cast<Call*>(task.payload);
+    // The external ids are left to Finalize, as a GPU answer's are: it runs on the thread that
+    // answers the request (Execute's caller; with ExecuteAsync the finishing thread).
     if (task.migrated) {  // Griffin: the GPU's intersection, finished here
-      call->out = cpu_->ExecuteFromCandidates(*call->query, call->candidates, call->deadline);
+      call->out = cpu_->ExecuteFromCandidates(*call->query, call->candidates, call->deadline, false);
     } else {
-      call->out = cpu_->Execute(*call->query, call->deadline, call->flags & ~(kFlagForceCpu | kFlagForceGpu));
+      // The terms as the request's thread looked them up (Features), when it kept them.
+      call->out = cpu_->Execute(*call->query, call->deadline, call->flags & ~(kFlagForceCpu | kFlagForceGpu),
+                                call->prepared.empty() ? nullptr : &call->prepared, false);
     }
+    call->ids_pending = call->out.ok();
     task.status = call->out.ok() ? Status::Ok() : call->out.status();
   }
 

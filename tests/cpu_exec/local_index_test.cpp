@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdlib>
@@ -258,6 +259,69 @@ TEST_F(LocalIndexTest, SearchStatsAndErrors) {
   EXPECT_TRUE(unknown_and->hits.empty());
   auto bad_doc = (*three)->Resolve({ScoredDoc{static_cast<uint32_t>(corpus_->texts.size()), 1.0f}});
   EXPECT_FALSE(bad_doc.ok());
+}
+
+// Terms a caller looked up already (the node's scheduler does, for its cost model) give the same
+// answer as the executor's own lookups; a wrong count or an impossible df is an error, not a guess.
+TEST_F(LocalIndexTest, CpuExecutorTakesPreparedTerms) {
+  ASSERT_FALSE(HasFatalFailure());
+  auto three = LocalIndex::Open(dir3_->path());
+  ASSERT_TRUE(three.ok()) << three.status().ToString();
+  const ShardReader& shard = (*three)->shard(1);
+  CpuExecutor exec(&shard);
+  std::mt19937_64 rng(21);
+  const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+  int with_absent = 0, compared = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::vector<std::string> terms;
+    const int n = 1 + static_cast<int>(rng() % 4);
+    for (int t = 0; t < n; ++t) terms.push_back(Word(static_cast<uint32_t>(rng() % (t == 0 ? 20 : 700))));
+    if (i % 5 == 0) terms.push_back("zzunknown");
+    std::sort(terms.begin(), terms.end());
+    terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
+    const Query q{terms, modes[i % 3], 1 + static_cast<uint32_t>(rng() % 40)};
+    std::vector<PreparedTerm> prepared(terms.size());
+    for (size_t t = 0; t < terms.size(); ++t) {
+      auto info = shard.GetTermInfo(terms[t]);
+      ASSERT_TRUE(info.ok());
+      if (!info->has_value()) {
+        ++with_absent;
+        continue;
+      }
+      prepared[t].present = true;
+      prepared[t].df = (*info)->df;
+      auto list = shard.GetList(terms[t]);
+      if (list.ok()) prepared[t].list = std::move(list).value();
+      else ASSERT_EQ(list.status().code(), StatusCode::kNotFound);
+    }
+    auto own = exec.Search(q);
+    auto given = exec.Search(q, &prepared);
+    ASSERT_TRUE(own.ok() && given.ok()) << i;
+    EXPECT_EQ(given->hits, own->hits) << "query " << i;
+    EXPECT_EQ(given->stats.lists, own->stats.lists) << "query " << i;
+    EXPECT_EQ(given->stats.blocks_decoded, own->stats.blocks_decoded) << "query " << i;
+    ++compared;
+  }
+  EXPECT_EQ(compared, 300);
+  EXPECT_GT(with_absent, 0);
+
+  const Query q{{Word(1), Word(2)}, QueryMode::kOr, 10};
+  std::vector<PreparedTerm> one(1);
+  auto short_list = exec.Search(q, &one);
+  ASSERT_FALSE(short_list.ok());
+  EXPECT_EQ(short_list.status().code(), StatusCode::kInvalidArgument);
+  std::vector<PreparedTerm> bad(2);
+  for (size_t t = 0; t < 2; ++t) {
+    auto info = shard.GetTermInfo(q.terms[t]);
+    ASSERT_TRUE(info.ok() && info->has_value());
+    bad[t].present = true;
+    bad[t].df = (*info)->df;
+    bad[t].list = shard.GetList(q.terms[t]).value();
+  }
+  bad[1].df = static_cast<uint32_t>(shard.meta().stats.num_docs) + 1;
+  auto corrupt = exec.Search(q, &bad);
+  ASSERT_FALSE(corrupt.ok());
+  EXPECT_EQ(corrupt.status().code(), StatusCode::kCorruption);
 }
 
 TEST_F(LocalIndexTest, ConcurrentSearchesAgreeWithSequentialOnes) {

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -67,13 +68,16 @@ class ReliabilityTest : public ::testing::Test {
       shards += s == 0 ? "" : ",";
       for (uint32_t r = 0; r < kReplicas; ++r) {
         const size_t i = s * kReplicas + r;
-        endpoints_[i] = "tcp://127.0.0.1:" + std::to_string(FreePort());
+        // Each process binds a port of the kernel's choosing and reports it on its ready line; a
+        // restart reuses that port. (A port found free beforehand could be taken by a test running
+        // in parallel before the process binds it.)
+        endpoints_[i] = "tcp://127.0.0.1:*";
         ASSERT_NO_FATAL_FAILURE(StartNode(i));
         shards += (r == 0 ? "" : "|") + endpoints_[i];
       }
     }
     shards_ = shards;
-    http_port_ = FreePort();
+    http_port_ = 0;
     ASSERT_NO_FATAL_FAILURE(StartIntegrator());
     ASSERT_TRUE(WaitReplicasUp(15s)) << Fetch("127.0.0.1", http_port_, "/health").raw;
   }
@@ -90,6 +94,8 @@ class ReliabilityTest : public ::testing::Test {
                                  run_->path() + "/node" + std::to_string(i) + "-" + std::to_string(++starts_)));
     auto ready = nodes_[i]->WaitReady();
     ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
+    endpoints_[i] = ready->value("listen", "");
+    ASSERT_EQ(endpoints_[i].rfind("tcp://127.0.0.1:", 0), 0u) << ready->dump();
   }
 
   void StartIntegrator() {
@@ -100,6 +106,9 @@ class ReliabilityTest : public ::testing::Test {
                                    run_->path() + "/integrator-" + std::to_string(++starts_)));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
+    const std::string http = ready->value("http", "");
+    http_port_ = std::atoi(http.substr(http.rfind(':') + 1).c_str());
+    ASSERT_GT(http_port_, 0) << ready->dump();
   }
 
   // Every shard has all its replicas up.

@@ -75,6 +75,21 @@ Result<SearchResult> ExecuteQueryFromCandidates(std::span<const TermInput> terms
                                                 uint32_t doc_begin, std::span<const uint32_t> candidates,
                                                 QueryMode mode, uint32_t k, const Bm25Params& params = {});
 
+// One query term as a caller looked it up (ShardReader::GetTermInfo, GetList): absent here
+// (present false), or its global df and its list (nullptr: the term has no list here). A caller
+// that looks the terms up anyway (the node's scheduler, for its cost model) hands them on, so the
+// thread that runs the query does not repeat the lookups.
+struct PreparedTerm {
+  bool present = false;
+  uint32_t df = 0;
+  std::shared_ptr<const CachedList> list;
+};
+
+// A query term as `prepared` has it (a caller's lookup), or else as the shard's own lookups give it
+// (GetTermInfo, then GetList: NotFound is a term without postings here, list nullptr); present
+// terms' df checked against N (Corruption). The shard's lookup errors come back with the term named.
+Result<PreparedTerm> LookUpTerm(const ShardReader& shard, const std::string& term, const PreparedTerm* prepared);
+
 // The executor over one open shard: looks the terms up (through the list cache) and runs them.
 // Term metadata (TermInfo, or its absence) is remembered per executor after the first lookup, so
 // keep one CpuExecutor per shard rather than one per query; copies share that memory.
@@ -82,16 +97,19 @@ class CpuExecutor {
  public:
   explicit CpuExecutor(const ShardReader* shard);
   // query.terms must be canonical (Analyzer::AnalyzeQuery). InvalidArgument for a bad k.
-  Result<SearchResult> Search(const Query& query) const;
+  // `prepared` (optional): one entry per term of query.terms, in its order, looked up in this
+  // shard without an error; the lookups are then not repeated.
+  Result<SearchResult> Search(const Query& query, const std::vector<PreparedTerm>* prepared = nullptr) const;
   // ExecuteQueryFromCandidates over the shard's lists (query.mode kAnd or kAndOr).
   Result<SearchResult> SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const;
 
  private:
   struct Lookup;
   // The query's lists (held) and inputs; empty() when an and-query has a term absent here.
-  Result<Lookup> LookUp(const Query& query) const;
+  Result<Lookup> LookUp(const Query& query, const std::vector<PreparedTerm>* prepared) const;
   // Search (candidates == nullptr) or SearchFromCandidates.
-  Result<SearchResult> Run(const Query& query, const std::span<const uint32_t>* candidates) const;
+  Result<SearchResult> Run(const Query& query, const std::span<const uint32_t>* candidates,
+                           const std::vector<PreparedTerm>* prepared) const;
   const ShardReader* shard_;
 };
 

@@ -77,13 +77,7 @@ class Executor {
 
 // A processor that answers batches of queries in one go (the GPU executor; unit tests use fakes).
 // The node's scheduler (scheduled_executor.hpp) hands it the GPU's batches.
-// One query term as the caller looked it up (ShardReader::GetTermInfo, GetList): absent here
-// (present false), or its global df and its list (nullptr: the term has no list here).
-struct PreparedTerm {
-  bool present = false;
-  uint32_t df = 0;
-  std::shared_ptr<const CachedList> list;
-};
+// PreparedTerm (a query term as the caller looked it up) is cpu_exec's: the CPU engine takes them too.
 
 struct BatchItem {
   const Query* query = nullptr;
@@ -136,12 +130,18 @@ class CpuExecutorAdapter final : public Executor {
   explicit CpuExecutorAdapter(const ShardReader* shard);
   std::string_view name() const override { return "cpu"; }
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
+  // The same over terms the caller already looked up (CpuExecutor::Search's `prepared`; nullptr:
+  // looked up here). resolve_ids false: the hits come without their external ids (empty strings)
+  // and the caller resolves them (ResolveExternalIds) on a thread of its choice, as BatchItem's.
+  Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags,
+                             const std::vector<PreparedTerm>* prepared, bool resolve_ids = true);
   // Finishes an and/andor query from a candidate superset of its and-answer (Griffin's hand-off):
-  // CpuExecutor::SearchFromCandidates. Processor kHybrid.
-  Result<ExecOutput> ExecuteFromCandidates(const Query& query, std::span<const uint32_t> candidates, Deadline deadline);
+  // CpuExecutor::SearchFromCandidates. Processor kHybrid. resolve_ids as for Execute.
+  Result<ExecOutput> ExecuteFromCandidates(const Query& query, std::span<const uint32_t> candidates, Deadline deadline,
+                                           bool resolve_ids = true);
 
  private:
-  Result<ExecOutput> ToOutput(const SearchResult& r, Processor p) const;
+  Result<ExecOutput> ToOutput(const SearchResult& r, Processor p, bool resolve_ids) const;
   const ShardReader* shard_;
   CpuExecutor executor_;
 };
