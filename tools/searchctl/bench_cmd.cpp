@@ -344,7 +344,7 @@ int RunBench(const BenchArgs& a) {
   }
 #endif
   if (per_query.is_open()) {  // each query alone, on one thread, after the run (caches warm)
-    Worker w;
+    [[maybe_unused]] Worker w;  // its GPU context (GPU builds only)
     Batch results;
     per_query << "query,terms,shortest,second,total,us,postings_decoded,hits,us_first\n";
     for (size_t i = 0; i < qs.size(); ++i) {

@@ -138,7 +138,7 @@ inline constexpr Family kSchedHost{
     "search_sched_host_seconds",
     "Host time a query spends around the scheduler, outside its queue wait and run: phase features (feature "
     "lookup, predictions), submit (queueing, the scheduler lock), return (wake-up after its processor finished), "
-    "resolve (a GPU answer's external ids)."};
+    "resolve (an answer's external ids, after its CPU job or GPU batch)."};
 inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
                                          "Jobs the GPU could not run that reran on the CPU."};
 inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",

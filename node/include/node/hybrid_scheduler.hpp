@@ -53,7 +53,7 @@ enum class GpuOutcome : uint8_t { kDone, kMigrate, kRetryCpu };
 // search_sched_host_seconds histogram): kFeatures, the caller's feature lookup and predictions;
 // kSubmit, from Submit's call to the job being queued (the scheduler lock); kReturn, from the
 // processor finishing the job to Submit returning (the caller's wake-up and its turn at the
-// task's own lock); kResolve, reading a GPU answer's external ids.
+// task's own lock); kResolve, reading an answer's external ids (either processor's).
 enum class SchedHostPhase : uint8_t { kFeatures = 0, kSubmit = 1, kReturn = 2, kResolve = 3 };
 inline constexpr size_t kNumSchedHostPhases = 4;
 const char* SchedHostPhaseName(SchedHostPhase p);  // "features", "submit", "return", "resolve"
