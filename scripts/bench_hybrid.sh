@@ -31,6 +31,9 @@
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
 #      JITTER (1: run bench/host/host_jitter, BUNDLE/bin/host_jitter, beside the sweep and record
 #      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
+#      MAX_STEAL_PCT (unset: off; e.g. 1.5: a step whose host_steal_pct, the hypervisor's share of the
+#      host's CPU time, exceeds it ends the whole call: the step is recorded, no later step or
+#      scheduler runs, and OUT_DIR/noisy says why, so a noisy host costs one step, not a sweep),
 #      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
 #      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
 #      THREAD_CPU=1 (each step's cores by thread name of the node and the integrator, from
@@ -264,6 +267,15 @@ for mode in $modes; do
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
       "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$diag_cols/" | tee -a "$csv"
+    if [ -n "${MAX_STEAL_PCT:-}" ]; then
+      steal_pct=$(awk -v t=$((h1 - h0)) -v st=$((hs1 - hs0)) 'BEGIN { if (t <= 0) t = 1; printf "%.2f", 100 * st / t }')
+      if awk -v s="$steal_pct" -v m="$MAX_STEAL_PCT" 'BEGIN { exit !(s > m) }'; then
+        echo "host steal ${steal_pct}% at $mode$label $rate q/s is over MAX_STEAL_PCT=$MAX_STEAL_PCT: a noisy host, stopping" |
+          tee "$out_dir/noisy"
+        noisy=1
+        break
+      fi
+    fi
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done
@@ -276,6 +288,7 @@ for mode in $modes; do
   grep -h "scheduler\|calibrat\|preload" "$work/node-$mode.err" | tail -3
   # The node's slow-query log (NODE_ARGS="--slow-query-ms MS"), if any.
   grep -h "slow query" "$work/node-$mode.err" >"$out_dir/slow-$mode$label.log" 2>/dev/null || rm -f "$out_dir/slow-$mode$label.log"
+  [ "${noisy:-0}" = 1 ] && break
 done
 
 step "summary (docs=$docs, $qmode, deadline $deadline ms)"

@@ -19,6 +19,7 @@
 #      PIN=node:N (the node on the first whole cores that make N CPUs, as a host of N CPUs would
 #      give it, and its clients on all the others),
 #      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
+#      MAX_STEAL_PCT (bench_hybrid.sh's: a noisy step ends its run and every later one),
 #      BENCH (default scripts/bench_hybrid.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -86,6 +87,10 @@ while IFS='|' read -r label modes flags settings || [ -n "$label" ]; do
     NODE_ARGS="${NODE_ARGS:-} $flags" $settings "${limit[@]}" "$bench" "$docs" "$work" >"$dir/log.txt" 2>&1
   echo "bench_hybrid_runs: run $n ended with status $? at $SECONDS s"
   [ -f "$dir/fig7.csv" ] && csvs+=("$dir/fig7.csv")
+  if [ -f "$dir/noisy" ]; then  # bench_hybrid.sh's MAX_STEAL_PCT: no later run on this host
+    echo "bench_hybrid_runs: $(cat "$dir/noisy"); no later run"
+    break
+  fi
 done <"$runs"
 [ ${#csvs[@]} -gt 0 ] || { echo "bench_hybrid_runs: no run wrote a CSV" >&2; exit 1; }
 { head -1 "${csvs[0]}"; for f in "${csvs[@]}"; do tail -n +2 "$f"; done; } >"$out/fig7.csv"

@@ -182,13 +182,22 @@ Result<ExecOutput> GpuExecutorAdapter::Execute(const Query& query, Deadline dead
 void GpuExecutorAdapter::ExecuteBatch(std::span<BatchItem> items) { RunBatch(items, true); }
 
 uint64_t GpuExecutorAdapter::NonResidentBytes(const Query& query) {
+  // The present terms' list bytes less the resident ones': one acquisition of the GPU list cache's
+  // lock a query (ResidentBytes), not one a term. That lock is the one the GPU dispatchers take to
+  // acquire a batch's lists, and every request thread asks this for its query's features. A
+  // resident list's bytes are its encoded blob's, as TermInfo::list_bytes says.
   uint64_t bytes = 0;
+  std::vector<std::string> present;
+  present.reserve(query.terms.size());
   for (const std::string& term : query.terms) {
     auto info = shard_->GetTermInfo(term);  // the reader remembers entries
     if (!info.ok() || !info->has_value()) continue;
-    if (!cache_->IsResident(term)) bytes += (*info)->list_bytes;
+    bytes += (*info)->list_bytes;
+    present.push_back(term);
   }
-  return bytes;
+  if (present.empty()) return 0;
+  const uint64_t resident = cache_->ResidentBytes(present);
+  return resident < bytes ? bytes - resident : 0;
 }
 
 Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t min_postings) {

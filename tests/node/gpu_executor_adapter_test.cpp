@@ -451,6 +451,12 @@ TEST_F(GpuExecutorAdapterTest, PreloadMakesTheLongestListsResident) {
   q.mode = QueryMode::kAnd;
   q.k = 10;
   EXPECT_EQ(gpu->NonResidentBytes(q), 0u);
+  // Resident, not resident (the next longest list), absent, and a repeat: the lists not resident
+  // count their bytes once a mention.
+  ASSERT_LT(n, lists.size());
+  Query mixed = q;
+  mixed.terms = {lists[0].second, lists[n].second, "zz-absent-term", lists[n].second};
+  EXPECT_EQ(gpu->NonResidentBytes(mixed), uint64_t{2} * lists[n].first);
   // Everything: every list fits the 64 MiB cache's 90%; queries then hit the cache only.
   auto all = gpu->Preload(uint64_t{1} << 30, 1);
   ASSERT_TRUE(all.ok());

@@ -4,7 +4,8 @@ its label, schedulers, the common node flags followed by its own, and its settin
 the common ones); comments and blank lines are skipped; the runs' CSVs are merged under one
 header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists,
 PIN=node:1 the node to the first core and its clients to the others; an unreadable runs file and
-an unknown PIN are refused with exit 2.
+an unknown PIN are refused with exit 2; a run that found the host noisy (its OUT_DIR/noisy, from
+bench_hybrid.sh's MAX_STEAL_PCT) ends the call, its rows kept and no later run started.
 
 usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -25,6 +26,8 @@ mkdir -p "$OUT_DIR"
 echo "HEADER" > "$OUT_DIR/fig7.csv"
 for m in $MODES; do echo "$m-$LABEL,$START_RATE,$START_RATE,1,1,2,3,0,100" >> "$OUT_DIR/fig7.csv"; done
 echo "docs=$1 work=$2 node_args=[$NODE_ARGS] start=$START_RATE keep=$KEEP pins=${NODE_CPUS:-}/${CLIENT_CPUS:-}" > "$OUT_DIR/given.txt"
+[ "$LABEL" = noisy ] && echo "host steal 9.00% at gpu-noisy 50 q/s is over MAX_STEAL_PCT=1.5" > "$OUT_DIR/noisy"
+exit 0
 """.replace("HEADER", HEADER)
 
 RUNS = """# a comment
@@ -107,6 +110,19 @@ def main():
             rest = [c for c in allowed if c not in first_core] or sorted(first_core)
             if clients != rest:
                 problems.append(f"PIN=node:1 should give the clients {rest}: {pins}")
+        # A noisy host: the run that saw it ends the call; its rows are kept, no later run starts.
+        noisy_runs = os.path.join(tmp, "noisy.txt")
+        with open(noisy_runs, "w") as f:
+            f.write("noisy|gpu||\nlater|gpu||\n")
+        out_n = os.path.join(tmp, "outn")
+        rn = subprocess.run(["bash", script, noisy_runs, "1000", os.path.join(tmp, "work")], capture_output=True,
+                            text=True, env=dict(env, OUT_DIR=out_n), timeout=120)
+        merged_n = open(os.path.join(out_n, "fig7.csv")).read() if os.path.exists(os.path.join(out_n, "fig7.csv")) else ""
+        if rn.returncode != 0 or "gpu-noisy" not in merged_n or os.path.exists(os.path.join(out_n, "r2")):
+            problems.append(f"a noisy run should end the call with its rows kept and no run after it: {rn.returncode} "
+                            f"{merged_n!r} r2 exists: {os.path.exists(os.path.join(out_n, 'r2'))}")
+        if "no later run" not in rn.stdout or "MAX_STEAL_PCT" not in rn.stdout:
+            problems.append("a noisy run's end should say why: " + rn.stdout)
         badpin = subprocess.run(["bash", script, one], capture_output=True, text=True, env=dict(env, PIN="node:x"),
                                 timeout=60)
         if badpin.returncode != 2 or "PIN is halves or node:N" not in badpin.stderr:
