@@ -7,7 +7,9 @@
 // again bounded by the exact partial score plus the remaining block maxima. Until the heap is
 // full (for most and-queries of a large shard, their whole run) the two shortest lists are
 // intersected a block pair at a time, eight docIDs against eight (AndFillBlock), and only their
-// common documents are followed into the longer lists and scored.
+// common documents are followed into the longer lists and scored. After that, a lead block that
+// passes the bound while the threshold is loose is intersected with the second list the same way
+// before any of its documents is scored (kAndPairNeedShare).
 // Thread-safety: pure functions over caller-owned cursors and buffers.
 #pragma once
 
@@ -89,9 +91,14 @@ inline unsigned MatchLanes(__m256i a, __m256i b) {
 // with cur[1]'s decoded block eight docIDs against eight (no data-dependent branch per document:
 // a served query's cost there was branch misses), and only their common documents are followed
 // into cur[2..n), scored and pushed, until the heap is full. The blocks' kPad trailing kEndDoc
-// values let every load take eight. REQUIRES: the heap is not full. Returns the next candidate
-// docID (every common document below it is done), or kEndDoc when a list ran out.
-template <BlockMaxCursor C>
+// values let every load take eight. REQUIRES: the heap is not full (kBounded: it is full).
+// Returns the next candidate docID (every common document below it is done), or kEndDoc when a
+// list ran out.
+// kBounded: the same intersection once the heap is full (RunAnd's block-max phase): a common
+// document is scored only if its exact lead score plus the other lists' block maxima can beat the
+// threshold, and followed into cur[2..n) only while the exact partial score allows (AndCandidate,
+// bounded), so the lead's norms are read for the common documents alone, not for its whole block.
+template <bool kBounded = false, BlockMaxCursor C>
 uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* rest, ScoreSheet& sheet,
                       TopKHeap& topk, QueryStats& stats) {
   C& lead = *cur[0];
@@ -106,6 +113,7 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
   const uint32_t nb = b.block_count();
   uint32_t i = lead.pos(), j = b.pos();
   uint32_t floor = 0;  // a list of cur[2..n) holds nothing in [a match, floor)
+  float thr = kBounded ? topk.Threshold() : 0.0f;
   while (i < na && j < nb) {
     const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + i));
     const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
@@ -120,6 +128,20 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
             _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
         lead.set_pos(ia);
         b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
+        if constexpr (kBounded) {
+          for (size_t l = 1; l < n; ++l) {
+            cur[l]->shallow_seek(x);
+            if (cur[l]->blocks_exhausted()) return kEndDoc;
+            rest[l] = cur[l]->block_max_score();
+          }
+          rest[n] = 0.0f;
+          for (size_t l = n - 1; l >= 1; --l) rest[l] += rest[l + 1];
+          const uint32_t r = AndCandidate(cur, n, x, lead.score(), rest, true, thr, slack, sheet, topk, stats);
+          if (r == kEndDoc) return kEndDoc;
+          if (r != x) floor = r;
+          thr = topk.Threshold();
+          continue;
+        }
         const uint32_t missing = FirstMissing(cur, 2, n, x);
         if (missing == kEndDoc) return kEndDoc;
         if (missing != x) {
@@ -145,6 +167,16 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
 // How much longer than the lead cur[1] may be for AndFillBlock: past it, following each lead
 // document with next_geq skips more of cur[1] than eight-by-eight comparison.
 inline constexpr uint32_t kAndFillMaxRatio = 16;
+// Once the heap is full, a lead block that passes the block-max bound goes through AndFillBlock's
+// intersection with cur[1] first (kBounded) when a lead document needs less than this share of
+// the lead block's maximum to pass (thr / slack less the other lists' maxima): most of the block's
+// documents would then pass the score filter and be followed into cur[1] anyway, so scoring only
+// the common documents saves the norm reads of the rest. Where the threshold is tight, scoring the
+// block first (eight lanes) rules out most documents without decoding cur[1]'s blocks at all. On
+// the development VM's 8M-document log (BENCHMARKS.md, issue 4) shares of 0.35-0.65 were alike;
+// at 0.5 the whole log ran about 1.4x the queries a second of intersecting first always, and
+// 1.10-1.28x those of the scoring-first path alone (hybrid's CPU share: 0.91-1.16x).
+inline constexpr float kAndPairNeedShare = 0.5f;
 
 // REQUIRES: cur[0..n) sorted by size ascending, n >= 1, every list non-empty; rest has n + 1 floats.
 template <BlockMaxCursor C>
@@ -203,7 +235,6 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
     // only if its lead score plus the other lists' maxima can beat thr.
     lead.next_geq(d);
     if (lead.doc() == kEndDoc) break;
-    const float* lead_scores = lead.block_scores();
     const uint32_t* docs = lead.block_docs();
     const uint32_t count = lead.block_count();
     float others_range = 0.0f;  // the most lists 1..n-1 can add to a document of this block
@@ -212,6 +243,13 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
       others_range += cur[i]->block_max_score_through(docs[count - 1]);
     }
     others_range = std::min(others_range, others_max);
+#if defined(__AVX2__)
+    if (fill_blocks && thr / slack - others_range < kAndPairNeedShare * lead.block_max_score()) {
+      d = AndFillBlock<true>(cur, n, lead.doc(), slack, rest, sheet, topk, stats);
+      continue;
+    }
+#endif
+    const float* lead_scores = lead.block_scores();
     for (uint32_t j = lead.pos(); j < count; ++j) {
       const float c0 = lead_scores[j];
       if ((c0 + others_range) * slack <= thr) continue;
