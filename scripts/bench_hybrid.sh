@@ -233,8 +233,9 @@ for mode in $modes; do
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
     per_q() { awk -v t="$1" -v hz="$hz" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / hz * 1e6 / (r * s) }'; }
     diag_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
-    diag_cols="$diag_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) -v st=$((hs1 - hs0)) \
-      'BEGIN { if (t <= 0) t = 1; printf "%.1f,%.2f", 100 * (t - i) / t, 100 * st / t }')"
+    # The host's busy and steal shares (steal_pct also decides MAX_STEAL_PCT below).
+    steal_pct=$(awk -v t=$((h1 - h0)) -v st=$((hs1 - hs0)) 'BEGIN { if (t <= 0) t = 1; printf "%.2f", 100 * st / t }')
+    diag_cols="$diag_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) 'BEGIN { if (t <= 0) t = 1; printf "%.1f", 100 * (t - i) / t }'),$steal_pct"
     # The host's own stalls in this step (host_jitter's late wake-ups): the latest, and their sum.
     diag_cols="$diag_cols,$(host_stalls "$u0" "$u1")"
     diag_cols="$diag_cols,$(hist_p99 "$work/node-m0.txt" "$work/node-m1.txt" node),$(hist_p99 "$work/int-m0.txt" "$work/int-m1.txt" integrator)"
@@ -268,7 +269,6 @@ for mode in $modes; do
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \
       "$(ms p50_us)" "$(ms p95_us)" "$(ms p99_us)" "$miss" "$(field "$line" queries)" | sed "s/\$/,$diag_cols/" | tee -a "$csv"
     if [ -n "${MAX_STEAL_PCT:-}" ]; then
-      steal_pct=$(awk -v t=$((h1 - h0)) -v st=$((hs1 - hs0)) 'BEGIN { if (t <= 0) t = 1; printf "%.2f", 100 * st / t }')
       if awk -v s="$steal_pct" -v m="$MAX_STEAL_PCT" 'BEGIN { exit !(s > m) }'; then
         echo "host steal ${steal_pct}% at $mode$label $rate q/s is over MAX_STEAL_PCT=$MAX_STEAL_PCT: a noisy host, stopping" |
           tee "$out_dir/noisy"

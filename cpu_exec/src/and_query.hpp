@@ -58,6 +58,20 @@ uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, con
   return d;
 }
 
+// Fills rest[i] (1 <= i < n) with the sum of the block maxima of lists i..n-1 at doc (rest[n] = 0),
+// shallow-seeking those lists to doc. False when one of them has nothing at or after doc.
+template <BlockMaxCursor C>
+bool RestBounds(C* const* cur, size_t n, uint32_t doc, float* rest) {
+  for (size_t i = 1; i < n; ++i) {
+    cur[i]->shallow_seek(doc);
+    if (cur[i]->blocks_exhausted()) return false;
+    rest[i] = cur[i]->block_max_score();
+  }
+  rest[n] = 0.0f;
+  for (size_t i = n - 1; i >= 1; --i) rest[i] += rest[i + 1];
+  return true;
+}
+
 // Follows d into cur[from..n) (next_geq) until a list lacks it. Returns d when every one holds
 // it, else the first docID the walk proved absent (the lacking list's next document, > d; kEndDoc
 // when that list ran out).
@@ -129,13 +143,7 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
         lead.set_pos(ia);
         b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
         if constexpr (kBounded) {
-          for (size_t l = 1; l < n; ++l) {
-            cur[l]->shallow_seek(x);
-            if (cur[l]->blocks_exhausted()) return kEndDoc;
-            rest[l] = cur[l]->block_max_score();
-          }
-          rest[n] = 0.0f;
-          for (size_t l = n - 1; l >= 1; --l) rest[l] += rest[l + 1];
+          if (!RestBounds(cur, n, x, rest)) return kEndDoc;
           const uint32_t r = AndCandidate(cur, n, x, lead.score(), rest, true, thr, slack, sheet, topk, stats);
           if (r == kEndDoc) return kEndDoc;
           if (r != x) floor = r;
@@ -254,13 +262,7 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
       const float c0 = lead_scores[j];
       if ((c0 + others_range) * slack <= thr) continue;
       const uint32_t doc = docs[j];
-      for (size_t i = 1; i < n; ++i) {
-        cur[i]->shallow_seek(doc);
-        if (cur[i]->blocks_exhausted()) return;
-        rest[i] = cur[i]->block_max_score();
-      }
-      rest[n] = 0.0f;
-      for (size_t i = n - 1; i >= 1; --i) rest[i] += rest[i + 1];
+      if (!RestBounds(cur, n, doc, rest)) return;
       if (AndCandidate(cur, n, doc, c0, rest, true, thr, slack, sheet, topk, stats) == kEndDoc) return;
       thr = topk.Threshold();
     }
