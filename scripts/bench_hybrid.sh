@@ -45,6 +45,10 @@
 #      processors are measured apart from the serving path's clients, as on separate machines; the
 #      node sizes its workers and judges idle cores by its own CPUs, and each step records how busy
 #      those CPUs were, node_cpus_busy_pct; default: unpinned),
+#      LOADGEN_CPUS (a taskset CPU list for the load generator and host_jitter alone, the
+#      integrator keeping CLIENT_CPUS less these: the measuring instrument apart from the serving
+#      path it measures, whose hundreds of HTTP threads would otherwise delay the load generator's
+#      event loops and show up as send wait; default: with the integrator),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
@@ -87,14 +91,34 @@ fi
 [ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
 
-node_pin=() client_pin=()
+node_pin=() client_pin=() loadgen_pin=()
 [ -n "${NODE_CPUS:-}" ] && node_pin=(taskset -c "$NODE_CPUS")
 [ -n "${CLIENT_CPUS:-}" ] && client_pin=(taskset -c "$CLIENT_CPUS")
+if [ -n "${LOADGEN_CPUS:-}" ]; then
+  loadgen_pin=(taskset -c "$LOADGEN_CPUS")
+  if [ -n "${CLIENT_CPUS:-}" ]; then  # the integrator on CLIENT_CPUS less the load generator's
+    rest=$(python3 -c 'import sys
+def cpus(spec):
+    out = []
+    for part in spec.split(","):
+        a, _, b = part.partition("-")
+        out += range(int(a), int(b or a) + 1)
+    return out
+lg = set(cpus(sys.argv[2]))
+print(",".join(str(c) for c in cpus(sys.argv[1]) if c not in lg))' "$CLIENT_CPUS" "$LOADGEN_CPUS") ||
+      { echo "bench_hybrid: bad CLIENT_CPUS or LOADGEN_CPUS" >&2; exit 2; }
+    [ -n "$rest" ] || { echo "bench_hybrid: LOADGEN_CPUS leaves the integrator none of CLIENT_CPUS" >&2; exit 2; }
+    client_pin=(taskset -c "$rest")
+  fi
+else
+  loadgen_pin=("${client_pin[@]}")
+fi
 lg_threads=()
 [ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
 ramp=()
 [ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
+[ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on ${client_pin[2]:-any}"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms" >"$csv"
@@ -165,7 +189,7 @@ scrape() {
 jitter_log=$work/host-stalls.txt
 jitter_pid=
 if [ "${JITTER:-1}" = 1 ] && [ -x "$bundle/bin/host_jitter" ]; then
-  "${client_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
+  "${loadgen_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
   jitter_pid=$!
   pids+=("$jitter_pid")
 fi
@@ -201,7 +225,7 @@ for mode in $modes; do
   if [ "${WARM_PASS:-1}" = 1 ]; then
     nq=$(wc -l <"$qlog")
     warm_secs=$(( (nq + start_rate - 1) / start_rate + 1 ))
-    "${client_pin[@]}" timeout $((warm_secs + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" --mode "$qmode" \
+    "${loadgen_pin[@]}" timeout $((warm_secs + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" --mode "$qmode" \
       --rate "$start_rate" --seconds "$warm_secs" --warmup 0 --deadline-ms "$deadline" --connections "$conns" "${lg_threads[@]}" >/dev/null 2>&1
   fi
   rate=$start_rate
@@ -223,7 +247,7 @@ for mode in $modes; do
     if [ -n "${STEP_HOOK:-}" ]; then
       ( sleep "$warmup"; $STEP_HOOK "$node_pid" "$mode$label" "$rate" "$secs" "$out_dir" >/dev/null 2>&1 ) &
     fi
-    line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time "${client_pin[@]}" timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
+    line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time "${loadgen_pin[@]}" timeout $((secs + warmup + 60)) "$ctl" loadgen --url "http://127.0.0.1:$http_port" --queries "$qlog" \
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns" "${lg_threads[@]}" "${ramp[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }

@@ -18,6 +18,8 @@
 #      second half of the host's cores, whole cores together: the node apart from its clients) or
 #      PIN=node:N (the node on the first whole cores that make N CPUs, as a host of N CPUs would
 #      give it, and its clients on all the others),
+#      LOADGEN_PIN=N (with PIN: the clients' last N CPUs to the load generator and host_jitter
+#      alone, bench_hybrid.sh's LOADGEN_CPUS, and the rest to the integrator),
 #      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
 #      MAX_STEAL_PCT (bench_hybrid.sh's: a noisy step ends its run and every later one),
 #      BENCH (default scripts/bench_hybrid.sh).
@@ -65,6 +67,16 @@ EOF
   )
   export NODE_CPUS CLIENT_CPUS
   echo "bench_hybrid_runs: node on CPUs $NODE_CPUS, clients on $CLIENT_CPUS"
+fi
+if [ -n "${LOADGEN_PIN:-}" ] && [ -z "${LOADGEN_CPUS:-}" ]; then
+  IFS=, read -r -a client_list <<<"${CLIENT_CPUS:-}"
+  if ! [[ $LOADGEN_PIN =~ ^[1-9][0-9]*$ ]] || [ "$LOADGEN_PIN" -ge "${#client_list[@]}" ]; then
+    echo "bench_hybrid_runs: LOADGEN_PIN must be a count below the clients' ${#client_list[@]} CPUs (set PIN), not '$LOADGEN_PIN'" >&2
+    exit 2
+  fi
+  LOADGEN_CPUS=$(IFS=,; echo "${client_list[*]: -$LOADGEN_PIN}")
+  export LOADGEN_CPUS
+  echo "bench_hybrid_runs: load generator on CPUs $LOADGEN_CPUS"
 fi
 
 export KEEP=1

@@ -10,6 +10,7 @@ Without matplotlib only the table is printed.
 usage: scripts/plot_fig7.py FIG7.CSV OUT.PNG
 """
 import csv
+import math
 import sys
 
 
@@ -93,7 +94,8 @@ def main():
             low = at[(s, b)] >= top[s]
             high = single >= top[single_s]
             mark = "?" if low and high else ">= " if low else "<= " if high else ""
-            cells.append(f"{mark}{at[(s, b)] / single:.2f}x")
+            # Rounded down, so that a ratio just short of a target (1.498x) never reads as it (1.50x).
+            cells.append(f"{mark}{math.floor(at[(s, b)] / single * 100 + 1e-9) / 100:.2f}x")
         print(f"| {s} / best single | " + " | ".join(cells) + " |")
     if unsaturated:
         print()

@@ -4,7 +4,8 @@ its label, schedulers, the common node flags followed by its own, and its settin
 the common ones); comments and blank lines are skipped; the runs' CSVs are merged under one
 header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists,
 PIN=node:1 the node to the first core and its clients to the others; an unreadable runs file and
-an unknown PIN are refused with exit 2; a run that found the host noisy (its OUT_DIR/noisy, from
+an unknown PIN are refused with exit 2; LOADGEN_PIN=N gives the clients' last N CPUs to the load
+generator (LOADGEN_CPUS), and a count that would leave the integrator none is refused; a run that found the host noisy (its OUT_DIR/noisy, from
 bench_hybrid.sh's MAX_STEAL_PCT) ends the call, its rows kept and no later run started.
 
 usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
@@ -25,7 +26,7 @@ FAKE_BENCH = r"""#!/usr/bin/env bash
 mkdir -p "$OUT_DIR"
 echo "HEADER" > "$OUT_DIR/fig7.csv"
 for m in $MODES; do echo "$m-$LABEL,$START_RATE,$START_RATE,1,1,2,3,0,100" >> "$OUT_DIR/fig7.csv"; done
-echo "docs=$1 work=$2 node_args=[$NODE_ARGS] start=$START_RATE keep=$KEEP pins=${NODE_CPUS:-}/${CLIENT_CPUS:-}" > "$OUT_DIR/given.txt"
+echo "docs=$1 work=$2 node_args=[$NODE_ARGS] start=$START_RATE keep=$KEEP loadgen=${LOADGEN_CPUS:-} pins=${NODE_CPUS:-}/${CLIENT_CPUS:-}" > "$OUT_DIR/given.txt"
 [ "$LABEL" = noisy ] && echo "host steal 9.00% at gpu-noisy 50 q/s is over MAX_STEAL_PCT=1.5" > "$OUT_DIR/noisy"
 exit 0
 """.replace("HEADER", HEADER)
@@ -110,6 +111,18 @@ def main():
             rest = [c for c in allowed if c not in first_core] or sorted(first_core)
             if clients != rest:
                 problems.append(f"PIN=node:1 should give the clients {rest}: {pins}")
+        # LOADGEN_PIN=2 over clients 4-7: the load generator on the last two, 6 and 7.
+        lg_env = dict(env, NODE_CPUS="0,1,2,3", CLIENT_CPUS="4,5,6,7", LOADGEN_PIN="2", OUT_DIR=os.path.join(tmp, "outl"))
+        lg_env.pop("PIN", None)
+        rl = subprocess.run(["bash", script, one, "1000", os.path.join(tmp, "work")], capture_output=True, text=True,
+                            env=lg_env, timeout=120)
+        given_l = open(os.path.join(tmp, "outl", "r1", "given.txt")).read() if rl.returncode == 0 else ""
+        if rl.returncode != 0 or "loadgen=6,7 pins=0,1,2,3/4,5,6,7" not in given_l:
+            problems.append(f"LOADGEN_PIN=2 should give the load generator CPUs 6,7: {rl.returncode} {given_l} {rl.stderr}")
+        rl4 = subprocess.run(["bash", script, one, "1000", os.path.join(tmp, "work")], capture_output=True, text=True,
+                             env=dict(lg_env, LOADGEN_PIN="4"), timeout=60)
+        if rl4.returncode != 2 or "LOADGEN_PIN must be a count below" not in rl4.stderr:
+            problems.append(f"LOADGEN_PIN leaving the integrator no CPU should exit 2: {rl4.returncode} {rl4.stderr}")
         # A noisy host: the run that saw it ends the call; its rows are kept, no later run starts.
         noisy_runs = os.path.join(tmp, "noisy.txt")
         with open(noisy_runs, "w") as f:

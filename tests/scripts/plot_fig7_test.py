@@ -99,6 +99,10 @@ def main():
         "griffin-d,250,250,400,390,600,700,0.5,800,0.0,0.0,0.1",
         # No step within any bound: "none", not a ratio of 0.
         "griffin-e,100,100,400,390,600,700,0.5,400,0.0,0.0,0.1",
+        # 299.6 against gpu-a's 200: 1.498x, which must not read as 1.50x.
+        "hybrid-f,100,100,1,1,2,2,0,400,0.0,0.0,0.1",
+        "hybrid-f,299.6,299.6,1,1,2,2,0,1200,0.0,0.0,0.1",
+        "hybrid-f,400,390,400,390,600,700,0.5,1600,0.0,0.0,0.1",
     ]
     with tempfile.TemporaryDirectory() as tmp:
         csv = os.path.join(tmp, "fig7.csv")
@@ -114,6 +118,8 @@ def main():
         problems.append("labeled: hybrid-a against the best of cpu-a, gpu-a and gpu-b should read 1.50x")
     if "| griffin-c / best single | 0.50x | 0.50x | 0.50x | 0.50x | 0.50x |" not in lout:
         problems.append("labeled: griffin-c against the best single series should read 0.50x")
+    if "| hybrid-f / best single | 1.49x | 1.49x | 1.49x | 1.49x | 1.49x |" not in lout:
+        problems.append("labeled: a ratio of 1.498x should read 1.49x (rounded down), not 1.50x")
     if "| griffin-e / best single | none | none | none | none | none |" not in lout:
         problems.append("labeled: a series with no step within a bound should read 'none' there")
     if ("At the cpu-a scheduler's saturation rate (100 q/s, p99 40.00 ms):" not in lout or
