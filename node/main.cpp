@@ -142,6 +142,18 @@ int main(int argc, char** argv) {
                  "0 = off: every thread may run on every CPU)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{-1}, int64_t{4096}));
+  size_t sched_spill_workers = 0;
+  app.add_option("--sched-spill-workers", sched_spill_workers,
+                 "with --sched-cpu-cores: this many more CPU workers on the node's other CPUs (the GPU path's), "
+                 "at --sched-spill-nice above the node's nice value, so the CPU engine uses what the network and "
+                 "GPU-dispatch threads leave idle there and yields those cores when they wake (0 = none)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{4096}));
+  int sched_spill_nice = 10;
+  app.add_option("--sched-spill-nice", sched_spill_nice,
+                 "how much higher the spill workers' nice value is than the node's (--sched-spill-workers)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 19));
   app.add_option("--sched-host-aware", sched_host_aware,
                  "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
@@ -245,6 +257,11 @@ int main(int argc, char** argv) {
       : planned_sched.empty() ? 0
                               : DefaultSchedCpuCores(*ParseSchedMode(planned_sched), allowed_cpus.size());
   CpuSplit cpu_split;
+  if (sched_spill_workers > 0 && cpu_cores == 0) {
+    log.Error() << "--sched-spill-workers needs the CPU workers to have cores of their own (--sched-cpu-cores, the "
+                   "default under hybrid on 8 or more CPUs); the spill workers go on the node's other CPUs";
+    return 2;
+  }
   if (cpu_cores > 0) {
     if (planned_sched.empty()) {
       log.Error() << "--sched-cpu-cores needs a scheduler: with --scheduler auto and no usable GPU the node runs "
@@ -359,6 +376,12 @@ int main(int argc, char** argv) {
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
     sched.sched.cpu_worker_cpus = cpu_split.dedicated;
+    if (sched_spill_workers > 0 && !cpu_split.dedicated.empty()) {  // checked above: they have cores of their own
+      sched.sched.cpu_workers += sched_spill_workers;
+      sched.sched.spill_workers = sched_spill_workers;
+      sched.sched.spill_cpus = cpu_split.rest;
+      sched.sched.spill_nice = sched_spill_nice;
+    }
     if (gpu_dispatchers == 0)
       gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode, !cpu_split.dedicated.empty());
     sched.sched.cpu_nice = sched_cpu_nice >= 0            ? sched_cpu_nice
@@ -415,6 +438,7 @@ int main(int argc, char** argv) {
                           {"gpu_dispatchers", sched.sched.gpu_dispatchers},
                           {"sched_cpu_nice", sched.sched.cpu_nice},
                           {"sched_cpu_cores", cpu_split.dedicated},
+                          {"sched_spill_workers", sched.sched.spill_workers},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"gpu", executor->has_gpu()}};

@@ -136,13 +136,15 @@ void HybridScheduler::start() {
   // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
   // (Shared: the last worker may still be inside count_down when wait returns.)
   auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
+  const size_t spill = std::min(options_.spill_workers, options_.cpu_workers);
   for (size_t i = 0; i < options_.cpu_workers; ++i)
-    threads_.emplace_back([this, pinned] {
-      SetThreadName("sched-cpu");
-      if (!options_.cpu_worker_cpus.empty() && !PinThisThread(options_.cpu_worker_cpus))
-        pin_failures_.fetch_add(1);
+    threads_.emplace_back([this, pinned, spilled = i >= options_.cpu_workers - spill] {
+      SetThreadName(spilled ? "sched-cpu-spill" : "sched-cpu");
+      const std::vector<int>& cpus = spilled ? options_.spill_cpus : options_.cpu_worker_cpus;
+      if (!cpus.empty() && !PinThisThread(cpus)) pin_failures_.fetch_add(1);
       pinned->count_down();
-      if (options_.cpu_nice > 0) (void)RaiseThreadNice(options_.cpu_nice);
+      const int nice = spilled ? options_.spill_nice : options_.cpu_nice;
+      if (nice > 0) (void)RaiseThreadNice(nice);
       CpuLoop();
     });
   pinned->wait();

@@ -13,6 +13,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -760,6 +761,64 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
       EXPECT_NE(r.threads[i], std::this_thread::get_id()) << "job " << i;
     }
   }
+  EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
+}
+
+// spill_workers: the last of the CPU workers pin themselves to spill_cpus (not cpu_worker_cpus) at
+// spill_nice above the process's nice value; the others keep their own CPUs and cpu_nice. Two jobs
+// that wait for each other make both workers take one.
+TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  class Recorder : public SchedRunner {
+   public:
+    void RunCpu(SchedTask& t) override {
+      errno = 0;
+      const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+      std::unique_lock lock(mu);
+      runs.push_back({AllowedCpus(), nice});
+      cv.notify_all();
+      met = cv.wait_for(lock, std::chrono::seconds(10), [&] { return runs.size() >= 2; }) && met;
+      t.status = Status::Ok();
+    }
+    void RunGpuBatch(std::span<SchedTask* const>) override {}
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::pair<std::vector<int>, int>> runs;
+    bool met = true;  // every job saw the other running
+  } r;
+  const CpuSplit split = SplitCpus(allowed, 1);
+  HybridSchedulerOptions o = Options(SchedMode::kCpu);
+  o.cpu_workers = 2;
+  o.cpu_worker_cpus = split.dedicated;
+  o.spill_workers = 1;
+  o.spill_cpus = split.rest;
+  o.spill_nice = 5;
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  s.start();
+  EXPECT_EQ(s.stats().cpu_slots, 2u);  // spill workers count as CPU workers
+  std::vector<std::thread> clients;
+  for (int i = 0; i < 2; ++i)
+    clients.emplace_back([&] {
+      SchedTask t;
+      t.job.arrival = SchedClock::now();
+      t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+      PreferCpu(t);
+      EXPECT_TRUE(s.Submit(t).ok());
+    });
+  for (auto& c : clients) c.join();
+  s.stop();
+  EXPECT_EQ(s.cpu_pin_failures(), 0u);
+  EXPECT_TRUE(r.met) << "the two jobs did not run at once";
+  ASSERT_EQ(r.runs.size(), 2u);
+  std::sort(r.runs.begin(), r.runs.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+  EXPECT_EQ(r.runs[0].first, split.dedicated);
+  EXPECT_EQ(r.runs[0].second, base);
+  EXPECT_EQ(r.runs[1].first, split.rest);
+  EXPECT_EQ(r.runs[1].second, std::min(19, base + 5));
   EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -319,6 +320,13 @@ std::vector<int> ParseCpuList(const std::string& list) {
   return out;
 }
 
+// Each thread name of the process, with the CPUs of each thread of that name.
+std::map<std::string, std::vector<std::vector<int>>> CpusByThreadName(pid_t pid) {
+  std::map<std::string, std::vector<std::vector<int>>> out;
+  for (const auto& [name, cpus] : ThreadCpuLists(pid)) out[name].push_back(ParseCpuList(cpus));
+  return out;
+}
+
 // --sched-cpu-cores N: the scheduler's CPU workers run on the last N of the node's CPUs and every
 // other thread on the rest; answers stay exact; the ready line names the CPUs. Asking for every
 // CPU, or with --scheduler auto, is refused with a clear error.
@@ -366,6 +374,43 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   EXPECT_EQ(workers, 1);
   EXPECT_GT(others, 1);
   ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
+// --sched-spill-workers N: N more CPU workers ("sched-cpu-spill") on the node's other CPUs, beside
+// the dedicated ones; answers stay exact; the ready line counts them. Without CPUs of the workers'
+// own (--sched-cpu-cores) it is refused with a clear error.
+TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
+  {
+    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-spill-workers", "1"});
+    ASSERT_GT(bad.pid, 0);
+    EXPECT_EQ(WaitExit(bad.pid, 10000), 2);
+    const std::string err = ReadAll(bad.err, 1000);
+    EXPECT_NE(err.find("--sched-spill-workers needs"), std::string::npos) << err;
+    ::close(bad.out);
+    ::close(bad.err);
+  }
+  Child c = StartWithoutGpu(shard_path, "auto",
+                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready.value("sched_spill_workers", 0), 2) << line;
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
+  const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
+  auto threads = CpusByThreadName(c.pid);
+  EXPECT_EQ(threads["sched-cpu"], std::vector<std::vector<int>>{{allowed.back()}});
+  EXPECT_EQ(threads["sched-cpu-spill"], std::vector<std::vector<int>>(2, rest));
+  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
   EXPECT_EQ(WaitExit(c.pid, 5000), 0);
   ::close(c.out);
   ::close(c.err);

@@ -200,6 +200,14 @@ struct HybridSchedulerOptions {
   // apart (BENCHMARKS.md, issue 6). Submit's caller then never runs CPU work (caller_runs off: it
   // runs on the GPU path's cores). Empty: the workers run wherever the process may.
   std::vector<int> cpu_worker_cpus;
+  // Spill workers (search-node --sched-spill-workers): the last spill_workers of the cpu_workers
+  // pin themselves to spill_cpus (the GPU path's cores, beside the network and GPU-dispatch
+  // threads) instead of cpu_worker_cpus, at spill_nice above the process's nice value, so that they
+  // use what those cores leave idle and yield them when the GPU path's threads wake. They count
+  // as CPU workers everywhere else (slots, the policy's parallelism). 0: none.
+  size_t spill_workers = 0;
+  std::vector<int> spill_cpus;
+  int spill_nice = 10;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
