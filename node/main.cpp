@@ -3,7 +3,7 @@
 //               [--threads N] [--cache-mb M] [--queue Q] [--log-level L] [--slow-query-ms MS]
 //               [--gpu auto|on|off] [--gpu-cache-bytes B]
 //               [--scheduler auto|cpu|gpu|hybrid|griffin] [--sched-cpu-workers N] [--batch-wait-us U]
-//               [--batch-work-us W] [--max-batch B] [--crossover R] [--calibration-queries Q]
+//               [--batch-work-us W] [--max-batch B] [--batch-split F] [--crossover R] [--calibration-queries Q]
 //               [--sched-gpu-alone-us US] (and the other --sched-* flags: --help)
 // --gpu auto (default): the GPU executor when built with CUDA and a GPU is usable, else the CPU;
 // on: the GPU executor or exit 1 with the reason; off: the CPU executor.
@@ -220,6 +220,12 @@ int main(int argc, char** argv) {
   app.add_option("--max-batch", sched.sched.policy.max_batch, "most queries in one GPU batch")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{4096}));
+  app.add_option("--batch-split", sched.sched.batch_split,
+                 "a GPU batch's queries predicted to take more than this many times its median's GPU time run as "
+                 "a second batch after the rest, so a few heavy queries do not hold the others for their whole run "
+                 "(0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
   app.add_option("--crossover", sched.crossover,
                  "list length ratio at which an and-query leaves the GPU (0 = calibrated at start)")
       ->capture_default_str()
@@ -439,6 +445,7 @@ int main(int argc, char** argv) {
                           {"sched_cpu_nice", sched.sched.cpu_nice},
                           {"sched_cpu_cores", cpu_split.dedicated},
                           {"sched_spill_workers", sched.sched.spill_workers},
+                          {"batch_split", sched.sched.batch_split},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"gpu", executor->has_gpu()}};

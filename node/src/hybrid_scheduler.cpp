@@ -178,6 +178,21 @@ void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
   if (metrics_) metrics_->host[static_cast<size_t>(phase)]->Observe(seconds);
 }
 
+std::vector<SchedTask*> SplitHeavyGpuJobs(std::vector<SchedTask*>& batch, double factor) {
+  std::vector<SchedTask*> heavy;
+  if (factor <= 0 || batch.size() < 2) return heavy;
+  std::vector<double> us;
+  us.reserve(batch.size());
+  for (const SchedTask* t : batch) us.push_back(t->job.gpu_us);
+  std::nth_element(us.begin(), us.begin() + static_cast<long>(us.size() / 2), us.end());
+  const double bound = factor * us[us.size() / 2];
+  const auto light_end =
+      std::stable_partition(batch.begin(), batch.end(), [&](const SchedTask* t) { return !(t->job.gpu_us > bound); });
+  heavy.assign(light_end, batch.end());
+  batch.erase(light_end, batch.end());
+  return heavy;
+}
+
 double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
 
 int DefaultCpuNice(SchedMode mode) {
@@ -458,7 +473,6 @@ void HybridScheduler::GpuLoop() {
     for (SchedJob& j : take.jobs) TaskOf(j)->may_migrate = may_migrate;
     lock.unlock();
     std::vector<SchedTask*> batch;
-    double predicted = 0;
     for (SchedJob& j : take.jobs) {
       SchedTask& t = *TaskOf(j);
       const double waited = MicrosBetween(j.enqueued, now);
@@ -477,77 +491,88 @@ void HybridScheduler::GpuLoop() {
       }
       t.outcome = GpuOutcome::kDone;
       batch.push_back(&t);
-      predicted += std::max(j.gpu_us, 1e-3);
     }
-    double batch_run_us = 0;
+    double run_us[2] = {0, 0};
     if (!batch.empty()) {
-      const SchedTime t0 = SchedClock::now();
-      account(1);
-      runner_->RunGpuBatch(batch);
-      account(0);
-      const double run_us = MicrosBetween(t0, SchedClock::now());
-      batch_run_us = run_us;
-      batches_.fetch_add(1);
-      if (metrics_) metrics_->batches->Increment();
-      std::vector<SchedTask*> to_cpu;
-      // The batch's time, apportioned to its queries by their predicted GPU time.
-      auto share = [&](const SchedTask& t) { return run_us * std::max(t.job.gpu_us, 1e-3) / predicted; };
-      // The answered jobs' times go to the model in one observation (one lock, one re-solve)
-      // before any of them is finished, as one at a time did.
-      if (model_ != nullptr) {
-        std::vector<CostSample> seen;
-        seen.reserve(batch.size());
-        for (const SchedTask* t : batch)
-          if (t->outcome == GpuOutcome::kDone && t->status.ok()) seen.push_back(CostSample{t->features, share(*t)});
-        if (!seen.empty()) {
-          const double error = model_->ObserveBatch(Unit::kGpu, seen);
-          if (metrics_) metrics_->error[static_cast<size_t>(Unit::kGpu)]->Set(error);
-        }
-      }
-      for (SchedTask* t : batch) {
-        t->run_us += run_us;
-        t->gpu_batch = static_cast<uint32_t>(batch.size());
-        switch (t->outcome) {
-          case GpuOutcome::kDone:
-            Finish(*t, Unit::kGpu, share(*t), false);
-            break;
-          case GpuOutcome::kMigrate:
-            t->migrated = true;
-            migrations_.fetch_add(1);
-            if (metrics_) metrics_->migrations->Increment();
-            to_cpu.push_back(t);
-            break;
-          case GpuOutcome::kRetryCpu:
-            t->retried = true;
-            retries_.fetch_add(1);
-            if (metrics_) metrics_->retries->Increment();
-            to_cpu.push_back(t);
-            break;
-        }
-      }
-      if (!to_cpu.empty()) {
-        std::vector<SchedTask*> refused;
-        {
-          std::lock_guard<std::mutex> relock(mu_);
-          for (SchedTask* t : to_cpu) {
-            if (stopping_) {
-              refused.push_back(t);
-            } else {
-              policy_.EnqueueMigrated(t->job, SchedClock::now());
-            }
-          }
-        }
-        cpu_cv_.notify_all();
-        for (SchedTask* t : refused) {  // outside the lock (an on_done may run)
-          t->status = Status::Unavailable("scheduler stopped");
-          Complete(*t);
-        }
+      std::vector<SchedTask*> heavy = SplitHeavyGpuJobs(batch, options_.batch_split);
+      run_us[0] = RunGpuBatch(batch, account);
+      if (!heavy.empty()) {
+        for (SchedTask* t : heavy) t->wait_us += run_us[0];  // they waited for the light ones' batch
+        run_us[1] = RunGpuBatch(heavy, account);
       }
     }
     account(1);
     lock.lock();
-    if (batch_run_us > 0) policy_.ObserveGpuBatch(batch_run_us);
+    for (const double us : run_us)
+      if (us > 0) policy_.ObserveGpuBatch(us);
   }
+}
+
+double HybridScheduler::RunGpuBatch(std::vector<SchedTask*>& batch, const std::function<void(int)>& account) {
+  double predicted = 0;
+  for (const SchedTask* t : batch) predicted += std::max(t->job.gpu_us, 1e-3);
+  const SchedTime t0 = SchedClock::now();
+  account(1);
+  runner_->RunGpuBatch(batch);
+  account(0);
+  const double run_us = MicrosBetween(t0, SchedClock::now());
+  batches_.fetch_add(1);
+  if (metrics_) metrics_->batches->Increment();
+  std::vector<SchedTask*> to_cpu;
+  // The batch's time, apportioned to its queries by their predicted GPU time.
+  auto share = [&](const SchedTask& t) { return run_us * std::max(t.job.gpu_us, 1e-3) / predicted; };
+  // The answered jobs' times go to the model in one observation (one lock, one re-solve)
+  // before any of them is finished, as one at a time did.
+  if (model_ != nullptr) {
+    std::vector<CostSample> seen;
+    seen.reserve(batch.size());
+    for (const SchedTask* t : batch)
+      if (t->outcome == GpuOutcome::kDone && t->status.ok()) seen.push_back(CostSample{t->features, share(*t)});
+    if (!seen.empty()) {
+      const double error = model_->ObserveBatch(Unit::kGpu, seen);
+      if (metrics_) metrics_->error[static_cast<size_t>(Unit::kGpu)]->Set(error);
+    }
+  }
+  for (SchedTask* t : batch) {
+    t->run_us += run_us;
+    t->gpu_batch = static_cast<uint32_t>(batch.size());
+    switch (t->outcome) {
+      case GpuOutcome::kDone:
+        Finish(*t, Unit::kGpu, share(*t), false);
+        break;
+      case GpuOutcome::kMigrate:
+        t->migrated = true;
+        migrations_.fetch_add(1);
+        if (metrics_) metrics_->migrations->Increment();
+        to_cpu.push_back(t);
+        break;
+      case GpuOutcome::kRetryCpu:
+        t->retried = true;
+        retries_.fetch_add(1);
+        if (metrics_) metrics_->retries->Increment();
+        to_cpu.push_back(t);
+        break;
+    }
+  }
+  if (!to_cpu.empty()) {
+    std::vector<SchedTask*> refused;
+    {
+      std::lock_guard<std::mutex> relock(mu_);
+      for (SchedTask* t : to_cpu) {
+        if (stopping_) {
+          refused.push_back(t);
+        } else {
+          policy_.EnqueueMigrated(t->job, SchedClock::now());
+        }
+      }
+    }
+    cpu_cv_.notify_all();
+    for (SchedTask* t : refused) {  // outside the lock (an on_done may run)
+      t->status = Status::Unavailable("scheduler stopped");
+      Complete(*t);
+    }
+  }
+  return run_us;
 }
 
 SchedStatsSnapshot HybridScheduler::stats() const {

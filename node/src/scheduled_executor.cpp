@@ -149,6 +149,8 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
          << static_cast<int>(so.policy.cheap_fill_us) << " us";
   if (so.policy.mode == SchedMode::kHybrid && so.policy.batch_latency) line << "; batch latency counted";
   if (!so.cpu_worker_cpus.empty()) line << "; CPU workers on " << so.cpu_worker_cpus.size() << " CPUs of their own";
+  if (so.batch_split > 0 && so.gpu_dispatchers > 0)
+    line << "; GPU queries over " << so.batch_split << "x their batch's median run as a batch of their own";
   if (so.spill_workers > 0)
     line << "; spill workers (of those): " << so.spill_workers << ", on the node's other " << so.spill_cpus.size()
          << " CPUs at nice +" << so.spill_nice;

@@ -269,6 +269,86 @@ TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {
   EXPECT_GT(s.stats().gpu_batch_us, 0);
 }
 
+// SplitHeavyGpuJobs: jobs predicted over factor x the batch's median GPU time move, in order, to a
+// batch of their own; none with factor 0, a single job, or a batch without such outliers.
+TEST(HybridSchedulerTest, SplitHeavyGpuJobsTakesTheOutliers) {
+  auto make = [](const std::vector<double>& us) {
+    std::vector<SchedTask> tasks(us.size());
+    for (size_t i = 0; i < us.size(); ++i) tasks[i].job.gpu_us = us[i];
+    return tasks;
+  };
+  auto ptrs = [](std::vector<SchedTask>& tasks) {
+    std::vector<SchedTask*> out;
+    for (SchedTask& t : tasks) out.push_back(&t);
+    return out;
+  };
+  std::vector<SchedTask> tasks = make({10, 500, 12, 9, 41, 11, 300});
+  std::vector<SchedTask*> batch = ptrs(tasks);
+  std::vector<SchedTask*> heavy = SplitHeavyGpuJobs(batch, 4);  // median 12: bound 48
+  EXPECT_EQ(heavy, (std::vector<SchedTask*>{&tasks[1], &tasks[6]}));
+  EXPECT_EQ(batch, (std::vector<SchedTask*>{&tasks[0], &tasks[2], &tasks[3], &tasks[4], &tasks[5]}));
+  for (double factor : {0.0, -1.0}) {
+    batch = ptrs(tasks);
+    EXPECT_TRUE(SplitHeavyGpuJobs(batch, factor).empty());
+    EXPECT_EQ(batch.size(), tasks.size());
+  }
+  std::vector<SchedTask> even = make({10, 30, 20, 39});  // median 30 (the upper middle): bound 120
+  batch = ptrs(even);
+  EXPECT_TRUE(SplitHeavyGpuJobs(batch, 4).empty());
+  std::vector<SchedTask> one = make({1000});
+  batch = ptrs(one);
+  EXPECT_TRUE(SplitHeavyGpuJobs(batch, 4).empty());
+  EXPECT_EQ(batch.size(), 1u);
+}
+
+// batch_split: a gathered batch's heavy job runs after, and apart from, the light ones; every job
+// is answered once with the right answer. (Without the split the dispatcher runs all eleven at
+// once, as the first check would see.)
+TEST(HybridSchedulerTest, BatchSplitRunsHeavyJobsAfterTheRest) {
+  class Recorder : public SchedRunner {
+   public:
+    void RunCpu(SchedTask& t) override { t.status = Status::Internal("no CPU run expected"); }
+    void RunGpuBatch(std::span<SchedTask* const> batch) override {
+      std::vector<double> us;
+      for (SchedTask* t : batch) {
+        us.push_back(t->job.gpu_us);
+        auto* w = static_cast<Work*>(t->payload);
+        w->answer = 3 * w->x + 1;
+        t->outcome = GpuOutcome::kDone;
+        t->status = Status::Ok();
+      }
+      std::lock_guard lock(mu);
+      calls.push_back(std::move(us));
+    }
+    std::mutex mu;
+    std::vector<std::vector<double>> calls;
+  };
+  for (double split : {0.0, 4.0}) {
+    SCOPED_TRACE("batch_split " + std::to_string(split));
+    Recorder r;
+    HybridSchedulerOptions o = Options(SchedMode::kGpu);
+    o.policy.batch_wait = std::chrono::seconds(5);  // the batch closes when all 11 are queued
+    o.policy.batch_work_us = 1e9;
+    o.policy.max_batch = 11;
+    o.batch_split = split;
+    HybridScheduler s(o, &r, nullptr, nullptr);
+    s.start();
+    RunClients(s, 11, 11, [](int i, Work&, SchedTask& t) {
+      t.job.gpu_us = i == 5 ? 1000 : 10;
+      t.job.preferred = Unit::kGpu;
+    });
+    s.stop();
+    if (split == 0) {
+      EXPECT_EQ(r.calls.size(), 1u);  // all eleven at once
+      continue;
+    }
+    ASSERT_EQ(r.calls.size(), 2u);
+    EXPECT_EQ(r.calls[0], std::vector<double>(10, 10.0));
+    EXPECT_EQ(r.calls[1], std::vector<double>{1000.0});
+    EXPECT_EQ(s.stats().gpu_batches, 2u);
+  }
+}
+
 TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {
   for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
     SCOPED_TRACE(SchedModeName(mode));

@@ -208,10 +208,20 @@ struct HybridSchedulerOptions {
   size_t spill_workers = 0;
   std::vector<int> spill_cpus;
   int spill_nice = 10;
+  // Heavy jobs apart (search-node --batch-split F): a GPU batch's jobs predicted to take more than
+  // F times its median's GPU time run as a second batch on the same dispatcher, after the rest, so
+  // a few heavy queries do not hold every other job of their batch for their whole run (a batch's
+  // kernels are sized for, and last as long as, its heaviest query). 0: off.
+  double batch_split = 0;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
 };
+
+// The jobs of `batch` predicted (job.gpu_us) to take more than `factor` times the batch's median:
+// moved, in order, from batch to the result (empty when factor <= 0, batch has fewer than 2 jobs,
+// or none is that heavy).
+std::vector<SchedTask*> SplitHeavyGpuJobs(std::vector<SchedTask*>& batch, double factor);
 
 class HybridScheduler {
  public:
@@ -246,6 +256,10 @@ class HybridScheduler {
   struct MetricSet;
   void CpuLoop();
   void GpuLoop();
+  // Runs one GPU batch on the calling dispatcher (no lock held) and answers, or queues for the
+  // CPU, each of its jobs; returns the batch's run time. account(part) charges the dispatcher's
+  // CPU time since the last call to part (0: the batch, 1: the scheduler).
+  double RunGpuBatch(std::vector<SchedTask*>& batch, const std::function<void(int)>& account);
   // Runs a job TakeCpu/TakeCpuOwn/TakeCpuCheap returned, as a CPU worker, on the calling thread (a
   // worker's, or Submit's caller with caller_runs). REQUIRES: lock holds mu_; held again on return.
   void RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now);
