@@ -92,6 +92,7 @@ while IFS='|' read -r label modes flags settings || [ -n "$label" ]; do
     limit=(timeout "$left")
   fi
   dir=$out/r$n
+  rm -rf "$dir"  # an earlier call's run N (its noisy mark above all) is not this one's
   mkdir -p "$dir"
   echo "bench_hybrid_runs: run $n, $label: ${modes:-default schedulers}; node flags: ${flags:-none}; ${settings:-}"
   # shellcheck disable=SC2086  # SETTINGS are words

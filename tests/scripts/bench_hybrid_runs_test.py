@@ -6,7 +6,8 @@ header into the table plot_fig7.py prints; PIN=halves pins the node and its clie
 PIN=node:1 the node to the first core and its clients to the others; an unreadable runs file and
 an unknown PIN are refused with exit 2; LOADGEN_PIN=N gives the clients' last N CPUs to the load
 generator (LOADGEN_CPUS), and a count that would leave the integrator none is refused; a run that found the host noisy (its OUT_DIR/noisy, from
-bench_hybrid.sh's MAX_STEAL_PCT) ends the call, its rows kept and no later run started.
+bench_hybrid.sh's MAX_STEAL_PCT) ends the call, its rows kept and no later run started, and an
+earlier call's noisy mark in the same OUT_DIR does not end a later call.
 
 usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -136,6 +137,14 @@ def main():
                             f"{merged_n!r} r2 exists: {os.path.exists(os.path.join(out_n, 'r2'))}")
         if "no later run" not in rn.stdout or "MAX_STEAL_PCT" not in rn.stdout:
             problems.append("a noisy run's end should say why: " + rn.stdout)
+        # The same OUT_DIR again (a warm host's next call) with quiet runs: the earlier call's noisy
+        # mark in r1 must not end this one.
+        with open(noisy_runs, "w") as f:
+            f.write("quiet|gpu||\nlater|gpu||\n")
+        rq = subprocess.run(["bash", script, noisy_runs, "1000", os.path.join(tmp, "work")], capture_output=True,
+                            text=True, env=dict(env, OUT_DIR=out_n), timeout=120)
+        if rq.returncode != 0 or not os.path.exists(os.path.join(out_n, "r2", "given.txt")) or "no later run" in rq.stdout:
+            problems.append(f"an earlier call's noisy mark ended a later call: {rq.returncode} {rq.stdout}")
         badpin = subprocess.run(["bash", script, one], capture_output=True, text=True, env=dict(env, PIN="node:x"),
                                 timeout=60)
         if badpin.returncode != 2 or "PIN is halves or node:N" not in badpin.stderr:
