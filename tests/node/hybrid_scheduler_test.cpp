@@ -24,6 +24,7 @@
 #include <thread>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace search {
@@ -349,18 +350,23 @@ TEST(HybridSchedulerTest, BatchSplitRunsHeavyJobsAfterTheRest) {
   }
 }
 
+// Also with batch_split, where one in five jobs is heavy: failures in the light and in the heavy
+// part of a split batch alike rerun on the CPU.
 TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {
-  for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
-    SCOPED_TRACE(SchedModeName(mode));
+  for (auto [mode, split] : {std::pair{SchedMode::kGpu, 0.0}, std::pair{SchedMode::kHybrid, 0.0},
+                             std::pair{SchedMode::kGpu, 4.0}, std::pair{SchedMode::kHybrid, 4.0}}) {
+    SCOPED_TRACE(std::string(SchedModeName(mode)) + " batch_split " + std::to_string(split));
     FakeRunner r;
-    HybridScheduler s(Options(mode), &r, nullptr, nullptr);
+    HybridSchedulerOptions o = Options(mode);
+    o.batch_split = split;
+    HybridScheduler s(o, &r, nullptr, nullptr);
     s.start();
     std::vector<Done> done;
     RunClients(
         s, 200, 8,
         [](int i, Work& w, SchedTask& t) {
           t.job.cpu_us = 1000;  // GPU-preferred
-          t.job.gpu_us = 10;
+          t.job.gpu_us = i % 5 == 0 ? 100 : 10;
           w.fail_on_gpu = i % 3 == 0;
         },
         &done);
