@@ -91,7 +91,7 @@ fi
 [ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
 
-node_pin=() client_pin=() loadgen_pin=()
+node_pin=() client_pin=() loadgen_pin=() integrator_cpus=${CLIENT_CPUS:-any}
 [ -n "${NODE_CPUS:-}" ] && node_pin=(taskset -c "$NODE_CPUS")
 [ -n "${CLIENT_CPUS:-}" ] && client_pin=(taskset -c "$CLIENT_CPUS")
 if [ -n "${LOADGEN_CPUS:-}" ]; then
@@ -108,7 +108,8 @@ lg = set(cpus(sys.argv[2]))
 print(",".join(str(c) for c in cpus(sys.argv[1]) if c not in lg))' "$CLIENT_CPUS" "$LOADGEN_CPUS") ||
       { echo "bench_hybrid: bad CLIENT_CPUS or LOADGEN_CPUS" >&2; exit 2; }
     [ -n "$rest" ] || { echo "bench_hybrid: LOADGEN_CPUS leaves the integrator none of CLIENT_CPUS" >&2; exit 2; }
-    client_pin=(taskset -c "$rest")
+    integrator_cpus=$rest
+    client_pin=(taskset -c "$integrator_cpus")
   fi
 else
   loadgen_pin=("${client_pin[@]}")
@@ -118,7 +119,7 @@ lg_threads=()
 ramp=()
 [ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
-[ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on ${client_pin[2]:-any}"
+[ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms" >"$csv"
