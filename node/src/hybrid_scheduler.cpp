@@ -588,6 +588,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   s.gpu_batches = batches_.load();
   std::lock_guard<std::mutex> lock(mu_);
   s.cpu_slots = cpu_slots_;
+  s.cpu_busy = cpu_busy_;
   s.balanced = policy_.balanced();
   s.cheap = policy_.cheap();
   s.cheap_threshold_us = policy_.cheap_threshold_us();

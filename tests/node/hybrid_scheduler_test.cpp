@@ -444,9 +444,14 @@ TEST(HybridSchedulerTest, HybridMigratesOnlyWhileACpuWorkerIsIdle) {
     EXPECT_EQ(r.refused_migrations.load(), 40);
     for (const Done& d : done) EXPECT_EQ(d.ran_on, Unit::kGpu);
   }
-  // Phase 2: one query at a time, the worker idle: each is handed off.
+  // Phase 2: one query at a time, the worker idle: each is handed off. A worker counts as busy
+  // until it is back at the scheduler's lock, just after it answers; each query waits for that, so
+  // a loaded host (ctest -j) cannot make the dispatcher see the worker still busy.
   const uint64_t before = s.stats().migrations;
-  RunClients(s, 10, 1, gpu_job, &done);
+  RunClients(s, 10, 1, [&](int i, Work& w, SchedTask& t) {
+    while (s.stats().cpu_busy != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    gpu_job(i, w, t);
+  }, &done);
   EXPECT_EQ(s.stats().migrations - before, 10u);
   for (const Done& d : done) {
     EXPECT_TRUE(d.migrated);

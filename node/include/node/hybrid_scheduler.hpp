@@ -114,6 +114,7 @@ struct SchedStatsSnapshot {
   uint64_t gpu_retries = 0;                  // GPU failures rerun on the CPU
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
+  size_t cpu_busy = 0;                       // CPU workers counted busy now (until back at the lock)
   uint64_t queued[kNumSchedQueues] = {};
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
