@@ -122,7 +122,7 @@ ramp=()
 [ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -289,6 +289,10 @@ for mode in $modes; do
     # handling (received to the reply's send) and the integrator's (HTTP request to answer).
     diag_cols="$diag_cols,$(hist_mean "$m0" "$m1" search_node_queue_seconds ""),$(hist_mean "$m0" "$m1" search_request_duration_seconds "")"
     diag_cols="$diag_cols,$(hist_mean "$work/int-m0.txt" "$work/int-m1.txt" search_request_duration_seconds "")"
+    # The integrator's round trip to the node (its fan-out sends the request to the reply's
+    # arrival): less node_request_ms, the wire and both sides' I/O threads; integrator_request_ms
+    # less it, the HTTP side and the hand-offs to and from the fan-out's I/O thread.
+    diag_cols="$diag_cols,$(hist_mean "$work/int-m0.txt" "$work/int-m1.txt" search_shard_request_duration_seconds "")"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

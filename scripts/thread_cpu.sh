@@ -10,16 +10,14 @@ set -uo pipefail
 secs=${1:?usage: thread_cpu.sh SECONDS PID...}
 shift
 snap() {  # pid tid name ticks, one line per thread
+  # One cat and one awk a process, however many threads: a fork per thread (hundreds of HTTP
+  # threads) would itself load the clients' CPUs in the step it measures. The name sits in
+  # parentheses and may hold spaces; utime and stime are the 12th and 13th fields after it.
   for pid in "$@"; do
-    for t in /proc/"$pid"/task/*; do
-      # The name sits in parentheses and may hold spaces; utime and stime follow it.
-      line=$(cat "$t/stat" 2>/dev/null) || continue
-      name=${line#*(}
-      name=${name%)*}
-      rest=${line##*) }
-      set -- $rest
-      echo "$pid ${t##*/} ${name// /_} $(( ${12} + ${13} ))"
-    done
+    cat /proc/"$pid"/task/*/stat 2>/dev/null | awk -v pid="$pid" '{
+      o = index($0, "("); n = split($0, a, ") "); rest = a[n]
+      name = substr($0, o + 1, length($0) - length(rest) - o - 2); gsub(/ /, "_", name)
+      split(rest, f, " "); print pid, $1, name, f[12] + f[13] }'
   done
 }
 a=$(snap "$@")
