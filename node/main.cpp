@@ -149,6 +149,11 @@ int main(int argc, char** argv) {
                  "GPU-dispatch threads leave idle there and yields those cores when they wake (0 = none)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{4096}));
+  app.add_option("--sched-cpu-spin-us", sched.sched.cpu_spin_us,
+                 "with --sched-cpu-cores: an idle CPU worker watches for new work this long before it sleeps, "
+                 "so a query queued meanwhile starts with no wake-up (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100000.0));
   int sched_spill_nice = 10;
   app.add_option("--sched-spill-nice", sched_spill_nice,
                  "how much higher the spill workers' nice value is than the node's (--sched-spill-workers)")
@@ -263,6 +268,11 @@ int main(int argc, char** argv) {
       : planned_sched.empty() ? 0
                               : DefaultSchedCpuCores(*ParseSchedMode(planned_sched), allowed_cpus.size());
   CpuSplit cpu_split;
+  if (sched.sched.cpu_spin_us > 0 && cpu_cores == 0) {
+    log.Error() << "--sched-cpu-spin-us needs the CPU workers to have cores of their own (--sched-cpu-cores, the "
+                   "default under hybrid on 8 or more CPUs): a spinning worker holds its core";
+    return 2;
+  }
   if (sched_spill_workers > 0 && cpu_cores == 0) {
     log.Error() << "--sched-spill-workers needs the CPU workers to have cores of their own (--sched-cpu-cores, the "
                    "default under hybrid on 8 or more CPUs); the spill workers go on the node's other CPUs";
@@ -446,6 +456,7 @@ int main(int argc, char** argv) {
                           {"sched_cpu_cores", cpu_split.dedicated},
                           {"sched_spill_workers", sched.sched.spill_workers},
                           {"batch_split", sched.sched.batch_split},
+                          {"sched_cpu_spin_us", sched.sched.cpu_spin_us},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"gpu", executor->has_gpu()}};

@@ -57,6 +57,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* dispatch_cpu[2] = {};  // [0] part="batch", [1] part="scheduler"
   prometheus::Gauge* cpu_slots = nullptr;
   prometheus::Gauge* cpu_pin_failures = nullptr;
+  prometheus::Counter* cpu_spins[2] = {};  // [0] outcome="work", [1] outcome="timeout"
   prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
@@ -99,6 +100,9 @@ struct HybridScheduler::MetricSet {
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
     cpu_pin_failures = &gauge(families::kSchedCpuPinFailures).Add({});
+    auto& spins = counter(families::kSchedCpuSpins);
+    cpu_spins[0] = &spins.Add({{"outcome", "work"}});
+    cpu_spins[1] = &spins.Add({{"outcome", "timeout"}});
     cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
     auto& h = histogram(families::kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
@@ -120,6 +124,8 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
   // Only hybrid: griffin keeps Liu et al.'s placement (and cpu and gpu have no choice to make).
   if (options_.policy.mode != SchedMode::kHybrid) options_.idle_cores = nullptr;
   if (!options_.cpu_worker_cpus.empty()) options_.caller_runs = false;  // the caller is on the GPU path's cores
+  // Spinning takes a core: only the workers' own (hybrid_scheduler.hpp).
+  if (options_.cpu_worker_cpus.empty() || !(options_.cpu_spin_us > 0)) options_.cpu_spin_us = 0;
   cpu_slots_ = options_.cpu_workers;
   if (metrics != nullptr) {
     metrics_ = std::make_unique<MetricSet>(*metrics);
@@ -145,7 +151,7 @@ void HybridScheduler::start() {
       pinned->count_down();
       const int nice = spilled ? options_.spill_nice : options_.cpu_nice;
       if (nice > 0) (void)RaiseThreadNice(nice);
-      CpuLoop();
+      CpuLoop(/*may_spin=*/!spilled && options_.cpu_spin_us > 0);
     });
   pinned->wait();
   if (metrics_) metrics_->cpu_pin_failures->Set(static_cast<double>(pin_failures_.load()));
@@ -162,6 +168,7 @@ void HybridScheduler::stop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
+    cpu_work_seq_.fetch_add(1, std::memory_order_release);  // spinning workers look up and see it
     for (SchedJob& j : policy_.Drain()) drained.push_back(TaskOf(j));
   }
   for (SchedTask* t : drained) {  // outside the lock: an on_done may submit again (and be refused)
@@ -264,7 +271,7 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
     const bool room = cpu_busy_ < cpu_slots_;
     if ((queue != SchedQueue::kGpu && (room || cpu_busy_ == 0 || pinned_cpu || cheap)) ||
         (queue == SchedQueue::kGpu && room && policy_.WouldSteal(Unit::kCpu)))
-      cpu_cv_.notify_one();
+      WakeCpuLocked();
     // A dispatcher already waiting for the gathering batch's wait to end (GpuLoop) takes this job
     // with it then: another is woken only once a batch is ready now (full, or urgent).
     if (queue != SchedQueue::kCpu ? gpu_timed_waiters_ == 0 || policy_.GpuReadyAt(queued_at) <= queued_at
@@ -286,7 +293,7 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
       // A worker finishing a job goes on to the next; the caller does not, so it hands on what
       // was queued meanwhile (jobs that found no room wait for a running worker to finish, and
       // in hybrid an idle one may steal from the GPU queue).
-      if (CpuWorkQueuedLocked() || policy_.WouldSteal(Unit::kCpu)) cpu_cv_.notify_one();
+      if (CpuWorkQueuedLocked() || policy_.WouldSteal(Unit::kCpu)) WakeCpuLocked();
     }
   } else {
     wake_for_it();
@@ -369,7 +376,54 @@ size_t HybridScheduler::CpuSlotsLocked() {
   return slots;
 }
 
-void HybridScheduler::CpuLoop() {
+void HybridScheduler::WakeCpuLocked() {
+  cpu_work_seq_.fetch_add(1, std::memory_order_release);
+  if (cpu_spinning_ > cpu_spin_claims_) {  // a spinning worker sees the move and takes it
+    ++cpu_spin_claims_;
+    return;
+  }
+  cpu_cv_.notify_one();
+}
+
+namespace {
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+}  // namespace
+
+bool HybridScheduler::SpinForWorkLocked(std::unique_lock<std::mutex>& lock) {
+  const uint64_t seen = cpu_work_seq_.load(std::memory_order_relaxed);
+  ++cpu_spinning_;
+  lock.unlock();
+  const SchedTime until =
+      SchedClock::now() + std::chrono::duration_cast<SchedClock::duration>(
+                              std::chrono::duration<double, std::micro>(options_.cpu_spin_us));
+  bool moved = false;
+  for (uint32_t i = 1;; ++i) {
+    if (cpu_work_seq_.load(std::memory_order_acquire) != seen) {
+      moved = true;
+      break;
+    }
+    if (i % 64 == 0 && SchedClock::now() >= until) break;  // the clock read costs more than a pause
+    CpuRelax();
+  }
+  lock.lock();
+  --cpu_spinning_;
+  // A move after the last look (a job queued before this worker had the lock again) counts too:
+  // its enqueuer may have claimed this worker instead of waking one.
+  moved = moved || cpu_work_seq_.load(std::memory_order_relaxed) != seen;
+  if (moved && cpu_spin_claims_ > 0) --cpu_spin_claims_;
+  cpu_spin_claims_ = std::min(cpu_spin_claims_, cpu_spinning_);  // no claim outlives the spinners
+  cpu_spins_[moved ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  if (metrics_) metrics_->cpu_spins[moved ? 0 : 1]->Increment();
+  return moved;
+}
+
+void HybridScheduler::CpuLoop(bool may_spin) {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     const SchedTime now = SchedClock::now();
@@ -382,6 +436,9 @@ void HybridScheduler::CpuLoop() {
                                 : cpu_busy_ == 0 ? policy_.TakeCpuOwn(now)
                                                  : policy_.TakeCpuCheap();
     if (!j.has_value()) {
+      // Nothing to take: spin for new work first (cpu_spin_us), then sleep. A spin that saw work
+      // come goes back to take it (and spins again if another worker took it first).
+      if (may_spin && admit && SpinForWorkLocked(lock)) continue;
       // Work is queued but the host has no room for it: one worker looks at the host again every
       // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
       // Every idle worker polling made 16 workers take this lock 500 times a second each, with
@@ -402,7 +459,7 @@ void HybridScheduler::CpuLoop() {
 void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now) {
   // More work queued behind this job: wake another worker to look at it (and to take over the
   // polling this worker may have done).
-  if (CpuWorkQueuedLocked()) cpu_cv_.notify_one();
+  if (CpuWorkQueuedLocked()) WakeCpuLocked();
   if (metrics_)
     for (size_t q = 0; q < kNumSchedQueues; ++q)
       metrics_->queue[q]->Set(static_cast<double>(policy_.queued(static_cast<SchedQueue>(q))));
@@ -565,6 +622,7 @@ double HybridScheduler::RunGpuBatch(std::vector<SchedTask*>& batch, const std::f
           policy_.EnqueueMigrated(t->job, SchedClock::now());
         }
       }
+      cpu_work_seq_.fetch_add(1, std::memory_order_release);  // for spinning workers too
     }
     cpu_cv_.notify_all();
     for (SchedTask* t : refused) {  // outside the lock (an on_done may run)
@@ -589,6 +647,8 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.cpu_slots = cpu_slots_;
   s.cpu_busy = cpu_busy_;
+  s.cpu_spins_work = cpu_spins_[0].load();
+  s.cpu_spins_timeout = cpu_spins_[1].load();
   s.balanced = policy_.balanced();
   s.cheap = policy_.cheap();
   s.cheap_threshold_us = policy_.cheap_threshold_us();

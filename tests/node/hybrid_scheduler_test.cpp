@@ -913,6 +913,122 @@ TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) {
   EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 
+// `workers` CPU workers on cores of their own (every CPU this process may use) that spin for
+// `spin_us` when idle.
+HybridSchedulerOptions SpinningWorkers(SchedMode mode, size_t workers, double spin_us) {
+  HybridSchedulerOptions o = Options(mode);
+  o.cpu_workers = workers;
+  o.cpu_worker_cpus = AllowedCpus();
+  o.cpu_spin_us = spin_us;
+  return o;
+}
+
+// Idle CPU workers on cores of their own spin for work before they sleep (cpu_spin_us): a job
+// queued while one spins is taken by it (counted "work"), a spin with nothing coming ends in a
+// timeout and the worker sleeps (counted "timeout"), and every job is answered right, whether it
+// came during a spin or to a sleeping worker.
+TEST(HybridSchedulerTest, IdleCpuWorkersSpinForWorkBeforeTheySleep) {
+  ASSERT_FALSE(AllowedCpus().empty());
+  FakeRunner r;
+  HybridScheduler s(SpinningWorkers(SchedMode::kCpu, 1, 20000), &r, nullptr, nullptr);  // 20 ms spins
+  s.start();
+  auto submit = [&](int64_t x) {
+    Work w;
+    w.x = x;
+    SchedTask t;
+    t.payload = &w;
+    t.job.arrival = SchedClock::now();
+    t.job.deadline = t.job.arrival + std::chrono::seconds(30);
+    PreferCpu(t);
+    t.job.cpu_us = 10;
+    EXPECT_TRUE(s.Submit(t).ok());
+    EXPECT_EQ(w.answer, 3 * x + 1);
+  };
+  // The worker finds nothing at start: it spins 20 ms, times out and sleeps.
+  for (int i = 0; i < 200 && s.stats().cpu_spins_timeout == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const SchedStatsSnapshot slept = s.stats();
+  EXPECT_GE(slept.cpu_spins_timeout, 1u);
+  EXPECT_EQ(slept.cpu_spins_work, 0u);
+  // A sleeping worker is woken for a job; once it has answered it spins again, and the next jobs,
+  // a few milliseconds apart, come during its spins.
+  submit(1);
+  for (int64_t x = 2; x < 12; ++x) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    submit(x);
+  }
+  const SchedStatsSnapshot after = s.stats();
+  EXPECT_GE(after.cpu_spins_work, 5u) << "jobs queued during a spin should be taken by it";
+  s.stop();
+  EXPECT_EQ(r.cpu_runs.load(), 11);
+}
+
+// The spin needs the workers' own cores: on shared ones a spinning worker would hold a core the
+// GPU path needs, so cpu_spin_us is ignored there.
+TEST(HybridSchedulerTest, CpuWorkersOnSharedCoresDoNotSpin) {
+  FakeRunner r;
+  HybridSchedulerOptions o = Options(SchedMode::kCpu);
+  o.cpu_workers = 1;
+  o.cpu_spin_us = 20000;
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  EXPECT_EQ(s.options().cpu_spin_us, 0);
+  s.start();
+  RunClients(s, 20, 2, [](int, Work&, SchedTask& t) { PreferCpu(t); t.job.cpu_us = 10; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const SchedStatsSnapshot st = s.stats();
+  s.stop();
+  EXPECT_EQ(st.cpu_spins_work + st.cpu_spins_timeout, 0u);
+}
+
+// Spinning workers under load: jobs from several clients at random gaps around the spin's length,
+// so that jobs come to spinning workers, to sleeping ones and to ones between the two, and queue
+// behind busy ones. Every job is answered once and right (a lost wake-up would leave a client
+// waiting for good), and stop() returns at once though the workers' spin is long.
+TEST(HybridSchedulerTest, SpinningCpuWorkersLoseNoWakeUp) {
+  ASSERT_FALSE(AllowedCpus().empty());
+  FakeRunner r;
+  HybridSchedulerOptions o = SpinningWorkers(SchedMode::kHybrid, 3, 300);
+  o.policy.gpu_alone_us = 200;  // cheap jobs (cpu_us <= 200) queue for the CPU
+  HybridScheduler s(o, &r, nullptr, nullptr);
+  s.start();
+  std::mt19937 rng(7);
+  std::vector<int> gaps(600);
+  for (int& g : gaps) g = static_cast<int>(rng() % 700);
+  std::atomic<size_t> next{0};
+  RunClients(s, 600, 4, [&](int i, Work&, SchedTask& t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(gaps[next.fetch_add(1) % gaps.size()]));
+    t.job.cpu_us = 20 + i % 5 * 40;  // 20-180 us: cheap
+    t.job.gpu_us = 500;
+  });
+  const SchedStatsSnapshot st = s.stats();
+  EXPECT_EQ(st.jobs[0] + st.jobs[1], 600u);
+  EXPECT_GE(st.cpu_spins_work, 1u);
+  s.stop();
+  // One worker, one client, one job at a time, gaps around the spin's 50 us: many jobs come just
+  // as the spin ends. A job whose enqueuer counted on a spinning worker that then went to sleep
+  // without it would wait for good here (no other job comes to wake a worker).
+  HybridScheduler alone(SpinningWorkers(SchedMode::kCpu, 1, 50), &r, nullptr, nullptr);
+  alone.start();
+  RunClients(alone, 3000, 1, [&](int i, Work&, SchedTask& t) {
+    std::this_thread::sleep_for(std::chrono::microseconds(gaps[i % gaps.size()] / 7));
+    PreferCpu(t);
+    t.job.cpu_us = 0;
+  });
+  const SchedStatsSnapshot a = alone.stats();
+  alone.stop();
+  EXPECT_GE(a.cpu_spins_work, 1u);
+  EXPECT_GE(a.cpu_spins_timeout, 1u);
+  // A long spin does not hold stop() up: stop moves the workers' watched sequence.
+  HybridSchedulerOptions l = o;
+  l.cpu_spin_us = 60e6;  // a minute
+  HybridScheduler longer(l, &r, nullptr, nullptr);
+  longer.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the workers are spinning now
+  const auto t0 = std::chrono::steady_clock::now();
+  longer.stop();
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
 // CPUs the kernel refuses (here one the host does not have): start() returns with every worker's
 // failure counted and in the gauge, and the workers still answer, on the CPUs they inherited.
 TEST(HybridSchedulerTest, CpuWorkersThatCannotPinAreCountedAtStartAndStillRun) {

@@ -416,6 +416,41 @@ TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
   ::close(c.err);
 }
 
+// --sched-cpu-spin-us: refused (exit 2) where the CPU workers share the node's cores; with cores
+// of their own the node reports it, answers exactly, and counts its workers' spins.
+TEST(NodeProcessTest, SchedCpuSpinNeedsCoresOfTheirOwn) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
+  {
+    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-spin-us", "200"});
+    ASSERT_GT(bad.pid, 0);
+    EXPECT_EQ(WaitExit(bad.pid, 10000), 2);
+    const std::string err = ReadAll(bad.err, 1000);
+    EXPECT_NE(err.find("--sched-cpu-spin-us needs"), std::string::npos) << err;
+    ::close(bad.out);
+    ::close(bad.err);
+  }
+  Child c = StartWithoutGpu(shard_path, "auto",
+                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-cpu-spin-us", "200",
+                             "--metrics", "127.0.0.1:0"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready.value("sched_cpu_spin_us", 0.0), 200.0) << line;
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
+  const std::string metrics = ready["metrics"];
+  const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
+  EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"timeout\"}"), std::string::npos) << scrape;
+  EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"work\"}"), std::string::npos) << scrape;
+  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
 // --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.
 TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
   testing::TempDir dir;

@@ -130,6 +130,10 @@ inline constexpr Family kSchedCheapThreshold{
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
     "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
+inline constexpr Family kSchedCpuSpins{
+    "search_sched_cpu_spins_total",
+    "Idle CPU workers' spins for work (--sched-cpu-spin-us), by how they ended: outcome=\"work\" (new work "
+    "came, taken with no wake-up) or \"timeout\" (none came; the worker went to sleep)."};
 inline constexpr Family kSchedCpuPinFailures{
     "search_sched_cpu_pin_failures",
     "CPU workers that could not pin themselves to the CPUs --sched-cpu-cores gave them (they run on the node's "

@@ -115,6 +115,8 @@ struct SchedStatsSnapshot {
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
   size_t cpu_busy = 0;                       // CPU workers counted busy now (until back at the lock)
+  uint64_t cpu_spins_work = 0;               // idle CPU workers' spins that ended in new work (cpu_spin_us)
+  uint64_t cpu_spins_timeout = 0;            // ... that ran their time out and went to sleep
   uint64_t queued[kNumSchedQueues] = {};
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
@@ -209,6 +211,14 @@ struct HybridSchedulerOptions {
   size_t spill_workers = 0;
   std::vector<int> spill_cpus;
   int spill_nice = 10;
+  // Idle CPU workers spin for work (search-node --sched-cpu-spin-us): a worker that finds nothing
+  // to take watches for new work this long, off the scheduler's lock, before it sleeps, and a job
+  // queued meanwhile goes to a spinning worker with no wake-up. A sleeping worker costs a queued
+  // job a futex wake and a thread switch, and on a virtual machine an idle vCPU may be halted,
+  // so the wake-up also waits for the hypervisor to run it again. Only where the workers have
+  // cores of their own (cpu_worker_cpus; not the spill workers): there the spin takes a core
+  // nothing else would use. 0: off.
+  double cpu_spin_us = 0;
   // Heavy jobs apart (search-node --batch-split F): a GPU batch's jobs predicted to take more than
   // F times its median's GPU time run as a second batch on the same dispatcher, after the rest, so
   // a few heavy queries do not hold every other job of their batch for their whole run (a batch's
@@ -255,7 +265,7 @@ class HybridScheduler {
 
  private:
   struct MetricSet;
-  void CpuLoop();
+  void CpuLoop(bool may_spin);  // may_spin: cpu_spin_us applies to this worker (not a spill worker)
   void GpuLoop();
   // Runs one GPU batch on the calling dispatcher (no lock held) and answers, or queues for the
   // CPU, each of its jobs; returns the batch's run time. account(part) charges the dispatcher's
@@ -268,6 +278,12 @@ class HybridScheduler {
   bool CpuWorkQueuedLocked() const {
     return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0;
   }
+  // A CPU worker should look at the queues: a spinning worker not yet claimed takes the job (no
+  // wake-up), else one sleeping worker is woken. REQUIRES: mu_ held.
+  void WakeCpuLocked();
+  // An idle CPU worker's spin (cpu_spin_us): releases mu_, watches cpu_work_seq_ until it moves
+  // or the spin's time is up, and takes mu_ again. True when new work may be queued.
+  bool SpinForWorkLocked(std::unique_lock<std::mutex>& lock);
   // Counts the job, observes it in the model (run_us goes to the run-time metric; the model
   // observes model_us, run_us when negative) and completes it. Takes no scheduler lock.
   void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
@@ -295,6 +311,11 @@ class HybridScheduler {
   size_t cpu_busy_ = 0;    // GUARDED_BY(mu_): CPU workers running a task
   size_t cpu_slots_ = 0;   // GUARDED_BY(mu_): CpuSlotsLocked's last answer
   bool cpu_poller_ = false;  // GUARDED_BY(mu_): a CPU worker is polling the host for room (CpuLoop)
+  size_t cpu_spinning_ = 0;     // GUARDED_BY(mu_): CPU workers spinning for work (cpu_spin_us)
+  size_t cpu_spin_claims_ = 0;  // GUARDED_BY(mu_): work queued for spinning workers with no wake-up
+  // Moves (under mu_) whenever a CPU worker should look at the queues; spinning workers watch it.
+  std::atomic<uint64_t> cpu_work_seq_{0};
+  std::atomic<uint64_t> cpu_spins_[2] = {};  // spins that ended in new work [0] or timed out [1]
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
