@@ -20,13 +20,19 @@ snap() {  # pid tid name ticks, one line per thread
       split(rest, f, " "); print pid, $1, name, f[12] + f[13] }'
   done
 }
+# Each thread's ticks are divided by the time between the starts of the two snapshots, not by
+# SECONDS: a thread is read at about the same offset into each, and a snapshot of many threads
+# takes a while (dividing by SECONDS counted the first snapshot's own time as the thread's).
+t0=$(date +%s.%N)
 a=$(snap "$@")
 sleep "$secs"
+t1=$(date +%s.%N)
 b=$(snap "$@")
+wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
 hz=$(getconf CLK_TCK)
 for pid in "$@"; do
   echo "$pid $(tr -d '\0' </proc/"$pid"/comm 2>/dev/null)"
 done | awk '{ print "process", $1, $2 }'
 join -j1 <(echo "$a" | awk '{ print $1 ":" $2, $3, $4 }' | sort) <(echo "$b" | awk '{ print $1 ":" $2, $4 }' | sort) |
-  awk -v hz="$hz" -v s="$secs" '{ split($1, k, ":"); key = k[1] " " $2; n[key]++; c[key] += ($4 - $3) / hz / s }
+  awk -v hz="$hz" -v s="$wall" '{ split($1, k, ":"); key = k[1] " " $2; n[key]++; c[key] += ($4 - $3) / hz / s }
     END { for (key in n) printf "%s %.2f cores %d threads\n", key, c[key], n[key] }' | sort -k1,1n -k3,3gr
