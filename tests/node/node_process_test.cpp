@@ -176,6 +176,19 @@ std::string ReadAll(int fd, int timeout_ms) {
   return all;
 }
 
+// A node started (without a GPU) with `args` refuses them: exit status 2, `needle` in its error,
+// no ready line.
+void ExpectRefused(const std::string& shard_path, const std::vector<std::string>& args, const std::string& needle) {
+  Child c = StartWithoutGpu(shard_path, "auto", args);
+  ASSERT_GT(c.pid, 0);
+  EXPECT_EQ(WaitExit(c.pid, 10000), 2) << args.back();
+  const std::string err = ReadAll(c.err, 1000);
+  EXPECT_NE(err.find(needle), std::string::npos) << err;
+  EXPECT_EQ(ReadLine(c.out, 100), "");
+  ::close(c.out);
+  ::close(c.err);
+}
+
 // n random requests to the node at `endpoint`: each answered on the CPU, as the reference does.
 void ExpectExactCpuAnswers(const std::string& shard_path, const std::string& endpoint, uint32_t vocab, uint64_t n,
                            uint64_t seed) {
@@ -339,16 +352,8 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 9).ok());
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{"--scheduler", "cpu", "--sched-cpu-cores", std::to_string(allowed.size())},
-        std::vector<std::string>{"--sched-cpu-cores", "1"}}) {
-    Child c = StartWithoutGpu(shard_path, "auto", bad);
-    ASSERT_GT(c.pid, 0);
-    EXPECT_EQ(WaitExit(c.pid, 10000), 2) << bad.back();
-    const std::string err = ReadAll(c.err, 1000);
-    EXPECT_NE(err.find("--sched-cpu-cores"), std::string::npos) << err;
-    EXPECT_EQ(ReadLine(c.out, 100), "");
-    ::close(c.out);
-    ::close(c.err);
-  }
+        std::vector<std::string>{"--sched-cpu-cores", "1"}})
+    ExpectRefused(shard_path, bad, "--sched-cpu-cores");
   Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-cores", "1"});
   ASSERT_GT(c.pid, 0);
   const std::string line = ReadLine(c.out, 15000);
@@ -389,15 +394,7 @@ TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
-  {
-    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-spill-workers", "1"});
-    ASSERT_GT(bad.pid, 0);
-    EXPECT_EQ(WaitExit(bad.pid, 10000), 2);
-    const std::string err = ReadAll(bad.err, 1000);
-    EXPECT_NE(err.find("--sched-spill-workers needs"), std::string::npos) << err;
-    ::close(bad.out);
-    ::close(bad.err);
-  }
+  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-spill-workers", "1"}, "--sched-spill-workers needs");
   Child c = StartWithoutGpu(shard_path, "auto",
                             {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2"});
   ASSERT_GT(c.pid, 0);
@@ -423,15 +420,7 @@ TEST(NodeProcessTest, SchedCpuSpinNeedsCoresOfTheirOwn) {
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
-  {
-    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-spin-us", "200"});
-    ASSERT_GT(bad.pid, 0);
-    EXPECT_EQ(WaitExit(bad.pid, 10000), 2);
-    const std::string err = ReadAll(bad.err, 1000);
-    EXPECT_NE(err.find("--sched-cpu-spin-us needs"), std::string::npos) << err;
-    ::close(bad.out);
-    ::close(bad.err);
-  }
+  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cpu-spin-us", "200"}, "--sched-cpu-spin-us needs");
   Child c = StartWithoutGpu(shard_path, "auto",
                             {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-cpu-spin-us", "200",
                              "--metrics", "127.0.0.1:0"});
