@@ -377,7 +377,8 @@ size_t HybridScheduler::CpuSlotsLocked() {
 }
 
 void HybridScheduler::WakeCpuLocked() {
-  cpu_work_seq_.fetch_add(1, std::memory_order_release);
+  // Without spinning nobody watches the sequence: the enqueue path pays no atomic for it.
+  if (options_.cpu_spin_us > 0) cpu_work_seq_.fetch_add(1, std::memory_order_release);
   if (cpu_spinning_ > cpu_spin_claims_) {  // a spinning worker sees the move and takes it
     ++cpu_spin_claims_;
     return;
