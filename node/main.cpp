@@ -196,6 +196,12 @@ int main(int argc, char** argv) {
                  "--sched-batch-latency true; both are the default under hybrid with --sched-cpu-cores: 200)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--sched-cheap-fill-busy", sched.sched.policy.cheap_fill_busy,
+                 "hybrid with the fill rule (--sched-cheap-fill-us): the cheap bound also rises while the CPU "
+                 "workers' busy share (a time-weighted average over about 2 ms) is under this fraction, however long "
+                 "their queue (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   CLI::Option* batch_latency_opt = app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
                  "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
                  "so the balance rule and stealing keep on the CPU the queries it answers before a batch would "
@@ -388,6 +394,13 @@ int main(int argc, char** argv) {
       if (cheap_fill_opt->count() == 0) sched.sched.policy.cheap_fill_us = kDefaultCheapFillUs;
       if (batch_latency_opt->count() == 0) sched.sched.policy.batch_latency = true;
     }
+    if (sched.sched.policy.cheap_fill_busy > 0 &&
+        (sched.sched.policy.mode != SchedMode::kHybrid || !(sched.sched.policy.cheap_fill_us > 0) ||
+         !(sched.sched.policy.cheap_step > 0))) {
+      log.Error() << "--sched-cheap-fill-busy needs the fill rule: --scheduler hybrid with --sched-cheap-step and "
+                     "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
+      return 2;
+    }
     sched.sched.cpu_workers = sched_cpu_workers != 0        ? sched_cpu_workers
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
@@ -458,6 +471,7 @@ int main(int argc, char** argv) {
                           {"batch_split", sched.sched.batch_split},
                           {"sched_cpu_spin_us", sched.sched.cpu_spin_us},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
+                          {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;

@@ -106,7 +106,7 @@ struct Options {
   double noise = 0;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
-  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0;  // the adaptive bound
+  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0, cheap_fill_busy = 0;  // the adaptive bound
   size_t connections = 0;  // 0: open loop
   double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;
@@ -115,7 +115,7 @@ struct Options {
 };
 
 struct StepResult {
-  double rate = 0, mean_ms = 0, p99_ms = 0, miss = 0, cpu_share = 0;
+  double rate = 0, mean_ms = 0, p99_ms = 0, miss = 0, cpu_share = 0, cpu_busy = 0;
 };
 
 using Us = std::chrono::duration<double, std::micro>;
@@ -149,6 +149,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.cheap_step = o.cheap_step;
   so.cheap_max_factor = o.cheap_max_factor;
   so.cheap_fill_us = o.cheap_fill_us;
+  so.cheap_fill_busy = o.cheap_fill_busy;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
@@ -186,6 +187,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   size_t idle_cpu = mode == SchedMode::kGpu ? 0 : o.cpu_workers;
   size_t idle_gpu = mode == SchedMode::kCpu ? 0 : o.gpu_dispatchers;
   double device_free_us = 0;
+  double cpu_run_us = 0;  // CPU time of the jobs started after the warm-up
   double wake_pending = -1;
   while (!events.empty()) {
     const auto [now, kind, index] = events.top();
@@ -203,6 +205,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
     } else if (kind == 1) {
       answer(index, now);
       ++idle_cpu;
+      policy.ObserveCpuBusy(o.cpu_workers - idle_cpu, t);
     } else if (kind == 2) {
       for (size_t i : batches[index]) answer(i, now);
       policy.ObserveGpuBatch(batch_run_us[index]);
@@ -226,6 +229,8 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
         continue;
       }
       --idle_cpu;
+      policy.ObserveCpuBusy(o.cpu_workers - idle_cpu, t);
+      if (now >= o.warmup * 1e6) cpu_run_us += jobs[j->id].cpu_us;
       events.emplace(now + jobs[j->id].cpu_us, 1, j->id);
     }
     while (idle_gpu > 0) {
@@ -278,6 +283,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   r.p99_ms = lat[std::min(lat.size() - 1, static_cast<size_t>(0.99 * static_cast<double>(lat.size())))] / 1000;
   r.miss = static_cast<double>(misses) / static_cast<double>(lat.size());
   r.cpu_share = static_cast<double>(cpu) / static_cast<double>(lat.size());
+  r.cpu_busy = cpu_run_us / (static_cast<double>(std::max<size_t>(o.cpu_workers, 1)) * o.seconds * 1e6);
   return r;
 }
 
@@ -321,14 +327,15 @@ int Run(const Options& o) {
       std::cerr << "sched_sim: unknown mode " << name << " (cpu, gpu, hybrid, griffin)\n";
       return 2;
     }
-    std::printf("\n| %s q/s | mean ms | p99 ms | misses | on the CPU |\n|---|---|---|---|---|\n", name.c_str());
+    std::printf("\n| %s q/s | mean ms | p99 ms | misses | on the CPU | CPU workers busy |\n|---|---|---|---|---|---|\n",
+                name.c_str());
     double rate = o.start;
     sustained[name] = 0;
     at_bound[name].assign(bounds.size(), 0);
     for (int s = 0; s < o.steps; ++s) {
       const StepResult r = Simulate(o, mode, costs, gpu_scale, rate);
-      std::printf("| %.0f | %.3f | %.3f | %.2f%% | %.1f%% |\n", rate, r.mean_ms, r.p99_ms, 100 * r.miss,
-                  100 * r.cpu_share);
+      std::printf("| %.0f | %.3f | %.3f | %.2f%% | %.1f%% | %.1f%% |\n", rate, r.mean_ms, r.p99_ms, 100 * r.miss,
+                  100 * r.cpu_share, 100 * r.cpu_busy);
       if (r.miss <= o.miss_limit) sustained[name] = rate;
       for (size_t b = 0; b < bounds.size(); ++b)
         if (r.p99_ms <= bounds[b] && r.miss <= o.miss_limit) at_bound[name][b] = rate;
@@ -413,6 +420,10 @@ int main(int argc, char** argv) {
                  "the adaptive bound follows the CPU's backlog against this (0: the GPU's backlog against the CPU's)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--cheap-fill-busy", o.cheap_fill_busy,
+                 "with --cheap-fill-us: the bound also rises while the CPU workers are under this busy share")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   if (o.gpu_qps <= 0 || o.start <= 0 || o.factor <= 1 || o.cpu_workers == 0 || o.gpu_dispatchers == 0) {
     std::cerr << "sched_sim: --gpu-qps, --start, --cpu-workers and --gpu-dispatchers must be positive, --factor > 1\n";

@@ -469,6 +469,7 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
   const bool stolen = j.stolen;
   t.job = j;
   ++cpu_busy_;
+  if (options_.policy.cheap_fill_busy > 0) policy_.ObserveCpuBusy(cpu_busy_, now);
   lock.unlock();
   t.wait_us += waited;
   t.stolen = t.stolen || stolen;
@@ -495,6 +496,7 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
   }
   lock.lock();
   --cpu_busy_;
+  if (options_.policy.cheap_fill_busy > 0) policy_.ObserveCpuBusy(cpu_busy_, SchedClock::now());
 }
 
 void HybridScheduler::GpuLoop() {
@@ -648,6 +650,7 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.cpu_slots = cpu_slots_;
   s.cpu_busy = cpu_busy_;
+  s.cpu_busy_share = policy_.CpuBusyShare(SchedClock::now());
   s.cpu_spins_work = cpu_spins_[0].load();
   s.cpu_spins_timeout = cpu_spins_[1].load();
   s.balanced = policy_.balanced();

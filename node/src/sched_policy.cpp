@@ -2,6 +2,7 @@
 #include "node/sched_policy.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 namespace search {
@@ -63,10 +64,28 @@ SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
   options_.cheap_step = std::clamp(options_.cheap_step, 0.0, 1.0);
   options_.cheap_max_factor = std::max(options_.cheap_max_factor, 1.0);
   options_.cheap_fill_us = std::max(options_.cheap_fill_us, 0.0);
+  options_.cheap_fill_busy = options_.cheap_fill_busy > 0 ? std::min(options_.cheap_fill_busy, 1.0) : 0.0;
   cheap_threshold_us_ = options_.gpu_alone_us;
 }
 
-void SchedPolicy::AdaptCheapThreshold() {
+void SchedPolicy::ObserveCpuBusy(size_t busy, SchedTime now) {
+  cpu_busy_share_ = CpuBusyShare(now);
+  cpu_busy_now_ = busy;
+  cpu_busy_at_ = std::max(now, cpu_busy_at_);
+  cpu_busy_seen_ = true;
+}
+
+double SchedPolicy::CpuBusyShare(SchedTime now) const {
+  if (!cpu_busy_seen_) return 0;
+  const double workers = static_cast<double>(std::max(options_.cpu_workers, options_.cpu_parallelism));
+  const double level = std::min(static_cast<double>(cpu_busy_now_) / workers, 1.0);
+  const double window_us = std::max<double>(static_cast<double>(options_.cpu_busy_window.count()), 1.0);
+  const double age_us = now > cpu_busy_at_ ? std::chrono::duration<double, std::micro>(now - cpu_busy_at_).count() : 0.0;
+  // The level held since cpu_busy_at_ pulls the average towards it by 1 - exp(-age / window).
+  return level + (cpu_busy_share_ - level) * std::exp(-age_us / window_us);
+}
+
+void SchedPolicy::AdaptCheapThreshold(SchedTime now) {
   if (options_.cheap_step <= 0 || !CheapJobsOn()) return;
   const double lo = options_.gpu_alone_us, hi = options_.gpu_alone_us * options_.cheap_max_factor;
   // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
@@ -74,8 +93,11 @@ void SchedPolicy::AdaptCheapThreshold() {
   // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
   // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
   // With cheap_fill_us the CPU's own room decides instead (sched_policy.hpp).
-  const bool raise = options_.cheap_fill_us > 0 ? Backlog(Unit::kCpu) <= options_.cheap_fill_us
-                                                : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
+  // With cheap_fill_busy, idle workers raise it too, however long the queue (sched_policy.hpp).
+  const bool raise = options_.cheap_fill_us > 0
+                         ? Backlog(Unit::kCpu) <= options_.cheap_fill_us ||
+                               (options_.cheap_fill_busy > 0 && CpuBusyShare(now) < options_.cheap_fill_busy)
+                         : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
   cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (raise ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
 }
 
@@ -137,7 +159,7 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     // Griffin places by the caller's choice (the first intersection's length ratio).
     job.queue = QueueOf(job.preferred);
   } else {
-    AdaptCheapThreshold();
+    AdaptCheapThreshold(now);
     job.queue = Classify(job.cpu_us, job.gpu_us);
     job.cheap = Cheap(job.cpu_us);
     bool explore = false;

@@ -146,7 +146,11 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
                                       : std::string(")"));
   if (so.policy.mode == SchedMode::kHybrid && so.policy.cheap_step > 0 && so.policy.cheap_fill_us > 0)
     line << "; fill rule: the bound rises while the CPU's backlog is at most "
-         << static_cast<int>(so.policy.cheap_fill_us) << " us";
+         << static_cast<int>(so.policy.cheap_fill_us) << " us"
+         << (so.policy.cheap_fill_busy > 0
+                 ? " or its workers are under " + std::to_string(static_cast<int>(so.policy.cheap_fill_busy * 100 + 0.5)) +
+                       "% busy"
+                 : std::string());
   if (so.policy.mode == SchedMode::kHybrid && so.policy.batch_latency) line << "; batch latency counted";
   if (!so.cpu_worker_cpus.empty()) line << "; CPU workers on " << so.cpu_worker_cpus.size() << " CPUs of their own";
   if (so.batch_split > 0 && so.gpu_dispatchers > 0)

@@ -927,6 +927,45 @@ HybridSchedulerOptions SpinningWorkers(SchedMode mode, size_t workers, double sp
 // queued while one spins is taken by it (counted "work"), a spin with nothing coming ends in a
 // timeout and the worker sleeps (counted "timeout"), and every job is answered right, whether it
 // came during a spin or to a sleeping worker.
+// cheap_fill_busy: the runtime tells the policy how many CPU workers run a job at every change,
+// so the busy share rises while they work and decays once they are idle; off, nothing is fed.
+TEST(HybridSchedulerTest, CpuBusyShareFollowsTheWorkersWithFillBusy) {
+  for (double busy : {0.0, 0.9}) {
+    SCOPED_TRACE(busy);
+    FakeRunner r;
+    HybridSchedulerOptions o = Options(SchedMode::kHybrid);
+    o.policy.cheap_fill_busy = busy;
+    HybridScheduler s(o, &r, nullptr, nullptr);
+    s.start();
+    double peak = 0;
+    std::atomic<bool> running{true};
+    std::thread sampler([&] {
+      while (running.load()) {
+        peak = std::max(peak, s.stats().cpu_busy_share);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    // Three clients, three workers, 3 ms a job: the workers are busy nearly all of the 30 ms.
+    RunClients(s, 30, 3, [](int, Work&, SchedTask& t) {
+      PreferCpu(t);
+      t.job.cpu_us = 3000;
+    });
+    running = false;
+    sampler.join();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 25 windows of 2 ms idle
+    const double idle = s.stats().cpu_busy_share;
+    s.stop();
+    EXPECT_EQ(r.cpu_runs.load(), 30);
+    if (busy > 0) {
+      EXPECT_GT(peak, 0.5);
+      EXPECT_LT(idle, 0.05);
+    } else {
+      EXPECT_EQ(peak, 0.0);
+      EXPECT_EQ(idle, 0.0);
+    }
+  }
+}
+
 TEST(HybridSchedulerTest, IdleCpuWorkersSpinForWorkBeforeTheySleep) {
   ASSERT_FALSE(AllowedCpus().empty());
   FakeRunner r;

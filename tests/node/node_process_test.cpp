@@ -466,6 +466,31 @@ TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
   ::close(c.err);
 }
 
+// --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
+// cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
+// off by default (the ready line says 0).
+TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 11).ok());
+  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-busy", "0.9"},
+                "--sched-cheap-fill-busy needs the fill rule");
+  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", "--sched-cheap-fill-busy", "0.9"},
+                "--sched-cheap-fill-busy needs the fill rule");
+  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << line;
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 10, 11);
+  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
 TEST(NodeProcessTest, GpuSchedulerWithoutAGpuFailsWithAClearError) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
 
 namespace search {
 namespace {
@@ -215,6 +216,18 @@ TEST(SchedPolicyTest, AdaptiveCheapBoundFollowsTheBacklogs) {
   }
 }
 
+// Hybrid with cheap jobs up to 100 us, an adaptive bound of 10% steps capped at 400 us, the fill
+// rule at fill_us (0: the GPU-behind rule) and no exploration.
+SchedOptions FillRule(double fill_us) {
+  SchedOptions o = Hybrid();
+  o.gpu_alone_us = 100;
+  o.cheap_step = 0.1;
+  o.cheap_max_factor = 4;
+  o.cheap_fill_us = fill_us;
+  o.explore_every = 0;
+  return o;
+}
+
 // cheap_fill_us: the adaptive bound follows the CPU's own room instead of the GPU's backlog. With
 // the GPU's queue empty (its dispatchers take jobs at once) it still rises while the CPU's backlog
 // is within cheap_fill_us, and falls once the CPU's queue holds more than that; the GPU-behind rule,
@@ -222,13 +235,7 @@ TEST(SchedPolicyTest, AdaptiveCheapBoundFollowsTheBacklogs) {
 TEST(SchedPolicyTest, CheapFillBoundFollowsTheCpusRoom) {
   for (double fill : {0.0, 500.0}) {
     SCOPED_TRACE(fill);
-    SchedOptions o = Hybrid();
-    o.gpu_alone_us = 100;
-    o.cheap_step = 0.1;
-    o.cheap_max_factor = 4;
-    o.cheap_fill_us = fill;
-    o.explore_every = 0;
-    SchedPolicy p(o);
+    SchedPolicy p(FillRule(fill));
     // Jobs the GPU takes at once: its queue stays empty, and so does the CPU's.
     uint64_t id = 1;
     for (int i = 0; i < 20; ++i) {
@@ -249,6 +256,58 @@ TEST(SchedPolicyTest, CheapFillBoundFollowsTheCpusRoom) {
     for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);
     EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
     EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0), SchedQueue::kGpu);
+  }
+}
+
+// The CPU workers' busy share: busy / workers averaged over time, older moments weighing
+// exp(-age / cpu_busy_window) as much; a count above the workers reads as all of them.
+TEST(SchedPolicyTest, CpuBusyShareIsATimeWeightedAverage) {
+  SchedOptions o = Hybrid();
+  o.cpu_workers = 4;
+  o.cpu_parallelism = 4;
+  o.cpu_busy_window = microseconds(1000);
+  SchedPolicy p(o);
+  EXPECT_DOUBLE_EQ(p.CpuBusyShare(kT0), 0);  // nothing observed yet
+  p.ObserveCpuBusy(4, kT0);
+  EXPECT_DOUBLE_EQ(p.CpuBusyShare(kT0), 0);  // no time at that level yet
+  EXPECT_NEAR(p.CpuBusyShare(kT0 + milliseconds(1)), 1 - std::exp(-1.0), 1e-9);
+  EXPECT_NEAR(p.CpuBusyShare(kT0 + milliseconds(20)), 1, 1e-6);
+  const SchedTime t1 = kT0 + milliseconds(20);
+  p.ObserveCpuBusy(2, t1);  // half of them from t1 on
+  EXPECT_NEAR(p.CpuBusyShare(t1 + milliseconds(1)), 0.5 + (1 - 0.5) * std::exp(-1.0), 1e-6);
+  EXPECT_NEAR(p.CpuBusyShare(t1 + milliseconds(30)), 0.5, 1e-6);
+  p.ObserveCpuBusy(9, t1 + milliseconds(30));
+  EXPECT_NEAR(p.CpuBusyShare(t1 + milliseconds(60)), 1, 1e-6);
+  EXPECT_LE(p.CpuBusyShare(t1 + milliseconds(60)), 1.0);
+}
+
+// cheap_fill_busy: with the CPU's queue past the fill target the bound falls to its floor, unless
+// the workers are idle enough; then it rises to its cap and a job of 300 us stays on the CPU. Once
+// the workers have been busy for a while, it falls again.
+TEST(SchedPolicyTest, CheapFillBusyRaisesTheBoundWhileTheWorkersIdle) {
+  for (double busy : {0.0, 0.9}) {
+    SCOPED_TRACE(busy);
+    SchedOptions o = FillRule(50);
+    o.cheap_fill_busy = busy;
+    o.cpu_busy_window = microseconds(1000);
+    SchedPolicy p(o);
+    p.ObserveCpuBusy(0, kT0);  // both workers idle
+    uint64_t id = 1;
+    // 30 cheap jobs of 90 us on 2 workers: 1,350 us of backlog, far past the fill target.
+    for (int i = 0; i < 30; ++i) p.Enqueue(Job(id++, 90, 50), kT0);
+    for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0 + milliseconds(1));
+    if (busy == 0) {
+      EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
+      EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0 + milliseconds(1)), SchedQueue::kGpu);
+      continue;
+    }
+    EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 400);  // idle workers: up to the cap
+    EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0 + milliseconds(1)), SchedQueue::kCpu);
+    // Both workers busy from 2 ms on; 20 ms later the share is about 1, past 0.9.
+    p.ObserveCpuBusy(2, kT0 + milliseconds(2));
+    for (int i = 0; i < 40; ++i) p.Enqueue(Job(id++, 10000, 50), kT0 + milliseconds(22));
+    EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
+    EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0 + milliseconds(22)), SchedQueue::kGpu);
   }
 }
 

@@ -115,6 +115,7 @@ struct SchedStatsSnapshot {
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
   size_t cpu_busy = 0;                       // CPU workers counted busy now (until back at the lock)
+  double cpu_busy_share = 0;                 // SchedPolicy::CpuBusyShare now (fed only with cheap_fill_busy)
   uint64_t cpu_spins_work = 0;               // idle CPU workers' spins that ended in new work (cpu_spin_us)
   uint64_t cpu_spins_timeout = 0;            // ... that ran their time out and went to sleep
   uint64_t queued[kNumSchedQueues] = {};

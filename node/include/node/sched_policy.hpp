@@ -123,6 +123,15 @@ struct SchedOptions {
   // the CPU engine on 3 of 16 cores with its queue empty while the balance rule sent 55% of the
   // jobs to the GPU. Pair it with batch_latency, or the balance rule undoes it.
   double cheap_fill_us = 0;
+  // With cheap_fill_us: the bound also rises while the CPU workers' busy share is under this
+  // fraction, whatever their queue holds. The fill rule keeps about cheap_fill_us of predicted work
+  // queued a worker, and under load that stopped the CPU's share of the jobs from growing while a
+  // quarter of its workers sat idle (BENCHMARKS.md, issue 6: from 60,000 to 80,000 q/s the CPU
+  // answered 40-43k jobs a second at every rate and the GPU took all the rest). The busy share is
+  // the runtime's count of workers running a job (ObserveCpuBusy), averaged over time with a decay
+  // of cpu_busy_window. 0: off.
+  double cheap_fill_busy = 0;
+  std::chrono::microseconds cpu_busy_window{2000};
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
   // when its whole batch ends, and under load a batch runs for milliseconds while its queue's
@@ -197,6 +206,12 @@ class SchedPolicy {
   // FinishOn counts it on the GPU with batch_latency.
   void ObserveGpuBatch(double run_us);
   double gpu_batch_us() const { return gpu_batch_us_; }
+  // The CPU workers running a job from `now` on (the runtime calls it at every change); feeds the
+  // busy share that cheap_fill_busy compares with.
+  void ObserveCpuBusy(size_t busy, SchedTime now);
+  // The workers' busy share at `now`: the time-weighted average of busy / cpu_workers, each past
+  // moment weighted by exp(-age / cpu_busy_window). 0 before the first ObserveCpuBusy.
+  double CpuBusyShare(SchedTime now) const;
 
   // Whether a processor with nothing of its own to run would steal a job from the other's queue now
   // (hybrid with stealing: the job TakeOne's step 4 would take). The runtime wakes an idle worker
@@ -217,7 +232,7 @@ class SchedPolicy {
   // Hybrid with cheap jobs on (gpu_alone_us > 0).
   bool CheapJobsOn() const { return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0; }
   // One step of the adaptive cheap threshold (cheap_step), before a job is classified.
-  void AdaptCheapThreshold();
+  void AdaptCheapThreshold(SchedTime now);
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
   double Backlog(Unit u) const;
   // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us
@@ -240,6 +255,11 @@ class SchedPolicy {
   uint64_t explore_seen_ = 0;  // jobs that could have been explored
   double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
   double gpu_batch_us_ = 0;        // EWMA of the GPU's batch run times (ObserveGpuBatch)
+  // CpuBusyShare's state: the average up to cpu_busy_at_, and the workers busy since then.
+  double cpu_busy_share_ = 0;
+  size_t cpu_busy_now_ = 0;
+  SchedTime cpu_busy_at_{};
+  bool cpu_busy_seen_ = false;
 };
 
 }  // namespace search
