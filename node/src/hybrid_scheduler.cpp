@@ -58,6 +58,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Gauge* cpu_slots = nullptr;
   prometheus::Gauge* cpu_pin_failures = nullptr;
   prometheus::Counter* cpu_spins[2] = {};  // [0] outcome="work", [1] outcome="timeout"
+  prometheus::Counter* cpu_worker[2] = {};  // [0] part="run", [1] part="finish"
   prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
@@ -103,6 +104,9 @@ struct HybridScheduler::MetricSet {
     auto& spins = counter(families::kSchedCpuSpins);
     cpu_spins[0] = &spins.Add({{"outcome", "work"}});
     cpu_spins[1] = &spins.Add({{"outcome", "timeout"}});
+    auto& cw = counter(families::kSchedCpuWorker);
+    cpu_worker[0] = &cw.Add({{"part", "run"}});
+    cpu_worker[1] = &cw.Add({{"part", "finish"}});
     cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
     auto& h = histogram(families::kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
@@ -478,6 +482,7 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     if (metrics_) metrics_->stolen[0]->Increment();
   }
   if (metrics_) metrics_->wait[0]->Observe(waited * 1e-6);
+  SchedTime ran_until{};  // set once the engine has run (the task may be gone after Finish)
   if (now > t.job.deadline) {
     t.status = Status::DeadlineExceeded("deadline passed while queued");
     Finish(t, Unit::kCpu, 0, false);
@@ -485,9 +490,11 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     const SchedTime t0 = SchedClock::now();
     const double cpu0 = ThreadCpuMicros();
     runner_->RunCpu(t);
-    const double run_us = MicrosBetween(t0, SchedClock::now());
+    ran_until = SchedClock::now();
+    const double run_us = MicrosBetween(t0, ran_until);
     const double cpu_us = ThreadCpuMicros() - cpu0;
     t.run_us += run_us;
+    if (metrics_) metrics_->cpu_worker[0]->Increment(run_us * 1e-6);
     // A migrated task's CPU part is not a whole query: not a sample for the model. The model
     // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
     // wall time also holds the waits for a core, which made the model think the CPU slower the
@@ -495,8 +502,13 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us);
   }
   lock.lock();
+  const bool fill_busy = options_.policy.cheap_fill_busy > 0;
+  const SchedTime back = metrics_ || fill_busy ? SchedClock::now() : SchedTime{};
+  // The worker's time after the run (Finish, the answer's on_done, this lock): not the engine's,
+  // yet the worker took no other job meanwhile.
+  if (metrics_ && ran_until != SchedTime{}) metrics_->cpu_worker[1]->Increment(MicrosBetween(ran_until, back) * 1e-6);
   --cpu_busy_;
-  if (options_.policy.cheap_fill_busy > 0) policy_.ObserveCpuBusy(cpu_busy_, SchedClock::now());
+  if (fill_busy) policy_.ObserveCpuBusy(cpu_busy_, back);
 }
 
 void HybridScheduler::GpuLoop() {
