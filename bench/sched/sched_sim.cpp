@@ -106,7 +106,8 @@ struct Options {
   double noise = 0;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
-  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0, cheap_fill_busy = 0;  // the adaptive bound
+  // The adaptive bound.
+  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0, cheap_fill_busy = 0;
   size_t connections = 0;  // 0: open loop
   double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;

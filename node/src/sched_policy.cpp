@@ -80,7 +80,8 @@ double SchedPolicy::CpuBusyShare(SchedTime now) const {
   const double workers = static_cast<double>(std::max(options_.cpu_workers, options_.cpu_parallelism));
   const double level = std::min(static_cast<double>(cpu_busy_now_) / workers, 1.0);
   const double window_us = std::max<double>(static_cast<double>(options_.cpu_busy_window.count()), 1.0);
-  const double age_us = now > cpu_busy_at_ ? std::chrono::duration<double, std::micro>(now - cpu_busy_at_).count() : 0.0;
+  const double age_us =
+      now > cpu_busy_at_ ? std::chrono::duration<double, std::micro>(now - cpu_busy_at_).count() : 0.0;
   // The level held since cpu_busy_at_ pulls the average towards it by 1 - exp(-age / window).
   return level + (cpu_busy_share_ - level) * std::exp(-age_us / window_us);
 }
