@@ -154,6 +154,12 @@ int main(int argc, char** argv) {
                  "so a query queued meanwhile starts with no wake-up (0 = off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 100000.0));
+  app.add_option("--sched-answer-threads", sched.sched.answer_threads,
+                 "threads that answer what the CPU workers finish (with --async-execute: external ids, the reply), "
+                 "so a worker takes its next job at once; they run on the node's CPUs other than the workers' "
+                 "(0 = the worker answers)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{0}, size_t{256}));
   int sched_spill_nice = 10;
   app.add_option("--sched-spill-nice", sched_spill_nice,
                  "how much higher the spill workers' nice value is than the node's (--sched-spill-workers)")
@@ -470,6 +476,7 @@ int main(int argc, char** argv) {
                           {"sched_spill_workers", sched.sched.spill_workers},
                           {"batch_split", sched.sched.batch_split},
                           {"sched_cpu_spin_us", sched.sched.cpu_spin_us},
+                          {"sched_answer_threads", sched.sched.answer_threads},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},

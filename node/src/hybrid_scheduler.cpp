@@ -145,6 +145,14 @@ void HybridScheduler::start() {
   // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
   // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
   // (Shared: the last worker may still be inside count_down when wait returns.)
+  // Answer threads first: a worker hands them its async tasks from its first job on. Started here,
+  // on the caller's thread, they keep its affinity (the node's other CPUs where the workers have
+  // cores of their own).
+  for (size_t i = 0; i < options_.answer_threads; ++i)
+    answer_threads_.emplace_back([this] {
+      SetThreadName("sched-answer");
+      AnswerLoop();
+    });
   auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
   const size_t spill = std::min(options_.spill_workers, options_.cpu_workers);
   for (size_t i = 0; i < options_.cpu_workers; ++i)
@@ -183,6 +191,14 @@ void HybridScheduler::stop() {
   gpu_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
+  // Every worker is gone, so nothing more is handed off: the answer threads answer what is left.
+  {
+    std::lock_guard<std::mutex> lock(answer_mu_);
+    answer_stop_ = true;
+  }
+  answer_cv_.notify_all();
+  for (std::thread& t : answer_threads_) t.join();
+  answer_threads_.clear();
 }
 
 void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
@@ -344,7 +360,8 @@ void HybridScheduler::Complete(SchedTask& task) {
   task.cv_.notify_one();
 }
 
-void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us) {
+void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us,
+                             bool hand_off) {
   const size_t u = static_cast<size_t>(unit);
   task.ran_on = unit;
   jobs_[u].fetch_add(1);
@@ -361,7 +378,35 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
+  if (hand_off && task.on_done && !answer_threads_.empty()) {
+    bool wake = false;
+    {
+      std::lock_guard<std::mutex> lock(answer_mu_);
+      answers_.push_back(&task);
+      wake = answer_idle_ > 0;  // a busy answer thread takes it once done with its own
+    }
+    if (wake) answer_cv_.notify_one();
+    return;
+  }
   Complete(task);
+}
+
+void HybridScheduler::AnswerLoop() {
+  std::unique_lock<std::mutex> lock(answer_mu_);
+  for (;;) {
+    if (answers_.empty()) {
+      if (answer_stop_) return;
+      ++answer_idle_;
+      answer_cv_.wait(lock);
+      --answer_idle_;
+      continue;
+    }
+    SchedTask* task = answers_.front();
+    answers_.pop_front();
+    lock.unlock();
+    Complete(*task);  // the task may be gone once it returns
+    lock.lock();
+  }
 }
 
 size_t HybridScheduler::CpuSlotsLocked() {
@@ -499,7 +544,7 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
     // wall time also holds the waits for a core, which made the model think the CPU slower the
     // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
-    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us);
+    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us, /*hand_off=*/true);
   }
   lock.lock();
   const bool fill_busy = options_.policy.cheap_fill_busy > 0;

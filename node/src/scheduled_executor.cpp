@@ -153,6 +153,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
                  : std::string());
   if (so.policy.mode == SchedMode::kHybrid && so.policy.batch_latency) line << "; batch latency counted";
   if (!so.cpu_worker_cpus.empty()) line << "; CPU workers on " << so.cpu_worker_cpus.size() << " CPUs of their own";
+  if (so.answer_threads > 0) line << "; " << so.answer_threads << " answer threads";
   if (so.batch_split > 0 && so.gpu_dispatchers > 0)
     line << "; GPU queries over " << so.batch_split << "x their batch's median run as a batch of their own";
   if (so.spill_workers > 0)

@@ -466,6 +466,34 @@ TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
   ::close(c.err);
 }
 
+// --sched-answer-threads N: N threads named sched-answer answer what the CPU workers finish, on
+// the node's CPUs other than the workers' own; answers stay exact; the ready line says N.
+TEST(NodeProcessTest, SchedAnswerThreadsRunBesideTheCpuWorkers) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 12).ok());
+  Child c = StartWithoutGpu(shard_path, "auto",
+                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-answer-threads", "2"});
+  ASSERT_GT(c.pid, 0);
+  const std::string line = ReadLine(c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+  const auto ready = nlohmann::json::parse(line);
+  EXPECT_EQ(ready.value("sched_answer_threads", 0), 2) << line;
+  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 12);
+  const auto threads = CpusByThreadName(c.pid);
+  ASSERT_EQ(threads.count("sched-answer"), 1u);
+  EXPECT_EQ(threads.at("sched-answer").size(), 2u);
+  for (const std::vector<int>& cpus : threads.at("sched-answer"))
+    EXPECT_EQ(std::count(cpus.begin(), cpus.end(), allowed.back()), 0) << "an answer thread on the workers' CPU";
+  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+  ::close(c.out);
+  ::close(c.err);
+}
+
 // --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
 // cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
 // off by default (the ready line says 0).

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -225,6 +226,13 @@ struct HybridSchedulerOptions {
   // a few heavy queries do not hold every other job of their batch for their whole run (a batch's
   // kernels are sized for, and last as long as, its heaviest query). 0: off.
   double batch_split = 0;
+  // Answer threads (search-node --sched-answer-threads N): a CPU worker hands an async task
+  // (SubmitAsync) it has finished to one of N threads that run its on_done (with --async-execute
+  // the answer's external ids, the reply's encoding and hand-off), and takes its next job at once.
+  // The threads start with the process's affinity, so where the workers have cores of their own
+  // they run on the GPU path's cores. A worker otherwise spends that time after every run taking no
+  // other job (search_sched_cpu_worker_seconds_total{part="finish"}). 0: the worker answers.
+  size_t answer_threads = 0;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
@@ -287,7 +295,10 @@ class HybridScheduler {
   bool SpinForWorkLocked(std::unique_lock<std::mutex>& lock);
   // Counts the job, observes it in the model (run_us goes to the run-time metric; the model
   // observes model_us, run_us when negative) and completes it. Takes no scheduler lock.
-  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1);
+  // hand_off (a CPU worker's run): an async task goes to the answer threads, if any, instead.
+  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1, bool hand_off = false);
+  // An answer thread: runs the on_done of the tasks CPU workers handed off, until stop().
+  void AnswerLoop();
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
   size_t CpuSlotsLocked();
   // Marks the task answered and wakes its Submit, or calls its on_done (SubmitAsync). Takes only
@@ -318,6 +329,13 @@ class HybridScheduler {
   std::atomic<uint64_t> cpu_work_seq_{0};
   std::atomic<uint64_t> cpu_spins_[2] = {};  // spins that ended in new work [0] or timed out [1]
   std::vector<std::thread> threads_;
+  // Async tasks CPU workers have finished, for the answer threads (answer_threads).
+  std::mutex answer_mu_;
+  std::condition_variable answer_cv_;
+  std::deque<SchedTask*> answers_;  // GUARDED_BY(answer_mu_)
+  size_t answer_idle_ = 0;          // GUARDED_BY(answer_mu_): answer threads waiting for a task
+  bool answer_stop_ = false;        // GUARDED_BY(answer_mu_)
+  std::vector<std::thread> answer_threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
   std::atomic<uint64_t> pin_failures_{0};  // CPU workers whose cpu_worker_cpus the kernel refused
