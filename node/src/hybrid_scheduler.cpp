@@ -142,9 +142,6 @@ HybridScheduler::~HybridScheduler() { stop(); }
 void HybridScheduler::start() {
   if (started_) return;
   started_ = true;
-  // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
-  // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
-  // (Shared: the last worker may still be inside count_down when wait returns.)
   // Answer threads first: a worker hands them its async tasks from its first job on. Started here,
   // on the caller's thread, they keep its affinity (the node's other CPUs where the workers have
   // cores of their own).
@@ -153,6 +150,9 @@ void HybridScheduler::start() {
       SetThreadName("sched-answer");
       AnswerLoop();
     });
+  // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
+  // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
+  // (Shared: the last worker may still be inside count_down when wait returns.)
   auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
   const size_t spill = std::min(options_.spill_workers, options_.cpu_workers);
   for (size_t i = 0; i < options_.cpu_workers; ++i)
@@ -378,15 +378,18 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
     if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
-  if (hand_off && task.on_done && !answer_threads_.empty()) {
-    bool wake = false;
+  if (hand_off && task.on_done && options_.answer_threads > 0) {
+    bool queued = false, wake = false;
     {
       std::lock_guard<std::mutex> lock(answer_mu_);
-      answers_.push_back(&task);
-      wake = answer_idle_ > 0;  // a busy answer thread takes it once done with its own
+      if (!answer_stop_) {  // once the answer threads are stopping, the finisher answers itself
+        answers_.push_back(&task);
+        queued = true;
+        wake = answer_idle_ > 0;  // a busy answer thread takes it once done with its own
+      }
     }
     if (wake) answer_cv_.notify_one();
-    return;
+    if (queued) return;
   }
   Complete(task);
 }
