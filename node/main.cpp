@@ -75,6 +75,12 @@ int main(int argc, char** argv) {
                  "scheduler's CPU worker or GPU dispatcher) sends its reply, so no worker waits per query (false: a "
                  "worker per request in flight, each waiting for its query)")
       ->capture_default_str();
+  int64_t io_spin_us = 0;
+  app.add_option("--io-spin-us", io_spin_us,
+                 "after the I/O thread has sent or received anything it polls without sleeping this long, so that "
+                 "replies queued meanwhile need no wake-up (0 = off: it sleeps in poll at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   app.add_option("--slow-query-ms", options.slow_query_ms,
                  "log (WARN, up to 20 lines a second) each request that spends this long in the node, with where "
                  "its time went: queue, scheduler phases, run, reply (0 = off)")
@@ -309,6 +315,7 @@ int main(int argc, char** argv) {
   }
   options.threads = threads;
   options.drain_timeout = std::chrono::milliseconds(drain_ms);
+  options.io_spin = std::chrono::microseconds(io_spin_us);
 
   // --gpu on without a GPU: fail before anything is opened (after the signal mask: CUDA's
   // initialization may start threads, which must inherit it).
@@ -480,6 +487,7 @@ int main(int argc, char** argv) {
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
+                          {"io_spin_us", io_spin_us},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

@@ -56,8 +56,9 @@
 # and the batches' CPU and wall time per GPU job by part (batch_{prepare,acquire,engine,finish}_cpu_us
 # and _wall_us: search_gpu_batch_cpu_seconds_total, search_gpu_batch_seconds_total; Griffin's
 # steps are outside them), the cheap bound at the step's end (cheap_threshold_us), and a CPU
-# worker's wall time a CPU job in the engine and after it (cpu_run_us_per_cpu_job,
-# cpu_finish_us_per_cpu_job: search_sched_cpu_worker_seconds_total).
+# worker's wall time a CPU job in the engine and after it (cpu_run_us_per_cpu_job, then
+# cpu_account_us_per_cpu_job, cpu_answer_us_per_cpu_job and cpu_lock_us_per_cpu_job:
+# search_sched_cpu_worker_seconds_total; older CSVs have their sum as cpu_finish_us_per_cpu_job).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -124,7 +125,7 @@ ramp=()
 [ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_finish_us_per_cpu_job" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -295,9 +296,9 @@ for mode in $modes; do
     # arrival): less node_request_ms, the wire and both sides' I/O threads; integrator_request_ms
     # less it, the HTTP side and the hand-offs to and from the fan-out's I/O thread.
     diag_cols="$diag_cols,$(hist_mean "$work/int-m0.txt" "$work/int-m1.txt" search_shard_request_duration_seconds "")"
-    # A CPU worker's wall time a CPU job: the engine's run, and the finish after it (the answer,
-    # its reply, the scheduler's lock) in which the worker takes no other job.
-    for part in run finish; do diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" "$part" "$cj" search_sched_cpu_worker_seconds_total)"; done
+    # A CPU worker's wall time a CPU job: the engine's run, and after it, taking no other job, the
+    # job's accounting, its answer (the reply) and the wait for the scheduler's lock.
+    for part in run account answer lock; do diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" "$part" "$cj" search_sched_cpu_worker_seconds_total)"; done
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

@@ -172,6 +172,14 @@ double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples) {
   return error_[static_cast<size_t>(unit)];
 }
 
+std::optional<double> CostModel::TryObserveBatch(Unit unit, std::span<const CostSample> samples) {
+  std::unique_lock lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros);
+  FoldLocked(unit, samples);
+  return error_[static_cast<size_t>(unit)];
+}
+
 bool CostModel::Predict(Unit unit, const QueryFeatures& f, double* micros) const {
   std::shared_lock lock(mu_);
   const Fit* usable = UsableLocked(unit, f.mode);

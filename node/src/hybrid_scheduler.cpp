@@ -58,7 +58,7 @@ struct HybridScheduler::MetricSet {
   prometheus::Gauge* cpu_slots = nullptr;
   prometheus::Gauge* cpu_pin_failures = nullptr;
   prometheus::Counter* cpu_spins[2] = {};  // [0] outcome="work", [1] outcome="timeout"
-  prometheus::Counter* cpu_worker[2] = {};  // [0] part="run", [1] part="finish"
+  prometheus::Counter* cpu_worker[4] = {};  // part= run, account, answer, lock
   prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
 
@@ -106,7 +106,9 @@ struct HybridScheduler::MetricSet {
     cpu_spins[1] = &spins.Add({{"outcome", "timeout"}});
     auto& cw = counter(families::kSchedCpuWorker);
     cpu_worker[0] = &cw.Add({{"part", "run"}});
-    cpu_worker[1] = &cw.Add({{"part", "finish"}});
+    cpu_worker[1] = &cw.Add({{"part", "account"}});
+    cpu_worker[2] = &cw.Add({{"part", "answer"}});
+    cpu_worker[3] = &cw.Add({{"part", "lock"}});
     cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
     auto& h = histogram(families::kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
@@ -360,8 +362,19 @@ void HybridScheduler::Complete(SchedTask& task) {
   task.cv_.notify_one();
 }
 
+void HybridScheduler::FoldStash(std::vector<CostSample>& stash, bool force) {
+  if (stash.empty() || model_ == nullptr) return;
+  if (!force && stash.size() < kFoldEvery) return;
+  const std::optional<double> error = force || stash.size() >= kMaxStash
+                                         ? std::optional<double>(model_->ObserveBatch(Unit::kCpu, stash))
+                                         : model_->TryObserveBatch(Unit::kCpu, stash);
+  if (!error.has_value()) return;
+  stash.clear();
+  if (metrics_) metrics_->error[static_cast<size_t>(Unit::kCpu)]->Set(*error);
+}
+
 void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us,
-                             bool hand_off) {
+                             bool hand_off, SchedTime* answer_at, std::vector<CostSample>* stash) {
   const size_t u = static_cast<size_t>(unit);
   task.ran_on = unit;
   jobs_[u].fetch_add(1);
@@ -374,10 +387,19 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
   }
   const double sample_us = model_us >= 0 ? model_us : run_us;  // what the model learns from it
   if (observe && model_ != nullptr && task.status.ok()) {
-    model_->Observe(unit, task.features, sample_us);
-    if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
+    if (stash != nullptr) {
+      // A CPU worker's: the model's lock is taken by every arriving query's prediction, and 10 CPU
+      // workers waiting for it one sample at a time took 33 us a job at hybrid's knee, a sixth of
+      // the run (BENCHMARKS.md, issue 6).
+      stash->push_back(CostSample{task.features, sample_us});
+      FoldStash(*stash, false);
+    } else {
+      model_->Observe(unit, task.features, sample_us);
+      if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
+    }
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
+  if (answer_at != nullptr) *answer_at = SchedClock::now();
   if (hand_off && task.on_done && options_.answer_threads > 0) {
     bool queued = false, wake = false;
     {
@@ -477,6 +499,8 @@ bool HybridScheduler::SpinForWorkLocked(std::unique_lock<std::mutex>& lock) {
 }
 
 void HybridScheduler::CpuLoop(bool may_spin) {
+  std::vector<CostSample> stash;  // this worker's model samples not yet folded in (FoldStash)
+  stash.reserve(kMaxStash);
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
     const SchedTime now = SchedClock::now();
@@ -489,7 +513,15 @@ void HybridScheduler::CpuLoop(bool may_spin) {
                                 : cpu_busy_ == 0 ? policy_.TakeCpuOwn(now)
                                                  : policy_.TakeCpuCheap();
     if (!j.has_value()) {
-      // Nothing to take: spin for new work first (cpu_spin_us), then sleep. A spin that saw work
+      // Nothing to take: the stashed samples go into the model before the worker waits (without
+      // the scheduler's lock; then it looks again).
+      if (!stash.empty()) {
+        lock.unlock();
+        FoldStash(stash, true);
+        lock.lock();
+        continue;
+      }
+      // Spin for new work first (cpu_spin_us), then sleep. A spin that saw work
       // come goes back to take it (and spins again if another worker took it first).
       if (may_spin && admit && SpinForWorkLocked(lock)) continue;
       // Work is queued but the host has no room for it: one worker looks at the host again every
@@ -505,11 +537,14 @@ void HybridScheduler::CpuLoop(bool may_spin) {
       }
       continue;
     }
-    RunCpuJob(lock, *j, now);
+    RunCpuJob(lock, *j, now, &stash);
   }
+  lock.unlock();
+  FoldStash(stash, true);
 }
 
-void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now) {
+void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now,
+                                std::vector<CostSample>* stash) {
   // More work queued behind this job: wake another worker to look at it (and to take over the
   // polling this worker may have done).
   if (CpuWorkQueuedLocked()) WakeCpuLocked();
@@ -530,7 +565,9 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     if (metrics_) metrics_->stolen[0]->Increment();
   }
   if (metrics_) metrics_->wait[0]->Observe(waited * 1e-6);
-  SchedTime ran_until{};  // set once the engine has run (the task may be gone after Finish)
+  // Set once the engine has run, once Finish turns to the answer, and once it returns (the task
+  // may be gone after Finish).
+  SchedTime ran_until{}, answer_at{}, finished{};
   if (now > t.job.deadline) {
     t.status = Status::DeadlineExceeded("deadline passed while queued");
     Finish(t, Unit::kCpu, 0, false);
@@ -547,14 +584,21 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
     // wall time also holds the waits for a core, which made the model think the CPU slower the
     // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
-    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us, /*hand_off=*/true);
+    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us, /*hand_off=*/true,
+           metrics_ ? &answer_at : nullptr, stash);
+    if (metrics_) finished = SchedClock::now();
   }
   lock.lock();
   const bool fill_busy = options_.policy.cheap_fill_busy > 0;
   const SchedTime back = metrics_ || fill_busy ? SchedClock::now() : SchedTime{};
-  // The worker's time after the run (Finish, the answer's on_done, this lock): not the engine's,
-  // yet the worker took no other job meanwhile.
-  if (metrics_ && ran_until != SchedTime{}) metrics_->cpu_worker[1]->Increment(MicrosBetween(ran_until, back) * 1e-6);
+  // The worker's time after the run: not the engine's, yet the worker took no other job meanwhile.
+  // Finish's accounting (counters, the cost model, the trace), the answer (on_done: the node's
+  // reply; or the hand-off to an answer thread), and the wait for this lock.
+  if (metrics_ && ran_until != SchedTime{}) {
+    metrics_->cpu_worker[1]->Increment(MicrosBetween(ran_until, answer_at) * 1e-6);
+    metrics_->cpu_worker[2]->Increment(MicrosBetween(answer_at, finished) * 1e-6);
+    metrics_->cpu_worker[3]->Increment(MicrosBetween(finished, back) * 1e-6);
+  }
   --cpu_busy_;
   if (fill_busy) policy_.ObserveCpuBusy(cpu_busy_, back);
 }

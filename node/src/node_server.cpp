@@ -132,6 +132,17 @@ struct NodeServer::Impl {
 
   std::mutex replies_mu;
   std::vector<Reply> replies;  // GUARDED_BY(replies_mu)
+  // True from just before the I/O thread looks at `replies` for the last time before it may block
+  // in poll until it is back from poll. A reply queued while it is false needs no eventfd write:
+  // the thread looks at the queue again before it blocks. Under load the I/O thread is mostly
+  // awake, and the write (a syscall that wakes nobody, or one that wakes the thread) was most of
+  // a CPU worker's time answering a query (BENCHMARKS.md, issue 6).
+  std::atomic<bool> io_idle{false};
+
+  bool RepliesQueued() {
+    std::lock_guard<std::mutex> lock(replies_mu);
+    return !replies.empty();
+  }
 
   // Requests handed to ExecuteAsync and not yet answered (stop() waits for none).
   std::mutex async_mu;
@@ -349,7 +360,7 @@ void NodeServer::IoLoop() {
     Log().Warn() << SlowQueryLine(r, sent);
   };
 
-  auto send_pending = [&] {
+  auto send_pending = [&]() -> size_t {
     std::vector<Reply> batch;
     {
       std::lock_guard<std::mutex> lock(impl_->replies_mu);
@@ -369,6 +380,7 @@ void NodeServer::IoLoop() {
       }
       if (slow_log && sent - r.received >= slow_after) note_slow(r, sent);
     }
+    return batch.size();
   };
 
   auto handle_search = [&](const std::string& identity, SearchRequestMsg req, Clock::time_point received) {
@@ -531,19 +543,30 @@ void NodeServer::IoLoop() {
                                           zmq::pollitem_t{nullptr, impl_->wake_fd, ZMQ_POLLIN, 0}};
   bool draining = false;
   Clock::time_point drain_deadline{};
+  Clock::time_point spin_until{};  // io_spin: until then the thread polls without blocking
   for (;;) {
     try {
-      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(draining ? 10 : 200));
+      // idle before the look at the queue (both seq_cst, and the queue under its lock): a reply
+      // queued after the look sees idle and writes the eventfd; one queued before it is seen here,
+      // and poll does not block. While spinning the thread stays awake (not idle): it looks at the
+      // queue again on every turn.
+      const bool spin = options_.io_spin.count() > 0 && !draining && Clock::now() < spin_until;
+      if (!spin) impl_->io_idle.store(true);
+      const bool queued_replies = impl_->RepliesQueued();
+      zmq::poll(items.data(), items.size(), queued_replies || spin ? std::chrono::milliseconds(0)
+                                            : draining             ? std::chrono::milliseconds(10)
+                                                                   : options_.io_poll);
+      impl_->io_idle.store(false);
       if ((items[1].revents & ZMQ_POLLIN) != 0) {
         uint64_t v;
         ssize_t ignored = ::read(impl_->wake_fd, &v, sizeof(v));
         (void)ignored;
       }
-      send_pending();
+      size_t moved = send_pending();
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
-        for (int i = 0; i < kReceiveBatch && receive_one(); ++i) {
-        }
+        for (int i = 0; i < kReceiveBatch && receive_one(); ++i) ++moved;
       }
+      if (moved > 0 && options_.io_spin.count() > 0) spin_until = Clock::now() + options_.io_spin;
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       if (e.num() != EINTR) Log().Error() << "I/O loop: " << e.what();
@@ -724,7 +747,9 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
       payload.clear();
     }
   }
-  bool first = false;  // the I/O thread takes every queued reply at a wake: one wake per empty queue
+  // The I/O thread takes every queued reply at a wake: one wake per empty queue, and none while
+  // the thread is awake (io_idle).
+  bool first = false;
   {
     std::lock_guard<std::mutex> lock(impl_->replies_mu);
     first = impl_->replies.empty();
@@ -746,7 +771,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     }
     impl_->replies.push_back(std::move(r));
   }
-  if (first) impl_->Wake();
+  if (first && impl_->io_idle.load()) impl_->Wake();
 }
 
 }  // namespace search

@@ -5,8 +5,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <optional>
 #include <random>
+#include <span>
+#include <thread>
 #include <vector>
 
 namespace search {
@@ -229,6 +233,64 @@ TEST(CostModelTest, ObservingABatchEqualsObservingItsJobsInTurn) {
   // An empty batch changes nothing.
   EXPECT_EQ(batched.ObserveBatch(Unit::kGpu, {}), error);
   EXPECT_EQ(batched.samples(Unit::kGpu, QueryMode::kAnd), one.samples(Unit::kGpu, QueryMode::kAnd));
+}
+
+// TryObserveBatch on a model nobody else holds folds exactly what ObserveBatch does. While other
+// threads predict and observe all the time, every try either folds its batch or leaves the model
+// untouched (nullopt): the samples counted are exactly those of the tries that returned a value.
+TEST(CostModelTest, TryObserveBatchFoldsWhatObserveBatchDoesOrNothing) {
+  std::mt19937_64 rng(11);
+  std::vector<CostSample> batch;
+  for (int i = 0; i < 24; ++i) {
+    QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    batch.push_back({f, GpuLaw(f)});
+  }
+  CostModel a, b;
+  const double ea = a.ObserveBatch(Unit::kCpu, batch);
+  const std::optional<double> eb = b.TryObserveBatch(Unit::kCpu, batch);
+  ASSERT_TRUE(eb.has_value());
+  EXPECT_EQ(ea, *eb);
+  EXPECT_EQ(a.samples(Unit::kCpu, QueryMode::kAnd), b.samples(Unit::kCpu, QueryMode::kAnd));
+  for (int i = 0; i < 20; ++i) {
+    const QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    double pa = 0, pb = 0;
+    ASSERT_TRUE(a.Predict(Unit::kCpu, f, &pa));
+    ASSERT_TRUE(b.Predict(Unit::kCpu, f, &pb));
+    EXPECT_EQ(pa, pb);
+  }
+
+  CostModel m;
+  m.Calibrate(Unit::kCpu, batch);
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> others{0};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 3; ++t)
+    busy.emplace_back([&, t] {
+      std::mt19937_64 r(100 + t);
+      while (!done.load()) {
+        double p = 0;
+        (void)m.Predict(Unit::kCpu, RandomFeatures(r, QueryMode::kAnd), &p);
+        if (t == 0) {
+          const QueryFeatures f = RandomFeatures(r, QueryMode::kAnd);
+          m.Observe(Unit::kCpu, f, GpuLaw(f));
+          others.fetch_add(1);
+        }
+      }
+    });
+  uint64_t folded = 0, refused = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::optional<double> e = m.TryObserveBatch(Unit::kCpu, std::span(batch).first(3));
+    if (e.has_value()) {
+      ++folded;
+      EXPECT_GE(*e, 0.0);
+    } else {
+      ++refused;
+    }
+  }
+  done = true;
+  for (auto& t : busy) t.join();
+  EXPECT_EQ(folded + refused, 2000u);
+  EXPECT_EQ(m.samples(Unit::kCpu, QueryMode::kAnd), batch.size() + 3 * folded + others.load());
 }
 
 }  // namespace

@@ -494,6 +494,40 @@ TEST(NodeProcessTest, SchedAnswerThreadsRunBesideTheCpuWorkers) {
   ::close(c.err);
 }
 
+// --io-spin-us US: the I/O thread polls without sleeping for US after each message; answers stay
+// exact and the ready line says US (0, off, by default). A negative value is refused, nothing served.
+TEST(NodeProcessTest, IoSpinKeepsAnswersExact) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 13).ok());
+  {
+    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--io-spin-us", "-5"});
+    ASSERT_GT(bad.pid, 0);
+    EXPECT_NE(WaitExit(bad.pid, 10000), 0);
+    const std::string err = ReadAll(bad.err, 1000);
+    EXPECT_NE(err.find("--io-spin-us"), std::string::npos) << err;
+    EXPECT_EQ(ReadLine(bad.out, 100), "");
+    ::close(bad.out);
+    ::close(bad.err);
+  }
+  for (const char* spin : {"0", "300"}) {
+    std::vector<std::string> args = {"--scheduler", "cpu"};
+    if (std::string(spin) != "0") args.insert(args.end(), {"--io-spin-us", spin});
+    Child c = StartWithoutGpu(shard_path, "auto", args);
+    ASSERT_GT(c.pid, 0);
+    const std::string line = ReadLine(c.out, 15000);
+    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+    const auto ready = nlohmann::json::parse(line);
+    EXPECT_EQ(ready.value("io_spin_us", -1), std::stoi(spin)) << line;
+    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 14);
+    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+    ::close(c.out);
+    ::close(c.err);
+  }
+}
+
 // --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
 // cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
 // off by default (the ready line says 0).

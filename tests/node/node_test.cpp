@@ -108,6 +108,24 @@ class NodeTest : public ::testing::Test {
     return server;
   }
 
+  void ExpectRepliesWithoutThePollTimeout(std::chrono::microseconds io_spin);
+
+  // The scheduler under the CPU policy with 3 workers, and a node's options that hand each request
+  // to it (async_execute, 2 request threads).
+  static Result<std::unique_ptr<ScheduledExecutor>> CpuScheduler() {
+    ScheduledExecutorOptions so;
+    so.sched.policy.mode = SchedMode::kCpu;
+    so.sched.cpu_workers = 3;
+    so.calibration_queries = 8;
+    return ScheduledExecutor::Create(shard_, nullptr, nullptr, so);
+  }
+  static NodeServerOptions AsyncOptions() {
+    NodeServerOptions o;
+    o.threads = 2;
+    o.async_execute = true;
+    return o;
+  }
+
   // Sends n random requests, ids 1..n, pipelined (the workers answer out of order), each with a
   // 30 s deadline and then `adjust`ed; returns them by id.
   static std::map<uint64_t, SearchRequestMsg> SendRandomRequests(Client& client, uint64_t seed, uint64_t n,
@@ -231,15 +249,9 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
 // finishes it queues the reply. Over the scheduler (its CPU workers answer), every reply equals the
 // CPU engine's, once each; an andor split still runs on the worker (two runs in a row).
 TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
-  ScheduledExecutorOptions so;
-  so.sched.policy.mode = SchedMode::kCpu;
-  so.sched.cpu_workers = 3;
-  so.calibration_queries = 8;
-  auto sched = ScheduledExecutor::Create(shard_, nullptr, nullptr, so);
+  auto sched = CpuScheduler();
   ASSERT_TRUE(sched.ok()) << sched.status().ToString();
-  NodeServerOptions o;
-  o.threads = 2;
-  o.async_execute = true;
+  NodeServerOptions o = AsyncOptions();
   auto server = Start(sched->get(), o);
   Client client(ctx_, server->endpoint());
   const auto sent = SendRandomRequests(client, 11, 400, [](SearchRequestMsg& r) {
@@ -253,6 +265,47 @@ TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
   server->stop();
   EXPECT_EQ(server->in_flight(), 0u);
   EXPECT_GE((*sched)->scheduler().stats().jobs[0], 400u);  // every request went through the scheduler
+}
+
+// A reply queued by the thread that finished its query wakes the I/O thread only when that thread
+// may be asleep in poll (NodeServer's io_idle); while it is awake the reply waits for its next look
+// at the queue. With the I/O thread's poll raised to a minute, a lost wake-up would hold a reply
+// past the client's 5 s: one request at a time (the I/O thread asleep at each answer), then bursts
+// (replies queued while it is awake sending the others), alternating. The same with io_spin, where
+// the thread stays awake a while after each message.
+TEST_F(NodeTest, QueuedRepliesWakeTheIoThreadWithoutItsPollTimeout) {
+  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(300)}) {
+    SCOPED_TRACE("io_spin " + std::to_string(spin.count()) + " us");
+    ExpectRepliesWithoutThePollTimeout(spin);
+  }
+}
+
+void NodeTest::ExpectRepliesWithoutThePollTimeout(std::chrono::microseconds io_spin) {
+  auto sched = CpuScheduler();
+  ASSERT_TRUE(sched.ok()) << sched.status().ToString();
+  NodeServerOptions o = AsyncOptions();
+  o.io_poll = std::chrono::minutes(1);
+  o.io_spin = io_spin;
+  auto server = Start(sched->get(), o);
+  Client client(ctx_, server->endpoint());
+  std::mt19937_64 rng(23);
+  uint64_t id = 1'000'000;  // the bursts' ids are 1..80, each burst answered before the next
+  for (int round = 0; round < 4; ++round) {
+    for (int i = 0; i < 60; ++i) {
+      SearchRequestMsg r = RandomRequest(rng, kVocab, ++id);
+      client.Send(EncodeSearchRequest(r));
+      SearchResponseMsg resp = client.RecvResponse();
+      ASSERT_TRUE(resp.status.ok()) << "request " << id << ": " << resp.status.ToString();
+      ASSERT_EQ(resp.request_id, id);
+      EXPECT_EQ(resp.hits, Reference(*shard_, r)) << "request " << id;
+    }
+    const auto sent = SendRandomRequests(client, 100 + round, 80, [](SearchRequestMsg&) {});
+    ASSERT_NO_FATAL_FAILURE(ExpectEachAnsweredOnce(client, sent, [&](const SearchRequestMsg& r, SearchResponseMsg& resp) {
+      EXPECT_EQ(resp.hits, Reference(*shard_, r)) << "request " << resp.request_id;
+    }));
+  }
+  server->stop();
+  EXPECT_EQ(server->in_flight(), 0u);
 }
 
 // async_execute with answers still running when stop() is called: the drain waits for them, every

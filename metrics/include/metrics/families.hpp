@@ -136,9 +136,10 @@ inline constexpr Family kSchedCpuSpins{
     "came, taken with no wake-up) or \"timeout\" (none came; the worker went to sleep)."};
 inline constexpr Family kSchedCpuWorker{
     "search_sched_cpu_worker_seconds_total",
-    "Wall time of the scheduler's CPU workers with a job, by part: run (inside the CPU engine) and finish "
-    "(from the run's end until the worker is back at the scheduler: the job's accounting, its answer and "
-    "reply, and the scheduler's lock). A worker is taken for both; only run is in search_sched_run_seconds."};
+    "Wall time of the scheduler's CPU workers with a job, by part: run (inside the CPU engine), then until "
+    "the worker is back at the scheduler: account (the job's counters, the cost model, the trace), answer "
+    "(its on_done: the node's reply, or the hand-off to an answer thread) and lock (the wait for the "
+    "scheduler's lock). A worker is taken for all four; only run is in search_sched_run_seconds."};
 inline constexpr Family kSchedCpuPinFailures{
     "search_sched_cpu_pin_failures",
     "CPU workers that could not pin themselves to the CPUs --sched-cpu-cores gave them (they run on the node's "

@@ -36,6 +36,7 @@
 #include <array>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 
@@ -85,6 +86,10 @@ class CostModel {
   // sample's error is measured against the model as it was before the call. Returns the
   // processor's mean relative error afterwards (mean_relative_error).
   double ObserveBatch(Unit unit, std::span<const CostSample> samples);
+  // ObserveBatch only if the model's lock is free now; nullopt (nothing folded) when another thread
+  // holds it, shared or not. A busy node's CPU workers keep their samples and fold them later,
+  // instead of each waiting for the lock behind the predictions of every arriving query.
+  std::optional<double> TryObserveBatch(Unit unit, std::span<const CostSample> samples);
   // Predicted microseconds; false when neither this mode's nor another mode's model of `unit`
   // has enough samples.
   bool Predict(Unit unit, const QueryFeatures& f, double* micros) const;

@@ -282,7 +282,8 @@ class HybridScheduler {
   double RunGpuBatch(std::vector<SchedTask*>& batch, const std::function<void(int)>& account);
   // Runs a job TakeCpu/TakeCpuOwn/TakeCpuCheap returned, as a CPU worker, on the calling thread (a
   // worker's, or Submit's caller with caller_runs). REQUIRES: lock holds mu_; held again on return.
-  void RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now);
+  void RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJob& j, SchedTime now,
+                 std::vector<CostSample>* stash = nullptr);
   // Jobs a CPU worker might take (the GPU queue's only by stealing, which needs room anyway).
   bool CpuWorkQueuedLocked() const {
     return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0;
@@ -296,7 +297,17 @@ class HybridScheduler {
   // Counts the job, observes it in the model (run_us goes to the run-time metric; the model
   // observes model_us, run_us when negative) and completes it. Takes no scheduler lock.
   // hand_off (a CPU worker's run): an async task goes to the answer threads, if any, instead.
-  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1, bool hand_off = false);
+  // answer_at, if given, is set when the accounting is done and the answer (or hand-off) begins.
+  // stash (a CPU worker's own): the model's sample goes there and is folded in only when the
+  // model's lock is free (FoldStash), not waited for.
+  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1, bool hand_off = false,
+              SchedTime* answer_at = nullptr, std::vector<CostSample>* stash = nullptr);
+  // Folds a CPU worker's stashed samples into the model: with force, waiting for its lock; else
+  // only if the lock is free now, and then not before there are kFoldEvery of them. Cleared once
+  // folded. Takes no scheduler lock.
+  void FoldStash(std::vector<CostSample>& stash, bool force);
+  static constexpr size_t kFoldEvery = 8;
+  static constexpr size_t kMaxStash = 256;  // past it the worker waits for the model's lock
   // An answer thread: runs the on_done of the tasks CPU workers handed off, until stop().
   void AnswerLoop();
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.

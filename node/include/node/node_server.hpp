@@ -59,6 +59,13 @@ struct NodeServerOptions {
   // most of the GPU path's host time in thread switches (BENCHMARKS.md, issue 6). stop() waits
   // for every request handed over to be answered.
   bool async_execute = false;
+  // The I/O thread's longest sleep in poll with nothing to do (it wakes for requests and queued
+  // replies; this bounds how late it notices a stop or anything else). Tests raise it so that a
+  // lost wake-up shows as a timeout.
+  std::chrono::milliseconds io_poll{200};
+  // After it has sent or received anything, the I/O thread keeps polling without blocking for this
+  // long before it sleeps: replies queued meanwhile need no eventfd write to wake it (0: off).
+  std::chrono::microseconds io_spin{0};
 };
 
 class NodeServer {
