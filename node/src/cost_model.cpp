@@ -164,20 +164,22 @@ double CostModel::Observe(Unit unit, const QueryFeatures& f, double micros) {
   return err;
 }
 
-double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples) {
-  std::unique_lock lock(mu_);
+double CostModel::ObserveBatchLocked(Unit unit, std::span<const CostSample> samples) {
   // Every error against the model as it stood before the batch; then the statistics.
   for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros);
   FoldLocked(unit, samples);
   return error_[static_cast<size_t>(unit)];
 }
 
+double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples) {
+  std::unique_lock lock(mu_);
+  return ObserveBatchLocked(unit, samples);
+}
+
 std::optional<double> CostModel::TryObserveBatch(Unit unit, std::span<const CostSample> samples) {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;
-  for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros);
-  FoldLocked(unit, samples);
-  return error_[static_cast<size_t>(unit)];
+  return ObserveBatchLocked(unit, samples);
 }
 
 bool CostModel::Predict(Unit unit, const QueryFeatures& f, double* micros) const {

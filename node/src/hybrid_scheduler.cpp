@@ -393,9 +393,10 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
       // the run (BENCHMARKS.md, issue 6).
       stash->push_back(CostSample{task.features, sample_us});
       FoldStash(*stash, false);
-    } else {
-      model_->Observe(unit, task.features, sample_us);
-      if (metrics_) metrics_->error[u]->Set(model_->mean_relative_error(unit));
+    } else {  // one lock: ObserveBatch returns the error metric's value (Observe a sample's own error)
+      const CostSample sample{task.features, sample_us};
+      const double error = model_->ObserveBatch(unit, std::span(&sample, 1));
+      if (metrics_) metrics_->error[u]->Set(error);
     }
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);

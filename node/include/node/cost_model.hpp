@@ -114,6 +114,8 @@ class CostModel {
   void RefitLocked(Fit& fit);
   // Accumulates every sample into its mode's fit of `unit`, then re-solves each fit touched once.
   void FoldLocked(Unit unit, std::span<const CostSample> samples);
+  // ObserveBatch's work under the lock (ObserveBatch, TryObserveBatch).
+  double ObserveBatchLocked(Unit unit, std::span<const CostSample> samples);
   // The relative error of the current model on one observation (-1: no prediction yet), folded
   // into the EWMA.
   double TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros);

@@ -231,7 +231,7 @@ struct HybridSchedulerOptions {
   // the answer's external ids, the reply's encoding and hand-off), and takes its next job at once.
   // The threads start with the process's affinity, so where the workers have cores of their own
   // they run on the GPU path's cores. A worker otherwise spends that time after every run taking no
-  // other job (search_sched_cpu_worker_seconds_total{part="finish"}). 0: the worker answers.
+  // other job (search_sched_cpu_worker_seconds_total{part="answer"}). 0: the worker answers.
   size_t answer_threads = 0;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
