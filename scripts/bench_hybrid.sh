@@ -50,6 +50,10 @@
 #      path it measures, whose hundreds of HTTP threads would otherwise delay the load generator's
 #      event loops and show up as send wait; default: with the integrator),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
+#      THP (always|madvise|never: the host's transparent huge pages, /sys/kernel/mm/transparent_hugepage/
+#      enabled, for this sweep, set before the node starts and put back when the script exits; needs
+#      root; default: left as it is. The node's norms and list cache are arrays of hundreds of MiB
+#      read at random, a 4 KiB page's TLB miss a scored document; the ready step line says what was set),
 #      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
 # batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job),
@@ -68,6 +72,18 @@ work=${2:-/dev/shm/gpu-bench}
 bundle=${BUNDLE:-.bundle}
 modes=${MODES:-cpu gpu hybrid griffin}
 qmode=${QMODE:-and}
+thp_file=/sys/kernel/mm/transparent_hugepage/enabled
+thp_was=
+if [ -n "${THP:-}" ]; then
+  thp_was=$(sed -n 's/.*\[\(.*\)\].*/\1/p' "$thp_file" 2>/dev/null)
+  if [ -n "$thp_was" ] && echo "$THP" 2>/dev/null >"$thp_file"; then
+    trap 'echo "$thp_was" >"$thp_file" 2>/dev/null; cleanup' EXIT
+    step "transparent huge pages: $(cat "$thp_file") (were $thp_was)"
+  else
+    echo "bench_hybrid: cannot set THP=$THP in $thp_file (root? a kernel with THP?)" >&2
+    exit 2
+  fi
+fi
 start_rate=${START_RATE:-300}
 factor=${FACTOR:-1.6}
 max_steps=${MAX_STEPS:-8}
@@ -318,6 +334,8 @@ for mode in $modes; do
   curl -s "http://127.0.0.1:$metrics_port/metrics" >"$out_dir/node-metrics-$mode$label.txt" 2>/dev/null
   grep -E '^search_sched_(jobs|stolen|migrations|gpu_retries|deadline_misses|gpu_batches)_total|^search_sched_prediction_error_ratio_(sum|count)' \
     "$out_dir/node-metrics-$mode$label.txt" | grep -v '_bucket' | head -20
+  # How much of the node's memory is on huge pages (THP): resident and huge, in kB.
+  step "node memory ($mode): $(grep -E '^(Rss|AnonHugePages):' "/proc/$node_pid/smaps_rollup" 2>/dev/null | tr -s ' ' | tr '\n' ' ')"
   kill "$int_pid" "$node_pid" 2>/dev/null
   wait "$int_pid" "$node_pid" 2>/dev/null
   grep -h "scheduler\|calibrat\|preload" "$work/node-$mode.err" | tail -3

@@ -28,10 +28,10 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   // Rounded up to whole 64-byte lines plus one spare line, zero padded, so that a decoder's
   // vector loads running past the last byte stay inside the allocation.
   const size_t padded = (bytes.size() + kAlign - 1) / kAlign * kAlign + kAlign;
-  auto* raw = static_cast<uint8_t*>(std::aligned_alloc(kAlign, padded));
+  list->storage = LargeBuffer::Allocate(padded);
+  uint8_t* raw = list->storage.get();
   if (raw == nullptr)
     return Status::ResourceExhausted("cannot allocate " + std::to_string(padded) + " bytes for a list");
-  list->storage = std::unique_ptr<uint8_t[], void (*)(uint8_t*)>(raw, [](uint8_t* p) { std::free(p); });
   if (!bytes.empty()) std::memcpy(raw, bytes.data(), bytes.size());
   std::memset(raw + bytes.size(), 0, padded - bytes.size());
   list->size = bytes.size();

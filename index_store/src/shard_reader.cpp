@@ -4,6 +4,7 @@
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <filesystem>
@@ -12,6 +13,8 @@
 #include <unordered_map>
 
 #include "index_store/shard_store.hpp"
+
+#include "core/large_buffer.hpp"
 #include "shard_format.hpp"
 
 namespace search {
@@ -97,7 +100,7 @@ struct ShardReader::Impl {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   ShardMeta meta;
   std::vector<uint32_t> lengths;  // by doc - doc_begin
-  std::vector<float> norms;       // by doc - doc_begin
+  LargeBuffer norms;              // floats, by doc - doc_begin (huge pages with SetHugePages)
   std::unique_ptr<ListCache> list_cache;
   rocksdb::ReadOptions point_read;  // terms, docs
   rocksdb::ReadOptions list_read;   // lists: not kept in the block cache (the ListCache keeps them)
@@ -156,9 +159,13 @@ struct ShardReader::Impl {
     if (loaded != num_docs)
       return Status::Corruption("shard " + path + ": lengths of " + std::to_string(num_docs - loaded) +
                                 " documents missing");
-    norms.resize(num_docs);
+    norms = LargeBuffer::Allocate(sizeof(float) * std::max<uint64_t>(num_docs, 1));
+    if (norms.get() == nullptr)
+      return Status::ResourceExhausted("shard " + path + ": cannot allocate the norms of " + std::to_string(num_docs) +
+                                       " documents");
+    float* out = reinterpret_cast<float*>(norms.get());
     const double avgdl = meta.stats.avgdl();
-    for (uint64_t i = 0; i < num_docs; ++i) norms[i] = Bm25Norm(lengths[i], avgdl, meta.bm25);
+    for (uint64_t i = 0; i < num_docs; ++i) out[i] = Bm25Norm(lengths[i], avgdl, meta.bm25);
     return Status::Ok();
   }
 };
@@ -293,7 +300,7 @@ Status ShardReader::GetExternalIds(std::span<const uint32_t> docs, std::vector<s
   return Status::Ok();
 }
 
-const float* ShardReader::norms() const { return impl_->norms.data(); }
+const float* ShardReader::norms() const { return reinterpret_cast<const float*>(impl_->norms.get()); }
 
 uint32_t ShardReader::DocLength(uint32_t doc) const { return impl_->lengths[doc - impl_->meta.doc_begin]; }
 

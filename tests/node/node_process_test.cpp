@@ -528,6 +528,30 @@ TEST(NodeProcessTest, IoSpinKeepsAnswersExact) {
   }
 }
 
+// --huge-pages (norms and long cached lists on transparent huge pages, core/large_buffer.hpp): the
+// ready line says so, off by default, and the answers stay exact either way.
+TEST(NodeProcessTest, HugePagesKeepAnswersExact) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 17).ok());
+  for (const bool huge : {false, true}) {
+    std::vector<std::string> args = {"--scheduler", "cpu"};
+    if (huge) args.push_back("--huge-pages");
+    Child c = StartWithoutGpu(shard_path, "auto", args);
+    ASSERT_GT(c.pid, 0);
+    const std::string line = ReadLine(c.out, 15000);
+    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+    const auto ready = nlohmann::json::parse(line);
+    EXPECT_EQ(ready.value("huge_pages", !huge), huge) << line;
+    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 18);
+    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+    ::close(c.out);
+    ::close(c.err);
+  }
+}
+
 // --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
 // cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
 // off by default (the ready line says 0).

@@ -266,6 +266,14 @@ TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   EXPECT_LE(j["p99_us"].get<double>(), j["p999_us"].get<double>());
   EXPECT_GT(j["postings_decoded_per_query"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["hits_per_query"].get<double>(), 10.0);  // every query has >= 10 hits in or mode
+  EXPECT_FALSE(j.contains("huge_pages"));
+  // --huge-pages (the norms and long cached lists on transparent huge pages): said, same hits.
+  auto h = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10",
+                "--threads", "1", "--seconds", "0.2", "--warmup", "0", "--huge-pages"});
+  ASSERT_EQ(h.exit_code, 0) << h.err;
+  const Json jh = Json::parse(testing::Lines(h.out).at(0));
+  EXPECT_EQ(jh.value("huge_pages", false), true);
+  EXPECT_DOUBLE_EQ(jh["hits_per_query"].get<double>(), 10.0);
 }
 
 // --prewarm answers every query once before the timed run and says how long that took.

@@ -62,6 +62,7 @@ struct BenchArgs {
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
   std::string per_query;           // after the run: each query timed alone, one CSV row each
   uint64_t list_cache_mib = 256;   // main-memory list cache per shard
+  bool huge_pages = false;         // norms and long cached lists on transparent huge pages
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);

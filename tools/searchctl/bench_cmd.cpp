@@ -18,6 +18,7 @@
 
 #include "args.hpp"
 #include "common.hpp"
+#include "core/large_buffer.hpp"
 #include "core/thread_cpu.hpp"
 #include "cpu_exec/local_index.hpp"
 #ifdef SEARCH_HAVE_GPU
@@ -85,6 +86,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "used them, as a served query finds them; GPU: us)");
   cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
       ->capture_default_str();
+  cmd->add_flag("--huge-pages", a->huge_pages,
+                "the norms and every cached list of 2 MiB or more on transparent huge pages (search-node's "
+                "--huge-pages)");
   return cmd;
 }
 
@@ -119,6 +123,7 @@ int RunBench(const BenchArgs& a) {
       return ReportError("bench", Status::IOError("cannot open the --per-query file " + a.per_query), kExitFailure);
   }
   ShardReaderOptions reader_options;
+  SetHugePages(a.huge_pages);
   reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
   auto index = LocalIndex::Open(a.index, reader_options);
   if (!index.ok())
@@ -296,6 +301,7 @@ int RunBench(const BenchArgs& a) {
   out["mode"] = std::string(QueryModeName(*mode));
   out["k"] = k;
   out["threads"] = a.threads;
+  if (a.huge_pages) out["huge_pages"] = true;
   out["queries"] = sum.queries;
   out["qps"] = static_cast<double>(sum.queries) / elapsed;
   out["mean_us"] = all.empty() ? 0.0 : mean / static_cast<double>(all.size());

@@ -21,13 +21,15 @@
 #include <vector>
 
 #include "codec/block_codec.hpp"
+#include "core/large_buffer.hpp"
 
 namespace search {
 
-// An owned, 64-byte aligned copy of a list blob plus its parsed view.
+// An owned, 64-byte aligned copy of a list blob plus its parsed view. A list of 2 MiB or more is
+// on huge pages with SetHugePages(true) (core/large_buffer.hpp).
 struct CachedList {
   std::string term;
-  std::unique_ptr<uint8_t[], void (*)(uint8_t*)> storage{nullptr, [](uint8_t*) {}};
+  LargeBuffer storage;
   size_t size = 0;
   ListView view;
   std::string_view bytes() const { return {reinterpret_cast<const char*>(storage.get()), size}; }
