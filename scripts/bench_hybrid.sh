@@ -53,7 +53,7 @@
 #      THP (always|madvise|never: the host's transparent huge pages, /sys/kernel/mm/transparent_hugepage/
 #      enabled, for this sweep, set before the node starts and put back when the script exits; needs
 #      root; default: left as it is. The node's norms and list cache are arrays of hundreds of MiB
-#      read at random, a 4 KiB page's TLB miss a scored document; the ready step line says what was set),
+#      read at random, a 4 KiB page's TLB miss a scored document; a step line says what was set),
 #      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
 # batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job),

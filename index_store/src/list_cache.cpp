@@ -2,7 +2,6 @@
 #include "index_store/list_cache.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 
