@@ -26,6 +26,7 @@
 #include "core/cpus.hpp"
 #include "core/large_buffer.hpp"
 #include "core/signals.hpp"
+#include "index_store/list_cache.hpp"  // SetDenseBitsDensity
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
@@ -63,6 +64,14 @@ int main(int argc, char** argv) {
                "keep the BM25 norms and every cached posting list of 2 MiB or more on transparent huge pages "
                "(madvise: the kernel's THP mode must be madvise or always): fewer TLB misses for the CPU engine's "
                "random reads; the ready line says huge_pages");
+  uint32_t dense_bitmaps = kDefaultDenseBitsDensity;
+  app.add_option("--dense-bitmaps", dense_bitmaps,
+                 "a posting list loaded into the list cache that holds at least one document in D of its docID range "
+                 "also keeps an exact bitmap of them (at most D/8 bytes a posting, counted in --cache-mb), and the "
+                 "CPU engine's and-queries test candidates against it instead of decoding the list's blocks "
+                 "(0 = none); the ready line says dense_bitmaps")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   app.add_option("--queue", options.queue_capacity,
                  "queued requests before load shedding (with --async-execute: requests in flight beyond this plus "
                  "--threads)")
@@ -338,6 +347,7 @@ int main(int argc, char** argv) {
 #endif
 
   SetHugePages(huge_pages);  // before the shard's norms and lists are allocated
+  SetDenseBitsDensity(dense_bitmaps);  // before any list is loaded (the GPU preload's included)
   ShardReaderOptions reader_options;
   reader_options.list_cache_bytes = cache_mb << 20;
   reader_options.list_cache_shards = cache_shards;
@@ -496,6 +506,7 @@ int main(int argc, char** argv) {
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"io_spin_us", io_spin_us},
                           {"huge_pages", huge_pages},
+                          {"dense_bitmaps", dense_bitmaps},
                           {"gpu", executor->has_gpu()}};
   std::cout << ready.dump() << std::endl;
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -310,37 +311,51 @@ TEST(ExecuteQuery, AndScoresNothingTheOtherListsLack) {
 // Lists of chosen densities over 60,000 documents (length ratios 1 to about 50, runs of
 // consecutive common documents, a document at either end of the shard, partial last blocks),
 // queries of two to four of them, k from 1 to kMaxK: the float twin's answer, bit for bit.
-TEST(ExecuteQuery, AndBlockIntersectionMatchesBruteForce) {
-  std::mt19937_64 rng(91);
+// A corpus of one list per density: each list holds a document with that probability, and
+// every list holds [run_begin, run_end) (long common runs) and, with `ends`, the first and the
+// last document. Documents are 1-50 tokens long.
+Corpus DensityCorpus(std::mt19937_64& rng, uint32_t num_docs, std::span<const double> density, uint32_t run_begin,
+                     uint32_t run_end, bool ends) {
   Corpus c;
-  c.num_docs = 60000;
+  c.num_docs = num_docs;
   c.doc_len.resize(c.num_docs);
   for (uint32_t d = 0; d < c.num_docs; ++d) {
     c.doc_len[d] = 1 + static_cast<uint32_t>(rng() % 50);
     c.total_tokens += c.doc_len[d];
   }
-  const double density[] = {0.005, 0.02, 0.021, 0.04, 0.1, 0.3, 0.31, 0.33, 0.9};
   std::uniform_real_distribution<double> u01(0.0, 1.0);
   for (double p : density) {
     std::vector<Posting> list;
     for (uint32_t d = 0; d < c.num_docs; ++d) {
-      const bool run = d >= 30000 && d < 30400;  // every list holds these: long common runs
-      if (run || d == 0 || d + 1 == c.num_docs || u01(rng) < p)
+      const bool run = d >= run_begin && d < run_end;
+      if (run || (ends && (d == 0 || d + 1 == c.num_docs)) || u01(rng) < p)
         list.push_back({d, 1 + static_cast<uint32_t>(rng() % 5)});
     }
     c.postings.push_back(std::move(list));
     c.names.push_back(TermName(static_cast<uint32_t>(c.names.size())));
   }
-  const MemShard s = BuildShard(c, 0, c.num_docs);
+  return c;
+}
+
+// n distinct terms of c, in canonical (ascending) order.
+TestQuery DistinctTerms(const Corpus& c, std::mt19937_64& rng, uint32_t n) {
   const uint32_t lists = static_cast<uint32_t>(c.postings.size());
+  TestQuery q;
+  while (q.terms.size() < n) {
+    const uint32_t t = static_cast<uint32_t>(rng() % lists);
+    if (std::find(q.terms.begin(), q.terms.end(), t) == q.terms.end()) q.terms.push_back(t);
+  }
+  std::sort(q.terms.begin(), q.terms.end());
+  return q;
+}
+
+TEST(ExecuteQuery, AndBlockIntersectionMatchesBruteForce) {
+  std::mt19937_64 rng(91);
+  const double density[] = {0.005, 0.02, 0.021, 0.04, 0.1, 0.3, 0.31, 0.33, 0.9};
+  const Corpus c = DensityCorpus(rng, 60000, density, 30000, 30400, /*ends=*/true);
+  const MemShard s = BuildShard(c, 0, c.num_docs);
   for (int qi = 0; qi < 120; ++qi) {
-    TestQuery q;
-    const uint32_t n = 2 + static_cast<uint32_t>(qi % 3);
-    while (q.terms.size() < n) {
-      const uint32_t t = static_cast<uint32_t>(rng() % lists);
-      if (std::find(q.terms.begin(), q.terms.end(), t) == q.terms.end()) q.terms.push_back(t);
-    }
-    std::sort(q.terms.begin(), q.terms.end());
+    const TestQuery q = DistinctTerms(c, rng, 2 + static_cast<uint32_t>(qi % 3));
     const std::vector<ScoredDoc> want = FloatReferenceAll(c, q.terms, true);
     for (uint32_t k : {1u, 2u, 10u, 150u, 1000u, kMaxK}) {
       auto r = RunQuery(c, s, q, QueryMode::kAnd, k);
@@ -348,6 +363,54 @@ TEST(ExecuteQuery, AndBlockIntersectionMatchesBruteForce) {
       ASSERT_EQ(r->hits, Prefix(want, k)) << Describe(c, q, QueryMode::kAnd, k);
     }
   }
+}
+
+// Dense lists' bitmaps (index_store's DenseBitsDensity): every mode and k of the random corpora
+// stays bit-identical to the float twin and within tolerance of the double brute force.
+TEST(ExecuteQuery, DenseBitmapsKeepEveryModeExact) {
+  for (const Case& cs : Cases()) {
+    SCOPED_TRACE(cs.name);
+    const Corpus c = MakeCorpus(cs.options);
+    MemShard s;
+    {
+      DenseBitsScope dense(64);
+      s = BuildShard(c, 0, c.num_docs);
+    }
+    EXPECT_GT(s.dense_lists, 0u);
+    CheckCorpus(c, s, cs.options.seed * 7 + 5, cs.queries);
+    if (HasFailure()) return;
+  }
+}
+
+// And-queries over lists from 1 in 200 to 9 in 10 of the documents, with and without bitmaps on
+// the lists holding at least 1 in 32: the same hits as the float brute force, and fewer blocks
+// decoded with them (the bitmaps answer for the denser lists).
+TEST(ExecuteQuery, AndWithDenseBitmapsMatchesBruteForceAndDecodesLess) {
+  std::mt19937_64 rng(97);
+  const double density[] = {0.002, 0.005, 0.02, 0.04, 0.1, 0.3, 0.6, 0.9};
+  const Corpus c = DensityCorpus(rng, 50000, density, 20000, 20300, /*ends=*/false);
+  const MemShard plain = BuildShard(c, 0, c.num_docs);
+  MemShard dense;
+  {
+    DenseBitsScope scope(32);
+    dense = BuildShard(c, 0, c.num_docs);
+  }
+  EXPECT_EQ(dense.dense_lists, 5u);  // 0.04 and up
+  uint64_t blocks_plain = 0, blocks_dense = 0;
+  for (int qi = 0; qi < 150; ++qi) {
+    const TestQuery q = DistinctTerms(c, rng, 2 + static_cast<uint32_t>(qi % 3));
+    const std::vector<ScoredDoc> want = FloatReferenceAll(c, q.terms, true);
+    for (uint32_t k : {1u, 10u, 1000u}) {
+      auto a = RunQuery(c, plain, q, QueryMode::kAnd, k);
+      auto b = RunQuery(c, dense, q, QueryMode::kAnd, k);
+      ASSERT_TRUE(a.ok() && b.ok()) << Describe(c, q, QueryMode::kAnd, k);
+      ASSERT_EQ(b->hits, Prefix(want, k)) << Describe(c, q, QueryMode::kAnd, k);
+      ASSERT_EQ(a->hits, b->hits) << Describe(c, q, QueryMode::kAnd, k);
+      blocks_plain += a->stats.blocks_decoded;
+      blocks_dense += b->stats.blocks_decoded;
+    }
+  }
+  EXPECT_LT(blocks_dense, blocks_plain * 9 / 10) << blocks_dense << " blocks with bitmaps, " << blocks_plain << " without";
 }
 
 TEST(ExecuteQuery, ListsOutsideTheNormsAreCorruption) {

@@ -552,6 +552,31 @@ TEST(NodeProcessTest, HugePagesKeepAnswersExact) {
   }
 }
 
+// --dense-bitmaps D: the dense lists' bitmaps (the and-path's membership tests) leave every
+// answer exact; the ready line says D (0 by default). A 400-document shard over 60 terms has lists
+// holding one document in 4 or more of their range, so D = 4 gives some of them bitmaps.
+TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 19).ok());
+  for (const uint32_t d : {0u, 4u, 64u}) {
+    std::vector<std::string> args = {"--scheduler", "cpu"};
+    if (d != 0) args.insert(args.end(), {"--dense-bitmaps", std::to_string(d)});
+    Child c = StartWithoutGpu(shard_path, "auto", args);
+    ASSERT_GT(c.pid, 0);
+    const std::string line = ReadLine(c.out, 15000);
+    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
+    const auto ready = nlohmann::json::parse(line);
+    EXPECT_EQ(ready.value("dense_bitmaps", 12345u), d) << line;
+    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 20);
+    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+    ::close(c.out);
+    ::close(c.err);
+  }
+}
+
 // --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
 // cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
 // off by default (the ready line says 0).

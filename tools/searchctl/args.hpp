@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common.hpp"  // kExitOk, kExitFailure, kExitUsage
+#include "index_store/list_cache.hpp"  // kDefaultDenseBitsDensity
 
 namespace search::cli {
 
@@ -63,6 +64,7 @@ struct BenchArgs {
   std::string per_query;           // after the run: each query timed alone, one CSV row each
   uint64_t list_cache_mib = 256;   // main-memory list cache per shard
   bool huge_pages = false;         // norms and long cached lists on transparent huge pages
+  uint32_t dense_bitmaps = kDefaultDenseBitsDensity;  // SetDenseBitsDensity: bitmaps of dense lists (0: none)
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);

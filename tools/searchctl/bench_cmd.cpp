@@ -89,6 +89,12 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_flag("--huge-pages", a->huge_pages,
                 "the norms and every cached list of 2 MiB or more on transparent huge pages (search-node's "
                 "--huge-pages)");
+  cmd->add_option("--dense-bitmaps", a->dense_bitmaps,
+                  "cpu: a cached list holding at least one document in D of its docID range also keeps a bitmap of "
+                  "them, which and-queries test candidates against instead of decoding its blocks (search-node's "
+                  "--dense-bitmaps; 0: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1u << 20));
   return cmd;
 }
 
@@ -124,6 +130,7 @@ int RunBench(const BenchArgs& a) {
   }
   ShardReaderOptions reader_options;
   SetHugePages(a.huge_pages);
+  SetDenseBitsDensity(a.dense_bitmaps);
   reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
   auto index = LocalIndex::Open(a.index, reader_options);
   if (!index.ok())
@@ -302,6 +309,18 @@ int RunBench(const BenchArgs& a) {
   out["k"] = k;
   out["threads"] = a.threads;
   if (a.huge_pages) out["huge_pages"] = true;
+  out["dense_bitmaps"] = a.dense_bitmaps;
+  {
+    // What the runs left in the main-memory list caches (the dense lists' bitmaps included).
+    uint64_t cached = 0, dense = 0;
+    for (size_t i = 0; i < idx.num_shards(); ++i) {
+      const ListCacheStats cs = idx.shard(i).list_cache().stats();
+      cached += cs.bytes;
+      dense += cs.dense_bytes;
+    }
+    out["list_cache_bytes"] = cached;
+    out["dense_bitmap_bytes"] = dense;
+  }
   out["queries"] = sum.queries;
   out["qps"] = static_cast<double>(sum.queries) / elapsed;
   out["mean_us"] = all.empty() ? 0.0 : mean / static_cast<double>(all.size());
