@@ -216,6 +216,7 @@ Metrics::Metrics(std::string component)
   list_cache_bytes_ = &GaugeFamily(r, families::kListCacheBytes).Add({});
   list_cache_entries_ = &GaugeFamily(r, families::kListCacheEntries).Add({});
   list_cache_capacity_ = &GaugeFamily(r, families::kListCacheCapacity).Add({});
+  list_cache_dense_bytes_ = &GaugeFamily(r, families::kListCacheDenseBytes).Add({});
 
   start_time_ = &GaugeFamily(r, families::kProcessStartTime).Add({});
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -326,6 +327,7 @@ void Metrics::SetListCache(const CacheSnapshot& s) {
   list_cache_bytes_->Set(static_cast<double>(s.bytes));
   list_cache_entries_->Set(static_cast<double>(s.entries));
   list_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
+  list_cache_dense_bytes_->Set(static_cast<double>(s.dense_bytes));
 }
 
 void Metrics::SetExternalIdLookups(uint64_t memo_hits, uint64_t reads) {

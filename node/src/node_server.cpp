@@ -199,7 +199,8 @@ Status NodeServer::start() {
   if (metrics_ != nullptr) {
     hook_id_ = metrics_->AddScrapeHook([this] {
       const ListCacheStats s = shard_->list_cache().stats();
-      metrics_->SetListCache(CacheSnapshot{s.hits, s.misses, s.evictions, s.bytes, s.entries, s.capacity_bytes});
+      metrics_->SetListCache(
+          CacheSnapshot{s.hits, s.misses, s.evictions, s.bytes, s.entries, s.capacity_bytes, s.dense_bytes});
       const ExternalIdStats ids = shard_->external_id_stats();
       metrics_->SetExternalIdLookups(ids.memo_hits, ids.reads);
       metrics_->node_queued().Set(static_cast<double>(queued()));

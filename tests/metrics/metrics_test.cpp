@@ -120,7 +120,13 @@ TEST(MetricsTest, LatencyBucketsSpan50usTo5s) {
 
 TEST(MetricsTest, ScrapeHooksRefreshCacheSeries) {
   Metrics m("node");
-  CacheSnapshot snap{.hits = 10, .misses = 4, .evictions = 1, .bytes = 4096, .entries = 3, .capacity_bytes = 1 << 20};
+  CacheSnapshot snap{.hits = 10,
+                     .misses = 4,
+                     .evictions = 1,
+                     .bytes = 4096,
+                     .entries = 3,
+                     .capacity_bytes = 1 << 20,
+                     .dense_bytes = 1024};
   int calls = 0;
   const int id = m.AddScrapeHook([&] {
     ++calls;
@@ -133,6 +139,7 @@ TEST(MetricsTest, ScrapeHooksRefreshCacheSeries) {
   EXPECT_EQ(ValueOf(t, "search_list_cache_bytes"), 4096);
   EXPECT_EQ(ValueOf(t, "search_list_cache_entries"), 3);
   EXPECT_EQ(ValueOf(t, "search_list_cache_capacity_bytes"), 1 << 20);
+  EXPECT_EQ(ValueOf(t, "search_list_cache_dense_bitmap_bytes"), 1024);
   snap.hits = 25;
   snap.bytes = 100;
   t = m.SerializeText();

@@ -553,15 +553,16 @@ TEST(NodeProcessTest, HugePagesKeepAnswersExact) {
 }
 
 // --dense-bitmaps D: the dense lists' bitmaps (the and-path's membership tests) leave every
-// answer exact; the ready line says D (0 by default). A 400-document shard over 60 terms has lists
-// holding one document in 4 or more of their range, so D = 4 gives some of them bitmaps.
+// answer exact; the ready line says D (0 by default), and /metrics the bitmaps' bytes in the list
+// cache. A 400-document shard over 60 terms has lists holding one document in 4 or more of their
+// range, so D = 4 gives some of them bitmaps.
 TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 19).ok());
   for (const uint32_t d : {0u, 4u, 64u}) {
-    std::vector<std::string> args = {"--scheduler", "cpu"};
+    std::vector<std::string> args = {"--scheduler", "cpu", "--metrics", "127.0.0.1:0"};
     if (d != 0) args.insert(args.end(), {"--dense-bitmaps", std::to_string(d)});
     Child c = StartWithoutGpu(shard_path, "auto", args);
     ASSERT_GT(c.pid, 0);
@@ -570,6 +571,14 @@ TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
     const auto ready = nlohmann::json::parse(line);
     EXPECT_EQ(ready.value("dense_bitmaps", 12345u), d) << line;
     ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 20);
+    const std::string metrics = ready["metrics"];
+    const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
+    const std::string series = "\nsearch_list_cache_dense_bitmap_bytes ";
+    const size_t at = scrape.find(series);
+    ASSERT_NE(at, std::string::npos) << scrape;
+    const double dense_bytes = std::stod(scrape.substr(at + series.size()));
+    if (d == 0) EXPECT_EQ(dense_bytes, 0.0);
+    else EXPECT_GT(dense_bytes, 0.0);
     EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
     EXPECT_EQ(WaitExit(c.pid, 5000), 0);
     ::close(c.out);

@@ -103,6 +103,8 @@ inline constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Post
 inline constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};
 inline constexpr Family kListCacheBytes{"search_list_cache_bytes", "Bytes held by the posting-list cache."};
 inline constexpr Family kListCacheEntries{"search_list_cache_entries", "Lists held by the posting-list cache."};
+inline constexpr Family kListCacheDenseBytes{"search_list_cache_dense_bitmap_bytes",
+                                              "Bytes of the posting-list cache that are dense lists' bitmaps (--dense-bitmaps; part of search_list_cache_bytes)."};
 inline constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte budget of the posting-list cache."};
 
 // Node CPU/GPU scheduler (node/hybrid_scheduler.hpp). Labels: processor (cpu|gpu); queue

@@ -80,6 +80,7 @@ std::string_view ModeLabel(QueryMode mode);
 struct CacheSnapshot {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
+  uint64_t dense_bytes = 0;  // the list cache's dense bitmaps, part of bytes (search-node --dense-bitmaps)
 };
 
 // A snapshot of the GPU list cache's counters (GpuListCache::stats()).
@@ -212,6 +213,7 @@ class Metrics {
                     *result_cache_capacity_ = nullptr;
   prometheus::Counter *list_cache_hits_ = nullptr, *list_cache_misses_ = nullptr, *list_cache_evictions_ = nullptr;
   prometheus::Gauge *list_cache_bytes_ = nullptr, *list_cache_entries_ = nullptr, *list_cache_capacity_ = nullptr;
+  prometheus::Gauge* list_cache_dense_bytes_ = nullptr;
   prometheus::Gauge* start_time_ = nullptr;
 };
 
