@@ -15,7 +15,7 @@ namespace {
 // Each entry is charged its struct, its blob and its dense bitmap if any (the term's bytes and the
 // map node are small next to a posting list and are not counted).
 size_t Charge(const CachedList& list) {
-  return sizeof(CachedList) + list.size + list.dense_bytes;
+  return sizeof(CachedList) + list.size + list.dense_bytes();
 }
 
 constexpr size_t kAlign = 64;  // a cache line; also the widest SIMD load (AVX-512) in one piece
@@ -45,7 +45,6 @@ void BuildDenseBits(CachedList* list) {
     }
   }
   list->dense_bits = std::move(buf);
-  list->dense_bytes = bytes;
   v.AttachDenseBits(reinterpret_cast<const uint64_t*>(list->dense_bits.get()));
 }
 
@@ -117,19 +116,19 @@ void ListCache::Insert(std::shared_ptr<const CachedList> list) {
     const auto old = it->second;
     sh.map.erase(it);
     sh.bytes -= Charge(**old);
-    sh.dense_bytes -= (*old)->dense_bytes;
+    sh.dense_bytes -= (*old)->dense_bytes();
     sh.lru.erase(old);
   }
   if (charge > sh.capacity) return;  // never kept; the caller still holds it
   sh.lru.push_front(std::move(list));
   sh.map.emplace(std::string_view(sh.lru.front()->term), sh.lru.begin());
   sh.bytes += charge;
-  sh.dense_bytes += sh.lru.front()->dense_bytes;
+  sh.dense_bytes += sh.lru.front()->dense_bytes();
   sh.inserts.fetch_add(1, std::memory_order_relaxed);
   while (sh.bytes > sh.capacity) {  // the new entry fits alone, so this stops before reaching it
     const auto& victim = sh.lru.back();
     sh.bytes -= Charge(*victim);
-    sh.dense_bytes -= victim->dense_bytes;
+    sh.dense_bytes -= victim->dense_bytes();
     sh.map.erase(std::string_view(victim->term));
     sh.lru.pop_back();
     sh.evictions.fetch_add(1, std::memory_order_relaxed);

@@ -104,10 +104,10 @@ TEST(CachedListTest, ADenseListKeepsAnExactBitmapThatTheCacheCharges) {
   ASSERT_TRUE(dense && sparse && off);
   EXPECT_FALSE(sparse->view.has_dense_bits());
   EXPECT_FALSE(off->view.has_dense_bits());
-  EXPECT_EQ(sparse->dense_bytes, 0u);
+  EXPECT_EQ(sparse->dense_bytes(), 0u);
   ASSERT_TRUE(dense->view.has_dense_bits());
   const ListView& v = dense->view;
-  EXPECT_EQ(dense->dense_bytes, (static_cast<size_t>(v.last_doc() - v.base_doc()) / 64 + 1) * 8);
+  EXPECT_EQ(dense->dense_bytes(), (static_cast<size_t>(v.last_doc() - v.base_doc()) / 64 + 1) * 8);
   // MayHold is false exactly for the documents of [base_doc, last_doc] that the list lacks.
   std::vector<bool> held(v.last_doc() + 2, false);
   std::vector<uint32_t> docs(kBlockSize);
@@ -124,10 +124,10 @@ TEST(CachedListTest, ADenseListKeepsAnExactBitmapThatTheCacheCharges) {
   }
   EXPECT_GT(absent, 4000u);
   // The cache charges the bitmap with the list, and gives it back on eviction.
-  ListCache cache(Charge(*dense) + dense->dense_bytes + 100);
+  ListCache cache(Charge(*dense) + dense->dense_bytes() + 100);
   cache.Insert(dense);
-  EXPECT_EQ(cache.stats().bytes, Charge(*dense) + dense->dense_bytes);
-  EXPECT_EQ(cache.stats().dense_bytes, dense->dense_bytes);
+  EXPECT_EQ(cache.stats().bytes, Charge(*dense) + dense->dense_bytes());
+  EXPECT_EQ(cache.stats().dense_bytes, dense->dense_bytes());
   cache.Insert(Make("other", Blob(4000, 4)));  // does not fit beside it: evicts it
   EXPECT_EQ(cache.stats().entries, 1u);
   EXPECT_EQ(cache.stats().dense_bytes, 0u);

@@ -45,7 +45,7 @@ struct CachedList {
   // With DenseBitsDensity() > 0 and a dense enough list: bit d - view.base_doc() set exactly when
   // the list holds d, attached to `view` (ListView::AttachDenseBits); empty otherwise.
   LargeBuffer dense_bits;
-  size_t dense_bytes = 0;
+  size_t dense_bytes() const { return dense_bits.bytes(); }
   std::string_view bytes() const { return {reinterpret_cast<const char*>(storage.get()), size}; }
   // Copies `bytes` into aligned storage and parses (with CRC check); builds dense_bits (every
   // block decoded once) where DenseBitsDensity() asks for them. A block that does not decode
