@@ -13,6 +13,7 @@
 
 #include "metrics/families.hpp"
 #include "metrics/log.hpp"
+#include "../prometheus_text.hpp"
 
 namespace search {
 namespace {
@@ -23,14 +24,7 @@ size_t Count(const std::string& hay, const std::string& needle) {
   return n;
 }
 
-// The value of the series line `series` (name{labels}) in a text exposition, or -1.
-double ValueOf(const std::string& text, const std::string& series) {
-  const std::string prefix = series + " ";
-  for (size_t p = text.find(prefix); p != std::string::npos; p = text.find(prefix, p + 1)) {
-    if (p == 0 || text[p - 1] == '\n') return std::stod(text.substr(p + prefix.size()));
-  }
-  return -1;
-}
+using testing::SeriesValue;
 
 std::string HttpGet(int port, const std::string& path) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -71,7 +65,7 @@ TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
   // Naming: counters end in _total, histograms are in seconds.
   EXPECT_NE(text.find("# TYPE search_requests_total counter"), std::string::npos);
   EXPECT_NE(text.find("# TYPE search_request_duration_seconds histogram"), std::string::npos);
-  EXPECT_GT(ValueOf(text, "process_start_time_seconds"), 1.6e9);
+  EXPECT_GT(SeriesValue(text, "process_start_time_seconds"), 1.6e9);
 }
 
 TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
@@ -88,23 +82,23 @@ TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
   m.inflight().Increment();
   m.postings_decoded(Processor::kCpu).Increment(1000);
   const std::string t = m.SerializeText();
-  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="and",status="ok"})"), 3);
-  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="andor",status="deadline_exceeded"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="or",status="partial"})"), 2);
-  EXPECT_EQ(ValueOf(t, R"(search_requests_total{component="integrator",mode="or",status="ok"})"), 0);
-  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_count{component="integrator",mode="or"})"), 2);
-  EXPECT_DOUBLE_EQ(ValueOf(t, R"(search_request_duration_seconds_sum{component="integrator",mode="or"})"), 2.0002);
+  EXPECT_EQ(SeriesValue(t, R"(search_requests_total{component="integrator",mode="and",status="ok"})"), 3);
+  EXPECT_EQ(SeriesValue(t, R"(search_requests_total{component="integrator",mode="andor",status="deadline_exceeded"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_requests_total{component="integrator",mode="or",status="partial"})"), 2);
+  EXPECT_EQ(SeriesValue(t, R"(search_requests_total{component="integrator",mode="or",status="ok"})"), 0);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_count{component="integrator",mode="or"})"), 2);
+  EXPECT_DOUBLE_EQ(SeriesValue(t, R"(search_request_duration_seconds_sum{component="integrator",mode="or"})"), 2.0002);
   // 200 us falls in the 400 us bucket, not the 100 us one.
-  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0001"})"), 0);
-  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0004"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="+Inf"})"), 2);
-  EXPECT_EQ(ValueOf(t, R"(search_bad_requests_total{component="integrator",reason="unsupported_version"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_shard_request_duration_seconds_count{shard="2"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_shard_requests_total{shard="2",status="unavailable"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_shard_up{shard="2"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_inflight_requests{component="integrator"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_postings_decoded_total{processor="cpu"})"), 1000);
-  EXPECT_EQ(ValueOf(t, R"(search_postings_decoded_total{processor="gpu"})"), 0);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0001"})"), 0);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0004"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="+Inf"})"), 2);
+  EXPECT_EQ(SeriesValue(t, R"(search_bad_requests_total{component="integrator",reason="unsupported_version"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_shard_request_duration_seconds_count{shard="2"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_shard_requests_total{shard="2",status="unavailable"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_shard_up{shard="2"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_inflight_requests{component="integrator"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_postings_decoded_total{processor="cpu"})"), 1000);
+  EXPECT_EQ(SeriesValue(t, R"(search_postings_decoded_total{processor="gpu"})"), 0);
   // The same shard accessor returns the same series.
   EXPECT_EQ(&m.shard_up(2), &m.shard_up(2));
 }
@@ -134,22 +128,22 @@ TEST(MetricsTest, ScrapeHooksRefreshCacheSeries) {
   });
   std::string t = m.SerializeText();
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 10);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_misses_total"), 4);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_bytes"), 4096);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_entries"), 3);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_capacity_bytes"), 1 << 20);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_dense_bitmap_bytes"), 1024);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 10);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_misses_total"), 4);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_bytes"), 4096);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_entries"), 3);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_capacity_bytes"), 1 << 20);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_dense_bitmap_bytes"), 1024);
   snap.hits = 25;
   snap.bytes = 100;
   t = m.SerializeText();
-  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 25);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_bytes"), 100);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 25);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_bytes"), 100);
   m.RemoveScrapeHook(id);
   snap.hits = 99;
   t = m.SerializeText();
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(ValueOf(t, "search_list_cache_hits_total"), 25);
+  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 25);
 }
 
 TEST(MetricsTest, GpuCacheAndFallbackSeries) {
@@ -161,17 +155,17 @@ TEST(MetricsTest, GpuCacheAndFallbackSeries) {
   m.gpu_fallbacks(GpuFallbackReason::kCudaError).Increment(2);
   m.fallback_cpu().Increment(3);
   const std::string t = m.SerializeText();
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_hits_total"), 7);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_misses_total"), 2);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_evictions_total"), 1);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_copied_bytes_total"), 1 << 20);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_failed_allocations_total"), 3);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_bytes"), 4096);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_entries"), 5);
-  EXPECT_EQ(ValueOf(t, "search_gpu_cache_capacity_bytes"), 1 << 30);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_fallbacks_total{reason="out_of_memory"})"), 1);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_fallbacks_total{reason="cuda_error"})"), 2);
-  EXPECT_EQ(ValueOf(t, "search_fallback_cpu_total"), 3);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_hits_total"), 7);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_misses_total"), 2);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_evictions_total"), 1);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_copied_bytes_total"), 1 << 20);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_failed_allocations_total"), 3);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_bytes"), 4096);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_entries"), 5);
+  EXPECT_EQ(SeriesValue(t, "search_gpu_cache_capacity_bytes"), 1 << 30);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_fallbacks_total{reason="out_of_memory"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_fallbacks_total{reason="cuda_error"})"), 2);
+  EXPECT_EQ(SeriesValue(t, "search_fallback_cpu_total"), 3);
 }
 
 TEST(MetricsTest, GpuBatchTimeSeriesFollowTheExecutorsTotals) {
@@ -179,12 +173,12 @@ TEST(MetricsTest, GpuBatchTimeSeriesFollowTheExecutorsTotals) {
   m.SetGpuBatchTimes({0.5, 1.25, 2.0, 0.25}, {1, 2, 8, 0.5});
   m.SetGpuBatchTimes({0.75, 1.25, 3.0, 0.125}, {1, 2, 9, 1});  // a part that went back is kept, never lowered
   const std::string t = m.SerializeText();
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_seconds_total{part="engine"})"), 9.0);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_seconds_total{part="finish"})"), 1.0);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="prepare"})"), 0.75);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="acquire"})"), 1.25);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="engine"})"), 3.0);
-  EXPECT_EQ(ValueOf(t, R"(search_gpu_batch_cpu_seconds_total{part="finish"})"), 0.25);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_seconds_total{part="engine"})"), 9.0);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_seconds_total{part="finish"})"), 1.0);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="prepare"})"), 0.75);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="acquire"})"), 1.25);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="engine"})"), 3.0);
+  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="finish"})"), 0.25);
   EXPECT_EQ(GpuBatchPartLabel(GpuBatchPart::kAcquire), "acquire");
 }
 
@@ -202,8 +196,8 @@ TEST(MetricsTest, SetCounterToNeverGoesBackwards) {
 TEST(MetricsTest, TwoInstancesDoNotShareSeries) {
   Metrics a("node"), b("node");
   a.deadline_exceeded().Increment();
-  EXPECT_EQ(ValueOf(b.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 0);
-  EXPECT_EQ(ValueOf(a.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 1);
+  EXPECT_EQ(SeriesValue(b.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 0);
+  EXPECT_EQ(SeriesValue(a.SerializeText(), R"(search_deadline_exceeded_total{component="node"})"), 1);
 }
 
 TEST(MetricsTest, ExposerServesMetricsOverHttp) {
@@ -218,7 +212,7 @@ TEST(MetricsTest, ExposerServesMetricsOverHttp) {
   m.RemoveScrapeHook(id);
   ASSERT_NE(resp.find("200 OK"), std::string::npos) << resp.substr(0, 200);
   const auto body = resp.substr(resp.find("\r\n\r\n") + 4);
-  EXPECT_EQ(ValueOf(body, R"(search_requests_total{component="node",mode="or",status="ok"})"), 7);
+  EXPECT_EQ(SeriesValue(body, R"(search_requests_total{component="node",mode="or",status="ok"})"), 7);
   EXPECT_EQ(hook_calls, 1);
   // A second exposer cannot take the same port; a second start on the same Metrics is refused.
   Metrics other("node");
@@ -238,10 +232,10 @@ TEST(LogTest, LevelsParseAndFilter) {
   Logger log("test");
   EXPECT_FALSE(log.Enabled(LogLevel::kInfo));
   EXPECT_TRUE(log.Enabled(LogLevel::kError));
-  testing::internal::CaptureStderr();
+  ::testing::internal::CaptureStderr();
   log.Info() << "hidden";
   log.Warn() << "shown " << 42;
-  const std::string err = testing::internal::GetCapturedStderr();
+  const std::string err = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(err.find("hidden"), std::string::npos);
   EXPECT_TRUE(std::regex_search(err, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z WARN  \[test\] shown 42\n$)"))) << err;
   SetLogLevel(saved);

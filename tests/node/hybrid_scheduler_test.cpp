@@ -6,6 +6,7 @@
 #include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "metrics/metrics.hpp"
+#include "../prometheus_text.hpp"
 
 #include <gtest/gtest.h>
 #include <pthread.h>
@@ -1181,12 +1182,7 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
   EXPECT_EQ(s.stats().jobs[0], 2u);
 }
 
-// A series' value in a Prometheus text exposition (the line "SERIES VALUE"), or -1 when absent.
-double SeriesValue(const std::string& text, const std::string& series) {
-  const size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1.0;
-  return std::strtod(text.c_str() + at + series.size() + 2, nullptr);
-}
+using testing::SeriesValue;
 
 // The GPU dispatchers' CPU time is counted in two parts: inside the runner's batches (their host
 // work; a device wait that sleeps costs none) and the scheduler's own (taking batches, answering).

@@ -24,6 +24,7 @@
 
 #include "core/cpus.hpp"
 #include "node_fixture.hpp"
+#include "../prometheus_text.hpp"
 
 #ifndef SEARCH_NODE_BINARY
 #error "SEARCH_NODE_BINARY must name the search-node executable"
@@ -205,6 +206,33 @@ void ExpectExactCpuAnswers(const std::string& shard_path, const std::string& end
     EXPECT_EQ(resp.hits, testing::Reference(**reader, r)) << "request " << id;
     EXPECT_EQ(resp.stats.processor, Processor::kCpu);
   }
+}
+
+// A node started without a GPU (StartWithoutGpu) with `args`, and its ready line. StartReady
+// fails the test when no ready line comes; the node is stopped with SIGTERM, and must exit 0,
+// when the object goes out of scope.
+struct ReadyNode {
+  Child c;
+  nlohmann::json ready;
+  ReadyNode() = default;
+  ReadyNode(const ReadyNode&) = delete;
+  ReadyNode& operator=(const ReadyNode&) = delete;
+  ~ReadyNode() {
+    if (c.pid <= 0) return;
+    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
+    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
+    ::close(c.out);
+    ::close(c.err);
+  }
+  std::string listen() const { return ready["listen"].get<std::string>(); }
+};
+
+void StartReady(const std::string& shard_path, const std::vector<std::string>& args, ReadyNode* node) {
+  node->c = StartWithoutGpu(shard_path, "auto", args);
+  ASSERT_GT(node->c.pid, 0);
+  const std::string line = ReadLine(node->c.out, 15000);
+  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(node->c.err, 500);
+  node->ready = nlohmann::json::parse(line);
 }
 
 TEST(NodeProcessTest, GpuOnWithoutAGpuFailsWithAClearError) {
@@ -514,17 +542,10 @@ TEST(NodeProcessTest, IoSpinKeepsAnswersExact) {
   for (const char* spin : {"0", "300"}) {
     std::vector<std::string> args = {"--scheduler", "cpu"};
     if (std::string(spin) != "0") args.insert(args.end(), {"--io-spin-us", spin});
-    Child c = StartWithoutGpu(shard_path, "auto", args);
-    ASSERT_GT(c.pid, 0);
-    const std::string line = ReadLine(c.out, 15000);
-    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-    const auto ready = nlohmann::json::parse(line);
-    EXPECT_EQ(ready.value("io_spin_us", -1), std::stoi(spin)) << line;
-    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 14);
-    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-    ::close(c.out);
-    ::close(c.err);
+    ReadyNode node;
+    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
+    EXPECT_EQ(node.ready.value("io_spin_us", -1), std::stoi(spin)) << node.ready.dump();
+    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 14);
   }
 }
 
@@ -538,17 +559,10 @@ TEST(NodeProcessTest, HugePagesKeepAnswersExact) {
   for (const bool huge : {false, true}) {
     std::vector<std::string> args = {"--scheduler", "cpu"};
     if (huge) args.push_back("--huge-pages");
-    Child c = StartWithoutGpu(shard_path, "auto", args);
-    ASSERT_GT(c.pid, 0);
-    const std::string line = ReadLine(c.out, 15000);
-    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-    const auto ready = nlohmann::json::parse(line);
-    EXPECT_EQ(ready.value("huge_pages", !huge), huge) << line;
-    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 18);
-    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-    ::close(c.out);
-    ::close(c.err);
+    ReadyNode node;
+    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
+    EXPECT_EQ(node.ready.value("huge_pages", !huge), huge) << node.ready.dump();
+    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 18);
   }
 }
 
@@ -564,25 +578,16 @@ TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
   for (const uint32_t d : {0u, 4u, 64u}) {
     std::vector<std::string> args = {"--scheduler", "cpu", "--metrics", "127.0.0.1:0"};
     if (d != 0) args.insert(args.end(), {"--dense-bitmaps", std::to_string(d)});
-    Child c = StartWithoutGpu(shard_path, "auto", args);
-    ASSERT_GT(c.pid, 0);
-    const std::string line = ReadLine(c.out, 15000);
-    ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-    const auto ready = nlohmann::json::parse(line);
-    EXPECT_EQ(ready.value("dense_bitmaps", 12345u), d) << line;
-    ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 30, 20);
-    const std::string metrics = ready["metrics"];
+    ReadyNode node;
+    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
+    EXPECT_EQ(node.ready.value("dense_bitmaps", 12345u), d) << node.ready.dump();
+    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 20);
+    const std::string metrics = node.ready["metrics"];
     const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
-    const std::string series = "\nsearch_list_cache_dense_bitmap_bytes ";
-    const size_t at = scrape.find(series);
-    ASSERT_NE(at, std::string::npos) << scrape;
-    const double dense_bytes = std::stod(scrape.substr(at + series.size()));
+    const double dense_bytes = testing::SeriesValue(scrape, "search_list_cache_dense_bitmap_bytes");
+    ASSERT_GE(dense_bytes, 0.0) << scrape;  // -1: the series is missing
     if (d == 0) EXPECT_EQ(dense_bytes, 0.0);
     else EXPECT_GT(dense_bytes, 0.0);
-    EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-    EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-    ::close(c.out);
-    ::close(c.err);
   }
 }
 

@@ -1,0 +1,18 @@
+// Reading a Prometheus text exposition in tests: the value of one series line.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+namespace search::testing {
+
+// The value of the series line `series` (name{labels}) in a text exposition, or -1 when absent.
+inline double SeriesValue(const std::string& text, const std::string& series) {
+  const std::string prefix = series + " ";
+  for (size_t p = text.find(prefix); p != std::string::npos; p = text.find(prefix, p + 1)) {
+    if (p == 0 || text[p - 1] == '\n') return std::stod(text.substr(p + prefix.size()));
+  }
+  return -1;
+}
+
+}  // namespace search::testing
