@@ -10,7 +10,10 @@
 #                old|gpu|--gpu-dispatchers 8|NODE_BIN=.bundle/bin/search-node-old
 #              LABEL names the run's series (MODE-LABEL), NODE FLAGS go after the common NODE_ARGS,
 #              SETTINGS are VAR=value words for bench_hybrid.sh (they win over the common ones);
-#              blank lines and lines starting with # are skipped.
+#              blank lines and lines starting with # are skipped. A LABEL given again (e.g. g, h,
+#              g, h, g, h: interleaved, so that a noisy minute of the host does not fall on one
+#              series only) reads its series again: plot_fig7.py pools a rate's readings into their
+#              median p99.
 #   DOCS, WORK_DIR as for bench_hybrid.sh (the index is generated once and kept).
 # env: everything bench_hybrid.sh reads applies to every run (NODE_ARGS is the common part);
 #      OUT_DIR (default WORK_DIR/runs: run N's files in OUT_DIR/rN, the merged fig7.csv, fig7.md and

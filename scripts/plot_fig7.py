@@ -5,9 +5,15 @@ rate (highest with at most 1% deadline misses). Series may be named MODE-LABEL (
 LABEL; several runs' CSVs merged): each hybrid or griffin series is compared with the best cpu or
 gpu series of the file, and every series' p99 with each cpu series' at its saturation rate (or, for
 a series without a step there, at its first step above it).
+Repeated readings: a series may hold several steps at one rate (the same LABEL in several runs of
+scripts/bench_hybrid_runs.sh, or several CSVs of one host given together). One host's readings of
+the same step spread by 2x and more near a knee (BENCHMARKS.md issue 6), so the best of them would
+flatter whichever series was read more often: every rate's readings are pooled into the one whose
+p99 is their median (the upper one of an even count: the worse of two), and the summary tables and
+the plot use that reading. Each pooled rate is listed with its readings' p99 spread.
 Without matplotlib only the table is printed.
 
-usage: scripts/plot_fig7.py FIG7.CSV OUT.PNG
+usage: scripts/plot_fig7.py FIG7.CSV [MORE.CSV ...] OUT.PNG
 """
 import csv
 import math
@@ -15,31 +21,51 @@ import sys
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         print(__doc__, file=sys.stderr)
         return 2
     rows = []
-    with open(sys.argv[1], newline="") as f:
-        for r in csv.DictReader(f):
-            # The columns the table and plot use must be numbers; the diagnostic ones after them
-            # may be "-" (a phase with no samples at that step) and are kept as they are.
-            try:
-                row = {k: v for k, v in r.items()}
-                for k in ("rate", "achieved_qps", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "miss_ratio"):
-                    row[k] = float(r[k])
-                rows.append(row)
-            except (KeyError, TypeError, ValueError):
-                print(f"plot_fig7: skipping a bad row: {r}", file=sys.stderr)
-    by = {}
+    for path in sys.argv[1:-1]:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                # The columns the table and plot use must be numbers; the diagnostic ones after them
+                # may be "-" (a phase with no samples at that step) and are kept as they are.
+                try:
+                    row = {k: v for k, v in r.items()}
+                    for k in ("rate", "achieved_qps", "mean_ms", "p50_ms", "p95_ms", "p99_ms", "miss_ratio"):
+                        row[k] = float(r[k])
+                    rows.append(row)
+                except (KeyError, TypeError, ValueError):
+                    print(f"plot_fig7: skipping a bad row: {r}", file=sys.stderr)
+    readings = {}
     for r in rows:
-        by.setdefault(r["scheduler"], []).append(r)
+        readings.setdefault(r["scheduler"], []).append(r)
     print("| scheduler | rate q/s | achieved q/s | mean ms | p50 ms | p95 ms | p99 ms | deadline misses |")
     print("|---|---|---|---|---|---|---|---|")
-    for s, rs in by.items():
+    for s, rs in readings.items():
         for r in rs:
             print(f"| {s} | {r['rate']:.0f} | {r['achieved_qps']:.0f} | {r['mean_ms']:.2f} | {r['p50_ms']:.2f} | "
                   f"{r['p95_ms']:.2f} | {r['p99_ms']:.2f} | {100 * r['miss_ratio']:.2f}% |")
     print()
+    # One reading a rate: the median of its readings by p99 (the upper median of an even count).
+    by = {}
+    pooled = []
+    for s, rs in readings.items():
+        at_rate = {}
+        for r in rs:
+            at_rate.setdefault(r["rate"], []).append(r)
+        by[s] = []
+        for rate in sorted(at_rate):
+            group = sorted(at_rate[rate], key=lambda r: r["p99_ms"])
+            by[s].append(group[len(group) // 2])
+            if len(group) > 1:
+                pooled.append((s, rate, group))
+    if pooled:
+        print("Repeated readings, pooled into their median p99 (the upper one of an even count):")
+        for s, rate, group in pooled:
+            print(f"- {s} at {rate:.0f} q/s: {len(group)} readings, p99 {group[0]['p99_ms']:.2f}-"
+                  f"{group[-1]['p99_ms']:.2f} ms; used {group[len(group) // 2]['p99_ms']:.2f}")
+        print()
     # A rate that is the highest its scheduler was run at is a lower bound of its limit: the sweep
     # ended (MAX_STEPS) before that scheduler saturated. Marked ">=".
     top = {s: max(r["rate"] for r in rs) for s, rs in by.items()}
@@ -161,8 +187,8 @@ def main():
         ax.legend()
     fig.suptitle("Latency vs arrival rate per scheduler (Ding et al. 2009 Fig. 7)")
     fig.tight_layout()
-    fig.savefig(sys.argv[2], dpi=110)
-    print(f"\nplot: {sys.argv[2]}", file=sys.stderr)
+    fig.savefig(sys.argv[-1], dpi=110)
+    print(f"\nplot: {sys.argv[-1]}", file=sys.stderr)
     return 0
 
 
