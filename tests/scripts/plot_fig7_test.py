@@ -37,19 +37,25 @@ ROWS = [
 ]
 
 
+def run_plot(script, *parts):
+    """plot_fig7.py over one CSV per part (lists of rows under HEADER): its CompletedProcess."""
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, rows in enumerate(parts):
+            paths.append(os.path.join(tmp, f"fig7-{i}.csv"))
+            with open(paths[-1], "w") as f:
+                f.write(HEADER + "\n" + "\n".join(rows) + "\n")
+        return subprocess.run([sys.executable, script, *paths, os.path.join(tmp, "fig7.png")], capture_output=True,
+                              text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
     script = os.path.join(args.source, "scripts", "plot_fig7.py")
     problems = []
-    with tempfile.TemporaryDirectory() as tmp:
-        csv = os.path.join(tmp, "fig7.csv")
-        with open(csv, "w") as f:
-            f.write(HEADER + "\n" + "\n".join(ROWS) + "\n")
-        env = dict(os.environ, MPLBACKEND="Agg")
-        r = subprocess.run([sys.executable, script, csv, os.path.join(tmp, "fig7.png")], capture_output=True,
-                           text=True, env=env, timeout=60)
+    r = run_plot(script, ROWS)
     out, err = r.stdout, r.stderr
     if r.returncode != 0:
         problems.append(f"exit status {r.returncode}: {err}")
@@ -105,12 +111,7 @@ def main():
         "hybrid-f,299.6,299.6,1,1,2,2,0,1200,0.0,0.0,0.1",
         "hybrid-f,400,390,400,390,600,700,0.5,1600,0.0,0.0,0.1",
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        csv = os.path.join(tmp, "fig7.csv")
-        with open(csv, "w") as f:
-            f.write(HEADER + "\n" + "\n".join(labeled) + "\n")
-        r = subprocess.run([sys.executable, script, csv, os.path.join(tmp, "fig7.png")], capture_output=True,
-                           text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+    r = run_plot(script, labeled)
     lout = r.stdout
     if r.returncode != 0:
         problems.append(f"labeled: exit status {r.returncode}: {r.stderr}")
@@ -146,13 +147,7 @@ def main():
         "hybrid-r,400,400,1,1,2,9,0,1600,0.0,0.0,0.1",
         "hybrid-r,500,500,400,390,600,700,0.5,2000,0.0,0.0,0.1",
     ]
-    with tempfile.TemporaryDirectory() as tmp:
-        paths = [os.path.join(tmp, "a.csv"), os.path.join(tmp, "b.csv")]
-        for path, part in zip(paths, (first, second)):
-            with open(path, "w") as f:
-                f.write(HEADER + "\n" + "\n".join(part) + "\n")
-        r = subprocess.run([sys.executable, script, *paths, os.path.join(tmp, "fig7.png")], capture_output=True,
-                           text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+    r = run_plot(script, first, second)
     rout = r.stdout
     if r.returncode != 0:
         problems.append(f"repeated: exit status {r.returncode}: {r.stderr}")
