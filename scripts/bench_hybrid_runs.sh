@@ -13,7 +13,7 @@
 #              blank lines and lines starting with # are skipped. A LABEL given again (e.g. g, h,
 #              g, h, g, h: interleaved, so that a noisy minute of the host does not fall on one
 #              series only) reads its series again: plot_fig7.py pools a rate's readings into their
-#              median p99.
+#              median p99. REPEATS=N does the same for the whole file: its runs in order, N times.
 #   DOCS, WORK_DIR as for bench_hybrid.sh (the index is generated once and kept).
 # env: everything bench_hybrid.sh reads applies to every run (NODE_ARGS is the common part);
 #      OUT_DIR (default WORK_DIR/runs: run N's files in OUT_DIR/rN, the merged fig7.csv, fig7.md and
@@ -25,6 +25,7 @@
 #      alone, bench_hybrid.sh's LOADGEN_CPUS, and the rest to the integrator),
 #      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
 #      MAX_STEAL_PCT (bench_hybrid.sh's: a noisy step ends its run and every later one),
+#      REPEATS (default 1: the runs file's runs this many times over, interleaved),
 #      BENCH (default scripts/bench_hybrid.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +35,8 @@ work=${3:-/dev/shm/gpu-bench}
 out=${OUT_DIR:-$work/runs}
 bench=${BENCH:-scripts/bench_hybrid.sh}
 [ -r "$runs" ] || { echo "bench_hybrid_runs: cannot read $runs" >&2; exit 2; }
+repeats=${REPEATS:-1}
+[[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "bench_hybrid_runs: REPEATS is a count of 1 or more, not '$repeats'" >&2; exit 2; }
 mkdir -p "$out"
 
 # The host's cores in two halves of whole cores (thread siblings kept together), or N CPUs of
@@ -107,7 +110,7 @@ while IFS='|' read -r label modes flags settings || [ -n "$label" ]; do
     echo "bench_hybrid_runs: $(cat "$dir/noisy"); no later run"
     break
   fi
-done <"$runs"
+done < <(for _ in $(seq "$repeats"); do cat "$runs"; echo; done)
 [ ${#csvs[@]} -gt 0 ] || { echo "bench_hybrid_runs: no run wrote a CSV" >&2; exit 1; }
 { head -1 "${csvs[0]}"; for f in "${csvs[@]}"; do tail -n +2 "$f"; done; } >"$out/fig7.csv"
 python3 scripts/plot_fig7.py "$out/fig7.csv" "$out/fig7.png" | tee "$out/fig7.md"

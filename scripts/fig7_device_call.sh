@@ -12,7 +12,9 @@
 #      BUDGET (seconds for the runs, 400), STEAL_GATE (the most VM steal, in percent, over 4 s with every CPU busy before
 #      anything starts; default 1.0; FORCE=1 skips the check), MAX_STEAL_PCT (bench_hybrid.sh's, per
 #      step; default 1.5), PIN (default node:16), LOADGEN_PIN (bench_hybrid_runs.sh's; default none),
-#      TESTS (default "engine_test gpu_executor_adapter_test": .bundle/bin binaries run on GPU 1).
+#      TESTS (default "engine_test gpu_executor_adapter_test": .bundle/bin binaries run on GPU 1),
+#      REPEATS (bench_hybrid_runs.sh's: RUNS_TEXT's runs N times over, interleaved; the tables
+#      pool each rate's readings into their median p99).
 # Writes OUT/tests.txt (each test's exit status) and its logs, OUT/runs.log, OUT/fig7.csv,
 # OUT/fig7.md and OUT/r.tgz (every run's files but the traces). Exit status 3: a noisy host.
 set -u

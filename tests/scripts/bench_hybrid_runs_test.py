@@ -7,7 +7,8 @@ PIN=node:1 the node to the first core and its clients to the others; an unreadab
 an unknown PIN are refused with exit 2; LOADGEN_PIN=N gives the clients' last N CPUs to the load
 generator (LOADGEN_CPUS), and a count that would leave the integrator none is refused; a run that found the host noisy (its OUT_DIR/noisy, from
 bench_hybrid.sh's MAX_STEAL_PCT) ends the call, its rows kept and no later run started, and an
-earlier call's noisy mark in the same OUT_DIR does not end a later call.
+earlier call's noisy mark in the same OUT_DIR does not end a later call; REPEATS=N runs the file's
+runs N times over in order, and a count below 1 is refused with exit 2.
 
 usage: bench_hybrid_runs_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -145,6 +146,21 @@ def main():
                             text=True, env=dict(env, OUT_DIR=out_n), timeout=120)
         if rq.returncode != 0 or not os.path.exists(os.path.join(out_n, "r2", "given.txt")) or "no later run" in rq.stdout:
             problems.append(f"an earlier call's noisy mark ended a later call: {rq.returncode} {rq.stdout}")
+        # REPEATS=2: the file's runs in order, twice (comments and blank lines still skipped), and
+        # plot_fig7.py pools each series' two readings of a rate.
+        out_r = os.path.join(tmp, "outr")
+        rr = subprocess.run(["bash", script, runs, "1000", os.path.join(tmp, "work")], capture_output=True,
+                            text=True, env=dict(env, OUT_DIR=out_r, REPEATS="2"), timeout=120)
+        order = [open(os.path.join(out_r, f"r{n}", "given.txt")).read().split("start=")[1].split()[0]
+                 if os.path.exists(os.path.join(out_r, f"r{n}", "given.txt")) else "-" for n in (1, 2, 3, 4)]
+        if rr.returncode != 0 or order != ["200", "100", "200", "100"] or os.path.exists(os.path.join(out_r, "r5")):
+            problems.append(f"REPEATS=2 should run a, b, a, b: {rr.returncode} {order} {rr.stderr}")
+        if "- cpu-b at 100 q/s: 2 readings" not in rr.stdout or "- hybrid-a at 200 q/s: 2 readings" not in rr.stdout:
+            problems.append("REPEATS=2: the repeated readings should be pooled in the table: " + rr.stdout)
+        badrep = subprocess.run(["bash", script, one], capture_output=True, text=True, env=dict(env, REPEATS="0"),
+                                timeout=60)
+        if badrep.returncode != 2 or "REPEATS is a count" not in badrep.stderr:
+            problems.append(f"REPEATS=0 should exit 2 with a message: {badrep.returncode} {badrep.stderr}")
         badpin = subprocess.run(["bash", script, one], capture_output=True, text=True, env=dict(env, PIN="node:x"),
                                 timeout=60)
         if badpin.returncode != 2 or "PIN is halves or node:N" not in badpin.stderr:
