@@ -256,11 +256,9 @@ TEST(NodeProcessTest, GpuAutoWithoutAGpuServesOnTheCpu) {
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 50;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 300, kVocab, 4).ok());
-  Child c = StartWithoutGpu(shard_path, "auto");
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {}, &node));
+  const nlohmann::json& ready = node.ready;
   EXPECT_EQ(ready["executor"], "cpu");
   EXPECT_EQ(ready["gpu"], false);
   {
@@ -280,10 +278,6 @@ TEST(NodeProcessTest, GpuAutoWithoutAGpuServesOnTheCpu) {
     ASSERT_TRUE(pong.has_value());
     EXPECT_FALSE(std::get<PongMsg>(pong->body).health.gpu);
   }
-  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 TEST(NodeProcessTest, MissingIndexFailsWithAClearError) {
@@ -303,23 +297,20 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 6).ok());
   const std::string trace_path = dir.path() + "/trace.csv";
-  Child c = StartWithoutGpu(shard_path, "auto",
-                            {"--scheduler", "cpu", "--sched-cpu-workers", "2", "--sched-trace", trace_path,
-                             "--sched-trace-every", "4"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready["scheduler"], "cpu");
-  EXPECT_EQ(ready.value("gpu_dispatchers", -1), 0) << line;  // no GPU: no dispatchers
-  EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;   // cpu: the workers keep the node's priority
-  // cpu: the workers share the node's CPUs unless told otherwise (DefaultSchedCpuCores).
-  EXPECT_TRUE(ready.value("sched_cpu_cores", std::vector<int>{1}).empty()) << line;
-  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 40, 8);
-  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
+  {
+    ReadyNode node;
+    ASSERT_NO_FATAL_FAILURE(StartReady(
+        shard_path,
+        {"--scheduler", "cpu", "--sched-cpu-workers", "2", "--sched-trace", trace_path, "--sched-trace-every", "4"},
+        &node));
+    const nlohmann::json& ready = node.ready;
+    EXPECT_EQ(ready["scheduler"], "cpu");
+    EXPECT_EQ(ready.value("gpu_dispatchers", -1), 0) << ready;  // no GPU: no dispatchers
+    EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << ready;   // cpu: the workers keep the node's priority
+    // cpu: the workers share the node's CPUs unless told otherwise (DefaultSchedCpuCores).
+    EXPECT_TRUE(ready.value("sched_cpu_cores", std::vector<int>{1}).empty()) << ready;
+    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 40, 8);
+  }  // the node stopped (SIGTERM, exit 0): its trace is complete
   // --sched-trace: the header and one line in four of the 40 jobs, each run on the CPU.
   std::ifstream trace(trace_path);
   ASSERT_TRUE(trace.good()) << trace_path;
@@ -382,20 +373,18 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
        {std::vector<std::string>{"--scheduler", "cpu", "--sched-cpu-cores", std::to_string(allowed.size())},
         std::vector<std::string>{"--sched-cpu-cores", "1"}})
     ExpectRefused(shard_path, bad, "--sched-cpu-cores");
-  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--sched-cpu-cores", "1"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready.value("sched_cpu_cores", std::vector<int>{}), std::vector<int>{allowed.back()}) << line;
-  EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << line;
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1"}, &node));
+  const nlohmann::json& ready = node.ready;
+  EXPECT_EQ(ready.value("sched_cpu_cores", std::vector<int>{}), std::vector<int>{allowed.back()}) << ready;
+  EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << ready;
   // The fill rule comes with cores of their own only under hybrid.
-  EXPECT_EQ(ready.value("sched_cheap_fill_us", -1.0), 0.0) << line;
-  EXPECT_FALSE(ready.value("sched_batch_latency", true)) << line;
+  EXPECT_EQ(ready.value("sched_cheap_fill_us", -1.0), 0.0) << ready;
+  EXPECT_FALSE(ready.value("sched_batch_latency", true)) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
   const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
   int workers = 0, others = 0;
-  for (const auto& [name, cpus] : ThreadCpuLists(c.pid)) {
+  for (const auto& [name, cpus] : ThreadCpuLists(node.c.pid)) {
     if (name == "sched-cpu") {
       ++workers;
       EXPECT_EQ(ParseCpuList(cpus), std::vector<int>{allowed.back()}) << name << ": " << cpus;
@@ -406,10 +395,6 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   }
   EXPECT_EQ(workers, 1);
   EXPECT_GT(others, 1);
-  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 // --sched-spill-workers N: N more CPU workers ("sched-cpu-spill") on the node's other CPUs, beside
@@ -423,22 +408,16 @@ TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
   ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-spill-workers", "1"}, "--sched-spill-workers needs");
-  Child c = StartWithoutGpu(shard_path, "auto",
-                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready.value("sched_spill_workers", 0), 2) << line;
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(
+      StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2"}, &node));
+  const nlohmann::json& ready = node.ready;
+  EXPECT_EQ(ready.value("sched_spill_workers", 0), 2) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
   const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
-  auto threads = CpusByThreadName(c.pid);
+  auto threads = CpusByThreadName(node.c.pid);
   EXPECT_EQ(threads["sched-cpu"], std::vector<std::vector<int>>{{allowed.back()}});
   EXPECT_EQ(threads["sched-cpu-spill"], std::vector<std::vector<int>>(2, rest));
-  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 // --sched-cpu-spin-us: refused (exit 2) where the CPU workers share the node's cores; with cores
@@ -449,23 +428,18 @@ TEST(NodeProcessTest, SchedCpuSpinNeedsCoresOfTheirOwn) {
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
   ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cpu-spin-us", "200"}, "--sched-cpu-spin-us needs");
-  Child c = StartWithoutGpu(shard_path, "auto",
-                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-cpu-spin-us", "200",
-                             "--metrics", "127.0.0.1:0"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready.value("sched_cpu_spin_us", 0.0), 200.0) << line;
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(
+      shard_path,
+      {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-cpu-spin-us", "200", "--metrics", "127.0.0.1:0"},
+      &node));
+  const nlohmann::json& ready = node.ready;
+  EXPECT_EQ(ready.value("sched_cpu_spin_us", 0.0), 200.0) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
   const std::string metrics = ready["metrics"];
   const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
   EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"timeout\"}"), std::string::npos) << scrape;
   EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"work\"}"), std::string::npos) << scrape;
-  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 // --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.
@@ -483,15 +457,9 @@ TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
     ::close(c.out);
     ::close(c.err);
   }
-  Child c = StartWithoutGpu(shard_path, "auto", {"--gpu-sync", "block"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  EXPECT_EQ(nlohmann::json::parse(line)["executor"], "cpu");
-  ASSERT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--gpu-sync", "block"}, &node));
+  EXPECT_EQ(node.ready["executor"], "cpu");
 }
 
 // --sched-answer-threads N: N threads named sched-answer answer what the CPU workers finish, on
@@ -503,23 +471,17 @@ TEST(NodeProcessTest, SchedAnswerThreadsRunBesideTheCpuWorkers) {
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 12).ok());
-  Child c = StartWithoutGpu(shard_path, "auto",
-                            {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-answer-threads", "2"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready.value("sched_answer_threads", 0), 2) << line;
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(
+      StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-answer-threads", "2"}, &node));
+  const nlohmann::json& ready = node.ready;
+  EXPECT_EQ(ready.value("sched_answer_threads", 0), 2) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 12);
-  const auto threads = CpusByThreadName(c.pid);
+  const auto threads = CpusByThreadName(node.c.pid);
   ASSERT_EQ(threads.count("sched-answer"), 1u);
   EXPECT_EQ(threads.at("sched-answer").size(), 2u);
   for (const std::vector<int>& cpus : threads.at("sched-answer"))
     EXPECT_EQ(std::count(cpus.begin(), cpus.end(), allowed.back()), 0) << "an answer thread on the workers' CPU";
-  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 // --io-spin-us US: the I/O thread polls without sleeping for US after each message; answers stay
@@ -603,17 +565,11 @@ TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
                 "--sched-cheap-fill-busy needs the fill rule");
   ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", "--sched-cheap-fill-busy", "0.9"},
                 "--sched-cheap-fill-busy needs the fill rule");
-  Child c = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu"});
-  ASSERT_GT(c.pid, 0);
-  const std::string line = ReadLine(c.out, 15000);
-  ASSERT_FALSE(line.empty()) << "no ready line; stderr: " << ReadAll(c.err, 500);
-  const auto ready = nlohmann::json::parse(line);
-  EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << line;
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu"}, &node));
+  const nlohmann::json& ready = node.ready;
+  EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 10, 11);
-  EXPECT_EQ(::kill(c.pid, SIGTERM), 0);
-  EXPECT_EQ(WaitExit(c.pid, 5000), 0);
-  ::close(c.out);
-  ::close(c.err);
 }
 
 TEST(NodeProcessTest, GpuSchedulerWithoutAGpuFailsWithAClearError) {
