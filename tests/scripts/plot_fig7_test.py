@@ -37,16 +37,20 @@ ROWS = [
 ]
 
 
-def run_plot(script, *parts):
-    """plot_fig7.py over one CSV per part (lists of rows under HEADER): its CompletedProcess."""
+def run_plot(script, problems, case, *parts):
+    """plot_fig7.py over one CSV per part (lists of rows under HEADER): its CompletedProcess. A
+    non-zero exit status goes into problems, named by case."""
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
         for i, rows in enumerate(parts):
             paths.append(os.path.join(tmp, f"fig7-{i}.csv"))
             with open(paths[-1], "w") as f:
                 f.write(HEADER + "\n" + "\n".join(rows) + "\n")
-        return subprocess.run([sys.executable, script, *paths, os.path.join(tmp, "fig7.png")], capture_output=True,
-                              text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+        r = subprocess.run([sys.executable, script, *paths, os.path.join(tmp, "fig7.png")], capture_output=True,
+                           text=True, env=dict(os.environ, MPLBACKEND="Agg"), timeout=60)
+    if r.returncode != 0:
+        problems.append(f"{case}: exit status {r.returncode}: {r.stderr}")
+    return r
 
 
 def main():
@@ -55,10 +59,8 @@ def main():
     args = ap.parse_args()
     script = os.path.join(args.source, "scripts", "plot_fig7.py")
     problems = []
-    r = run_plot(script, ROWS)
+    r = run_plot(script, problems, "plain", ROWS)
     out, err = r.stdout, r.stderr
-    if r.returncode != 0:
-        problems.append(f"exit status {r.returncode}: {err}")
     if err.count("skipping a bad row") != 1 or "'rate': '500'" not in err:
         problems.append("expected exactly the rate-500 hybrid row to be skipped; stderr: " + err)
     for rate_row in ("| cpu | 100 |", "| cpu | 300 |", "| gpu | 400 |", "| hybrid | 200 |", "| hybrid | 400 |"):
@@ -111,10 +113,7 @@ def main():
         "hybrid-f,299.6,299.6,1,1,2,2,0,1200,0.0,0.0,0.1",
         "hybrid-f,400,390,400,390,600,700,0.5,1600,0.0,0.0,0.1",
     ]
-    r = run_plot(script, labeled)
-    lout = r.stdout
-    if r.returncode != 0:
-        problems.append(f"labeled: exit status {r.returncode}: {r.stderr}")
+    lout = run_plot(script, problems, "labeled", labeled).stdout
     # Best single at every bound: gpu-a, 200 q/s (gpu-b holds only 100); hybrid-a holds 300.
     if "| hybrid-a / best single | 1.50x | 1.50x | 1.50x | 1.50x | 1.50x |" not in lout:
         problems.append("labeled: hybrid-a against the best of cpu-a, gpu-a and gpu-b should read 1.50x")
@@ -147,10 +146,7 @@ def main():
         "hybrid-r,400,400,1,1,2,9,0,1600,0.0,0.0,0.1",
         "hybrid-r,500,500,400,390,600,700,0.5,2000,0.0,0.0,0.1",
     ]
-    r = run_plot(script, first, second)
-    rout = r.stdout
-    if r.returncode != 0:
-        problems.append(f"repeated: exit status {r.returncode}: {r.stderr}")
+    rout = run_plot(script, problems, "repeated", first, second).stdout
     if rout.count("| gpu-r | 200 | 200 | 1.00 |") != 3 or rout.count("| hybrid-r | 400 | 400 | 1.00 |") != 3:
         problems.append("repeated: every reading of both files should be listed")
     for want in ("- gpu-r at 200 q/s: 3 readings, p99 4.00-40.00 ms; used 9.00",
