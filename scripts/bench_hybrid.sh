@@ -141,7 +141,7 @@ ramp=()
 [ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job,loadgen_release_lag_p99_ms" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -263,7 +263,8 @@ for mode in $modes; do
       ( sleep "$warmup"; scripts/thread_cpu.sh "$secs" "$node_pid" "$int_pid" >"$out_dir/threads-$mode$label-$rate.txt" 2>&1 ) &
     fi
     # STEP_HOOK: a command run beside each step once its warm-up is over, with the node's pid, the
-    # series name, the rate, the measured seconds and the output directory (e.g. a profiler).
+    # series name, the rate, the measured seconds and the output directory (e.g. a profiler, or
+    # scripts/step_net_hook.sh: the host's TCP counters and the integrator's metrics, for net_delta.py).
     if [ -n "${STEP_HOOK:-}" ]; then
       ( sleep "$warmup"; $STEP_HOOK "$node_pid" "$mode$label" "$rate" "$secs" "$out_dir" >/dev/null 2>&1 ) &
     fi
@@ -315,6 +316,9 @@ for mode in $modes; do
     # A CPU worker's wall time a CPU job: the engine's run, and after it, taking no other job, the
     # job's accounting, its answer (the reply) and the wait for the scheduler's lock.
     for part in run account answer lock; do diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" "$part" "$cj" search_sched_cpu_worker_seconds_total)"; done
+    # Of the load generator's wait, the part before its loops released the arrivals at all: where
+    # it is most of loadgen_send_wait_p99_ms, the load generator fell behind its own schedule.
+    diag_cols="$diag_cols,$(awk -v u="$(field "$line" release_lag_p99_us)" 'BEGIN { if (u == "") print "-"; else printf "%.3f", u / 1000 }')"
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

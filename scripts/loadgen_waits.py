@@ -10,7 +10,10 @@ usage: loadgen_waits.py TRACE.csv[.gz]... [--min-wait-ms 10] [--gap-ms 50] [--bi
   --bins S also prints the run's first S seconds in 10 ms bins of arrival time.
 Prints, per trace, one summary line (measured queries; latency p50, p99, max; send wait p99; the
 server's part p99, max), its bursts, and the bins. A row that does not parse is skipped and counted;
-a file without the trace's columns is an error (exit 2).
+a file without the trace's columns is an error (exit 2). Traces with a release_lag_ms column (the
+part of the wait before the load generator's loop released the arrival at all) also give its p99
+and max in the summary, and each burst's largest lag: a burst whose lag is most of its wait is the
+load generator behind its own schedule, not arrivals waiting for a free connection.
 """
 import argparse
 import csv
@@ -32,10 +35,11 @@ def read(path):
         missing = [c for c in COLUMNS if c not in (r.fieldnames or [])]
         if missing:
             raise ValueError(f"{path}: not a loadgen trace (no {', '.join(missing)} column)")
+        has_lag = "release_lag_ms" in r.fieldnames
         for x in r:
             try:
                 rows.append((float(x["arrival_s"]), float(x["latency_ms"]), float(x["send_wait_ms"]),
-                             x["measured"].strip() == "1"))
+                             x["measured"].strip() == "1", float(x["release_lag_ms"]) if has_lag else None))
             except (TypeError, ValueError):
                 bad += 1
     rows.sort()
@@ -47,9 +51,12 @@ def summarize(path, rows, bad, min_wait, gap, bins):
     lat = sorted(x[1] for x in meas)
     wait = sorted(x[2] for x in meas)
     server = sorted(x[1] - x[2] for x in meas)
+    has_lag = bool(rows) and rows[0][4] is not None
+    lag = sorted(x[4] for x in meas) if has_lag else []
     print(f"{path}: {len(meas)} measured; latency p50 {pct(lat, .5):.2f} p99 {pct(lat, .99):.2f} "
-          f"max {lat[-1] if lat else float('nan'):.2f} ms; send wait p99 {pct(wait, .99):.2f} ms; "
-          f"server p99 {pct(server, .99):.2f} max {server[-1] if server else float('nan'):.2f} ms"
+          f"max {lat[-1] if lat else float('nan'):.2f} ms; send wait p99 {pct(wait, .99):.2f} ms"
+          + (f" (release lag p99 {pct(lag, .99):.2f} max {lag[-1] if lag else float('nan'):.2f} ms)" if has_lag else "")
+          + f"; server p99 {pct(server, .99):.2f} max {server[-1] if server else float('nan'):.2f} ms"
           + (f"; {bad} rows skipped" if bad else ""))
     bursts = []
     for x in rows:
@@ -62,7 +69,9 @@ def summarize(path, rows, bad, min_wait, gap, bins):
     for b in bursts:
         t0, t1 = b[0][0], b[-1][0]
         where = "measured" if b[0][3] else ("warm-up, into the measured part" if any(x[3] for x in b) else "warm-up")
-        print(f"  burst {t0:.3f}-{t1:.3f} s ({where}): {len(b)} arrivals waited, up to {max(x[2] for x in b):.1f} ms")
+        lag_note = f", the load generator's own lag up to {max(x[4] for x in b):.1f} ms" if has_lag else ""
+        print(f"  burst {t0:.3f}-{t1:.3f} s ({where}): {len(b)} arrivals waited, up to {max(x[2] for x in b):.1f} ms"
+              + lag_note)
     if not bursts:
         print(f"  no arrival waited more than {min_wait:g} ms")
     if bins and rows:

@@ -60,6 +60,27 @@ def main():
             f.write("a,b\n1,2\n")
         rc, _, err = run(script, other)
         check(rc == 2 and "not a loadgen trace" in err, f"a file that is not a trace: {rc} {err}")
+
+        # With the release_lag_ms column: a burst where the load generator's loop ran late (lag =
+        # wait) is told apart from one that waited for a connection (lag 0).
+        lagged = os.path.join(d, "lagged.csv")
+        rows = []
+        for i in range(200):
+            t = 1.0 + i / 100
+            w, lag = (25.0, 25.0) if 20 <= i < 23 else (15.0, 0.0) if 120 <= i < 122 else (0.1, 0.05)
+            rows.append(f"{t:.6f},{w + 2:.3f},200,1,1,1,{w:.3f},{lag:.3f}")
+        with open(lagged, "w") as f:
+            f.write(HEADER.rstrip("\n") + ",release_lag_ms\n" + "\n".join(rows) + "\n")
+        rc, out, err = run(script, lagged)
+        lines = out.splitlines()
+        check(rc == 0 and "(release lag p99 25.00 max 25.00 ms)" in lines[0], f"lag summary: {rc} {err} {out}")
+        bursts = [x.strip() for x in lines if x.strip().startswith("burst")]
+        check(bursts == ["burst 1.200-1.220 s (measured): 3 arrivals waited, up to 25.0 ms, "
+                         "the load generator's own lag up to 25.0 ms",
+                         "burst 2.200-2.210 s (measured): 2 arrivals waited, up to 15.0 ms, "
+                         "the load generator's own lag up to 0.0 ms"], f"lag bursts: {bursts}")
+        # A trace without the column prints no lag (the first trace's summary, above).
+        check("release lag" not in summary, f"no lag column: {summary}")
     return report("loadgen_waits_test", check.failures, out)
 
 
