@@ -2,7 +2,8 @@
 //   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
-//                     [--http-threads N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
+//                     [--http-threads N] [--http-keep-alive-requests R] [--http-close-after-wait-ms W]
+//                     [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N}
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   size_t cache_mb = 64;
   int http_threads = 64, ping_ms = 1000;
   size_t http_keep_alive_requests = HttpFrontOptions{}.keep_alive_max_requests;
+  int http_close_after_wait_ms = static_cast<int>(HttpFrontOptions{}.close_after_wait.count());
   app.add_option("--shards", shards, "comma-separated shards, each tcp://HOST:PORT or replicas tcp://A:P|tcp://B:P")
       ->required();
   app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
@@ -78,6 +80,11 @@ int main(int argc, char** argv) {
                  "connection waits for one of the --http-threads workers, every answer closes its connection)")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
+  app.add_option("--http-close-after-wait-ms", http_close_after_wait_ms,
+                 "how long a connection must have waited for an HTTP worker before answers close their "
+                 "connections for it (0: as soon as one waits)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 60000));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
@@ -97,6 +104,7 @@ int main(int argc, char** argv) {
   HttpFrontOptions http;
   http.threads = http_threads;
   http.keep_alive_max_requests = http_keep_alive_requests;
+  http.close_after_wait = std::chrono::milliseconds(http_close_after_wait_ms);
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
     std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
     return 2;

@@ -14,8 +14,11 @@
 namespace search {
 namespace {
 
+using PoolClock = std::chrono::steady_clock;
+
 // httplib's ThreadPool plus a count of the connections waiting for a worker, so admission control
-// sees the backlog, not only the searches already running (which the pool size caps).
+// sees the backlog, not only the searches already running (which the pool size caps), and how long
+// the oldest of them has waited.
 class CountingPool : public httplib::TaskQueue {
  public:
   explicit CountingPool(size_t n) {
@@ -29,7 +32,9 @@ class CountingPool : public httplib::TaskQueue {
   void enqueue(std::function<void()> fn) override {
     {
       std::lock_guard lock(mu_);
-      jobs_.push_back(std::move(fn));
+      const int64_t now = PoolClock::now().time_since_epoch().count();
+      jobs_.push_back({now, std::move(fn)});
+      if (jobs_.size() == 1) oldest_.store(now);  // before queued_ counts it
       queued_.fetch_add(1, std::memory_order_relaxed);
     }
     cv_.notify_one();
@@ -44,6 +49,12 @@ class CountingPool : public httplib::TaskQueue {
     for (auto& t : threads_) t.join();
   }
   size_t queued() const { return queued_.load(std::memory_order_relaxed); }
+  // How long the connection longest in the queue has waited for a worker (zero with none queued).
+  PoolClock::duration oldest_wait() const {
+    if (queued() == 0) return PoolClock::duration::zero();
+    const auto since = PoolClock::duration(oldest_.load());
+    return std::max(PoolClock::duration::zero(), PoolClock::now().time_since_epoch() - since);
+  }
 
  private:
   void Work() {
@@ -53,8 +64,9 @@ class CountingPool : public httplib::TaskQueue {
         std::unique_lock lock(mu_);
         cv_.wait(lock, [&] { return !jobs_.empty() || shutdown_; });
         if (shutdown_ && jobs_.empty()) return;  // drain queued connections first
-        fn = std::move(jobs_.front());
+        fn = std::move(jobs_.front().second);
         jobs_.pop_front();
+        if (!jobs_.empty()) oldest_.store(jobs_.front().first);
         queued_.fetch_sub(1, std::memory_order_relaxed);
       }
       fn();
@@ -62,9 +74,10 @@ class CountingPool : public httplib::TaskQueue {
   }
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> jobs_;  // GUARDED_BY(mu_)
-  bool shutdown_ = false;                   // GUARDED_BY(mu_)
+  std::deque<std::pair<int64_t, std::function<void()>>> jobs_;  // GUARDED_BY(mu_): (enqueued, job)
+  bool shutdown_ = false;                                       // GUARDED_BY(mu_)
   std::atomic<size_t> queued_{0};
+  std::atomic<int64_t> oldest_{0};  // when the queue's front was enqueued (PoolClock ticks)
   std::vector<std::thread> threads_;
 };
 
@@ -83,6 +96,10 @@ struct HttpFront::Impl {
   size_t waiting() const {
     CountingPool* p = pool.load(std::memory_order_acquire);
     return p ? p->queued() : 0;
+  }
+  PoolClock::duration oldest_wait() const {
+    CountingPool* p = pool.load(std::memory_order_acquire);
+    return p ? p->oldest_wait() : PoolClock::duration::zero();
   }
   Integrator* integrator;
   HttpFrontOptions options;
@@ -117,9 +134,13 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
   s.set_keep_alive_max_count(impl_->options.keep_alive_max_requests);
   // While a connection waits for a worker (each open connection holds one), every answer closes
   // its connection, so the waiting ones get a worker after one request instead of after the
-  // others' request count or keep-alive timeout.
+  // others' request count or keep-alive timeout. Only once the oldest has waited
+  // close_after_wait: a connection that replaces one just closed waits a moment for that worker
+  // to come back, and closing every answer's connection in that moment would make each of them
+  // such a reconnect in turn (a cascade of reconnects under load, each request a new connection).
   s.set_post_routing_handler([im](const httplib::Request&, httplib::Response& res) {
-    if (im->waiting() > 0) res.set_header("Connection", "close");
+    if (im->waiting() > 0 && im->oldest_wait() >= im->options.close_after_wait)
+      res.set_header("Connection", "close");
   });
   s.set_read_timeout(5, 0);
   s.set_write_timeout(5, 0);

@@ -264,31 +264,39 @@ TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
   EXPECT_EQ(sockets.load(), 3);
 }
 
-// --http-threads 1: a kept-alive client holds the integrator's only HTTP worker. With no other
-// connection waiting, its connection stays open; once a second client's connection waits for the
-// worker, the first client's next answer closes its connection ("Connection: close"), well before
-// its 100-request count or its keep-alive timeout, and the second client is answered, rightly.
-TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
+// --http-threads 1: a kept-alive client holds the integrator's only HTTP worker, searching every
+// 25 ms while a second client's connection waits for that worker. Returns whether one of the first
+// client's answers closed its connection ("Connection: close"), and whether the second client was
+// answered (rightly) within its 20 s read timeout.
+struct OneWorkerOutcome {
+  bool closed = false, second_answered = false;
+};
+OneWorkerOutcome RunOneWorker(const std::vector<std::string>& endpoints, const std::string& run_dir,
+                              const std::string& close_after_wait_ms) {
   std::string shards;
-  for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
+  for (const auto& e : endpoints) shards += (shards.empty() ? "" : ",") + e;
   Process one;
-  ASSERT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-                         "--ping-ms", "200", "--cache-mb", "0", "--http-threads", "1"},
-                        run_->path() + "/integrator-one"));
+  OneWorkerOutcome out;
+  EXPECT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+                         "--ping-ms", "200", "--cache-mb", "0", "--http-threads", "1", "--http-close-after-wait-ms",
+                         close_after_wait_ms},
+                        run_dir));
   auto ready = one.WaitReady();
-  ASSERT_TRUE(ready.has_value()) << one.Logs();
-  const int port = PortOf(ready->at("http").get<std::string>());
+  EXPECT_TRUE(ready.has_value()) << one.Logs();
+  if (!ready) return out;
+  const std::string http = ready->at("http").get<std::string>();
+  const int port = std::stoi(http.substr(http.rfind(':') + 1));
   const auto until = Clock::now() + 15s;
   while (Clock::now() < until) {
     auto h = Fetch(port, "/health");
     if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") break;
     std::this_thread::sleep_for(20ms);
   }
-  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
-  httplib::Client first("127.0.0.1", port);
-  first.set_keep_alive(true);
+  const auto want = ExpectedHits(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
+  auto first = std::make_unique<httplib::Client>("127.0.0.1", port);
+  first->set_keep_alive(true);
   std::atomic<int> sockets{0};
-  first.set_socket_options([&](socket_t) { ++sockets; });
+  first->set_socket_options([&](socket_t) { ++sockets; });
   auto search = [&](httplib::Client& c, const std::string& what) {
     auto r = c.Get("/search?q=w5+w7&mode=or&k=10");
     EXPECT_TRUE(r) << what << ": " << httplib::to_string(r.error());
@@ -297,7 +305,7 @@ TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
     if (r->status == 200) ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, what);
     return r->get_header_value("Connection");
   };
-  for (int i = 0; i < 3; ++i) EXPECT_NE(search(first, "alone " + std::to_string(i)), "close");
+  for (int i = 0; i < 3; ++i) EXPECT_NE(search(*first, "alone " + std::to_string(i)), "close");
   EXPECT_EQ(sockets.load(), 1);  // one connection carried all three
 
   std::atomic<bool> second_done{false};
@@ -307,15 +315,33 @@ TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
     (void)search(second, "the waiting client");
     second_done = true;
   });
-  bool closed = false;
-  for (int i = 0; i < 40 && !closed && !second_done; ++i) {
+  for (int i = 0; i < 40 && !out.closed && !second_done; ++i) {
     std::this_thread::sleep_for(25ms);
-    closed = search(first, "beside a waiting client " + std::to_string(i)) == "close";
+    out.closed = search(*first, "beside a waiting client " + std::to_string(i)) == "close";
   }
+  first.reset();  // a client that never closed now lets the worker go
   second_client.join();
-  EXPECT_TRUE(closed) << "the first client's connection never closed for the waiting one";
-  EXPECT_TRUE(second_done.load());
+  out.second_answered = second_done.load();
   one.Signal(SIGTERM);
+  return out;
+}
+
+// With the default bound (5 ms) the waiting connection passes it between the first client's
+// searches, so an answer closes the first client's connection well before its 100-request count or
+// its keep-alive timeout, and the second client is answered.
+TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
+  const auto o = RunOneWorker(endpoints_, run_->path() + "/integrator-one", "5");
+  EXPECT_TRUE(o.closed) << "the first client's connection never closed for the waiting one";
+  EXPECT_TRUE(o.second_answered);
+}
+
+// --http-close-after-wait-ms 60000: the second connection's wait (about a second of the first
+// client's searches) stays under the bound, so none of the first client's answers closes its
+// connection; the second client is answered once the first lets its connection go.
+TEST_F(ClusterTest, AnswersKeepTheirConnectionsWhileTheWaitIsUnderTheBound) {
+  const auto o = RunOneWorker(endpoints_, run_->path() + "/integrator-bound", "60000");
+  EXPECT_FALSE(o.closed) << "an answer closed its connection for a wait under the bound";
+  EXPECT_TRUE(o.second_answered);
 }
 
 // The expected answer when shard `down` is missing: the best k of the other shards' documents.

@@ -9,6 +9,7 @@
 // requests finished.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,11 @@ struct HttpFrontOptions {
   // with none waiting a connection stays open up to this count, and its client skips a reconnect
   // per request (httplib's own default is 5).
   size_t keep_alive_max_requests = 100;
+  // How long the oldest connection waiting for a worker must have waited before answers close
+  // their connections for it (zero: as soon as one waits). A connection that replaces one the
+  // server has just closed waits only until that worker returns; closing others for it would
+  // feed reconnects with reconnects.
+  std::chrono::milliseconds close_after_wait{5};
 };
 
 // The status page served at /.
