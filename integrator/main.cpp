@@ -3,7 +3,7 @@
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-threads N] [--http-keep-alive-requests R] [--http-close-after-wait-ms W]
-//                     [--ping-ms P] [--log-level L]
+//                     [--fanout-lanes L] [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N}
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -85,6 +85,10 @@ int main(int argc, char** argv) {
                  "connections for it (0: as soon as one waits)")
       ->capture_default_str()
       ->check(CLI::Range(0, 60000));
+  app.add_option("--fanout-lanes", options.fanout_lanes,
+                 "fan-out I/O threads, each with its own connections to every node; searches take them in turn")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxFanoutLanes));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));

@@ -99,6 +99,7 @@ struct Fanout::Impl {
   mutable std::mutex health_mu;
   std::vector<ShardLive> live;       // GUARDED_BY(health_mu), per replica
   std::vector<bool> shard_up;        // GUARDED_BY(health_mu), per shard: any replica up
+  std::atomic<bool> all_up{false};   // every shard_up, for AllUp() without the lock
 
   size_t num_shards() const { return replicas_of.size(); }
 
@@ -176,6 +177,7 @@ struct Fanout::Impl {
           if (!up && s.connected && s.last_error.empty()) s.last_error = "missed pongs";
         }
       }
+      bool all = true;
       for (size_t sh = 0; sh < replicas_of.size(); ++sh) {
         bool any = false;
         for (size_t r : replicas_of[sh]) any = any || live[r].up;
@@ -183,7 +185,9 @@ struct Fanout::Impl {
           shard_up[sh] = any;
           changes.emplace_back(sh, any);
         }
+        all = all && any;
       }
+      all_up.store(all, std::memory_order_relaxed);
     }
     if (listener)
       for (auto [sh, up] : changes) listener->OnShardUp(sh, up);
@@ -726,6 +730,8 @@ std::vector<std::optional<ShardHealthMsg>> Fanout::LastReportedHealth() const {
   }
   return out;
 }
+
+bool Fanout::AllUp() const { return impl_->all_up.load(std::memory_order_relaxed); }
 
 uint64_t Fanout::retries() const { return impl_->retries.load(); }
 uint64_t Fanout::hedges() const { return impl_->hedged.load(); }

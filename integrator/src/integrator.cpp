@@ -70,6 +70,21 @@ class Integrator::Listener : public FanoutListener {
   Integrator* owner_;
 };
 
+// The lanes after the first: their per-request events count like the first lane's, but shard
+// up/down and health come from the first lane alone (every lane sees the same nodes).
+class Integrator::LaneListener : public FanoutListener {
+ public:
+  explicit LaneListener(FanoutListener* all) : all_(all) {}
+  void OnShardReply(size_t i, ShardCallState s, double sec) override { all_->OnShardReply(i, s, sec); }
+  void OnLateReply(size_t i) override { all_->OnLateReply(i); }
+  void OnMalformedReply(size_t i, const Status& why) override { all_->OnMalformedReply(i, why); }
+  void OnRetry(size_t i) override { all_->OnRetry(i); }
+  void OnHedge(size_t i) override { all_->OnHedge(i); }
+
+ private:
+  FanoutListener* all_;
+};
+
 Integrator::Integrator(IntegratorOptions options, IntegratorObserver* observer)
     : options_(std::move(options)), observer_(observer), cache_(options_.cache_bytes) {}
 
@@ -80,6 +95,8 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
   if (options.default_timeout_ms < 1 || options.default_timeout_ms > kMaxTimeoutMs)
     return Status::InvalidArgument("--timeout-ms must be in 1.." + std::to_string(kMaxTimeoutMs));
   if (options.max_inflight < 1) return Status::InvalidArgument("--max-inflight must be at least 1");
+  if (options.fanout_lanes < 1 || options.fanout_lanes > kMaxFanoutLanes)
+    return Status::InvalidArgument("--fanout-lanes must be in 1.." + std::to_string(kMaxFanoutLanes));
   std::unique_ptr<Integrator> in(new Integrator(std::move(options), observer));
   if (!in->options_.index_dir.empty()) {
     auto m = Manifest::Read(in->options_.index_dir);
@@ -96,14 +113,31 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
     in->RecomputeAnalyzer();
   }
   in->listener_ = std::make_unique<Listener>(in.get());
-  FanoutOptions fo = in->options_.fanout;
-  fo.endpoints = in->options_.shards;
-  SEARCH_ASSIGN_OR_RETURN(in->fanout_, Fanout::Start(std::move(fo), in->listener_.get()));
+  in->lane_listener_ = std::make_unique<LaneListener>(in->listener_.get());
+  for (uint32_t lane = 0; lane < in->options_.fanout_lanes; ++lane) {
+    FanoutOptions fo = in->options_.fanout;
+    fo.endpoints = in->options_.shards;
+    FanoutListener* l = lane == 0 ? static_cast<FanoutListener*>(in->listener_.get()) : in->lane_listener_.get();
+    SEARCH_ASSIGN_OR_RETURN(auto f, Fanout::Start(std::move(fo), l));
+    in->fanouts_.push_back(std::move(f));
+  }
   return in;
 }
 
 void Integrator::Stop() {
-  if (fanout_) fanout_->Stop();
+  for (auto& f : fanouts_) f->Stop();
+}
+
+uint64_t Integrator::retries() const {
+  uint64_t n = 0;
+  for (const auto& f : fanouts_) n += f->retries();
+  return n;
+}
+
+uint64_t Integrator::hedges() const {
+  uint64_t n = 0;
+  for (const auto& f : fanouts_) n += f->hedges();
+  return n;
 }
 
 void Integrator::OnHealth(size_t index, const ShardHealthMsg& health) {
@@ -231,7 +265,19 @@ std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& 
   req.k = k;
   req.flags = flags;
   req.deadline_unix_micros = deadline_unix_micros;
-  return fanout_->Search(std::move(req), deadline);
+  // The lanes in turn; a lane still without every shard up (just started, or its connection to a
+  // node dropped) gives its turn to the next one that has them all.
+  const size_t n = fanouts_.size();
+  const size_t first = n == 1 ? 0 : static_cast<size_t>(next_lane_.fetch_add(1, std::memory_order_relaxed) % n);
+  size_t lane = first;
+  for (size_t i = 0; i < n; ++i) {
+    const size_t l = (first + i) % n;
+    if (fanouts_[l]->AllUp()) {
+      lane = l;
+      break;
+    }
+  }
+  return fanouts_[lane]->Search(std::move(req), deadline);
 }
 
 HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
@@ -279,7 +325,7 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
                               std::to_string(kMaxTermBytes) + ")"),
                     start);
 
-  const uint32_t n = static_cast<uint32_t>(fanout_->num_shards());
+  const uint32_t n = static_cast<uint32_t>(num_shards());
   const bool use_cache = cache_.capacity_bytes() > 0;
   std::string key;
   if (use_cache) {
@@ -377,7 +423,7 @@ uint64_t Integrator::CollectionDocs() const {
 }
 
 std::string Integrator::HealthJson() const {
-  auto views = fanout_->Health();
+  auto views = fanouts_.front()->Health();
   const std::string err = AnalyzerError();
   return search::HealthJson(views, err);
 }
@@ -387,7 +433,7 @@ std::string Integrator::StatsJson() const {
   const auto w = window_.Take();
   const auto c = cache_.stats();
   const uint64_t lookups = c.hits + c.misses;
-  const auto views = fanout_->Health();
+  const auto views = fanouts_.front()->Health();
   json out = {
       {"health", HealthStatus(views)},
       {"shards_total", views.size()},

@@ -64,9 +64,11 @@ class ClusterTest : public ::testing::Test {
     std::string shards;
     for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
     integrator_ = std::make_unique<Process>();
-    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics",
-                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--http-keep-alive-requests", "3"},
-                                   run_->path() + "/integrator"));
+    std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards",     shards, "--http", "127.0.0.1:0",
+                                     "--metrics",           "127.0.0.1:0",  "--ping-ms", "200", "--cache-mb",
+                                     "16",                  "--http-keep-alive-requests", "3"};
+    args.insert(args.end(), integrator_extra_.begin(), integrator_extra_.end());
+    ASSERT_TRUE(integrator_->Start(args, run_->path() + "/integrator"));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
     http_port_ = PortOf(ready->at("http").get<std::string>());
@@ -121,7 +123,8 @@ class ClusterTest : public ::testing::Test {
   }
 
 
-  std::vector<std::string> node_extra_;  // more search-node flags (a derived fixture's)
+  std::vector<std::string> node_extra_;        // more search-node flags (a derived fixture's)
+  std::vector<std::string> integrator_extra_;  // more search-integrator flags (a derived fixture's)
   std::unique_ptr<TempDir> run_;
   std::vector<std::unique_ptr<Process>> nodes_;
   std::vector<std::string> endpoints_;
@@ -189,6 +192,39 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
     ASSERT_NE(at, std::string::npos) << n.raw.substr(0, 2000);
     EXPECT_GE(std::stod(n.raw.substr(at + series.size())), 100.0);
   }
+}
+
+// The integrator with three fan-out lanes (each its own I/O thread and connections to every node):
+// searches from four client threads at once, every answer the single-process one.
+class ClusterLanesTest : public ClusterTest {
+ protected:
+  ClusterLanesTest() { integrator_extra_ = {"--fanout-lanes", "3"}; }
+};
+
+TEST_F(ClusterLanesTest, AnswersEqualSingleProcessOverThreeLanes) {
+  std::atomic<size_t> nonempty{0}, checked{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 4; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937 rng(100 + t);
+      for (int i = 0; i < 75; ++i) {
+        const QueryMode mode = i % 3 == 0 ? QueryMode::kAnd : i % 3 == 1 ? QueryMode::kOr : QueryMode::kAndOr;
+        const std::string q = RandomQuery(g_index->corpus, rng);
+        const std::string what = std::string(QueryModeName(mode)) + " q='" + q + "'";
+        auto r = Search(q, mode, 10);
+        EXPECT_EQ(r.status, 200) << what << " " << r.raw;
+        if (r.status != 200) continue;
+        EXPECT_EQ(r.body["_shards"]["successful"], kShards) << what;
+        const auto want = Expected(*g_index->local3, q, mode, 10);
+        ExpectSameHits(r.body["hits"]["hits"], want, what);
+        nonempty += !want.empty();
+        ++checked;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(checked.load(), 300u);
+  EXPECT_GT(nonempty.load(), 100u);
 }
 
 TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {

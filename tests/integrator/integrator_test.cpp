@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -337,6 +339,68 @@ TEST(Integrator, TooManyOrTooLongTermsAre400) {
   ParsedSearch bad;
   bad.error = RequestError{400, "illegal_argument_exception", "parameter [k] must be an integer"};
   EXPECT_EQ((*in)->HandleSearch(bad).status, 400);
+}
+
+// Counts the fan-out events an observer gets (thread-safe: they come from every lane's I/O thread).
+class CountingObserver : public IntegratorObserver {
+ public:
+  void OnShardReply(size_t, ShardCallState, double) override { ++replies; }
+  void OnShardUp(size_t, bool up) override { (up ? ups : downs)++; }
+  void OnHealth(size_t, const ShardHealthMsg&) override { ++healths; }
+  std::atomic<int> replies{0}, ups{0}, downs{0}, healths{0};
+};
+
+// Three fan-out lanes over two shards: searches take the lanes in turn (each lane's request ids
+// come from its own random start, so a shard sees three runs of consecutive ids), every answer is
+// merged as with one lane, every lane's replies reach the observer, and shard up and health events
+// come from one lane only (two shards up: two events, not six).
+TEST(Integrator, FanoutLanesTakeSearchesInTurnAndReportEachShardOnce) {
+  FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}, {1, 1.0f, "a1"}}), 2);
+  FakeNode b(1, AnswerWith(1, {{700, 3.0f, "b700"}, {600, 2.0f, "b600"}}), 2);
+  CountingObserver obs;
+  auto opts = Options({a.endpoint(), b.endpoint()});
+  opts.fanout_lanes = 3;
+  opts.cache_bytes = 0;  // every search goes to the shards
+  auto in = Integrator::Start(opts, &obs);
+  ASSERT_TRUE(in.ok()) << in.status().ToString();
+  ASSERT_TRUE(WaitReady(**in));
+  std::this_thread::sleep_for(300ms);  // the other lanes' first pongs (every 50 ms)
+  constexpr int kSearches = 30;
+  for (int i = 0; i < kSearches; ++i) {
+    auto r = (*in)->Search(Params("apple", QueryMode::kOr, 3));
+    ASSERT_EQ(r.status, 200) << r.body;
+    json j = json::parse(r.body);
+    ASSERT_EQ(j["hits"]["hits"].size(), 3u);
+    EXPECT_EQ(j["hits"]["hits"][0]["_id"], "a5");
+    EXPECT_EQ(j["hits"]["hits"][1]["_id"], "b700");
+    EXPECT_EQ(j["hits"]["hits"][2]["_doc"], 600);
+  }
+  for (const FakeNode* n : {&a, &b}) {
+    std::vector<uint64_t> ids;
+    for (const auto& r : n->requests()) ids.push_back(r.request_id);
+    ASSERT_EQ(ids.size(), static_cast<size_t>(kSearches));
+    std::sort(ids.begin(), ids.end());
+    std::vector<int> runs = {1};  // lengths of the runs of consecutive ids
+    for (size_t i = 1; i < ids.size(); ++i) {
+      if (ids[i] - ids[i - 1] < 1000) {
+        ++runs.back();
+      } else {
+        runs.push_back(1);
+      }
+    }
+    EXPECT_EQ(runs, (std::vector<int>{10, 10, 10}));
+  }
+  EXPECT_EQ(obs.replies.load(), 2 * kSearches);
+  EXPECT_EQ(obs.ups.load(), 2);
+  EXPECT_EQ(obs.downs.load(), 0);
+  EXPECT_GT(obs.healths.load(), 0);
+  EXPECT_EQ((*in)->retries(), 0u);
+  EXPECT_EQ((*in)->hedges(), 0u);
+  // Out of range: refused at start.
+  opts.fanout_lanes = 0;
+  EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
+  opts.fanout_lanes = kMaxFanoutLanes + 1;
+  EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
 }
 
 }  // namespace

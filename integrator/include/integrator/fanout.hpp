@@ -101,6 +101,8 @@ class Fanout {
 
   // Per-shard health as of now (up while any replica is up; the freshest up replica's report).
   std::vector<ShardHealthView> Health() const;
+  // Whether every shard is up now (one atomic load: cheap enough to ask per search).
+  bool AllUp() const;
   uint64_t retries() const;  // requests resent to another replica after a failure
   uint64_t hedges() const;   // requests also sent to another replica after the first's p95
   // The last ShardHealth each node reported (nullopt before its first pong).

@@ -39,7 +39,8 @@
 namespace search {
 
 // Hooks for metrics (integrator_metrics.hpp implements them over Prometheus). Fanout events arrive
-// on the I/O thread, request events on HTTP threads; implementations must be thread-safe and quick.
+// on the I/O threads (one a fan-out lane), request events on HTTP threads; implementations must be
+// thread-safe and quick.
 class IntegratorObserver : public FanoutListener {
  public:
   // mode: nullopt when the request did not parse; status: the HTTP status; partial: a 200 missing
@@ -49,6 +50,8 @@ class IntegratorObserver : public FanoutListener {
   virtual void OnInFlight(int /*delta*/) {}
 };
 
+inline constexpr uint32_t kMaxFanoutLanes = 16;
+
 struct IntegratorOptions {
   std::vector<std::string> shards;    // ZeroMQ endpoints, one per shard ("a|b": its replicas)
   uint32_t default_timeout_ms = 500;  // Ding §9
@@ -56,6 +59,12 @@ struct IntegratorOptions {
   uint32_t max_inflight = 1024;
   std::string index_dir;              // optional: take the analyzer from DIR/manifest.json
   FanoutOptions fanout;               // endpoints are filled from `shards`
+  // Fan-out lanes: each its own I/O thread and connections to every replica; searches take them in
+  // turn (skipping a lane that does not have every shard up while another does). One thread
+  // carries every request and reply of one lane, so at high rates a lane is a serial stage whose
+  // stalls (its CPU taken away) hold every search it carries; more lanes split that load. Health
+  // and shard up/down events come from the first lane.
+  uint32_t fanout_lanes = 1;
 };
 
 struct HttpReply {
@@ -82,12 +91,16 @@ class Integrator {
   std::string AnalyzerError() const;
 
   const ResultCache& cache() const { return cache_; }
-  size_t num_shards() const { return fanout_->num_shards(); }
+  size_t num_shards() const { return fanouts_.front()->num_shards(); }
+  // Requests resent to another replica after a failure, and hedged, over every lane.
+  uint64_t retries() const;
+  uint64_t hedges() const;
   // Completes outstanding searches and stops the fan-out. Idempotent.
   void Stop();
 
  private:
   class Listener;
+  class LaneListener;
   struct AnalyzerState {
     std::shared_ptr<const Analyzer> analyzer;  // null when error is set
     std::string error;
@@ -108,8 +121,10 @@ class Integrator {
 
   IntegratorOptions options_;
   IntegratorObserver* observer_;
-  std::unique_ptr<Listener> listener_;
-  std::unique_ptr<Fanout> fanout_;
+  std::unique_ptr<Listener> listener_;          // the first lane's: every event
+  std::unique_ptr<LaneListener> lane_listener_;  // the other lanes': per-request events only
+  std::vector<std::unique_ptr<Fanout>> fanouts_;  // the lanes, never empty once started
+  std::atomic<uint64_t> next_lane_{0};
   ResultCache cache_;
   StatsWindow window_;
   std::atomic<int64_t> in_flight_{0};
