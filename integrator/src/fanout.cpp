@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <random>
@@ -14,6 +15,7 @@
 #include <zmq.hpp>
 
 #include "core/thread_name.hpp"
+#include "core/wake_fd.hpp"
 
 namespace search {
 
@@ -79,7 +81,14 @@ struct Fanout::Impl {
   const FanoutOptions& opt;
   FanoutListener* listener;
   zmq::context_t ctx{1};
-  zmq::socket_t submit_pull, submit_push;  // push: GUARDED_BY(submit_mu)
+  // Submissions wake the I/O thread through an eventfd, and only when it may be blocked in poll:
+  // io_idle is true from just before the thread looks at the queue for the last time before it
+  // may block until it is back from poll. A search queued while it is false needs no write (the
+  // thread looks again before it blocks); one queued behind others needs none either (the first
+  // of them woke it or found it awake). Under load the thread is mostly awake, and a wake-up per
+  // search (it was a message on an inproc socket) was a syscall or two on each side.
+  WakeFd waker;
+  std::atomic<bool> io_idle{false};
   std::vector<zmq::socket_t> dealers, monitors;  // per replica
   bool have_monitors = true;
   std::vector<std::string> replica_ep;           // per replica
@@ -88,6 +97,11 @@ struct Fanout::Impl {
 
   std::mutex submit_mu;
   std::deque<std::shared_ptr<Call>> queue;  // GUARDED_BY(submit_mu)
+
+  bool Queued() {
+    std::lock_guard lock(submit_mu);
+    return !queue.empty();
+  }
 
   // I/O thread only.
   std::unordered_map<uint64_t, Pending> pending;
@@ -233,14 +247,6 @@ struct Fanout::Impl {
   }
 
   void DrainSubmissions(bool stopping) {
-    zmq::message_t m;
-    while (true) {
-      try {
-        if (!submit_pull.recv(m, zmq::recv_flags::dontwait)) break;
-      } catch (const zmq::error_t&) {
-        break;
-      }
-    }
     std::deque<std::shared_ptr<Call>> calls;
     {
       std::lock_guard lock(submit_mu);
@@ -501,7 +507,7 @@ struct Fanout::Impl {
   void Run(const std::atomic<bool>& stopped, std::atomic<uint64_t>& next_id) {
     const size_t n = dealers.size();
     std::vector<zmq::pollitem_t> items;
-    items.push_back({submit_pull.handle(), 0, ZMQ_POLLIN, 0});
+    items.push_back({nullptr, waker.fd(), ZMQ_POLLIN, 0});
     for (auto& d : dealers) items.push_back({d.handle(), 0, ZMQ_POLLIN, 0});
     if (have_monitors)
       for (auto& m : monitors) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
@@ -518,13 +524,21 @@ struct Fanout::Impl {
       if (!hedges.empty()) wake = std::min(wake, std::get<0>(*hedges.begin()));
       auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
       long timeout_ms = wait_us <= 0 ? 0 : static_cast<long>((wait_us + 999) / 1000);
+      // idle before the look at the queue (both seq_cst, the queue under its lock): a search
+      // queued after the look sees idle and writes the eventfd; one queued before it is seen
+      // here, and poll does not block.
+      io_idle.store(true);
+      if (Queued()) timeout_ms = 0;
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
       } catch (const zmq::error_t& e) {
+        io_idle.store(false);
         if (e.num() != EINTR) break;
         continue;
       }
-      if (items[0].revents & ZMQ_POLLIN) DrainSubmissions(false);
+      io_idle.store(false);
+      if (items[0].revents & ZMQ_POLLIN) waker.Drain();
+      DrainSubmissions(false);
       for (size_t i = 0; i < n; ++i)
         if (items[1 + i].revents & ZMQ_POLLIN) DrainReplies(i);
       if (have_monitors)
@@ -559,16 +573,8 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
   std::unique_ptr<Fanout> f(new Fanout(std::move(options), listener));
   Impl& im = *f->impl_;
   const auto tag = std::to_string(reinterpret_cast<uintptr_t>(f.get()));
-  try {
-    im.submit_pull = zmq::socket_t(im.ctx, zmq::socket_type::pull);
-    im.submit_pull.set(zmq::sockopt::linger, 0);
-    im.submit_pull.bind("inproc://fanout-submit-" + tag);
-    im.submit_push = zmq::socket_t(im.ctx, zmq::socket_type::push);
-    im.submit_push.set(zmq::sockopt::linger, 0);
-    im.submit_push.connect("inproc://fanout-submit-" + tag);
-  } catch (const zmq::error_t& e) {
-    return Status::Internal(std::string("cannot create the submission socket: ") + e.what());
-  }
+  if (!im.waker.Open())
+    return Status::Internal(std::string("cannot create the submission eventfd: ") + std::strerror(errno));
   const FanoutOptions& o = f->options_;
   for (size_t sh = 0; sh < o.endpoints.size(); ++sh) {
     im.replicas_of.emplace_back();
@@ -634,35 +640,31 @@ void Fanout::Stop() {
   {
     std::lock_guard lock(impl_->submit_mu);
     if (stopped_.exchange(true)) return;
-    zmq::message_t wake(1);
-    try {
-      (void)impl_->submit_push.send(wake, zmq::send_flags::dontwait);
-    } catch (const zmq::error_t&) {
-    }
   }
+  impl_->waker.Wake();
   if (io_thread_.joinable()) io_thread_.join();
   impl_->monitors.clear();
   impl_->dealers.clear();
-  impl_->submit_push.close();
-  impl_->submit_pull.close();
   impl_->ctx.close();
 }
 
 void Fanout::Submit(const std::shared_ptr<Call>& call) {
+  bool pushed = false, first = false;
   {
     std::lock_guard lock(impl_->submit_mu);
     if (!stopped_.load()) {
       impl_->queue.push_back(call);
-      zmq::message_t wake(1);
-      try {
-        // A full pipe means a wake-up is already pending; the queue holds the call either way.
-        (void)impl_->submit_push.send(wake, zmq::send_flags::dontwait);
-      } catch (const zmq::error_t&) {
-      }
-      return;
+      pushed = true;
+      first = impl_->queue.size() == 1;
     }
   }
-  Impl::Finish(call, impl_->AllFailed(ShardCallState::kFailed, "integrator shutting down"));
+  if (!pushed) {
+    Impl::Finish(call, impl_->AllFailed(ShardCallState::kFailed, "integrator shutting down"));
+    return;
+  }
+  // After the push (io_idle seq_cst; see Impl::io_idle). A search queued behind others needs no
+  // wake-up: the first of them saw to it.
+  if (first && impl_->io_idle.load()) impl_->waker.Wake();
 }
 
 std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::time_point deadline) {

@@ -1,7 +1,6 @@
 // NodeServer (see node/node_server.hpp): the ROUTER I/O thread, the job queue and the workers.
 #include "node/node_server.hpp"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
+#include "core/wake_fd.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
 #include "metrics/metrics.hpp"
@@ -116,7 +116,7 @@ struct NodeServer::Job {
 struct NodeServer::Impl {
   zmq::context_t ctx{1};
   zmq::socket_t router;
-  int wake_fd = -1;
+  WakeFd wake;
   std::atomic<bool> draining{false};
   std::string analyzer_json;
   // Corruption seen while answering (a list or document that failed its checks): the node keeps
@@ -149,14 +149,6 @@ struct NodeServer::Impl {
   std::condition_variable async_cv;
   uint64_t async_pending = 0;  // GUARDED_BY(async_mu)
 
-  ~Impl() {
-    if (wake_fd >= 0) ::close(wake_fd);
-  }
-  void Wake() const {
-    const uint64_t one = 1;
-    ssize_t ignored = ::write(wake_fd, &one, sizeof(one));
-    (void)ignored;
-  }
 };
 
 NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options)
@@ -177,8 +169,7 @@ uint64_t NodeServer::queued() const {
 Status NodeServer::start() {
   if (running_.load()) return Status::InvalidArgument("node server already started");
   if (io_thread_.joinable()) return Status::InvalidArgument("a stopped node server cannot restart");
-  impl_->wake_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (impl_->wake_fd < 0) return Status::IOError("eventfd failed");
+  if (!impl_->wake.Open()) return Status::IOError("eventfd failed");
   try {
     impl_->router = zmq::socket_t(impl_->ctx, zmq::socket_type::router);
     auto& s = impl_->router;
@@ -223,7 +214,7 @@ Status NodeServer::start() {
 
 void NodeServer::request_stop() {
   stop_requested_.store(true);
-  if (impl_->wake_fd >= 0) impl_->Wake();
+  if (impl_->wake.valid()) impl_->wake.Wake();
 }
 
 void NodeServer::stop() {
@@ -541,7 +532,7 @@ void NodeServer::IoLoop() {
   };
 
   std::array<zmq::pollitem_t, 2> items = {zmq::pollitem_t{router.handle(), 0, ZMQ_POLLIN, 0},
-                                          zmq::pollitem_t{nullptr, impl_->wake_fd, ZMQ_POLLIN, 0}};
+                                          zmq::pollitem_t{nullptr, impl_->wake.fd(), ZMQ_POLLIN, 0}};
   bool draining = false;
   Clock::time_point drain_deadline{};
   Clock::time_point spin_until{};  // io_spin: until then the thread polls without blocking
@@ -558,11 +549,7 @@ void NodeServer::IoLoop() {
                                             : draining             ? std::chrono::milliseconds(10)
                                                                    : options_.io_poll);
       impl_->io_idle.store(false);
-      if ((items[1].revents & ZMQ_POLLIN) != 0) {
-        uint64_t v;
-        ssize_t ignored = ::read(impl_->wake_fd, &v, sizeof(v));
-        (void)ignored;
-      }
+      if ((items[1].revents & ZMQ_POLLIN) != 0) impl_->wake.Drain();
       size_t moved = send_pending();
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
         for (int i = 0; i < kReceiveBatch && receive_one(); ++i) ++moved;
@@ -772,7 +759,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     }
     impl_->replies.push_back(std::move(r));
   }
-  if (first && impl_->io_idle.load()) impl_->Wake();
+  if (first && impl_->io_idle.load()) impl_->wake.Wake();
 }
 
 }  // namespace search

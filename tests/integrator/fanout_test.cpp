@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
 #include <thread>
 
 #include "fake_node.hpp"
@@ -187,8 +188,10 @@ TEST(Fanout, ShardGoesDownWhenPongsStopAndUpAgain) {
   auto end = Clock::now() + 3s;
   while ((*f)->Health()[0].state == "up" && Clock::now() < end) std::this_thread::sleep_for(10ms);
   EXPECT_EQ((*f)->Health()[0].state, "down");
+  EXPECT_FALSE((*f)->AllUp());
   n.set_answer_pings(true);
   EXPECT_TRUE(WaitAllUp(**f));
+  EXPECT_TRUE((*f)->AllUp());
   EXPECT_GE(l.downs, 1);
   EXPECT_GE(l.ups, 2);
   auto reported = (*f)->LastReportedHealth();
@@ -256,6 +259,41 @@ TEST(Fanout, ManyConcurrentSearches) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 1600);
+}
+
+// Submissions wake the I/O thread only when it may be blocked in poll (Impl::io_idle). With pings
+// 30 s apart and deadlines a minute away, nothing else would wake an idle thread for a search whose
+// wake-up was lost: it would wait out the ping interval. Four threads search with pauses of 0-2 ms
+// (the thread idle in between, or busy with another's search), and every search is answered in
+// well under the interval (5 s: a hang detector, not a speed bound).
+TEST(Fanout, EverySearchWakesAnIdleIoThread) {
+  FakeNode a(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2), b(1, AnswerWith(1, {{2, 2.0f, "y"}}), 2);
+  auto opts = Options({a.endpoint(), b.endpoint()});
+  opts.ping_interval = 30s;
+  auto f = Fanout::Start(opts, nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));  // the first pings go out at the handshakes
+  EXPECT_TRUE((*f)->AllUp());
+  std::atomic<int> ok{0};
+  std::atomic<int64_t> slowest_ms{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      for (int i = 0; i < 150; ++i) {
+        std::this_thread::sleep_for(std::chrono::microseconds(rng() % 2000));
+        const auto t0 = Clock::now();
+        auto r = (*f)->Search(Request(), Clock::now() + 60s);
+        const int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        int64_t seen = slowest_ms.load();
+        while (ms > seen && !slowest_ms.compare_exchange_weak(seen, ms)) {
+        }
+        if (r[0].state == ShardCallState::kOk && r[1].state == ShardCallState::kOk) ++ok;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(ok, 600);
+  EXPECT_LT(slowest_ms.load(), 5000);
 }
 
 std::string DeadEndpoint() {

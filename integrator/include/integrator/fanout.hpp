@@ -1,7 +1,8 @@
 // Fanout: the integrator's side of the wire. One ZeroMQ DEALER socket per shard endpoint, all
-// owned by a single I/O thread that zmq::polls them together with an inproc PULL socket through
-// which caller threads submit requests (a mutex-guarded queue plus a wake-up message), and one
-// inproc PAIR per DEALER carrying its connection events (zmq_socket_monitor).
+// owned by a single I/O thread that zmq::polls them together with an eventfd through which caller
+// threads submit requests (a mutex-guarded queue; the eventfd is written only when the thread may
+// be blocked in poll), and one inproc PAIR per DEALER carrying its connection events
+// (zmq_socket_monitor).
 //
 // Search() encodes one SearchRequest with a fresh request id and an absolute deadline, the I/O
 // thread sends it to every shard and collects the replies; the caller blocks on a condition
