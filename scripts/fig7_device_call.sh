@@ -16,7 +16,9 @@
 #      REPEATS (bench_hybrid_runs.sh's: RUNS_TEXT's runs N times over, interleaved; the tables
 #      pool each rate's readings into their median p99).
 # Writes OUT/tests.txt (each test's exit status) and its logs, OUT/runs.log, OUT/fig7.csv,
-# OUT/fig7.md and OUT/r.tgz (every run's files but the traces). Exit status 3: a noisy host.
+# OUT/fig7.md and OUT/r.tgz (every run's files but the traces), and OUT/diag.txt: with TRACE=1
+# scripts/loadgen_waits.py over every step's trace, with STEP_HOOK=scripts/step_net_hook.sh
+# scripts/net_delta.py for each step (connections opened). Exit status 3: a noisy host.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 : "${RUNS_TEXT:?RUNS_TEXT is required (bench_hybrid_runs.sh runs, one a line)}"
@@ -57,5 +59,17 @@ rm -f "$runs"
 cat "$out/tests.txt"
 tail -40 "$out/runs.log"
 cp "$work/runs/fig7.csv" "$work/runs/fig7.md" "$out/" 2>/dev/null
+# TRACE=1: each step's bursts of waiting arrivals and the load generator's own lag (the traces stay
+# on the device); STEP_HOOK=scripts/step_net_hook.sh: each step's reconnects and retransmits.
+# One file (the device returns at most 8).
+{
+  traces=$(find "$work/runs" -name 'trace-*.csv' 2>/dev/null | sort -V)
+  [ -n "$traces" ] && python3 scripts/loadgen_waits.py $traces
+  for before in $(find "$work/runs" -name 'net-*.0' 2>/dev/null | sort -V); do
+    echo "== ${before#"$work"/runs/}"
+    python3 scripts/net_delta.py "$before" "${before%.0}.1" --match 'Tcp:(ActiveOpens|RetransSegs)|ListenOverflows'
+  done
+} >"$out/diag.txt" 2>&1
+[ -s "$out/diag.txt" ] || rm -f "$out/diag.txt"
 tar czf "$out/r.tgz" --exclude='trace-*' -C "$work" runs
 date -u +%FT%TZ
