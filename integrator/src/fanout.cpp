@@ -81,14 +81,9 @@ struct Fanout::Impl {
   const FanoutOptions& opt;
   FanoutListener* listener;
   zmq::context_t ctx{1};
-  // Submissions wake the I/O thread through an eventfd, and only when it may be blocked in poll:
-  // io_idle is true from just before the thread looks at the queue for the last time before it
-  // may block until it is back from poll. A search queued while it is false needs no write (the
-  // thread looks again before it blocks); one queued behind others needs none either (the first
-  // of them woke it or found it awake). Under load the thread is mostly awake, and a wake-up per
-  // search (it was a message on an inproc socket) was a syscall or two on each side.
+  // Submissions wake the I/O thread only when it may be blocked in poll (wake_fd.hpp); a wake-up
+  // per search (it was a message on an inproc socket) was a syscall or two on each side.
   WakeFd waker;
-  std::atomic<bool> io_idle{false};
   std::vector<zmq::socket_t> dealers, monitors;  // per replica
   bool have_monitors = true;
   std::vector<std::string> replica_ep;           // per replica
@@ -524,19 +519,17 @@ struct Fanout::Impl {
       if (!hedges.empty()) wake = std::min(wake, std::get<0>(*hedges.begin()));
       auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
       long timeout_ms = wait_us <= 0 ? 0 : static_cast<long>((wait_us + 999) / 1000);
-      // idle before the look at the queue (both seq_cst, the queue under its lock): a search
-      // queued after the look sees idle and writes the eventfd; one queued before it is seen
-      // here, and poll does not block.
-      io_idle.store(true);
+      // Idle before the last look at the queue (wake_fd.hpp).
+      waker.SetIdle(true);
       if (Queued()) timeout_ms = 0;
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
       } catch (const zmq::error_t& e) {
-        io_idle.store(false);
+        waker.SetIdle(false);
         if (e.num() != EINTR) break;
         continue;
       }
-      io_idle.store(false);
+      waker.SetIdle(false);
       if (items[0].revents & ZMQ_POLLIN) waker.Drain();
       DrainSubmissions(false);
       for (size_t i = 0; i < n; ++i)
@@ -662,9 +655,9 @@ void Fanout::Submit(const std::shared_ptr<Call>& call) {
     Impl::Finish(call, impl_->AllFailed(ShardCallState::kFailed, "integrator shutting down"));
     return;
   }
-  // After the push (io_idle seq_cst; see Impl::io_idle). A search queued behind others needs no
-  // wake-up: the first of them saw to it.
-  if (first && impl_->io_idle.load()) impl_->waker.Wake();
+  // After the push (wake_fd.hpp). A search queued behind others needs no wake-up: the first of
+  // them saw to it.
+  if (first) impl_->waker.WakeIfIdle();
 }
 
 std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::time_point deadline) {

@@ -1,8 +1,6 @@
 // NodeServer (see node/node_server.hpp): the ROUTER I/O thread, the job queue and the workers.
 #include "node/node_server.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <condition_variable>
@@ -116,7 +114,7 @@ struct NodeServer::Job {
 struct NodeServer::Impl {
   zmq::context_t ctx{1};
   zmq::socket_t router;
-  WakeFd wake;
+  WakeFd wake;  // the I/O thread's: queued replies wake it only while it may block (wake_fd.hpp)
   std::atomic<bool> draining{false};
   std::string analyzer_json;
   // Corruption seen while answering (a list or document that failed its checks): the node keeps
@@ -132,12 +130,6 @@ struct NodeServer::Impl {
 
   std::mutex replies_mu;
   std::vector<Reply> replies;  // GUARDED_BY(replies_mu)
-  // True from just before the I/O thread looks at `replies` for the last time before it may block
-  // in poll until it is back from poll. A reply queued while it is false needs no eventfd write:
-  // the thread looks at the queue again before it blocks. Under load the I/O thread is mostly
-  // awake, and the write (a syscall that wakes nobody, or one that wakes the thread) was most of
-  // a CPU worker's time answering a query (BENCHMARKS.md, issue 6).
-  std::atomic<bool> io_idle{false};
 
   bool RepliesQueued() {
     std::lock_guard<std::mutex> lock(replies_mu);
@@ -148,7 +140,6 @@ struct NodeServer::Impl {
   std::mutex async_mu;
   std::condition_variable async_cv;
   uint64_t async_pending = 0;  // GUARDED_BY(async_mu)
-
 };
 
 NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options)
@@ -538,17 +529,15 @@ void NodeServer::IoLoop() {
   Clock::time_point spin_until{};  // io_spin: until then the thread polls without blocking
   for (;;) {
     try {
-      // idle before the look at the queue (both seq_cst, and the queue under its lock): a reply
-      // queued after the look sees idle and writes the eventfd; one queued before it is seen here,
-      // and poll does not block. While spinning the thread stays awake (not idle): it looks at the
-      // queue again on every turn.
+      // Idle before the last look at the queue (wake_fd.hpp). While spinning the thread stays
+      // awake (not idle): it looks at the queue again on every turn.
       const bool spin = options_.io_spin.count() > 0 && !draining && Clock::now() < spin_until;
-      if (!spin) impl_->io_idle.store(true);
+      if (!spin) impl_->wake.SetIdle(true);
       const bool queued_replies = impl_->RepliesQueued();
       zmq::poll(items.data(), items.size(), queued_replies || spin ? std::chrono::milliseconds(0)
                                             : draining             ? std::chrono::milliseconds(10)
                                                                    : options_.io_poll);
-      impl_->io_idle.store(false);
+      impl_->wake.SetIdle(false);
       if ((items[1].revents & ZMQ_POLLIN) != 0) impl_->wake.Drain();
       size_t moved = send_pending();
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
@@ -736,7 +725,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     }
   }
   // The I/O thread takes every queued reply at a wake: one wake per empty queue, and none while
-  // the thread is awake (io_idle).
+  // the thread is awake (wake_fd.hpp).
   bool first = false;
   {
     std::lock_guard<std::mutex> lock(impl_->replies_mu);
@@ -759,7 +748,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     }
     impl_->replies.push_back(std::move(r));
   }
-  if (first && impl_->io_idle.load()) impl_->wake.Wake();
+  if (first) impl_->wake.WakeIfIdle();
 }
 
 }  // namespace search
