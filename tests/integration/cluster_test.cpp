@@ -31,6 +31,12 @@ struct SharedIndex {
 };
 SharedIndex* g_index = nullptr;
 
+// RunOneWorker's outcome: whether one of the first client's answers closed its connection, and
+// whether the second client was answered.
+struct OneWorkerOutcome {
+  bool closed = false, second_answered = false;
+};
+
 class ClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -121,6 +127,10 @@ class ClusterTest : public ::testing::Test {
   static std::vector<ExternalHit> Expected(const LocalIndex& index, const std::string& q, QueryMode mode, uint32_t k) {
     return ExpectedHits(index, q, mode, k);
   }
+
+  // A second integrator, with one HTTP worker and --http-close-after-wait-ms, over this cluster's
+  // nodes (defined with its tests below).
+  OneWorkerOutcome RunOneWorker(const std::string& name, const std::string& close_after_wait_ms);
 
 
   std::vector<std::string> node_extra_;        // more search-node flags (a derived fixture's)
@@ -304,31 +314,26 @@ TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
 // 25 ms while a second client's connection waits for that worker. Returns whether one of the first
 // client's answers closed its connection ("Connection: close"), and whether the second client was
 // answered (rightly) within its 20 s read timeout.
-struct OneWorkerOutcome {
-  bool closed = false, second_answered = false;
-};
-OneWorkerOutcome RunOneWorker(const std::vector<std::string>& endpoints, const std::string& run_dir,
-                              const std::string& close_after_wait_ms) {
+OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name, const std::string& close_after_wait_ms) {
   std::string shards;
-  for (const auto& e : endpoints) shards += (shards.empty() ? "" : ",") + e;
+  for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
   Process one;
   OneWorkerOutcome out;
   EXPECT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
                          "--ping-ms", "200", "--cache-mb", "0", "--http-threads", "1", "--http-close-after-wait-ms",
                          close_after_wait_ms},
-                        run_dir));
+                        run_->path() + "/" + name));
   auto ready = one.WaitReady();
   EXPECT_TRUE(ready.has_value()) << one.Logs();
   if (!ready) return out;
-  const std::string http = ready->at("http").get<std::string>();
-  const int port = std::stoi(http.substr(http.rfind(':') + 1));
+  const int port = PortOf(ready->at("http").get<std::string>());
   const auto until = Clock::now() + 15s;
   while (Clock::now() < until) {
     auto h = Fetch(port, "/health");
     if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") break;
     std::this_thread::sleep_for(20ms);
   }
-  const auto want = ExpectedHits(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
+  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
   auto first = std::make_unique<httplib::Client>("127.0.0.1", port);
   first->set_keep_alive(true);
   std::atomic<int> sockets{0};
@@ -366,7 +371,7 @@ OneWorkerOutcome RunOneWorker(const std::vector<std::string>& endpoints, const s
 // searches, so an answer closes the first client's connection well before its 100-request count or
 // its keep-alive timeout, and the second client is answered.
 TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
-  const auto o = RunOneWorker(endpoints_, run_->path() + "/integrator-one", "5");
+  const auto o = RunOneWorker("integrator-one", "5");
   EXPECT_TRUE(o.closed) << "the first client's connection never closed for the waiting one";
   EXPECT_TRUE(o.second_answered);
 }
@@ -375,7 +380,7 @@ TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
 // client's searches) stays under the bound, so none of the first client's answers closes its
 // connection; the second client is answered once the first lets its connection go.
 TEST_F(ClusterTest, AnswersKeepTheirConnectionsWhileTheWaitIsUnderTheBound) {
-  const auto o = RunOneWorker(endpoints_, run_->path() + "/integrator-bound", "60000");
+  const auto o = RunOneWorker("integrator-bound", "60000");
   EXPECT_FALSE(o.closed) << "an answer closed its connection for a wait under the bound";
   EXPECT_TRUE(o.second_answered);
 }
