@@ -5,7 +5,7 @@
 //                     [--http-threads N] [--http-keep-alive-requests R] [--http-close-after-wait-ms W]
 //                     [--fanout-lanes L] [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
-//   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N}
+//   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpus.hpp"
 #include "core/signals.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
@@ -85,8 +86,10 @@ int main(int argc, char** argv) {
                  "connections for it (0: as soon as one waits)")
       ->capture_default_str()
       ->check(CLI::Range(0, 60000));
+  options.fanout_lanes = DefaultFanoutLanes(AvailableCores());
   app.add_option("--fanout-lanes", options.fanout_lanes,
-                 "fan-out I/O threads, each with its own connections to every node; searches take them in turn")
+                 "fan-out I/O threads, each with its own connections to every node; searches take them in turn "
+                 "(default: 2 where the integrator may use 8 or more CPUs, else 1)")
       ->capture_default_str()
       ->check(CLI::Range(1u, kMaxFanoutLanes));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
@@ -158,7 +161,8 @@ int main(int argc, char** argv) {
   nlohmann::json ready = {{"event", "ready"},
                           {"http", http.host + ":" + std::to_string(front.port())},
                           {"metrics", metrics_bound},
-                          {"shards", options.shards.size()}};
+                          {"shards", options.shards.size()},
+                          {"fanout_lanes", options.fanout_lanes}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;

@@ -13,7 +13,9 @@
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
+#include "core/cpus.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "integrator/integrator.hpp"
 
 namespace search::testing {
 namespace {
@@ -79,6 +81,7 @@ class ClusterTest : public ::testing::Test {
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
     http_port_ = PortOf(ready->at("http").get<std::string>());
     metrics_port_ = PortOf(ready->at("metrics").get<std::string>());
+    ready_lanes_ = ready->value("fanout_lanes", 0u);
     ASSERT_TRUE(WaitHealth("green", 15s)) << Fetch(http_port_, "/health").raw << integrator_->Logs();
   }
 
@@ -141,9 +144,12 @@ class ClusterTest : public ::testing::Test {
   std::vector<int> node_metrics_;
   std::unique_ptr<Process> integrator_;
   int http_port_ = 0, metrics_port_ = 0, starts_ = 0;
+  unsigned ready_lanes_ = 0;  // the integrator's ready line's fanout_lanes
 };
 
 TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
+  // Without --fanout-lanes the integrator sizes its lanes to the CPUs it may use (inherited here).
+  EXPECT_EQ(ready_lanes_, DefaultFanoutLanes(AvailableCores()));
   std::mt19937 rng(99);
   const uint32_t ks[] = {1, 3, 10, 10, 50, 1000};
   size_t nonempty = 0, cached = 0;
@@ -212,6 +218,7 @@ class ClusterLanesTest : public ClusterTest {
 };
 
 TEST_F(ClusterLanesTest, AnswersEqualSingleProcessOverThreeLanes) {
+  EXPECT_EQ(ready_lanes_, 3u);  // the ready line says what --fanout-lanes asked for
   std::atomic<size_t> nonempty{0}, checked{0};
   std::vector<std::thread> clients;
   for (int t = 0; t < 4; ++t) {

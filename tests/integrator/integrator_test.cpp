@@ -403,5 +403,15 @@ TEST(Integrator, FanoutLanesTakeSearchesInTurnAndReportEachShardOnce) {
   EXPECT_FALSE(Integrator::Start(opts, nullptr).ok());
 }
 
+// Two lanes where the integrator has cores to spare for the second thread, one on a small machine.
+TEST(Integrator, DefaultFanoutLanesFollowTheCpus) {
+  EXPECT_EQ(DefaultFanoutLanes(1), 1u);
+  EXPECT_EQ(DefaultFanoutLanes(2), 1u);
+  EXPECT_EQ(DefaultFanoutLanes(7), 1u);
+  EXPECT_EQ(DefaultFanoutLanes(8), 2u);
+  EXPECT_EQ(DefaultFanoutLanes(12), 2u);
+  EXPECT_EQ(DefaultFanoutLanes(128), 2u);
+}
+
 }  // namespace
 }  // namespace search

@@ -52,6 +52,12 @@ class IntegratorObserver : public FanoutListener {
 
 inline constexpr uint32_t kMaxFanoutLanes = 16;
 
+// Fan-out lanes for an integrator that may run on `cpus` CPUs: two from 8 CPUs up, else one. On a
+// quiet 2 x H100 host (the integrator on 12 CPUs) hybrid's p99 at 69,000-73,000 q/s was lower with
+// two lanes than with one in 5 of 6 interleaved pairs; on the 2-core development VM the second
+// lane's thread cost more CPU than it spread (BENCHMARKS.md issue 6, 2026-11-28).
+constexpr uint32_t DefaultFanoutLanes(unsigned cpus) { return cpus >= 8 ? 2 : 1; }
+
 struct IntegratorOptions {
   std::vector<std::string> shards;    // ZeroMQ endpoints, one per shard ("a|b": its replicas)
   uint32_t default_timeout_ms = 500;  // Ding §9
@@ -63,7 +69,8 @@ struct IntegratorOptions {
   // turn (skipping a lane that does not have every shard up while another does). One thread
   // carries every request and reply of one lane, so at high rates a lane is a serial stage whose
   // stalls (its CPU taken away) hold every search it carries; more lanes split that load. Health
-  // and shard up/down events come from the first lane.
+  // and shard up/down events come from the first lane. search-integrator's default is
+  // DefaultFanoutLanes(its CPUs).
   uint32_t fanout_lanes = 1;
 };
 
