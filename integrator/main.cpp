@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "core/cpus.hpp"
+#include "core/fd_table.hpp"
 #include "core/signals.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
@@ -119,6 +120,10 @@ int main(int argc, char** argv) {
 
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
   const sigset_t signals = BlockStopSignals();
+  // The descriptor table sized for the HTTP connections (kept-alive ones and those queued for a
+  // worker) and the fan-out's sockets while there is one thread: grown later, each growth would
+  // stall the accepting thread for an RCU grace period (core/fd_table.hpp).
+  ReserveFdTable(2 * http_threads + 256);
 
   Metrics metrics("integrator");
   if (!metrics_addr.empty()) {

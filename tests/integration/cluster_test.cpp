@@ -300,6 +300,18 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
   ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10), "after bad input");
 }
 
+// The integrator grows its descriptor table for its HTTP connections before its threads start
+// (2 x --http-threads + 256; a growth under load would stall its accepting thread for an RCU grace
+// period), though the test has opened few connections.
+TEST_F(ClusterTest, IntegratorsDescriptorTableIsGrownAtStart) {
+  std::ifstream status("/proc/" + std::to_string(integrator_->pid()) + "/status");
+  std::string line;
+  int slots = 0;
+  while (std::getline(status, line))
+    if (line.rfind("FDSize:", 0) == 0) slots = std::stoi(line.substr(7));
+  EXPECT_GE(slots, 2 * 64 + 256);  // the default --http-threads 64
+}
+
 // --http-keep-alive-requests 3: a kept-alive client's 7 searches take 3 connections (3 + 3 + 1),
 // every answer right.
 TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {

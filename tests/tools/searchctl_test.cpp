@@ -375,6 +375,20 @@ class StandIn {
 constexpr const char* kEmptyAnswer =
     R"({"timed_out":false,"_shards":{"total":1,"successful":1,"failed":0},"hits":{"hits":[]}})";
 
+// A stand-in that answers every search at once with no hits, started, and a two-query file.
+struct EmptyAnswers {
+  explicit EmptyAnswers(size_t threads) : server(threads) {
+    server.http.Get("/search", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content(kEmptyAnswer, "application/json");
+    });
+    url = server.Start();
+    testing::WriteText(tmp / "q.txt", "one\ntwo\n");
+  }
+  StandIn server;
+  TempDir tmp;
+  std::string url;  // "" when nothing could bind
+};
+
 // loadgen against a stand-in integrator (an in-process HTTP server) that answers by query: 200,
 // 200 after 250 ms, a partial 200, 429 and 503. The counts by status, the partial and error
 // counts, the deadline misses and the separate latencies of answers and of shed load follow.
@@ -514,17 +528,27 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
   EXPECT_LT(many["send_wait_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << many.dump();
 }
 
+// The descriptor table is grown for every connection before the loops start (a growth once they run
+// would stall them for an RCU grace period), though at this rate a few connections are ever open.
+TEST(SearchctlLoadgenTest, DescriptorTableIsGrownForEveryConnectionUpFront) {
+  EmptyAnswers stand_in(4);
+  ASSERT_FALSE(stand_in.url.empty());
+  auto r = Ctl({"loadgen", "--url", stand_in.url, "--queries", stand_in.tmp / "q.txt", "--rate", "50", "--seconds",
+                "0.2", "--warmup", "0", "--connections", "600"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Json j = Json::parse(testing::Lines(r.out).at(0));
+  ASSERT_TRUE(j.contains("fd_slots")) << j.dump();
+  EXPECT_GE(j["fd_slots"].get<int>(), 600 + 64) << j.dump();
+  EXPECT_EQ(j["errors"].get<int>(), 0) << j.dump();
+}
+
 // --ramp-up: the warm-up's arrivals come at a rate rising linearly from 0 (a quarter of them in its
 // first half, three quarters in its second), and the measured ones at the full rate.
 TEST(SearchctlLoadgenTest, RampUpRaisesTheWarmupRateLinearly) {
-  StandIn server(16);
-  server.http.Get("/search", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(kEmptyAnswer, "application/json");
-  });
-  const std::string url = server.Start();
-  ASSERT_FALSE(url.empty());
-  TempDir tmp;
-  testing::WriteText(tmp / "q.txt", "one\ntwo\n");
+  EmptyAnswers stand_in(16);
+  ASSERT_FALSE(stand_in.url.empty());
+  const std::string& url = stand_in.url;
+  const TempDir& tmp = stand_in.tmp;
   auto run = [&](bool ramp) {
     std::vector<std::string> args = {
         "loadgen", "--url",         url,         "--queries", tmp / "q.txt",

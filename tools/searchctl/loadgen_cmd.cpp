@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "args.hpp"
+#include "core/fd_table.hpp"
 #include "common.hpp"
 #include "http_response.hpp"
 
@@ -477,7 +478,8 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       "each query's scheduled arrival; send_wait_mean_us and send_wait_p99_us: how long arrivals waited to be\n"
       "sent (the load generator's own queue, when every connection is busy); release_lag_p99_us and\n"
       "release_lag_max_us: the part of that wait before a loop released the arrival at all (the load\n"
-      "generator itself behind its schedule, its loops busy or off their CPUs).");
+      "generator itself behind its schedule, its loops busy or off their CPUs); fd_slots: the descriptor table's\n"
+      "size, grown for --connections before the loops start.");
   cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT")->capture_default_str();
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
@@ -567,6 +569,11 @@ int RunLoadgen(const LoadgenArgs& a) {
   std::vector<std::vector<size_t>> mine(loops);
   std::mt19937_64 pick(a.seed ^ 0x9e3779b97f4a7c15ull);
   for (size_t i = 0; i < arrivals.size(); ++i) mine[loops == 1 ? 0 : pick() % loops].push_back(i);
+  // The loops open connections as the load rises; each growth of the descriptor table in a process
+  // with threads waits for an RCU grace period, and every loop opening a connection with it (on a
+  // busy 32-CPU VM host, 20-50 ms bursts of release lag in each step's first seconds, BENCHMARKS.md
+  // issue 6, 2026-11-28). Grown here, before the loops start, it costs none.
+  ReserveFdTable(static_cast<int>(a.connections) + 64);
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);
   for (uint32_t l = 0; l < loops; ++l) {
@@ -644,6 +651,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   // behind, and the step's tail measures the load generator's host.
   out["release_lag_p99_us"] = Percentile(release_lag, 0.99);
   out["release_lag_max_us"] = release_lag.empty() ? 0.0 : release_lag.back();
+  out["fd_slots"] = FdTableSlots();  // the descriptor table, grown for --connections before the loops
   std::cout << out.dump() << std::endl;
   // The trace after the summary: a trace that cannot be written fails the command without losing
   // the summary.
