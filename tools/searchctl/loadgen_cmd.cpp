@@ -570,9 +570,10 @@ int RunLoadgen(const LoadgenArgs& a) {
   std::mt19937_64 pick(a.seed ^ 0x9e3779b97f4a7c15ull);
   for (size_t i = 0; i < arrivals.size(); ++i) mine[loops == 1 ? 0 : pick() % loops].push_back(i);
   // The loops open connections as the load rises; each growth of the descriptor table in a process
-  // with threads waits for an RCU grace period, and every loop opening a connection with it (on a
-  // busy 32-CPU VM host, 20-50 ms bursts of release lag in each step's first seconds, BENCHMARKS.md
-  // issue 6, 2026-11-28). Grown here, before the loops start, it costs none.
+  // with threads waits for an RCU grace period, and so does every loop opening a connection then
+  // (core/fd_table.hpp; it fits the 28-61 ms bursts of release lag in the first seconds of every
+  // step on a 32-CPU GPU host, BENCHMARKS.md issue 6, 2026-11-28). Grown here, before the loops
+  // start, it costs none.
   ReserveFdTable(static_cast<int>(a.connections) + 64);
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);
