@@ -13,7 +13,9 @@ server's part p99, max), its bursts, and the bins. A row that does not parse is 
 a file without the trace's columns is an error (exit 2). Traces with a release_lag_ms column (the
 part of the wait before the load generator's loop released the arrival at all) also give its p99
 and max in the summary, and each burst's largest lag: a burst whose lag is most of its wait is the
-load generator behind its own schedule, not arrivals waiting for a free connection.
+load generator behind its own schedule, not arrivals waiting for a free connection. Given several
+such traces, a last line counts the traces with a burst whose own lag passed --min-wait-ms: in the
+warm-up (and how many of those reached the measured part), and begun in the measured part.
 """
 import argparse
 import csv
@@ -66,6 +68,10 @@ def summarize(path, rows, bad, min_wait, gap, bins):
             bursts[-1].append(x)
         else:
             bursts.append([x])
+    lagged = set()  # where this trace's bursts of the load generator's own lag began: warm-up, crossing, measured
+    for b in bursts:
+        if has_lag and max(x[4] for x in b) > min_wait:
+            lagged.add("measured" if b[0][3] else ("crossing" if any(x[3] for x in b) else "warm-up"))
     for b in bursts:
         t0, t1 = b[0][0], b[-1][0]
         where = "measured" if b[0][3] else ("warm-up, into the measured part" if any(x[3] for x in b) else "warm-up")
@@ -83,6 +89,7 @@ def summarize(path, rows, bad, min_wait, gap, bins):
             print(f"  {lo:.2f}-{hi:.2f} s: {len(s)} arrivals, wait max {max(x[2] for x in s):.1f} mean "
                   f"{sum(x[2] for x in s) / len(s):.1f} ms, server max {max(x[1] - x[2] for x in s):.1f} mean "
                   f"{sum(x[1] - x[2] for x in s) / len(s):.1f} ms")
+    return lagged if has_lag else None
 
 
 def main():
@@ -92,13 +99,22 @@ def main():
     ap.add_argument("--gap-ms", type=float, default=50.0)
     ap.add_argument("--bins", type=float, default=0.0)
     a = ap.parse_args()
+    tally = []
     for path in a.traces:
         try:
             rows, bad = read(path)
         except (OSError, ValueError) as e:
             print(f"loadgen_waits: {e}", file=sys.stderr)
             return 2
-        summarize(path, rows, bad, a.min_wait_ms, a.gap_ms / 1000.0, a.bins)
+        lagged = summarize(path, rows, bad, a.min_wait_ms, a.gap_ms / 1000.0, a.bins)
+        if lagged is not None:
+            tally.append(lagged)
+    if len(tally) > 1:
+        warm = sum(1 for t in tally if t & {"warm-up", "crossing"})
+        crossing = sum(1 for t in tally if "crossing" in t)
+        measured = sum(1 for t in tally if "measured" in t)
+        print(f"the load generator's own lag over {a.min_wait_ms:g} ms: in the warm-up of {warm} of {len(tally)} traces "
+              f"({crossing} reaching the measured part), begun in the measured part of {measured}")
     return 0
 
 

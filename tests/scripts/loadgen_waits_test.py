@@ -81,6 +81,30 @@ def main():
                          "the load generator's own lag up to 0.0 ms"], f"lag bursts: {bursts}")
         # A trace without the column prints no lag (the first trace's summary, above).
         check("release lag" not in summary, f"no lag column: {summary}")
+        check("own lag over" not in out, f"one trace, no tally: {out}")
+
+        # Several traces with the column: a last line counts those whose own-lag bursts began in the
+        # warm-up (one of them reaching the measured part) and in the measured part. The first has a
+        # lag burst in its warm-up only, the second one that crosses into the measured part, the
+        # third the measured one above (lagged.csv), the fourth none (its only burst is a wait for a
+        # connection, lag 0); the trace without the column is left out of the count.
+        def lag_trace(name, bursts):
+            rows = []
+            for i in range(300):
+                t = i / 100
+                w, lag = bursts.get(i, (0.1, 0.05))
+                rows.append(f"{t:.6f},{w + 2:.3f},200,1,{1 if t >= 1.0 else 0},1,{w:.3f},{lag:.3f}")
+            out_path = os.path.join(d, name)
+            with open(out_path, "w") as f:
+                f.write(HEADER.rstrip("\n") + ",release_lag_ms\n" + "\n".join(rows) + "\n")
+            return out_path
+        early = lag_trace("early.csv", {i: (40.0, 40.0) for i in range(30, 33)})
+        crossing = lag_trace("crossing.csv", {i: (30.0, 30.0) for i in range(98, 103)})
+        waiting = lag_trace("waiting.csv", {i: (20.0, 0.0) for i in range(150, 152)})
+        rc, out, err = run(script, early, crossing, lagged, waiting, path)
+        last = out.splitlines()[-1] if out else ""
+        check(rc == 0 and last == "the load generator's own lag over 10 ms: in the warm-up of 2 of 4 traces "
+              "(1 reaching the measured part), begun in the measured part of 1", f"tally: {rc} {err} {last}")
     return report("loadgen_waits_test", check.failures, out)
 
 
