@@ -70,12 +70,13 @@ def summarize(path, rows, bad, min_wait, gap, bins):
             bursts.append([x])
     lagged = set()  # where this trace's bursts of the load generator's own lag began: warm-up, crossing, measured
     for b in bursts:
-        if has_lag and max(x[4] for x in b) > min_wait:
-            lagged.add("measured" if b[0][3] else ("crossing" if any(x[3] for x in b) else "warm-up"))
-    for b in bursts:
         t0, t1 = b[0][0], b[-1][0]
-        where = "measured" if b[0][3] else ("warm-up, into the measured part" if any(x[3] for x in b) else "warm-up")
-        lag_note = f", the load generator's own lag up to {max(x[4] for x in b):.1f} ms" if has_lag else ""
+        kind = "measured" if b[0][3] else ("crossing" if any(x[3] for x in b) else "warm-up")
+        where = "warm-up, into the measured part" if kind == "crossing" else kind
+        own = max(x[4] for x in b) if has_lag else 0.0
+        if own > min_wait:
+            lagged.add(kind)
+        lag_note = f", the load generator's own lag up to {own:.1f} ms" if has_lag else ""
         print(f"  burst {t0:.3f}-{t1:.3f} s ({where}): {len(b)} arrivals waited, up to {max(x[2] for x in b):.1f} ms"
               + lag_note)
     if not bursts:

@@ -14,6 +14,7 @@
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "core/cpus.hpp"
+#include "core/fd_table.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "integrator/integrator.hpp"
 
@@ -304,12 +305,7 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
 // (2 x --http-threads + 256; a growth under load would stall its accepting thread for an RCU grace
 // period), though the test has opened few connections.
 TEST_F(ClusterTest, IntegratorsDescriptorTableIsGrownAtStart) {
-  std::ifstream status("/proc/" + std::to_string(integrator_->pid()) + "/status");
-  std::string line;
-  int slots = 0;
-  while (std::getline(status, line))
-    if (line.rfind("FDSize:", 0) == 0) slots = std::stoi(line.substr(7));
-  EXPECT_GE(slots, 2 * 64 + 256);  // the default --http-threads 64
+  EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 64 + 256);  // the default --http-threads 64
 }
 
 // --http-keep-alive-requests 3: a kept-alive client's 7 searches take 3 connections (3 + 3 + 1),

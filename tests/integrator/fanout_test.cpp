@@ -261,7 +261,7 @@ TEST(Fanout, ManyConcurrentSearches) {
   EXPECT_EQ(ok, 1600);
 }
 
-// Submissions wake the I/O thread only when it may be blocked in poll (Impl::io_idle). With pings
+// Submissions wake the I/O thread only when it may be blocked in poll (core/wake_fd.hpp). With pings
 // 30 s apart and deadlines a minute away, nothing else would wake an idle thread for a search whose
 // wake-up was lost: it would wait out the ping interval. Four threads search with pauses of 0-2 ms
 // (the thread idle in between, or busy with another's search), and every search is answered in

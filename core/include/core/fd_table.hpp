@@ -22,10 +22,10 @@
 
 namespace search {
 
-// The number of descriptor slots this process's table has now ("FDSize" in /proc/self/status);
-// 0 when it cannot be read.
-inline int FdTableSlots() {
-  std::ifstream in("/proc/self/status");
+// The number of descriptor slots a process's table has now ("FDSize" in /proc/PID/status): this
+// process's by default, another's by its pid; 0 when it cannot be read.
+inline int FdTableSlots(int pid = 0) {
+  std::ifstream in(pid > 0 ? "/proc/" + std::to_string(pid) + "/status" : std::string("/proc/self/status"));
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("FDSize:", 0) == 0) return std::atoi(line.c_str() + 7);
