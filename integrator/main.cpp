@@ -20,6 +20,7 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/signals.hpp"
+#include "core/thread_slice.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
@@ -93,6 +94,13 @@ int main(int argc, char** argv) {
                  "(default: 2 where the integrator may use 8 or more CPUs, else 1)")
       ->capture_default_str()
       ->check(CLI::Range(1u, kMaxFanoutLanes));
+  int64_t thread_slice_us = 0;
+  app.add_option("--thread-slice-us", thread_slice_us,
+                 "EEVDF slice in microseconds (Linux 6.12+, 100 to 100000) of the HTTP workers, the accepting "
+                 "thread and the fan-out threads: woken by a request or an answer on a busy CPU, each runs within "
+                 "it instead of the kernel's default slice (3 ms on 8 or more CPUs). 0 = the kernel's default")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
@@ -113,6 +121,14 @@ int main(int argc, char** argv) {
   http.threads = http_threads;
   http.keep_alive_max_requests = http_keep_alive_requests;
   http.close_after_wait = std::chrono::milliseconds(http_close_after_wait_ms);
+  if (!ValidThreadSliceUs(thread_slice_us)) {
+    std::cerr << "search-integrator: --thread-slice-us must be 0 (the kernel's default) or 100 to 100000\n";
+    return 2;
+  }
+  http.thread_slice = std::chrono::microseconds(thread_slice_us);
+  options.fanout.thread_slice = http.thread_slice;
+  const int64_t thread_slice_taken =
+      thread_slice_us > 0 && KernelTakesThreadSlice(http.thread_slice) ? thread_slice_us : 0;
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
     std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
     return 2;
@@ -167,7 +183,8 @@ int main(int argc, char** argv) {
                           {"http", http.host + ":" + std::to_string(front.port())},
                           {"metrics", metrics_bound},
                           {"shards", options.shards.size()},
-                          {"fanout_lanes", options.fanout_lanes}};
+                          {"fanout_lanes", options.fanout_lanes},
+                          {"thread_slice_us", thread_slice_taken}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;

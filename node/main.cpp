@@ -26,6 +26,7 @@
 #include "core/cpus.hpp"
 #include "core/large_buffer.hpp"
 #include "core/signals.hpp"
+#include "core/thread_slice.hpp"
 #include "index_store/list_cache.hpp"  // SetDenseBitsDensity
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
@@ -94,6 +95,14 @@ int main(int argc, char** argv) {
   app.add_option("--io-spin-us", io_spin_us,
                  "after the I/O thread has sent or received anything it polls without sleeping this long, so that "
                  "replies queued meanwhile need no wake-up (0 = off: it sleeps in poll at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
+  int64_t thread_slice_us = 0;
+  app.add_option("--thread-slice-us", thread_slice_us,
+                 "EEVDF slice in microseconds (Linux 6.12+, 100 to 100000) of the threads that wake, hand a request "
+                 "on and sleep: node-io, the workers, the GPU dispatchers and the answer threads (not the CPU "
+                 "workers); woken on a busy CPU such a thread runs within it instead of the kernel's default "
+                 "slice (3 ms on 8 or more CPUs). 0 = the kernel's default")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   app.add_option("--slow-query-ms", options.slow_query_ms,
@@ -331,6 +340,15 @@ int main(int argc, char** argv) {
   options.threads = threads;
   options.drain_timeout = std::chrono::milliseconds(drain_ms);
   options.io_spin = std::chrono::microseconds(io_spin_us);
+  if (!ValidThreadSliceUs(thread_slice_us)) {
+    log.Error() << "--thread-slice-us must be 0 (the kernel's default) or 100 to 100000";
+    return 2;
+  }
+  options.thread_slice = std::chrono::microseconds(thread_slice_us);
+  // The slice those threads get: asked and taken (a kernel before 6.12 takes none), else 0. Not
+  // asked on this thread: the CPU workers it starts would inherit it.
+  const int64_t thread_slice_taken =
+      thread_slice_us > 0 && KernelTakesThreadSlice(std::chrono::microseconds(thread_slice_us)) ? thread_slice_us : 0;
 
   // --gpu on without a GPU: fail before anything is opened (after the signal mask: CUDA's
   // initialization may start threads, which must inherit it).
@@ -443,6 +461,7 @@ int main(int argc, char** argv) {
     }
     if (gpu_dispatchers == 0)
       gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode, !cpu_split.dedicated.empty());
+    sched.sched.thread_slice = std::chrono::microseconds(thread_slice_us);
     sched.sched.cpu_nice = sched_cpu_nice >= 0            ? sched_cpu_nice
                            : !cpu_split.dedicated.empty() ? 0  // nothing else runs on their cores
                                                           : DefaultCpuNice(sched.sched.policy.mode);
@@ -505,6 +524,7 @@ int main(int argc, char** argv) {
                           {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"io_spin_us", io_spin_us},
+                          {"thread_slice_us", thread_slice_taken},
                           {"huge_pages", huge_pages},
                           {"dense_bitmaps", dense_bitmaps},
                           {"gpu", executor->has_gpu()}};

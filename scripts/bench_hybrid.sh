@@ -29,6 +29,9 @@
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
+#      SLICE_US (0: the kernel's; else the load generator's loops and host_jitter's threads ask for
+#      this EEVDF slice, core/thread_slice.hpp; the node's and the integrator's own go in their
+#      flags, --thread-slice-us, through NODE_ARGS / INTEGRATOR_ARGS),
 #      JITTER (1: run bench/host/host_jitter, BUNDLE/bin/host_jitter, beside the sweep and record
 #      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
 #      MAX_STEAL_PCT (unset: off; e.g. 1.5: a step whose host_steal_pct, the hypervisor's share of the
@@ -135,6 +138,8 @@ else
 fi
 lg_threads=()
 [ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
+inst_slice=()  # the instruments' EEVDF slice (SLICE_US), for the load generator and host_jitter
+[ "${SLICE_US:-0}" != 0 ] && inst_slice=(--slice-us "$SLICE_US") && lg_threads+=("${inst_slice[@]}")
 ramp=()
 [ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
@@ -209,7 +214,7 @@ scrape() {
 jitter_log=$work/host-stalls.txt
 jitter_pid=
 if [ "${JITTER:-1}" = 1 ] && [ -x "$bundle/bin/host_jitter" ]; then
-  "${loadgen_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
+  "${loadgen_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 "${inst_slice[@]}" --out "$jitter_log" &
   jitter_pid=$!
   pids+=("$jitter_pid")
 fi

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/thread_name.hpp"
+#include "core/thread_slice.hpp"
 
 namespace search {
 namespace {
@@ -21,10 +22,11 @@ using PoolClock = std::chrono::steady_clock;
 // the oldest of them has waited.
 class CountingPool : public httplib::TaskQueue {
  public:
-  explicit CountingPool(size_t n) {
+  CountingPool(size_t n, std::chrono::microseconds slice) {
     for (size_t i = 0; i < n; ++i)
-      threads_.emplace_back([this] {
+      threads_.emplace_back([this, slice] {
         SetThreadName("http");
+        if (slice.count() > 0) (void)SetThreadSlice(slice);
         Work();
       });
   }
@@ -114,8 +116,9 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
   Integrator* in = integrator;
   Impl* im = impl_.get();
   const int threads = impl_->options.threads;
-  s.new_task_queue = [im, threads] {
-    auto* pool = new CountingPool(static_cast<size_t>(threads));
+  const std::chrono::microseconds slice = impl_->options.thread_slice;
+  s.new_task_queue = [im, threads, slice] {
+    auto* pool = new CountingPool(static_cast<size_t>(threads), slice);
     im->pool.store(pool, std::memory_order_release);
     return pool;
   };
@@ -217,6 +220,7 @@ Status HttpFront::Bind() {
 }
 
 void HttpFront::Listen() {
+  if (impl_->options.thread_slice.count() > 0) (void)SetThreadSlice(impl_->options.thread_slice);
   impl_->server.listen_after_bind();
   impl_->pool.store(nullptr, std::memory_order_release);  // the server deleted it
 }

@@ -16,6 +16,7 @@
 #include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "core/thread_name.hpp"
+#include "core/thread_slice.hpp"
 #include "metrics/families.hpp"
 #include "metrics/metrics.hpp"
 
@@ -150,6 +151,7 @@ void HybridScheduler::start() {
   for (size_t i = 0; i < options_.answer_threads; ++i)
     answer_threads_.emplace_back([this] {
       SetThreadName("sched-answer");
+      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       AnswerLoop();
     });
   // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
@@ -172,6 +174,7 @@ void HybridScheduler::start() {
   for (size_t i = 0; i < options_.gpu_dispatchers; ++i)
     threads_.emplace_back([this] {
       SetThreadName("sched-gpu");
+      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       GpuLoop();
     });
 }

@@ -12,6 +12,7 @@
 
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
+#include "core/thread_slice.hpp"
 #include "core/wake_fd.hpp"
 #include "index_store/shard_store.hpp"
 #include "metrics/log.hpp"
@@ -192,10 +193,12 @@ Status NodeServer::start() {
   for (size_t i = 0; i < options_.threads; ++i)
     workers_.emplace_back([this] {
       SetThreadName("node-worker");
+      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       WorkerLoop();
     });
   io_thread_ = std::thread([this] {
     SetThreadName("node-io");
+    if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
     IoLoop();
   });
   Log().Info() << "shard " << shard_->meta().shard_id << " serving on " << endpoint_ << " with " << options_.threads

@@ -6,15 +6,19 @@
 // SIGTERM makes every process exit 0 (checked in TearDown of every test).
 #include <gtest/gtest.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <fstream>
 #include <memory>
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
+#include "core/thread_slice.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "integrator/integrator.hpp"
 
@@ -83,6 +87,7 @@ class ClusterTest : public ::testing::Test {
     http_port_ = PortOf(ready->at("http").get<std::string>());
     metrics_port_ = PortOf(ready->at("metrics").get<std::string>());
     ready_lanes_ = ready->value("fanout_lanes", 0u);
+    ready_slice_us_ = ready->value("thread_slice_us", int64_t{-1});
     ASSERT_TRUE(WaitHealth("green", 15s)) << Fetch(http_port_, "/health").raw << integrator_->Logs();
   }
 
@@ -103,6 +108,7 @@ class ClusterTest : public ::testing::Test {
     auto ready = nodes_[i]->WaitReady();
     ASSERT_TRUE(ready.has_value()) << nodes_[i]->Logs();
     endpoints_[i] = ready->at("listen").get<std::string>();
+    node_ready_slice_us_ = ready->value("thread_slice_us", int64_t{-1});
     node_metrics_[i] = PortOf(ready->at("metrics").get<std::string>());
   }
 
@@ -146,11 +152,15 @@ class ClusterTest : public ::testing::Test {
   std::unique_ptr<Process> integrator_;
   int http_port_ = 0, metrics_port_ = 0, starts_ = 0;
   unsigned ready_lanes_ = 0;  // the integrator's ready line's fanout_lanes
+  int64_t ready_slice_us_ = -1, node_ready_slice_us_ = -1;  // the ready lines' thread_slice_us (-1: absent)
 };
 
 TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
   // Without --fanout-lanes the integrator sizes its lanes to the CPUs it may use (inherited here).
   EXPECT_EQ(ready_lanes_, DefaultFanoutLanes(AvailableCores()));
+  // Without --thread-slice-us every thread keeps the kernel's slice.
+  EXPECT_EQ(ready_slice_us_, 0);
+  EXPECT_EQ(node_ready_slice_us_, 0);
   std::mt19937 rng(99);
   const uint32_t ks[] = {1, 3, 10, 10, 50, 1000};
   size_t nonempty = 0, cached = 0;
@@ -217,6 +227,72 @@ class ClusterLanesTest : public ClusterTest {
  protected:
   ClusterLanesTest() { integrator_extra_ = {"--fanout-lanes", "3"}; }
 };
+
+// Every thread of process `pid` named `name` (its comm) and its EEVDF slice in ns (se.slice in
+// /proc/PID/task/TID/sched; -1 where unreadable).
+std::vector<int64_t> SlicesOf(int pid, const std::string& name) {
+  std::vector<int64_t> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm_in(task + "/" + e->d_name + "/comm");
+    std::string comm;
+    std::getline(comm_in, comm);
+    if (comm != name) continue;
+    int64_t slice = -1;
+    std::ifstream sched_in(task + "/" + e->d_name + "/sched");
+    for (std::string line; std::getline(sched_in, line);)
+      if (line.rfind("se.slice", 0) == 0) slice = std::stoll(line.substr(line.find(':') + 1));
+    out.push_back(slice);
+  }
+  ::closedir(d);
+  return out;
+}
+
+// --thread-slice-us 200 on the nodes (CPU scheduler) and the integrator: their threads that wake
+// and hand requests on run with a 200 us slice, the CPU engine's workers keep the kernel's default,
+// the ready lines say what was taken, and every answer is still the single-process one.
+class ClusterSliceTest : public ClusterTest {
+ protected:
+  ClusterSliceTest() {
+    node_extra_ = {"--scheduler", "cpu", "--thread-slice-us", "200"};
+    integrator_extra_ = {"--thread-slice-us", "200"};
+  }
+};
+
+TEST_F(ClusterSliceTest, HandOffThreadsRunWithTheSliceAndCpuWorkersWithTheDefault) {
+  if (!KernelTakesThreadSlice(std::chrono::microseconds(200)))
+    GTEST_SKIP() << "this kernel takes no custom slices (before Linux 6.12)";
+  EXPECT_EQ(ready_slice_us_, 200);
+  EXPECT_EQ(node_ready_slice_us_, 200);
+  std::mt19937 rng(7);
+  for (int i = 0; i < 30; ++i) {
+    const std::string q = RandomQuery(g_index->corpus, rng);
+    auto r = Search(q, QueryMode::kOr, 10);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local3, q, QueryMode::kOr, 10), "q='" + q + "'");
+  }
+  const int64_t kernel_default = ThreadSliceNs();  // this test's own thread asked for none
+  ASSERT_GT(kernel_default, 0);
+  ASSERT_NE(kernel_default, 200000);
+  for (const char* name : {"http", "fanout-io"}) {
+    const auto slices = SlicesOf(integrator_->pid(), name);
+    EXPECT_FALSE(slices.empty()) << name;
+    for (int64_t s : slices) EXPECT_EQ(s, 200000) << "integrator thread " << name;
+  }
+  for (const auto& node : nodes_) {
+    for (const char* name : {"node-io", "node-worker"}) {
+      const auto slices = SlicesOf(node->pid(), name);
+      EXPECT_FALSE(slices.empty()) << name;
+      for (int64_t s : slices) EXPECT_EQ(s, 200000) << "node thread " << name;
+    }
+    const auto workers = SlicesOf(node->pid(), "sched-cpu");
+    EXPECT_FALSE(workers.empty());
+    for (int64_t s : workers) EXPECT_EQ(s, kernel_default) << "a CPU worker";
+  }
+}
 
 TEST_F(ClusterLanesTest, AnswersEqualSingleProcessOverThreeLanes) {
   EXPECT_EQ(ready_lanes_, 3u);  // the ready line says what --fanout-lanes asked for

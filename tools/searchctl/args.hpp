@@ -83,6 +83,7 @@ struct LoadgenArgs {
   uint32_t threads = 0;         // event loops sharing the connections; 0: a quarter of the cores, 1..4
   uint64_t seed = 1;
   std::string trace;            // CSV of every query (arrival, latency, status); empty: none
+  uint32_t slice_us = 0;        // each loop's EEVDF slice (core/thread_slice.hpp); 0: the kernel's default
 };
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* args);
 int RunLoadgen(const LoadgenArgs& args);

@@ -36,6 +36,9 @@ struct HttpFrontOptions {
   // server has just closed waits only until that worker returns; closing others for it would
   // feed reconnects with reconnects.
   std::chrono::milliseconds close_after_wait{5};
+  // The EEVDF slice of the HTTP workers and the accepting thread (core/thread_slice.hpp): a worker
+  // woken by a request or by its search's answer runs soon after on a busy CPU. Zero: the kernel's.
+  std::chrono::microseconds thread_slice{0};
 };
 
 // The status page served at /.

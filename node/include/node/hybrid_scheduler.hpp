@@ -193,6 +193,10 @@ struct HybridSchedulerOptions {
   // GPU-dispatch threads (and, on a shared host, the integrator) take the core back when they
   // wake, instead of queueing behind it.
   int cpu_nice = 0;
+  // The EEVDF slice of the answer threads and the GPU dispatchers (core/thread_slice.hpp), which
+  // wake, hand on and sleep; the CPU workers keep the kernel's, so they are the ones that yield.
+  // Zero: the kernel's default.
+  std::chrono::microseconds thread_slice{0};
   // Submit's caller runs a CPU job itself where an idle CPU worker would take it at once (within
   // the slots above), instead of waking a worker and sleeping until it finishes: two wake-ups and
   // two context switches less per CPU-engine query. The CPU workers still take everything else
