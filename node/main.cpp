@@ -102,7 +102,9 @@ int main(int argc, char** argv) {
                  "EEVDF slice in microseconds (Linux 6.12+, 100 to 100000) of the threads that wake, hand a request "
                  "on and sleep: node-io, the workers, the GPU dispatchers and the answer threads (not the CPU "
                  "workers); woken on a busy CPU such a thread runs within it instead of the kernel's default "
-                 "slice (3 ms on 8 or more CPUs). 0 = the kernel's default")
+                 "slice (3 ms on 8 or more CPUs). With the CPU workers at the node's nice value (--scheduler cpu "
+                 "or gpu) a worker may run a CPU-engine query itself, then with this slice. 0 = the kernel's "
+                 "default")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{0}, int64_t{100000}));
   app.add_option("--slow-query-ms", options.slow_query_ms,

@@ -52,11 +52,12 @@ struct NodeServerOptions {
   // milliseconds is logged at WARN as one "slow query:" line of key=value fields (queue, execute
   // phases, reply; see node_server.cpp) and counted in search_node_slow_queries_total. 0: off.
   double slow_query_ms = 0;
+  size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
   // The EEVDF slice of node-io and the workers (core/thread_slice.hpp): each wakes for a request or
   // a reply and hands it on, so a short one lets it run soon after it wakes on a busy CPU. Zero:
-  // the kernel's default.
+  // the kernel's default. (A worker that runs a CPU-engine query itself, which the
+  // scheduler allows with its CPU workers at the process's nice value, runs it with this slice.)
   std::chrono::microseconds thread_slice{0};
-  size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
   // Workers hand each request (but an andor split's two runs) to Executor::ExecuteAsync and go on
   // to the next; the thread that finishes the query (a scheduler's CPU worker or GPU dispatcher)
   // encodes and queues the reply. No worker then waits per query, where the node's profile put
