@@ -241,11 +241,7 @@ std::vector<int64_t> SlicesOf(int pid, const std::string& name) {
     std::string comm;
     std::getline(comm_in, comm);
     if (comm != name) continue;
-    int64_t slice = -1;
-    std::ifstream sched_in(task + "/" + e->d_name + "/sched");
-    for (std::string line; std::getline(sched_in, line);)
-      if (line.rfind("se.slice", 0) == 0) slice = std::stoll(line.substr(line.find(':') + 1));
-    out.push_back(slice);
+    out.push_back(ThreadSliceNs(std::atoi(e->d_name), pid));
   }
   ::closedir(d);
   return out;

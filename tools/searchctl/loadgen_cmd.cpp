@@ -527,7 +527,7 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
 int RunLoadgen(const LoadgenArgs& a) {
   auto mode = CheckModeAndK(a.mode, a.k);
   if (!mode.ok()) return ReportError("loadgen", mode.status(), kExitUsage);
-  if (a.slice_us != 0 && std::chrono::microseconds(a.slice_us) < kMinThreadSlice)
+  if (!ValidThreadSliceUs(a.slice_us))
     return ReportError("loadgen", Status::InvalidArgument("--slice-us must be 0 (the kernel's default) or 100 to 100000"),
                        kExitUsage);
   std::string host;
@@ -552,13 +552,13 @@ int RunLoadgen(const LoadgenArgs& a) {
   // before the loops is done: drawing and splitting a 10 s step at 70,000 q/s takes tens of
   // milliseconds, which would otherwise make its first arrivals late by the load generator's own
   // doing (bursts of 10-26 ms of release lag at 6 ms into the warm-up on a GPU host, 2026-11-28).
-  Clock::time_point start = Clock::now();
+  const Clock::time_point drawn_start = Clock::now();
   size_t next_query = rng() % queries->size();
   auto arrive = [&](double t) {
     Arrival x;
     x.query = next_query;
     next_query = (next_query + 1) % queries->size();
-    x.at = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
+    x.at = drawn_start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(t));
     x.measured = t >= a.warmup;
     arrivals.push_back(x);
   };
@@ -598,8 +598,8 @@ int RunLoadgen(const LoadgenArgs& a) {
   // step on a 32-CPU GPU host, BENCHMARKS.md issue 6, 2026-11-28). Grown here, before the loops
   // start, it costs none.
   ReserveFdTable(static_cast<int>(a.connections) + 64);
-  const Clock::time_point drawn_start = start;
-  start = Clock::now() + std::chrono::milliseconds(20);  // the loops are started well before it
+  // The real start: the loops are started well within 20 ms.
+  const Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);
   for (Arrival& x : arrivals) x.at += start - drawn_start;
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);

@@ -21,7 +21,8 @@
 // KernelTakesThreadSlice: whether SetThreadSlice(slice) would succeed, asked on a passing thread.
 // A thread's slice passes to the threads it starts.
 // ThreadSliceNs: a thread's slice as the kernel uses it ("se.slice" in /proc/PID/task/TID/sched:
-// the default or the custom one); -1 where it cannot be read.
+// the default or the custom one): this process's thread by default, another process's by its pid;
+// -1 where it cannot be read.
 // Thread-safety: SetThreadSlice touches only the calling thread; ThreadSliceNs only reads.
 #pragma once
 
@@ -62,9 +63,10 @@ inline bool ValidThreadSliceUs(int64_t us) {
   return us == 0 || (us >= kMinThreadSlice.count() && us <= kMaxThreadSlice.count());
 }
 
-inline int64_t ThreadSliceNs(int tid = 0) {
+inline int64_t ThreadSliceNs(int tid = 0, int pid = 0) {
   const int t = tid > 0 ? tid : static_cast<int>(syscall(SYS_gettid));
-  std::ifstream in("/proc/self/task/" + std::to_string(t) + "/sched");
+  std::ifstream in((pid > 0 ? "/proc/" + std::to_string(pid) : std::string("/proc/self")) + "/task/" + std::to_string(t) +
+                   "/sched");
   std::string line;
   while (std::getline(in, line)) {
     if (line.rfind("se.slice", 0) != 0) continue;
