@@ -197,6 +197,12 @@ int main(int argc, char** argv) {
                  "how much higher the spill workers' nice value is than the node's (--sched-spill-workers)")
       ->capture_default_str()
       ->check(CLI::Range(0, 19));
+  bool sched_spill_idle = false;
+  app.add_option("--sched-spill-idle", sched_spill_idle,
+                 "run the spill workers (--sched-spill-workers) under SCHED_IDLE instead of --sched-spill-nice: a "
+                 "network or GPU-dispatch thread woken on their CPU preempts them at once, and the kernel places "
+                 "woken threads on a CPU running only them as on an idle one")
+      ->capture_default_str();
   app.add_option("--sched-host-aware", sched_host_aware,
                  "hybrid: CPU workers start CPU-engine queries only while the host has idle cores "
                  "(/proc/stat), so the CPU engine does not starve the GPU path of host cores")
@@ -460,6 +466,7 @@ int main(int argc, char** argv) {
       sched.sched.spill_workers = sched_spill_workers;
       sched.sched.spill_cpus = cpu_split.rest;
       sched.sched.spill_nice = sched_spill_nice;
+      sched.sched.spill_idle = sched_spill_idle;
     }
     if (gpu_dispatchers == 0)
       gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode, !cpu_split.dedicated.empty());
@@ -519,6 +526,7 @@ int main(int argc, char** argv) {
                           {"sched_cpu_nice", sched.sched.cpu_nice},
                           {"sched_cpu_cores", cpu_split.dedicated},
                           {"sched_spill_workers", sched.sched.spill_workers},
+                          {"sched_spill_idle", sched.sched.spill_idle},
                           {"batch_split", sched.sched.batch_split},
                           {"sched_cpu_spin_us", sched.sched.cpu_spin_us},
                           {"sched_answer_threads", sched.sched.answer_threads},

@@ -154,8 +154,9 @@ void HybridScheduler::start() {
       if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       AnswerLoop();
     });
-  // Each CPU worker pins itself before it takes a job; start() returns once all have tried, so
-  // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
+  // Each CPU worker pins itself (a spill worker under spill_idle also takes SCHED_IDLE) before it
+  // takes a job; start() returns once all have tried, so cpu_pin_failures() (and its gauge) and
+  // spill_idle_failures() are final when the caller reports the start.
   // (Shared: the last worker may still be inside count_down when wait returns.)
   auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
   const size_t spill = std::min(options_.spill_workers, options_.cpu_workers);
@@ -164,9 +165,12 @@ void HybridScheduler::start() {
       SetThreadName(spilled ? "sched-cpu-spill" : "sched-cpu");
       const std::vector<int>& cpus = spilled ? options_.spill_cpus : options_.cpu_worker_cpus;
       if (!cpus.empty() && !PinThisThread(cpus)) pin_failures_.fetch_add(1);
+      if (spilled && options_.spill_idle) {
+        if (!SetThreadIdlePolicy()) idle_policy_failures_.fetch_add(1);
+      }
       pinned->count_down();
       const int nice = spilled ? options_.spill_nice : options_.cpu_nice;
-      if (nice > 0) (void)RaiseThreadNice(nice);
+      if (nice > 0 && !(spilled && options_.spill_idle)) (void)RaiseThreadNice(nice);
       CpuLoop(/*may_spin=*/!spilled && options_.cpu_spin_us > 0);
     });
   pinned->wait();

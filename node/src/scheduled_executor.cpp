@@ -131,6 +131,9 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
     Log().Warn() << failed << " of " << so.cpu_workers
                  << " CPU workers could not pin themselves to their own CPUs (--sched-cpu-cores) and run on the "
                     "node's other CPUs";
+  if (const uint64_t failed = e->scheduler_->spill_idle_failures(); failed > 0)
+    Log().Warn() << failed << " of " << so.spill_workers
+                 << " spill workers could not take SCHED_IDLE (--sched-spill-idle) and run at the node's nice value";
   LogLine line = Log().Info();
   line << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers << " CPU workers, "
        << so.gpu_dispatchers << " GPU dispatchers; calibrated on " << e->calibration_samples_[0] << " CPU and "
@@ -158,7 +161,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
     line << "; GPU queries over " << so.batch_split << "x their batch's median run as a batch of their own";
   if (so.spill_workers > 0)
     line << "; spill workers (of those): " << so.spill_workers << ", on the node's other " << so.spill_cpus.size()
-         << " CPUs at nice +" << so.spill_nice;
+         << " CPUs " << (so.spill_idle ? std::string("under SCHED_IDLE") : "at nice +" + std::to_string(so.spill_nice));
   return e;
 }
 

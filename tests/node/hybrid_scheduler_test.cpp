@@ -24,6 +24,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <condition_variable>
 #include <mutex>
 #include <utility>
@@ -858,42 +859,49 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
   EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 
-// spill_workers: the last of the CPU workers pin themselves to spill_cpus (not cpu_worker_cpus) at
-// spill_nice above the process's nice value; the others keep their own CPUs and cpu_nice. Two jobs
-// that wait for each other make both workers take one.
-TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
-  errno = 0;
-  const int base = getpriority(PRIO_PROCESS, 0);
-  ASSERT_EQ(errno, 0);
+// Where and how each of two CPU workers ran a job: one worker on a core of its own, one spill
+// worker on the other CPUs (spill_nice 5, SCHED_IDLE when `idle`). Two jobs that wait for each
+// other make both workers take one.
+struct SpillRun {
+  std::vector<int> cpus;
+  int nice = 0;
+  int policy = -1;
+};
+struct SpillOutcome {
+  std::vector<SpillRun> runs;  // by increasing nice value, then policy: the dedicated worker first
+  bool met = true;             // every job saw the other running
+  uint64_t pin_failures = 0;
+  uint64_t idle_failures = 0;
+  size_t cpu_slots = 0;
+};
+SpillOutcome RunTwoJobsBesideASpillWorker(const CpuSplit& split, bool idle) {
   class Recorder : public SchedRunner {
    public:
     void RunCpu(SchedTask& t) override {
+      const auto tid = static_cast<pid_t>(syscall(SYS_gettid));
       errno = 0;
-      const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+      const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
       std::unique_lock lock(mu);
-      runs.push_back({AllowedCpus(), nice});
+      out.runs.push_back({AllowedCpus(), nice, sched_getscheduler(tid)});
       cv.notify_all();
-      met = cv.wait_for(lock, std::chrono::seconds(10), [&] { return runs.size() >= 2; }) && met;
+      out.met = cv.wait_for(lock, std::chrono::seconds(10), [&] { return out.runs.size() >= 2; }) && out.met;
       t.status = Status::Ok();
     }
     void RunGpuBatch(std::span<SchedTask* const>) override {}
     std::mutex mu;
     std::condition_variable cv;
-    std::vector<std::pair<std::vector<int>, int>> runs;
-    bool met = true;  // every job saw the other running
+    SpillOutcome out;
   } r;
-  const CpuSplit split = SplitCpus(allowed, 1);
   HybridSchedulerOptions o = Options(SchedMode::kCpu);
   o.cpu_workers = 2;
   o.cpu_worker_cpus = split.dedicated;
   o.spill_workers = 1;
   o.spill_cpus = split.rest;
   o.spill_nice = 5;
+  o.spill_idle = idle;
   HybridScheduler s(o, &r, nullptr, nullptr);
   s.start();
-  EXPECT_EQ(s.stats().cpu_slots, 2u);  // spill workers count as CPU workers
+  const size_t slots = s.stats().cpu_slots;
   std::vector<std::thread> clients;
   for (int i = 0; i < 2; ++i)
     clients.emplace_back([&] {
@@ -905,16 +913,50 @@ TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) {
     });
   for (auto& c : clients) c.join();
   s.stop();
-  EXPECT_EQ(s.cpu_pin_failures(), 0u);
-  EXPECT_TRUE(r.met) << "the two jobs did not run at once";
-  ASSERT_EQ(r.runs.size(), 2u);
-  std::sort(r.runs.begin(), r.runs.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  EXPECT_EQ(r.runs[0].first, split.dedicated);
-  EXPECT_EQ(r.runs[0].second, base);
-  EXPECT_EQ(r.runs[1].first, split.rest);
-  EXPECT_EQ(r.runs[1].second, std::min(19, base + 5));
-  EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
+  SpillOutcome out = std::move(r.out);
+  out.pin_failures = s.cpu_pin_failures();
+  out.idle_failures = s.spill_idle_failures();
+  out.cpu_slots = slots;
+  std::sort(out.runs.begin(), out.runs.end(), [](const SpillRun& a, const SpillRun& b) {
+    return std::tie(a.nice, a.policy) < std::tie(b.nice, b.policy);
+  });
+  return out;
 }
+
+// Runs two jobs beside a spill worker and checks where and how each ran: the dedicated worker on
+// its own CPU under SCHED_OTHER at the process's nice value; the spill worker on the other CPUs,
+// under SCHED_IDLE at the process's nice value when `idle`, else under SCHED_OTHER at spill_nice
+// (5) above it. Neither touches the calling thread's CPUs or policy.
+void ExpectSpillWorkers(bool idle) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
+  errno = 0;
+  const int base = getpriority(PRIO_PROCESS, 0);
+  ASSERT_EQ(errno, 0);
+  const CpuSplit split = SplitCpus(allowed, 1);
+  const SpillOutcome out = RunTwoJobsBesideASpillWorker(split, idle);
+  EXPECT_EQ(out.cpu_slots, 2u);  // spill workers count as CPU workers
+  EXPECT_EQ(out.pin_failures, 0u);
+  EXPECT_EQ(out.idle_failures, 0u);
+  EXPECT_TRUE(out.met) << "the two jobs did not run at once";
+  ASSERT_EQ(out.runs.size(), 2u);
+  // Sorted by nice value, then policy (SCHED_OTHER 0 before SCHED_IDLE 5): the dedicated first.
+  EXPECT_EQ(out.runs[0].cpus, split.dedicated);
+  EXPECT_EQ(out.runs[0].nice, base);
+  EXPECT_EQ(out.runs[0].policy, SCHED_OTHER);
+  EXPECT_EQ(out.runs[1].cpus, split.rest);
+  EXPECT_EQ(out.runs[1].nice, idle ? base : std::min(19, base + 5));
+  EXPECT_EQ(out.runs[1].policy, idle ? SCHED_IDLE : SCHED_OTHER);
+  EXPECT_EQ(AllowedCpus(), allowed);
+  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
+}
+
+// spill_workers: the last of the CPU workers pin themselves to spill_cpus (not cpu_worker_cpus) at
+// spill_nice above the process's nice value; the others keep their own CPUs and cpu_nice.
+TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) { ExpectSpillWorkers(/*idle=*/false); }
+
+// spill_idle: the spill worker runs under SCHED_IDLE at the process's nice value instead.
+TEST(HybridSchedulerTest, SpillWorkersUnderSchedIdle) { ExpectSpillWorkers(/*idle=*/true); }
 
 // `workers` CPU workers on cores of their own (every CPU this process may use) that spin for
 // `spin_us` when idle.

@@ -13,6 +13,7 @@
 #include <vector>
 #include <poll.h>
 #include <signal.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -418,6 +419,43 @@ TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
   auto threads = CpusByThreadName(node.c.pid);
   EXPECT_EQ(threads["sched-cpu"], std::vector<std::vector<int>>{{allowed.back()}});
   EXPECT_EQ(threads["sched-cpu-spill"], std::vector<std::vector<int>>(2, rest));
+}
+
+// Each thread name of the process, with the scheduling policy (sched_getscheduler) of each thread
+// of that name.
+std::map<std::string, std::vector<int>> PoliciesByThreadName(pid_t pid) {
+  std::map<std::string, std::vector<int>> out;
+  const std::string task = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& e : std::filesystem::directory_iterator(task)) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    out[name].push_back(sched_getscheduler(static_cast<pid_t>(std::stol(e.path().filename().string()))));
+  }
+  return out;
+}
+
+// --sched-spill-idle: the spill workers run under SCHED_IDLE, every other thread keeps
+// SCHED_OTHER; answers stay exact; the ready line says so.
+TEST(NodeProcessTest, SchedSpillIdleRunsTheSpillWorkersUnderSchedIdle) {
+  if (AllowedCpus().size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << AllowedCpus().size();
+  testing::TempDir dir;
+  const std::string shard_path = dir.path() + "/shard-0";
+  constexpr uint32_t kVocab = 60;
+  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
+  ReadyNode node;
+  ASSERT_NO_FATAL_FAILURE(StartReady(
+      shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2", "--sched-spill-idle", "true"},
+      &node));
+  EXPECT_TRUE(node.ready.value("sched_spill_idle", false)) << node.ready;
+  ExpectExactCpuAnswers(shard_path, node.ready["listen"].get<std::string>(), kVocab, 20, 10);
+  const auto policies = PoliciesByThreadName(node.c.pid);
+  ASSERT_TRUE(policies.count("sched-cpu-spill"));
+  EXPECT_EQ(policies.at("sched-cpu-spill"), std::vector<int>(2, SCHED_IDLE));
+  for (const auto& [name, list] : policies) {
+    if (name == "sched-cpu-spill") continue;
+    for (int policy : list) EXPECT_EQ(policy, SCHED_OTHER) << name;
+  }
 }
 
 // --sched-cpu-spin-us: refused (exit 2) where the CPU workers share the node's cores; with cores

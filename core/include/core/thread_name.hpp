@@ -3,10 +3,15 @@
 // RaiseThreadNice: the calling thread's nice value (Linux schedules each thread by its own; raising
 // it needs no privilege). Throughput work at a higher nice value yields the cores to
 // latency-critical threads when they need them and runs at full speed when they do not.
-// Thread-safety: both touch only the calling thread.
+// SetThreadIdlePolicy: the calling thread under SCHED_IDLE (no privilege needed): it runs only on
+// what the CPU's other threads leave, a thread of any other policy woken on its CPU preempts it at
+// once, and the kernel's wake-up placement counts a CPU running only such threads as idle. For
+// throughput work on cores that latency-critical threads also use.
+// Thread-safety: all three touch only the calling thread.
 #pragma once
 
 #include <pthread.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -28,6 +33,14 @@ inline bool RaiseThreadNice(int delta) {
   const int now = getpriority(PRIO_PROCESS, tid);
   if (now == -1 && errno != 0) return false;
   return setpriority(PRIO_PROCESS, tid, std::min(19, now + delta)) == 0;
+}
+
+// Moves the calling thread to SCHED_IDLE; false when the kernel refused (it keeps its policy).
+inline bool SetThreadIdlePolicy() {
+  const pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+  sched_param param{};
+  param.sched_priority = 0;
+  return sched_setscheduler(tid, SCHED_IDLE, &param) == 0;
 }
 
 }  // namespace search

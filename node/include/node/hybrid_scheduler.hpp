@@ -217,6 +217,10 @@ struct HybridSchedulerOptions {
   size_t spill_workers = 0;
   std::vector<int> spill_cpus;
   int spill_nice = 10;
+  // The spill workers under SCHED_IDLE instead of spill_nice (search-node --sched-spill-idle): a
+  // network or GPU-dispatch thread woken on their CPU preempts them at once, and the kernel
+  // places woken threads on a CPU running only them as on an idle one.
+  bool spill_idle = false;
   // Idle CPU workers spin for work (search-node --sched-cpu-spin-us): a worker that finds nothing
   // to take watches for new work this long, off the scheduler's lock, before it sleeps, and a job
   // queued meanwhile goes to a spinning worker with no wake-up. A sleeping worker costs a queued
@@ -272,6 +276,8 @@ class HybridScheduler {
   // CPU workers that could not pin themselves to cpu_worker_cpus (they run on the CPUs they
   // inherited); final once start() has returned, and the gauge search_sched_cpu_pin_failures.
   uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
+  // Spill workers the kernel kept out of SCHED_IDLE (spill_idle); final once start() has returned.
+  uint64_t spill_idle_failures() const { return idle_policy_failures_.load(); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
   // kReturn itself.
   void ObserveHost(SchedHostPhase phase, double seconds);
@@ -353,6 +359,7 @@ class HybridScheduler {
   std::vector<std::thread> answer_threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
+  std::atomic<uint64_t> idle_policy_failures_{0};  // spill workers refused SCHED_IDLE
   std::atomic<uint64_t> pin_failures_{0};  // CPU workers whose cpu_worker_cpus the kernel refused
 };
 
