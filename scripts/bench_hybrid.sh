@@ -65,7 +65,10 @@
 # steps are outside them), the cheap bound at the step's end (cheap_threshold_us), and a CPU
 # worker's wall time a CPU job in the engine and after it (cpu_run_us_per_cpu_job, then
 # cpu_account_us_per_cpu_job, cpu_answer_us_per_cpu_job and cpu_lock_us_per_cpu_job:
-# search_sched_cpu_worker_seconds_total; older CSVs have their sum as cpu_finish_us_per_cpu_job).
+# search_sched_cpu_worker_seconds_total; older CSVs have their sum as cpu_finish_us_per_cpu_job),
+# and the cost model's bias on each processor's jobs of the step (cpu_model_ratio, gpu_model_ratio:
+# what they took over what the model had predicted, search_sched_model_{observed,predicted}_seconds_total;
+# "-" where it learned from none).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench_lib.sh
@@ -146,7 +149,7 @@ ramp=()
 [ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
-echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job,loadgen_release_lag_p99_ms" >"$csv"
+echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job,loadgen_release_lag_p99_ms,cpu_model_ratio,gpu_model_ratio" >"$csv"
 hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
@@ -324,6 +327,11 @@ for mode in $modes; do
     # Of the load generator's wait, the part before its loops released the arrivals at all: where
     # it is most of loadgen_send_wait_p99_ms, the load generator fell behind its own schedule.
     diag_cols="$diag_cols,$(awk -v u="$(field "$line" release_lag_p99_us)" 'BEGIN { if (u == "") print "-"; else printf "%.3f", u / 1000 }')"
+    for unit in cpu gpu; do
+      diag_cols="$diag_cols,$(awk -v o="$(counter_delta "$m0" "$m1" "search_sched_model_observed_seconds_total{processor=\"$unit\"}" %.9f)" \
+        -v p="$(counter_delta "$m0" "$m1" "search_sched_model_predicted_seconds_total{processor=\"$unit\"}" %.9f)" \
+        'BEGIN { if (p > 0) printf "%.3f", o / p; else printf "-" }')"
+    done
     miss=$(field "$line" miss_ratio)
     ms() { awk -v u="$(field "$line" "$1")" 'BEGIN { printf "%.3f", u / 1000 }'; }
     printf '%s,%s,%s,%s,%s,%s,%s,%s,%s\n' "$mode$label" "$rate" "$(field "$line" achieved_qps)" "$(ms mean_us)" \

@@ -143,12 +143,16 @@ void CostModel::Calibrate(Unit unit, std::span<const CostSample> samples) {
   FoldLocked(unit, samples);
 }
 
-double CostModel::TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros) {
+double CostModel::TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros, ModelTally* tally) {
   const Fit* usable = UsableLocked(unit, f.mode);
   if (usable == nullptr || micros <= 0) return -1;
   const size_t u = static_cast<size_t>(unit);
   double pred = 0;
   PredictLocked(*usable, f, &pred);
+  if (tally != nullptr) {
+    tally->observed_us += micros;
+    tally->predicted_us += pred;
+  }
   const double err = std::fabs(pred - micros) / micros;
   error_[u] = has_error_[u] ? 0.95 * error_[u] + 0.05 * err : err;
   has_error_[u] = true;
@@ -164,22 +168,22 @@ double CostModel::Observe(Unit unit, const QueryFeatures& f, double micros) {
   return err;
 }
 
-double CostModel::ObserveBatchLocked(Unit unit, std::span<const CostSample> samples) {
+double CostModel::ObserveBatchLocked(Unit unit, std::span<const CostSample> samples, ModelTally* tally) {
   // Every error against the model as it stood before the batch; then the statistics.
-  for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros);
+  for (const CostSample& s : samples) TrackErrorLocked(unit, s.f, s.micros, tally);
   FoldLocked(unit, samples);
   return error_[static_cast<size_t>(unit)];
 }
 
-double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples) {
+double CostModel::ObserveBatch(Unit unit, std::span<const CostSample> samples, ModelTally* tally) {
   std::unique_lock lock(mu_);
-  return ObserveBatchLocked(unit, samples);
+  return ObserveBatchLocked(unit, samples, tally);
 }
 
-std::optional<double> CostModel::TryObserveBatch(Unit unit, std::span<const CostSample> samples) {
+std::optional<double> CostModel::TryObserveBatch(Unit unit, std::span<const CostSample> samples, ModelTally* tally) {
   std::unique_lock lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;
-  return ObserveBatchLocked(unit, samples);
+  return ObserveBatchLocked(unit, samples, tally);
 }
 
 bool CostModel::Predict(Unit unit, const QueryFeatures& f, double* micros) const {

@@ -50,6 +50,8 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* stolen[kNumUnits] = {};
   prometheus::Counter* misses[kNumUnits] = {};
   prometheus::Gauge* error[kNumUnits] = {};
+  prometheus::Counter* model_observed[kNumUnits] = {};
+  prometheus::Counter* model_predicted[kNumUnits] = {};
   prometheus::Counter* migrations = nullptr;
   prometheus::Counter* balanced = nullptr;
   prometheus::Counter* cheap = nullptr;
@@ -83,6 +85,8 @@ struct HybridScheduler::MetricSet {
     auto& s = counter(families::kSchedStolen);
     auto& d = counter(families::kSchedDeadlineMisses);
     auto& e = gauge(families::kSchedPredictionError);
+    auto& mo = counter(families::kSchedModelObserved);
+    auto& mp = counter(families::kSchedModelPredicted);
     for (size_t u = 0; u < kNumUnits; ++u) {
       const prometheus::Labels l{{"processor", UnitName(static_cast<Unit>(u))}};
       wait[u] = &w.Add(l, LatencyBuckets());
@@ -91,6 +95,8 @@ struct HybridScheduler::MetricSet {
       stolen[u] = &s.Add(l);
       misses[u] = &d.Add(l);
       error[u] = &e.Add(l);
+      model_observed[u] = &mo.Add(l);
+      model_predicted[u] = &mp.Add(l);
     }
     migrations = &counter(families::kSchedMigrations).Add({});
     balanced = &counter(families::kSchedBalanced).Add({});
@@ -372,12 +378,21 @@ void HybridScheduler::Complete(SchedTask& task) {
 void HybridScheduler::FoldStash(std::vector<CostSample>& stash, bool force) {
   if (stash.empty() || model_ == nullptr) return;
   if (!force && stash.size() < kFoldEvery) return;
+  ModelTally tally;
   const std::optional<double> error = force || stash.size() >= kMaxStash
-                                         ? std::optional<double>(model_->ObserveBatch(Unit::kCpu, stash))
-                                         : model_->TryObserveBatch(Unit::kCpu, stash);
+                                         ? std::optional<double>(model_->ObserveBatch(Unit::kCpu, stash, &tally))
+                                         : model_->TryObserveBatch(Unit::kCpu, stash, &tally);
   if (!error.has_value()) return;
   stash.clear();
-  if (metrics_) metrics_->error[static_cast<size_t>(Unit::kCpu)]->Set(*error);
+  PublishModel(Unit::kCpu, *error, tally);
+}
+
+void HybridScheduler::PublishModel(Unit unit, double error, const ModelTally& tally) {
+  if (metrics_ == nullptr) return;
+  const size_t u = static_cast<size_t>(unit);
+  metrics_->error[u]->Set(error);
+  metrics_->model_observed[u]->Increment(tally.observed_us * 1e-6);
+  metrics_->model_predicted[u]->Increment(tally.predicted_us * 1e-6);
 }
 
 void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us,
@@ -402,8 +417,9 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
       FoldStash(*stash, false);
     } else {  // one lock: ObserveBatch returns the error metric's value (Observe a sample's own error)
       const CostSample sample{task.features, sample_us};
-      const double error = model_->ObserveBatch(unit, std::span(&sample, 1));
-      if (metrics_) metrics_->error[u]->Set(error);
+      ModelTally tally;
+      const double error = model_->ObserveBatch(unit, std::span(&sample, 1), &tally);
+      PublishModel(unit, error, tally);
     }
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
@@ -701,8 +717,9 @@ double HybridScheduler::RunGpuBatch(std::vector<SchedTask*>& batch, const std::f
     for (const SchedTask* t : batch)
       if (t->outcome == GpuOutcome::kDone && t->status.ok()) seen.push_back(CostSample{t->features, share(*t)});
     if (!seen.empty()) {
-      const double error = model_->ObserveBatch(Unit::kGpu, seen);
-      if (metrics_) metrics_->error[static_cast<size_t>(Unit::kGpu)]->Set(error);
+      ModelTally tally;
+      const double error = model_->ObserveBatch(Unit::kGpu, seen, &tally);
+      PublishModel(Unit::kGpu, error, tally);
     }
   }
   for (SchedTask* t : batch) {

@@ -235,6 +235,43 @@ TEST(CostModelTest, ObservingABatchEqualsObservingItsJobsInTurn) {
   EXPECT_EQ(batched.samples(Unit::kGpu, QueryMode::kAnd), one.samples(Unit::kGpu, QueryMode::kAnd));
 }
 
+// A tally sums the samples' observed times and what the model had predicted for each before the
+// batch folded them in; samples the model had no prediction for (none yet) add nothing to it.
+TEST(CostModelTest, ObserveBatchTalliesObservedAndPredictedWork) {
+  std::mt19937_64 rng(5);
+  std::vector<CostSample> calib, batch;
+  for (int i = 0; i < 40; ++i) {
+    QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    calib.push_back({f, GpuLaw(f)});
+  }
+  for (int i = 0; i < 16; ++i) {
+    QueryFeatures f = RandomFeatures(rng, QueryMode::kAnd);
+    batch.push_back({f, GpuLaw(f, 3.0)});  // three times what the model learned
+  }
+  CostModel m;
+  m.Calibrate(Unit::kGpu, calib);
+  double observed = 0, predicted = 0;
+  for (const CostSample& c : batch) {
+    double p = 0;
+    ASSERT_TRUE(m.Predict(Unit::kGpu, c.f, &p));
+    observed += c.micros;
+    predicted += p;
+  }
+  ModelTally tally;
+  m.ObserveBatch(Unit::kGpu, batch, &tally);
+  EXPECT_NEAR(tally.observed_us, observed, 1e-9 * observed);
+  EXPECT_NEAR(tally.predicted_us, predicted, 1e-9 * predicted);
+  EXPECT_GT(tally.observed_us / tally.predicted_us, 2.0);  // the bias shows
+  // Before any calibration there is no prediction: nothing is tallied, yet the samples are folded.
+  CostModel fresh;
+  ModelTally none;
+  const std::optional<double> e = fresh.TryObserveBatch(Unit::kGpu, std::span(batch).first(4), &none);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(none.observed_us, 0.0);
+  EXPECT_EQ(none.predicted_us, 0.0);
+  EXPECT_EQ(fresh.samples(Unit::kGpu, QueryMode::kAnd), 4u);
+}
+
 // TryObserveBatch on a model nobody else holds folds exactly what ObserveBatch does. While other
 // threads predict and observe all the time, every try either folds its batch or leaves the model
 // untouched (nullopt): the samples counted are exactly those of the tries that returned a value.

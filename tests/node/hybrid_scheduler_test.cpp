@@ -1338,6 +1338,11 @@ TEST(HybridSchedulerTest, CpuWorkersFoldTheirModelSamplesBeforeTheyIdle) {
   EXPECT_EQ(r.cpu_runs.load(), kN);
   const std::string text = metrics.SerializeText();
   EXPECT_GE(SeriesValue(text, "search_sched_prediction_error_ratio{processor=\"cpu\"}"), 0.0) << text;
+  // What the model learned from, with a prediction (FakeRunner's jobs take no CPU time: only the
+  // predictions are sure to be above 0), and nothing on the GPU.
+  EXPECT_GT(SeriesValue(text, "search_sched_model_predicted_seconds_total{processor=\"cpu\"}"), 0.0) << text;
+  EXPECT_GE(SeriesValue(text, "search_sched_model_observed_seconds_total{processor=\"cpu\"}"), 0.0) << text;
+  EXPECT_EQ(SeriesValue(text, "search_sched_model_predicted_seconds_total{processor=\"gpu\"}"), 0.0) << text;
   s.stop();
   EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd), static_cast<uint64_t>(kN));
 }

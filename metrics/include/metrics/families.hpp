@@ -161,6 +161,14 @@ inline constexpr Family kSchedDispatchCpu{
     "CPU time of the GPU dispatcher threads: part batch (inside the GPU executor: preparing, launching and "
     "finishing a batch's queries; a device wait that sleeps costs none) and part scheduler (taking batches "
     "from the queues, feeding the cost model, answering the jobs)."};
+inline constexpr Family kSchedModelObserved{
+    "search_sched_model_observed_seconds_total",
+    "Run time (CPU jobs: the worker's CPU time) of the jobs the cost model learned from that it had a prediction "
+    "for; over search_sched_model_predicted_seconds_total, the model's bias on the work it saw (above 1: it "
+    "predicts too little)."};
+inline constexpr Family kSchedModelPredicted{
+    "search_sched_model_predicted_seconds_total",
+    "What the cost model had predicted for those jobs before it learned from them."};
 inline constexpr Family kSchedPredictionError{
     "search_sched_prediction_error_ratio",
     "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};

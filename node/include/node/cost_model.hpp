@@ -71,6 +71,14 @@ struct CostModelOptions {
   bool cpu_power_law = true; // the CPU's model fits log t (see above); false: linear like the GPU's
 };
 
+// What observations that had a prediction took and what the model had predicted for them
+// (before folding them in), summed: observed_us / predicted_us is the model's bias on this work
+// (above 1: it predicts too little, as a power law's median does for a mean).
+struct ModelTally {
+  double observed_us = 0;
+  double predicted_us = 0;
+};
+
 class CostModel {
  public:
   static constexpr size_t kDims = 7;
@@ -84,12 +92,13 @@ class CostModel {
   // Folds several measured runs in under one lock with one re-solve per fit touched: the
   // statistics (and so every later prediction) are those of Observe on each in turn; each
   // sample's error is measured against the model as it was before the call. Returns the
-  // processor's mean relative error afterwards (mean_relative_error).
-  double ObserveBatch(Unit unit, std::span<const CostSample> samples);
+  // processor's mean relative error afterwards (mean_relative_error). With `tally`, adds the
+  // samples' observed and predicted times to it.
+  double ObserveBatch(Unit unit, std::span<const CostSample> samples, ModelTally* tally = nullptr);
   // ObserveBatch only if the model's lock is free now; nullopt (nothing folded) when another thread
   // holds it, shared or not. A busy node's CPU workers keep their samples and fold them later,
   // instead of each waiting for the lock behind the predictions of every arriving query.
-  std::optional<double> TryObserveBatch(Unit unit, std::span<const CostSample> samples);
+  std::optional<double> TryObserveBatch(Unit unit, std::span<const CostSample> samples, ModelTally* tally = nullptr);
   // Predicted microseconds; false when neither this mode's nor another mode's model of `unit`
   // has enough samples.
   bool Predict(Unit unit, const QueryFeatures& f, double* micros) const;
@@ -115,10 +124,10 @@ class CostModel {
   // Accumulates every sample into its mode's fit of `unit`, then re-solves each fit touched once.
   void FoldLocked(Unit unit, std::span<const CostSample> samples);
   // ObserveBatch's work under the lock (ObserveBatch, TryObserveBatch).
-  double ObserveBatchLocked(Unit unit, std::span<const CostSample> samples);
+  double ObserveBatchLocked(Unit unit, std::span<const CostSample> samples, ModelTally* tally);
   // The relative error of the current model on one observation (-1: no prediction yet), folded
   // into the EWMA.
-  double TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros);
+  double TrackErrorLocked(Unit unit, const QueryFeatures& f, double micros, ModelTally* tally = nullptr);
   bool PredictLocked(const Fit& fit, const QueryFeatures& f, double* micros) const;
   const Fit* UsableLocked(Unit unit, QueryMode mode) const;
 

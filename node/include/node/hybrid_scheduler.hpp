@@ -316,6 +316,9 @@ class HybridScheduler {
   // only if the lock is free now, and then not before there are kFoldEvery of them. Cleared once
   // folded. Takes no scheduler lock.
   void FoldStash(std::vector<CostSample>& stash, bool force);
+  // Sets the prediction-error gauge and adds what the model learned to its observed and predicted
+  // counters (no metrics: nothing).
+  void PublishModel(Unit unit, double error, const ModelTally& tally);
   static constexpr size_t kFoldEvery = 8;
   static constexpr size_t kMaxStash = 256;  // past it the worker waits for the model's lock
   // An answer thread: runs the on_done of the tasks CPU workers handed off, until stop().
