@@ -246,6 +246,12 @@ int main(int argc, char** argv) {
                  "their queue (0 = off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--sched-cheap-fill-measured", sched.sched.policy.cheap_fill_measured,
+                 "hybrid with the fill rule (--sched-cheap-fill-us): the CPU backlog it compares is the queued "
+                 "predicted work times the CPU cost model's recent bias (actual over predicted time of the jobs it "
+                 "learned from), so the rule keeps that much measured work queued a worker however the model was "
+                 "calibrated (false: the predicted work)")
+      ->capture_default_str();
   CLI::Option* batch_latency_opt = app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
                  "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
                  "so the balance rule and stealing keep on the CPU the queries it answers before a batch would "
@@ -450,6 +456,13 @@ int main(int argc, char** argv) {
       if (cheap_fill_opt->count() == 0) sched.sched.policy.cheap_fill_us = kDefaultCheapFillUs;
       if (batch_latency_opt->count() == 0) sched.sched.policy.batch_latency = true;
     }
+    if (sched.sched.policy.cheap_fill_measured &&
+        (sched.sched.policy.mode != SchedMode::kHybrid || !(sched.sched.policy.cheap_fill_us > 0) ||
+         !(sched.sched.policy.cheap_step > 0))) {
+      log.Error() << "--sched-cheap-fill-measured needs the fill rule: --scheduler hybrid with --sched-cheap-step and "
+                     "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
+      return 2;
+    }
     if (sched.sched.policy.cheap_fill_busy > 0 &&
         (sched.sched.policy.mode != SchedMode::kHybrid || !(sched.sched.policy.cheap_fill_us > 0) ||
          !(sched.sched.policy.cheap_step > 0))) {
@@ -532,6 +545,7 @@ int main(int argc, char** argv) {
                           {"sched_answer_threads", sched.sched.answer_threads},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
+                          {"sched_cheap_fill_measured", sched.sched.policy.cheap_fill_measured},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"io_spin_us", io_spin_us},
                           {"thread_slice_us", thread_slice_taken},

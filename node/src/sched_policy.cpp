@@ -95,11 +95,17 @@ void SchedPolicy::AdaptCheapThreshold(SchedTime now) {
   // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
   // With cheap_fill_us the CPU's own room decides instead (sched_policy.hpp).
   // With cheap_fill_busy, idle workers raise it too, however long the queue (sched_policy.hpp).
+  // With cheap_fill_measured the CPU's backlog is in measured time (the model's bias applied).
   const bool raise = options_.cheap_fill_us > 0
-                         ? Backlog(Unit::kCpu) <= options_.cheap_fill_us ||
+                         ? Backlog(Unit::kCpu) * (options_.cheap_fill_measured ? cpu_bias_ : 1.0) <=
+                                   options_.cheap_fill_us ||
                                (options_.cheap_fill_busy > 0 && CpuBusyShare(now) < options_.cheap_fill_busy)
                          : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
   cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (raise ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
+}
+
+void SchedPolicy::set_cpu_bias(double bias) {
+  if (std::isfinite(bias) && bias > 0) cpu_bias_ = std::clamp(bias, 0.25, 4.0);
 }
 
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {

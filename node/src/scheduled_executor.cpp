@@ -150,6 +150,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   if (so.policy.mode == SchedMode::kHybrid && so.policy.cheap_step > 0 && so.policy.cheap_fill_us > 0)
     line << "; fill rule: the bound rises while the CPU's backlog is at most "
          << static_cast<int>(so.policy.cheap_fill_us) << " us"
+         << (so.policy.cheap_fill_measured ? " measured (predicted times the model's bias)" : "")
          << (so.policy.cheap_fill_busy > 0
                  ? " or its workers are under " + std::to_string(static_cast<int>(so.policy.cheap_fill_busy * 100 + 0.5)) +
                        "% busy"

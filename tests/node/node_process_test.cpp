@@ -591,22 +591,25 @@ TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
   }
 }
 
-// --sched-cheap-fill-busy: only with the fill rule (hybrid, by default where its CPU workers have
-// cores of their own); under another scheduler it is refused (exit 2) with a clear error, and it is
-// off by default (the ready line says 0).
+// --sched-cheap-fill-busy and --sched-cheap-fill-measured: only with the fill rule (hybrid, by
+// default where its CPU workers have cores of their own); under another scheduler each is refused
+// (exit 2) with a clear error, and both are off by default (the ready line says so).
 TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 11).ok());
-  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-busy", "0.9"},
-                "--sched-cheap-fill-busy needs the fill rule");
-  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", "--sched-cheap-fill-busy", "0.9"},
-                "--sched-cheap-fill-busy needs the fill rule");
+  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--sched-cheap-fill-busy", "0.9"},
+                                    std::pair<std::string, std::string>{"--sched-cheap-fill-measured", "true"}}) {
+    ExpectRefused(shard_path, {"--scheduler", "cpu", flag, value}, flag + " needs the fill rule");
+    ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", flag, value},
+                  flag + " needs the fill rule");
+  }
   ReadyNode node;
   ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu"}, &node));
   const nlohmann::json& ready = node.ready;
   EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << ready;
+  EXPECT_FALSE(ready.value("sched_cheap_fill_measured", true)) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 10, 11);
 }
 

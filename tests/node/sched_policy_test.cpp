@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 
 namespace search {
 namespace {
@@ -256,6 +257,41 @@ TEST(SchedPolicyTest, CheapFillBoundFollowsTheCpusRoom) {
     for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);
     EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), 100);
     EXPECT_EQ(p.Enqueue(Job(id++, 300, 50), kT0), SchedQueue::kGpu);
+  }
+}
+
+// cheap_fill_measured: the fill rule compares the CPU's queued predicted work times the model's
+// bias (set_cpu_bias). 270 us predicted a worker (6 cheap jobs of 90 us on 2 workers) is within a
+// 500 us target, so the bound rises to its cap, unless the model predicts a third of what the
+// jobs take (bias 3: 810 us measured), where it falls to its floor. Without the option the bias
+// changes nothing. The bias is clamped to [0.25, 4]; a value that is not finite and above 0 is
+// ignored.
+TEST(SchedPolicyTest, CheapFillMeasuredAppliesTheModelsBias) {
+  struct Case {
+    bool measured;
+    double bias;
+    double bound;
+  };
+  for (const Case& c : {Case{false, 3.0, 400}, Case{true, 1.0, 400}, Case{true, 3.0, 100}}) {
+    SCOPED_TRACE(std::to_string(c.measured) + " " + std::to_string(c.bias));
+    SchedOptions o = FillRule(500);
+    o.cheap_fill_measured = c.measured;
+    SchedPolicy p(o);
+    p.set_cpu_bias(c.bias);
+    uint64_t id = 1;
+    for (int i = 0; i < 6; ++i) EXPECT_EQ(p.Enqueue(Job(id++, 90, 50), kT0), SchedQueue::kCpu);
+    for (int i = 0; i < 20; ++i) p.Enqueue(Job(id++, 10000, 50), kT0);
+    EXPECT_DOUBLE_EQ(p.cheap_threshold_us(), c.bound);
+  }
+  SchedPolicy p(FillRule(500));
+  EXPECT_DOUBLE_EQ(p.cpu_bias(), 1.0);
+  p.set_cpu_bias(100);
+  EXPECT_DOUBLE_EQ(p.cpu_bias(), 4.0);
+  p.set_cpu_bias(0.01);
+  EXPECT_DOUBLE_EQ(p.cpu_bias(), 0.25);
+  for (double bad : {0.0, -2.0, std::nan(""), std::numeric_limits<double>::infinity()}) {
+    p.set_cpu_bias(bad);
+    EXPECT_DOUBLE_EQ(p.cpu_bias(), 0.25);
   }
 }
 

@@ -278,6 +278,8 @@ class HybridScheduler {
   uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
   // Spill workers the kernel kept out of SCHED_IDLE (spill_idle); final once start() has returned.
   uint64_t spill_idle_failures() const { return idle_policy_failures_.load(); }
+  // The CPU model's bias over its recent folds: actual over predicted time (1 until a fold).
+  double cpu_bias() const { return cpu_bias_.load(std::memory_order_relaxed); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
   // kReturn itself.
   void ObserveHost(SchedHostPhase phase, double seconds);
@@ -316,8 +318,9 @@ class HybridScheduler {
   // only if the lock is free now, and then not before there are kFoldEvery of them. Cleared once
   // folded. Takes no scheduler lock.
   void FoldStash(std::vector<CostSample>& stash, bool force);
-  // Sets the prediction-error gauge and adds what the model learned to its observed and predicted
-  // counters (no metrics: nothing).
+  // After the model learned from jobs of `unit`: sets the prediction-error gauge and adds the
+  // tally to the model's observed and predicted counters (with metrics); for the CPU, folds the
+  // tally into cpu_bias_ (the policy's cheap_fill_measured).
   void PublishModel(Unit unit, double error, const ModelTally& tally);
   static constexpr size_t kFoldEvery = 8;
   static constexpr size_t kMaxStash = 256;  // past it the worker waits for the model's lock
@@ -363,6 +366,9 @@ class HybridScheduler {
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
   std::atomic<uint64_t> idle_policy_failures_{0};  // spill workers refused SCHED_IDLE
+  std::mutex bias_mu_;                             // the CPU workers fold at once
+  double bias_observed_us_ = 0, bias_predicted_us_ = 0;  // GUARDED_BY(bias_mu_), decayed sums
+  std::atomic<double> cpu_bias_{1.0};
   std::atomic<uint64_t> pin_failures_{0};  // CPU workers whose cpu_worker_cpus the kernel refused
 };
 

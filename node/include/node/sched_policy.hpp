@@ -131,6 +131,14 @@ struct SchedOptions {
   // the runtime's count of workers running a job (ObserveCpuBusy), averaged over time with a decay
   // of cpu_busy_window. 0: off.
   double cheap_fill_busy = 0;
+  // With cheap_fill_us: the CPU backlog the fill rule compares is its queued predicted work times
+  // the CPU model's recent bias (set_cpu_bias: what the CPU jobs the cost model learned from took
+  // over what it had predicted for them), so that the rule keeps cheap_fill_us of measured work
+  // queued a worker whatever the model's calibration. The CPU's power law predicts a median, below
+  // a mean, and each node start calibrates it anew; a model that predicts less lets the rule queue
+  // more real work, and the CPU's share of the jobs with it (BENCHMARKS.md, issue 6). false: the
+  // predicted work as it is.
+  bool cheap_fill_measured = false;
   std::chrono::microseconds cpu_busy_window{2000};
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
@@ -200,6 +208,10 @@ class SchedPolicy {
   // The CPU workers that may run at once now (the runtime lowers it while the host's cores are
   // busy): the CPU backlog divides by it.
   void set_cpu_parallelism(size_t n) { options_.cpu_parallelism = std::max<size_t>(n, 1); }
+  // The CPU model's bias, measured over its recent jobs (actual over predicted time), which
+  // cheap_fill_measured applies to the CPU's backlog; clamped to [0.25, 4]; 1 until set.
+  void set_cpu_bias(double bias);
+  double cpu_bias() const { return cpu_bias_; }
   // Jobs `balance` moved from the CPU queue to the GPU queue.
   uint64_t balanced() const { return balanced_; }
   // A GPU batch's run time, in microseconds, folded into an EWMA (weight 0.1 for the newest);
@@ -255,6 +267,7 @@ class SchedPolicy {
   uint64_t explore_seen_ = 0;  // jobs that could have been explored
   double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
   double gpu_batch_us_ = 0;        // EWMA of the GPU's batch run times (ObserveGpuBatch)
+  double cpu_bias_ = 1.0;          // set_cpu_bias
   // CpuBusyShare's state: the average up to cpu_busy_at_, and the workers busy since then.
   double cpu_busy_share_ = 0;
   size_t cpu_busy_now_ = 0;
