@@ -104,6 +104,8 @@ struct Options {
   double seconds = 5, warmup = 1;
   double deadline_ms = 500, miss_limit = 0.01;
   double noise = 0;
+  double cpu_bias = 1;  // the CPU's predictions are 1 / cpu_bias of the times (actual / predicted)
+  bool cheap_fill_measured = false;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
   // The adaptive bound.
@@ -151,6 +153,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.cheap_max_factor = o.cheap_max_factor;
   so.cheap_fill_us = o.cheap_fill_us;
   so.cheap_fill_busy = o.cheap_fill_busy;
+  so.cheap_fill_measured = o.cheap_fill_measured;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
@@ -166,15 +169,21 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   size_t free_conns = o.connections;
   std::deque<size_t> waiting;  // arrivals waiting for a connection, oldest first
   // A request reaches the node when it has a connection; the node's deadline counts from then.
+  // The CPU jobs' predicted times (what the model learns against, --cpu-bias) and the node's
+  // decayed sums of actual and predicted CPU time over the jobs done (--cheap-fill-measured).
+  std::vector<double> predicted_cpu_us(jobs.size(), 0);
+  double bias_actual = 0, bias_predicted = 0;
   auto submit = [&](size_t index, double now) {
     const Job& j = jobs[index];
     SchedJob sj;
     sj.id = index;
     sj.arrival = At(now);
     sj.deadline = At(now + deadline_us);
-    sj.cpu_us = o.noise > 0 ? j.cpu_us * std::exp(err(rng)) : j.cpu_us;
+    sj.cpu_us = (o.noise > 0 ? j.cpu_us * std::exp(err(rng)) : j.cpu_us) / o.cpu_bias;
     sj.gpu_us = o.noise > 0 ? j.gpu_us * std::exp(err(rng)) : j.gpu_us;
+    predicted_cpu_us[index] = sj.cpu_us;
     if (mode == SchedMode::kGriffin) sj.preferred = Unit::kGpu;
+    if (o.cheap_fill_measured && bias_predicted > 0) policy.set_cpu_bias(bias_actual / bias_predicted);
     policy.Enqueue(sj, At(now));
   };
   // The node answered job i at `now`: its connection is free once the answer has gone back.
@@ -205,6 +214,8 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
       }
     } else if (kind == 1) {
       answer(index, now);
+      bias_actual = 0.99 * bias_actual + jobs[index].cpu_us;  // about the last 100 CPU jobs
+      bias_predicted = 0.99 * bias_predicted + predicted_cpu_us[index];
       ++idle_cpu;
       policy.ObserveCpuBusy(o.cpu_workers - idle_cpu, t);
     } else if (kind == 2) {
@@ -397,6 +408,15 @@ int main(int argc, char** argv) {
   app.add_option("--deadline-ms", o.deadline_ms, "per-query deadline")->capture_default_str();
   app.add_option("--miss-limit", o.miss_limit, "misses allowed at a sustained rate")->capture_default_str();
   app.add_option("--noise", o.noise, "prediction error: predictions are times x exp(N(0, noise))")
+      ->capture_default_str();
+  app.add_option("--cpu-bias", o.cpu_bias,
+                 "the CPU cost model's bias: its predictions are the times (with --noise) over this (actual / "
+                 "predicted; 1: none)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 100.0));
+  app.add_option("--cheap-fill-measured", o.cheap_fill_measured,
+                 "with --cheap-fill-us: the fill rule's CPU backlog times the bias measured over the CPU jobs done "
+                 "(search-node --sched-cheap-fill-measured)")
       ->capture_default_str();
   app.add_option("--gpu-alone-us", o.gpu_alone_us, "hybrid's cheap-job bound (0: off)")->capture_default_str();
   app.add_option("--balance", o.balance, "hybrid's balance rule")->capture_default_str();

@@ -9,7 +9,8 @@ generator's loop closed (--connections 2 --path-us 1000) each request holds one 
 connections for over 1 ms, so gpu cannot sustain 2,000 q/s and its latency is over 1 ms. Exact
 predictions (--noise 0) and the same seed make the run deterministic. A missing file, a file
 without the us column and a bad --factor exit non-zero with a message. With --cpu-column us_first
-the CPU's times come from that column (1,000 us here), so hybrid sustains about 7,000 q/s.
+the CPU's times come from that column (1,000 us here), so hybrid sustains about 7,000 q/s. With
+--cpu-bias the CPU's predictions shrink: a cheap bound then takes queries it would not.
 
 usage: sched_sim_test.py --sim PATH        Exit status: 0 pass, 1 fail.
 """
@@ -83,6 +84,23 @@ def main():
         q = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--cpu-column", "us_first"], capture_output=True, text=True)
         if q.returncode == 0 or "needs columns query and us_first" not in q.stderr:
             failures.append(f"a file without us_first: exit {q.returncode}, stderr {q.stderr!r}")
+        # --cpu-bias: the CPU's predictions are its times over the bias. With a fixed cheap bound of
+        # 50 us, no balance or stealing and a GPU far faster, a 100 us query goes to the GPU (the
+        # CPU runs only the 1 in 16 it explores), unless the model predicts a quarter of it (25 us):
+        # then every query is cheap and runs on the CPU.
+        shares = {}
+        for bias in ("1", "4"):
+            p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "50000", "--cpu-workers", "2",
+                                "--gpu-dispatchers", "2", "--start", "2000", "--steps", "1", "--seconds", "2",
+                                "--modes", "hybrid", "--gpu-alone-us", "50", "--steal", "false", "--balance", "false",
+                                "--cpu-bias", bias], capture_output=True, text=True)
+            row = re.search(r"^\| 2000 \| [0-9.]+ \| [0-9.]+ \| [0-9.]+% \| ([0-9.]+)% \|", p.stdout, re.M)
+            if p.returncode != 0 or not row:
+                failures.append(f"--cpu-bias {bias}: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+            else:
+                shares[bias] = float(row.group(1))
+        if shares and not (shares.get("1", 100) < 10 and shares.get("4", 0) > 99):
+            failures.append(f"--cpu-bias: CPU shares {shares}, want under 10% with bias 1 and all with bias 4")
         # A closed loop: two connections, each held 1 ms outside the node plus the node's time.
         p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--gpu-dispatchers", "2",
                             "--modes", "gpu", "--connections", "2", "--path-us", "1000", "--start", "500",
