@@ -456,20 +456,16 @@ int main(int argc, char** argv) {
       if (cheap_fill_opt->count() == 0) sched.sched.policy.cheap_fill_us = kDefaultCheapFillUs;
       if (batch_latency_opt->count() == 0) sched.sched.policy.batch_latency = true;
     }
-    if (sched.sched.policy.cheap_fill_measured &&
-        (sched.sched.policy.mode != SchedMode::kHybrid || !(sched.sched.policy.cheap_fill_us > 0) ||
-         !(sched.sched.policy.cheap_step > 0))) {
-      log.Error() << "--sched-cheap-fill-measured needs the fill rule: --scheduler hybrid with --sched-cheap-step and "
-                     "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
-      return 2;
-    }
-    if (sched.sched.policy.cheap_fill_busy > 0 &&
-        (sched.sched.policy.mode != SchedMode::kHybrid || !(sched.sched.policy.cheap_fill_us > 0) ||
-         !(sched.sched.policy.cheap_step > 0))) {
-      log.Error() << "--sched-cheap-fill-busy needs the fill rule: --scheduler hybrid with --sched-cheap-step and "
-                     "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
-      return 2;
-    }
+    // Options that only adjust the fill rule: refused without it.
+    const SchedOptions& policy = sched.sched.policy;
+    const bool fill_rule = policy.mode == SchedMode::kHybrid && policy.cheap_fill_us > 0 && policy.cheap_step > 0;
+    for (const auto& [asked, flag] : {std::pair<bool, const char*>{policy.cheap_fill_measured, "--sched-cheap-fill-measured"},
+                                      std::pair<bool, const char*>{policy.cheap_fill_busy > 0, "--sched-cheap-fill-busy"}})
+      if (asked && !fill_rule) {
+        log.Error() << flag << " needs the fill rule: --scheduler hybrid with --sched-cheap-step and "
+                    << "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
+        return 2;
+      }
     sched.sched.cpu_workers = sched_cpu_workers != 0        ? sched_cpu_workers
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
@@ -483,7 +479,7 @@ int main(int argc, char** argv) {
     }
     if (gpu_dispatchers == 0)
       gpu_dispatchers = DefaultGpuDispatchers(sched.sched.policy.mode, !cpu_split.dedicated.empty());
-    sched.sched.thread_slice = std::chrono::microseconds(thread_slice_us);
+    sched.sched.thread_slice = options.thread_slice;  // the node server's hand-off threads' slice
     sched.sched.cpu_nice = sched_cpu_nice >= 0            ? sched_cpu_nice
                            : !cpu_split.dedicated.empty() ? 0  // nothing else runs on their cores
                                                           : DefaultCpuNice(sched.sched.policy.mode);

@@ -171,12 +171,11 @@ void HybridScheduler::start() {
       SetThreadName(spilled ? "sched-cpu-spill" : "sched-cpu");
       const std::vector<int>& cpus = spilled ? options_.spill_cpus : options_.cpu_worker_cpus;
       if (!cpus.empty() && !PinThisThread(cpus)) pin_failures_.fetch_add(1);
-      if (spilled && options_.spill_idle) {
-        if (!SetThreadIdlePolicy()) idle_policy_failures_.fetch_add(1);
-      }
+      const bool idle = spilled && options_.spill_idle;  // SCHED_IDLE instead of a nice value
+      if (idle && !SetThreadIdlePolicy()) idle_policy_failures_.fetch_add(1);
       pinned->count_down();
       const int nice = spilled ? options_.spill_nice : options_.cpu_nice;
-      if (nice > 0 && !(spilled && options_.spill_idle)) (void)RaiseThreadNice(nice);
+      if (nice > 0 && !idle) (void)RaiseThreadNice(nice);
       CpuLoop(/*may_spin=*/!spilled && options_.cpu_spin_us > 0);
     });
   pinned->wait();
