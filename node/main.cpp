@@ -252,6 +252,11 @@ int main(int argc, char** argv) {
                  "learned from), so the rule keeps that much measured work queued a worker however the model was "
                  "calibrated (false: the predicted work)")
       ->capture_default_str();
+  app.add_option("--sched-cheap-by-ratio", sched.sched.policy.cheap_by_ratio,
+                 "hybrid: the cheap bound lets onto the CPU the queries it answers cheapest relative to the GPU "
+                 "(predicted CPU time scaled by how much less than a typical query the query costs the GPU), not "
+                 "the cheapest on the CPU alone; stealing picks likewise (false: the cheapest on the CPU)")
+      ->capture_default_str();
   CLI::Option* batch_latency_opt = app.add_option("--sched-batch-latency", sched.sched.policy.batch_latency,
                  "hybrid: a job's finish on the GPU counts a GPU batch's run time (an average of the last batches), "
                  "so the balance rule and stealing keep on the CPU the queries it answers before a batch would "
@@ -466,6 +471,10 @@ int main(int argc, char** argv) {
                     << "--sched-cheap-fill-us above 0 (the default when the CPU workers have cores of their own)";
         return 2;
       }
+    if (policy.cheap_by_ratio && policy.mode != SchedMode::kHybrid) {
+      log.Error() << "--sched-cheap-by-ratio needs --scheduler hybrid (only hybrid has cheap jobs)";
+      return 2;
+    }
     sched.sched.cpu_workers = sched_cpu_workers != 0        ? sched_cpu_workers
                               : !cpu_split.dedicated.empty() ? cpu_split.dedicated.size()
                                                              : AvailableCores();
@@ -542,6 +551,7 @@ int main(int argc, char** argv) {
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_cheap_fill_busy", sched.sched.policy.cheap_fill_busy},
                           {"sched_cheap_fill_measured", sched.sched.policy.cheap_fill_measured},
+                          {"sched_cheap_by_ratio", sched.sched.policy.cheap_by_ratio},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
                           {"io_spin_us", io_spin_us},
                           {"thread_slice_us", thread_slice_taken},

@@ -106,6 +106,7 @@ struct Options {
   double noise = 0;
   double cpu_bias = 1;  // the CPU's predictions are 1 / cpu_bias of the times (actual / predicted)
   bool cheap_fill_measured = false;
+  bool cheap_by_ratio = false;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
   // The adaptive bound.
@@ -154,6 +155,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.cheap_fill_us = o.cheap_fill_us;
   so.cheap_fill_busy = o.cheap_fill_busy;
   so.cheap_fill_measured = o.cheap_fill_measured;
+  so.cheap_by_ratio = o.cheap_by_ratio;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
@@ -417,6 +419,10 @@ int main(int argc, char** argv) {
   app.add_option("--cheap-fill-measured", o.cheap_fill_measured,
                  "with --cheap-fill-us: the fill rule's CPU backlog times the bias measured over the CPU jobs done "
                  "(search-node --sched-cheap-fill-measured)")
+      ->capture_default_str();
+  app.add_option("--cheap-by-ratio", o.cheap_by_ratio,
+                 "hybrid: the cheap bound compares the CPU time scaled by the job's GPU time against a typical "
+                 "job's, so the CPU takes the jobs cheapest relative to the GPU (search-node --sched-cheap-by-ratio)")
       ->capture_default_str();
   app.add_option("--gpu-alone-us", o.gpu_alone_us, "hybrid's cheap-job bound (0: off)")->capture_default_str();
   app.add_option("--balance", o.balance, "hybrid's balance rule")->capture_default_str();

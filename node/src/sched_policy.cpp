@@ -108,6 +108,19 @@ void SchedPolicy::set_cpu_bias(double bias) {
   if (std::isfinite(bias) && bias > 0) cpu_bias_ = std::clamp(bias, 0.25, 4.0);
 }
 
+double SchedPolicy::CheapKey(double cpu_us, double gpu_us) const {
+  if (!options_.cheap_by_ratio || !(gpu_us > 0) || !(gpu_ref_us_ > 0)) return cpu_us;
+  return cpu_us * std::clamp(gpu_ref_us_ / gpu_us, 1.0 / 16, 16.0);
+}
+
+bool SchedPolicy::Cheap(double cpu_us, double gpu_us) const {
+  if (!CheapJobsOn()) return false;
+  if (!options_.cheap_by_ratio) return cpu_us <= cheap_threshold_us_;
+  // The CPU answers it before the GPU could at all; else the bound on the key, within its cap.
+  if (cpu_us <= options_.gpu_alone_us) return true;
+  return cpu_us <= options_.gpu_alone_us * options_.cheap_max_factor && CheapKey(cpu_us, gpu_us) <= cheap_threshold_us_;
+}
+
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
   switch (options_.mode) {
     case SchedMode::kCpu:
@@ -118,7 +131,7 @@ SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
     case SchedMode::kGriffin:
       break;
   }
-  if (Cheap(cpu_us)) return SchedQueue::kCpu;  // the CPU answers it before the GPU could
+  if (Cheap(cpu_us, gpu_us)) return SchedQueue::kCpu;  // the CPU answers it before the GPU could
   const double ratio = cpu_us / std::max(gpu_us, 1e-9);
   if (ratio >= options_.gpu_ratio) return SchedQueue::kGpu;
   if (ratio <= options_.cpu_ratio) return SchedQueue::kCpu;
@@ -167,8 +180,13 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     job.queue = QueueOf(job.preferred);
   } else {
     AdaptCheapThreshold(now);
+    if (options_.cheap_by_ratio && job.gpu_us > 0 && std::isfinite(job.gpu_us)) {
+      const double l = std::log(job.gpu_us);
+      gpu_log_ref_ = gpu_ref_us_ > 0 ? gpu_log_ref_ + (l - gpu_log_ref_) / 256 : l;
+      gpu_ref_us_ = std::exp(gpu_log_ref_);
+    }
     job.queue = Classify(job.cpu_us, job.gpu_us);
-    job.cheap = Cheap(job.cpu_us);
+    job.cheap = Cheap(job.cpu_us, job.gpu_us);
     bool explore = false;
     // Exploration's range is fixed by gpu_alone_us, not by the adaptive bound.
     if (!job.cheap && CheapJobsOn() && job.cpu_us <= options_.gpu_alone_us * std::max(options_.explore_factor, 1.0) &&
@@ -248,7 +266,9 @@ long SchedPolicy::StealCandidate(Unit thief) const {
     if (!CanRun(j, thief)) continue;
     ++seen;
     if (FinishOn(j, thief) > backlog + FinishOn(j, owner)) continue;  // waiting for the owner is faster
-    const double cost = CostOn(j, thief);
+    // With cheap_by_ratio: the job cheapest for the thief relative to the owner (sched_policy.hpp).
+    const double cost =
+        options_.cheap_by_ratio ? CostOn(j, thief) / std::max(CostOn(j, owner), 1e-9) : CostOn(j, thief);
     if (best < 0 || cost < best_cost) best = static_cast<long>(i), best_cost = cost;
   }
   return best;

@@ -146,7 +146,8 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
                                             std::to_string(static_cast<int>(so.policy.gpu_alone_us *
                                                                             so.policy.cheap_max_factor)) +
                                             " us)"
-                                      : std::string(")"));
+                                      : std::string(")"))
+         << (so.policy.cheap_by_ratio ? "; cheap by the CPU/GPU ratio" : "");
   if (so.policy.mode == SchedMode::kHybrid && so.policy.cheap_step > 0 && so.policy.cheap_fill_us > 0)
     line << "; fill rule: the bound rises while the CPU's backlog is at most "
          << static_cast<int>(so.policy.cheap_fill_us) << " us"

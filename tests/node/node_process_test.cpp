@@ -593,7 +593,8 @@ TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
 
 // --sched-cheap-fill-busy and --sched-cheap-fill-measured: only with the fill rule (hybrid, by
 // default where its CPU workers have cores of their own); under another scheduler each is refused
-// (exit 2) with a clear error, and both are off by default (the ready line says so).
+// (exit 2) with a clear error, and both are off by default (the ready line says so). Likewise
+// --sched-cheap-by-ratio outside hybrid.
 TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";
@@ -605,11 +606,15 @@ TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
     ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", flag, value},
                   flag + " needs the fill rule");
   }
+  // --sched-cheap-by-ratio: only hybrid has cheap jobs.
+  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-by-ratio", "true"},
+                "--sched-cheap-by-ratio needs --scheduler hybrid");
   ReadyNode node;
   ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu"}, &node));
   const nlohmann::json& ready = node.ready;
   EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << ready;
   EXPECT_FALSE(ready.value("sched_cheap_fill_measured", true)) << ready;
+  EXPECT_FALSE(ready.value("sched_cheap_by_ratio", true)) << ready;
   ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 10, 11);
 }
 

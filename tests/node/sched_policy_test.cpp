@@ -295,6 +295,61 @@ TEST(SchedPolicyTest, CheapFillMeasuredAppliesTheModelsBias) {
   }
 }
 
+// cheap_by_ratio: the cheap bound compares the CPU time scaled by gpu_ref / gpu_us (the geometric
+// mean of the jobs' GPU predictions over this job's; the factor clamped to [1/16, 16]), so a job
+// the GPU finds dear is cheap at a CPU time a typical one is not. A job within gpu_alone_us on the
+// CPU stays cheap whatever its GPU time, and none past the bound's cap (gpu_alone_us x
+// cheap_max_factor) is cheap. Without the option the same jobs go by their CPU time alone.
+TEST(SchedPolicyTest, CheapByRatioTakesTheJobsTheGpuFindsDear) {
+  SchedOptions o = Hybrid();
+  o.gpu_alone_us = 100;
+  o.explore_every = 0;
+  o.cheap_by_ratio = true;
+  SchedPolicy p(o);
+  EXPECT_DOUBLE_EQ(p.gpu_ref_us(), 0);
+  EXPECT_DOUBLE_EQ(p.CheapKey(300, 40), 300);  // no GPU time seen yet
+  EXPECT_EQ(p.Enqueue(Job(1, 1000, 10), kT0), SchedQueue::kGpu);
+  EXPECT_DOUBLE_EQ(p.gpu_ref_us(), 10);  // the first job's
+  EXPECT_EQ(p.Enqueue(Job(2, 300, 10), kT0), SchedQueue::kGpu);  // key 300: not cheap
+  EXPECT_NEAR(p.CheapKey(300, 40), 75, 1e-9);
+  EXPECT_EQ(p.Enqueue(Job(3, 300, 40), kT0), SchedQueue::kCpu);   // key about 75: cheap
+  EXPECT_GT(p.gpu_ref_us(), 10);  // 40 raised the running mean a little
+  EXPECT_LT(p.gpu_ref_us(), 10.1);
+  EXPECT_TRUE(p.Cheap(90, 1));       // within gpu_alone_us: cheap whatever the GPU's time
+  EXPECT_TRUE(p.Cheap(1500, 1e6));   // key 1500 / 16 = 94 (the factor's floor), under the cap
+  EXPECT_FALSE(p.Cheap(1700, 1e6));  // past the cap of 1,600
+  EXPECT_FALSE(p.Cheap(2000, 1e6));  // key 125
+  EXPECT_EQ(p.cheap(), 1u);
+  EXPECT_EQ(p.TakeCpuCheap()->id, 3u);
+
+  o.cheap_by_ratio = false;
+  SchedPolicy q(o);
+  EXPECT_EQ(q.Enqueue(Job(1, 1000, 10), kT0), SchedQueue::kGpu);
+  EXPECT_EQ(q.Enqueue(Job(3, 300, 40), kT0), SchedQueue::kGpu);  // 300 > 100: not cheap
+  EXPECT_DOUBLE_EQ(q.gpu_ref_us(), 0);
+  EXPECT_DOUBLE_EQ(q.CheapKey(300, 40), 300);
+  EXPECT_FALSE(q.Cheap(1500, 1e6));
+}
+
+// With cheap_by_ratio an idle CPU steals, among the GPU queue's jobs worth stealing, the one with
+// the lowest cpu/gpu ratio (job 1: 400 / 40) rather than the lowest CPU time (job 2: 300 / 10).
+TEST(SchedPolicyTest, CheapByRatioStealsByTheRatio) {
+  for (const bool by_ratio : {false, true}) {
+    SCOPED_TRACE(by_ratio);
+    SchedOptions o = Hybrid();
+    o.cpu_parallelism = 1;
+    o.cheap_by_ratio = by_ratio;
+    SchedPolicy p(o);
+    EXPECT_EQ(p.Enqueue(Job(1, 400, 40), kT0), SchedQueue::kGpu);
+    EXPECT_EQ(p.Enqueue(Job(2, 300, 10), kT0), SchedQueue::kGpu);
+    EXPECT_EQ(p.Enqueue(Job(3, 100000, 1000), kT0), SchedQueue::kGpu);  // never worth stealing
+    auto j = p.TakeCpu(kT0);
+    ASSERT_TRUE(j.has_value());
+    EXPECT_TRUE(j->stolen);
+    EXPECT_EQ(j->id, by_ratio ? 1u : 2u);
+  }
+}
+
 // The CPU workers' busy share: busy / workers averaged over time, older moments weighing
 // exp(-age / cpu_busy_window) as much; a count above the workers reads as all of them.
 TEST(SchedPolicyTest, CpuBusyShareIsATimeWeightedAverage) {

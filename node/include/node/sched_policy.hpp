@@ -139,6 +139,20 @@ struct SchedOptions {
   // more real work, and the CPU's share of the jobs with it (BENCHMARKS.md, issue 6). false: the
   // predicted work as it is.
   bool cheap_fill_measured = false;
+  // Hybrid with cheap jobs: which jobs the cheap bound lets onto the CPU. false: those predicted
+  // cheapest on the CPU (cpu_us <= the bound). true: those the CPU answers cheapest *relative to
+  // the GPU*: a job is cheap when cpu_us <= gpu_alone_us as before, or when its CPU time scaled by
+  // how much less than a typical job it costs the GPU, cpu_us * gpu_ref / gpu_us (gpu_ref: the
+  // geometric mean of the jobs' predicted GPU times, a running average; the factor clamped to
+  // [1/16, 16]), is within the bound and cpu_us within the bound's cap. The adaptive bound and the
+  // fill rule work as before on that key. Why: the GPU's time per query is not flat (the Fig. 7 log
+  // on an H200, per copy in a batch: p10 5.4 us, p50 9.7, p90 27.5), and for a given CPU budget
+  // the queries with the lowest cpu/gpu ratio take more work off the GPU than the cheapest ones
+  // do (the log with served CPU times: at 10% of the CPU-only work, 44.1% of the GPU's against
+  // 37.6%; scripts/hybrid_split.py orders its ideal split the same way). Stealing then also
+  // picks, among the owner's oldest steal_window jobs, the one cheapest for the thief relative to
+  // the owner. BENCHMARKS.md, issue 6.
+  bool cheap_by_ratio = false;
   std::chrono::microseconds cpu_busy_window{2000};
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
@@ -232,8 +246,16 @@ class SchedPolicy {
   bool WouldSteal(Unit thief) const { return StealCandidate(thief) >= 0; }
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
-  // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file).
-  bool Cheap(double cpu_us) const { return CheapJobsOn() && cpu_us <= cheap_threshold_us_; }
+  // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file), or
+  // under the adaptive bound; with cheap_by_ratio the bound compares CheapKey. gpu_us <= 0: no GPU
+  // prediction (the key is cpu_us).
+  bool Cheap(double cpu_us, double gpu_us = 0) const;
+  // What the cheap bound compares: cpu_us, or with cheap_by_ratio cpu_us * gpu_ref / gpu_us (the
+  // factor clamped to [1/16, 16]; cpu_us while gpu_us <= 0 or no GPU time was seen yet).
+  double CheapKey(double cpu_us, double gpu_us) const;
+  // cheap_by_ratio's gpu_ref: the geometric mean of the predicted GPU times of the jobs classified
+  // so far, each new one weighing 1/256; 0 before any.
+  double gpu_ref_us() const { return gpu_ref_us_; }
   // The bound Cheap compares with: gpu_alone_us, or where cheap_step has moved it.
   double cheap_threshold_us() const { return cheap_threshold_us_; }
   // Jobs queued for the CPU as cheap (exploration included).
@@ -268,6 +290,8 @@ class SchedPolicy {
   double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
   double gpu_batch_us_ = 0;        // EWMA of the GPU's batch run times (ObserveGpuBatch)
   double cpu_bias_ = 1.0;          // set_cpu_bias
+  double gpu_log_ref_ = 0;         // running mean of ln gpu_us (cheap_by_ratio)
+  double gpu_ref_us_ = 0;          // exp(gpu_log_ref_); 0 before the first job
   // CpuBusyShare's state: the average up to cpu_busy_at_, and the workers busy since then.
   double cpu_busy_share_ = 0;
   size_t cpu_busy_now_ = 0;
