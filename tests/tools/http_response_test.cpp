@@ -126,5 +126,39 @@ TEST(HttpResponseParserTest, OversizedHeadersAndTruncatedResponses) {
   EXPECT_EQ(nothing.FeedEof(), State::kIncomplete);  // a closed idle connection: no response was under way
 }
 
+// ReadSearchAnswer: the answer's top-level timed_out (the boolean true only) and _shards.failed;
+// the same names elsewhere do not count, and a body that is not JSON is not valid.
+TEST(ReadSearchAnswerTest, TakesTheTopLevelFlagsAndRejectsWhatIsNotJson) {
+  const SearchAnswerFlags ok = ReadSearchAnswer(
+      R"({"took":2,"timed_out":false,"_shards":{"total":2,"successful":2,"failed":0,"failures":[]},)"
+      R"("coverage":{"failed":5,"full":true},"hits":{"total":1,"hits":[{"_id":"d1","timed_out":true}]}})");
+  EXPECT_TRUE(ok.valid);
+  EXPECT_FALSE(ok.timed_out);
+  EXPECT_EQ(ok.shards_failed, 0);
+
+  const SearchAnswerFlags late = ReadSearchAnswer(R"({"hits":[],"timed_out":true})");
+  EXPECT_TRUE(late.valid);
+  EXPECT_TRUE(late.timed_out);
+
+  const SearchAnswerFlags part = ReadSearchAnswer(
+      R"({"_shards":{"total":2,"failures":[{"shard":1,"failed":9,"reason":"down"}],"failed":1},"timed_out":"true"})");
+  EXPECT_TRUE(part.valid);
+  EXPECT_FALSE(part.timed_out);  // a string, not the boolean
+  EXPECT_EQ(part.shards_failed, 1);
+
+  const SearchAnswerFlags nested = ReadSearchAnswer(R"({"x":{"_shards":{"failed":3},"timed_out":true}})");
+  EXPECT_TRUE(nested.valid);
+  EXPECT_FALSE(nested.timed_out);
+  EXPECT_EQ(nested.shards_failed, 0);
+
+  for (const char* bad : {"", "{", R"({"timed_out":true)", R"({"a":})", "{} x", "<html>", R"({"a":1,})"}) {
+    SCOPED_TRACE(bad);
+    const SearchAnswerFlags f = ReadSearchAnswer(bad);
+    EXPECT_FALSE(f.valid);
+    EXPECT_FALSE(f.timed_out);
+    EXPECT_EQ(f.shards_failed, 0);
+  }
+}
+
 }  // namespace
 }  // namespace search::cli

@@ -571,6 +571,25 @@ TEST(SearchctlLoadgenTest, SliceIsAskedForEveryLoop) {
   EXPECT_EQ(j["slice_us"].get<int>(), KernelTakesThreadSlice(std::chrono::microseconds(300)) ? 300 : 0) << j.dump();
 }
 
+// --pin-loops: each loop pins itself to one CPU of the process's mask and the summary counts them;
+// off by default. Either way every answer is counted as before.
+TEST(SearchctlLoadgenTest, PinLoopsPinsEveryLoop) {
+  EmptyAnswers stand_in(4);
+  ASSERT_FALSE(stand_in.url.empty());
+  for (const bool pin : {false, true}) {
+    SCOPED_TRACE(pin);
+    std::vector<std::string> args = {"loadgen", "--url", stand_in.url, "--queries", stand_in.tmp / "q.txt", "--rate",
+                                     "200", "--seconds", "0.2", "--warmup", "0", "--connections", "4", "--threads", "3"};
+    if (pin) args.insert(args.end(), {"--pin-loops", "true"});
+    auto r = Ctl(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const Json j = Json::parse(testing::Lines(r.out).at(0));
+    EXPECT_EQ(j["pinned_loops"].get<int>(), pin ? 3 : 0) << j.dump();
+    EXPECT_EQ(j["errors"].get<int>(), 0) << j.dump();
+    EXPECT_GT(j["ok"].get<int>(), 0) << j.dump();
+  }
+}
+
 // --ramp-up: the warm-up's arrivals come at a rate rising linearly from 0 (a quarter of them in its
 // first half, three quarters in its second), and the measured ones at the full rate.
 TEST(SearchctlLoadgenTest, RampUpRaisesTheWarmupRateLinearly) {

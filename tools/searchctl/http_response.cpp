@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 
 namespace search::cli {
 namespace {
@@ -224,6 +225,77 @@ HttpResponseParser::State HttpResponseParser::Parse() {
       return state_;
   }
   return state_;
+}
+
+namespace {
+
+// SAX events of a search answer: tracks the depth and the last key, and keeps the two fields.
+class AnswerSax final : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  explicit AnswerSax(SearchAnswerFlags* out) : out_(out) {}
+  bool null() override { return Scalar(); }
+  bool boolean(bool v) override {
+    if (depth_ == 1 && key_ == "timed_out") out_->timed_out = v;
+    return Scalar();
+  }
+  bool number_integer(number_integer_t v) override { return Number(static_cast<double>(v)); }
+  bool number_unsigned(number_unsigned_t v) override { return Number(static_cast<double>(v)); }
+  bool number_float(number_float_t v, const string_t&) override { return Number(v); }
+  bool string(string_t&) override { return Scalar(); }
+  bool binary(binary_t&) override { return Scalar(); }
+  bool start_object(std::size_t) override {
+    if (depth_ == 1 && key_ == "_shards") shards_depth_ = depth_ + 1;
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool key(string_t& k) override {
+    key_ = k;
+    return true;
+  }
+  bool end_object() override {
+    if (depth_ == shards_depth_) shards_depth_ = 0;
+    --depth_;
+    key_.clear();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    ++depth_;
+    key_.clear();
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    key_.clear();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Scalar() {
+    key_.clear();
+    return true;
+  }
+  bool Number(double v) {
+    if (shards_depth_ != 0 && depth_ == shards_depth_ && key_ == "failed") out_->shards_failed = v;
+    return Scalar();
+  }
+
+  SearchAnswerFlags* out_;
+  int depth_ = 0;
+  int shards_depth_ = 0;  // the depth inside the top-level "_shards" object; 0 outside it
+  std::string key_;       // the key of the value being read (empty in arrays)
+};
+
+}  // namespace
+
+SearchAnswerFlags ReadSearchAnswer(std::string_view body) {
+  SearchAnswerFlags flags;
+  AnswerSax sax(&flags);
+  const bool ok = nlohmann::json::sax_parse(body.begin(), body.end(), &sax);
+  if (!ok) return SearchAnswerFlags{};
+  flags.valid = true;
+  return flags;
 }
 
 }  // namespace search::cli

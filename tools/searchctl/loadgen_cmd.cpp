@@ -37,6 +37,7 @@
 #include <thread>
 
 #include "args.hpp"
+#include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/thread_slice.hpp"
 #include "common.hpp"
@@ -408,13 +409,11 @@ class Loop {
     if (http != 200 || body == nullptr) {
       s.error = true;
     } else {
-      const auto j = nlohmann::json::parse(*body, nullptr, false);
-      if (j.is_discarded()) {
+      const SearchAnswerFlags a = ReadSearchAnswer(*body);
+      if (!a.valid) {
         s.error = true;
       } else {
-        const auto shards = j.find("_shards");
-        s.partial = j.value("timed_out", false) ||
-                    (shards != j.end() && shards->is_object() && shards->value("failed", 0) > 0);
+        s.partial = a.timed_out || a.shards_failed > 0;
         s.ok = !s.partial && end - (*sh_.arrivals)[i].at <= sh_.deadline;
       }
     }
@@ -521,6 +520,11 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
                   "BENCHMARKS.md issue 6, 2026-11-28)")
       ->capture_default_str()
       ->check(CLI::Range(0u, 100000u));
+  cmd->add_option("--pin-loops", a->pin_loops,
+                  "pin each event loop to one CPU of the process's affinity mask (loop l to its l-th CPU, modulo "
+                  "their count): the kernel then never runs two loops on one CPU while another of the mask is "
+                  "idle, which costs an arrival up to a scheduler slice of lag (pinned_loops in the summary)")
+      ->capture_default_str();
   return cmd;
 }
 
@@ -603,9 +607,14 @@ int RunLoadgen(const LoadgenArgs& a) {
   for (Arrival& x : arrivals) x.at += start - drawn_start;
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);
+  const std::vector<int> cpus = a.pin_loops ? AllowedCpus() : std::vector<int>{};
+  std::atomic<uint32_t> pinned{0};
   for (uint32_t l = 0; l < loops; ++l) {
     const uint32_t conns = a.connections / loops + (l < a.connections % loops ? 1 : 0);
-    threads.emplace_back([&, l, conns] { loop_status[l] = RunLoop(shared, mine[l], conns); });
+    threads.emplace_back([&, l, conns] {
+      if (!cpus.empty() && PinThisThread({cpus[l % cpus.size()]})) pinned.fetch_add(1);
+      loop_status[l] = RunLoop(shared, mine[l], conns);
+    });
   }
   for (auto& t : threads) t.join();
   for (const Status& st : loop_status)
@@ -681,6 +690,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["fd_slots"] = FdTableSlots();  // the descriptor table, grown for --connections before the loops
   // The slice every loop ran with: --slice-us where each loop's request took, else 0 (the kernel's).
   out["slice_us"] = shared.slices_set.load() == loops ? a.slice_us : 0u;
+  out["pinned_loops"] = pinned.load();  // --pin-loops: the loops the kernel let pin themselves
   std::cout << out.dump() << std::endl;
   // The trace after the summary: a trace that cannot be written fails the command without losing
   // the summary.
