@@ -54,7 +54,7 @@
 #      event loops and show up as send wait; default: with the integrator),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      LOADGEN_PIN_LOOPS (1: searchctl loadgen --pin-loops, each event loop on one CPU of its own;
-#      default 0),
+#      default 1 with LOADGEN_CPUS, else 0),
 #      THP (always|madvise|never: the host's transparent huge pages, /sys/kernel/mm/transparent_hugepage/
 #      enabled, for this sweep, set before the node starts and put back when the script exits; needs
 #      root; default: left as it is. The node's norms and list cache are arrays of hundreds of MiB
@@ -143,7 +143,9 @@ else
 fi
 lg_threads=()
 [ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
-[ "${LOADGEN_PIN_LOOPS:-0}" = 1 ] && lg_threads+=(--pin-loops true)
+# With CPUs of its own, each of the load generator's loops takes one of them (BENCHMARKS.md issue 6,
+# 2026-11-28 09:20Z: unpinned, its loops lagged their schedule by up to 8 ms at hybrid's rates).
+[ "${LOADGEN_PIN_LOOPS:-$([ -n "${LOADGEN_CPUS:-}" ] && echo 1 || echo 0)}" = 1 ] && lg_threads+=(--pin-loops true)
 inst_slice=()  # the instruments' EEVDF slice (SLICE_US), for the load generator and host_jitter
 [ "${SLICE_US:-0}" != 0 ] && inst_slice=(--slice-us "$SLICE_US") && lg_threads+=("${inst_slice[@]}")
 ramp=()
