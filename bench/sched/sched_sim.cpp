@@ -114,6 +114,10 @@ struct Options {
   size_t connections = 0;  // 0: open loop
   double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;
+  // GPU batches (SchedOptions::batch_work_us, max_batch, batch_wait), the node's defaults.
+  double batch_work_us = SchedOptions{}.batch_work_us;
+  size_t max_batch = SchedOptions{}.max_batch;
+  double batch_wait_us = static_cast<double>(SchedOptions{}.batch_wait.count());
   std::string modes = "gpu,hybrid";
   uint64_t seed = 1;
 };
@@ -148,6 +152,9 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.balance = o.balance;
   so.steal = o.steal;
   so.steal_window = o.steal_window;
+  so.batch_work_us = o.batch_work_us;
+  so.max_batch = o.max_batch;
+  so.batch_wait = std::chrono::microseconds(static_cast<int64_t>(o.batch_wait_us));
   so.gpu_alone_us = mode == SchedMode::kHybrid ? o.gpu_alone_us : 0;
   so.batch_latency = o.batch_latency;
   so.cheap_step = o.cheap_step;
@@ -428,6 +435,15 @@ int main(int argc, char** argv) {
   app.add_option("--balance", o.balance, "hybrid's balance rule")->capture_default_str();
   app.add_option("--steal", o.steal, "stealing")->capture_default_str();
   app.add_option("--steal-window", o.steal_window, "oldest jobs a thief chooses among")->capture_default_str();
+  app.add_option("--batch-work-us", o.batch_work_us, "predicted GPU work that closes a batch (search-node --batch-work-us)")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 1e9));
+  app.add_option("--max-batch", o.max_batch, "most jobs in one GPU batch (search-node --max-batch)")
+      ->capture_default_str()
+      ->check(CLI::Range(size_t{1}, size_t{4096}));
+  app.add_option("--batch-wait-us", o.batch_wait_us, "longest a GPU batch waits to fill (search-node --batch-wait-us)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e7));
   app.add_option("--seed", o.seed, "arrivals and noise")->capture_default_str();
   app.add_option("--connections", o.connections,
                  "the load generator's connections (0: open loop); an arrival waits for a free one")

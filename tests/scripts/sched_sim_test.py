@@ -10,7 +10,10 @@ connections for over 1 ms, so gpu cannot sustain 2,000 q/s and its latency is ov
 predictions (--noise 0) and the same seed make the run deterministic. A missing file, a file
 without the us column and a bad --factor exit non-zero with a message. With --cpu-column us_first
 the CPU's times come from that column (1,000 us here), so hybrid sustains about 7,000 q/s. With
---cpu-bias the CPU's predictions shrink: a cheap bound then takes queries it would not.
+--cpu-bias the CPU's predictions shrink: a cheap bound then takes queries it would not. With
+--max-batch 1 and a batch latency of 1 ms, two dispatchers finish at most 2 / 1.2 ms = 1,667 jobs a
+second (a 2 s step's backlog stays within the 500 ms deadline up to about 2,000 q/s), where batches
+of up to 64 sustain 4,000 or more.
 
 usage: sched_sim_test.py --sim PATH        Exit status: 0 pass, 1 fail.
 """
@@ -101,6 +104,19 @@ def main():
                 shares[bias] = float(row.group(1))
         if shares and not (shares.get("1", 100) < 10 and shares.get("4", 0) > 99):
             failures.append(f"--cpu-bias: CPU shares {shares}, want under 10% with bias 1 and all with bias 4")
+        # --max-batch: one job a batch pays the whole batch latency for each job.
+        sustained = {}
+        for mb in ("1", "64"):
+            p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--gpu-dispatchers", "2",
+                                "--gpu-latency-us", "1000", "--modes", "gpu", "--start", "1000", "--factor", "1.25",
+                                "--steps", "12", "--seconds", "2", "--max-batch", mb], capture_output=True, text=True)
+            m = re.search(r"sustained \(at most 1.0% misses\): gpu (\d+) q/s;", p.stdout)
+            if p.returncode != 0 or not m:
+                failures.append(f"--max-batch {mb}: exit {p.returncode}, stdout {p.stdout!r}, stderr {p.stderr!r}")
+            else:
+                sustained[mb] = int(m.group(1))
+        if len(sustained) == 2 and not (sustained["1"] < 2500 and sustained["64"] >= 4000):
+            failures.append(f"--max-batch: gpu sustained {sustained}, want under 2,500 with 1 and 4,000 or more with 64")
         # A closed loop: two connections, each held 1 ms outside the node plus the node's time.
         p = subprocess.run([a.sim, "--cpu", cpu, "--gpu", gpu, "--gpu-qps", "5000", "--gpu-dispatchers", "2",
                             "--modes", "gpu", "--connections", "2", "--path-us", "1000", "--start", "500",
