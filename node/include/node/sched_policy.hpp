@@ -108,10 +108,11 @@ struct SchedOptions {
   // cheap_step (a fraction) while the GPU's backlog exceeds the CPU's, and falls by it otherwise,
   // between gpu_alone_us and cheap_max_factor times that. So under load the CPU takes the queries
   // predicted cheapest on it, in that order, until its backlog matches the GPU's; at light load
-  // (both queues empty) the bound rests at gpu_alone_us. The GPU path's time per query is nearly
-  // flat across queries while the CPU's spans three orders of magnitude, so each query moved to
-  // the CPU this way frees about one query's worth of GPU time at the least CPU cost (the ideal
-  // split of scripts/hybrid_split.py). 0: off (the bound stays at gpu_alone_us).
+  // (both queues empty) the bound rests at gpu_alone_us. The GPU path's time per query varies
+  // about 5x (p10 to p90) while the CPU's spans three orders of magnitude, so each query moved to
+  // the CPU this way frees roughly one query's worth of GPU time at the least CPU cost (the ideal
+  // split of scripts/hybrid_split.py orders by the ratio instead: cheap_by_ratio). 0: off (the bound
+  // stays at gpu_alone_us).
   double cheap_step = 0;
   double cheap_max_factor = 16;
   // What moves the adaptive bound (cheap_step). 0: the GPU's backlog against the CPU's, above.
