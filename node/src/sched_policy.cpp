@@ -88,7 +88,7 @@ double SchedPolicy::CpuBusyShare(SchedTime now) const {
 
 void SchedPolicy::AdaptCheapThreshold(SchedTime now) {
   if (options_.cheap_step <= 0 || !CheapJobsOn()) return;
-  const double lo = options_.gpu_alone_us, hi = options_.gpu_alone_us * options_.cheap_max_factor;
+  const double lo = options_.gpu_alone_us, hi = CheapCapUs();
   // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
   // balance rule decides which of the jobs under it the CPU keeps; the bound falls once the CPU's
   // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
@@ -118,7 +118,7 @@ bool SchedPolicy::Cheap(double cpu_us, double gpu_us) const {
   if (!options_.cheap_by_ratio) return cpu_us <= cheap_threshold_us_;
   // The CPU answers it before the GPU could at all; else the bound on the key, within its cap.
   if (cpu_us <= options_.gpu_alone_us) return true;
-  return cpu_us <= options_.gpu_alone_us * options_.cheap_max_factor && CheapKey(cpu_us, gpu_us) <= cheap_threshold_us_;
+  return cpu_us <= CheapCapUs() && CheapKey(cpu_us, gpu_us) <= cheap_threshold_us_;
 }
 
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {

@@ -266,6 +266,9 @@ class SchedPolicy {
   bool Urgent(const SchedJob& j, SchedTime now) const;
   // Hybrid with cheap jobs on (gpu_alone_us > 0).
   bool CheapJobsOn() const { return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0; }
+  // The adaptive bound's cap (cheap_max_factor times gpu_alone_us); with cheap_by_ratio also the
+  // most CPU time a cheap job may take.
+  double CheapCapUs() const { return options_.gpu_alone_us * options_.cheap_max_factor; }
   // One step of the adaptive cheap threshold (cheap_step), before a job is classified.
   void AdaptCheapThreshold(SchedTime now);
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
