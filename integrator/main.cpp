@@ -2,6 +2,7 @@
 //   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
+//                     [--http-engine threads|loops] [--http-loops N]
 //                     [--http-threads N] [--http-keep-alive-requests R] [--http-close-after-wait-ms W]
 //                     [--fanout-lanes L] [--ping-ms P] [--log-level L]
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
@@ -75,7 +76,18 @@ int main(int argc, char** argv) {
                  "searches running plus requests queued for a worker before answering 429")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
-  app.add_option("--http-threads", http_threads, "HTTP worker threads")
+  std::string http_engine = "threads";
+  int http_loops = 0;
+  app.add_option("--http-engine", http_engine,
+                 "threads: cpp-httplib, a worker thread per open connection (--http-threads); loops: event loops "
+                 "(--http-loops), any number of connections each, a search not holding a thread while it waits")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"threads", "loops"}));
+  app.add_option("--http-loops", http_loops,
+                 "event-loop threads of --http-engine loops (0: one per 2 CPUs the integrator may use, 1 to 16)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 64));
+  app.add_option("--http-threads", http_threads, "HTTP worker threads (--http-engine threads)")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--http-keep-alive-requests", http_keep_alive_requests,
@@ -119,6 +131,8 @@ int main(int argc, char** argv) {
   options.fanout.ping_interval = std::chrono::milliseconds(ping_ms);
   HttpFrontOptions http;
   http.threads = http_threads;
+  http.engine = http_engine == "loops" ? HttpEngine::kLoops : HttpEngine::kThreads;
+  http.loops = http_loops > 0 ? http_loops : DefaultHttpLoops(AvailableCores());
   http.keep_alive_max_requests = http_keep_alive_requests;
   http.close_after_wait = std::chrono::milliseconds(http_close_after_wait_ms);
   if (!ValidThreadSliceUs(thread_slice_us)) {
@@ -139,7 +153,8 @@ int main(int argc, char** argv) {
   // The descriptor table sized for the HTTP connections (kept-alive ones and those queued for a
   // worker) and the fan-out's sockets while there is one thread: grown later, each growth would
   // stall the accepting thread for an RCU grace period (core/fd_table.hpp).
-  ReserveFdTable(2 * http_threads + 256);
+  // (The loops take any number of connections: room for 4,096 of them before a growth.)
+  ReserveFdTable(2 * (http.engine == HttpEngine::kLoops ? std::max(http_threads, 2048) : http_threads) + 256);
 
   Metrics metrics("integrator");
   if (!metrics_addr.empty()) {
@@ -184,6 +199,8 @@ int main(int argc, char** argv) {
                           {"metrics", metrics_bound},
                           {"shards", options.shards.size()},
                           {"fanout_lanes", options.fanout_lanes},
+                          {"http_engine", http_engine},
+                          {"http_loops", http.engine == HttpEngine::kLoops ? http.loops : 0},
                           {"thread_slice_us", thread_slice_taken}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()

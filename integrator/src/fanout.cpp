@@ -31,6 +31,7 @@ struct Fanout::Call {
   bool done = false;                     // GUARDED_BY(mu)
   bool abandoned = false;                // GUARDED_BY(mu): the caller gave up (I/O thread stuck)
   std::vector<ShardCallResult> results;  // GUARDED_BY(mu); written once, when done
+  Fanout::SearchCallback on_done;        // SearchAsync's: called instead of the condition variable
 };
 
 struct Fanout::Impl {
@@ -147,6 +148,12 @@ struct Fanout::Impl {
   }
 
   static void Finish(const std::shared_ptr<Call>& call, std::vector<ShardCallResult> results) {
+    if (call->on_done) {  // SearchAsync: completed exactly once, here
+      Fanout::SearchCallback done = std::move(call->on_done);
+      call->on_done = nullptr;
+      done(std::move(results));
+      return;
+    }
     {
       std::lock_guard lock(call->mu);
       call->results = std::move(results);
@@ -675,6 +682,15 @@ std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::tim
     return impl_->AllFailed(ShardCallState::kTimedOut, "integrator I/O thread did not complete the request");
   }
   return std::move(call->results);
+}
+
+void Fanout::SearchAsync(SearchRequestMsg request, Clock::time_point deadline, SearchCallback done) {
+  auto call = std::make_shared<Call>();
+  call->id = request.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  call->deadline = deadline;
+  call->frame = EncodeSearchRequest(request);
+  call->on_done = std::move(done);
+  Submit(call);
 }
 
 std::vector<ShardHealthView> Fanout::Health() const {

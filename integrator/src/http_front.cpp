@@ -11,6 +11,8 @@
 
 #include "core/thread_name.hpp"
 #include "core/thread_slice.hpp"
+#include "http_loops.hpp"
+#include "http_routes.hpp"
 
 namespace search {
 namespace {
@@ -83,8 +85,7 @@ class CountingPool : public httplib::TaskQueue {
   std::vector<std::thread> threads_;
 };
 
-constexpr const char* kJson = "application/json";
-constexpr int kListenBacklog = 1024;
+constexpr const char* kJson = kJsonType;
 
 void Reply(httplib::Response& res, const HttpReply& r) {
   res.status = r.status;
@@ -106,12 +107,17 @@ struct HttpFront::Impl {
   Integrator* integrator;
   HttpFrontOptions options;
   httplib::Server server;
+  std::unique_ptr<HttpLoops> loops;  // --http-engine loops: serves in place of `server`
   std::atomic<CountingPool*> pool{nullptr};  // owned by the server while it listens
   int listen_fd = -1;                          // the socket Bind() bound
 };
 
 HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     : impl_(std::make_unique<Impl>(integrator, std::move(options))) {
+  if (impl_->options.engine == HttpEngine::kLoops) {
+    impl_->loops = std::make_unique<HttpLoops>(integrator, impl_->options);
+    return;
+  }
   auto& s = impl_->server;
   Integrator* in = integrator;
   Impl* im = impl_.get();
@@ -156,8 +162,7 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     // req.params: httplib also fills it from form-encoded bodies, which is what curl -d sends.)
     if (req.target.find('?') != std::string::npos) {
       ParsedSearch bad;
-      bad.error = RequestError{400, "illegal_argument_exception",
-                               "POST /search takes its parameters in the JSON body, not the query string"};
+      bad.error = RequestError{400, "illegal_argument_exception", kPostQueryStringReason};
       Reply(res, in->HandleSearch(bad));
       return;
     }
@@ -170,20 +175,16 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     res.set_content(in->StatsJson(), kJson);
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
-    res.set_content(StatusPageHtml(), "text/html; charset=utf-8");
+    res.set_content(StatusPageHtml(), kHtmlType);
   });
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;  // a handler already answered (400, 429, 503)
-    std::string type = "http_error", reason = "HTTP " + std::to_string(res.status);
+    std::string type = ErrorTypeForStatus(res.status), reason = "HTTP " + std::to_string(res.status);
     if (res.status == 404) {
-      type = "not_found";
-      reason = "no route for " + req.method + " " + req.path.substr(0, 128) +
-               " (GET/POST /search, GET /health, GET /stats, GET /)";
+      reason = NoRouteReason(req.method, req.path);
     } else if (res.status == 413) {
-      type = "content_too_long";
       reason = "request body larger than " + std::to_string(kMaxBodyBytes) + " bytes";
     } else if (res.status == 414) {
-      type = "uri_too_long";
       reason = "request URI too long: send long queries with POST /search";
     }
     res.set_content(ErrorJson(RequestError{res.status, type, reason}), kJson);
@@ -205,6 +206,11 @@ HttpFront::~HttpFront() { Stop(); }
 
 Status HttpFront::Bind() {
   auto& o = impl_->options;
+  if (impl_->loops) {
+    SEARCH_RETURN_IF_ERROR(impl_->loops->Bind());
+    bound_port_ = impl_->loops->port();
+    return Status::Ok();
+  }
   if (o.port == 0) {
     bound_port_ = impl_->server.bind_to_any_port(o.host.c_str());
     if (bound_port_ <= 0) return Status::IOError("cannot bind HTTP on " + o.host + ":0");
@@ -215,17 +221,25 @@ Status HttpFront::Bind() {
   }
   // The compiled library listens with a backlog of 5, too short for connection bursts; listen()
   // again on a listening socket only changes its backlog.
-  if (impl_->listen_fd >= 0) (void)::listen(impl_->listen_fd, kListenBacklog);
+  if (impl_->listen_fd >= 0) (void)::listen(impl_->listen_fd, kHttpListenBacklog);
   return Status::Ok();
 }
 
 void HttpFront::Listen() {
+  if (impl_->loops) {
+    impl_->loops->Listen();
+    return;
+  }
   if (impl_->options.thread_slice.count() > 0) (void)SetThreadSlice(impl_->options.thread_slice);
   impl_->server.listen_after_bind();
   impl_->pool.store(nullptr, std::memory_order_release);  // the server deleted it
 }
 
 void HttpFront::Stop() {
+  if (impl_->loops) {
+    impl_->loops->Stop();
+    return;
+  }
   if (impl_->server.is_running()) impl_->server.stop();
 }
 

@@ -121,10 +121,22 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
     SEARCH_ASSIGN_OR_RETURN(auto f, Fanout::Start(std::move(fo), l));
     in->fanouts_.push_back(std::move(f));
   }
+  in->waiter_ = std::thread([raw = in.get()] { raw->WaiterLoop(); });
   return in;
 }
 
 void Integrator::Stop() {
+  {
+    std::lock_guard lock(waiter_mu_);
+    waiter_stop_ = true;
+  }
+  waiter_cv_.notify_all();
+  {  // the waiter may be waiting for the first shard report (WaiterLoop): under the lock, so that
+     // it is either before its check of waiter_stop_ or already waiting
+    std::lock_guard lock(analyzer_mu_);
+  }
+  analyzer_cv_.notify_all();
+  if (waiter_.joinable() && waiter_.get_id() != std::this_thread::get_id()) waiter_.join();
   for (auto& f : fanouts_) f->Stop();
 }
 
@@ -256,81 +268,110 @@ HttpReply Integrator::HandleSearch(const ParsedSearch& parsed, size_t waiting) {
   return Search(parsed.params, waiting);
 }
 
-std::vector<ShardCallResult> Integrator::FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k,
-                                                uint32_t flags, Clock::time_point deadline,
-                                                int64_t deadline_unix_micros) {
+// One admitted search between its rounds: what the rounds and the answer need, and its place among
+// the searches in flight (released when the state goes, on whichever thread ends it).
+struct Integrator::SearchState {
+  Integrator* self = nullptr;
+  SearchParams params;
+  Clock::time_point start;
+  std::vector<std::string> terms;
+  std::string cache_key;  // empty without the cache
+  Clock::time_point deadline;
+  int64_t deadline_unix = 0;
+  bool or_round = false;                     // andor's second round is out
+  std::vector<ShardCallResult> and_results;  // andor: the first round's, while the second is out
+  SearchState() = default;
+  SearchState(const SearchState&) = delete;
+  SearchState& operator=(const SearchState&) = delete;
+  ~SearchState() {
+    if (!self) return;
+    self->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
+    if (self->observer_) self->observer_->OnInFlight(-1);
+  }
+};
+
+SearchRequestMsg Integrator::Request(const SearchState& st, QueryMode mode, uint32_t flags) const {
   SearchRequestMsg req;
-  req.terms = terms;
+  req.terms = st.terms;
   req.mode = mode;
-  req.k = k;
+  req.k = st.params.k;
   req.flags = flags;
-  req.deadline_unix_micros = deadline_unix_micros;
+  req.deadline_unix_micros = st.deadline_unix;
+  return req;
+}
+
+Fanout& Integrator::PickLane() {
   // The lanes in turn; a lane still without every shard up (just started, or its connection to a
   // node dropped) gives its turn to the next one that has them all.
   const size_t n = fanouts_.size();
   const size_t first = n == 1 ? 0 : static_cast<size_t>(next_lane_.fetch_add(1, std::memory_order_relaxed) % n);
-  size_t lane = first;
   for (size_t i = 0; i < n; ++i) {
     const size_t l = (first + i) % n;
-    if (fanouts_[l]->AllUp()) {
-      lane = l;
-      break;
-    }
+    if (fanouts_[l]->AllUp()) return *fanouts_[l];
   }
-  return fanouts_[lane]->Search(std::move(req), deadline);
+  return *fanouts_[first];
 }
 
-HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
-  const auto start = Clock::now();
+Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock::time_point start, bool may_wait) {
+  Begun out;
   const QueryMode mode_name = p.mode;
+  // A freshly started integrator (a restart under load) has not heard from any shard yet: the
+  // search waits for the first report, up to its deadline (at most 2 s), instead of a 503. A
+  // caller that may not block is told so before the search counts as in flight.
+  auto an = CurrentAnalyzer();
+  if (an->waiting && !may_wait) {
+    out.must_wait = true;
+    return out;
+  }
   // Overload: bound the searches in flight.
   const int64_t before = in_flight_.fetch_add(1, std::memory_order_acq_rel);
   if (before + static_cast<int64_t>(waiting) >= static_cast<int64_t>(options_.max_inflight)) {
     in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     rejected_.fetch_add(1, std::memory_order_relaxed);
-    return Finish(mode_name,
-                  Error(429, "es_rejected_execution_exception",
-                        "too many searches in flight or queued (at most " + std::to_string(options_.max_inflight) + ")"),
-                  start);
+    out.reply = Finish(mode_name,
+                       Error(429, "es_rejected_execution_exception",
+                             "too many searches in flight or queued (at most " +
+                                 std::to_string(options_.max_inflight) + ")"),
+                       start);
+    return out;
   }
   if (observer_) observer_->OnInFlight(+1);
-  struct Release {
-    Integrator* self;
-    ~Release() {
-      self->in_flight_.fetch_sub(1, std::memory_order_acq_rel);
-      if (self->observer_) self->observer_->OnInFlight(-1);
-    }
-  } release{this};
+  auto st = std::make_shared<SearchState>();
+  st->self = this;  // from here the state releases the search's place
+  st->params = p;
+  st->start = start;
 
-  // A freshly started integrator (a restart under load) has not heard from any shard yet: the
-  // search waits for the first report, up to its deadline (at most 2 s), instead of a 503.
-  auto an = CurrentAnalyzer();
   if (an->waiting) {
     const auto timeout = std::chrono::milliseconds(p.timeout_ms.value_or(options_.default_timeout_ms));
     an = AnalyzerBy(start + std::min<Clock::duration>(timeout, std::chrono::seconds(2)));
   }
-  if (!an->analyzer) return Finish(mode_name, Error(503, "illegal_state_exception", an->error), start);
-  std::vector<std::string> terms = an->analyzer->AnalyzeQuery(p.q);
-  if (terms.size() > kMaxTerms)
-    return Finish(mode_name,
-                  Error(400, "illegal_argument_exception",
-                        "query has " + std::to_string(terms.size()) + " distinct terms (at most " +
-                            std::to_string(kMaxTerms) + ")"),
-                  start);
-  for (const auto& t : terms)
-    if (t.size() > kMaxTermBytes)
-      return Finish(mode_name,
-                    Error(400, "illegal_argument_exception",
-                          "query term of " + std::to_string(t.size()) + " bytes (at most " +
-                              std::to_string(kMaxTermBytes) + ")"),
-                    start);
+  if (!an->analyzer) {
+    out.reply = Finish(mode_name, Error(503, "illegal_state_exception", an->error), start);
+    return out;
+  }
+  st->terms = an->analyzer->AnalyzeQuery(p.q);
+  if (st->terms.size() > kMaxTerms) {
+    out.reply = Finish(mode_name,
+                       Error(400, "illegal_argument_exception",
+                             "query has " + std::to_string(st->terms.size()) + " distinct terms (at most " +
+                                 std::to_string(kMaxTerms) + ")"),
+                       start);
+    return out;
+  }
+  for (const auto& t : st->terms)
+    if (t.size() > kMaxTermBytes) {
+      out.reply = Finish(mode_name,
+                         Error(400, "illegal_argument_exception",
+                               "query term of " + std::to_string(t.size()) + " bytes (at most " +
+                                   std::to_string(kMaxTermBytes) + ")"),
+                         start);
+      return out;
+    }
 
   const uint32_t n = static_cast<uint32_t>(num_shards());
-  const bool use_cache = cache_.capacity_bytes() > 0;
-  std::string key;
-  if (use_cache) {
-    key = ResultCacheKey(terms, p.mode, p.k);
-    auto cached = cache_.Lookup(key);
+  if (cache_.capacity_bytes() > 0) {
+    st->cache_key = ResultCacheKey(st->terms, p.mode, p.k);
+    auto cached = cache_.Lookup(st->cache_key);
     if (cached) {
       SearchAnswer a;
       a.cached = true;
@@ -338,24 +379,33 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
       a.shards.successful = n;
       a.hits = std::move(*cached);
       a.took_us = MicrosSince(start);
-      return Finish(mode_name, {200, SearchAnswerJson(a)}, start);
+      out.reply = Finish(mode_name, {200, SearchAnswerJson(a)}, start);
+      return out;
     }
   }
 
   const uint32_t timeout_ms = p.timeout_ms.value_or(options_.default_timeout_ms);
-  const auto deadline = start + std::chrono::milliseconds(timeout_ms);
-  const int64_t deadline_unix =
+  st->deadline = start + std::chrono::milliseconds(timeout_ms);
+  st->deadline_unix =
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count() +
       int64_t{timeout_ms} * 1000 - static_cast<int64_t>(MicrosSince(start));
+  out.state = std::move(st);
+  return out;
+}
 
-  std::vector<ShardCallResult> results;
-  if (p.mode == QueryMode::kAndOr) {
-    // One round trip: every shard answers AND, plus OR when it alone has fewer than k AND hits.
+std::pair<QueryMode, uint32_t> Integrator::FirstRound(const SearchState& st) {
+  // andor: one round trip: every shard answers AND, plus OR when it alone has fewer than k AND
+  // hits. (Sent as mode and: a node that does not know the flag answers AND alone, and a second
+  // round, from Advance, makes it exact.)
+  if (st.params.mode == QueryMode::kAndOr) return {QueryMode::kAnd, kFlagAndOrSplit};
+  return {st.params.mode, 0};
+}
+
+std::optional<HttpReply> Integrator::Advance(SearchState& st, std::vector<ShardCallResult> results) {
+  const SearchParams& p = st.params;
+  if (p.mode == QueryMode::kAndOr && !st.or_round) {
     // Fewer than k AND hits over the shards that answered means each of them sent OR: OR decides.
-    // (Sent as mode and: a node that does not know the flag answers AND alone, and the second
-    // round below makes it exact.)
-    results = FanOut(terms, QueryMode::kAnd, p.k, kFlagAndOrSplit, deadline, deadline_unix);
     size_t and_hits = 0;
     bool all_or = true;
     for (const auto& r : results) {
@@ -369,22 +419,26 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
     } else if (and_hits < p.k) {
       // A node without the split (an older version) sent no OR hits: a second round for OR.
       // The whole collection (as far as it answered) has fewer than k AND hits: OR decides.
-      std::vector<ShardCallResult> and_results = std::move(results);
-      results = FanOut(terms, QueryMode::kOr, p.k, 0, deadline, deadline_unix);
-      // A shard that failed the AND phase leaves the answer partial even if it answered OR.
-      for (size_t i = 0; i < results.size(); ++i)
-        if (and_results[i].state != ShardCallState::kOk && results[i].state == ShardCallState::kOk) {
-          results[i].state = and_results[i].state;
-          results[i].reason = and_results[i].reason + " (AND phase of andor)";
-          results[i].hits.clear();
-        }
+      st.or_round = true;
+      st.and_results = std::move(results);
+      return std::nullopt;
     }
-  } else {
-    results = FanOut(terms, p.mode, p.k, 0, deadline, deadline_unix);
+  } else if (st.or_round) {
+    // A shard that failed the AND phase leaves the answer partial even if it answered OR.
+    for (size_t i = 0; i < results.size() && i < st.and_results.size(); ++i)
+      if (st.and_results[i].state != ShardCallState::kOk && results[i].state == ShardCallState::kOk) {
+        results[i].state = st.and_results[i].state;
+        results[i].reason = st.and_results[i].reason + " (AND phase of andor)";
+        results[i].hits.clear();
+      }
   }
+  return Complete(st, std::move(results));
+}
 
+HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResult> results) {
+  const SearchParams& p = st.params;
   SearchAnswer a;
-  a.shards.total = n;
+  a.shards.total = static_cast<uint32_t>(num_shards());
   a.coverage.documents_total = CollectionDocs();
   std::vector<std::vector<MergedHit>> lists;
   lists.reserve(results.size());
@@ -399,20 +453,119 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
     }
   }
   if (a.shards.successful == 0) {
-    a.took_us = MicrosSince(start);
-    return Finish(mode_name,
+    a.took_us = MicrosSince(st.start);
+    return Finish(p.mode,
                   Error(503, "search_phase_execution_exception",
                         a.timed_out ? "all shards failed or timed out" : "all shards failed", &a.shards),
-                  start, false, a.timed_out);
+                  st.start, false, a.timed_out);
   }
   a.hits = MergeShardHits(lists, p.k);
   if (a.complete()) {
-    if (use_cache) (void)cache_.Insert(key, a.hits);
+    if (!st.cache_key.empty()) (void)cache_.Insert(st.cache_key, a.hits);
   } else {
     partial_.fetch_add(1, std::memory_order_relaxed);
   }
-  a.took_us = MicrosSince(start);
-  return Finish(mode_name, {200, SearchAnswerJson(a)}, start, !a.complete(), a.timed_out);
+  a.took_us = MicrosSince(st.start);
+  return Finish(p.mode, {200, SearchAnswerJson(a)}, st.start, !a.complete(), a.timed_out);
+}
+
+HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
+  Begun b = Begin(p, waiting, Clock::now(), /*may_wait=*/true);
+  if (b.reply) return std::move(*b.reply);
+  SearchState& st = *b.state;
+  auto [mode, flags] = FirstRound(st);
+  std::optional<HttpReply> reply = Advance(st, PickLane().Search(Request(st, mode, flags), st.deadline));
+  if (!reply) reply = Advance(st, PickLane().Search(Request(st, QueryMode::kOr, 0), st.deadline));
+  return std::move(*reply);
+}
+
+void Integrator::HandleSearchAsync(const ParsedSearch& parsed, size_t waiting, const Post& post, ReplyCallback done) {
+  const auto start = Clock::now();
+  if (!parsed.ok()) {
+    const RequestError& e = *parsed.error;
+    done(Finish(std::nullopt, {e.http_status, ErrorJson(e)}, start));
+    return;
+  }
+  SearchAsyncFrom(parsed.params, waiting, start, /*may_wait=*/false, post, std::move(done));
+}
+
+void Integrator::SearchAsyncFrom(const SearchParams& p, size_t waiting, Clock::time_point start, bool may_wait,
+                                 const Post& post, ReplyCallback done) {
+  Begun b = Begin(p, waiting, start, may_wait);
+  if (b.reply) {
+    done(std::move(*b.reply));
+    return;
+  }
+  if (b.must_wait) {  // no shard has reported yet: the waiter thread waits, then the caller goes on
+    {
+      std::lock_guard lock(waiter_mu_);
+      if (!waiter_stop_) {
+        waiter_queue_.push_back(Waiting{p, waiting, start, post, std::move(done)});
+        waiter_cv_.notify_one();
+        return;
+      }
+    }
+    done(Finish(p.mode, Error(503, "illegal_state_exception", "integrator shutting down"), start));
+    return;
+  }
+  auto [mode, flags] = FirstRound(*b.state);
+  Round(std::move(b.state), mode, flags, post, std::move(done));
+}
+
+void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t flags, const Post& post,
+                       ReplyCallback done) {
+  SearchRequestMsg req = Request(*st, mode, flags);
+  const auto deadline = st->deadline;
+  // The results go back to the caller's thread (post): the I/O thread only hands them over.
+  PickLane().SearchAsync(std::move(req), deadline,
+                         [this, st = std::move(st), post, done = std::move(done)](std::vector<ShardCallResult> r) {
+                           post([this, st, post, done, r = std::move(r)]() mutable {
+                             std::optional<HttpReply> reply = Advance(*st, std::move(r));
+                             if (reply)
+                               done(std::move(*reply));
+                             else
+                               Round(std::move(st), QueryMode::kOr, 0, post, std::move(done));
+                           });
+                         });
+}
+
+void Integrator::WaiterLoop() {
+  while (true) {
+    Waiting w;
+    {
+      std::unique_lock lock(waiter_mu_);
+      waiter_cv_.wait(lock, [&] { return waiter_stop_ || !waiter_queue_.empty(); });
+      if (waiter_stop_) return;  // what is queued is dropped: its caller is stopping too
+      w = std::move(waiter_queue_.front());
+      waiter_queue_.pop_front();
+    }
+    const auto timeout = std::chrono::milliseconds(w.params.timeout_ms.value_or(options_.default_timeout_ms));
+    bool stopping = false;
+    {
+      // As AnalyzerBy, but Stop() ends the wait too (it must not wait out a search's deadline).
+      // Lock order: analyzer_mu_, then waiter_mu_ (nothing takes them the other way round).
+      std::unique_lock lock(analyzer_mu_);
+      analyzer_cv_.wait_until(lock, w.start + std::min<Clock::duration>(timeout, std::chrono::seconds(2)), [&] {
+        std::lock_guard stop_lock(waiter_mu_);
+        stopping = waiter_stop_;
+        return stopping || !analyzer_->waiting;
+      });
+    }
+    Post post = w.post;
+    if (stopping) {  // answered now: on the caller's thread the search would wait out its deadline
+      const QueryMode mode = w.params.mode;
+      const auto start = w.start;
+      post([this, mode, start, done = std::move(w.done)] {
+        done(Finish(mode, Error(503, "illegal_state_exception", "integrator shutting down"), start));
+      });
+      return;
+    }
+    // Back on the caller's thread, now allowed to wait (it will not: the analyzer is known, or it
+    // is not and the search is answered 503 as any other once its wait is over).
+    post([this, w = std::move(w)]() mutable {
+      SearchAsyncFrom(w.params, w.waiting, w.start, /*may_wait=*/true, w.post, std::move(w.done));
+    });
+  }
 }
 
 uint64_t Integrator::CollectionDocs() const {

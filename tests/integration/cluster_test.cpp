@@ -3,16 +3,21 @@
 // twin) over the same 3-shard index and over a 1-shard index of the same corpus. Then failures:
 // bad parameters, a node killed (SIGKILL) and restarted, a node stopped (SIGSTOP/SIGCONT), every
 // node stopped; /metrics of every process; a real Prometheus scraping them (when installed); and
-// SIGTERM makes every process exit 0 (checked in TearDown of every test).
+// SIGTERM makes every process exit 0 (checked in TearDown of every test). ClusterLoopsTest: the same
+// behind --http-engine loops, with raw-socket HTTP/1.x checks and SIGTERM with searches in flight.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <string_view>
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
@@ -88,6 +93,7 @@ class ClusterTest : public ::testing::Test {
     metrics_port_ = PortOf(ready->at("metrics").get<std::string>());
     ready_lanes_ = ready->value("fanout_lanes", 0u);
     ready_slice_us_ = ready->value("thread_slice_us", int64_t{-1});
+    ready_line_ = *ready;
     ASSERT_TRUE(WaitHealth("green", 15s)) << Fetch(http_port_, "/health").raw << integrator_->Logs();
   }
 
@@ -153,6 +159,7 @@ class ClusterTest : public ::testing::Test {
   int http_port_ = 0, metrics_port_ = 0, starts_ = 0;
   unsigned ready_lanes_ = 0;  // the integrator's ready line's fanout_lanes
   int64_t ready_slice_us_ = -1, node_ready_slice_us_ = -1;  // the ready lines' thread_slice_us (-1: absent)
+  json ready_line_;  // the integrator's whole ready line
 };
 
 TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
@@ -334,7 +341,9 @@ TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {
   EXPECT_GE(stats.body["cache"]["entries"].get<int>(), 3);
 }
 
-TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
+// Bad /search parameters (GET) and bodies (POST) to the integrator on `port`: each a 400 with a
+// JSON error naming its type and reason.
+void ExpectBadSearchesRefused(int port) {
   const std::vector<httplib::Params> bad = {
       {},
       {{"k", "5"}},
@@ -348,7 +357,7 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
       {{"q", "w1"}, {"bogus", "1"}},
   };
   for (const auto& p : bad) {
-    auto r = Fetch(http_port_, "/search", p);
+    auto r = Fetch(port, "/search", p);
     EXPECT_EQ(r.status, 400) << r.raw;
     ASSERT_TRUE(r.body.is_object()) << r.raw;
     EXPECT_TRUE(r.body["error"]["type"].is_string()) << r.raw;
@@ -357,10 +366,15 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
   for (const std::string& body : {std::string("{not json"), std::string("[1]"), std::string(R"({"q": 1})"),
                                  std::string(R"({"q": "w1", "k": 1.5})"), std::string(R"({"q": "w1", "mode": "x"})"),
                                  std::string(50000, '['), "{\"q\": \"" + std::string(70 * 1024, 'a') + "\"}"}) {
-    auto r = Fetch(http_port_, "/search", {}, &body);
+    auto r = Fetch(port, "/search", {}, &body);
     EXPECT_EQ(r.status, 400) << body.substr(0, 60) << " -> " << r.raw.substr(0, 200);
-    EXPECT_TRUE(r.body.is_object() && r.body["error"].is_object()) << r.raw.substr(0, 200);
+    ASSERT_TRUE(r.body.is_object() && r.body["error"].is_object()) << r.raw.substr(0, 200);
+    EXPECT_FALSE(r.body["error"]["reason"].get<std::string>().empty()) << r.raw.substr(0, 200);
   }
+}
+
+TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
+  ExpectBadSearchesRefused(http_port_);
   // A GET URI past the HTTP server's limit, an unknown route, an oversized body: errors, not hangs.
   EXPECT_GE(Fetch(http_port_, "/search", {{"q", std::string(20000, 'w')}}).status, 400);
   EXPECT_EQ(Fetch(http_port_, "/nope").status, 404);
@@ -646,6 +660,521 @@ TEST_F(ClusterTest, PrometheusScrapesTheCluster) {
   EXPECT_TRUE(ours);
   p.Signal(SIGTERM);
   EXPECT_TRUE(p.Wait(20s).has_value());
+}
+
+// ---------------------------------------------------------------------------------------------
+// The same cluster behind the integrator's event-loop HTTP engine (--http-engine loops
+// --http-loops 2, integrator/src/http_loops.hpp): exact answers from concurrent clients, bad input,
+// HTTP/1.x details over raw sockets (pipelining, Connection: close, HTTP/1.0, a byte at a time,
+// chunked bodies, garbage, HEAD, clients that go away), keep-alive's request count, and SIGTERM
+// with searches in flight. TearDown's SIGTERM checks that it drains and exits 0 here too.
+class ClusterLoopsTest : public ClusterTest {
+ protected:
+  ClusterLoopsTest() { integrator_extra_ = {"--http-engine", "loops", "--http-loops", "2"}; }
+
+  // The integrator under test runs the loops engine (else every test below would test the other).
+  void ExpectLoopsEngine() {
+    EXPECT_EQ(ready_line_.value("http_engine", ""), "loops") << ready_line_.dump();
+    EXPECT_EQ(ready_line_.value("http_loops", 0), 2) << ready_line_.dump();
+  }
+};
+
+// One answer read off a raw connection.
+struct RawAnswer {
+  std::string status_line;  // e.g. "HTTP/1.1 200 OK"
+  int status = 0;
+  std::map<std::string, std::string> headers;  // names lower-cased
+  std::string body;
+  std::string Header(const std::string& lower_name) const {
+    auto it = headers.find(lower_name);
+    return it == headers.end() ? std::string() : it->second;
+  }
+};
+
+// A raw HTTP client on one TCP connection to 127.0.0.1:port: sends the bytes it is given and parses
+// what comes back itself (status line, headers, a Content-Length body; bytes past one answer are
+// kept for the next).
+class RawConn {
+ public:
+  explicit RawConn(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+    int one = 1;
+    if (fd_ >= 0) ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  RawConn(const RawConn&) = delete;
+  RawConn& operator=(const RawConn&) = delete;
+  ~RawConn() { Close(); }
+
+  bool ok() const { return fd_ >= 0; }
+
+  bool Send(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      bytes.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // reset: SO_LINGER 0, so the close sends RST instead of FIN.
+  void Close(bool reset = false) {
+    if (fd_ < 0) return;
+    if (reset) {
+      linger l{1, 0};
+      ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+    }
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+  // The next answer, or nullopt (why() says why) when the connection ended, failed or `limit`
+  // passed before one was complete. head: the request was a HEAD (no body, whatever
+  // Content-Length says).
+  std::optional<RawAnswer> Read(bool head = false, std::chrono::milliseconds limit = std::chrono::seconds(15)) {
+    const auto deadline = Clock::now() + limit;
+    size_t end;
+    while ((end = buf_.find("\r\n\r\n")) == std::string::npos)
+      if (!Fill(deadline)) return Fail("before the end of the headers");
+    RawAnswer a;
+    std::istringstream lines(buf_.substr(0, end + 2));
+    std::string line;
+    std::getline(lines, line);
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    a.status_line = line;
+    if (line.size() < 12 || line.compare(0, 5, "HTTP/") != 0) return Fail("bad status line '" + line + "'");
+    a.status = std::atoi(line.c_str() + 9);
+    while (std::getline(lines, line)) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.empty()) continue;
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) return Fail("bad header line '" + line + "'");
+      std::string name = line.substr(0, colon), value = line.substr(colon + 1);
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char ch) { return std::tolower(ch); });
+      value.erase(0, value.find_first_not_of(" \t"));
+      value.erase(value.find_last_not_of(" \t") + 1);
+      if (a.headers.count(name)) return Fail("header " + name + " twice");
+      a.headers[name] = value;
+    }
+    if (!a.Header("transfer-encoding").empty()) return Fail("a Transfer-Encoding answer");
+    const std::string cl = a.Header("content-length");
+    if (cl.empty() || cl.find_first_not_of("0123456789") != std::string::npos)
+      return Fail("no valid Content-Length ('" + cl + "')");
+    const size_t len = head ? 0 : std::stoul(cl);
+    while (buf_.size() < end + 4 + len)
+      if (!Fill(deadline))
+        return Fail("in the body: " + std::to_string(buf_.size() - end - 4) + " of " + std::to_string(len) + " bytes");
+    a.body = buf_.substr(end + 4, len);
+    buf_.erase(0, end + 4 + len);
+    return a;
+  }
+
+  // True when the server closes the connection cleanly (EOF, not a reset) within `limit` without
+  // sending anything more.
+  bool ReadsEof(std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+    const auto deadline = Clock::now() + limit;
+    while (buf_.empty())
+      if (!Fill(deadline)) return eof_;
+    why_ = "bytes after the last answer: '" + buf_.substr(0, 80) + "'";
+    return false;
+  }
+
+  const std::string& why() const { return why_; }
+  const std::string& pending() const { return buf_; }
+
+ private:
+  std::optional<RawAnswer> Fail(const std::string& what) {
+    why_ = "no complete answer (" + what + "; " + why_ + "); read: '" + buf_.substr(0, 200) + "'";
+    return std::nullopt;
+  }
+  // Reads what arrives into buf_; false at EOF (eof_), on an error or at the deadline.
+  bool Fill(Clock::time_point deadline) {
+    while (true) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        why_ = "timed out";
+        return false;
+      }
+      pollfd p{fd_, POLLIN, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left));
+      if (r < 0 && errno == EINTR) continue;
+      if (r == 0) continue;
+      char tmp[16384];
+      const ssize_t n = ::recv(fd_, tmp, sizeof(tmp), 0);
+      if (n > 0) {
+        buf_.append(tmp, static_cast<size_t>(n));
+        return true;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      eof_ = n == 0;  // a clean close (FIN), not a reset
+      why_ = n == 0 ? "EOF" : std::string("recv: ") + std::strerror(errno);
+      return false;
+    }
+  }
+
+  int fd_ = -1;
+  std::string buf_;
+  bool eof_ = false;
+  std::string why_;
+};
+
+// "a b" -> "a%20b": a query string value.
+std::string UrlEncode(const std::string& s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += '%';
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    }
+  }
+  return out;
+}
+
+std::string SearchTarget(const std::string& q, QueryMode mode, uint32_t k, int timeout_ms = 0) {
+  std::string t = "/search?q=" + UrlEncode(q) + "&mode=" + std::string(QueryModeName(mode)) + "&k=" + std::to_string(k);
+  if (timeout_ms) t += "&timeout_ms=" + std::to_string(timeout_ms);
+  return t;
+}
+
+std::string GetRequest(const std::string& target, const std::string& extra_headers = "", const char* version = "1.1") {
+  return "GET " + target + " HTTP/" + version + "\r\nHost: 127.0.0.1\r\n" + extra_headers + "\r\n";
+}
+
+// A raw answer is a complete 200 search answer with the single-process hits of (q, mode, k).
+void ExpectRawSearch(const std::optional<RawAnswer>& a, const std::string& why, const std::string& q, QueryMode mode,
+                     uint32_t k, const std::string& what) {
+  ASSERT_TRUE(a.has_value()) << what << ": " << why;
+  ASSERT_EQ(a->status, 200) << what << ": " << a->status_line << " " << a->body;
+  EXPECT_EQ(a->Header("content-type"), "application/json") << what;
+  const json body = json::parse(a->body, nullptr, false);
+  ASSERT_TRUE(body.is_object()) << what << ": " << a->body;
+  EXPECT_EQ(body["_shards"]["successful"], kShards) << what;
+  ExpectSameHits(body["hits"]["hits"], ExpectedHits(*g_index->local3, q, mode, k), what);
+}
+
+// 60 random searches (and, or, andor; GET and POST) from 3 client threads at once, every answer the
+// single-process one; /health, /stats, the status page and an unknown route.
+TEST_F(ClusterLoopsTest, LoopsEngineAnswersEqualSingleProcessFromConcurrentClients) {
+  ExpectLoopsEngine();
+  std::atomic<size_t> nonempty{0}, checked{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 3; ++t) {
+    clients.emplace_back([&, t] {
+      std::mt19937 rng(300 + t);
+      const uint32_t ks[] = {1, 3, 10, 50};
+      for (int i = 0; i < 20; ++i) {
+        const QueryMode mode = i % 3 == 0 ? QueryMode::kAnd : i % 3 == 1 ? QueryMode::kOr : QueryMode::kAndOr;
+        const bool post = (i + t) % 2 == 1;
+        const uint32_t k = ks[rng() % std::size(ks)];
+        const std::string q = RandomQuery(g_index->corpus, rng);
+        const std::string what = std::string(post ? "POST " : "GET ") + std::string(QueryModeName(mode)) +
+                                 " k=" + std::to_string(k) + " q='" + q + "'";
+        auto r = Search(q, mode, k, post);
+        EXPECT_EQ(r.status, 200) << what << " " << r.raw;
+        if (r.status != 200) continue;
+        EXPECT_EQ(r.body["timed_out"], false) << what;
+        EXPECT_EQ(r.body["_shards"]["successful"], kShards) << what;
+        const auto want = Expected(*g_index->local3, q, mode, k);
+        ExpectSameHits(r.body["hits"]["hits"], want, what);
+        nonempty += !want.empty();
+        ++checked;
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(checked.load(), 60u);
+  EXPECT_GT(nonempty.load(), 20u);  // real answers, not just empty ones
+
+  auto h = Fetch(http_port_, "/health");
+  ASSERT_EQ(h.status, 200) << h.raw;
+  EXPECT_EQ(h.body["status"], "green") << h.raw;
+  ASSERT_EQ(h.body["shards"].size(), kShards) << h.raw;
+  auto s = Fetch(http_port_, "/stats");
+  ASSERT_EQ(s.status, 200) << s.raw;
+  ASSERT_TRUE(s.body.is_object()) << s.raw;
+  EXPECT_GE(s.body["requests_total"].get<int>(), 60);
+  auto page = Fetch(http_port_, "/");
+  ASSERT_EQ(page.status, 200);
+  EXPECT_NE(page.raw.find("<html"), std::string::npos) << page.raw.substr(0, 200);
+  EXPECT_NE(page.raw.find("fetch('/health')"), std::string::npos);
+  auto none = Fetch(http_port_, "/nope");
+  EXPECT_EQ(none.status, 404) << none.raw;
+  ASSERT_TRUE(none.body.is_object()) << none.raw;
+  EXPECT_EQ(none.body["error"]["type"], "not_found") << none.raw;
+  EXPECT_FALSE(none.body["error"]["reason"].get<std::string>().empty()) << none.raw;
+}
+
+// Bad parameters and bodies are 400 with a JSON error, a long URI 414, a huge body 413 (or the
+// connection closed), and the server answers rightly afterwards.
+TEST_F(ClusterLoopsTest, LoopsEngineBadInputGetsClearErrorsAndServingGoesOn) {
+  ExpectLoopsEngine();
+  ExpectBadSearchesRefused(http_port_);
+  // A GET URI over 8 KiB.
+  auto long_uri = Fetch(http_port_, "/search", {{"q", std::string(9000, 'w')}});
+  EXPECT_EQ(long_uri.status, 414) << long_uri.raw.substr(0, 200);
+  ASSERT_TRUE(long_uri.body.is_object()) << long_uri.raw.substr(0, 200);
+  EXPECT_EQ(long_uri.body["error"]["type"], "uri_too_long") << long_uri.raw;
+  // A POST body over 1 MiB.
+  const std::string huge = "{\"q\": \"" + std::string(2 << 20, 'a') + "\"}";
+  auto big = Fetch(http_port_, "/search", {}, &huge);
+  EXPECT_TRUE(big.status == 413 || big.status == 0) << big.status << " " << big.raw.substr(0, 200);
+  if (big.status == 413) {
+    EXPECT_EQ(big.body["error"]["type"], "content_too_long") << big.raw;
+  }
+  // Still serving, with the right answer.
+  auto ok = Search("w5 w7", QueryMode::kOr, 10);
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10), "after bad input");
+  auto ok_post = Search("w2 w3", QueryMode::kAnd, 5, /*post=*/true);
+  ASSERT_EQ(ok_post.status, 200) << ok_post.raw;
+  ExpectSameHits(ok_post.body["hits"]["hits"], Expected(*g_index->local3, "w2 w3", QueryMode::kAnd, 5),
+                 "POST after bad input");
+}
+
+// HTTP/1.x over raw sockets: pipelining, Connection: close, HTTP/1.0, a request a byte at a time,
+// a chunked body, garbage, HEAD.
+TEST_F(ClusterLoopsTest, LoopsEngineSpeaksHttp11OverRawSockets) {
+  ExpectLoopsEngine();
+  const std::string q1 = "w5 w7", q2 = "w1";
+  ASSERT_NE(ExpectedHits(*g_index->local3, q1, QueryMode::kOr, 10).size(),
+            ExpectedHits(*g_index->local3, q2, QueryMode::kAnd, 3).size());  // answers told apart by their hits
+  {
+    SCOPED_TRACE("(a) two pipelined searches in one write");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q1, QueryMode::kOr, 10)) + GetRequest(SearchTarget(q2, QueryMode::kAnd, 3))));
+    auto first = c.Read();
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(first, c.why(), q1, QueryMode::kOr, 10, "first pipelined"));
+    EXPECT_NE(first->Header("connection"), "close");
+    auto second = c.Read();
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(second, c.why(), q2, QueryMode::kAnd, 3, "second pipelined"));
+    EXPECT_TRUE(c.pending().empty()) << c.pending();
+    // The connection stays open for a third request.
+    ASSERT_TRUE(c.Send(GetRequest("/health")));
+    auto third = c.Read();
+    ASSERT_TRUE(third.has_value()) << c.why();
+    EXPECT_EQ(third->status, 200);
+  }
+  {
+    SCOPED_TRACE("(b) Connection: close");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q1, QueryMode::kOr, 10), "Connection: close\r\n")));
+    auto a = c.Read();
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(a, c.why(), q1, QueryMode::kOr, 10, "Connection: close"));
+    EXPECT_EQ(a->status_line.substr(0, 9), "HTTP/1.1 ");
+    EXPECT_EQ(a->Header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof()) << c.why();
+  }
+  {
+    SCOPED_TRACE("(c) HTTP/1.0 without keep-alive");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q1, QueryMode::kOr, 10), "", "1.0")));
+    auto a = c.Read();
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(a, c.why(), q1, QueryMode::kOr, 10, "HTTP/1.0"));
+    EXPECT_EQ(a->status_line.substr(0, 13), "HTTP/1.0 200 ") << a->status_line;
+    EXPECT_NE(a->Header("connection"), "keep-alive");
+    EXPECT_TRUE(c.ReadsEof()) << c.why();
+  }
+  {
+    SCOPED_TRACE("(c') HTTP/1.0 with keep-alive");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q1, QueryMode::kOr, 10), "Connection: keep-alive\r\n", "1.0")));
+    auto a = c.Read();
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(a, c.why(), q1, QueryMode::kOr, 10, "HTTP/1.0 keep-alive"));
+    EXPECT_EQ(a->status_line.substr(0, 9), "HTTP/1.0 ") << a->status_line;
+    EXPECT_EQ(a->Header("connection"), "keep-alive");
+    ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q2, QueryMode::kAnd, 3), "Connection: keep-alive\r\n", "1.0")));
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(c.Read(), c.why(), q2, QueryMode::kAnd, 3, "HTTP/1.0 kept alive"));
+  }
+  {
+    SCOPED_TRACE("(d) a request a byte at a time");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    const std::string req = GetRequest(SearchTarget(q1, QueryMode::kOr, 10), "User-Agent: slow\r\n");
+    for (char ch : req) {
+      ASSERT_TRUE(c.Send(std::string_view(&ch, 1)));
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(c.Read(), c.why(), q1, QueryMode::kOr, 10, "byte at a time"));
+  }
+  {
+    SCOPED_TRACE("(e) a chunked POST body");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    const std::string body = json{{"q", q2}, {"mode", "and"}, {"k", 3}}.dump();
+    std::string req =
+        "POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        "Transfer-Encoding: chunked\r\n\r\n";
+    for (size_t at = 0; at < body.size(); at += 7) {
+      const std::string piece = body.substr(at, 7);
+      char size[16];
+      std::snprintf(size, sizeof(size), "%zx", piece.size());
+      req += std::string(size) + (at == 0 ? ";ext=1" : "") + "\r\n" + piece + "\r\n";
+    }
+    req += "0\r\n\r\n";
+    // In two writes, the cut inside a chunk.
+    ASSERT_TRUE(c.Send(req.substr(0, req.size() / 2)));
+    std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(c.Send(req.substr(req.size() / 2)));
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(c.Read(), c.why(), q2, QueryMode::kAnd, 3, "chunked POST"));
+  }
+  {
+    SCOPED_TRACE("(f) garbage");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send("HELLO\r\n\r\n"));
+    auto a = c.Read();
+    ASSERT_TRUE(a.has_value()) << c.why();
+    EXPECT_EQ(a->status, 400) << a->status_line;
+    EXPECT_EQ(a->Header("content-type"), "application/json");
+    const json err = json::parse(a->body, nullptr, false);
+    ASSERT_TRUE(err.is_object()) << a->body;
+    EXPECT_EQ(err["error"]["type"], "bad_request") << a->body;
+    EXPECT_FALSE(err["error"]["reason"].get<std::string>().empty()) << a->body;
+    EXPECT_EQ(a->Header("connection"), "close");
+    EXPECT_TRUE(c.ReadsEof()) << c.why();
+  }
+  {
+    SCOPED_TRACE("(g) HEAD /health");
+    RawConn c(http_port_);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.Send("HEAD /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
+    auto a = c.Read(/*head=*/true);
+    ASSERT_TRUE(a.has_value()) << c.why();
+    EXPECT_EQ(a->status, 200) << a->status_line;
+    EXPECT_EQ(a->Header("content-type"), "application/json");
+    const std::string cl = a->Header("content-length");
+    EXPECT_GT(std::atoi(cl.c_str()), 10) << "Content-Length '" << cl << "'";
+    // No body follows: the connection's next bytes are the next request's answer.
+    std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(c.Send(GetRequest("/health", "Connection: close\r\n")));
+    auto next = c.Read();
+    ASSERT_TRUE(next.has_value()) << c.why();
+    EXPECT_EQ(next->status, 200) << next->status_line;
+    EXPECT_EQ(json::parse(next->body, nullptr, false)["status"], "green") << next->body;
+    EXPECT_TRUE(c.ReadsEof()) << c.why();
+  }
+}
+
+// Clients that go away: half a request then FIN; a search then FIN or RST before its answer. The
+// searches they left complete (in_flight back to 0), and new connections (taking the freed
+// descriptors) get their own answers.
+TEST_F(ClusterLoopsTest, LoopsEngineClientsThatGoAwayBreakNothing) {
+  ExpectLoopsEngine();
+  const std::string q = "w5 w7", other = "w1";
+  for (int i = 0; i < 10; ++i) {
+    const std::string what = "round " + std::to_string(i);
+    {
+      RawConn half(http_port_);
+      ASSERT_TRUE(half.ok());
+      ASSERT_TRUE(half.Send("GET " + SearchTarget(q, QueryMode::kOr, 10) + " HTTP/1.1\r\nHo"));
+    }  // FIN
+    {
+      RawConn gone(http_port_);
+      ASSERT_TRUE(gone.ok());
+      ASSERT_TRUE(gone.Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10 + i))));
+      gone.Close(/*reset=*/i % 2 == 1);
+    }
+    RawConn next(http_port_);
+    ASSERT_TRUE(next.ok());
+    ASSERT_TRUE(next.Send(GetRequest(SearchTarget(other, QueryMode::kAnd, 3))));
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(next.Read(), next.why(), other, QueryMode::kAnd, 3, what));
+  }
+  const auto end = Clock::now() + 10s;
+  HttpResult s;
+  while (Clock::now() < end) {
+    s = Fetch(http_port_, "/stats");
+    if (s.status == 200 && s.body["in_flight"] == 0) break;
+    std::this_thread::sleep_for(20ms);
+  }
+  EXPECT_EQ(s.body["in_flight"], 0) << s.raw;
+  auto ok = Search(q, QueryMode::kOr, 10);
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  ExpectSameHits(ok.body["hits"]["hits"], Expected(*g_index->local3, q, QueryMode::kOr, 10), "after the clients went");
+  EXPECT_TRUE(integrator_->running());
+}
+
+// --http-keep-alive-requests 3 (the fixture's): a kept-alive client's 7 searches take 3 connections.
+TEST_F(ClusterLoopsTest, LoopsEngineKeptAliveConnectionsCarryTheConfiguredRequests) {
+  ExpectLoopsEngine();
+  httplib::Client client("127.0.0.1", http_port_);
+  client.set_keep_alive(true);
+  std::atomic<int> sockets{0};
+  client.set_socket_options([&](socket_t) { ++sockets; });
+  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
+  for (int i = 0; i < 7; ++i) {
+    auto r = client.Get("/search?q=w5+w7&mode=or&k=10");
+    ASSERT_TRUE(r) << httplib::to_string(r.error());
+    ASSERT_EQ(r->status, 200) << r->body;
+    ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, "kept-alive search " + std::to_string(i));
+    // Every third answer says it closes.
+    EXPECT_EQ(r->get_header_value("Connection") == "close", i % 3 == 2) << "answer " << i;
+  }
+  EXPECT_EQ(sockets.load(), 3);
+}
+
+// SIGTERM with 20 searches in flight over 20 connections (one node stopped, so they wait for their
+// 2 s deadline): every one gets a complete 200 answer, then the connection closes, and the
+// integrator exits 0.
+TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
+  ExpectLoopsEngine();
+  constexpr int kClients = 20;
+  constexpr uint32_t kStopped = 2;
+  nodes_[kStopped]->Signal(SIGSTOP);
+  std::vector<std::unique_ptr<RawConn>> conns;
+  std::vector<std::string> queries;
+  for (int i = 0; i < kClients; ++i) {
+    std::string q = "w";
+    q += std::to_string(i);
+    q += " w";
+    q += std::to_string(i + 1);
+    queries.push_back(q);
+    conns.push_back(std::make_unique<RawConn>(http_port_));
+    ASSERT_TRUE(conns.back()->ok());
+    ASSERT_TRUE(conns.back()->Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10, /*timeout_ms=*/2000))));
+  }
+  // All 20 admitted and waiting.
+  const auto end = Clock::now() + 1500ms;
+  HttpResult s;
+  while (Clock::now() < end) {
+    s = Fetch(http_port_, "/stats");
+    if (s.status == 200 && s.body["in_flight"] == kClients) break;
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_EQ(s.body["in_flight"], kClients) << s.raw;
+  integrator_->Signal(SIGTERM);
+  for (int i = 0; i < kClients; ++i) {
+    const std::string what = "in flight " + std::to_string(i) + " q='" + queries[i] + "'";
+    auto a = conns[i]->Read(false, 15s);
+    ASSERT_TRUE(a.has_value()) << what << ": " << conns[i]->why() << "\n" << integrator_->Logs();
+    ASSERT_EQ(a->status, 200) << what << ": " << a->status_line << " " << a->body;
+    const json body = json::parse(a->body, nullptr, false);
+    ASSERT_TRUE(body.is_object()) << what << ": " << a->body;
+    // The stopped node's part is missing (its deadline passed); the rest is exact.
+    ASSERT_EQ(body["_shards"]["failed"], 1) << what << ": " << a->body;
+    EXPECT_EQ(body["_shards"]["successful"], kShards - 1) << what;
+    ExpectSameHits(body["hits"]["hits"], ExpectedWithout(kStopped, queries[i], QueryMode::kOr, 10), what);
+    EXPECT_EQ(a->Header("connection"), "close") << what;
+    EXPECT_TRUE(conns[i]->ReadsEof()) << what << ": " << conns[i]->why();
+  }
+  auto st = integrator_->Wait(15s);
+  EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << "\n" << integrator_->Logs();
+  // (TearDown resumes the stopped node and stops the nodes.)
 }
 
 }  // namespace

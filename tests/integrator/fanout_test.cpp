@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -413,6 +415,152 @@ TEST(Fanout, SilentReplicaIsHedged) {
 TEST(Fanout, EmptyReplicaIsAnError) {
   EXPECT_FALSE(Fanout::Start(Options({"tcp://127.0.0.1:1||tcp://127.0.0.1:2"}), nullptr).ok());
   EXPECT_FALSE(Fanout::Start(Options({"|"}), nullptr).ok());
+}
+
+// ---- SearchAsync ----
+
+// What SearchAsync's callback saw: each call's results and thread, and whether SearchAsync had
+// returned by then.
+struct AsyncLog {
+  std::mutex mu;
+  std::vector<std::vector<ShardCallResult>> results;
+  std::vector<std::thread::id> threads;
+  std::vector<bool> after_return;
+  std::atomic<bool> returned{false};
+  std::atomic<int> calls{0};
+};
+
+std::shared_ptr<AsyncLog> StartAsync(Fanout& f, SearchRequestMsg req, Clock::time_point deadline) {
+  auto log = std::make_shared<AsyncLog>();
+  f.SearchAsync(std::move(req), deadline, [log](std::vector<ShardCallResult> r) {
+    std::lock_guard lock(log->mu);
+    log->results.push_back(std::move(r));
+    log->threads.push_back(std::this_thread::get_id());
+    log->after_return.push_back(log->returned.load());
+    ++log->calls;
+  });
+  log->returned = true;
+  return log;
+}
+
+bool WaitCalls(const AsyncLog& log, int n, std::chrono::milliseconds limit = 5s) {
+  const auto end = Clock::now() + limit;
+  while (log.calls.load() < n && Clock::now() < end) std::this_thread::sleep_for(1ms);
+  return log.calls.load() >= n;
+}
+
+// Everything but the latency.
+void ExpectSameResults(const std::vector<ShardCallResult>& a, const std::vector<ShardCallResult>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(a[i].state, b[i].state);
+    EXPECT_EQ(a[i].shard, b[i].shard);
+    EXPECT_EQ(a[i].reason, b[i].reason);
+    EXPECT_EQ(a[i].hits, b[i].hits);
+    EXPECT_EQ(a[i].or_hits, b[i].or_hits);
+    EXPECT_EQ(a[i].has_or_hits, b[i].has_or_hits);
+    EXPECT_EQ(a[i].doc_begin, b[i].doc_begin);
+    EXPECT_EQ(a[i].doc_end, b[i].doc_end);
+  }
+}
+
+// SearchAsync's callback gets what Search returns, exactly once, on a thread other than the
+// caller's (the I/O thread), after SearchAsync returned: answers, the andor split's OR hits, and a
+// shard timed out at the deadline.
+TEST(Fanout, SearchAsyncGetsWhatSearchReturnsOnceOnTheIoThread) {
+  FakeNode a(0, AnswerWith(0, {{1, 2.0f, "d1"}, {3, 1.0f, "d3"}}), 2);
+  FakeNode b(1, [](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    r.shard_id = 1;
+    r.hits = {{600, 1.5f, "d600"}};
+    r.or_hits = {{600, 1.5f, "d600"}, {601, 0.5f, "d601"}};
+    r.has_or_hits = (req.flags & kFlagAndOrSplit) != 0;
+    if (!r.has_or_hits) r.or_hits.clear();
+    r.doc_begin = 500;
+    r.doc_end = 1000;
+    return r;
+  }, 2);
+  auto f = Fanout::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  for (uint32_t flags : {0u, kFlagAndOrSplit}) {
+    SCOPED_TRACE(flags);
+    SearchRequestMsg req = Request();
+    req.flags = flags;
+    auto blocking = (*f)->Search(req, Clock::now() + 2s);
+    auto log = StartAsync(**f, req, Clock::now() + 2s);
+    ASSERT_TRUE(WaitCalls(*log, 1));
+    std::this_thread::sleep_for(50ms);  // a second call would come now
+    std::lock_guard lock(log->mu);
+    ASSERT_EQ(log->calls.load(), 1);
+    EXPECT_NE(log->threads[0], std::this_thread::get_id());
+    EXPECT_TRUE(log->after_return[0]);
+    ASSERT_EQ(log->results[0].size(), 2u);
+    EXPECT_EQ(log->results[0][0].state, ShardCallState::kOk);
+    EXPECT_EQ(log->results[0][1].hits[0], (MergedHit{600, 1.5f, 1, "d600"}));
+    EXPECT_EQ(log->results[0][1].has_or_hits, flags != 0);
+    ExpectSameResults(log->results[0], blocking);
+  }
+  ASSERT_EQ(a.requests().size(), 4u);
+  EXPECT_EQ(a.requests()[3].flags, kFlagAndOrSplit);
+  EXPECT_NE(a.requests()[2].request_id, a.requests()[3].request_id);
+  // A slow shard: timed out at the deadline, as Search's.
+  b.set_delay(300ms);
+  const auto t0 = Clock::now();
+  auto log = StartAsync(**f, Request(), t0 + 100ms);
+  EXPECT_LT(Clock::now() - t0, 50ms);  // SearchAsync does not wait
+  ASSERT_TRUE(WaitCalls(*log, 1));
+  const auto took = Clock::now() - t0;
+  EXPECT_GE(took, 95ms);
+  EXPECT_LT(took, 250ms);
+  auto blocking = (*f)->Search(Request(), Clock::now() + 100ms);
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(log->mu);
+  ASSERT_EQ(log->calls.load(), 1);
+  EXPECT_NE(log->threads[0], std::this_thread::get_id());
+  EXPECT_EQ(log->results[0][0].state, ShardCallState::kOk);
+  EXPECT_EQ(log->results[0][1].state, ShardCallState::kTimedOut);
+  ExpectSameResults(log->results[0], blocking);
+}
+
+// Stop completes an outstanding SearchAsync (once, every shard failed, "shutting down") before it
+// returns; after Stop, SearchAsync calls back at once, on the calling thread, the same way.
+TEST(Fanout, SearchAsyncAfterStopFailsAtOnceOnTheCallingThread) {
+  FakeNode silent(0, [](const SearchRequestMsg&) { return std::optional<SearchResponseMsg>(); }, 2);
+  FakeNode ok(1, AnswerWith(1, {{2, 2.0f, "y"}}), 2);
+  auto f = Fanout::Start(Options({silent.endpoint(), ok.endpoint()}), nullptr);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(WaitAllUp(**f));
+  auto outstanding = StartAsync(**f, Request(), Clock::now() + 10s);
+  const auto end = Clock::now() + 3s;
+  while (silent.requests().empty() && Clock::now() < end) std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(silent.requests().size(), 1u);
+  const auto t0 = Clock::now();
+  (*f)->Stop();
+  EXPECT_LT(Clock::now() - t0, 1s);
+  {
+    std::lock_guard lock(outstanding->mu);
+    ASSERT_EQ(outstanding->calls.load(), 1);  // by the time Stop returned
+    EXPECT_NE(outstanding->threads[0], std::this_thread::get_id());
+    ASSERT_EQ(outstanding->results[0].size(), 2u);
+    EXPECT_EQ(outstanding->results[0][0].state, ShardCallState::kFailed);
+    EXPECT_NE(outstanding->results[0][0].reason.find("shutting down"), std::string::npos);
+  }
+  auto later = StartAsync(**f, Request(), Clock::now() + 10s);
+  std::this_thread::sleep_for(50ms);
+  std::lock_guard lock(later->mu);
+  ASSERT_EQ(later->calls.load(), 1);
+  EXPECT_EQ(later->threads[0], std::this_thread::get_id());
+  EXPECT_FALSE(later->after_return[0]) << "not called before SearchAsync returned";
+  ASSERT_EQ(later->results[0].size(), 2u);
+  for (const auto& r : later->results[0]) {
+    EXPECT_EQ(r.state, ShardCallState::kFailed);
+    EXPECT_NE(r.reason.find("shutting down"), std::string::npos) << r.reason;
+    EXPECT_TRUE(r.hits.empty());
+  }
+  EXPECT_EQ(later->results[0][1].shard, 1u);
+  EXPECT_EQ(outstanding->calls.load(), 1);
 }
 
 }  // namespace

@@ -32,6 +32,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -101,6 +102,13 @@ class Fanout {
   // Sends `request` (its request_id is replaced, deadline_unix_micros must be set by the caller) to
   // every shard and returns one result per endpoint, in endpoint order, by `deadline`.
   std::vector<ShardCallResult> Search(SearchRequestMsg request, std::chrono::steady_clock::time_point deadline);
+
+  // The same without blocking: `done` gets the results Search() would return, exactly once, on the I/O
+  // thread (on the calling thread when the Fanout has stopped). It must be quick: every search of
+  // this Fanout waits for it. A stuck I/O thread delays it without bound; a caller that must answer
+  // anyway keeps its own timer (the grace period of Search()).
+  using SearchCallback = std::function<void(std::vector<ShardCallResult>)>;
+  void SearchAsync(SearchRequestMsg request, std::chrono::steady_clock::time_point deadline, SearchCallback done);
 
   // Per-shard health as of now (up while any replica is up; the freshest up replica's report).
   std::vector<ShardHealthView> Health() const;

@@ -20,9 +20,16 @@ namespace search {
 
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
+// How HttpFront serves connections. kThreads: cpp-httplib, a worker thread per open connection
+// (`threads` of them; a connection beyond waits for one). kLoops: `loops` event loops of our own
+// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them.
+enum class HttpEngine { kThreads, kLoops };
+
 struct HttpFrontOptions {
   std::string host = "127.0.0.1";
   int port = 9200;
+  HttpEngine engine = HttpEngine::kThreads;
+  int loops = 2;  // kLoops: event-loop threads
   int threads = 64;  // a keep-alive connection holds its worker while it stays open
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
   // Requests a kept-alive connection may carry before the server closes it. An open connection
@@ -40,6 +47,12 @@ struct HttpFrontOptions {
   // woken by a request or by its search's answer runs soon after on a busy CPU. Zero: the kernel's.
   std::chrono::microseconds thread_slice{0};
 };
+
+// --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.
+// A loop reads, parses, analyzes, merges and writes every request of its connections (about 58 us
+// of CPU a request on the 2-core development VM): two loops on the 8 CPUs of a GPU host's
+// integrator fell behind at 46,000 q/s (BENCHMARKS.md issue 6, 2026-11-28).
+constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>(cpus / 2) : 1; }
 
 // The status page served at /.
 const std::string& StatusPageHtml();

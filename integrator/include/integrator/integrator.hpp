@@ -21,11 +21,15 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/analyzer.hpp"
@@ -92,6 +96,18 @@ class Integrator {
   // The same for an already valid request; exposed for tests and benchmarks.
   HttpReply Search(const SearchParams& params, size_t waiting = 0);
 
+  // HandleSearch without blocking the calling thread (an event loop's). `done` gets the reply
+  // exactly once: at once, on the calling thread, when no shard need be asked (a bad request, 429,
+  // a cache hit, 400/503 before the fan-out); otherwise each fan-out round's results arrive on a
+  // fan-out I/O thread, which hands them to `post` (it must queue the work for the caller's thread
+  // and return at once), and the work, run there, merges the answer and calls `done`, or sends
+  // andor's second round. Before any shard has reported, the search waits for the first report on
+  // a thread of the Integrator's, then goes on through `post`. When `post` drops the work (its
+  // loop stopped) `done` is never called, and the search's place in flight is released with it.
+  using Post = std::function<void(std::function<void()>)>;
+  using ReplyCallback = std::function<void(HttpReply)>;
+  void HandleSearchAsync(const ParsedSearch& parsed, size_t waiting, const Post& post, ReplyCallback done);
+
   std::string HealthJson() const;
   std::string StatsJson() const;
   // "" when searches can run; otherwise why they are refused (analyzer unknown or disagreeing).
@@ -121,8 +137,25 @@ class Integrator {
   std::shared_ptr<const AnalyzerState> CurrentAnalyzer() const;
   // The analyzer once a shard has reported, waiting at most until `until` while none has.
   std::shared_ptr<const AnalyzerState> AnalyzerBy(std::chrono::steady_clock::time_point until) const;
-  std::vector<ShardCallResult> FanOut(const std::vector<std::string>& terms, QueryMode mode, uint32_t k, uint32_t flags,
-                                      std::chrono::steady_clock::time_point deadline, int64_t deadline_unix_micros);
+  // A search's life, shared by Search (blocking) and HandleSearchAsync: Begin admits it and
+  // answers what needs no shard; each round's results go to Advance, which asks for andor's second
+  // round (nullopt) or answers.
+  struct SearchState;
+  struct Begun {
+    std::optional<HttpReply> reply;      // answered already
+    std::shared_ptr<SearchState> state;  // admitted: fan it out
+    bool must_wait = false;              // neither: no shard has reported, and the caller may not block
+  };
+  Begun Begin(const SearchParams& p, size_t waiting, std::chrono::steady_clock::time_point start, bool may_wait);
+  static std::pair<QueryMode, uint32_t> FirstRound(const SearchState& st);  // mode and flags
+  std::optional<HttpReply> Advance(SearchState& st, std::vector<ShardCallResult> results);
+  HttpReply Complete(const SearchState& st, std::vector<ShardCallResult> results);
+  SearchRequestMsg Request(const SearchState& st, QueryMode mode, uint32_t flags) const;
+  Fanout& PickLane();
+  void SearchAsyncFrom(const SearchParams& p, size_t waiting, std::chrono::steady_clock::time_point start,
+                       bool may_wait, const Post& post, ReplyCallback done);
+  void Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t flags, const Post& post, ReplyCallback done);
+  void WaiterLoop();  // the waiter thread: asynchronous searches waiting for the first shard report
   HttpReply Finish(std::optional<QueryMode> mode, HttpReply reply, std::chrono::steady_clock::time_point start,
                    bool partial = false, bool timed_out = false);
 
@@ -143,6 +176,19 @@ class Integrator {
   std::vector<std::optional<ShardHealthMsg>> reported_;  // GUARDED_BY(analyzer_mu_)
   std::shared_ptr<const AnalyzerState> analyzer_;        // GUARDED_BY(analyzer_mu_)
   mutable std::condition_variable analyzer_cv_;          // notified when analyzer_ changes
+
+  struct Waiting {
+    SearchParams params;
+    size_t waiting = 0;
+    std::chrono::steady_clock::time_point start;
+    Post post;
+    ReplyCallback done;
+  };
+  std::mutex waiter_mu_;
+  std::condition_variable waiter_cv_;
+  std::deque<Waiting> waiter_queue_;  // GUARDED_BY(waiter_mu_)
+  bool waiter_stop_ = false;          // GUARDED_BY(waiter_mu_)
+  std::thread waiter_;
 };
 
 }  // namespace search

@@ -1,0 +1,583 @@
+#include "http_loops.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+
+#include "core/thread_name.hpp"
+#include "core/thread_slice.hpp"
+#include "core/wake_fd.hpp"
+#include "http_routes.hpp"
+#include "integrator/http_request_parser.hpp"
+#include "metrics/log.hpp"
+
+namespace search {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const Logger& Log() {
+  static const Logger kLog("http");
+  return kLog;
+}
+
+constexpr size_t kReadChunk = 16 << 10;
+constexpr int kMaxEvents = 128;
+constexpr auto kIoTimeout = std::chrono::seconds(5);  // a request left incomplete, an answer left unsent
+constexpr auto kSweepEvery = std::chrono::milliseconds(200);
+constexpr auto kDrainFor = std::chrono::seconds(5);  // Stop: how long searches in progress may finish
+// A search whose answer never came (the fan-out's I/O thread stuck): answered anyway after its
+// longest deadline and the fan-out's grace.
+constexpr auto kSearchGiveUp = std::chrono::milliseconds(kMaxTimeoutMs) + std::chrono::seconds(5);
+
+const char* StatusText(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+}  // namespace
+
+class HttpLoops::Loop {
+ public:
+  Loop(HttpLoops* server, size_t index) : server_(server), index_(index), mailbox_(std::make_shared<Mailbox>()) {}
+  ~Loop() {
+    for (auto& [fd, c] : conns_) ::close(fd);
+    if (epoll_fd_ >= 0) ::close(epoll_fd_);
+  }
+
+  Status Open(int listen_fd) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return Status::IOError(std::string("epoll_create1: ") + std::strerror(errno));
+    if (!mailbox_->wake.Open()) return Status::IOError(std::string("eventfd: ") + std::strerror(errno));
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = mailbox_->wake.fd();
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, mailbox_->wake.fd(), &ev) != 0)
+      return Status::IOError(std::string("epoll_ctl: ") + std::strerror(errno));
+    ev.events = EPOLLIN | EPOLLEXCLUSIVE;  // a new connection wakes one loop, not all
+    ev.data.fd = listen_fd;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd, &ev) != 0)
+      return Status::IOError(std::string("epoll_ctl: ") + std::strerror(errno));
+    listen_fd_ = listen_fd;
+    return Status::Ok();
+  }
+
+  void Wake() { mailbox_->wake.Wake(); }
+  // Takes a connection another loop accepted (on this loop's thread, through its mailbox); false
+  // when this loop has returned (the caller closes it).
+  bool Give(int fd) {
+    return mailbox_->Post([this, fd] { Adopt(fd); });
+  }
+
+  void Run();
+
+ private:
+  // Work handed to this loop by other threads (the fan-out's results): run on the loop's thread.
+  struct Mailbox {
+    std::mutex mu;
+    std::vector<std::function<void()>> items;  // GUARDED_BY(mu)
+    bool closed = false;                       // GUARDED_BY(mu): the loop has returned
+    WakeFd wake;
+    // False when the loop has returned: `fn` is dropped (a search's state goes with it).
+    bool Post(std::function<void()> fn) {
+      bool first;
+      {
+        std::lock_guard lock(mu);
+        if (closed) return false;
+        items.push_back(std::move(fn));
+        first = items.size() == 1;
+      }
+      if (first) wake.WakeIfIdle();
+      return true;
+    }
+  };
+
+  struct Conn {
+    int fd = -1;
+    uint64_t gen = 0;          // tells a reply for this connection from one for an earlier one on the fd
+    std::string in;            // bytes read, not yet parsed
+    std::string out;           // answer bytes not yet written
+    size_t out_off = 0;
+    bool busy = false;         // a request is being answered
+    bool close_after = false;  // close once `out` is written
+    bool peer_closed = false;  // the client shut its side: answer what it sent, then close
+    bool read_blocked = false; // stopped reading while busy with a full buffer (edge-triggered: retry later)
+    bool in_process = false;   // Process() is running for it (an answer given at once must not recurse)
+    bool lingering = false;    // answered and half-closed: reading what still comes until EOF, then closed
+    bool head = false;         // the request in progress is a HEAD
+    bool keep_alive = true;    // the request in progress asked for (or allowed) keep-alive
+    int version_minor = 1;
+    size_t requests = 0;
+    Clock::time_point last_io;
+    Clock::time_point busy_since;
+  };
+
+  void Accept();
+  void Adopt(int fd);
+  void OnEvent(Conn& c, uint32_t events);
+  void ReadAll(Conn& c);
+  void Process(Conn& c);
+  void ProcessRequests(Conn& c);
+  void Dispatch(Conn& c, HttpRequest& req);
+  void Answer(uint64_t gen, int fd, int status, std::string body, const char* type);
+  void Flush(Conn& c);
+  void Close(int fd);
+  void Sweep(Clock::time_point now);
+  void RunMailbox();
+  bool Drained() const;
+
+  HttpLoops* server_;
+  size_t index_;
+  std::shared_ptr<Mailbox> mailbox_;
+  int epoll_fd_ = -1;
+  int listen_fd_ = -1;
+  bool listening_ = true;
+  uint64_t next_gen_ = 1;  // per request: an answer finds its request by (fd, gen)
+  std::unordered_map<int, Conn> conns_;
+  HttpRequestLimits limits_;
+};
+
+void HttpLoops::Loop::Accept() {
+  for (int i = 0; i < 64; ++i) {
+    const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK)
+        Log().Warn() << "accept: " << std::strerror(errno);  // EMFILE and the like: retried on the next event
+      return;
+    }
+    int one = 1;
+    // Answers go out in one write; without TCP_NODELAY a small one may still wait for the
+    // client's delayed ACK of the previous.
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    // The loops take new connections in turn: the loop that happens to wake for a burst of them
+    // (EPOLLEXCLUSIVE wakes one) would otherwise keep them all.
+    const size_t n = server_->loops_.size();
+    const size_t to = n == 1 ? index_ : server_->next_loop_.fetch_add(1, std::memory_order_relaxed) % n;
+    if (to == index_)
+      Adopt(fd);
+    else if (!server_->loops_[to]->Give(fd))
+      ::close(fd);
+  }
+}
+
+void HttpLoops::Loop::Adopt(int fd) {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+  ev.data.fd = fd;
+  if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    ::close(fd);
+    return;
+  }
+  Conn& c = conns_[fd];
+  c = Conn{};
+  c.fd = fd;
+  c.gen = next_gen_++;
+  c.last_io = Clock::now();
+  server_->open_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void HttpLoops::Loop::Close(int fd) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end()) return;
+  ::close(fd);  // also takes it out of the epoll set
+  conns_.erase(it);
+  server_->open_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void HttpLoops::Loop::OnEvent(Conn& c, uint32_t events) {
+  const int fd = c.fd;
+  if (events & (EPOLLERR | EPOLLHUP)) {
+    // Nothing more can be read or written (EPOLLHUP: both directions shut).
+    Close(fd);
+    return;
+  }
+  if (events & EPOLLOUT) {
+    Flush(c);
+    if (conns_.find(fd) == conns_.end()) return;
+  }
+  if (events & (EPOLLIN | EPOLLRDHUP)) {
+    ReadAll(c);
+    if (conns_.find(fd) == conns_.end()) return;
+    Process(c);
+  }
+}
+
+void HttpLoops::Loop::ReadAll(Conn& c) {
+  if (c.lingering) {  // after the last answer: discard until the client closes
+    char sink[4096];
+    while (true) {
+      const ssize_t n = ::recv(c.fd, sink, sizeof(sink), 0);
+      if (n > 0) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) Close(c.fd);
+      return;
+    }
+  }
+  // Bounded while a request is in progress: a client pipelining without end is read again once
+  // its answers went out.
+  const size_t cap = limits_.max_header_bytes + limits_.max_body_bytes + kReadChunk;
+  while (true) {
+    if (c.busy && c.in.size() >= cap) {
+      c.read_blocked = true;
+      return;
+    }
+    const size_t old = c.in.size();
+    c.in.resize(old + kReadChunk);
+    const ssize_t n = ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
+    if (n > 0) {
+      c.in.resize(old + static_cast<size_t>(n));
+      c.last_io = Clock::now();
+      if (static_cast<size_t>(n) < kReadChunk) return;  // drained: edge-triggered, more data is a new event
+      continue;
+    }
+    c.in.resize(old);
+    if (n == 0) {
+      c.peer_closed = true;
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) c.peer_closed = true;  // reset: nothing to answer
+    return;
+  }
+}
+
+void HttpLoops::Loop::Process(Conn& c) {
+  const int fd = c.fd;
+  c.in_process = true;
+  ProcessRequests(c);
+  if (auto it = conns_.find(fd); it != conns_.end()) it->second.in_process = false;  // (no accept in between)
+}
+
+void HttpLoops::Loop::ProcessRequests(Conn& c) {
+  const int fd = c.fd;
+  while (!c.busy && !c.close_after && !c.lingering) {
+    if (c.in.empty()) {
+      if (c.peer_closed) Close(fd);
+      return;
+    }
+    HttpRequest req;
+    const HttpParseResult r = ParseHttpRequest(c.in, limits_, &req);
+    if (r.state == HttpParseState::kIncomplete) {
+      if (c.peer_closed) Close(fd);  // the rest will not come
+      return;
+    }
+    c.busy = true;
+    c.busy_since = Clock::now();
+    c.gen = next_gen_++;
+    ++c.requests;
+    if (r.state == HttpParseState::kError) {
+      c.keep_alive = false;
+      c.head = false;
+      c.version_minor = 1;
+      c.in.clear();
+      std::string reason = r.reason;
+      if (r.status == 413) reason = "request body larger than " + std::to_string(kMaxBodyBytes) + " bytes";
+      if (r.status == 414) reason = "request URI too long: send long queries with POST /search";
+      Answer(c.gen, fd, r.status, ErrorJson(RequestError{r.status, ErrorTypeForStatus(r.status), reason}),
+             kJsonType);
+      return;  // closes after the answer
+    }
+    c.in.erase(0, r.consumed);
+    c.keep_alive = req.keep_alive && !c.peer_closed;
+    c.head = req.method == "HEAD";
+    c.version_minor = req.version_minor;
+    Dispatch(c, req);
+    // Dispatch may have answered at once (and even closed the connection).
+    if (conns_.find(fd) == conns_.end()) return;
+  }
+}
+
+void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
+  const int fd = c.fd;
+  const uint64_t gen = c.gen;
+  Integrator* in = server_->integrator_;
+  try {
+    const std::string& m = req.method;
+    const bool get = m == "GET" || m == "HEAD";
+    if (req.path == "/search" && (get || m == "POST")) {
+      ParsedSearch parsed;
+      if (m == "POST") {
+        // Query-string parameters on a POST would be ambiguous next to the body: refuse them.
+        if (req.target.find('?') != std::string::npos)
+          parsed.error = RequestError{400, "illegal_argument_exception", kPostQueryStringReason};
+        else
+          parsed = ParseSearchBody(req.body);
+      } else {
+        parsed = ParseSearchQuery(req.params);
+      }
+      std::shared_ptr<Mailbox> box = mailbox_;
+      Integrator::Post post = [box](std::function<void()> fn) { box->Post(std::move(fn)); };
+      // `done` runs on this loop's thread (at once, or from the mailbox).
+      in->HandleSearchAsync(parsed, 0, post, [this, gen, fd](HttpReply reply) {
+        Answer(gen, fd, reply.status, std::move(reply.body), kJsonType);
+      });
+      return;
+    }
+    if (req.path == "/health" && get) return Answer(gen, fd, 200, in->HealthJson(), kJsonType);
+    if (req.path == "/stats" && get) return Answer(gen, fd, 200, in->StatsJson(), kJsonType);
+    if (req.path == "/" && get) return Answer(gen, fd, 200, StatusPageHtml(), kHtmlType);
+    Answer(gen, fd, 404, ErrorJson(RequestError{404, "not_found", NoRouteReason(m, req.path)}), kJsonType);
+  } catch (const std::exception& e) {
+    Answer(gen, fd, 500, ErrorJson(RequestError{500, "internal_error", e.what()}), kJsonType);
+  }
+}
+
+void HttpLoops::Loop::Answer(uint64_t gen, int fd, int status, std::string body, const char* type) {
+  auto it = conns_.find(fd);
+  if (it == conns_.end() || it->second.gen != gen || !it->second.busy) return;  // closed, or given up on
+  Conn& c = it->second;
+  c.busy = false;
+  const bool last = !c.keep_alive || c.requests >= server_->options_.keep_alive_max_requests ||
+                    server_->stopping_.load(std::memory_order_relaxed);
+  std::string head;
+  head.reserve(160);
+  head += c.version_minor == 0 ? "HTTP/1.0 " : "HTTP/1.1 ";
+  head += std::to_string(status);
+  head += ' ';
+  head += StatusText(status);
+  head += "\r\nContent-Type: ";
+  head += type;
+  head += "\r\nContent-Length: ";
+  head += std::to_string(body.size());
+  if (last)
+    head += "\r\nConnection: close";
+  else if (c.version_minor == 0)
+    head += "\r\nConnection: keep-alive";
+  head += "\r\n\r\n";
+  if (c.out_off == c.out.size()) {
+    c.out.clear();
+    c.out_off = 0;
+  }
+  c.out += head;
+  if (!c.head) c.out += body;
+  c.close_after = last;
+  c.last_io = Clock::now();
+  Flush(c);
+  if (conns_.find(fd) == conns_.end()) return;
+  // The next pipelined request, or what was left unread while this one ran (an answer given while
+  // Process runs leaves that to its loop).
+  if (c.in_process) return;
+  if (c.read_blocked) {
+    c.read_blocked = false;
+    ReadAll(c);
+    if (conns_.find(fd) == conns_.end()) return;
+  }
+  Process(c);
+}
+
+void HttpLoops::Loop::Flush(Conn& c) {
+  while (c.out_off < c.out.size()) {
+    const ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    if (n > 0) {
+      c.out_off += static_cast<size_t>(n);
+      c.last_io = Clock::now();
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // EPOLLOUT (edge) says when
+    Close(c.fd);  // the client went away
+    return;
+  }
+  c.out.clear();
+  c.out_off = 0;
+  if (c.close_after && !c.lingering) {
+    // Half-close, and read until the client closes (or for kIoTimeout): closing with its bytes
+    // still unread would reset the connection, and the client might lose the answer.
+    ::shutdown(c.fd, SHUT_WR);
+    c.lingering = true;
+    c.in.clear();
+    c.last_io = Clock::now();
+    ReadAll(c);
+  }
+}
+
+void HttpLoops::Loop::Sweep(Clock::time_point now) {
+  const auto idle_limit = std::chrono::seconds(server_->options_.keep_alive_seconds);
+  const bool stopping = server_->stopping_.load(std::memory_order_relaxed);
+  std::vector<int> close;
+  std::vector<std::pair<uint64_t, int>> give_up;
+  for (auto& [fd, c] : conns_) {
+    if (c.busy) {
+      if (now - c.busy_since > kSearchGiveUp) give_up.emplace_back(c.gen, fd);
+      continue;
+    }
+    if (c.lingering) {
+      if (stopping || now - c.last_io > kIoTimeout) close.push_back(fd);
+    } else if (c.out_off < c.out.size()) {
+      if (now - c.last_io > kIoTimeout) close.push_back(fd);  // the client stopped reading
+    } else if (c.in.empty()) {
+      if (stopping || now - c.last_io > idle_limit) close.push_back(fd);  // idle keep-alive
+    } else if (now - c.last_io > kIoTimeout) {
+      close.push_back(fd);  // a request left incomplete
+    }
+  }
+  for (int fd : close) Close(fd);
+  for (auto [gen, fd] : give_up)
+    Answer(gen, fd, 500,
+           ErrorJson(RequestError{500, "internal_error", "the search's fan-out did not complete"}), kJsonType);
+}
+
+void HttpLoops::Loop::RunMailbox() {
+  std::vector<std::function<void()>> items;
+  {
+    std::lock_guard lock(mailbox_->mu);
+    items.swap(mailbox_->items);
+  }
+  for (auto& fn : items) fn();
+}
+
+bool HttpLoops::Loop::Drained() const {
+  for (const auto& [fd, c] : conns_)
+    if (c.busy || c.out_off < c.out.size()) return false;
+  return true;
+}
+
+void HttpLoops::Loop::Run() {
+  SetThreadName(index_ == 0 ? "http-loop" : ("http-loop-" + std::to_string(index_)).c_str());
+  if (server_->options_.thread_slice.count() > 0) (void)SetThreadSlice(server_->options_.thread_slice);
+  epoll_event events[kMaxEvents];
+  auto next_sweep = Clock::now() + kSweepEvery;
+  std::optional<Clock::time_point> drain_until;
+  while (true) {
+    if (server_->stopping_.load(std::memory_order_relaxed)) {
+      if (listening_) {
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+        listening_ = false;
+        drain_until = Clock::now() + kDrainFor;
+        Sweep(Clock::now());  // closes the idle connections
+      }
+      RunMailbox();
+      if (Drained() || Clock::now() >= *drain_until) break;
+    }
+    // Idle only after the mailbox's last look (wake_fd.hpp).
+    mailbox_->wake.SetIdle(true);
+    bool pending;
+    {
+      std::lock_guard lock(mailbox_->mu);
+      pending = !mailbox_->items.empty();
+    }
+    const int timeout_ms = pending ? 0 : static_cast<int>(kSweepEvery.count());
+    const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
+    mailbox_->wake.SetIdle(false);
+    for (int i = 0; i < n; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == mailbox_->wake.fd()) {
+        mailbox_->wake.Drain();
+      } else if (fd == listen_fd_) {
+        if (listening_) Accept();
+      } else {
+        auto it = conns_.find(fd);
+        if (it != conns_.end()) OnEvent(it->second, events[i].events);
+      }
+    }
+    RunMailbox();
+    const auto now = Clock::now();
+    if (now >= next_sweep) {
+      Sweep(now);
+      next_sweep = now + kSweepEvery;
+    }
+  }
+  {
+    std::lock_guard lock(mailbox_->mu);
+    mailbox_->closed = true;  // later posts are dropped
+  }
+  RunMailbox();  // what came before: connections handed over (closed below) and answers
+  for (auto& [fd, c] : conns_) ::close(fd);
+  server_->open_.fetch_sub(conns_.size(), std::memory_order_relaxed);
+  conns_.clear();
+}
+
+HttpLoops::HttpLoops(Integrator* integrator, const HttpFrontOptions& options)
+    : integrator_(integrator), options_(options) {}
+
+HttpLoops::~HttpLoops() {
+  Stop();
+  if (listen_fd_ >= 0) ::close(listen_fd_);
+}
+
+Status HttpLoops::Bind() {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  const std::string service = std::to_string(options_.port);
+  if (const int rc = ::getaddrinfo(options_.host.c_str(), service.c_str(), &hints, &res); rc != 0)
+    return Status::IOError("cannot bind HTTP on " + where + ": " + ::gai_strerror(rc));
+  std::string why = "no address";
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    // SO_REUSEADDR only: SO_REUSEPORT would let a second integrator bind the same port and
+    // silently share its traffic.
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 || ::listen(fd, kHttpListenBacklog) != 0) {
+      why = std::strerror(errno);
+      ::close(fd);
+      continue;
+    }
+    listen_fd_ = fd;
+    break;
+  }
+  ::freeaddrinfo(res);
+  if (listen_fd_ < 0) return Status::IOError("cannot bind HTTP on " + where + ": " + why);
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&ss), &len) == 0)
+    port_ = ss.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port)
+                                     : ntohs(reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+  const size_t n = static_cast<size_t>(std::max(1, options_.loops));
+  for (size_t i = 0; i < n; ++i) {
+    auto loop = std::make_unique<Loop>(this, i);
+    SEARCH_RETURN_IF_ERROR(loop->Open(listen_fd_));
+    loops_.push_back(std::move(loop));
+  }
+  return Status::Ok();
+}
+
+void HttpLoops::Listen() {
+  if (loops_.empty()) return;
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < loops_.size(); ++i) threads.emplace_back([this, i] { loops_[i]->Run(); });
+  loops_[0]->Run();
+  for (auto& t : threads) t.join();
+}
+
+void HttpLoops::Stop() {
+  if (stopping_.exchange(true)) return;
+  for (auto& l : loops_) l->Wake();
+}
+
+}  // namespace search

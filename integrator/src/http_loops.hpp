@@ -1,0 +1,59 @@
+// HttpLoops: HttpFront's event-driven engine (--http-engine loops). A few event loops, each a
+// thread with its own epoll set, share the listening socket (EPOLLEXCLUSIVE: a new connection wakes
+// one of them) and serve every connection they accept without a thread of its own: read, parse
+// (http_request_parser.hpp), route, answer. A search does not block its loop: the loop hands it to
+// Integrator::HandleSearchAsync, the fan-out's I/O thread hands each round's results back through
+// the loop's mailbox (a locked queue and an eventfd written only while the loop may sleep,
+// core/wake_fd.hpp), and the loop merges, writes the answer and reads the connection's next
+// request. So a connection costs a buffer, not a thread; a request costs the loop a read and a
+// write plus its share of one epoll_wait, and no thread hand-off beyond the fan-out's.
+//
+// HTTP/1.1 and 1.0 with keep-alive (HTTP/1.0 only when asked), pipelined requests answered in
+// order (one at a time per connection), chunked request bodies. A connection is closed after
+// keep_alive_max_requests requests (its last answer says "Connection: close"), when idle longer
+// than keep_alive_seconds between requests, when a request stays incomplete or an answer unsent
+// for 5 s, and after any malformed request (answered first: 400, 413, 414, 431, 501, 505).
+// Stop: no new connections; idle ones close; the loops return once every search in progress has
+// been answered and written (at most 5 s more).
+// Thread-safety: Stop may be called from any thread; Listen blocks the calling thread (it runs the
+// first loop).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.hpp"
+#include "integrator/http_front.hpp"
+#include "integrator/integrator.hpp"
+
+namespace search {
+
+class HttpLoops {
+ public:
+  HttpLoops(Integrator* integrator, const HttpFrontOptions& options);
+  ~HttpLoops();
+  Status Bind();  // IOError when the address cannot be bound
+  int port() const { return port_; }
+  void Listen();
+  void Stop();
+  // Connections open now over every loop (for tests and /stats-like reports).
+  size_t open_connections() const { return open_.load(std::memory_order_relaxed); }
+
+  class Loop;
+
+ private:
+  Integrator* integrator_;
+  HttpFrontOptions options_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<size_t> open_{0};
+  std::atomic<size_t> next_loop_{0};  // the loop the next accepted connection goes to (in turn)
+  std::vector<std::unique_ptr<Loop>> loops_;
+};
+
+}  // namespace search

@@ -1,0 +1,34 @@
+// What both of HttpFront's engines (httplib's threads, http_loops.hpp) say the same way: content
+// types, the listen backlog, and the reasons of their error answers.
+#pragma once
+
+#include <string>
+
+namespace search {
+
+inline constexpr const char* kJsonType = "application/json";
+inline constexpr const char* kHtmlType = "text/html; charset=utf-8";
+inline constexpr int kHttpListenBacklog = 1024;
+inline constexpr const char* kPostQueryStringReason =
+    "POST /search takes its parameters in the JSON body, not the query string";
+
+inline std::string NoRouteReason(const std::string& method, const std::string& path) {
+  return "no route for " + method.substr(0, 16) + " " + path.substr(0, 128) +
+         " (GET/POST /search, GET /health, GET /stats, GET /)";
+}
+
+// The error type of an HTTP-level error (the request could not be read, or no route took it).
+inline std::string ErrorTypeForStatus(int status) {
+  switch (status) {
+    case 404: return "not_found";
+    case 408: return "request_timeout";
+    case 413: return "content_too_long";
+    case 414: return "uri_too_long";
+    case 431: return "request_header_fields_too_large";
+    case 501: return "not_implemented";
+    case 505: return "http_version_not_supported";
+    default: return status == 400 ? "bad_request" : "http_error";
+  }
+}
+
+}  // namespace search
