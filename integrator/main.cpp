@@ -76,11 +76,11 @@ int main(int argc, char** argv) {
                  "searches running plus requests queued for a worker before answering 429")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
-  std::string http_engine = "threads";
+  std::string http_engine = "loops";
   int http_loops = 0;
   app.add_option("--http-engine", http_engine,
-                 "threads: cpp-httplib, a worker thread per open connection (--http-threads); loops: event loops "
-                 "(--http-loops), any number of connections each, a search not holding a thread while it waits")
+                 "loops: event loops (--http-loops), any number of connections each, a search not holding a thread "
+                 "while it waits; threads: cpp-httplib, a worker thread per open connection (--http-threads)")
       ->capture_default_str()
       ->check(CLI::IsMember({"threads", "loops"}));
   app.add_option("--http-loops", http_loops,

@@ -280,7 +280,7 @@ TEST_F(ClusterSliceTest, HandOffThreadsRunWithTheSliceAndCpuWorkersWithTheDefaul
   const int64_t kernel_default = ThreadSliceNs();  // this test's own thread asked for none
   ASSERT_GT(kernel_default, 0);
   ASSERT_NE(kernel_default, 200000);
-  for (const char* name : {"http", "fanout-io"}) {
+  for (const char* name : {"http-loop", "fanout-io"}) {  // the default engine's first loop
     const auto slices = SlicesOf(integrator_->pid(), name);
     EXPECT_FALSE(slices.empty()) << name;
     for (int64_t s : slices) EXPECT_EQ(s, 200000) << "integrator thread " << name;
@@ -388,15 +388,38 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
 }
 
 // The integrator grows its descriptor table for its HTTP connections before its threads start
-// (2 x --http-threads + 256; a growth under load would stall its accepting thread for an RCU grace
-// period), though the test has opened few connections.
+// (a growth under load would stall its accepting thread for an RCU grace period), though the test
+// has opened few connections: with the default loops engine room for 4,096 connections
+// (2 x 2,048 + 256), with the threads engine 2 x --http-threads + 256.
 TEST_F(ClusterTest, IntegratorsDescriptorTableIsGrownAtStart) {
-  EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 64 + 256);  // the default --http-threads 64
+  EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 2048 + 256);
 }
 
-// --http-keep-alive-requests 3: a kept-alive client's 7 searches take 3 connections (3 + 3 + 1),
-// every answer right.
-TEST_F(ClusterTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
+// The integrator with cpp-httplib's threads (--http-engine threads) in place of the default loops.
+class ClusterThreadsTest : public ClusterTest {
+ protected:
+  ClusterThreadsTest() { integrator_extra_ = {"--http-engine", "threads"}; }
+};
+
+TEST_F(ClusterThreadsTest, ThreadsEngineAnswersEqualSingleProcessAndRefusesBadInput) {
+  EXPECT_EQ(ready_line_.value("http_engine", ""), "threads") << ready_line_.dump();
+  EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 64 + 256);  // the default --http-threads 64
+  std::mt19937 rng(11);
+  for (int i = 0; i < 24; ++i) {
+    const QueryMode mode = i % 3 == 0 ? QueryMode::kAnd : i % 3 == 1 ? QueryMode::kOr : QueryMode::kAndOr;
+    const std::string q = RandomQuery(g_index->corpus, rng);
+    auto r = Search(q, mode, 10, /*post=*/i % 2 == 1);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local3, q, mode, 10),
+                   std::string(QueryModeName(mode)) + " q='" + q + "'");
+  }
+  ExpectBadSearchesRefused(http_port_);
+  EXPECT_EQ(Fetch(http_port_, "/nope").status, 404);
+}
+
+// --http-keep-alive-requests 3 with the threads engine (the loops engine's own test is below): a
+// kept-alive client's 7 searches take 3 connections (3 + 3 + 1), every answer right.
+TEST_F(ClusterThreadsTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
   httplib::Client client("127.0.0.1", http_port_);
   client.set_keep_alive(true);
   std::atomic<int> sockets{0};
@@ -421,7 +444,8 @@ OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name, const std::s
   Process one;
   OneWorkerOutcome out;
   EXPECT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-                         "--ping-ms", "200", "--cache-mb", "0", "--http-threads", "1", "--http-close-after-wait-ms",
+                         "--ping-ms", "200", "--cache-mb", "0", "--http-engine", "threads", "--http-threads", "1",
+                         "--http-close-after-wait-ms",
                          close_after_wait_ms},
                         run_->path() + "/" + name));
   auto ready = one.WaitReady();

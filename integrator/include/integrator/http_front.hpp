@@ -1,4 +1,5 @@
-// HttpFront: the integrator's HTTP API over cpp-httplib, a thin layer over Integrator.
+// HttpFront: the integrator's HTTP API, a thin layer over Integrator, served by event loops of our own
+// (HttpEngine::kLoops, the default) or by cpp-httplib's threads (kThreads).
 //   GET  /search?q=&k=&mode=&timeout_ms=   POST /search {"q","k","mode","timeout_ms"}
 //   GET  /health   cluster health (green | yellow | red) and per-shard state
 //   GET  /stats    live numbers for the status page (QPS, latency percentiles, cache)
@@ -20,15 +21,18 @@ namespace search {
 
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
-// How HttpFront serves connections. kThreads: cpp-httplib, a worker thread per open connection
-// (`threads` of them; a connection beyond waits for one). kLoops: `loops` event loops of our own
-// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them.
+// How HttpFront serves connections. kLoops (the default): `loops` event loops of our own
+// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them; on
+// a 2 x H200 host the integrator's CPU a query fell from 103-121 us to 65-79 us with them, and
+// hybrid's p99 at 72,750-76,388 q/s from 14.9-117 ms to 11.1-13.8 ms on the same host (BENCHMARKS.md
+// issue 6, 2026-11-28). kThreads: cpp-httplib, a worker thread per open connection (`threads` of
+// them; a connection beyond waits for one).
 enum class HttpEngine { kThreads, kLoops };
 
 struct HttpFrontOptions {
   std::string host = "127.0.0.1";
   int port = 9200;
-  HttpEngine engine = HttpEngine::kThreads;
+  HttpEngine engine = HttpEngine::kLoops;
   int loops = 2;  // kLoops: event-loop threads
   int threads = 64;  // a keep-alive connection holds its worker while it stays open
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
