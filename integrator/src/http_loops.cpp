@@ -38,6 +38,7 @@ constexpr size_t kReadChunk = 16 << 10;
 constexpr int kMaxEvents = 128;
 constexpr auto kIoTimeout = std::chrono::seconds(5);  // a request left incomplete, an answer left unsent
 constexpr auto kSweepEvery = std::chrono::milliseconds(200);
+constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after accept failed for want of resources
 constexpr auto kDrainFor = std::chrono::seconds(5);  // Stop: how long searches in progress may finish
 // A search whose answer never came (the fan-out's I/O thread stuck): answered anyway after its
 // longest deadline and the fan-out's grace.
@@ -158,6 +159,7 @@ class HttpLoops::Loop {
   int epoll_fd_ = -1;
   int listen_fd_ = -1;
   bool listening_ = true;
+  std::optional<Clock::time_point> accept_paused_until_;  // the listening socket is out of the epoll set
   uint64_t next_gen_ = 1;  // per request: an answer finds its request by (fd, gen)
   std::unordered_map<int, Conn> conns_;
   HttpRequestLimits limits_;
@@ -168,8 +170,15 @@ void HttpLoops::Loop::Accept() {
     const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK)
-        Log().Warn() << "accept: " << std::strerror(errno);  // EMFILE and the like: retried on the next event
+      if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        // Out of descriptors or memory (EMFILE, ENFILE, ENOBUFS, ...): the pending connection stays
+        // in the backlog and the level-triggered socket would wake this loop at once, again and
+        // again. Stop watching it for kAcceptPause (one warning a pause); the connections open
+        // now are served meanwhile and free descriptors as they close.
+        Log().Warn() << "accept: " << std::strerror(errno) << "; not accepting for "
+                     << kAcceptPause.count() << " ms (" << server_->open_connections() << " connections open)";
+        if (::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr) == 0) accept_paused_until_ = Clock::now() + kAcceptPause;
+      }
       return;
     }
     int one = 1;
@@ -483,7 +492,7 @@ void HttpLoops::Loop::Run() {
       std::lock_guard lock(mailbox_->mu);
       pending = !mailbox_->items.empty();
     }
-    const int timeout_ms = pending ? 0 : static_cast<int>(kSweepEvery.count());
+    const int timeout_ms = pending ? 0 : static_cast<int>((accept_paused_until_ ? kAcceptPause : kSweepEvery).count());
     const int n = ::epoll_wait(epoll_fd_, events, kMaxEvents, timeout_ms);
     mailbox_->wake.SetIdle(false);
     for (int i = 0; i < n; ++i) {
@@ -502,6 +511,13 @@ void HttpLoops::Loop::Run() {
     if (now >= next_sweep) {
       Sweep(now);
       next_sweep = now + kSweepEvery;
+    }
+    if (accept_paused_until_ && now >= *accept_paused_until_ && listening_) {
+      epoll_event ev{};
+      ev.events = EPOLLIN | EPOLLEXCLUSIVE;
+      ev.data.fd = listen_fd_;
+      if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev) == 0) accept_paused_until_.reset();
+      else accept_paused_until_ = now + kAcceptPause;
     }
   }
   {

@@ -1152,6 +1152,55 @@ TEST_F(ClusterLoopsTest, LoopsEngineKeptAliveConnectionsCarryTheConfiguredReques
   EXPECT_EQ(sockets.load(), 3);
 }
 
+// Out of descriptors: an integrator limited to 160 (ulimit -n) and sent 300 connections accepts
+// what it can, keeps serving the connections it has, warns once a pause instead of spinning on a
+// listening socket it cannot accept from, and accepts again once connections close.
+TEST_F(ClusterLoopsTest, LoopsEngineOutOfDescriptorsPausesAcceptingAndRecovers) {
+  std::string shards;
+  for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
+  Process limited;
+  ASSERT_TRUE(limited.Start({"/bin/sh", "-c",
+                             "ulimit -n 160 && exec " + std::string(SEARCH_INTEGRATOR_BIN) + " --shards " + shards +
+                                 " --http 127.0.0.1:0 --metrics '' --ping-ms 200 --cache-mb 0 --http-loops 2"},
+                            run_->path() + "/limited"));
+  auto ready = limited.WaitReady();
+  ASSERT_TRUE(ready.has_value()) << limited.Logs();
+  const int port = PortOf(ready->at("http").get<std::string>());
+  const auto until = Clock::now() + 15s;
+  while (Clock::now() < until && Fetch(port, "/health").body.value("status", "") != "green")
+    std::this_thread::sleep_for(50ms);
+  const std::string q = "w5 w7";
+  RawConn early(port);  // accepted before the flood
+  ASSERT_TRUE(early.ok());
+  ASSERT_TRUE(early.Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10))));
+  ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(early.Read(), early.why(), q, QueryMode::kOr, 10, "before the flood"));
+  {
+    std::vector<std::unique_ptr<RawConn>> flood;
+    for (int i = 0; i < 300; ++i) {
+      flood.push_back(std::make_unique<RawConn>(port));  // the kernel completes them into the backlog
+      ASSERT_TRUE(flood.back()->ok()) << "connection " << i;
+    }
+    std::this_thread::sleep_for(600ms);
+    // The connection it had is still served, and right.
+    ASSERT_TRUE(early.Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10))));
+    ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(early.Read(), early.why(), q, QueryMode::kOr, 10, "during the flood"));
+  }  // the flood closes
+  // Accepting again: a new connection is answered (it may wait for a pause to end).
+  std::this_thread::sleep_for(300ms);
+  RawConn late(port);
+  ASSERT_TRUE(late.ok());
+  ASSERT_TRUE(late.Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10))));
+  ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(late.Read(), late.why(), q, QueryMode::kOr, 10, "after the flood"));
+  EXPECT_TRUE(limited.running());
+  // It ran out (else the test tested nothing), and warned once a pause (100 ms), not once a wake-up.
+  std::ifstream err(run_->path() + "/limited.err");
+  std::string line;
+  int warnings = 0;
+  while (std::getline(err, line)) warnings += line.find("not accepting for 100 ms") != std::string::npos;
+  EXPECT_GE(warnings, 1) << limited.Logs();
+  EXPECT_LE(warnings, 40) << limited.Logs();
+}
+
 // SIGTERM with 20 searches in flight over 20 connections (one node stopped, so they wait for their
 // 2 s deadline): every one gets a complete 200 answer, then the connection closes, and the
 // integrator exits 0.
