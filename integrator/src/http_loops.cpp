@@ -149,6 +149,7 @@ class HttpLoops::Loop {
   void Answer(uint64_t gen, int fd, int status, std::string body, const char* type);
   void Flush(Conn& c);
   void Close(int fd);
+  void CloseWhenWritten(Conn& c);
   void Sweep(Clock::time_point now);
   void RunMailbox();
   bool Drained() const;
@@ -220,6 +221,15 @@ void HttpLoops::Loop::Close(int fd) {
   server_->open_.fetch_sub(1, std::memory_order_relaxed);
 }
 
+void HttpLoops::Loop::CloseWhenWritten(Conn& c) {
+  // The client shut its side after its last request: an answer still being written goes out first
+  // (a client may half-close once it has sent everything and still read the answers).
+  if (c.out_off < c.out.size())
+    c.close_after = true;  // Flush closes it
+  else
+    Close(c.fd);
+}
+
 void HttpLoops::Loop::OnEvent(Conn& c, uint32_t events) {
   const int fd = c.fd;
   if (events & (EPOLLERR | EPOLLHUP)) {
@@ -288,13 +298,13 @@ void HttpLoops::Loop::ProcessRequests(Conn& c) {
   const int fd = c.fd;
   while (!c.busy && !c.close_after && !c.lingering) {
     if (c.in.empty()) {
-      if (c.peer_closed) Close(fd);
+      if (c.peer_closed) CloseWhenWritten(c);
       return;
     }
     HttpRequest req;
     const HttpParseResult r = ParseHttpRequest(c.in, limits_, &req);
     if (r.state == HttpParseState::kIncomplete) {
-      if (c.peer_closed) Close(fd);  // the rest will not come
+      if (c.peer_closed) CloseWhenWritten(c);  // the rest will not come
       return;
     }
     c.busy = true;

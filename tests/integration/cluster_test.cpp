@@ -749,6 +749,11 @@ class RawConn {
     return true;
   }
 
+  // Half-close: the server sees EOF after what was sent, and may still answer.
+  void ShutdownWrite() {
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);
+  }
+
   // reset: SO_LINGER 0, so the close sends RST instead of FIN.
   void Close(bool reset = false) {
     if (fd_ < 0) return;
@@ -1150,6 +1155,20 @@ TEST_F(ClusterLoopsTest, LoopsEngineKeptAliveConnectionsCarryTheConfiguredReques
     EXPECT_EQ(r->get_header_value("Connection") == "close", i % 3 == 2) << "answer " << i;
   }
   EXPECT_EQ(sockets.load(), 3);
+}
+
+// A client that sends two pipelined searches and then half-closes its side (shutdown SHUT_WR, as
+// `nc -N` does) still gets both answers, big ones included, and then the close.
+TEST_F(ClusterLoopsTest, LoopsEngineAnswersAClientThatHalfClosed) {
+  ExpectLoopsEngine();
+  RawConn c(http_port_);
+  ASSERT_TRUE(c.ok());
+  const std::string q = "w1 w2 w3 w5 w7";
+  ASSERT_TRUE(c.Send(GetRequest(SearchTarget(q, QueryMode::kOr, 1000)) + GetRequest(SearchTarget(q, QueryMode::kOr, 10))));
+  c.ShutdownWrite();
+  ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(c.Read(), c.why(), q, QueryMode::kOr, 1000, "first, k=1000"));
+  ASSERT_NO_FATAL_FAILURE(ExpectRawSearch(c.Read(), c.why(), q, QueryMode::kOr, 10, "second"));
+  EXPECT_TRUE(c.ReadsEof()) << c.why();
 }
 
 // Out of descriptors: an integrator limited to 160 (ulimit -n) and sent 300 connections accepts
