@@ -670,10 +670,7 @@ void Fanout::Submit(const std::shared_ptr<Call>& call) {
 }
 
 std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::time_point deadline) {
-  auto call = std::make_shared<Call>();
-  call->id = request.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  call->deadline = deadline;
-  call->frame = EncodeSearchRequest(request);
+  auto call = NewCall(request, deadline);
   Submit(call);
   std::unique_lock lock(call->mu);
   if (!call->cv.wait_until(lock, deadline + options_.grace, [&] { return call->done; })) {
@@ -685,12 +682,17 @@ std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::tim
 }
 
 void Fanout::SearchAsync(SearchRequestMsg request, Clock::time_point deadline, SearchCallback done) {
+  auto call = NewCall(request, deadline);
+  call->on_done = std::move(done);
+  Submit(call);
+}
+
+std::shared_ptr<Fanout::Call> Fanout::NewCall(SearchRequestMsg& request, Clock::time_point deadline) {
   auto call = std::make_shared<Call>();
   call->id = request.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   call->deadline = deadline;
   call->frame = EncodeSearchRequest(request);
-  call->on_done = std::move(done);
-  Submit(call);
+  return call;
 }
 
 std::vector<ShardHealthView> Fanout::Health() const {

@@ -127,6 +127,8 @@ class Fanout {
   struct Call;
   struct Impl;
   Fanout(FanoutOptions options, FanoutListener* listener);
+  // A call for `request` (given a fresh request id) by `deadline`, encoded, not yet submitted.
+  std::shared_ptr<Call> NewCall(SearchRequestMsg& request, std::chrono::steady_clock::time_point deadline);
   void Submit(const std::shared_ptr<Call>& call);
 
   FanoutOptions options_;
