@@ -183,9 +183,9 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     if (res.status == 404) {
       reason = NoRouteReason(req.method, req.path);
     } else if (res.status == 413) {
-      reason = "request body larger than " + std::to_string(kMaxBodyBytes) + " bytes";
+      reason = BodyTooLongReason(kMaxBodyBytes);
     } else if (res.status == 414) {
-      reason = "request URI too long: send long queries with POST /search";
+      reason = kUriTooLongReason;
     }
     res.set_content(ErrorJson(RequestError{res.status, type, reason}), kJson);
   });

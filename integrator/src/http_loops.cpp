@@ -317,8 +317,8 @@ void HttpLoops::Loop::ProcessRequests(Conn& c) {
       c.version_minor = 1;
       c.in.clear();
       std::string reason = r.reason;
-      if (r.status == 413) reason = "request body larger than " + std::to_string(kMaxBodyBytes) + " bytes";
-      if (r.status == 414) reason = "request URI too long: send long queries with POST /search";
+      if (r.status == 413) reason = BodyTooLongReason(kMaxBodyBytes);
+      if (r.status == 414) reason = kUriTooLongReason;
       Answer(c.gen, fd, r.status, ErrorJson(RequestError{r.status, ErrorTypeForStatus(r.status), reason}),
              kJsonType);
       return;  // closes after the answer

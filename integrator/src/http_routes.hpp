@@ -2,6 +2,7 @@
 // types, the listen backlog, and the reasons of their error answers.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace search {
@@ -11,6 +12,12 @@ inline constexpr const char* kHtmlType = "text/html; charset=utf-8";
 inline constexpr int kHttpListenBacklog = 1024;
 inline constexpr const char* kPostQueryStringReason =
     "POST /search takes its parameters in the JSON body, not the query string";
+
+inline constexpr const char* kUriTooLongReason = "request URI too long: send long queries with POST /search";
+
+inline std::string BodyTooLongReason(size_t max_bytes) {
+  return "request body larger than " + std::to_string(max_bytes) + " bytes";
+}
 
 inline std::string NoRouteReason(const std::string& method, const std::string& path) {
   return "no route for " + method.substr(0, 16) + " " + path.substr(0, 128) +
