@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/url_encode.hpp"
 #include "fuzz_check.hpp"
 #include "integrator/search_params.hpp"
 
@@ -48,24 +49,6 @@ void CheckOutcome(const ParsedSearch& p) {
   FUZZ_CHECK(s.mode == search::QueryMode::kAnd || s.mode == search::QueryMode::kOr ||
              s.mode == search::QueryMode::kAndOr);
   FUZZ_CHECK(!s.timeout_ms || (*s.timeout_ms >= 1 && *s.timeout_ms <= search::kMaxTimeoutMs));
-}
-
-// Percent-encodes every byte outside RFC 3986's unreserved set.
-std::string UrlEncode(std::string_view s) {
-  static const char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '_' ||
-        c == '.' || c == '~') {
-      out.push_back(ch);
-    } else {
-      out.push_back('%');
-      out.push_back(kHex[c >> 4]);
-      out.push_back(kHex[c & 15]);
-    }
-  }
-  return out;
 }
 
 // Top-level object keys given more than once, found with nlohmann's SAX interface (the DOM parser
@@ -127,7 +110,7 @@ ParsedSearch ParseQueryString(const std::string& query) {
 // An accepted request, written back as a query string with every parameter explicit, parses to
 // the same parameters.
 void CheckQueryRoundTrip(const SearchParams& s) {
-  std::string query = "q=" + UrlEncode(s.q) + "&k=" + std::to_string(s.k) +
+  std::string query = "q=" + search::UrlEncode(s.q) + "&k=" + std::to_string(s.k) +
                       "&mode=" + std::string(search::QueryModeName(s.mode));
   if (s.timeout_ms) query += "&timeout_ms=" + std::to_string(*s.timeout_ms);
   const ParsedSearch back = ParseQueryString(query);

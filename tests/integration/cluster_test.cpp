@@ -24,6 +24,7 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/thread_slice.hpp"
+#include "core/url_encode.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "integrator/integrator.hpp"
 
@@ -854,22 +855,6 @@ class RawConn {
   bool eof_ = false;
   std::string why_;
 };
-
-// "a b" -> "a%20b": a query string value.
-std::string UrlEncode(const std::string& s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
-      out += static_cast<char>(ch);
-    } else {
-      out += '%';
-      out += hex[ch >> 4];
-      out += hex[ch & 15];
-    }
-  }
-  return out;
-}
 
 std::string SearchTarget(const std::string& q, QueryMode mode, uint32_t k, int timeout_ms = 0) {
   std::string t = "/search?q=" + UrlEncode(q) + "&mode=" + std::string(QueryModeName(mode)) + "&k=" + std::to_string(k);

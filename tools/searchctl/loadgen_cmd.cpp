@@ -40,6 +40,7 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/thread_slice.hpp"
+#include "core/url_encode.hpp"
 #include "common.hpp"
 #include "http_response.hpp"
 
@@ -65,20 +66,6 @@ struct Sample {
   int http = 0;  // the HTTP status; 0: no answer (connection error or read timeout)
 };
 
-std::string UrlEncode(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out += static_cast<char>(c);
-    } else {
-      out += '%';
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    }
-  }
-  return out;
-}
 
 // "http://HOST:PORT" -> host, port.
 Status ParseUrl(const std::string& url, std::string* host, int* port) {
