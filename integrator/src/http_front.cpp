@@ -85,11 +85,9 @@ class CountingPool : public httplib::TaskQueue {
   std::vector<std::thread> threads_;
 };
 
-constexpr const char* kJson = kJsonType;
-
 void Reply(httplib::Response& res, const HttpReply& r) {
   res.status = r.status;
-  res.set_content(r.body, kJson);
+  res.set_content(r.body, kJsonType);
 }
 
 }  // namespace
@@ -169,10 +167,10 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     Reply(res, in->HandleSearch(ParseSearchBody(req.body), im->waiting()));
   });
   s.Get("/health", [in](const httplib::Request&, httplib::Response& res) {
-    res.set_content(in->HealthJson(), kJson);
+    res.set_content(in->HealthJson(), kJsonType);
   });
   s.Get("/stats", [in](const httplib::Request&, httplib::Response& res) {
-    res.set_content(in->StatsJson(), kJson);
+    res.set_content(in->StatsJson(), kJsonType);
   });
   s.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(StatusPageHtml(), kHtmlType);
@@ -187,7 +185,7 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     } else if (res.status == 414) {
       reason = kUriTooLongReason;
     }
-    res.set_content(ErrorJson(RequestError{res.status, type, reason}), kJson);
+    res.set_content(ErrorJson(RequestError{res.status, type, reason}), kJsonType);
   });
   s.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
@@ -198,7 +196,7 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
     } catch (...) {
     }
     res.status = 500;
-    res.set_content(ErrorJson(RequestError{500, "internal_error", what}), kJson);
+    res.set_content(ErrorJson(RequestError{500, "internal_error", what}), kJsonType);
   });
 }
 
