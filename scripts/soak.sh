@@ -19,7 +19,7 @@
 #      OVERLOAD_SECONDS, MODE (and)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-. scripts/bench_lib.sh
+. bench/scripts/bench_lib.sh
 
 work=${1:-/tmp/soak}
 build=${BUILD:-build}

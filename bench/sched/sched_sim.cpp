@@ -21,7 +21,7 @@
 //                  [--start 10000 --factor 1.2 --steps 12] [--seconds 5] [--cpu-workers 16] ...
 // Prints a table per mode: rate, mean / p99 latency, miss ratio, CPU share; then each mode's
 // sustained rate (at most --miss-limit misses; default 1%), hybrid's over gpu's, and each mode's
-// highest rate within p99 bounds of 10 to 250 ms (as scripts/plot_fig7.py reads a Fig. 7 sweep).
+// highest rate within p99 bounds of 10 to 250 ms (as bench/scripts/plot_fig7.py reads a Fig. 7 sweep).
 #include <zlib.h>
 
 #include <CLI/CLI.hpp>

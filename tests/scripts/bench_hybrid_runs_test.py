@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/bench_hybrid_runs.sh with a stand-in for bench_hybrid.sh (BENCH): every run line gets
+"""bench/scripts/bench_hybrid_runs.sh with a stand-in for bench_hybrid.sh (BENCH): every run line gets
 its label, schedulers, the common node flags followed by its own, and its settings (which win over
 the common ones); comments and blank lines are skipped; the runs' CSVs are merged under one
 header into the table plot_fig7.py prints; PIN=halves pins the node and its clients to CPU lists,
@@ -44,7 +44,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
-    script = os.path.join(args.source, "scripts", "bench_hybrid_runs.sh")
+    script = os.path.join(args.source, "bench", "scripts", "bench_hybrid_runs.sh")
     problems = []
     with tempfile.TemporaryDirectory() as tmp:
         bench = os.path.join(tmp, "fake_bench.sh")

@@ -7,10 +7,10 @@ import sys
 
 
 def script_under_test(name):
-    """Parses --source REPO and returns REPO/scripts/NAME."""
+    """Parses --source REPO and returns REPO/bench/scripts/NAME."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
-    return os.path.join(ap.parse_args().source, "scripts", name)
+    return os.path.join(ap.parse_args().source, "bench", "scripts", name)
 
 
 def run(script, *args):

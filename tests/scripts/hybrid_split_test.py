@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/hybrid_split.py on made-up per-query files whose best split is known by hand.
+"""bench/scripts/hybrid_split.py on made-up per-query files whose best split is known by hand.
 
 Four queries cost the GPU the same; two cost the CPU 100 us, two 100,000 us. With the GPU at 100
 q/s alone and one CPU core, the best split sends the two cheap ones to the CPU: the GPU's half of

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/loadgen_waits.py on a made-up loadgen trace whose bursts are known by hand.
+"""bench/scripts/loadgen_waits.py on a made-up loadgen trace whose bursts are known by hand.
 
 Warm-up 0-1 s, measured 1-3 s. Arrivals every 10 ms; those at 0.00-0.04 s waited 80, 60, 40,
 20 and 5 ms (one burst of four over 10 ms, in the warm-up), those at 0.95-1.02 s waited 30 ms

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/net_delta.py on two made-up snapshots of scripts/step_net_hook.sh: a /proc/net table
+"""bench/scripts/net_delta.py on two made-up snapshots of bench/scripts/step_net_hook.sh: a /proc/net table
 whose ActiveOpens rose by 50 and RetransSegs by 2 (InSegs the same), and integrator samples whose
 answered searches rose by 4,000 (3,990 ok, 10 partial); a gauge that fell by 3.
 

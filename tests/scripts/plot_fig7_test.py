@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/plot_fig7.py on a made-up sweep: every well-formed row is kept (diagnostic columns may
+"""bench/scripts/plot_fig7.py on a made-up sweep: every well-formed row is kept (diagnostic columns may
 hold "-"), a row whose latency is not a number is skipped with a message, and the summary tables
 report the right sustained rates, '>=' bounds, hybrid/best-single ratios and p99 ratios, with
 the host stalls that bench_hybrid.sh records named where they fall; series named MODE-LABEL are
@@ -57,7 +57,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--source", required=True)
     args = ap.parse_args()
-    script = os.path.join(args.source, "scripts", "plot_fig7.py")
+    script = os.path.join(args.source, "bench", "scripts", "plot_fig7.py")
     problems = []
     r = run_plot(script, problems, "plain", ROWS)
     out, err = r.stdout, r.stderr

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/sched_trace_summary.py on a made-up scheduler trace whose summary is known by hand.
+"""bench/scripts/sched_trace_summary.py on a made-up scheduler trace whose summary is known by hand.
 
 Window 0 holds four jobs: two the CPU ran (one cheap, waits 10 and 30 us, runs 100 and 300 us, the
 model saw 100 and 300 against predictions of 100 and 150) and two the GPU ran after the balance

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/serving_cost.sh end to end on a tiny shard: it starts a real search-node and
+"""bench/scripts/serving_cost.sh end to end on a tiny shard: it starts a real search-node and
 search-integrator, drives them with searchctl loadgen, answers every query and prints the
 node's, the integrator's and the load generator's CPU per query as positive numbers; a build
 directory without the binaries is refused with exit 2.
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--source", required=True)
     ap.add_argument("--build", required=True)
     a = ap.parse_args()
-    script = os.path.join(a.source, "scripts", "serving_cost.sh")
+    script = os.path.join(a.source, "bench", "scripts", "serving_cost.sh")
     failures = []
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, DOCS="5000", RATE="200", SECONDS_PER_RUN="1", CONNECTIONS="4",

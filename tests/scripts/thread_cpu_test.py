@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/thread_cpu.sh on a child process whose threads are known: one named "spin hot" (a name
+"""bench/scripts/thread_cpu.sh on a child process whose threads are known: one named "spin hot" (a name
 with a space) busy for the whole sample, one named "idler" asleep, 1,500 more asleep under the
 name "crowd" (as the integrator's hundreds of HTTP threads), and the main thread waiting.
 

@@ -15,7 +15,7 @@
 // Fig. 7 log's 10,000 queries timed alone (25.2M documents, H100 host), the linear form's median
 // relative error was 59% and it took 66% of the queries for cheaper than 169 us where 43% were;
 // the power law's error was 39% and it picked 43%, 39 points of them right
-// (`scripts/hybrid_split.py --fit-check`, BENCHMARKS.md, issue 6). A power law predicts the
+// (`bench/scripts/hybrid_split.py --fit-check`, BENCHMARKS.md, issue 6). A power law predicts the
 // median time of queries like this one, not the mean (which is higher by the spread). Observations enter as
 // exponentially decayed sufficient statistics (forgetting factor `decay` per observation), so
 // Observe() refreshes the model online; the normal equations are re-solved (7x7, ridge-damped) on

@@ -111,7 +111,7 @@ struct SchedOptions {
   // (both queues empty) the bound rests at gpu_alone_us. The GPU path's time per query varies
   // about 5x (p10 to p90) while the CPU's spans three orders of magnitude, so each query moved to
   // the CPU this way frees roughly one query's worth of GPU time at the least CPU cost (the ideal
-  // split of scripts/hybrid_split.py orders by the ratio instead: cheap_by_ratio). 0: off (the bound
+  // split of bench/scripts/hybrid_split.py orders by the ratio instead: cheap_by_ratio). 0: off (the bound
   // stays at gpu_alone_us).
   double cheap_step = 0;
   double cheap_max_factor = 16;
@@ -150,7 +150,7 @@ struct SchedOptions {
   // on an H200, per copy in a batch: p10 5.4 us, p50 9.7, p90 27.5), and for a given CPU budget
   // the queries with the lowest cpu/gpu ratio take more work off the GPU than the cheapest ones
   // do (the log with served CPU times: at 10% of the CPU-only work, 44.1% of the GPU's against
-  // 37.6%; scripts/hybrid_split.py orders its ideal split the same way). Stealing then also
+  // 37.6%; bench/scripts/hybrid_split.py orders its ideal split the same way). Stealing then also
   // picks, among the owner's oldest steal_window jobs, the one cheapest for the thief relative to
   // the owner. BENCHMARKS.md, issue 6.
   bool cheap_by_ratio = false;

@@ -1,7 +1,7 @@
 // SchedTrace: the scheduler's decisions, job by job, to a CSV file (search-node --sched-trace):
 // for every every-th finished job its features, the cost model's predictions, the queue the policy
 // chose and why (cheap, moved by the balance rule), where it ran, how long it waited and ran, and
-// the time the model learned from it. The offline tools (scripts/hybrid_split.py, bench/sched's
+// the time the model learned from it. The offline tools (bench/scripts/hybrid_split.py, bench/sched's
 // sched_sim) say how many queries the CPU could take; this says which ones the node gave it and
 // how far its predictions were off (issue 6). Columns (Header): t_us since the trace opened, id
 // (the scheduler's job id: unique among the jobs in flight, not over the run), the query's mode

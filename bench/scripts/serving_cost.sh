@@ -8,15 +8,15 @@
 # with PERF_WHO=node).
 # Where the H100 host's cores go at high rates (BENCHMARKS.md, issue 6) without the GPU host.
 #
-# usage: scripts/serving_cost.sh [BUILD_DIR]      (default build)
+# usage: bench/scripts/serving_cost.sh [BUILD_DIR]      (default build)
 # env: DOCS (200000), RATE (2000), SECONDS_PER_RUN (6), CONNECTIONS (64), HTTP_THREADS (CONNECTIONS),
 #      BASE_PORT (7800: node BASE+1, its metrics BASE+2, HTTP BASE, integrator metrics BASE+3),
 #      OUT_DIR (/tmp/serving-cost: the index, query log and logs are kept there between runs),
 #      INTEGRATOR_ARGS (extra search-integrator flags), NODE_ARGS (extra search-node flags),
 #      LOADGEN_ARGS (extra searchctl loadgen flags), PERF (0; PERF_WHO=node records the node instead).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. scripts/bench_lib.sh
+cd "$(dirname "$0")/../.."
+. bench/scripts/bench_lib.sh
 build=${1:-build}
 docs=${DOCS:-200000}
 rate=${RATE:-2000}

@@ -2,15 +2,15 @@
 # Ding et al. 2009 Fig. 7 on one node (issue 6): mean and p99 latency against Poisson arrival rate
 # for the node's schedulers (cpu, gpu, hybrid, griffin), with a deadline per query, driven by
 # `searchctl loadgen` through a real integrator (result cache off) and a real search-node over a
-# synthetic GOV2-shaped shard (as scripts/bench_scale.sh makes it). Per scheduler the rate climbs
+# synthetic GOV2-shaped shard (as bench/scripts/bench_scale.sh makes it). Per scheduler the rate climbs
 # geometrically from START_RATE until more than MISS_LIMIT of the queries miss their deadline;
 # the sustained rate is the highest with at most 1% misses. Writes a CSV, a markdown table and,
-# with matplotlib, the plot (scripts/plot_fig7.py). One command on the GPU host; nothing is
+# with matplotlib, the plot (bench/scripts/plot_fig7.py). One command on the GPU host; nothing is
 # downloaded.
 #
-# usage: scripts/bench_hybrid.sh [DOCS] [WORK_DIR]
+# usage: bench/scripts/bench_hybrid.sh [DOCS] [WORK_DIR]
 #   DOCS      documents (default 25200000); WORK_DIR (default /dev/shm/gpu-bench: shares the index
-#             scripts/bench_gpu.sh leaves there with KEEP=1)
+#             bench/scripts/bench_gpu.sh leaves there with KEEP=1)
 # The node's /metrics after each scheduler's run goes to OUT_DIR/node-metrics-MODE.txt.
 # env: BUNDLE (default .bundle: searchctl, search-node, search-integrator, host_jitter and their
 #      libraries),
@@ -42,7 +42,7 @@
 #      TRACE=1 (each step's per-query loadgen --trace to OUT_DIR/trace-SCHEDULER-RATE.csv; the
 #      node's slow-query lines, with NODE_ARGS="--slow-query-ms MS", go to OUT_DIR/slow-SCHEDULER.log),
 #      THREAD_CPU=1 (each step's cores by thread name of the node and the integrator, from
-#      scripts/thread_cpu.sh, to OUT_DIR/threads-SCHEDULER-RATE.txt),
+#      bench/scripts/thread_cpu.sh, to OUT_DIR/threads-SCHEDULER-RATE.txt),
 #      STEP_HOOK (a command run beside each step after its warm-up: HOOK NODE_PID SERIES RATE
 #      SECONDS OUT_DIR, e.g. a profiler),
 #      NODE_CPUS and CLIENT_CPUS (taskset CPU lists, e.g. 0-15 and 16-31 on a 32-core host: the node
@@ -74,8 +74,8 @@
 # what they took over what the model had predicted, search_sched_model_{observed,predicted}_seconds_total;
 # "-" where it learned from none).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. scripts/bench_lib.sh
+cd "$(dirname "$0")/../.."
+. bench/scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-/dev/shm/gpu-bench}
@@ -276,13 +276,13 @@ for mode in $modes; do
     trace=()
     [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
     # THREAD_CPU=1: where the node's and the integrator's cores go in the step's measured seconds,
-    # by thread name (scripts/thread_cpu.sh), in threads-MODE-RATE.txt.
+    # by thread name (bench/scripts/thread_cpu.sh), in threads-MODE-RATE.txt.
     if [ "${THREAD_CPU:-0}" = 1 ]; then
-      ( sleep "$warmup"; scripts/thread_cpu.sh "$secs" "$node_pid" "$int_pid" >"$out_dir/threads-$mode$label-$rate.txt" 2>&1 ) &
+      ( sleep "$warmup"; bench/scripts/thread_cpu.sh "$secs" "$node_pid" "$int_pid" >"$out_dir/threads-$mode$label-$rate.txt" 2>&1 ) &
     fi
     # STEP_HOOK: a command run beside each step once its warm-up is over, with the node's pid, the
     # series name, the rate, the measured seconds and the output directory (e.g. a profiler, or
-    # scripts/step_net_hook.sh: the host's TCP counters and the integrator's metrics, for net_delta.py).
+    # bench/scripts/step_net_hook.sh: the host's TCP counters and the integrator's metrics, for net_delta.py).
     if [ -n "${STEP_HOOK:-}" ]; then
       ( sleep "$warmup"; $STEP_HOOK "$node_pid" "$mode$label" "$rate" "$secs" "$out_dir" >/dev/null 2>&1 ) &
     fi
@@ -372,6 +372,6 @@ for mode in $modes; do
 done
 
 step "summary (docs=$docs, $qmode, deadline $deadline ms)"
-python3 scripts/plot_fig7.py "$csv" "$out_dir/fig7.png" | tee "$out_dir/fig7.md"
+python3 bench/scripts/plot_fig7.py "$csv" "$out_dir/fig7.png" | tee "$out_dir/fig7.md"
 [ "${KEEP:-0}" = 1 ] || rm -rf "$idx" "$qlog"
 step "done"

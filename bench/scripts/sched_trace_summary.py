@@ -9,7 +9,7 @@ model's error on the jobs the CPU ran (median and spread of log(actual / predict
 by predicted bin) and, with --every N (the node's --sched-trace-every), the CPU engine's cores
 (its jobs' run time per second, times N).
 
-Usage: scripts/sched_trace_summary.py TRACE.csv[.gz] [--window S] [--every N]
+Usage: bench/scripts/sched_trace_summary.py TRACE.csv[.gz] [--window S] [--every N]
 Rows that do not parse are skipped with a message on stderr. Exit status: 0, or 2 when no row
 parses.
 """

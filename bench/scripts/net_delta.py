@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What changed between two snapshots of scripts/step_net_hook.sh (a step's start and end): the
+"""What changed between two snapshots of bench/scripts/step_net_hook.sh (a step's start and end): the
 host's TCP counters (/proc/net/netstat and /proc/net/snmp, "Prefix: names" lines each followed by
 a "Prefix: values" line) and the integrator's Prometheus samples ("name{labels} value").
 

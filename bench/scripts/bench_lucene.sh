@@ -2,9 +2,9 @@
 # Side by side with Lucene 8 in one run (../shared/anchors/lucene): the same GCIDE corpus and the
 # same query file, one thread, k = 10, modes and + or. Prints both engines' JSON/summary lines,
 # index build times and sizes (bits per posting).
-# usage: scripts/bench_lucene.sh [SECONDS]    env: BUILD_DIR (default build), QUERIES (default 5000)
+# usage: bench/scripts/bench_lucene.sh [SECONDS]    env: BUILD_DIR (default build), QUERIES (default 5000)
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 secs=${1:-10}
 build=${BUILD_DIR:-build}
 anchor=${LUCENE_ANCHOR:-../shared/anchors/lucene}

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The GPU engine at GOV2 scale (issue 5), in one command on the GPU host: decode and intersection
 # kernel benchmarks, then a synthetic 25.2M-document shard with its GOV2-shaped query log
-# (as scripts/bench_scale.sh makes them) and `searchctl bench` per mode: the CPU engine on every
+# (as bench/scripts/bench_scale.sh makes them) and `searchctl bench` per mode: the CPU engine on every
 # core, the GPU engine with the lists resident in GPU memory (warm cache), and with every batch
 # starting from an empty GPU cache (lists copied over PCIe). Nothing is downloaded.
 #
-# usage: scripts/bench_gpu.sh [DOCS] [WORK_DIR]
+# usage: bench/scripts/bench_gpu.sh [DOCS] [WORK_DIR]
 #   DOCS      documents (default 25200000)
 #   WORK_DIR  where the index and the query log go (default /dev/shm/gpu-bench: RAM, ~10.5 GB)
 # env: BUNDLE (binaries and libraries from scripts/device-check.sh prepare; default .bundle),
@@ -17,8 +17,8 @@
 #      VERIFY (1000: queries each warm GPU run checks against the CPU engine afterwards; 0: none).
 #      CPU rows run with --prewarm (every query answered once first), as GPU rows prewarm.
 set -uo pipefail
-cd "$(dirname "$0")/.."
-. scripts/bench_lib.sh
+cd "$(dirname "$0")/../.."
+. bench/scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-/dev/shm/gpu-bench}

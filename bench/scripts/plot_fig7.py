@@ -1,19 +1,19 @@
 #!/usr/bin/env python3
-"""Draws Ding et al. 2009 Fig. 7 from scripts/bench_hybrid.sh's CSV: mean and p99 latency against
+"""Draws Ding et al. 2009 Fig. 7 from bench/scripts/bench_hybrid.sh's CSV: mean and p99 latency against
 arrival rate, one line per scheduler, and prints a markdown table with each scheduler's sustained
 rate (highest with at most 1% deadline misses). Series may be named MODE-LABEL (bench_hybrid.sh's
 LABEL; several runs' CSVs merged): each hybrid or griffin series is compared with the best cpu or
 gpu series of the file, and every series' p99 with each cpu series' at its saturation rate (or, for
 a series without a step there, at its first step above it).
 Repeated readings: a series may hold several steps at one rate (the same LABEL in several runs of
-scripts/bench_hybrid_runs.sh, or several CSVs of one host given together). One host's readings of
+bench/scripts/bench_hybrid_runs.sh, or several CSVs of one host given together). One host's readings of
 the same step spread by 2x and more near a knee (BENCHMARKS.md issue 6), so the best of them would
 flatter whichever series was read more often: every rate's readings are pooled into the one whose
 p99 is their median (the upper one of an even count: the worse of two), and the summary tables and
 the plot use that reading. Each pooled rate is listed with its readings' p99 spread.
 Without matplotlib only the table is printed.
 
-usage: scripts/plot_fig7.py FIG7.CSV [MORE.CSV ...] OUT.PNG
+usage: bench/scripts/plot_fig7.py FIG7.CSV [MORE.CSV ...] OUT.PNG
 """
 import csv
 import math
@@ -128,7 +128,7 @@ def main():
         print(">= : the sweep's last rate; " + ", ".join(sorted(unsaturated)) +
               " did not saturate within the sweep (raise MAX_STEPS to find the limit).")
     # p99 at the cpu scheduler's saturation rate (its highest rate with at most 1% misses).
-    # A step's host stalls (scripts/bench_hybrid.sh's host_jitter column), where recorded: a p99
+    # A step's host stalls (bench/scripts/bench_hybrid.sh's host_jitter column), where recorded: a p99
     # next to one may be the host's, not the scheduler's.
     def stall(r):
         try:

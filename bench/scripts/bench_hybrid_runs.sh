@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Several scripts/bench_hybrid.sh sweeps on one host, one after another over the same index, each
+# Several bench/scripts/bench_hybrid.sh sweeps on one host, one after another over the same index, each
 # with its own schedulers, node flags and settings, merged into one CSV, table and plot: the
 # variants of a Fig. 7 run compared on the same machine (issue 6). One command on the GPU host.
 #
-# usage: scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]
+# usage: bench/scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]
 #   RUNS_FILE  one run a line: LABEL|MODES|NODE FLAGS|SETTINGS, e.g.
 #                d4|gpu hybrid||START_RATE=3000 MAX_STEPS=26
 #                d8|gpu hybrid|--gpu-dispatchers 8|
@@ -26,14 +26,14 @@
 #      BUDGET_S (no run starts past this many seconds, and a run is stopped at it; default none),
 #      MAX_STEAL_PCT (bench_hybrid.sh's: a noisy step ends its run and every later one),
 #      REPEATS (default 1: the runs file's runs this many times over, interleaved),
-#      BENCH (default scripts/bench_hybrid.sh).
+#      BENCH (default bench/scripts/bench_hybrid.sh).
 set -uo pipefail
-cd "$(dirname "$0")/.."
-runs=${1:?usage: scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]}
+cd "$(dirname "$0")/../.."
+runs=${1:?usage: bench/scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]}
 docs=${2:-25200000}
 work=${3:-/dev/shm/gpu-bench}
 out=${OUT_DIR:-$work/runs}
-bench=${BENCH:-scripts/bench_hybrid.sh}
+bench=${BENCH:-bench/scripts/bench_hybrid.sh}
 [ -r "$runs" ] || { echo "bench_hybrid_runs: cannot read $runs" >&2; exit 2; }
 repeats=${REPEATS:-1}
 [[ $repeats =~ ^[1-9][0-9]*$ ]] || { echo "bench_hybrid_runs: REPEATS is a count of 1 or more, not '$repeats'" >&2; exit 2; }
@@ -113,4 +113,4 @@ while IFS='|' read -r label modes flags settings || [ -n "$label" ]; do
 done < <(for _ in $(seq "$repeats"); do cat "$runs"; echo; done)
 [ ${#csvs[@]} -gt 0 ] || { echo "bench_hybrid_runs: no run wrote a CSV" >&2; exit 1; }
 { head -1 "${csvs[0]}"; for f in "${csvs[@]}"; do tail -n +2 "$f"; done; } >"$out/fig7.csv"
-python3 scripts/plot_fig7.py "$out/fig7.csv" "$out/fig7.png" | tee "$out/fig7.md"
+python3 bench/scripts/plot_fig7.py "$out/fig7.csv" "$out/fig7.png" | tee "$out/fig7.md"

@@ -6,7 +6,7 @@
 # `searchctl bench` in and/or/andor with all threads and with 1 thread. Every step prints its time;
 # the last lines summarise. Nothing is downloaded.
 #
-# usage: scripts/bench_scale.sh [DOCS] [WORK_DIR]
+# usage: bench/scripts/bench_scale.sh [DOCS] [WORK_DIR]
 #   DOCS      documents (default 25200000)
 #   WORK_DIR  where the index and the query log go (default ./data/scale; put it on a local disk:
 #             ~10.5 GB at 25.2M documents)
@@ -18,8 +18,8 @@
 # Budget: on 16 cores at 25.2M documents, generation takes ~1-2 minutes and the six bench runs
 # 6 x (SECONDS_PER_RUN + WARMUP + open); the whole script stays under 9 minutes with the defaults.
 set -euo pipefail
-cd "$(dirname "$0")/.."
-. scripts/bench_lib.sh
+cd "$(dirname "$0")/../.."
+. bench/scripts/bench_lib.sh
 
 docs=${1:-25200000}
 work=${2:-data/scale}

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # One device call of the Fig. 7 work (issue 6) on a GPU host with two or more GPUs: refuse a noisy
 # host, run the GPU tests on the second GPU beside the index generation, then the Fig. 7 runs
-# (scripts/bench_hybrid_runs.sh) on the first, and leave what should come back in OUT.
+# (bench/scripts/bench_hybrid_runs.sh) on the first, and leave what should come back in OUT.
 #
 # usage: RUNS_TEXT='LABEL|MODES|NODE FLAGS|SETTINGS
-#                   ...' OUT=DIR scripts/fig7_device_call.sh
+#                   ...' OUT=DIR bench/scripts/fig7_device_call.sh
 #   (the device tool: run it in the repository root with .bundle carried; OUT=$OUT)
 # env: RUNS_TEXT (required: bench_hybrid_runs.sh's runs, one a line), OUT (default fig7-call),
 #      SPR (seconds measured a step, default 10: near hybrid's knee 3 s steps read p99s that 6 and
@@ -17,10 +17,10 @@
 #      pool each rate's readings into their median p99).
 # Writes OUT/tests.txt (each test's exit status) and its logs, OUT/runs.log, OUT/fig7.csv,
 # OUT/fig7.md and OUT/r.tgz (every run's files but the traces), and OUT/diag.txt: with TRACE=1
-# scripts/loadgen_waits.py over every step's trace, with STEP_HOOK=scripts/step_net_hook.sh
-# scripts/net_delta.py for each step (connections opened). Exit status 3: a noisy host.
+# bench/scripts/loadgen_waits.py over every step's trace, with STEP_HOOK=bench/scripts/step_net_hook.sh
+# bench/scripts/net_delta.py for each step (connections opened). Exit status 3: a noisy host.
 set -u
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 : "${RUNS_TEXT:?RUNS_TEXT is required (bench_hybrid_runs.sh runs, one a line)}"
 out=${OUT:-fig7-call}
 mkdir -p "$out"
@@ -56,21 +56,21 @@ work=/dev/shm/gpu-bench
 rm -rf "$work/runs"
 MAX_STEAL_PCT=${MAX_STEAL_PCT:-1.5} PIN=${PIN:-node:16} NODE_ARGS="--gpu-sync block ${NODE_ARGS:-}" \
   SECONDS_PER_RATE=${SPR:-10} WARMUP=${WU:-2} BUDGET_S=${BUDGET:-400} OUT_DIR="$work/runs" \
-  scripts/bench_hybrid_runs.sh "$runs" 25200000 "$work" >"$out/runs.log" 2>&1
+  bench/scripts/bench_hybrid_runs.sh "$runs" 25200000 "$work" >"$out/runs.log" 2>&1
 wait "$tests_pid"
 rm -f "$runs"
 cat "$out/tests.txt"
 tail -40 "$out/runs.log"
 cp "$work/runs/fig7.csv" "$work/runs/fig7.md" "$out/" 2>/dev/null
 # TRACE=1: each step's bursts of waiting arrivals and the load generator's own lag (the traces stay
-# on the device); STEP_HOOK=scripts/step_net_hook.sh: each step's reconnects and retransmits.
+# on the device); STEP_HOOK=bench/scripts/step_net_hook.sh: each step's reconnects and retransmits.
 # One file (the device returns at most 8).
 {
   traces=$(find "$work/runs" -name 'trace-*.csv' 2>/dev/null | sort -V)
-  [ -n "$traces" ] && python3 scripts/loadgen_waits.py $traces
+  [ -n "$traces" ] && python3 bench/scripts/loadgen_waits.py $traces
   for before in $(find "$work/runs" -name 'net-*.0' 2>/dev/null | sort -V); do
     echo "== ${before#"$work"/runs/}"
-    python3 scripts/net_delta.py "$before" "${before%.0}.1" --match 'Tcp:(ActiveOpens|RetransSegs)|ListenOverflows'
+    python3 bench/scripts/net_delta.py "$before" "${before%.0}.1" --match 'Tcp:(ActiveOpens|RetransSegs)|ListenOverflows'
   done
 } >"$out/diag.txt" 2>&1
 [ -s "$out/diag.txt" ] || rm -f "$out/diag.txt"

@@ -3,9 +3,9 @@
 # and prints, per process and thread name (SetThreadName; unnamed threads carry the process
 # name), the threads and the cores they used (user + system time / wall time): which part of the
 # serving path saturates the host (e.g. node, integrator and load generator under
-# scripts/bench_hybrid.sh's load).
+# bench/scripts/bench_hybrid.sh's load).
 #
-# usage: scripts/thread_cpu.sh SECONDS PID [PID...]
+# usage: bench/scripts/thread_cpu.sh SECONDS PID [PID...]
 set -uo pipefail
 secs=${1:?usage: thread_cpu.sh SECONDS PID...}
 shift
