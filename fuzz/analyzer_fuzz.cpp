@@ -20,7 +20,7 @@ namespace {
 using search::Analyzer;
 using search::AnalyzerConfig;
 
-// The DESIGN.md tokenizer, written independently of core/: maximal runs of [0-9A-Za-z] or bytes
+// The docs/SCORING.md tokenizer, written independently of core/: maximal runs of [0-9A-Za-z] or bytes
 // >= 0x80, ASCII letters lowercased.
 std::vector<std::string> ReferenceTokens(std::string_view text) {
   std::vector<std::string> out;

@@ -1,6 +1,6 @@
 // Test support for the CPU executor: random corpora (Zipf vocabulary, empty documents, huge tf),
 // in-memory shards encoded with EncodeList, and two plain references written without any pruning:
-//   * a double-precision brute-force BM25 straight from DESIGN.md's formula, and
+//   * a double-precision brute-force BM25 straight from docs/SCORING.md's formula, and
 //   * a float twin that uses core/bm25.hpp's operations summed in canonical order, which the
 //     engine must reproduce bit for bit.
 // Thread-safety: none needed (single-threaded tests).
@@ -219,7 +219,7 @@ struct RefHit {
 // `terms` are taken as given (a repeated id counts twice).
 inline std::vector<RefHit> ReferenceAll(const Corpus& c, const std::vector<uint32_t>& terms, bool conjunctive,
                                         const Bm25Params& p = {}) {
-  // DESIGN.md's defaults as exact decimals; other parameters as given.
+  // docs/SCORING.md's defaults as exact decimals; other parameters as given.
   const bool defaults = p.k1 == 0.9f && p.b == 0.4f;
   const double k1 = defaults ? 0.9 : p.k1, b = defaults ? 0.4 : p.b;
   const double n = c.num_docs, avgdl = c.avgdl();

@@ -1,4 +1,4 @@
-// The answer's JSON shapes and the shard merge (DESIGN.md order) against a brute-force reference.
+// The answer's JSON shapes and the shard merge (docs/SCORING.md order) against a brute-force reference.
 #include "integrator/answer.hpp"
 
 #include <gtest/gtest.h>

@@ -89,7 +89,7 @@ inline std::string ReadText(const std::string& path) {
   return ss.str();
 }
 
-// Brute-force BM25 over the analyzed corpus, with DESIGN.md's formula and order.
+// Brute-force BM25 over the analyzed corpus, with docs/SCORING.md's formula and order.
 class Reference {
  public:
   Reference(const std::vector<Doc>& docs, const Analyzer& analyzer, Bm25Params p = {}) : params_(p) {

@@ -1,4 +1,4 @@
-// Analyzer: turns text into index terms, exactly as DESIGN.md fixes it. Tokens are maximal runs of
+// Analyzer: turns text into index terms, exactly as docs/SCORING.md fixes it. Tokens are maximal runs of
 // ASCII letters and digits, where bytes >= 0x80 also count as token bytes (so UTF-8 words stay
 // whole); ASCII letters are lowercased. Optionally a Snowball stemmer (libstemmer) and a stopword
 // list are applied; both are index-time options recorded in the index (AnalyzerConfig::ToJson)

@@ -1,4 +1,4 @@
-// BM25 with Lucene's idf, from global collection statistics (DESIGN.md "Scoring").
+// BM25 with Lucene's idf, from global collection statistics (docs/SCORING.md).
 // Every engine (CPU, GPU, any shard) computes a document's score with exactly these float
 // operations, summing per-term contributions in the canonical term order (ascending term bytes,
 // Analyzer::AnalyzeQuery), so that all engines agree to the last bit where they can:

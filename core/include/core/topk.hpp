@@ -1,4 +1,4 @@
-// Top-k selection in the order DESIGN.md fixes: score descending, ties by smaller docID.
+// Top-k selection in the order docs/SCORING.md fixes: score descending, ties by smaller docID.
 // TopK keeps the k best (score, doc) pairs seen so far in a bounded heap.
 // MergeTopK merges per-shard top-k lists into the global top-k.
 // Thread-safety: TopK is not thread-safe; one per query.

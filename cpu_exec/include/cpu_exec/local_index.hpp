@@ -1,5 +1,5 @@
 // LocalIndex: a whole index directory (every shard) opened in this process, searched on the CPU
-// with each shard's top-k merged in DESIGN.md order. What `searchctl query` and `bench` use, and
+// with each shard's top-k merged in docs/SCORING.md order. What `searchctl query` and `bench` use, and
 // the single-process twin of the cluster.
 // Thread-safety: Search is thread-safe after Open.
 #pragma once

@@ -43,7 +43,7 @@
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
 //   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
 //          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
-//          DESIGN.md's order (score desc, docID asc) whatever the compaction order.
+//          docs/SCORING.md's order (score desc, docID asc) whatever the compaction order.
 // A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
 // batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
 // stream-ordered pool (one allocation per sequence); the host synchronizes once per round, at

@@ -5,7 +5,7 @@
 //             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc"}]}}
 //   error:   {"error": {"type", "reason"}, "status": http} (+ "_shards" when shards were asked)
 //   health:  {"status": green|yellow|red, "shards": [{"shard", "endpoint", "state", "last_seen_ms", ...}]}
-// MergeShardHits merges per-shard top-k lists in DESIGN.md order (score desc, smaller docID first).
+// MergeShardHits merges per-shard top-k lists in docs/SCORING.md order (score desc, smaller docID first).
 // Thread-safety: plain values and pure functions.
 #pragma once
 
@@ -46,7 +46,7 @@ struct SearchAnswer {
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
 };
 
-// The best k of all lists in DESIGN.md order (score desc, then smaller docID). Ties between equal
+// The best k of all lists in docs/SCORING.md order (score desc, then smaller docID). Ties between equal
 // (score, doc) pairs, which only a broken cluster produces, keep the first list's hit.
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k);
 

@@ -1,6 +1,6 @@
 // Integrator: the query front of the cluster, independent of HTTP. It analyzes a query once with
 // the index's analyzer, answers from the result cache when it can, otherwise fans it out to every
-// shard (Fanout) under one deadline, merges the per-shard top-k in DESIGN.md order and shapes the
+// shard (Fanout) under one deadline, merges the per-shard top-k in docs/SCORING.md order and shapes the
 // Elasticsearch-like JSON answer (answer.hpp).
 //
 // The analyzer comes from --index DIR's manifest when given, otherwise from the shards' pongs
@@ -9,7 +9,7 @@
 // reason naming the shards, and /health is red.
 //
 // andor across shards: the global rule is "AND; if the whole collection has fewer than k AND hits,
-// OR" (DESIGN.md). A shard cannot decide that locally, so the integrator runs AND on every shard and,
+// OR" (docs/SCORING.md). A shard cannot decide that locally, so the integrator runs AND on every shard and,
 // only when all shards' AND hits together are fewer than k, runs OR under the same deadline.
 //
 // Overload: when the searches running plus the requests waiting for an HTTP worker reach
