@@ -19,6 +19,7 @@
 #include "codec/block_codec.hpp"
 #include "core/analyzer.hpp"
 #include "core/bm25.hpp"
+#include "core/cache_sizing.hpp"
 #include "core/status.hpp"
 #include "index_store/list_cache.hpp"
 
@@ -110,5 +111,19 @@ class ShardReader {
   explicit ShardReader(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// What the list cache would be charged for holding every list of the shard at `shard_dir` (each
+// list's blob plus its entry, as ListCache charges them), from the table properties of the shard's
+// lists column family: no list is read. IOError / Corruption when the shard does not open.
+Result<uint64_t> ShardListCacheNeed(const std::string& shard_dir);
+
+// The main-memory list cache of shards served in one process (search-node's one shard, searchctl's
+// LocalIndex): their needs (ShardListCacheNeed) summed and sized by SizeListCache
+// (core/cache_sizing.hpp) against `mem_available`, then shared out in proportion to each need.
+struct ListCachePlan {
+  CacheSizing total;
+  std::vector<size_t> per_shard;  // bytes, in the order of shard_dirs
+};
+Result<ListCachePlan> PlanListCache(const std::vector<std::string>& shard_dirs, std::optional<uint64_t> mem_available);
 
 }  // namespace search

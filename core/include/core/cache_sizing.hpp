@@ -1,0 +1,50 @@
+// Default sizes of the caches that hold posting lists, from what the index needs and what the
+// machine has, so that a user who passes no size gets the speed of a hand-sized one.
+//
+// SizeListCache is the one rule for the main-memory list cache (search-node --cache-mb 0,
+// searchctl bench --list-cache-mib 0): every list of the shards served, where that fits in
+// kListCacheMemoryShare of the memory the kernel says is available (/proc/meminfo MemAvailable),
+// else that share. The inputs are plain numbers, so the rule is tested with made-up machines;
+// MemAvailableBytes reads the real one.
+// Thread-safety: plain values and free functions; MemAvailableBytes reads a file.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace search {
+
+// The part of MemAvailable the list cache may take when the lists do not all fit: the rest is
+// left to the process's other memory (norms, RocksDB's block cache, buffers) and to the host.
+inline constexpr double kListCacheMemoryShare = 0.5;
+// Room above the lists' own charge when they all fit (needed / kListCacheHeadroomDivisor): the cache
+// splits its budget over hash shards (index_store/list_cache.hpp), which never fill evenly.
+inline constexpr uint64_t kListCacheHeadroomDivisor = 8;
+// The budget when MemAvailable cannot be read (no /proc): the lists, up to this.
+inline constexpr uint64_t kListCacheFallbackBytes = uint64_t{256} << 20;
+
+// A cache size and why it was chosen.
+struct CacheSizing {
+  uint64_t bytes = 0;        // the budget chosen
+  uint64_t needed = 0;       // what holding every list would take
+  std::string source;        // where `needed` came from
+  std::string reason;        // why `bytes` is what it is
+  // One line for the start-up log: "list cache 812 MiB: ... (source); reason".
+  std::string Describe(std::string_view what) const;
+};
+
+// The main-memory list cache for lists whose cache charge sums to `needed` bytes (read from
+// `source`): `needed` and its headroom when `needed` is at most `share` of `mem_available` (the
+// headroom as far as the share allows), else that share; without `mem_available` (nullopt), `needed`
+// up to kListCacheFallbackBytes. REQUIRES: 0 < share <= 1.
+CacheSizing SizeListCache(uint64_t needed, std::string source, std::optional<uint64_t> mem_available,
+                          double share = kListCacheMemoryShare);
+
+// MemAvailable of a /proc/meminfo text, in bytes; nullopt when the line is absent or malformed.
+std::optional<uint64_t> ParseMemAvailable(std::string_view meminfo);
+// MemAvailable of this machine (/proc/meminfo), in bytes; nullopt when it cannot be read.
+std::optional<uint64_t> MemAvailableBytes();
+
+}  // namespace search
