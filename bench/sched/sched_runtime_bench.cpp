@@ -4,8 +4,7 @@
 // spins a fixed time per job; a calibrated CostModel is fed as in the node. Prints the jobs a
 // second, the process's CPU time per job, and the GPU dispatchers' own CPU time per job outside
 // the fake device: taking a batch from the queues and finishing its jobs (the model's observation,
-// the counters, waking each job's request thread). On the H100 host the dispatchers' whole host
-// work per GPU job was about 70 us and bounded the GPU path (BENCHMARKS.md, issue 6).
+// the counters, waking each job's request thread).
 //
 // --async: the node's --async-execute instead: --submitters threads (the node's request workers)
 // keep --threads jobs in flight through SubmitAsync without waiting for any one of them (a

@@ -198,10 +198,7 @@ inline constexpr uint32_t kAndFillMaxRatio = 16;
 // the lead block's maximum to pass (thr / slack less the other lists' maxima): most of the block's
 // documents would then pass the score filter and be followed into cur[1] anyway, so scoring only
 // the common documents saves the norm reads of the rest. Where the threshold is tight, scoring the
-// block first (eight lanes) rules out most documents without decoding cur[1]'s blocks at all. On
-// the development VM's 8M-document log (BENCHMARKS.md, issue 4) shares of 0.35-0.65 were alike;
-// at 0.5 the whole log ran about 1.4x the queries a second of intersecting first always, and
-// 1.10-1.28x those of the scoring-first path alone (hybrid's CPU share: 0.91-1.16x).
+// block first (eight lanes) rules out most documents without decoding cur[1]'s blocks at all.
 inline constexpr float kAndPairNeedShare = 0.5f;
 
 // REQUIRES: cur[0..n) sorted by size ascending, n >= 1, every list non-empty; rest has n + 1 floats.

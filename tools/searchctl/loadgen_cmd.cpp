@@ -10,7 +10,7 @@
 // grown into it, not with --rate's worth of new connections in its first milliseconds. One JSON
 // line summarises.
 //
-// The load generator shares its host with what it measures (BENCHMARKS.md, issue 6), so it is
+// The load generator shares its host with what it measures, so it is
 // event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
 // for its next arrival (nonblocking sockets, HTTP/1.1 written and parsed here), instead of a
 // thread per connection woken for every query.
@@ -585,9 +585,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   for (size_t i = 0; i < arrivals.size(); ++i) mine[loops == 1 ? 0 : pick() % loops].push_back(i);
   // The loops open connections as the load rises; each growth of the descriptor table in a process
   // with threads waits for an RCU grace period, and so does every loop opening a connection then
-  // (core/fd_table.hpp; it fits the 28-61 ms bursts of release lag in the first seconds of every
-  // step on a 32-CPU GPU host, BENCHMARKS.md issue 6, 2026-11-28). Grown here, before the loops
-  // start, it costs none.
+  // (core/fd_table.hpp). Grown here, before the loops start, it costs none.
   ReserveFdTable(static_cast<int>(a.connections) + 64);
   // The real start: the loops are started well within 20 ms.
   const Clock::time_point start = Clock::now() + std::chrono::milliseconds(20);

@@ -3,11 +3,10 @@
 // The kernel grows the table as descriptors are opened (64, 128, 256, 512, ... slots), and in a
 // process with more than one thread every growth waits for an RCU grace period (fs/file.c,
 // expand_fdtable: synchronize_rcu) while other threads opening a descriptor wait for the resize.
-// With the CPUs busy a grace period takes milliseconds (four growths 0.4-4.4 ms on the 2-vCPU
-// development VM, 16-19 us with the table grown first), likely more on a many-CPU guest: a load
-// generator or an HTTP front that opens its connections as load rises stalls at each growth, in
-// the middle of what it serves or measures (BENCHMARKS.md issue 6, 2026-11-28). Grown once while
-// the process has one thread, the table costs no grace period and never shrinks.
+// With the CPUs busy a grace period can take milliseconds, so a load generator or an HTTP front
+// that opens its connections as load rises stalls at each growth, in the middle of what it serves
+// or measures. Grown once while the process has one thread, the table costs no grace period and
+// never shrinks.
 // Thread-safety: call before starting threads (it still works after; it then pays the wait once).
 #pragma once
 

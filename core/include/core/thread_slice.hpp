@@ -4,9 +4,7 @@
 // Linux 6.6+ schedules ordinary (SCHED_OTHER) threads with EEVDF: each runnable thread gets a
 // virtual deadline one slice after it became eligible, and the earliest deadline runs. The default
 // slice is 0.75 ms x (1 + log2 of the CPUs, at most 8), 3 ms on a guest of eight or more; a thread
-// woken on a CPU that another thread is using waits up to that long. On the 2-vCPU development VM,
-// a thread sleeping 1 ms at a time woke p99 3.4 ms late with two other threads keeping the CPUs
-// 70% busy, and 0.19 ms late with a 100 us slice (BENCHMARKS.md issue 6, 2026-11-28). Since Linux
+// woken on a CPU that another thread is using waits up to that long. Since Linux
 // 6.12 a thread may ask for its own slice (sched_setattr's sched_runtime, 0.1-100 ms, no privilege
 // needed): a short one gives it an early deadline, so it runs soon after it wakes, and lets it
 // preempt a thread with a longer one.

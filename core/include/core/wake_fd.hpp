@@ -8,9 +8,8 @@
 // the poller's last look finds it idle and writes the fd, and one pushed before it is seen by that
 // look (poll then must not block). An item pushed while the poller is awake needs no write: it
 // looks again before it blocks; one pushed behind others needs none either (the first of them woke
-// it or found it awake). Under load the poller is mostly awake, and a write per item (a syscall
-// that wakes nobody, or one that wakes the thread) was most of a sender's cost (BENCHMARKS.md,
-// issue 6). Stop paths call Wake() unconditionally.
+// it or found it awake). Under load the poller is mostly awake, so this saves a write per item (a
+// syscall that wakes nobody, or one that wakes the thread). Stop paths call Wake() unconditionally.
 #pragma once
 
 #include <sys/eventfd.h>

@@ -22,11 +22,9 @@ namespace search {
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
 // How HttpFront serves connections. kLoops (the default): `loops` event loops of our own
-// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them; on
-// a 2 x H200 host the integrator's CPU a query fell from 103-121 us to 65-79 us with them, and
-// hybrid's p99 at 72,750-76,388 q/s from 14.9-117 ms to 11.1-13.8 ms on the same host (BENCHMARKS.md
-// issue 6, 2026-11-28). kThreads: cpp-httplib, a worker thread per open connection (`threads` of
-// them; a connection beyond waits for one).
+// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them.
+// kThreads: cpp-httplib, a worker thread per open connection (`threads` of them; a connection
+// beyond waits for one).
 enum class HttpEngine { kThreads, kLoops };
 
 struct HttpFrontOptions {
@@ -53,9 +51,8 @@ struct HttpFrontOptions {
 };
 
 // --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.
-// A loop reads, parses, analyzes, merges and writes every request of its connections (about 58 us
-// of CPU a request on the 2-core development VM): two loops on the 8 CPUs of a GPU host's
-// integrator fell behind at 46,000 q/s (BENCHMARKS.md issue 6, 2026-11-28).
+// A loop reads, parses, analyzes, merges and writes every request of its connections, so too few
+// loops fall behind at high rates.
 constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>(cpus / 2) : 1; }
 
 // The status page served at /.

@@ -56,10 +56,8 @@ class IntegratorObserver : public FanoutListener {
 
 inline constexpr uint32_t kMaxFanoutLanes = 16;
 
-// Fan-out lanes for an integrator that may run on `cpus` CPUs: two from 8 CPUs up, else one. On a
-// quiet 2 x H100 host (the integrator on 12 CPUs) hybrid's p99 at 69,000-73,000 q/s was lower with
-// two lanes than with one in 5 of 6 interleaved pairs; on the 2-core development VM the second
-// lane's thread cost more CPU than it spread (BENCHMARKS.md issue 6, 2026-11-28).
+// Fan-out lanes for an integrator that may run on `cpus` CPUs: two from 8 CPUs up, else one (on a
+// small machine the second lane's thread costs more CPU than it spreads).
 constexpr uint32_t DefaultFanoutLanes(unsigned cpus) { return cpus >= 8 ? 2 : 1; }
 
 struct IntegratorOptions {
