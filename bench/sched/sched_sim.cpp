@@ -2,7 +2,7 @@
 // time by a query log's measured per-query costs, without a GPU or a cluster: what latency and
 // sustained rate does each policy reach against Poisson arrivals, when the processors cost what
 // `searchctl bench --per-query` measured? It separates the policy's share of the Fig. 7 result
-// (issue 6) from the host's: no serving path, no host contention, no noise but what --noise adds
+// from the host's: no serving path, no host contention, no noise but what --noise adds
 // to the predictions.
 //
 // Model. CPU: --cpu-workers cores, a job takes its measured CPU time (times --cpu-scale). GPU:

@@ -542,7 +542,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   // The schedule is drawn against a provisional start and moved to the real one once everything
   // before the loops is done: drawing and splitting a 10 s step at 70,000 q/s takes tens of
   // milliseconds, which would otherwise make its first arrivals late by the load generator's own
-  // doing (bursts of 10-26 ms of release lag at 6 ms into the warm-up on a GPU host, 2026-11-28).
+  // doing.
   const Clock::time_point drawn_start = Clock::now();
   size_t next_query = rng() % queries->size();
   auto arrive = [&](double t) {
