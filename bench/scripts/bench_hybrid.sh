@@ -148,7 +148,7 @@ lg_threads=()
 http_engine=()
 [ -n "${HTTP_ENGINE:-}" ] && http_engine+=(--http-engine "$HTTP_ENGINE")
 [ -n "${HTTP_LOOPS:-}" ] && http_engine+=(--http-loops "$HTTP_LOOPS")
-# With CPUs of its own, each of the load generator's loops takes one of them (BENCHMARKS.md issue 6,
+# With CPUs of its own, each of the load generator's loops takes one of them (BENCHMARKS.md, Fig. 7;
 # 2026-11-28 09:20Z: unpinned, its loops lagged their schedule by up to 8 ms at hybrid's rates).
 [ "${LOADGEN_PIN_LOOPS:-$([ -n "${LOADGEN_CPUS:-}" ] && echo 1 || echo 0)}" = 1 ] && lg_threads+=(--pin-loops true)
 inst_slice=()  # the instruments' EEVDF slice (SLICE_US), for the load generator and host_jitter

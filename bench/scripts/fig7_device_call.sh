@@ -8,7 +8,7 @@
 #   (the device tool: run it in the repository root with .bundle carried; OUT=$OUT)
 # env: RUNS_TEXT (required: bench_hybrid_runs.sh's runs, one a line), OUT (default fig7-call),
 #      SPR (seconds measured a step, default 10: near hybrid's knee 3 s steps read p99s that 6 and
-#      10 s steps at the same rate did not hold, BENCHMARKS.md issue 6), WU (warm-up seconds, 2),
+#      10 s steps at the same rate did not hold, BENCHMARKS.md, Fig. 7), WU (warm-up seconds, 2),
 #      BUDGET (seconds for the runs, 400), STEAL_GATE (the most VM steal, in percent, over 4 s with every CPU busy before
 #      anything starts; default 1.0; FORCE=1 skips the check), MAX_STEAL_PCT (bench_hybrid.sh's, per
 #      step; default 1.5), PIN (default node:16), LOADGEN_PIN (bench_hybrid_runs.sh's; default none),

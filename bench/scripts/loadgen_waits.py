@@ -2,7 +2,7 @@
 """Where a `searchctl loadgen --trace` run's tail comes from: its latency split into the wait for a
 free connection (send_wait_ms, the load generator's own queue) and the server's part (the rest,
 which includes opening a connection), and the bursts of arrivals that waited, with when they began
-and ended and whether they reached the measured part of the run (BENCHMARKS.md, issue 6: a step's
+and ended and whether they reached the measured part of the run (BENCHMARKS.md, Fig. 7: a step's
 start-up backlog outlasting its warm-up).
 
 usage: loadgen_waits.py TRACE.csv[.gz]... [--min-wait-ms 10] [--gap-ms 50] [--bins SECONDS]

@@ -7,7 +7,7 @@ gpu series of the file, and every series' p99 with each cpu series' at its satur
 a series without a step there, at its first step above it).
 Repeated readings: a series may hold several steps at one rate (the same LABEL in several runs of
 bench/scripts/bench_hybrid_runs.sh, or several CSVs of one host given together). One host's readings of
-the same step spread by 2x and more near a knee (BENCHMARKS.md issue 6), so the best of them would
+the same step spread by 2x and more near a knee (BENCHMARKS.md, Fig. 7), so the best of them would
 flatter whichever series was read more often: every rate's readings are pooled into the one whose
 p99 is their median (the upper one of an even count: the worse of two), and the summary tables and
 the plot use that reading. Each pooled rate is listed with its readings' p99 spread.

@@ -6,7 +6,7 @@
 # per answered query, in microseconds of one core, and the load generator's summary line. With
 # PERF=1 it also records the integrator with `perf record -g` (OUT_DIR/perf-integrator.data; the node
 # with PERF_WHO=node).
-# Where the H100 host's cores go at high rates (BENCHMARKS.md, issue 6) without the GPU host.
+# Where a GPU host's cores go at high rates (BENCHMARKS.md, serving cost) without the GPU host.
 #
 # usage: bench/scripts/serving_cost.sh [BUILD_DIR]      (default build)
 # env: DOCS (200000), RATE (2000), SECONDS_PER_RUN (6), CONNECTIONS (64), HTTP_THREADS (CONNECTIONS),
