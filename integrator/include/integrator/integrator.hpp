@@ -9,8 +9,10 @@
 // reason naming the shards, and /health is red.
 //
 // andor across shards: the global rule is "AND; if the whole collection has fewer than k AND hits,
-// OR" (docs/SCORING.md). A shard cannot decide that locally, so the integrator runs AND on every shard and,
-// only when all shards' AND hits together are fewer than k, runs OR under the same deadline.
+// OR" (docs/SCORING.md). A shard cannot decide that locally, so in one round trip every shard
+// answers AND, plus OR when it alone has fewer than k AND hits, and the integrator takes the OR
+// answers only when all shards' AND hits together are fewer than k (a shard that sent no OR hits
+// gets a second round for OR under the same deadline).
 //
 // Overload: when the searches running plus the requests waiting for an HTTP worker reach
 // max_inflight, a search is answered 429 at once (no analysis, no fan-out).
