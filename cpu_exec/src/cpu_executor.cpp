@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "block_cursor.hpp"
+#include "core/score_slack.hpp"
 #include "index_store/shard_store.hpp"
 #include "and_query.hpp"
 #include "or_query.hpp"
@@ -148,7 +149,7 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
   BlockCursor** cur = s.order.data();
   ScoreSheet sheet(s.sheet.data(), n);
   cpu_internal::TopKHeap topk(k);
-  const float slack = cpu_internal::QuerySlack(n);
+  const float slack = ScoreSlack(n);
   if (conjunctive) {
     SortBySize(cur, m);
     cpu_internal::RunAnd(cur, m, sheet, topk, slack, s.a.data(), local);

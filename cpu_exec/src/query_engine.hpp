@@ -2,7 +2,8 @@
 // canonical-order score sheet, the pruning slack and the probe of non-essential lists.
 // Exactness: documents are visited in ascending docID order, so a new candidate enters the top k only
 // with a score strictly above Threshold(); every pruning test is `bound * slack <= threshold`
-// where bound >= the float score up to rounding and slack (QuerySlack) exceeds that rounding.
+// where bound >= the float score up to rounding and slack (ScoreSlack, core/score_slack.hpp)
+// exceeds that rounding.
 // Scores are summed per term slot in canonical order (ScoreSheet), whatever the visiting order.
 // Thread-safety: pure functions over caller-owned cursors and buffers.
 #pragma once
@@ -16,6 +17,7 @@
 
 #include "block_cursor.hpp"
 #include "core/bm25.hpp"
+#include "core/score_slack.hpp"
 #include "core/topk.hpp"
 #include "cpu_exec/cpu_executor.hpp"
 
@@ -102,13 +104,6 @@ class TopKHeap {
   uint32_t k_;
   std::vector<ScoredDoc> heap_;
 };
-
-// The pruning slack for an n-term query: kScoreSlack, widened for very long queries so that it
-// always exceeds the relative rounding of two n-term float sums (about 2n ulps of 2^-24).
-inline float QuerySlack(size_t n) {
-  const double need = 1.0 + 8.0 * static_cast<double>(n + 2) * 0x1p-24;
-  return std::max(kScoreSlack, std::nextafter(static_cast<float>(need), 2.0f));
-}
 
 // Probes the non-essential lists cur[0..first_ess) at d from the largest bound down, adding their
 // contributions to `partial`, and pushes d unless partial plus the remaining block maxima

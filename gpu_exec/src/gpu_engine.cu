@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "engine_kernels.cuh"
+#include "core/score_slack.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/gpu_engine.hpp"
 #include "kernel_or.cuh"
@@ -195,13 +196,6 @@ class Arena {
   uintptr_t base_;
   size_t off_ = 0;
 };
-
-// The pruning slack of an n-term query: cpu_exec's QuerySlack (kScoreSlack, widened for very
-// long queries so that it exceeds the relative rounding of two n-term float sums).
-float OrSlack(size_t n) {
-  const double need = 1.0 + 8.0 * static_cast<double>(n + 2) * 0x1p-24;
-  return std::max(kScoreSlack, std::nextafter(static_cast<float>(need), 2.0f));
-}
 
 // The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds.
 enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
@@ -774,7 +768,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     d.list_off = static_cast<uint32_t>(lists.size());
     d.cap = static_cast<uint32_t>(s.cap);
     d.theta = s.theta;
-    d.slack = OrSlack(s.n);
+    d.slack = ScoreSlack(s.n);
     lists.insert(lists.end(), s.present.begin(), s.present.end());
     uint64_t step_nb = 1;
     for (uint32_t i = 0; i < d.m; ++i) {
@@ -911,7 +905,7 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   s.or_path = PhaseKind::kOrDense;
   if (divisor == 0 || num_docs == 0) return;
   const uint32_t m = static_cast<uint32_t>(s.present.size());
-  const float slack = OrSlack(s.n);
+  const float slack = ScoreSlack(s.n);
   std::vector<uint32_t> order(m);
   for (uint32_t i = 0; i < m; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) { return s.max_score[x] < s.max_score[y]; });

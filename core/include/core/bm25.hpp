@@ -13,11 +13,7 @@
 #include <cmath>
 #include <cstdint>
 
-#if defined(__CUDACC__)
-#define SEARCH_HD __host__ __device__
-#else
-#define SEARCH_HD
-#endif
+#include "core/host_device.hpp"
 
 namespace search {
 
@@ -51,11 +47,5 @@ SEARCH_HD inline float Bm25TermScore(float idf, uint32_t tf, float norm, float k
   const float den = t + norm;
   return idf * num / den;
 }
-
-// The largest contribution any posting of a term can make given its tf and the smallest norm in
-// the collection; used as a safe upper bound where a block's own maximum is not known.
-// Pruning code must treat upper bounds as approximate to within float rounding: compare with
-// UpperBoundSlack() applied (see kScoreSlack below).
-inline constexpr float kScoreSlack = 1.0f + 1e-5f;
 
 }  // namespace search

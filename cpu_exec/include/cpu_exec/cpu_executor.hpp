@@ -7,7 +7,7 @@
 //   or:    block-max MaxScore: lists sorted by max score, non-essential lists only probed, runs of
 //          blocks whose block-max bound cannot beat the threshold skipped undecoded, essential
 //          postings scored block-wise and accumulated per docID window. Exact: pruning compares
-//          upper bounds multiplied by kScoreSlack so float rounding never drops a true top-k doc.
+//          upper bounds multiplied by ScoreSlack so float rounding never drops a true top-k doc.
 //   andor: and; when it yields fewer than k hits, or (Ding 2009 §8). Over several shards the
 //          switch must be decided on the merged and-hits (LocalIndex does: run and everywhere, and
 //          or everywhere only when the shards' and-hits sum to fewer than k), not per shard.

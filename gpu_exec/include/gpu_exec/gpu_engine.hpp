@@ -22,8 +22,8 @@
 //            their k-th best exact score raises theta (any k real documents' scores bound the k-th
 //            best from below). One host synchronization brings theta back.
 //          essential lists: taken by increasing max_score, the lists whose running sum times the
-//            pruning slack (cpu_exec's QuerySlack) stays strictly below theta are non-essential: a
-//            document only they hold cannot reach the top k. A candidate is a document of an
+//            pruning slack (ScoreSlack, core/score_slack.hpp) stays strictly below theta are
+//            non-essential: a document only they hold cannot reach the top k. A candidate is a document of an
 //            essential list whose own contribution plus the other lists' max_scores can reach
 //            theta (whole blocks skipped by their block max).
 //          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
