@@ -1,6 +1,7 @@
 // cuda_util.hpp: CUDA errors as Status, device discovery, RAII owners.
 #include "gpu_exec/cuda_util.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -90,6 +91,42 @@ void CudaMemory<K>::Reset() {
 
 template class CudaMemory<MemoryKind::kDevice>;
 template class CudaMemory<MemoryKind::kPinnedHost>;
+
+Status StreamBuffer::Allocate(size_t bytes) {
+  Reset();
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ptr_, std::max<size_t>(bytes, 16), stream_));
+  return Status::Ok();
+}
+
+void StreamBuffer::Reset() {
+  if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
+  ptr_ = nullptr;
+}
+
+Result<DeviceMemoryInfo> GetDeviceMemoryInfo() {
+  DeviceMemoryInfo info;
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&info.free_bytes, &info.total_bytes));
+  return info;
+}
+
+Status MemsetAsync(void* d_dst, int value, size_t bytes, cudaStream_t stream) {
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(d_dst, value, bytes, stream));
+  return Status::Ok();
+}
+
+Status CopyToHostAsync(void* h_dst, const void* d_src, size_t bytes, cudaStream_t stream) {
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(h_dst, d_src, bytes, cudaMemcpyDeviceToHost, stream));
+  return Status::Ok();
+}
+
+Status SynchronizeStream(cudaStream_t stream) {
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  return Status::Ok();
+}
+
+void ClearLastError() {
+  (void)cudaGetLastError();
+}
 
 Result<Stream> Stream::Create() {
   Stream s;

@@ -1,8 +1,6 @@
 // GpuExecutorAdapter (see node/gpu_executor_adapter.hpp).
 #include "node/gpu_executor_adapter.hpp"
 
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <chrono>
 #include <functional>
@@ -34,31 +32,6 @@ uint64_t MicrosSince(std::chrono::steady_clock::time_point t0) {
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0).count());
 }
 
-// Stream-ordered device memory (cudaMallocAsync from the device's default pool: no cudaMalloc per
-// query), freed on the same stream.
-class AsyncBuffer {
- public:
-  explicit AsyncBuffer(cudaStream_t stream) : stream_(stream) {}
-  ~AsyncBuffer() {
-    if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
-  }
-  AsyncBuffer(const AsyncBuffer&) = delete;
-  AsyncBuffer& operator=(const AsyncBuffer&) = delete;
-  Status Allocate(size_t bytes) {
-    if (ptr_ != nullptr) (void)cudaFreeAsync(ptr_, stream_);
-    ptr_ = nullptr;
-    SEARCH_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&ptr_, std::max<size_t>(bytes, 16), stream_));
-    return Status::Ok();
-  }
-  void Swap(AsyncBuffer& o) { std::swap(ptr_, o.ptr_); }
-  template <class T>
-  T* as() const { return static_cast<T*>(ptr_); }
-
- private:
-  cudaStream_t stream_;
-  void* ptr_ = nullptr;
-};
-
 GpuFallbackReason ReasonFor(const Status& st) {
   switch (st.code()) {
     case StatusCode::kResourceExhausted:
@@ -82,9 +55,8 @@ Result<std::unique_ptr<GpuExecutorAdapter>> GpuExecutorAdapter::Create(const Sha
   if (!gpu::GpuAvailable()) return Status::Unavailable("no usable GPU (" + gpu::GpuDescription() + ")");
   GpuExecutorOptions opts = options;
   if (opts.cache_bytes == 0) {
-    size_t free_bytes = 0, total_bytes = 0;
-    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemGetInfo(&free_bytes, &total_bytes));
-    opts.cache_bytes = free_bytes / 2;
+    SEARCH_ASSIGN_OR_RETURN(const gpu::DeviceMemoryInfo memory, gpu::GetDeviceMemoryInfo());
+    opts.cache_bytes = memory.free_bytes / 2;
   }
   gpu::GpuCacheOptions cache_options;
   cache_options.capacity_bytes = opts.cache_bytes;
@@ -226,16 +198,16 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
   for (; !heap.empty(); heap.pop()) terms.push_back(std::move(const_cast<Entry&>(heap.top()).second));
   std::reverse(terms.begin(), terms.end());  // longest first
   SEARCH_ASSIGN_OR_RETURN(auto ctx, TakeContext());
-  cudaStream_t stream = ctx->stream();
+  auto* const stream = ctx->stream();
   // Handles pin their entries until the stream has finished the copies: synchronize and let go
   // every 256 MiB so the host lists can be released.
   std::vector<std::shared_ptr<const gpu::DeviceList>> pinned;
   uint64_t pinned_bytes = 0;
   auto release = [&]() -> Status {
-    const cudaError_t e = cudaStreamSynchronize(stream);
+    Status synced = gpu::SynchronizeStream(stream);
     pinned.clear();
     pinned_bytes = 0;
-    return e == cudaSuccess ? Status::Ok() : Status::Unavailable(std::string("preload: ") + cudaGetErrorString(e));
+    return synced;
   };
   Status st;
   for (const std::string& term : terms) {
@@ -392,7 +364,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     return;
   }
   std::unique_ptr<gpu::GpuContext> ctx = std::move(ctx_or).value();
-  cudaStream_t stream = ctx->stream();
+  auto* const stream = ctx->stream();
   std::vector<size_t> run;  // items whose lists are all resident
   for (size_t i : device) {
     Prepared& p = prep[i];
@@ -433,9 +405,9 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
   // Copies or kernels may still be in flight after a failure: wait before the handles drop (an
   // unpinned list may be evicted and its memory reused). A context whose stream saw a CUDA error
   // is not reused.
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  if (sync != cudaSuccess || st.code() == StatusCode::kUnavailable) {
-    (void)cudaGetLastError();
+  const Status synced = gpu::SynchronizeStream(stream);
+  if (!synced.ok() || st.code() == StatusCode::kUnavailable) {
+    gpu::ClearLastError();
     ctx.reset();
   }
   if (ctx != nullptr) GiveContext(std::move(ctx));
@@ -468,12 +440,12 @@ Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& q
             [&](size_t a, size_t b) { return p.lists[a]->view.count() < p.lists[b]->view.count(); });
 
   SEARCH_ASSIGN_OR_RETURN(std::unique_ptr<gpu::GpuContext> ctx, TakeContext());
-  cudaStream_t stream = ctx->stream();
+  auto* const stream = ctx->stream();
   std::vector<std::shared_ptr<const gpu::DeviceList>> handles;  // pinned until the stream is done
   Status st = [&]() -> Status {
-    AsyncBuffer cur(stream), next(stream), inter(stream), temp(stream), words(stream);
+    gpu::StreamBuffer cur(stream), next(stream), inter(stream), temp(stream), words(stream);
     SEARCH_RETURN_IF_ERROR(words.Allocate(2 * sizeof(uint32_t)));  // [0] decode error, [1] count
-    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(words.as<uint32_t>(), 0, 2 * sizeof(uint32_t), stream));
+    SEARCH_RETURN_IF_ERROR(gpu::MemsetAsync(words.get(), 0, 2 * sizeof(uint32_t), stream));
     auto acquire = [&](size_t i) -> Result<const uint8_t*> {
       SEARCH_ASSIGN_OR_RETURN(auto h, cache_->Acquire(p.lists[i], stream));
       handles.push_back(h);
@@ -505,8 +477,7 @@ Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& q
                                                inter.as<uint32_t>(), nullptr, words.as<uint32_t>() + 1,
                                                temp.as<void>(), temp_bytes, stream));
       uint32_t count = 0;
-      SEARCH_CUDA_RETURN_IF_ERROR(
-          cudaMemcpyAsync(&count, words.as<uint32_t>() + 1, sizeof(uint32_t), cudaMemcpyDeviceToHost, stream));
+      SEARCH_RETURN_IF_ERROR(gpu::CopyToHostAsync(&count, words.as<uint32_t>() + 1, sizeof(uint32_t), stream));
       SEARCH_RETURN_IF_ERROR(gpu::CheckDecodeError(words.as<uint32_t>(), stream));  // synchronizes
       cur.Swap(inter);
       size = std::min<uint64_t>(count, size);
@@ -514,16 +485,16 @@ Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& q
     }
     out.candidates.resize(size);
     if (size > 0) {
-      SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(out.candidates.data(), cur.as<uint32_t>(), size * sizeof(uint32_t),
-                                                  cudaMemcpyDeviceToHost, stream));
+      SEARCH_RETURN_IF_ERROR(
+          gpu::CopyToHostAsync(out.candidates.data(), cur.get(), size * sizeof(uint32_t), stream));
     }
     SEARCH_RETURN_IF_ERROR(gpu::CheckDecodeError(words.as<uint32_t>(), stream));
     return Status::Ok();
   }();
   // The buffers' frees are queued on the stream; wait for them before the lists are unpinned.
-  const cudaError_t sync = cudaStreamSynchronize(stream);
-  if (sync != cudaSuccess || st.code() == StatusCode::kUnavailable) {
-    (void)cudaGetLastError();
+  const Status synced = gpu::SynchronizeStream(stream);
+  if (!synced.ok() || st.code() == StatusCode::kUnavailable) {
+    gpu::ClearLastError();
     ctx.reset();
   }
   if (ctx != nullptr) GiveContext(std::move(ctx));

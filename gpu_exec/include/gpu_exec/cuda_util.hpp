@@ -83,6 +83,46 @@ using PinnedBuffer = CudaMemory<MemoryKind::kPinnedHost>;
 extern template class CudaMemory<MemoryKind::kDevice>;
 extern template class CudaMemory<MemoryKind::kPinnedHost>;
 
+// Device memory in stream order (cudaMallocAsync from the current device's default memory pool,
+// cudaFreeAsync on the same stream): no cudaMalloc per use once the pool has grown, and memory is
+// reused only after the stream's earlier work on it. The stream must outlive the buffer.
+class StreamBuffer {
+ public:
+  explicit StreamBuffer(cudaStream_t stream) : stream_(stream) {}
+  ~StreamBuffer() { Reset(); }
+  StreamBuffer(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(const StreamBuffer&) = delete;
+  // Frees the current memory (in stream order) and takes max(bytes, 16) uninitialized bytes.
+  Status Allocate(size_t bytes);
+  // Exchanges the memory of two buffers. REQUIRES: both on the same stream.
+  void Swap(StreamBuffer& o) noexcept { std::swap(ptr_, o.ptr_); }
+  void* get() const { return ptr_; }
+  template <class T>
+  T* as() const { return static_cast<T*>(ptr_); }
+  void Reset();
+
+ private:
+  cudaStream_t stream_;
+  void* ptr_ = nullptr;
+};
+
+// The current device's free and total memory (cudaMemGetInfo).
+struct DeviceMemoryInfo {
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+};
+Result<DeviceMemoryInfo> GetDeviceMemoryInfo();
+
+// Stream-ordered fill and device-to-host copy. For a copy that is truly asynchronous h_dst must be
+// pinned; from pageable memory the call returns once the copy is done.
+Status MemsetAsync(void* d_dst, int value, size_t bytes, cudaStream_t stream);
+Status CopyToHostAsync(void* h_dst, const void* d_src, size_t bytes, cudaStream_t stream);
+// Waits for the work queued on `stream` (one this code does not own, e.g. GpuContext::stream()).
+Status SynchronizeStream(cudaStream_t stream);
+// Clears the calling thread's last (non-sticky) CUDA error, after a failure has been reported as a
+// Status, so that it is not reported again by the next unrelated call's error check.
+void ClearLastError();
+
 // A non-blocking stream (cudaStreamNonBlocking: no implicit sync with the legacy stream).
 class Stream {
  public:
