@@ -355,10 +355,11 @@ def main():
 
         queries_to_check = dashboard_queries(source) + rule_queries(source)
         queries_to_check += [(f"--extra-expr {e}", e, None) for e in a.extra_expr]
-        # Recorded series need a rule evaluation after the data: retry failures for a few seconds.
+        # Recorded series need a rule evaluation after the data: retry failures for a while
+        # (generous: a loaded machine may evaluate late).
         failures = {}
         pending = list(queries_to_check)
-        deadline = time.time() + 8
+        deadline = time.time() + 30
         while True:
             failures = {}
             for where, expr, label in pending:

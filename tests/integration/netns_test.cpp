@@ -216,7 +216,7 @@ class NetnsClusterTest : public ::testing::Test {
   };
   void PartialPhase(uint32_t down, std::chrono::milliseconds duration, std::mt19937& rng, std::vector<Asked>* asked) {
     constexpr int kDeadlineMs = 300;
-    constexpr double kSlackS = 0.4;
+    constexpr double kSlackS = 3.0;  // generous: a loaded 2-core machine; without the deadline, a hang
     const uint32_t ks[] = {1, 5, 10, 10, 40, 200};
     const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
     const auto end = Clock::now() + duration;

@@ -44,6 +44,9 @@ class FakeNode {
 
   const std::string& endpoint() const { return endpoint_; }
   void set_delay(std::chrono::milliseconds d) { delay_ms_ = static_cast<int>(d.count()); }
+  // Sends every reply still held back by the delay now (a test sets a delay far past any
+  // deadline, so that the deadline and not the reply ends a wait, then lets the late reply go).
+  void ReleaseHeld() { release_ = true; }
   void set_answer_pings(bool on) { answer_pings_ = on; }
   void set_garble(bool on) { garble_ = on; }
   void set_health(const ShardHealthMsg& h) {
@@ -82,8 +85,9 @@ class FakeNode {
       zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
       zmq::poll(&item, 1, std::chrono::milliseconds(5));
       const auto now = std::chrono::steady_clock::now();
+      const bool release = release_.exchange(false);
       for (auto it = due.begin(); it != due.end();) {
-        if (it->at <= now) {
+        if (release || it->at <= now) {
           Send(it->identity, it->frame);
           it = due.erase(it);
         } else {
@@ -130,7 +134,7 @@ class FakeNode {
   zmq::socket_t sock_;
   std::string endpoint_;
   std::thread thread_;
-  std::atomic<bool> stop_{false}, answer_pings_{true}, garble_{false};
+  std::atomic<bool> stop_{false}, answer_pings_{true}, garble_{false}, release_{false};
   std::atomic<int> delay_ms_{0}, pings_{0};
   mutable std::mutex mu_;
   ShardHealthMsg health_;

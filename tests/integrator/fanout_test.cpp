@@ -100,7 +100,7 @@ TEST(Fanout, AllShardsAnswer) {
 TEST(Fanout, SlowShardTimesOutAndItsLateReplyIsDropped) {
   FakeNode fast(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2);
   FakeNode slow(1, AnswerWith(1, {{900, 9.0f, "y"}}), 2);
-  slow.set_delay(300ms);
+  slow.set_delay(60s);  // held far past the deadline, until ReleaseHeld
   CountingListener l;
   auto f = Fanout::Start(Options({fast.endpoint(), slow.endpoint()}), &l);
   ASSERT_TRUE(f.ok());
@@ -109,13 +109,14 @@ TEST(Fanout, SlowShardTimesOutAndItsLateReplyIsDropped) {
   auto r = (*f)->Search(Request(), t0 + 100ms);
   const auto took = Clock::now() - t0;
   EXPECT_GE(took, 95ms);
-  EXPECT_LT(took, 250ms);  // the deadline, not the slow shard, ends the wait
+  EXPECT_LT(took, 10s);  // the deadline, not the slow shard (60 s), ends the wait
   EXPECT_EQ(r[0].state, ShardCallState::kOk);
   EXPECT_EQ(r[1].state, ShardCallState::kTimedOut);
   EXPECT_NE(r[1].reason.find("deadline"), std::string::npos);
   EXPECT_TRUE(r[1].hits.empty());
   // The slow reply arrives later and is dropped by request id.
-  const auto end = Clock::now() + 3s;
+  slow.ReleaseHeld();
+  const auto end = Clock::now() + 10s;
   while (l.late == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(l.late, 1);
 }
@@ -151,6 +152,9 @@ TEST(Fanout, MalformedReplyIsCountedAndNeverCrashes) {
   ASSERT_TRUE(WaitAllUp(**f));
   auto r = (*f)->Search(Request(), Clock::now() + 150ms);
   EXPECT_NE(r[0].state, ShardCallState::kOk);
+  // The garbled reply may come after the deadline on a loaded machine: it is counted all the same.
+  const auto end = Clock::now() + 10s;
+  while (l.malformed == 0 && Clock::now() < end) std::this_thread::sleep_for(10ms);
   EXPECT_GE(l.malformed, 1);
 }
 
@@ -170,8 +174,8 @@ TEST(Fanout, UnreachableShardFailsAtOnce) {
   const auto end = Clock::now() + 3s;
   while ((*f)->Health()[0].state != "up" && Clock::now() < end) std::this_thread::sleep_for(10ms);
   const auto t0 = Clock::now();
-  auto r = (*f)->Search(Request(), t0 + 2s);
-  EXPECT_LT(Clock::now() - t0, 500ms);  // no waiting for the deadline
+  auto r = (*f)->Search(Request(), t0 + 60s);
+  EXPECT_LT(Clock::now() - t0, 10s);  // no waiting for the deadline (60 s)
   EXPECT_EQ(r[0].state, ShardCallState::kOk);
   EXPECT_EQ(r[1].state, ShardCallState::kFailed);
   EXPECT_NE(r[1].reason.find("not connected"), std::string::npos);
@@ -211,9 +215,9 @@ TEST(Fanout, NodeDisappearingFailsOutstandingWorkEarly) {
     n.reset();  // closes the node's socket: the connection drops
   });
   const auto t0 = Clock::now();
-  auto r = (*f)->Search(Request(), t0 + 3s);
+  auto r = (*f)->Search(Request(), t0 + 60s);
   killer.join();
-  EXPECT_LT(Clock::now() - t0, 2s);
+  EXPECT_LT(Clock::now() - t0, 10s);  // the dropped connection, not the deadline (60 s), ends the wait
   EXPECT_EQ(r[0].state, ShardCallState::kFailed);
   EXPECT_NE(r[0].reason.find("lost"), std::string::npos);
 }
@@ -224,12 +228,12 @@ TEST(Fanout, StopCompletesOutstandingSearches) {
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(WaitAllUp(**f));
   std::vector<ShardCallResult> r;
-  std::thread t([&] { r = (*f)->Search(Request(), Clock::now() + 10s); });
+  std::thread t([&] { r = (*f)->Search(Request(), Clock::now() + 60s); });
   std::this_thread::sleep_for(100ms);
   const auto t0 = Clock::now();
   (*f)->Stop();
   t.join();
-  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_LT(Clock::now() - t0, 10s);  // Stop, not the deadline (60 s), ends the search
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].state, ShardCallState::kFailed);
   EXPECT_NE(r[0].reason.find("shutting down"), std::string::npos);
@@ -295,7 +299,7 @@ TEST(Fanout, EverySearchWakesAnIdleIoThread) {
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(ok, 600);
-  EXPECT_LT(slowest_ms.load(), 5000);
+  EXPECT_LT(slowest_ms.load(), 10000);  // a missed wake-up waits for the next ping (30 s)
 }
 
 std::string DeadEndpoint() {
@@ -321,10 +325,10 @@ TEST(Fanout, ReplicasSpreadLoadAndSurviveADeadOne) {
   EXPECT_EQ(h[0].state, "up");
   for (int i = 0; i < 30; ++i) {
     const auto t0 = Clock::now();
-    auto r = (*f)->Search(Request(), t0 + 2s);
+    auto r = (*f)->Search(Request(), t0 + 30s);
     EXPECT_EQ(r[0].state, ShardCallState::kOk) << r[0].reason;
     EXPECT_EQ(r[1].state, ShardCallState::kOk);
-    EXPECT_LT(Clock::now() - t0, 1s);
+    ASSERT_LT(Clock::now() - t0, 10s);  // never the deadline (30 s): the dead replica costs nothing
   }
   EXPECT_EQ(a.requests().size(), 30u);
 
@@ -392,9 +396,9 @@ TEST(Fanout, SilentReplicaIsHedged) {
   int ok = 0;
   for (int i = 0; i < 20; ++i) {
     const auto t0 = Clock::now();
-    auto r = (*f)->Search(Request(), t0 + 3s);
+    auto r = (*f)->Search(Request(), t0 + 30s);
     ok += r[0].state == ShardCallState::kOk;
-    EXPECT_LT(Clock::now() - t0, 1s);  // far below the 3 s deadline
+    ASSERT_LT(Clock::now() - t0, 10s);  // far below the 30 s deadline
   }
   EXPECT_EQ(ok, 20);
   EXPECT_GT((*f)->hedges(), 0u);
@@ -505,20 +509,21 @@ TEST(Fanout, SearchAsyncGetsWhatSearchReturnsOnceOnTheIoThread) {
   ASSERT_EQ(a.requests().size(), 4u);
   EXPECT_EQ(a.requests()[3].flags, kFlagAndOrSplit);
   EXPECT_NE(a.requests()[2].request_id, a.requests()[3].request_id);
-  // A slow shard: timed out at the deadline, as Search's.
-  b.set_delay(300ms);
+  // A slow shard (held far past the deadline): timed out at the deadline, as Search's. SearchAsync
+  // does not wait for it: the callback comes after SearchAsync returned.
+  b.set_delay(60s);
   const auto t0 = Clock::now();
-  auto log = StartAsync(**f, Request(), t0 + 100ms);
-  EXPECT_LT(Clock::now() - t0, 50ms);  // SearchAsync does not wait
-  ASSERT_TRUE(WaitCalls(*log, 1));
+  auto log = StartAsync(**f, Request(), t0 + 1s);
+  ASSERT_TRUE(WaitCalls(*log, 1, 30s));
   const auto took = Clock::now() - t0;
-  EXPECT_GE(took, 95ms);
-  EXPECT_LT(took, 250ms);
+  EXPECT_GE(took, 950ms);
+  EXPECT_LT(took, 10s);  // the deadline, not the slow shard (60 s)
   auto blocking = (*f)->Search(Request(), Clock::now() + 100ms);
   std::this_thread::sleep_for(50ms);
   std::lock_guard lock(log->mu);
   ASSERT_EQ(log->calls.load(), 1);
   EXPECT_NE(log->threads[0], std::this_thread::get_id());
+  EXPECT_TRUE(log->after_return[0]) << "SearchAsync waited for the deadline";
   EXPECT_EQ(log->results[0][0].state, ShardCallState::kOk);
   EXPECT_EQ(log->results[0][1].state, ShardCallState::kTimedOut);
   ExpectSameResults(log->results[0], blocking);
@@ -532,13 +537,13 @@ TEST(Fanout, SearchAsyncAfterStopFailsAtOnceOnTheCallingThread) {
   auto f = Fanout::Start(Options({silent.endpoint(), ok.endpoint()}), nullptr);
   ASSERT_TRUE(f.ok());
   ASSERT_TRUE(WaitAllUp(**f));
-  auto outstanding = StartAsync(**f, Request(), Clock::now() + 10s);
+  auto outstanding = StartAsync(**f, Request(), Clock::now() + 60s);
   const auto end = Clock::now() + 3s;
   while (silent.requests().empty() && Clock::now() < end) std::this_thread::sleep_for(5ms);
   ASSERT_EQ(silent.requests().size(), 1u);
   const auto t0 = Clock::now();
   (*f)->Stop();
-  EXPECT_LT(Clock::now() - t0, 1s);
+  EXPECT_LT(Clock::now() - t0, 10s);  // not the deadline (60 s)
   {
     std::lock_guard lock(outstanding->mu);
     ASSERT_EQ(outstanding->calls.load(), 1);  // by the time Stop returned

@@ -171,7 +171,7 @@ TEST(Integrator, SearchesBeforeTheFirstShardReportWaitForIt) {
   const auto waited = std::chrono::steady_clock::now() - t1;
   EXPECT_EQ(r2.status, 503) << r2.body;
   EXPECT_GE(waited, 180ms);
-  EXPECT_LT(waited, 1500ms);
+  EXPECT_LT(waited, 1900ms);  // the deadline, not the 2 s most a search waits for a first report
 }
 
 TEST(Integrator, RefusesWithoutAnAnalyzerAndWhenShardsDisagree) {
@@ -276,12 +276,12 @@ TEST(Integrator, CacheAnswersRepeatsWithoutTouchingShardsButNeverCachesPartialAn
   EXPECT_EQ(json::parse((*in)->Search(Params("hello world", QueryMode::kAnd)).body)["cached"], false);
   EXPECT_EQ((*in)->cache().stats().hits, 1u);
 
-  b.set_delay(400ms);
+  b.set_delay(60s);  // far past the deadline
   SearchParams p = Params("slow query");
   p.timeout_ms = 100;
   const auto t0 = Clock::now();
   auto partial = json::parse((*in)->Search(p).body);
-  EXPECT_LT(Clock::now() - t0, 300ms);
+  EXPECT_LT(Clock::now() - t0, 10s);  // the deadline, not the slow shard (60 s)
   EXPECT_EQ(partial["timed_out"], true);
   EXPECT_EQ(partial["_shards"]["failed"], 1);
   EXPECT_EQ(partial["_shards"]["failures"][0]["shard"], 1);
@@ -781,13 +781,13 @@ TEST(IntegratorAsync, AllShardsFailingIs503ThroughPost) {
   AsyncRig rig(opts);
   ASSERT_TRUE(rig.in);
   ASSERT_TRUE(WaitReady(*rig.in));
-  a.set_delay(300ms);
-  b.set_delay(300ms);
+  a.set_delay(60s);  // both far past the deadline
+  b.set_delay(60s);
   SearchParams p = Params("q");
   p.timeout_ms = 100;
   const auto t0 = Clock::now();
   HttpReply async = AwaitAsync(*rig.in, Parsed(p), rig.loop);
-  EXPECT_LT(Clock::now() - t0, 320ms);  // the deadline, not the slow shards (50 ms: AwaitAsync's wait)
+  EXPECT_LT(Clock::now() - t0, 10s);  // the deadline, not the slow shards (60 s)
   EXPECT_EQ(async.status, 503);
   json j = json::parse(async.body);
   EXPECT_EQ(j["error"]["type"], "search_phase_execution_exception");
@@ -855,6 +855,8 @@ TEST(IntegratorAsync, DoneIsCalledOnceOnTheLoopThreadOnly) {
 // Before any shard has reported, HandleSearchAsync returns at once (the wait happens on a thread
 // of the Integrator's) and the answer, the blocking path's, comes through post once a shard
 // reports; with no report by the deadline, the 503 comes through post at about the deadline.
+// The shards report only after HandleSearchAsync returned: had it waited for their report, it
+// would have waited out the whole (2 s) wait and the answer would be the 503.
 TEST(IntegratorAsync, SearchBeforeTheFirstShardReportDoesNotBlockTheCaller) {
   FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}}), 2), b(1, AnswerWith(1, {{700, 4.0f, "b700"}}), 2);
   a.set_answer_pings(false);
@@ -863,19 +865,19 @@ TEST(IntegratorAsync, SearchBeforeTheFirstShardReportDoesNotBlockTheCaller) {
   opts.cache_bytes = 0;
   AsyncRig rig(opts);
   ASSERT_TRUE(rig.in);
+  SearchParams p = Params("x");
+  p.timeout_ms = 3000;
+  const auto t0 = Clock::now();
+  auto log = StartAsync(*rig.in, Parsed(p), rig.loop.post());
+  EXPECT_LT(log->call_took, 1s);
+  EXPECT_EQ(log->calls.load(), 0);
+  EXPECT_EQ(rig.loop.posted(), 0);
   std::thread pongs([&] {
     std::this_thread::sleep_for(300ms);
     a.set_answer_pings(true);
     b.set_answer_pings(true);
   });
-  SearchParams p = Params("x");
-  p.timeout_ms = 3000;
-  const auto t0 = Clock::now();
-  auto log = StartAsync(*rig.in, Parsed(p), rig.loop.post());
-  EXPECT_LT(log->call_took, 100ms);
-  EXPECT_EQ(log->calls.load(), 0);
-  EXPECT_EQ(rig.loop.posted(), 0);
-  EXPECT_TRUE(rig.loop.RunUntil([&] { return log->calls.load() > 0; }, 5s));
+  EXPECT_TRUE(rig.loop.RunUntil([&] { return log->calls.load() > 0; }, 10s));
   const auto waited = Clock::now() - t0;
   pongs.join();
   rig.loop.RunFor(50ms);
@@ -906,13 +908,12 @@ TEST(IntegratorAsync, SearchBeforeTheFirstShardReportDoesNotBlockTheCaller) {
   p.timeout_ms = 200;
   const auto t1 = Clock::now();
   auto log2 = StartAsync(*rig2.in, Parsed(p), rig2.loop.post());
-  EXPECT_LT(log2->call_took, 100ms);
   EXPECT_EQ(log2->calls.load(), 0);
-  EXPECT_TRUE(rig2.loop.RunUntil([&] { return log2->calls.load() > 0; }, 5s));
+  EXPECT_TRUE(rig2.loop.RunUntil([&] { return log2->calls.load() > 0; }, 10s));
   const auto waited2 = Clock::now() - t1;
   rig2.loop.RunFor(50ms);
   EXPECT_GE(waited2, 180ms);
-  EXPECT_LT(waited2, 1500ms);
+  EXPECT_LT(waited2, 1900ms);  // the deadline, not the 2 s most a search waits for a first report
   std::lock_guard lock(log2->mu);
   ASSERT_EQ(log2->replies.size(), 1u);
   EXPECT_TRUE(log2->in_closure[0]);
@@ -1006,16 +1007,17 @@ TEST(IntegratorAsync, StopWithAsyncSearchesOutstandingReturnsPromptly) {
     ASSERT_TRUE(rig.in);
     ASSERT_TRUE(WaitReady(*rig.in));
     SearchParams p = Params("q", QueryMode::kAndOr, 5);
-    p.timeout_ms = 10000;
+    p.timeout_ms = 60000;
     auto log = StartAsync(*rig.in, Parsed(p), rig.loop.post());
     const auto end = Clock::now() + 5s;
     while (silent.requests().empty() && Clock::now() < end) std::this_thread::sleep_for(5ms);
     ASSERT_EQ(silent.requests().size(), 1u);
     const auto t0 = Clock::now();
     rig.in->Stop();
-    EXPECT_LT(Clock::now() - t0, 1s);
+    EXPECT_LT(Clock::now() - t0, 10s);  // not the search's deadline (60 s)
     if (run_closures) {
-      rig.loop.RunFor(200ms);
+      (void)rig.loop.RunUntil([&] { return log->calls.load() > 0; }, 10s);
+      rig.loop.RunFor(50ms);  // a second call would come now
       std::lock_guard lock(log->mu);
       ASSERT_EQ(log->replies.size(), 1u);
       EXPECT_EQ(log->replies[0].status, 503) << log->replies[0].body;
@@ -1028,7 +1030,8 @@ TEST(IntegratorAsync, StopWithAsyncSearchesOutstandingReturnsPromptly) {
     EXPECT_EQ(rig.InFlight(), 0);
     // After Stop: answered once (503), through post or inline.
     auto later = StartAsync(*rig.in, Parsed(p), rig.loop.post());
-    rig.loop.RunFor(200ms);
+    (void)rig.loop.RunUntil([&] { return later->calls.load() > 0; }, 10s);
+    rig.loop.RunFor(50ms);  // a second call would come now
     EXPECT_EQ(later->calls.load(), 1);
     std::lock_guard lock(later->mu);
     if (!later->replies.empty()) {
@@ -1047,12 +1050,14 @@ TEST(IntegratorAsync, StopWithAsyncSearchesOutstandingReturnsPromptly) {
   std::this_thread::sleep_for(50ms);  // on the waiter thread now
   const auto t0 = Clock::now();
   rig.in->Stop();
-  EXPECT_LT(Clock::now() - t0, 1s);
-  rig.loop.RunFor(200ms);
+  EXPECT_LT(Clock::now() - t0, 1500ms);  // not the wait's 2 s
+  rig.loop.RunFor(200ms);  // Stop posted the answer, if any, before it returned
   std::lock_guard lock(log->mu);
   EXPECT_LE(log->replies.size(), 1u);
   if (!log->replies.empty()) {
     EXPECT_EQ(log->replies[0].status, 503) << log->replies[0].body;
+    // Stop ended the wait: a wait run out would have answered that no shard reported.
+    EXPECT_NE(log->replies[0].body.find("shutting down"), std::string::npos) << log->replies[0].body;
     EXPECT_TRUE(log->in_closure[0]);
   }
   EXPECT_TRUE(mute.requests().empty());

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpus.hpp"
 #include "core/thread_slice.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
@@ -267,28 +268,55 @@ TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   EXPECT_LE(j["p99_us"].get<double>(), j["p999_us"].get<double>());
   EXPECT_GT(j["postings_decoded_per_query"].get<double>(), 0);
   EXPECT_DOUBLE_EQ(j["hits_per_query"].get<double>(), 10.0);  // every query has >= 10 hits in or mode
-  EXPECT_FALSE(j.contains("huge_pages"));
-  // --huge-pages (the norms and long cached lists on transparent huge pages): said, same hits.
-  auto h = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10",
-                "--threads", "1", "--seconds", "0.2", "--warmup", "0", "--huge-pages"});
-  ASSERT_EQ(h.exit_code, 0) << h.err;
-  const Json jh = Json::parse(testing::Lines(h.out).at(0));
-  EXPECT_EQ(jh.value("huge_pages", false), true);
-  EXPECT_DOUBLE_EQ(jh["hits_per_query"].get<double>(), 10.0);
 }
 
-// --prewarm answers every query once before the timed run and says how long that took.
-TEST_F(SearchctlTest, BenchPrewarmsTheCpuEngine) {
+// By default the CPU engine answers every query once before the timed run and says how long that
+// took; --cold skips that pass. Without --threads every CPU it may use runs a client thread.
+TEST_F(SearchctlTest, BenchWarmsTheCpuEngineUnlessCold) {
   ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
   testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
-  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "and", "--threads", "2",
-                "--seconds", "0.2", "--warmup", "0", "--prewarm"});
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "and", "--seconds", "0.2",
+                "--warmup", "0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const Json j = Json::parse(testing::Lines(r.out).at(0));
   ASSERT_TRUE(j.contains("cpu_prewarm_s"));
   EXPECT_GT(j["cpu_prewarm_s"].get<double>(), 0);
   EXPECT_GT(j["queries"].get<uint64_t>(), 0u);
   EXPECT_TRUE(j.contains("scored_per_query"));
+  EXPECT_EQ(j["threads"].get<unsigned>(), AvailableCores());
+  auto cold = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "and", "--threads", "1",
+                   "--seconds", "0.2", "--warmup", "0", "--cold"});
+  ASSERT_EQ(cold.exit_code, 0) << cold.err;
+  const Json jc = Json::parse(testing::Lines(cold.out).at(0));
+  EXPECT_FALSE(jc.contains("cpu_prewarm_s"));
+  EXPECT_EQ(jc["threads"], 1);
+}
+
+// Without --list-cache-mib the list cache holds every list of the index (a small index on any
+// machine: they fit in half of MemAvailable), one stderr line says so, and the warm pass leaves
+// every list the queries touch cached within that budget; --list-cache-mib N sets N MiB a shard.
+TEST_F(SearchctlTest, BenchSizesTheListCacheFromTheIndex) {
+  ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
+  testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
+  auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--threads", "1",
+                "--seconds", "0.1", "--warmup", "0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("searchctl bench: list cache "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("every list"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("of 2 shards"), std::string::npos) << r.err;
+  EXPECT_EQ(testing::Lines(r.err).size(), 1u) << r.err;
+  const Json j = Json::parse(testing::Lines(r.out).at(0));
+  const uint64_t capacity = j["list_cache_capacity_bytes"].get<uint64_t>();
+  EXPECT_GT(j["list_cache_bytes"].get<uint64_t>(), 0u);
+  EXPECT_LE(j["list_cache_bytes"].get<uint64_t>(), capacity);
+  EXPECT_LT(capacity, uint64_t{64} << 20);  // sized by the index, not a fixed default
+
+  auto fixed = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--threads", "1",
+                    "--seconds", "0.1", "--warmup", "0", "--list-cache-mib", "3"});
+  ASSERT_EQ(fixed.exit_code, 0) << fixed.err;
+  EXPECT_EQ(fixed.err.find("list cache"), std::string::npos) << fixed.err;
+  EXPECT_EQ(Json::parse(testing::Lines(fixed.out).at(0))["list_cache_capacity_bytes"].get<uint64_t>(),
+            uint64_t{2 * 3} << 20);
 }
 
 // --per-query: after the run, one CSV row per query of the file, timed alone: its number, terms,
@@ -492,15 +520,15 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   EXPECT_LT(shed_served[shed_served.size() / 2], 250.0) << lines[0];
 }
 
-// send_wait: with one connection and answers that take 40 ms, arrivals every 10 ms on average
-// queue in the load generator for a free connection (over a second by the end of half a second),
+// send_wait: with one connection and answers that take 100 ms, arrivals every 10 ms on average
+// queue in the load generator for a free connection (about 4.5 s by the end of half a second),
 // and that wait is part of their latency; with 32 connections the wait is a small fraction of it.
 // Either way the load generator keeps to its schedule: the wait is for a connection, not its loop
 // releasing arrivals late (release_lag).
 TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
   StandIn server(32);  // a thread per kept-alive connection
   server.http.Get("/search", [](const httplib::Request&, httplib::Response& res) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(40));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     res.set_content(kEmptyAnswer, "application/json");
   });
   const std::string url = server.Start();
@@ -522,11 +550,12 @@ TEST(SearchctlLoadgenTest, SendWaitIsTheLoadGeneratorsOwnQueue) {
     EXPECT_LE((*j)["release_lag_p99_us"].get<double>(), (*j)["send_wait_p99_us"].get<double>()) << j->dump();
     EXPECT_LE((*j)["release_lag_p99_us"].get<double>(), (*j)["release_lag_max_us"].get<double>()) << j->dump();
   }
-  EXPECT_GT(one["send_wait_p99_us"].get<double>(), 200000.0) << one.dump();  // ~1.5 s of queue by the end
-  // The loop itself released the queued arrivals on time (well under the second of queue; a busy
-  // 2-core CI machine may hold a loop off its CPU for some milliseconds).
-  EXPECT_LT(one["release_lag_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << one.dump();
-  EXPECT_LT(many["send_wait_p99_us"].get<double>() * 10, one["send_wait_p99_us"].get<double>()) << many.dump();
+  EXPECT_GT(one["send_wait_p99_us"].get<double>(), 1e6) << one.dump();  // ~4.5 s of queue by the end
+  // The loop itself released the queued arrivals on time, and 32 connections hardly wait: both
+  // well under the seconds of queue (generous: a busy 2-core CI machine may hold a loop off its CPU
+  // for a while).
+  EXPECT_LT(one["release_lag_p99_us"].get<double>() * 4, one["send_wait_p99_us"].get<double>()) << one.dump();
+  EXPECT_LT(many["send_wait_p99_us"].get<double>() * 4, one["send_wait_p99_us"].get<double>()) << many.dump();
 }
 
 // The descriptor table is grown for every connection before the loops start (a growth once they run
