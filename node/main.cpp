@@ -23,6 +23,7 @@
 #include <pthread.h>
 #include <thread>
 
+#include "core/cache_sizing.hpp"
 #include "core/cpus.hpp"
 #include "core/large_buffer.hpp"
 #include "core/signals.hpp"
@@ -46,14 +47,17 @@ int main(int argc, char** argv) {
   std::string index_dir, metrics_addr, log_level = "info";
   NodeServerOptions options;
   options.listen = "tcp://127.0.0.1:5555";
-  size_t cache_mb = 256, threads = 0;
+  size_t cache_mb = 0, threads = 0;
   int drain_ms = 10000;
   app.add_option("--index", index_dir, "shard directory, DIR/shard-<i>")->required();
   app.add_option("--listen", options.listen, "ZeroMQ endpoint to bind (tcp://HOST:PORT, PORT * = any)")
       ->capture_default_str();
   app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)");
   app.add_option("--threads", threads, "worker threads (0 = the CPUs this process may use)")->capture_default_str();
-  app.add_option("--cache-mb", cache_mb, "posting-list cache budget in MiB")->capture_default_str();
+  app.add_option("--cache-mb", cache_mb,
+                 "main-memory posting-list cache in MiB (0 = every list of the shard where that fits in half of "
+                 "MemAvailable, else that half; the log says which); set it to leave memory to other processes")
+      ->capture_default_str();
   size_t cache_shards = 0;
   app.add_option("--cache-shards", cache_shards,
                  "posting-list cache shards, each an LRU with its own lock (0 = one per 256 MiB of --cache-mb, up "
@@ -120,11 +124,13 @@ int main(int argc, char** argv) {
   app.add_option("--gpu-cache-bytes", gpu_cache_bytes,
                  "device memory for cached posting lists (0 = half of the GPU's free memory)")
       ->capture_default_str();
-  size_t gpu_preload_mb = 0;
+  int64_t gpu_preload_mb = -1;
   app.add_option("--gpu-preload-mb", gpu_preload_mb,
                  "at start, copy the longest posting lists (1024 postings or more) into the GPU list cache, "
-                 "longest first, up to this many MiB (0 = none; lists are copied on first use)")
-      ->capture_default_str();
+                 "longest first, up to this many MiB (-1 = as many as fit in 90% of the cache; 0 = none, lists are "
+                 "copied on first use); 0 for a faster start")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 30));
   std::string gpu_sync = "auto";
   app.add_option("--gpu-sync", gpu_sync,
                  "how GPU dispatchers wait for their stream: auto (CUDA's choice: spin while there are fewer "
@@ -387,6 +393,15 @@ int main(int argc, char** argv) {
   SetDenseBitsDensity(dense_bitmaps);  // before any list is loaded (the GPU preload's included)
   ShardReaderOptions reader_options;
   reader_options.list_cache_bytes = cache_mb << 20;
+  if (cache_mb == 0) {  // sized from the shard's lists and the machine's available memory
+    auto plan = PlanListCache({index_dir}, MemAvailableBytes());
+    if (!plan.ok()) {
+      log.Error() << "cannot open shard " << index_dir << ": " << plan.status().ToString();
+      return 1;
+    }
+    log.Info() << plan->total.Describe("list cache");
+    reader_options.list_cache_bytes = plan->per_shard.at(0);
+  }
   reader_options.list_cache_shards = cache_shards;
   auto shard = ShardReader::Open(index_dir, reader_options);
   if (!shard.ok()) {
@@ -417,8 +432,9 @@ int main(int argc, char** argv) {
       GpuExecutorOptions gpu_options;
       gpu_options.cache_bytes = gpu_cache_bytes;
       auto gpu_executor = GpuExecutorAdapter::Create(shard->get(), &metrics, gpu_options);
-      if (gpu_executor.ok() && gpu_preload_mb > 0) {
-        auto pre = (*gpu_executor)->Preload(uint64_t{gpu_preload_mb} << 20);
+      if (gpu_executor.ok() && gpu_preload_mb != 0) {
+        // -1: no bound of its own (Preload stops at 90% of the cache's capacity).
+        auto pre = (*gpu_executor)->Preload(gpu_preload_mb < 0 ? UINT64_MAX : uint64_t(gpu_preload_mb) << 20);
         if (pre.ok()) {
           log.Info() << "GPU preload: " << pre->lists << " lists, " << (pre->bytes >> 20) << " MiB in " << pre->seconds
                      << " s" << (pre->cache_full ? " (the list cache is full)" : "");

@@ -17,7 +17,7 @@ std::string Mib(uint64_t bytes) { return std::to_string((bytes + (uint64_t{1} <<
 
 std::string CacheSizing::Describe(std::string_view what) const {
   std::string line(what);
-  line += " " + Mib(bytes) + ": the lists need " + Mib(needed) + " (" + source + "); " + reason;
+  line += " " + Mib(bytes) + ": " + reason + " (from " + source + ")";
   return line;
 }
 
@@ -30,18 +30,31 @@ CacheSizing SizeListCache(uint64_t needed, std::string source, std::optional<uin
   const int percent = static_cast<int>(std::lround(share * 100));
   if (!mem_available) {
     s.bytes = std::min(needed, kListCacheFallbackBytes);
-    s.reason = "MemAvailable unreadable, so at most " + Mib(kListCacheFallbackBytes);
+    s.reason = "the lists need " + Mib(needed) + ", MemAvailable unreadable, so at most " + Mib(kListCacheFallbackBytes);
     return s;
   }
   const auto cap = static_cast<uint64_t>(static_cast<double>(*mem_available) * share);
   if (needed <= cap) {
     s.bytes = std::min(cap, needed + needed / kListCacheHeadroomDivisor);
-    s.reason = "all of them, with headroom for the cache's hash shards: they fit in " + std::to_string(percent) + "% of MemAvailable " + Mib(*mem_available);
+    s.reason = "every list, plus headroom for the cache's hash shards: the lists need " + Mib(needed) + ", within " +
+               std::to_string(percent) + "% of MemAvailable " + Mib(*mem_available);
   } else {
     s.bytes = cap;
-    s.reason = "capped at " + std::to_string(percent) + "% of MemAvailable " + Mib(*mem_available) +
-               ": the longest-used lists stay, the rest are read from RocksDB";
+    s.reason = "the lists need " + Mib(needed) + ", more than " + std::to_string(percent) + "% of MemAvailable " +
+               Mib(*mem_available) + ": capped at that share (the rest are read from RocksDB)";
   }
+  return s;
+}
+
+CacheSizing SizeGpuListCache(uint64_t free_bytes, size_t shards) {
+  shards = std::max<size_t>(1, shards);
+  CacheSizing s;
+  s.bytes = static_cast<uint64_t>(static_cast<double>(free_bytes) * kGpuListCacheShare) / shards;
+  s.needed = s.bytes;
+  s.source = "the GPU's free memory";
+  s.reason = std::to_string(static_cast<int>(std::lround(kGpuListCacheShare * 100))) + "% of the free " +
+             Mib(free_bytes) + (shards > 1 ? ", shared by " + std::to_string(shards) + " shards" : std::string()) +
+             "; the rest is left to the engine's buffers";
   return s;
 }
 

@@ -17,7 +17,7 @@ TEST(SizeListCache, HoldsEveryListWhenTheyFitInTheShare) {
   const CacheSizing s = SizeListCache(12 * kGiB, "lists column family", 100 * kGiB);
   EXPECT_EQ(s.bytes, 12 * kGiB + 12 * kGiB / kListCacheHeadroomDivisor);
   EXPECT_EQ(s.needed, 12 * kGiB);
-  EXPECT_NE(s.reason.find("all of them"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("every list"), std::string::npos) << s.reason;
   // Exactly at the share still fits, without the headroom that the share has no room for.
   EXPECT_EQ(SizeListCache(50 * kGiB, "x", 100 * kGiB).bytes, 50 * kGiB);
   EXPECT_EQ(SizeListCache(48 * kGiB, "x", 100 * kGiB).bytes, 50 * kGiB);
@@ -26,7 +26,7 @@ TEST(SizeListCache, HoldsEveryListWhenTheyFitInTheShare) {
 TEST(SizeListCache, TakesTheShareWhenTheListsDoNotFit) {
   const CacheSizing s = SizeListCache(12 * kGiB, "lists column family", 16 * kGiB);
   EXPECT_EQ(s.bytes, 8 * kGiB);
-  EXPECT_NE(s.reason.find("capped at 50% of MemAvailable"), std::string::npos) << s.reason;
+  EXPECT_NE(s.reason.find("more than 50% of MemAvailable 16384 MiB: capped"), std::string::npos) << s.reason;
   EXPECT_EQ(SizeListCache(12 * kGiB, "x", 16 * kGiB, 0.25).bytes, 4 * kGiB);
   EXPECT_EQ(SizeListCache(12 * kGiB, "x", 16 * kGiB, 1.0).bytes, 13 * kGiB + kGiB / 2);
 }
@@ -45,8 +45,15 @@ TEST(SizeListCache, AnEmptyShardNeedsNothing) {
 TEST(SizeListCache, DescribeIsOneLineWithSizeSourceAndReason) {
   const std::string line = SizeListCache(12 * kGiB, "lists column family", 16 * kGiB).Describe("list cache");
   EXPECT_EQ(line.find('\n'), std::string::npos);
-  EXPECT_EQ(line.rfind("list cache 8192 MiB: the lists need 12288 MiB (lists column family); capped", 0), 0u)
-      << line;
+  EXPECT_EQ(line.rfind("list cache 8192 MiB: the lists need 12288 MiB, more than 50%", 0), 0u) << line;
+  EXPECT_NE(line.find("(from lists column family)"), std::string::npos) << line;
+}
+
+TEST(SizeGpuListCache, HalfOfTheFreeMemorySharedByShards) {
+  EXPECT_EQ(SizeGpuListCache(140 * kGiB, 1).bytes, 70 * kGiB);
+  EXPECT_EQ(SizeGpuListCache(140 * kGiB, 4).bytes, 70 * kGiB / 4);
+  EXPECT_EQ(SizeGpuListCache(140 * kGiB, 0).bytes, 70 * kGiB);  // no shard counts as one
+  EXPECT_NE(SizeGpuListCache(140 * kGiB, 4).Describe("GPU list cache").find("shared by 4 shards"), std::string::npos);
 }
 
 TEST(ParseMemAvailable, ReadsTheKibLine) {

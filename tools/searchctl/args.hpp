@@ -9,7 +9,6 @@
 #include <string>
 
 #include "common.hpp"  // kExitOk, kExitFailure, kExitUsage
-#include "index_store/list_cache.hpp"  // kDefaultDenseBitsDensity
 
 namespace search::cli {
 
@@ -45,14 +44,13 @@ struct BenchArgs {
   std::string queries;
   std::string mode = "and";
   int64_t k = 10;
-  uint32_t threads = 1;
+  uint32_t threads = 0;            // 0: the CPUs this process may use
   double seconds = 10;
   double warmup = 1;
   std::string engine = "cpu";      // cpu | gpu
-  uint32_t batch = 1;              // queries per GPU launch sequence
-  uint64_t gpu_cache_mib = 16384;  // GPU list cache per shard
-  bool cold = false;               // empty the GPU cache before every batch
-  bool prewarm = false;            // cpu: answer every query once, untimed, first
+  uint32_t batch = 64;             // queries per GPU launch sequence
+  uint64_t gpu_cache_mib = 0;      // GPU list cache per shard; 0: kGpuListCacheShare of free GPU memory
+  bool cold = false;               // no untimed pass first; gpu: also empty the GPU cache before every batch
   // GPU or-path choice (gpu::GpuContextOptions; negative: the engine's default).
   int64_t gpu_or_theta_min_postings = -1;
   int64_t gpu_or_pruned_divisor = -1;
@@ -62,9 +60,7 @@ struct BenchArgs {
   int gpu_or_progressive = -1;
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
   std::string per_query;           // after the run: each query timed alone, one CSV row each
-  uint64_t list_cache_mib = 256;   // main-memory list cache per shard
-  bool huge_pages = false;         // norms and long cached lists on transparent huge pages
-  uint32_t dense_bitmaps = kDefaultDenseBitsDensity;  // SetDenseBitsDensity: bitmaps of dense lists (0: none)
+  uint64_t list_cache_mib = 0;     // main-memory list cache per shard; 0: PlanListCache
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);

@@ -2,9 +2,11 @@
 // the GPU engine (--engine gpu: GpuSearcher, --batch queries per launch sequence). T threads each
 // loop over the query list (thread t starts at query t * Q / T) for --seconds after a --warmup, and
 // one JSON line summarises: QPS, exact latency percentiles from the sorted sample (a query's
-// latency is its batch's), and per-query work. A GPU run that is not --cold first answers every
-// query of the file once, untimed, so that the measured window sees the lists resident (as far as
-// --gpu-cache-mib holds them) rather than their first copies over PCIe.
+// latency is its batch's), and per-query work. A run that is not --cold first answers every query
+// of the file once, untimed, so that the measured window sees the lists cached (in main memory, and
+// on the GPU as far as its cache holds them) rather than read from RocksDB or copied over PCIe.
+// The defaults are the measured best: every CPU, batches of 64 on the GPU, caches sized from the
+// index and the machine (core/cache_sizing.hpp; one line on stderr says how).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -18,9 +20,12 @@
 
 #include "args.hpp"
 #include "common.hpp"
-#include "core/large_buffer.hpp"
+#include "core/cache_sizing.hpp"
+#include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "index_store/manifest.hpp"
+#include "index_store/shard_store.hpp"
 #ifdef SEARCH_HAVE_GPU
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_searcher.hpp"
@@ -45,23 +50,30 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->footer(
       "Prints one JSON line: mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
       "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
-      "postings and blocks decoded, compressed bytes touched and hits. --engine gpu first answers every\n"
-      "query of the file once, untimed (unless --cold), and adds the GPU cache counters and the engine's\n"
+      "postings and blocks decoded, compressed bytes touched and hits. Every query of the file is answered\n"
+      "once, untimed, first (unless --cold). --engine gpu adds the GPU cache counters and the engine's\n"
       "time per call: gpu_enqueue_us_per_call (host planning and launching), gpu_wait_us_per_call.");
   cmd->add_option("--index", a->index, "index directory")->required();
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
-  cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
+  cmd->add_option("--mode", a->mode, "and | or | andor: the query semantics to measure")->capture_default_str();
   cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
-  cmd->add_option("--threads", a->threads, "client threads")->capture_default_str();
-  cmd->add_option("--seconds", a->seconds, "measured duration")->capture_default_str();
-  cmd->add_option("--warmup", a->warmup, "warm-up duration before measuring")->capture_default_str();
-  cmd->add_option("--engine", a->engine, "cpu | gpu")->capture_default_str();
-  cmd->add_option("--batch", a->batch, "gpu: queries per batch (one launch sequence)")->capture_default_str();
-  cmd->add_option("--gpu-cache-mib", a->gpu_cache_mib, "gpu: list cache per shard, MiB")->capture_default_str();
-  cmd->add_flag("--prewarm", a->prewarm,
-                "cpu: answer every query of the file once, untimed, before the run (fills the list cache, as the GPU "
-                "run's prewarm fills the GPU cache)");
-  cmd->add_flag("--cold", a->cold, "gpu: empty the GPU list cache before every batch (lists not resident)");
+  cmd->add_option("--threads", a->threads,
+                  "client threads (0 = the CPUs this process may use); lower it to measure latency at light load")
+      ->capture_default_str();
+  cmd->add_option("--seconds", a->seconds, "measured duration; raise it when runs disagree")->capture_default_str();
+  cmd->add_option("--warmup", a->warmup, "seconds run before measuring, not counted; raise it when runs disagree")
+      ->capture_default_str();
+  cmd->add_option("--engine", a->engine, "cpu | gpu: the engine to measure")->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "gpu: queries per launch sequence; lower it to trade throughput for latency")
+      ->capture_default_str();
+  cmd->add_option("--gpu-cache-mib", a->gpu_cache_mib,
+                  "gpu: GPU list cache per shard in MiB (0 = half of the GPU's free memory, shared by the shards); "
+                  "set it to leave GPU memory to others")
+      ->capture_default_str();
+  cmd->add_flag("--cold", a->cold,
+                "measure cold caches: no untimed pass over the queries first; gpu: also empty the GPU list cache "
+                "before every batch (every list copied over PCIe)");
   cmd->add_option("--gpu-or-theta-min-postings", a->gpu_or_theta_min_postings,
                   "gpu: or-queries of at least this many postings take the theta round (default: the engine's)");
   cmd->add_option("--gpu-or-pruned-divisor", a->gpu_or_pruned_divisor,
@@ -84,25 +96,19 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "fastest of two runs; GPU: a batch of --batch copies of it, per copy), postings_decoded, hits, "
                   "us_first (the first run alone: its lists not yet in the core's caches unless the query before "
                   "used them, as a served query finds them; GPU: us)");
-  cmd->add_option("--list-cache-mib", a->list_cache_mib, "main-memory list cache per shard, MiB")
+  cmd->add_option("--list-cache-mib", a->list_cache_mib,
+                  "main-memory list cache per shard in MiB (0 = every list where that fits in half of MemAvailable, "
+                  "else that half; stderr says which); set it to measure a smaller cache")
       ->capture_default_str();
-  cmd->add_flag("--huge-pages", a->huge_pages,
-                "the norms and every cached list of 2 MiB or more on transparent huge pages (search-node's "
-                "--huge-pages)");
-  cmd->add_option("--dense-bitmaps", a->dense_bitmaps,
-                  "cpu: a cached list holding at least one document in D of its docID range also keeps a bitmap of "
-                  "them, which and-queries test candidates against instead of decoding its blocks (search-node's "
-                  "--dense-bitmaps; 0: none)")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 1u << 20));
   return cmd;
 }
 
 int RunBench(const BenchArgs& a) {
   auto mode = CheckModeAndK(a.mode, a.k);
   if (!mode.ok()) return ReportError("bench", mode.status(), kExitUsage);
-  if (a.threads == 0 || a.threads > 4096)
-    return ReportError("bench", Status::InvalidArgument("--threads must be between 1 and 4096"), kExitUsage);
+  if (a.threads > 4096)
+    return ReportError("bench", Status::InvalidArgument("--threads must be between 0 and 4096"), kExitUsage);
+  const uint32_t threads = a.threads > 0 ? a.threads : AvailableCores();
   if (!(a.seconds > 0 && a.seconds <= 86400) || !(a.warmup >= 0 && a.warmup <= 86400))
     return ReportError("bench", Status::InvalidArgument("--seconds must be in (0, 86400], --warmup in [0, 86400]"),
                        kExitUsage);
@@ -129,9 +135,21 @@ int RunBench(const BenchArgs& a) {
       return ReportError("bench", Status::IOError("cannot open the --per-query file " + a.per_query), kExitFailure);
   }
   ShardReaderOptions reader_options;
-  SetHugePages(a.huge_pages);
-  SetDenseBitsDensity(a.dense_bitmaps);
-  reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
+  if (a.list_cache_mib > 0) {
+    reader_options.list_cache_bytes = static_cast<size_t>(a.list_cache_mib) << 20;
+  } else {  // sized from the index's lists and the machine's available memory
+    auto manifest = Manifest::Read(a.index);
+    if (!manifest.ok())
+      return ReportError("bench", manifest.status().WithContext("cannot open index " + a.index), kExitFailure);
+    std::vector<std::string> shard_dirs;
+    for (const ShardEntry& e : manifest->shards) shard_dirs.push_back(a.index + "/" + e.path);
+    auto plan = PlanListCache(shard_dirs, MemAvailableBytes());
+    if (!plan.ok()) return ReportError("bench", plan.status().WithContext("cannot open index " + a.index), kExitFailure);
+    std::cerr << "searchctl bench: " << plan->total.Describe("list cache") << std::endl;
+    // LocalIndex gives every shard one size: the largest part (equal shards get equal parts).
+    reader_options.list_cache_bytes =
+        plan->per_shard.empty() ? 0 : *std::max_element(plan->per_shard.begin(), plan->per_shard.end());
+  }
   auto index = LocalIndex::Open(a.index, reader_options);
   if (!index.ok())
     return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
@@ -144,7 +162,15 @@ int RunBench(const BenchArgs& a) {
   if (gpu) {
     if (!gpu::GpuAvailable())
       return ReportError("bench", Status::Unavailable("--engine gpu: " + gpu::GpuDescription()), kExitFailure);
-    auto s = GpuSearcher::Create(idx, static_cast<size_t>(a.gpu_cache_mib) << 20);
+    size_t gpu_cache_bytes = static_cast<size_t>(a.gpu_cache_mib) << 20;
+    if (gpu_cache_bytes == 0) {  // a share of the GPU's free memory
+      auto mem = gpu::GetDeviceMemoryInfo();
+      if (!mem.ok()) return ReportError("bench", mem.status().WithContext("--engine gpu"), kExitFailure);
+      const CacheSizing sizing = SizeGpuListCache(mem->free_bytes, idx.num_shards());
+      std::cerr << "searchctl bench: " << sizing.Describe("GPU list cache per shard") << std::endl;
+      gpu_cache_bytes = sizing.bytes;
+    }
+    auto s = GpuSearcher::Create(idx, gpu_cache_bytes);
     if (!s.ok()) return ReportError("bench", s.status(), kExitFailure);
     searcher = std::move(s).value();
   }
@@ -177,11 +203,11 @@ int RunBench(const BenchArgs& a) {
                        kExitFailure);
 #endif
   double cpu_prewarm_s = 0;
-  if (!gpu && a.prewarm) {
+  if (!gpu && !a.cold) {
     const auto t0 = Clock::now();
     std::atomic<size_t> next{0};
     std::vector<std::thread> warm;
-    for (uint32_t t = 0; t < a.threads; ++t)
+    for (uint32_t t = 0; t < threads; ++t)
       warm.emplace_back([&] {
         for (size_t i; (i = next.fetch_add(1)) < qs.size();) (void)idx.Search(qs[i], *mode, k);
       });
@@ -215,13 +241,13 @@ int RunBench(const BenchArgs& a) {
 #endif
   };
 
-  std::vector<ThreadTally> tallies(a.threads);
-  std::latch ready(a.threads + 1);
+  std::vector<ThreadTally> tallies(threads);
+  std::latch ready(threads + 1);
   std::atomic<bool> failed{false};
   Clock::time_point measure_start, measure_end;
   auto worker = [&](uint32_t t) {
     ThreadTally& tally = tallies[t];
-    size_t i = qs.size() * t / a.threads;
+    size_t i = qs.size() * t / threads;
     ready.arrive_and_wait();
     const auto warm_end =
         Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
@@ -256,7 +282,7 @@ int RunBench(const BenchArgs& a) {
     }
   };
   std::vector<std::thread> pool;
-  for (uint32_t t = 0; t < a.threads; ++t) pool.emplace_back(worker, t);
+  for (uint32_t t = 0; t < threads; ++t) pool.emplace_back(worker, t);
   ready.arrive_and_wait();
   const auto start = Clock::now();
   measure_start = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(a.warmup));
@@ -307,19 +333,17 @@ int RunBench(const BenchArgs& a) {
   }
   out["mode"] = std::string(QueryModeName(*mode));
   out["k"] = k;
-  out["threads"] = a.threads;
-  if (a.huge_pages) out["huge_pages"] = true;
-  out["dense_bitmaps"] = a.dense_bitmaps;
+  out["threads"] = threads;
   {
-    // What the runs left in the main-memory list caches (the dense lists' bitmaps included).
-    uint64_t cached = 0, dense = 0;
+    // What the runs left in the main-memory list caches, and their budget.
+    uint64_t cached = 0, capacity = 0;
     for (size_t i = 0; i < idx.num_shards(); ++i) {
       const ListCacheStats cs = idx.shard(i).list_cache().stats();
       cached += cs.bytes;
-      dense += cs.dense_bytes;
+      capacity += cs.capacity_bytes;
     }
     out["list_cache_bytes"] = cached;
-    out["dense_bitmap_bytes"] = dense;
+    out["list_cache_capacity_bytes"] = capacity;
   }
   out["queries"] = sum.queries;
   out["qps"] = static_cast<double>(sum.queries) / elapsed;
@@ -333,7 +357,7 @@ int RunBench(const BenchArgs& a) {
   out["postings_decoded_per_query"] = static_cast<double>(sum.postings) / n;
   out["blocks_decoded_per_query"] = static_cast<double>(sum.blocks) / n;
   out["scored_per_query"] = static_cast<double>(sum.scored) / n;
-  if (!gpu && a.prewarm) out["cpu_prewarm_s"] = cpu_prewarm_s;
+  if (!gpu && !a.cold) out["cpu_prewarm_s"] = cpu_prewarm_s;
   out["bytes_touched_per_query"] = static_cast<double>(sum.bytes) / n;
   out["hits_per_query"] = static_cast<double>(sum.hits) / n;
 #ifdef SEARCH_HAVE_GPU
@@ -431,7 +455,7 @@ int RunBench(const BenchArgs& a) {
     Status verify_error;
     std::mutex mu;
     std::vector<std::thread> vpool;
-    for (uint32_t t = 0; t < std::min<uint32_t>(a.threads, 16); ++t)
+    for (uint32_t t = 0; t < std::min<uint32_t>(threads, 16); ++t)
       vpool.emplace_back([&] {
         auto ctx = gpu::GpuContext::Create(ctx_options);
         while (ctx.ok()) {

@@ -42,6 +42,13 @@ struct CacheSizing {
 CacheSizing SizeListCache(uint64_t needed, std::string source, std::optional<uint64_t> mem_available,
                           double share = kListCacheMemoryShare);
 
+// The part of the GPU's free memory its list cache takes by default (search-node --gpu-cache-bytes 0,
+// searchctl bench --gpu-cache-mib 0): the rest is left to the engine's per-query buffers.
+inline constexpr double kGpuListCacheShare = 0.5;
+// The GPU list cache of each of `shards` shards served from one GPU with `free_bytes` free:
+// kGpuListCacheShare of it, shared equally. REQUIRES: shards >= 1.
+CacheSizing SizeGpuListCache(uint64_t free_bytes, size_t shards);
+
 // MemAvailable of a /proc/meminfo text, in bytes; nullopt when the line is absent or malformed.
 std::optional<uint64_t> ParseMemAvailable(std::string_view meminfo);
 // MemAvailable of this machine (/proc/meminfo), in bytes; nullopt when it cannot be read.
