@@ -15,7 +15,8 @@
 #      GPU_ARGS (extra flags for the GPU bench lines, e.g. --gpu-or-pruned-divisor 2),
 #      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index,
 #      VERIFY (1000: queries each warm GPU run checks against the CPU engine afterwards; 0: none).
-#      CPU rows run with --prewarm (every query answered once first), as GPU rows prewarm.
+#      Rows other than --cold answer every query once first (bench's default); the list caches are
+#      bench's default size (every list where they fit in half of MemAvailable).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . bench/scripts/bench_lib.sh
@@ -59,12 +60,12 @@ bench() {
   step "bench $*"
   local line
   line=$(timeout "${BENCH_TIMEOUT:-$((secs + warmup + 90))}" "$ctl" bench --index "$idx" --queries "$qlog" --k 10 --seconds "$secs" --warmup "$warmup" \
-    --list-cache-mib 16384 "$@")
+    "$@")
   echo "$line"
   [ -n "$line" ] && results+=("$line")
 }
 for mode in $modes; do
-  [ "${CPU:-1}" != 0 ] && bench --mode "$mode" --threads "$threads" --engine cpu --prewarm
+  [ "${CPU:-1}" != 0 ] && bench --mode "$mode" --threads "$threads" --engine cpu
   for b in $batches; do
     bench --mode "$mode" --threads "$gpu_threads" --engine gpu --batch "$b" --verify "${VERIFY:-1000}" ${GPU_ARGS:-}
   done
