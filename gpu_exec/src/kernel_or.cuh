@@ -39,7 +39,7 @@
 #include <cstdint>
 #include <cub/block/block_scan.cuh>
 
-#include "engine_kernels.cuh"
+#include "engine_device.cuh"
 
 namespace search::gpu::engine_internal {
 
@@ -61,60 +61,6 @@ __device__ __forceinline__ float ThetaBinFloor(uint32_t b) {
   return __uint_as_float((b + (kThetaExpLow << (23u - kThetaShift))) << kThetaShift);
 }
 
-// An upper bound must be non-negative to be usable; anything else (a corrupted NaN or a negative)
-// becomes +inf, which never prunes (cpu_exec's SanitizeBound).
-__host__ __device__ __forceinline__ float SanitizeBoundHD(float v) {
-  return v >= 0.0f ? v : INFINITY;
-}
-
-struct ThetaDesc {
-  DevList list;
-  uint32_t slot = 0;               // the list's canonical slot in the query
-  uint32_t k = 0;
-  uint32_t sample = 0;             // documents of `list` to score exactly (0: no sample)
-  uint32_t blocks = 0;             // blocks of the highest block maxima the round reads (>= k)
-  uint32_t* block_hist = nullptr;  // kHistBins over the blocks' maxima (zeroed)
-  uint32_t* block_bin = nullptr;   // the lowest block-max bin read
-  uint32_t* hist = nullptr;        // kHistBins over the read blocks' contributions (zeroed)
-  uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin (sample > 0)
-  QueryOut* out = nullptr;         // theta lands in out->theta
-};
-
-// Per list of a pruned or-query (parallel to its DevList).
-struct OrPList {
-  float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)
-  uint32_t essential = 0;  // 1: its documents are candidates
-  uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
-  uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
-  uint32_t* decoded = nullptr;
-  uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
-  uint32_t* slot_of = nullptr;    // per block: its slot in decoded (set with the need_list entry)
-  uint32_t* need_list = nullptr;  // the needed blocks, counters[1 + s] of them (slot j: entry j)
-  // Progressive probing: after[t] bounds the contributions of the lists probed after step t to a
-  // candidate taken from this list (this list itself excluded: its contribution is in the partial).
-  float after[kMaxSteps] = {};
-};
-
-// A pruned candidate dropped by progressive probing (its src).
-inline constexpr uint8_t kDeadSrc = 0xff;
-
-struct OrPDesc {
-  uint32_t m = 0;
-  uint32_t list_off = 0;
-  uint32_t ess_blocks = 0;  // the essential lists' blocks (OrGatherKernel's items)
-  uint32_t cap = 0;  // the candidate buffer (past it: kErrOverflow)
-  float theta = 0.0f;
-  float slack = 1.0f;
-  uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
-  uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: needed blocks of list s (zeroed)
-  uint32_t* cand = nullptr;      // cap docIDs
-  uint8_t* src = nullptr;        // cap: the slot a candidate came from (its pos there is set)
-  uint32_t* pos = nullptr;       // m * cap: list s's block, then position (kNone: absent)
-  float* scores = nullptr;       // cap: the partial score while probing progressively, then the score
-  QueryOut* out = nullptr;
-  uint8_t order[kMaxSteps] = {};  // progressive probing: the slot probed at step t (t < m)
-};
-
 // The list a probe kernel serves: step kNone probes every list at once (blockIdx.z = slot), else
 // the step's list (gridDim.z = 1). kNone when there is none (the query has fewer lists).
 __device__ __forceinline__ uint32_t ProbeSlot(const OrPDesc& q, uint32_t step) {
@@ -128,7 +74,6 @@ __device__ __forceinline__ uint32_t ProbeSlot(const OrPDesc& q, uint32_t step) {
 // waits for its heaviest query's threads; these kernels instead spread the batch's items evenly
 // over one grid: each CTA prefix-sums the per-query item counts (at most kMaxSpreadQueries queries:
 // one per thread) and item g of the launch is item g - prefix[a] of query a.
-inline constexpr uint32_t kMaxSpreadQueries = kThreads;
 
 struct Spread {
   using Scan = cub::BlockScan<uint32_t, kThreads>;

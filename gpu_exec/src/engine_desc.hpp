@@ -1,0 +1,166 @@
+// The GPU engine's descriptors: what the host plans (engine_plan.hpp) and uploads (dispatch),
+// and what the kernels read, one per query or per list of a batch. Plain structs of device
+// pointers and counts, laid out alike on the host and the device; the host fills them, the
+// kernels only read them (results go through the pointers they hold).
+// Thread-safety: plain data.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "codec/block_codec.hpp"
+#include "core/host_device.hpp"
+
+namespace search::gpu::engine_internal {
+
+inline constexpr uint32_t kThreads = 256;  // every kernel: 8 warps per CTA
+inline constexpr uint32_t kWarpsPerCta = kThreads / 32;
+inline constexpr uint32_t kHistBits = 13;  // score-key bins for the top-k threshold
+inline constexpr uint32_t kHistBins = 1u << kHistBits;
+inline constexpr uint32_t kNone = 0xffffffffu;
+inline constexpr uint32_t kMaxSteps = 32;  // == kGpuMaxTerms
+inline constexpr uint32_t kErrCorrupt = 1u;
+// A pruned or-query found more candidates than its buffer holds: the host reruns it dense.
+inline constexpr uint32_t kErrOverflow = 2u;
+
+// One list of a query on the device.
+struct DevList {
+  const BlockMeta* meta = nullptr;
+  const uint8_t* payload = nullptr;
+  uint32_t count = 0;
+  uint32_t num_blocks = 0;
+  uint32_t base_doc = 0;
+  float idf = 0.0f;
+};
+
+// What comes back to the host per query (zeroed before the launches).
+struct QueryOut {
+  uint32_t hits = 0;
+  uint32_t error = 0;
+  float theta = 0.0f;  // theta phase: the lower bound on the k-th best score (kernel_or.cuh)
+  uint32_t pad = 0;
+  unsigned long long blocks = 0, postings = 0, bytes = 0, freq_blocks = 0, scored = 0;
+};
+
+struct ShardDev {
+  const float* norms;
+  uint32_t doc_begin;
+  uint32_t num_docs;
+  float k1;
+  float norm_floor;  // <= every norm (0: unknown)
+};
+
+// One and-query. Lists are at lists[list_off + slot] in canonical order; step j handles slot
+// step_slot[j] (steps: shortest list first).
+struct AndDesc {
+  uint32_t n = 0;
+  uint32_t cap = 0;  // the shortest list's count: a bound on every candidate set
+  uint32_t list_off = 0;
+  uint32_t dense_mask = 0;  // bit j: step j decodes its whole list (block b in slot b)
+  uint8_t step_slot[kMaxSteps] = {};
+  uint8_t slot_step[kMaxSteps] = {};
+  uint32_t* cand_doc[2] = {};
+  uint32_t* cand_orig[2] = {};  // the candidate's position in the shortest list
+  uint32_t* cand_block = nullptr;
+  uint32_t* posmat = nullptr;   // (n - 1) * cap: position (block * 128 + i) in step j's list
+  uint32_t* decoded = nullptr;  // decoded blocks, 128 docIDs per slot
+  uint32_t* needed = nullptr;   // per block of the current list: 1 when a candidate needs it (zeroed)
+  uint32_t* slot_of = nullptr;  // per block: its slot in `decoded`
+  uint32_t* counters = nullptr; // [j]: candidates after step j; [kMaxSteps + j]: slots used (zeroed)
+  float* scores = nullptr;      // survivors' scores and docs (cap)
+  uint32_t* docs = nullptr;
+  QueryOut* out = nullptr;
+};
+
+// One or-query: its present lists at lists[list_off + i], i < m, in canonical order.
+struct OrDesc {
+  uint32_t m = 0;
+  uint32_t list_off = 0;
+  float* acc = nullptr;  // num_docs
+  QueryOut* out = nullptr;
+};
+
+// Top-k input of one query: compact (scores[i], docs[i]) for i < *d_count, or dense
+// (docs == nullptr: scores[i] is doc_begin + i's). Either way an item scored -0.0f is no document
+// (a sum of non-negative contributions from 0.0f is never -0.0f).
+struct TopkDesc {
+  const float* scores = nullptr;
+  const uint32_t* docs = nullptr;
+  const uint32_t* d_count = nullptr;  // nullptr: n
+  uint32_t n = 0;
+  uint32_t k = 0;
+  uint32_t seg_begin = 0;  // in the batch's key arrays
+  uint32_t out_begin = 0;  // in the batch's hit array
+  uint32_t key_cap = 0;  // the query's key segment (an invariant: more items at or above the
+                         // threshold bin than it holds set kErrOverflow, and none are selected)
+  uint32_t* hist = nullptr;     // kHistBins (zeroed)
+  uint32_t* sel_count = nullptr; // (zeroed)
+  int* seg_end = nullptr;
+  QueryOut* out = nullptr;
+};
+
+struct DevHit {  // layout of ScoredDoc
+  uint32_t doc;
+  float score;
+};
+
+// An upper bound must be non-negative to be usable; anything else (a corrupted NaN or a negative)
+// becomes +inf, which never prunes (cpu_exec's SanitizeBound).
+SEARCH_HD inline float SanitizeBoundHD(float v) {
+  return v >= 0.0f ? v : INFINITY;
+}
+
+// ------------------------------------------------------------------------------- pruned or
+
+struct ThetaDesc {
+  DevList list;
+  uint32_t slot = 0;               // the list's canonical slot in the query
+  uint32_t k = 0;
+  uint32_t sample = 0;             // documents of `list` to score exactly (0: no sample)
+  uint32_t blocks = 0;             // blocks of the highest block maxima the round reads (>= k)
+  uint32_t* block_hist = nullptr;  // kHistBins over the blocks' maxima (zeroed)
+  uint32_t* block_bin = nullptr;   // the lowest block-max bin read
+  uint32_t* hist = nullptr;        // kHistBins over the read blocks' contributions (zeroed)
+  uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin (sample > 0)
+  QueryOut* out = nullptr;         // theta lands in out->theta
+};
+
+// Per list of a pruned or-query (parallel to its DevList).
+struct OrPList {
+  float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)
+  uint32_t essential = 0;  // 1: its documents are candidates
+  uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
+  uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
+  uint32_t* decoded = nullptr;
+  uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
+  uint32_t* slot_of = nullptr;    // per block: its slot in decoded (set with the need_list entry)
+  uint32_t* need_list = nullptr;  // the needed blocks, counters[1 + s] of them (slot j: entry j)
+  // Progressive probing: after[t] bounds the contributions of the lists probed after step t to a
+  // candidate taken from this list (this list itself excluded: its contribution is in the partial).
+  float after[kMaxSteps] = {};
+};
+
+// A pruned candidate dropped by progressive probing (its src).
+inline constexpr uint8_t kDeadSrc = 0xff;
+
+struct OrPDesc {
+  uint32_t m = 0;
+  uint32_t list_off = 0;
+  uint32_t ess_blocks = 0;  // the essential lists' blocks (OrGatherKernel's items)
+  uint32_t cap = 0;  // the candidate buffer (past it: kErrOverflow)
+  float theta = 0.0f;
+  float slack = 1.0f;
+  uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
+  uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: needed blocks of list s (zeroed)
+  uint32_t* cand = nullptr;      // cap docIDs
+  uint8_t* src = nullptr;        // cap: the slot a candidate came from (its pos there is set)
+  uint32_t* pos = nullptr;       // m * cap: list s's block, then position (kNone: absent)
+  float* scores = nullptr;       // cap: the partial score while probing progressively, then the score
+  QueryOut* out = nullptr;
+  uint8_t order[kMaxSteps] = {};  // progressive probing: the slot probed at step t (t < m)
+};
+
+// The pruned kernels spread a launch's items over at most this many queries (kernel_or.cuh).
+inline constexpr uint32_t kMaxSpreadQueries = kThreads;
+
+}  // namespace search::gpu::engine_internal

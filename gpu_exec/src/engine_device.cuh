@@ -1,0 +1,73 @@
+// Device helpers shared by the GPU engine's kernels (kernel_*.cuh): warp indexing and
+// appends, checked block decoding, the order-preserving float key and the stats tallies.
+// All __forceinline__; every helper that uses warp collectives must be called by all 32 lanes.
+// Thread-safety: device functions over the caller's data.
+#pragma once
+
+#include <cstdint>
+
+#include "codec/block_codec.hpp"
+#include "engine_desc.hpp"
+#include "warp_decode.cuh"
+
+namespace search::gpu::engine_internal {
+
+__device__ __forceinline__ uint32_t Lane() { return threadIdx.x & 31u; }
+__device__ __forceinline__ uint32_t GlobalWarp() { return blockIdx.x * kWarpsPerCta + (threadIdx.x >> 5); }
+__device__ __forceinline__ uint32_t WarpStride() { return gridDim.x * kWarpsPerCta; }
+
+// Appends the lanes with pred to *counter; returns each such lane's index. All 32 lanes call.
+__device__ __forceinline__ uint32_t WarpAppend(uint32_t* counter, bool pred) {
+  const uint32_t mask = __ballot_sync(0xffffffffu, pred);
+  uint32_t base = 0;
+  if (Lane() == 0 && mask != 0) base = atomicAdd(counter, static_cast<uint32_t>(__popc(mask)));
+  base = __shfl_sync(0xffffffffu, base, 0);
+  return base + static_cast<uint32_t>(__popc(mask & ((1u << Lane()) - 1u)));
+}
+
+__device__ __forceinline__ uint32_t BlockBase(const DevList& l, uint32_t b) {
+  return b == 0 ? l.base_doc : l.meta[b - 1].last_doc + 1u;
+}
+
+// Decodes block b of l into docs; false (all lanes) when corrupt or below the shard.
+__device__ __forceinline__ bool DecodeChecked(const DevList& l, uint32_t b, const BlockMeta& m, uint32_t doc_begin,
+                                              uint32_t (&docs)[kWarpValues]) {
+  const bool ok = WarpDecodeDocs(l.payload, m, BlockBase(l, b), docs);
+  const bool low_ok = __shfl_sync(0xffffffffu, docs[0], 0) >= doc_begin;
+  return ok && low_ok;
+}
+
+// A block about to be scored whole: counts it (both payloads) in the caller's tallies, decodes its
+// docIDs into docs and its tfs into tfs; false (all lanes) when it is corrupt or below the shard
+// (counted all the same: its bytes were read), tfs then undecoded.
+__device__ __forceinline__ bool DecodeScoredBlock(const DevList& l, uint32_t b, const BlockMeta& m, uint32_t doc_begin,
+                                                  uint32_t (&docs)[kWarpValues], uint32_t (&tfs)[kWarpValues],
+                                                  uint64_t& blocks, uint64_t& postings, uint64_t& bytes) {
+  ++blocks;
+  postings += m.count;
+  bytes += PackedBytes(m.count, m.doc_bits) + PackedBytes(m.count, m.freq_bits);
+  if (!DecodeChecked(l, b, m, doc_begin, docs)) return false;
+  WarpDecodeFreqs(l.payload, m, tfs);
+  return true;
+}
+
+// Order-preserving float -> uint32 (larger float, larger key).
+__device__ __forceinline__ uint32_t FloatKey(float f) {
+  const uint32_t u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float KeyFloat(uint32_t k) {
+  const uint32_t u = (k & 0x80000000u) ? (k & 0x7fffffffu) : ~k;
+  return __uint_as_float(u);
+}
+
+__device__ __forceinline__ void AddStats(QueryOut* out, uint64_t blocks, uint64_t postings, uint64_t bytes,
+                                         uint64_t freq_blocks) {
+  if (Lane() != 0) return;
+  if (blocks) atomicAdd(&out->blocks, static_cast<unsigned long long>(blocks));
+  if (postings) atomicAdd(&out->postings, static_cast<unsigned long long>(postings));
+  if (bytes) atomicAdd(&out->bytes, static_cast<unsigned long long>(bytes));
+  if (freq_blocks) atomicAdd(&out->freq_blocks, static_cast<unsigned long long>(freq_blocks));
+}
+
+}  // namespace search::gpu::engine_internal

@@ -1,0 +1,117 @@
+// The GPU engine's host planning (the top layer below gpu_engine.hpp's API): validates each
+// query of a batch and keeps its host-side state through the rounds (QState), chooses each
+// or-query's path (theta round, pruned, dense) from host metadata alone (list lengths, block
+// counts and max scores), bounds each query's device scratch, and groups the queries into the
+// launch sequences (Phase) that dispatch (dispatch.cuh) enqueues. No CUDA here.
+// Thread-safety: functions over the caller's state; no shared data.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/query.hpp"
+#include "core/status.hpp"
+#include "cpu_exec/cpu_executor.hpp"
+#include "engine_desc.hpp"
+#include "gpu_exec/gpu_engine.hpp"
+
+namespace search::gpu::engine_internal {
+
+// Every scratch and staging piece starts on this boundary (Arena, GpuContext::Impl::Stage,
+// RunRound's pinned layout), so that host and device layouts of the same pieces agree.
+inline constexpr size_t kScratchAlign = 256;
+constexpr size_t Align(size_t x) {
+  return (x + kScratchAlign - 1) & ~(kScratchAlign - 1);
+}
+
+inline constexpr uint32_t kMaxBatchY = 4096;  // queries per launch sequence (gridDim.y)
+// A later list is decoded whole when the candidates are at least this many times its block count
+// (most blocks would hold a candidate anyway); otherwise only blocks holding candidates.
+inline constexpr uint64_t kDenseFactor = 2;
+// Device memory one or-sequence may take for its dense accumulators and keys.
+inline constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
+
+// The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds.
+enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
+
+// One query's host-side state through the rounds.
+struct QState {
+  Status status;
+  bool done = false;
+  QueryMode mode = QueryMode::kAnd;
+  uint32_t k = 0;
+  uint32_t n = 0;                // terms
+  std::vector<DevList> present;  // canonical order, present terms only
+  std::vector<float> max_score;  // per present list, sanitized (negative / NaN: +inf)
+  // or planning (PlanOr): theta from the theta round (0: none), the list it is taken from, and
+  // the pruned plan: essential lists, the other lists' bound per list, the candidate bound.
+  float theta = 0.0f;
+  uint32_t theta_slot = 0;
+  PhaseKind or_path = PhaseKind::kOrDense;
+  uint32_t ess_mask = 0;
+  std::vector<float> rest;
+  uint64_t cap = 0;
+  bool overflow = false;  // the pruned attempt overflowed: rerun dense
+
+  SearchResult result;
+  std::chrono::steady_clock::time_point t0;
+};
+
+// One launch sequence's host view: which queries, where their answers land in pinned memory.
+struct Phase {
+  PhaseKind kind = PhaseKind::kAnd;
+  std::vector<uint32_t> ids;
+  std::vector<uint32_t> hit_off;  // per query, into hits
+  uint32_t total_k = 0;
+  QueryOut* h_out = nullptr;
+  DevHit* h_hits = nullptr;
+  size_t PinnedBytes() const { return Align(ids.size() * sizeof(QueryOut)) + Align(size_t{total_k} * sizeof(DevHit)); }
+};
+
+Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QState>& st);
+
+// Validates one query and fills its state; false when it is already answered (s->status says how).
+bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s);
+
+// Whether an or-query takes the theta round first: several lists, at least min_postings postings,
+// and a list of at least k postings to take the k-th best contribution from (else theta would be
+// 0). Sets theta_slot: the list of the highest max_score among those (fewer postings on ties).
+bool NeedTheta(QState& s, uint64_t min_postings);
+
+// Plans an or-query given s.theta (0 when there was no theta round): lists taken by increasing
+// max_score whose running sum times ScoreSlack stays below theta are non-essential (no document
+// only they hold can reach theta <= the k-th best score; strict, so bounds of 0 never prune
+// against theta 0); the rest are essential. The pruned path when theta > 0 (at most
+// or_candidate_cap candidates) or the essential lists' postings are few, else the dense path.
+void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o);
+
+// The pruned path's probing steps (kernel_or.cuh): the lists by decreasing max_score (fewer
+// postings first on ties), and per list (as a candidate's source) and step the bound of the
+// lists probed after that step: with `progressive`, their max_scores (candidates are dropped),
+// else +inf (none is).
+void PlanSteps(const QState& s, OrPDesc& d, OrPList* pl, bool progressive);
+
+// Whether a probed list is decoded whole: the candidates outnumber its blocks kDenseFactor times.
+inline bool ProbeDense(uint64_t cap, const DevList& l) {
+  return cap >= kDenseFactor * l.num_blocks;
+}
+
+// The theta sample's buffer: twice the sample (the lowest sampled bin may hold more).
+inline uint64_t SampleCap(uint32_t sample) {
+  return uint64_t{2} * sample;
+}
+
+// Bytes of device scratch one query needs on each or-path: dense, pruned (PlanOr has set its
+// cap) and the theta round.
+uint64_t OrQueryBytes(const QState& s, uint32_t num_docs);
+uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs);
+uint64_t ThetaBytes(const QState& s, uint32_t sample);
+
+// Appends the phases for `ids`: chunks of at most kMaxBatchY queries (kMaxSpreadQueries for the
+// pruned kinds); or-phases also bounded in memory (kOrGroupBytes).
+void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
+               const GpuContextOptions& o, std::vector<Phase>* phases);
+
+}  // namespace search::gpu::engine_internal
