@@ -100,7 +100,7 @@ struct ShardReader::Impl {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   ShardMeta meta;
   std::vector<uint32_t> lengths;  // by doc - doc_begin
-  LargeBuffer norms;              // floats, by doc - doc_begin (huge pages with SetHugePages)
+  LargeBuffer norms;              // floats, by doc - doc_begin
   std::unique_ptr<ListCache> list_cache;
   rocksdb::ReadOptions point_read;  // terms, docs
   rocksdb::ReadOptions list_read;   // lists: not kept in the block cache (the ListCache keeps them)

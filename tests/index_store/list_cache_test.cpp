@@ -52,29 +52,6 @@ TEST(CachedListTest, AlignedCopyAndParsedView) {
   EXPECT_TRUE((*list)->view.DecodeDocs(0, docs.data()).ok());
 }
 
-TEST(CachedListTest, AListOfAHugePageOrMoreIsTheSameCopyOnHugePages) {
-  const std::string blob = Blob(2'500'000, 7);
-  ASSERT_GE(blob.size(), kHugePageBytes);
-  auto plain = Make("long", blob);
-  SetHugePages(true);
-  auto huge = Make("long", blob);
-  auto small = Make("short", Blob(300));
-  SetHugePages(false);
-  ASSERT_TRUE(plain && huge && small);
-  EXPECT_FALSE(plain->storage.huge());
-  EXPECT_TRUE(huge->storage.huge());
-  EXPECT_FALSE(small->storage.huge());  // under 2 MiB: the heap, as with the switch off
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(huge->storage.get()) % kHugePageBytes, 0u);
-  EXPECT_EQ(huge->bytes(), blob);
-  ASSERT_EQ(huge->view.num_blocks(), plain->view.num_blocks());
-  std::vector<uint32_t> a(kBlockSize), b(kBlockSize);
-  for (uint32_t j : {0u, huge->view.num_blocks() / 2, huge->view.num_blocks() - 1}) {
-    ASSERT_TRUE(plain->view.DecodeDocs(j, a.data()).ok());
-    ASSERT_TRUE(huge->view.DecodeDocs(j, b.data()).ok());
-    EXPECT_EQ(a, b) << "block " << j;
-  }
-}
-
 TEST(CachedListTest, DamagedBytesAreCorruptionNamingTheTerm) {
   const std::string blob = Blob(200);
   for (size_t pos : {size_t{40}, blob.size() / 2, blob.size() - 1}) {

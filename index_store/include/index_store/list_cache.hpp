@@ -30,13 +30,12 @@ namespace search {
 // base_doc + 1), so the bitmap takes at most D / 8 bytes a posting. The CPU engine's and-queries
 // then test a candidate against it instead of decoding the list's block to look (ListView::
 // MayHold). 0: no bitmaps. Default kDefaultDenseBitsDensity. Thread-safety: meant for start-up
-// (search-node --dense-bitmaps, searchctl bench --dense-bitmaps); a list keeps what it was made with.
+// (search-node --tuning dense_bitmaps=D, searchctl bench --dense-bitmaps); a list keeps what it was made with.
 inline constexpr uint32_t kDefaultDenseBitsDensity = 0;
 void SetDenseBitsDensity(uint32_t d);
 uint32_t DenseBitsDensity();
 
-// An owned, 64-byte aligned copy of a list blob plus its parsed view. A list of 2 MiB or more is
-// on huge pages with SetHugePages(true) (core/large_buffer.hpp).
+// An owned, 64-byte aligned copy of a list blob (core/large_buffer.hpp) plus its parsed view.
 struct CachedList {
   std::string term;
   LargeBuffer storage;
