@@ -52,7 +52,11 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
       "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
       "postings and blocks decoded, compressed bytes touched and hits. Every query of the file is answered\n"
       "once, untimed, first (unless --cold). --engine gpu adds the GPU cache counters and the engine's\n"
-      "time per call: gpu_enqueue_us_per_call (host planning and launching), gpu_wait_us_per_call.");
+      "time per call: gpu_enqueue_us_per_call (host planning and launching), gpu_wait_us_per_call.\n"
+      "--per-query FILE: each query of the file timed alone on one thread after the run, one CSV row each:\n"
+      "query (its number, from 1), terms, shortest, second, total (its lists' postings), us (CPU: the fastest\n"
+      "of two runs; GPU: a batch of --batch copies of it, per copy), postings_decoded, hits, us_first (the\n"
+      "first run alone: its lists not yet in the core's caches unless the query before used them; GPU: us).");
   cmd->add_option("--index", a->index, "index directory")->required();
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor: the query semantics to measure")->capture_default_str();
@@ -87,15 +91,12 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_option("--gpu-or-theta-sample", a->gpu_or_theta_sample,
                   "gpu: documents scored exactly to raise theta (0: none; default: the engine's)");
   cmd->add_option("--verify", a->verify,
-                  "gpu: after the run, answer the first N queries of the file on the GPU and the CPU engine and count "
-                  "those whose hits differ (verified, verify_mismatches)")
+                  "gpu: after the run, check the first N queries' hits against the CPU engine (verify_mismatches); "
+                  "set it after changing the GPU engine")
       ->capture_default_str();
   cmd->add_option("--per-query", a->per_query,
-                  "after the run, time every query of the file alone on one thread and write one CSV row each: "
-                  "query (its number, from 1), terms, shortest, second, total (its lists' postings), us (CPU: the "
-                  "fastest of two runs; GPU: a batch of --batch copies of it, per copy), postings_decoded, hits, "
-                  "us_first (the first run alone: its lists not yet in the core's caches unless the query before "
-                  "used them, as a served query finds them; GPU: us)");
+                  "after the run, time every query alone into this CSV (columns below); set it to study which "
+                  "queries cost what");
   cmd->add_option("--list-cache-mib", a->list_cache_mib,
                   "main-memory list cache per shard in MiB (0 = every list where that fits in half of MemAvailable, "
                   "else that half; stderr says which); set it to measure a smaller cache")
