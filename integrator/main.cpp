@@ -25,7 +25,7 @@
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 #include "metrics/metrics.hpp"
 
 namespace {

@@ -11,6 +11,15 @@ std::string_view QueryModeName(QueryMode mode) {
   return "unknown";
 }
 
+std::string_view ProcessorName(Processor p) {
+  switch (p) {
+    case Processor::kCpu: return "cpu";
+    case Processor::kGpu: return "gpu";
+    case Processor::kHybrid: return "hybrid";
+  }
+  return "cpu";
+}
+
 Result<QueryMode> ParseQueryMode(std::string_view name) {
   if (name == "and") return QueryMode::kAnd;
   if (name == "or") return QueryMode::kOr;

@@ -22,7 +22,7 @@
 #include "core/wake_fd.hpp"
 #include "http_routes.hpp"
 #include "integrator/http_request_parser.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 
 namespace search {
 namespace {

@@ -4,7 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "index_store/manifest.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 
 namespace search {
 namespace {

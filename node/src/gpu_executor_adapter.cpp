@@ -17,7 +17,7 @@
 #include "gpu_exec/decode.hpp"
 #include "gpu_exec/intersect.hpp"
 #include "index_store/shard_store.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 
 namespace search {
 namespace {

@@ -282,15 +282,6 @@ Result<EnvelopeMsg> ReadEnvelope(wire::Envelope::Reader env, RecoveredHeader* re
 
 }  // namespace
 
-std::string_view ProcessorName(Processor p) {
-  switch (p) {
-    case Processor::kCpu: return "cpu";
-    case Processor::kGpu: return "gpu";
-    case Processor::kHybrid: return "hybrid";
-  }
-  return "cpu";
-}
-
 std::string_view MessageKindName(MessageKind kind) {
   switch (kind) {
     case MessageKind::kUnknown: return "unknown";

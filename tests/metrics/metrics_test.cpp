@@ -8,11 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <regex>
 #include <string>
 
 #include "metrics/families.hpp"
-#include "metrics/log.hpp"
 #include "../prometheus_text.hpp"
 
 namespace search {
@@ -222,23 +220,6 @@ TEST(MetricsTest, ExposerServesMetricsOverHttp) {
   m.StopExposer();
   EXPECT_EQ(m.exposer_port(), 0);
   EXPECT_EQ(HttpGet(port, "/metrics"), "");
-}
-
-TEST(LogTest, LevelsParseAndFilter) {
-  EXPECT_EQ(*ParseLogLevel("warn"), LogLevel::kWarn);
-  EXPECT_FALSE(ParseLogLevel("loud").ok());
-  const LogLevel saved = GetLogLevel();
-  SetLogLevel(LogLevel::kWarn);
-  Logger log("test");
-  EXPECT_FALSE(log.Enabled(LogLevel::kInfo));
-  EXPECT_TRUE(log.Enabled(LogLevel::kError));
-  ::testing::internal::CaptureStderr();
-  log.Info() << "hidden";
-  log.Warn() << "shown " << 42;
-  const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_EQ(err.find("hidden"), std::string::npos);
-  EXPECT_TRUE(std::regex_search(err, std::regex(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z WARN  \[test\] shown 42\n$)"))) << err;
-  SetLogLevel(saved);
 }
 
 }  // namespace

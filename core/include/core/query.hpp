@@ -19,6 +19,10 @@ inline constexpr uint32_t kMaxK = 10000;
 std::string_view QueryModeName(QueryMode mode);
 Result<QueryMode> ParseQueryMode(std::string_view name);
 
+// The engine that answered a query (the wire's SearchResponse.processor, the metrics' label).
+enum class Processor : uint8_t { kCpu = 0, kGpu = 1, kHybrid = 2 };
+std::string_view ProcessorName(Processor p);  // "cpu", "gpu", "hybrid"
+
 struct Query {
   std::vector<std::string> terms;  // canonical: analyzed, unique, sorted ascending
   QueryMode mode = QueryMode::kAnd;

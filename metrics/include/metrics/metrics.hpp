@@ -33,7 +33,6 @@
 
 #include "core/query.hpp"
 #include "core/status.hpp"
-#include "proto/wire.hpp"
 
 namespace prometheus {
 class Exposer;

@@ -49,8 +49,7 @@ inline constexpr uint32_t kFlagForceGpu = 1u << 2;
 // (SearchResponseMsg::or_hits); the integrator picks on the merged AND hits (exact, one round trip).
 inline constexpr uint32_t kFlagAndOrSplit = 1u << 3;
 
-enum class Processor : uint8_t { kCpu = 0, kGpu = 1, kHybrid = 2 };
-std::string_view ProcessorName(Processor p);  // "cpu", "gpu", "hybrid"
+// Processor and ProcessorName: core/query.hpp.
 
 struct SearchRequestMsg {
   uint64_t request_id = 0;

@@ -1,5 +1,5 @@
-// The stderr logger (see metrics/log.hpp).
-#include "metrics/log.hpp"
+// The stderr logger (see core/log.hpp).
+#include "core/log.hpp"
 
 #include <unistd.h>
 
