@@ -45,7 +45,6 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     descs[a].sample = sample;
     descs[a].blocks = std::max(s.k, sample);
     max_nb = std::max<uint64_t>(max_nb, descs[a].list.num_blocks);
-    if (sample == 0) continue;
     OrPDesc& d = sdescs[a];
     d.m = static_cast<uint32_t>(s.present.size());
     d.list_off = static_cast<uint32_t>(lists.size());
@@ -72,7 +71,6 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       descs[a].out = d_out + a;
       descs[a].hist = ar.Take<uint32_t>(kHistBins);
       descs[a].block_hist = ar.Take<uint32_t>(kHistBins);
-      if (sample == 0) continue;
       OrPDesc& d = sdescs[a];
       d.out = d_out + a;
       d.counters = ar.Take<uint32_t>(1 + d.m);
@@ -85,7 +83,6 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     d_plists = ar.Take<OrPList>(std::max<size_t>(plists.size(), 1));
     for (uint32_t a = 0; a < q; ++a) {
       descs[a].block_bin = ar.Take<uint32_t>(1);
-      if (sample == 0) continue;
       descs[a].sample_bin = ar.Take<uint32_t>(1);
       OrPDesc& d = sdescs[a];
       d.cand = ar.Take<uint32_t>(d.cap);
@@ -98,30 +95,26 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   }));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
-  if (sample != 0) {
-    up.Add(d_sdescs, sdescs.data(), q);
-    up.Add(d_lists, lists.data(), lists.size());
-    up.Add(d_plists, plists.data(), plists.size());
-  }
+  up.Add(d_sdescs, sdescs.data(), q);
+  up.Add(d_lists, lists.data(), lists.size());
+  up.Add(d_plists, plists.data(), plists.size());
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
   SEARCH_RETURN_IF_ERROR(Launch(ThetaBlockHistKernel, dim3(GridFor(max_nb, kThreads, q), q), stream, d_descs));
   SEARCH_RETURN_IF_ERROR(Launch(ThetaBlockSelectKernel, dim3(1, q), stream, d_descs));
   SEARCH_RETURN_IF_ERROR(Launch(ThetaHistKernel, dim3(GridFor(max_nb, kWarpsPerCta, q), q), stream, d_descs, shard));
   SEARCH_RETURN_IF_ERROR(Launch(ThetaSelectKernel, dim3(1, q), stream, d_descs));
-  if (sample != 0) {
-    SEARCH_RETURN_IF_ERROR(
-        Launch(SampleGatherKernel, dim3(GridFor(max_nb, kWarpsPerCta, q), q), stream, d_descs, d_sdescs, shard));
-    // Every list at once (z = slot), each spread over the batch.
-    const uint32_t cand_grid = SpreadGrid(scap * q, kThreads);
-    SEARCH_RETURN_IF_ERROR(
-        Launch(OrLocateKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, kNone));
-    SEARCH_RETURN_IF_ERROR(Launch(OrDecodeKernel, dim3(SpreadGrid(sum_all_nb, kWarpsPerCta), 1, max_m), stream,
-                                  d_sdescs, q, d_lists, d_plists, shard, kNone));
-    SEARCH_RETURN_IF_ERROR(
-        Launch(OrProbeKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, shard, kNone));
-    SEARCH_RETURN_IF_ERROR(Launch(OrScoreKernel, dim3(GridFor(scap, kThreads, q), q), stream, d_sdescs, d_lists, shard));
-    SEARCH_RETURN_IF_ERROR(Launch(SampleThetaKernel, dim3(1, q), stream, d_descs, d_sdescs));
-  }
+  SEARCH_RETURN_IF_ERROR(
+      Launch(SampleGatherKernel, dim3(GridFor(max_nb, kWarpsPerCta, q), q), stream, d_descs, d_sdescs, shard));
+  // Every list at once (z = slot), each spread over the batch.
+  const uint32_t cand_grid = SpreadGrid(scap * q, kThreads);
+  SEARCH_RETURN_IF_ERROR(
+      Launch(OrLocateKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, kNone));
+  SEARCH_RETURN_IF_ERROR(Launch(OrDecodeKernel, dim3(SpreadGrid(sum_all_nb, kWarpsPerCta), 1, max_m), stream,
+                                d_sdescs, q, d_lists, d_plists, shard, kNone));
+  SEARCH_RETURN_IF_ERROR(
+      Launch(OrProbeKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, shard, kNone));
+  SEARCH_RETURN_IF_ERROR(Launch(OrScoreKernel, dim3(GridFor(scap, kThreads, q), q), stream, d_sdescs, d_lists, shard));
+  SEARCH_RETURN_IF_ERROR(Launch(SampleThetaKernel, dim3(1, q), stream, d_descs, d_sdescs));
   SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
   SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
   return Status::Ok();
@@ -163,7 +156,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     }
     sum_nb += step_nb;
     sum_ess_nb += d.ess_blocks;
-    PlanSteps(s, d, plists.data() + d.list_off, ctx.options.or_progressive && s.theta > 0.0f);
+    PlanSteps(s, d, plists.data() + d.list_off, s.theta > 0.0f);
     caps[a] = s.cap;
     sum_cap += s.cap;
     max_m = std::max(max_m, d.m);

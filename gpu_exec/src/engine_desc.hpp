@@ -116,12 +116,12 @@ struct ThetaDesc {
   DevList list;
   uint32_t slot = 0;               // the list's canonical slot in the query
   uint32_t k = 0;
-  uint32_t sample = 0;             // documents of `list` to score exactly (0: no sample)
+  uint32_t sample = 0;             // documents of `list` to score exactly (>= 1)
   uint32_t blocks = 0;             // blocks of the highest block maxima the round reads (>= k)
   uint32_t* block_hist = nullptr;  // kHistBins over the blocks' maxima (zeroed)
   uint32_t* block_bin = nullptr;   // the lowest block-max bin read
   uint32_t* hist = nullptr;        // kHistBins over the read blocks' contributions (zeroed)
-  uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin (sample > 0)
+  uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin
   QueryOut* out = nullptr;         // theta lands in out->theta
 };
 

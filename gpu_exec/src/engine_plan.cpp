@@ -178,7 +178,6 @@ uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs) {
 // Theta round: bytes of device scratch one query needs.
 uint64_t ThetaBytes(const QState& s, uint32_t sample) {
   uint64_t b = 2 * kHistBins * 4 + 4096;
-  if (sample == 0) return b;
   const uint64_t cap = SampleCap(sample);
   b += cap * (4 + 4 + 1 + 4 * s.present.size());
   for (const DevList& l : s.present) b += ProbeBytes(l, cap);

@@ -89,8 +89,8 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o);
 
 // The pruned path's probing steps (kernel_or.cuh): the lists by decreasing max_score (fewer
 // postings first on ties), and per list (as a candidate's source) and step the bound of the
-// lists probed after that step: with `progressive`, their max_scores (candidates are dropped),
-// else +inf (none is).
+// lists probed after that step: with `progressive` (the query has theta > 0), their max_scores
+// (candidates are dropped between steps), else +inf (none is).
 void PlanSteps(const QState& s, OrPDesc& d, OrPList* pl, bool progressive);
 
 // Whether a probed list is decoded whole: the candidates outnumber its blocks kDenseFactor times.

@@ -31,9 +31,9 @@ CUstream_st* GpuContext::stream() const {
 
 Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& options) {
   if (options.or_candidate_cap == 0 || options.or_candidate_cap > (uint32_t{1} << 30) ||
-      options.or_theta_sample > (uint32_t{1} << 24))
+      options.or_theta_sample == 0 || options.or_theta_sample > (uint32_t{1} << 24))
     return Status::InvalidArgument(
-        "GpuContextOptions: or_candidate_cap must be in [1, 2^30], or_theta_sample at most 2^24");
+        "GpuContextOptions: or_candidate_cap must be in [1, 2^30], or_theta_sample in [1, 2^24]");
   if (!GpuAvailable()) return Status::Unavailable("GpuContext: " + GpuDescription());
   auto impl = std::make_unique<Impl>();
   impl->options = options;
@@ -162,64 +162,12 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     }
     return r;
   };
-  // or_theta_pair: beside the theta round, an and-query over the two lists of the highest
-  // max_score with >= k postings each (a state appended past nq); the k-th best of its scores is
-  // the or-score lower bound of k real documents (each of their or-scores adds non-negative terms
-  // to the same two contributions, and float rounding is monotone).
-  std::vector<std::pair<uint32_t, uint32_t>> pairs;  // (query, its pair's state)
-  auto add_pairs = [&](const std::vector<uint32_t>& wait, std::vector<Phase>* phases) {
-    if (!opt.or_theta_pair) return;
-    std::vector<uint32_t> ids;
-    for (uint32_t id : wait) {
-      const QState& s = st[id];
-      uint32_t a = kNone, b = kNone;
-      for (uint32_t i = 0; i < s.present.size(); ++i) {
-        if (s.present[i].count < s.k) continue;
-        if (a == kNone || s.max_score[i] > s.max_score[a]) {
-          b = a;
-          a = i;
-        } else if (b == kNone || s.max_score[i] > s.max_score[b]) {
-          b = i;
-        }
-      }
-      if (b == kNone) continue;
-      QState p;
-      p.mode = QueryMode::kAnd;
-      p.k = s.k;
-      p.n = 2;
-      for (uint32_t i : {std::min(a, b), std::max(a, b)}) {  // canonical order
-        p.present.push_back(s.present[i]);
-        p.max_score.push_back(s.max_score[i]);
-      }
-      pairs.emplace_back(id, static_cast<uint32_t>(st.size()));
-      ids.push_back(static_cast<uint32_t>(st.size()));
-      st.push_back(std::move(p));
-    }
-    AddPhases(PhaseKind::kAnd, ids, st, shard.num_docs, opt, phases);
-  };
-  auto fold_pairs = [&] {
-    for (auto [id, pi] : pairs) {
-      QState& p = st[pi];
-      QState& s = st[id];
-      QueryStats& to = s.result.stats;
-      const QueryStats& from = p.result.stats;
-      to.blocks_decoded += from.blocks_decoded;
-      to.freq_blocks_decoded += from.freq_blocks_decoded;
-      to.postings_decoded += from.postings_decoded;
-      to.bytes_touched += from.bytes_touched;
-      to.postings_scored += from.postings_scored;
-      if (p.status.ok() && p.result.hits.size() == p.k) s.theta = std::max(s.theta, p.result.hits.back().score);
-    }
-    pairs.clear();
-  };
   // Round 1: and (and the and-part of andor), or planned without theta, theta for the rest of or.
   std::vector<Phase> phases;
   std::vector<uint32_t> wait1, wait2;
   AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, opt, &phases);
   plan_or(or_ids, true, &wait1, &phases);
-  add_pairs(wait1, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
-  fold_pairs();
   // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
   phases.clear();
   rerun_overflow(&phases);
@@ -231,9 +179,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
       or2.push_back(id);
     }
   plan_or(or2, true, &wait2, &phases);
-  add_pairs(wait2, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
-  fold_pairs();
   // Round 3: andor's or-part that waited for theta (and round 2's overflows).
   phases.clear();
   rerun_overflow(&phases);

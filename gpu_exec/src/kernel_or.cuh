@@ -225,7 +225,6 @@ __global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* d
   const ThetaDesc& q = descs[blockIdx.y];
   const uint32_t b = BinOfRank(q.hist, q.k, scan_tmp, &s_bin);
   if (threadIdx.x == 0) q.out->theta = b == kNone ? 0.0f : ThetaBinFloor(b);
-  if (q.sample == 0) return;
   const uint32_t sb = BinOfRank(q.hist, q.sample, scan_tmp, &s_bin);
   if (threadIdx.x == 0) *q.sample_bin = sb == kNone ? 0u : sb;
 }

@@ -111,12 +111,16 @@ TEST_F(SearchctlTest, BadArgumentsAreRejected) {
       {{"query", "--index", tmp_ / "none", "--query", "a"}, "does not exist"},
       {{"query", "--index", idx, "--queries", tmp_ / "none.txt"}, "none.txt"},
       {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--mode", "nope"}, "mode must be one of"},
-      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-pruned-divisor", "99999999999"},
-       "--gpu-or-pruned-divisor <= 2^31"},
-      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-candidate-cap", "0"},
-       "--gpu-or-candidate-cap in [1, 2^30]"},
-      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-theta-sample", "99999999"},
-       "--gpu-or-theta-sample <= 2^24"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--tuning", "gpu-or-pruned-divisor=99999999999"},
+       "--tuning gpu-or-pruned-divisor must be an integer in [0, 2147483648]"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--tuning", "gpu-or-theta-min-postings=-1"},
+       "--tuning gpu-or-theta-min-postings must be an integer"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--tuning", "gpu-or-candidate-cap=4"},
+       "unknown --tuning key 'gpu-or-candidate-cap'"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--tuning", "gpu-or-pruned-divisor"},
+       "--tuning takes KEY=VALUE"},
+      {{"bench", "--index", idx, "--queries", tmp_ / "none.txt", "--gpu-or-theta-sample", "1024"},
+       "--gpu-or-theta-sample"},
       {{"index", "--input", tmp_ / "none.jsonl", "--out", tmp_ / "x"}, "does not exist"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--stem", "klingon"}, "klingon"},
       {{"index", "--input", tmp_ / "in.jsonl", "--out", tmp_ / "x", "--shards", "0"}, "--shards"},
@@ -249,8 +253,10 @@ TEST_F(SearchctlTest, GenQueriesIsDeterministicAndFollowsTheLengths) {
 TEST_F(SearchctlTest, BenchPrintsOneJsonLine) {
   ASSERT_EQ(Index(tmp_ / "idx").exit_code, 0);
   testing::WriteText(tmp_ / "q.txt", "w1 w2\nw0\nw3 w4 w5\n");
+  // --tuning repeats; the CPU engine accepts the GPU keys and ignores them.
   auto r = Ctl({"bench", "--index", tmp_ / "idx", "--queries", tmp_ / "q.txt", "--mode", "or", "--k", "10", "--threads",
-                "2", "--seconds", "0.3", "--warmup", "0.1"});
+                "2", "--seconds", "0.3", "--warmup", "0.1", "--tuning", "gpu-or-pruned-divisor=2", "--tuning",
+                "gpu-or-theta-min-postings=0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto lines = testing::Lines(r.out);
   ASSERT_EQ(lines.size(), 1u);

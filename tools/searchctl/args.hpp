@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common.hpp"  // kExitOk, kExitFailure, kExitUsage
 
@@ -51,13 +52,7 @@ struct BenchArgs {
   uint32_t batch = 64;             // queries per GPU launch sequence
   uint64_t gpu_cache_mib = 0;      // GPU list cache per shard; 0: kGpuListCacheShare of free GPU memory
   bool cold = false;               // no untimed pass first; gpu: also empty the GPU cache before every batch
-  // GPU or-path choice (gpu::GpuContextOptions; negative: the engine's default).
-  int64_t gpu_or_theta_min_postings = -1;
-  int64_t gpu_or_pruned_divisor = -1;
-  int64_t gpu_or_candidate_cap = -1;
-  int64_t gpu_or_theta_sample = -1;
-  int gpu_or_theta_pair = -1;
-  int gpu_or_progressive = -1;
+  std::vector<std::string> tuning;  // --tuning KEY=VALUE: experimental settings (bench_cmd.cpp's table)
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
   std::string per_query;           // after the run: each query timed alone, one CSV row each
   uint64_t list_cache_mib = 0;     // main-memory list cache per shard; 0: PlanListCache

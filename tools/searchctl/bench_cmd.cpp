@@ -9,6 +9,7 @@
 // index and the machine (core/cache_sizing.hpp; one line on stderr says how).
 #include <algorithm>
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -16,6 +17,9 @@
 #include <latch>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #include "args.hpp"
@@ -36,6 +40,57 @@ namespace search::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// searchctl bench's experimental settings (--tuning KEY=VALUE), all in this one table: thresholds
+// of the GPU engine's or-path choice (gpu::GpuContextOptions) that measurements have not settled.
+// Unset: the engine's default.
+struct BenchTuning {
+  std::optional<uint64_t> gpu_or_theta_min_postings;
+  std::optional<uint64_t> gpu_or_pruned_divisor;
+};
+
+struct BenchTuningKey {
+  std::string_view key;
+  uint64_t max;
+  std::optional<uint64_t> BenchTuning::*field;
+  std::string_view help;
+};
+
+constexpr BenchTuningKey kBenchTuningKeys[] = {
+    {"gpu-or-theta-min-postings", uint64_t{1} << 40, &BenchTuning::gpu_or_theta_min_postings,
+     "gpu: or-queries of at least this many postings take the theta round first (default 16384)"},
+    {"gpu-or-pruned-divisor", uint64_t{1} << 31, &BenchTuning::gpu_or_pruned_divisor,
+     "gpu: or-queries without theta take the pruned path when their essential lists hold at most docs / this "
+     "postings; 0: every or-query dense (default 8)"},
+};
+
+std::string BenchTuningHelp() {
+  std::string out;
+  for (const BenchTuningKey& k : kBenchTuningKeys)
+    out += "\n  " + std::string(k.key) + " (0.." + std::to_string(k.max) + "): " + std::string(k.help);
+  return out;
+}
+
+// Applies one "KEY=VALUE"; InvalidArgument naming the key or the text for anything else.
+Status ApplyBenchTuning(std::string_view key_value, BenchTuning* tuning) {
+  const size_t eq = key_value.find('=');
+  if (eq == std::string_view::npos)
+    return Status::InvalidArgument("--tuning takes KEY=VALUE, not '" + std::string(key_value) + "'");
+  const std::string_view key = key_value.substr(0, eq), value = key_value.substr(eq + 1);
+  for (const BenchTuningKey& k : kBenchTuningKeys) {
+    if (k.key != key) continue;
+    uint64_t v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || end != value.data() + value.size() || v > k.max)
+      return Status::InvalidArgument("--tuning " + std::string(key) + " must be an integer in [0, " +
+                                     std::to_string(k.max) + "], not '" + std::string(value) + "'");
+    tuning->*k.field = v;
+    return Status::Ok();
+  }
+  std::string known;
+  for (const BenchTuningKey& k : kBenchTuningKeys) known += (known.empty() ? "" : ", ") + std::string(k.key);
+  return Status::InvalidArgument("unknown --tuning key '" + std::string(key) + "' (searchctl bench knows " + known + ")");
+}
 
 struct ThreadTally {
   std::vector<double> latencies_us;
@@ -78,18 +133,10 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_flag("--cold", a->cold,
                 "measure cold caches: no untimed pass over the queries first; gpu: also empty the GPU list cache "
                 "before every batch (every list copied over PCIe)");
-  cmd->add_option("--gpu-or-theta-min-postings", a->gpu_or_theta_min_postings,
-                  "gpu: or-queries of at least this many postings take the theta round (default: the engine's)");
-  cmd->add_option("--gpu-or-pruned-divisor", a->gpu_or_pruned_divisor,
-                  "gpu: pruned or-path when the essential lists hold <= docs / this (0: always dense; default: the engine's)");
-  cmd->add_option("--gpu-or-candidate-cap", a->gpu_or_candidate_cap,
-                  "gpu: candidates a pruned or-query may collect before it reruns dense (default: the engine's)");
-  cmd->add_option("--gpu-or-theta-pair", a->gpu_or_theta_pair,
-                  "gpu: 1: theta also from the and of the two strongest lists (default: the engine's)");
-  cmd->add_option("--gpu-or-progressive", a->gpu_or_progressive,
-                  "gpu: 1: pruned or-queries drop candidates between probing steps (default: the engine's)");
-  cmd->add_option("--gpu-or-theta-sample", a->gpu_or_theta_sample,
-                  "gpu: documents scored exactly to raise theta (0: none; default: the engine's)");
+  cmd->add_option("--tuning", a->tuning,
+                  "KEY=VALUE, repeatable: an experimental setting; most runs set none (the defaults are the "
+                  "engine's measured behaviour). Keys:" + BenchTuningHelp())
+      ->allow_extra_args(false);
   cmd->add_option("--verify", a->verify,
                   "gpu: after the run, check the first N queries' hits against the CPU engine (verify_mismatches); "
                   "set it after changing the GPU engine")
@@ -113,13 +160,10 @@ int RunBench(const BenchArgs& a) {
   if (!(a.seconds > 0 && a.seconds <= 86400) || !(a.warmup >= 0 && a.warmup <= 86400))
     return ReportError("bench", Status::InvalidArgument("--seconds must be in (0, 86400], --warmup in [0, 86400]"),
                        kExitUsage);
-  if (a.gpu_or_theta_min_postings > (int64_t{1} << 40) || a.gpu_or_pruned_divisor > (int64_t{1} << 31) ||
-      a.gpu_or_candidate_cap == 0 || a.gpu_or_candidate_cap > (int64_t{1} << 30) ||
-      a.gpu_or_theta_sample > (int64_t{1} << 24))
-    return ReportError("bench",
-                       Status::InvalidArgument("--gpu-or-theta-min-postings must be <= 2^40, --gpu-or-pruned-divisor <= 2^31, "
-                                               "--gpu-or-candidate-cap in [1, 2^30], --gpu-or-theta-sample <= 2^24"),
-                       kExitUsage);
+  BenchTuning tuning;
+  for (const std::string& kv : a.tuning) {
+    if (Status st = ApplyBenchTuning(kv, &tuning); !st.ok()) return ReportError("bench", st, kExitUsage);
+  }
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("bench", queries.status(), kExitFailure);
   if (queries->empty()) return ReportError("bench", Status::InvalidArgument("the query file is empty"), kExitFailure);
@@ -177,12 +221,8 @@ int RunBench(const BenchArgs& a) {
   }
   auto make_query = [&](size_t i) { return Query{idx.analyzer().AnalyzeQuery(qs[i % qs.size()]), *mode, k}; };
   gpu::GpuContextOptions ctx_options;
-  if (a.gpu_or_theta_min_postings >= 0) ctx_options.or_theta_min_postings = static_cast<uint64_t>(a.gpu_or_theta_min_postings);
-  if (a.gpu_or_pruned_divisor >= 0) ctx_options.or_pruned_divisor = static_cast<uint32_t>(a.gpu_or_pruned_divisor);
-  if (a.gpu_or_candidate_cap >= 0) ctx_options.or_candidate_cap = static_cast<uint32_t>(a.gpu_or_candidate_cap);
-  if (a.gpu_or_theta_sample >= 0) ctx_options.or_theta_sample = static_cast<uint32_t>(a.gpu_or_theta_sample);
-  if (a.gpu_or_theta_pair >= 0) ctx_options.or_theta_pair = a.gpu_or_theta_pair != 0;
-  if (a.gpu_or_progressive >= 0) ctx_options.or_progressive = a.gpu_or_progressive != 0;
+  if (tuning.gpu_or_theta_min_postings) ctx_options.or_theta_min_postings = *tuning.gpu_or_theta_min_postings;
+  if (tuning.gpu_or_pruned_divisor) ctx_options.or_pruned_divisor = static_cast<uint32_t>(*tuning.gpu_or_pruned_divisor);
   double prewarm_s = 0;
   if (gpu && !a.cold) {
     const auto t0 = Clock::now();
@@ -373,8 +413,6 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_pruned_divisor"] = ctx_options.or_pruned_divisor;
     out["gpu_or_candidate_cap"] = ctx_options.or_candidate_cap;
     out["gpu_or_theta_sample"] = ctx_options.or_theta_sample;
-    out["gpu_or_theta_pair"] = ctx_options.or_theta_pair;
-    out["gpu_or_progressive"] = ctx_options.or_progressive;
     // How the timed window's or-queries ran (andor's or-parts included).
     out["gpu_or_theta"] = times1.or_theta - times0.or_theta;
     out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;

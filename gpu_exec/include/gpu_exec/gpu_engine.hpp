@@ -32,7 +32,7 @@
 //            block), one list per step by decreasing max_score; with theta, after each step a
 //            candidate whose contributions found so far plus the max_scores of the lists still
 //            to probe cannot reach theta is dropped (MaxScore's probing of its non-essential
-//            lists, or_progressive), so later lists are searched for the survivors only.
+//            lists), so later lists are searched for the survivors only.
 //            Contributions are summed in canonical order. More than or_candidate_cap candidates
 //            rerun the query dense.
 //          dense fallback for queries without theta whose essential lists hold more than
@@ -117,7 +117,8 @@ struct GpuContextOptions {
   // Initial scratch reservation; the context's stream-ordered pool grows past it on demand and
   // keeps what it grew to (no cudaMalloc per query after warm-up).
   size_t scratch_bytes = size_t{256} << 20;
-  // Or-path choice (defaults tuned for large shards; tests force either path with them):
+  // Or-path choice. The defaults are the engine's behaviour; tests change them to force each
+  // path on small shards (answers are the same on every path).
   // or-queries of at least this many postings (and >= 2 lists) take the theta round first;
   uint64_t or_theta_min_postings = uint64_t{1} << 14;
   // the pruned path runs for every query that got a theta > 0, and for the others when the
@@ -128,14 +129,8 @@ struct GpuContextOptions {
   // dense (a round later);
   uint32_t or_candidate_cap = uint32_t{1} << 20;
   // documents of the theta list (its best contributions) scored exactly in the theta round to
-  // raise theta (0: theta is the theta list's k-th best contribution alone; at most 2^24);
+  // raise theta (1 .. 2^24).
   uint32_t or_theta_sample = 1024;
-  // theta also from an and-query over the two lists of the highest max_score (its k-th best
-  // score), run beside the theta round.
-  bool or_theta_pair = false;
-  // pruned queries with theta drop candidates between probing steps (false: every candidate is
-  // searched in every list; the answers are the same).
-  bool or_progressive = true;
 };
 
 // A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers
