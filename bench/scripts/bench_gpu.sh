@@ -12,7 +12,7 @@
 #      SECONDS_PER_RUN (5), WARMUP (2), THREADS (nproc; CPU bench threads), GPU_THREADS (16: client
 #      threads, one stream each), BATCHES ("1 32": GPU batch sizes), MODES ("and or andor"),
 #      BENCH_TIMEOUT (seconds per bench run, default SECONDS_PER_RUN + WARMUP + 90),
-#      GPU_ARGS (extra flags for the GPU bench lines, e.g. --gpu-or-pruned-divisor 2),
+#      GPU_ARGS (extra flags for the GPU bench lines, e.g. --tuning gpu-or-pruned-divisor=2),
 #      KERNELS=0 skips the kernel benchmarks, CPU=0 skips the CPU rows, KEEP=1 keeps the index,
 #      VERIFY (1000: queries each warm GPU run checks against the CPU engine afterwards; 0: none).
 #      Rows other than --cold answer every query once first (bench's default); the list caches are
