@@ -48,9 +48,9 @@ struct Entry {
   void* d_ptr = nullptr;        // the pool allocation (dl.d_blob)
   size_t alloc_bytes = 0;       // PaddedBytes(dl.bytes)
   cudaEvent_t ready = nullptr;  // recorded on the copying stream after the copy
-  // Set once `ready` was seen complete: later acquirers need not order their streams after it.
-  // Every hit used to enqueue a cudaStreamWaitEvent (a driver call, serialized with every other
-  // thread's calls on the context), one per list of every query of every batch.
+  // Set once `ready` was seen complete: later acquirers need not order their streams after it, so
+  // a hit on a copied entry makes no CUDA call (a cudaStreamWaitEvent per list of every query
+  // would serialize the threads in the driver).
   std::atomic<bool> copied{false};
   // The rest GUARDED_BY(Impl::mu).
   EntryState state = EntryState::kCopying;

@@ -36,8 +36,8 @@ struct GpuContext::Impl {
   GpuContextOptions options;
   // Pinned staging for one round's host-to-device uploads: a cudaMemcpyAsync from pageable memory
   // makes the host wait for the stream's earlier work (and goes through the driver's own staging
-  // under its locks), which serialized the launch sequence behind the GPU. Bump-allocated; reset
-  // after the round's synchronization, when outgrown buffers (`retired`) are freed too.
+  // under its locks), which would serialize the launch sequence behind the GPU. Bump-allocated;
+  // reset after the round's synchronization, when outgrown buffers (`retired`) are freed too.
   PinnedBuffer staging;
   size_t staged = 0;
   std::vector<PinnedBuffer> retired;
@@ -64,7 +64,6 @@ struct GpuContext::Impl {
     if (pool != nullptr) (void)cudaMemPoolDestroy(pool);
   }
 };
-
 
 }  // namespace search::gpu
 
@@ -110,7 +109,8 @@ class Uploads {
  public:
   template <class T>
   void Add(T* d_dst, const T* src, size_t count) {
-    if (count > 0) regions_.push_back({reinterpret_cast<char*>(d_dst), reinterpret_cast<const char*>(src), count * sizeof(T)});
+    if (count > 0)
+      regions_.push_back({reinterpret_cast<char*>(d_dst), reinterpret_cast<const char*>(src), count * sizeof(T)});
   }
   Status Flush(GpuContext::Impl& ctx, cudaStream_t stream) {
     std::sort(regions_.begin(), regions_.end(), [](const Region& a, const Region& b) { return a.dst < b.dst; });

@@ -58,7 +58,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   QueryOut* d_out = nullptr;
   AndDesc* d_descs = nullptr;
   DevList* d_lists = nullptr;
-  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, [&](Arena& ar) {
+  auto layout = [&](Arena& ar) {
     d_out = TakeAnswers(ar, tp, q, ph.total_k);
     for (uint32_t a = 0; a < q; ++a) {
       descs[a].out = d_out + a;
@@ -86,7 +86,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
     }
     TakeTopkRest(ar, tp, q);
     return zeroed;
-  }));
+  };
+  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
   up.Add(d_lists, lists.data(), lists.size());
@@ -98,8 +99,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   const dim3 cand_grid(GridFor(max_cap, kThreads, q), q);
   for (uint32_t j = 1; j < max_n; ++j) {
     SEARCH_RETURN_IF_ERROR(Launch(AndLocateKernel, cand_grid, stream, d_descs, d_lists, j));
-    SEARCH_RETURN_IF_ERROR(Launch(AndDecodeKernel, dim3(GridFor(step_max_nb[j], kWarpsPerCta, q), q), stream, d_descs,
-                                  d_lists, shard, j));
+    SEARCH_RETURN_IF_ERROR(
+        Launch(AndDecodeKernel, dim3(GridFor(step_max_nb[j], kWarpsPerCta, q), q), stream, d_descs, d_lists, shard, j));
     SEARCH_RETURN_IF_ERROR(Launch(AndProbeKernel, cand_grid, stream, d_descs, d_lists, j));
   }
   SEARCH_RETURN_IF_ERROR(Launch(AndScoreKernel, cand_grid, stream, d_descs, d_lists, shard));
@@ -135,7 +136,7 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
   QueryOut* d_out = nullptr;
   OrDesc* d_descs = nullptr;
   DevList* d_lists = nullptr;
-  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, [&](Arena& ar) {
+  auto layout = [&](Arena& ar) {
     d_out = TakeAnswers(ar, tp, q, ph.total_k);
     for (uint32_t a = 0; a < q; ++a) TakeTopkZeroed(ar, tp, a);
     const size_t zeroed = ar.size();
@@ -150,7 +151,8 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
     }
     TakeTopkRest(ar, tp, q);
     return zeroed;
-  }));
+  };
+  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
   up.Add(d_lists, lists.data(), lists.size());

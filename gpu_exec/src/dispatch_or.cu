@@ -65,7 +65,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   OrPDesc* d_sdescs = nullptr;
   DevList* d_lists = nullptr;
   OrPList* d_plists = nullptr;
-  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, [&](Arena& ar) {
+  auto layout = [&](Arena& ar) {
     d_out = ar.Take<QueryOut>(q);  // zeroed first
     for (uint32_t a = 0; a < q; ++a) {
       descs[a].out = d_out + a;
@@ -92,7 +92,8 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       for (uint32_t i = 0; i < d.m; ++i) TakeProbeRest(ar, plists[d.list_off + i], lists[d.list_off + i], d.cap);
     }
     return zeroed;
-  }));
+  };
+  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
   up.Add(d_sdescs, sdescs.data(), q);
@@ -109,8 +110,8 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   const uint32_t cand_grid = SpreadGrid(scap * q, kThreads);
   SEARCH_RETURN_IF_ERROR(
       Launch(OrLocateKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, kNone));
-  SEARCH_RETURN_IF_ERROR(Launch(OrDecodeKernel, dim3(SpreadGrid(sum_all_nb, kWarpsPerCta), 1, max_m), stream,
-                                d_sdescs, q, d_lists, d_plists, shard, kNone));
+  SEARCH_RETURN_IF_ERROR(Launch(OrDecodeKernel, dim3(SpreadGrid(sum_all_nb, kWarpsPerCta), 1, max_m), stream, d_sdescs,
+                                q, d_lists, d_plists, shard, kNone));
   SEARCH_RETURN_IF_ERROR(
       Launch(OrProbeKernel, dim3(cand_grid, 1, max_m), stream, d_sdescs, q, d_lists, d_plists, shard, kNone));
   SEARCH_RETURN_IF_ERROR(Launch(OrScoreKernel, dim3(GridFor(scap, kThreads, q), q), stream, d_sdescs, d_lists, shard));
@@ -151,8 +152,8 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       }
       plists.push_back(pl);
       // Blocks decoded for probing: at most one per candidate unless dense (the largest step).
-      step_nb = std::max<uint64_t>(step_nb, pl.dense ? s.present[i].num_blocks
-                                                     : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
+      step_nb = std::max<uint64_t>(
+          step_nb, pl.dense ? s.present[i].num_blocks : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
     }
     sum_nb += step_nb;
     sum_ess_nb += d.ess_blocks;
@@ -169,7 +170,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   OrPDesc* d_descs = nullptr;
   DevList* d_lists = nullptr;
   OrPList* d_plists = nullptr;
-  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, [&](Arena& ar) {
+  auto layout = [&](Arena& ar) {
     d_out = TakeAnswers(ar, tp, q, ph.total_k);  // zeroed first
     for (uint32_t a = 0; a < q; ++a) {
       OrPDesc& d = descs[a];
@@ -195,7 +196,8 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     }
     TakeTopkRest(ar, tp, q);
     return zeroed;
-  }));
+  };
+  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
   up.Add(d_lists, lists.data(), lists.size());

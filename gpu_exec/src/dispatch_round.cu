@@ -65,9 +65,9 @@ void SetTopkInput(TopkPlan& t, const Phase& ph, const std::vector<QState>& st, u
 
 void TakeTopkRest(Arena& a, TopkPlan& t, uint32_t q) {
   for (uint32_t i = 0; i < q && i < t.tk.size(); ++i)  // each query's key segment
-    t.tk[i].key_cap = static_cast<uint32_t>((i + 1 < t.seg_begin.size() ? static_cast<uint64_t>(t.seg_begin[i + 1])
-                                                                          : t.total_keys) -
-                                            static_cast<uint64_t>(t.seg_begin[i]));
+    t.tk[i].key_cap =
+        static_cast<uint32_t>((i + 1 < t.seg_begin.size() ? static_cast<uint64_t>(t.seg_begin[i + 1]) : t.total_keys) -
+                              static_cast<uint64_t>(t.seg_begin[i]));
   t.d_thr = a.Take<uint32_t>(q);
   t.d_seg_end = a.Take<int>(q);
   t.d_keys = a.Take<unsigned long long>(std::max<uint64_t>(t.total_keys, 1));
@@ -153,8 +153,9 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
   const auto wait_t0 = std::chrono::steady_clock::now();
   const Status synced = ctx.stream.Synchronize();  // also after a failed launch: nothing stays in flight
   Counters().wait_ns.fetch_add(NanosSince(wait_t0), std::memory_order_relaxed);
-  Counters().enqueue_ns.fetch_add(static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wait_t0 - enqueue_t0).count()),
-                         std::memory_order_relaxed);
+  Counters().enqueue_ns.fetch_add(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(wait_t0 - enqueue_t0).count()),
+      std::memory_order_relaxed);
   Counters().rounds.fetch_add(1, std::memory_order_relaxed);
   ctx.EndRound();
   SEARCH_RETURN_IF_ERROR(launched);

@@ -62,12 +62,12 @@ struct AndDesc {
   uint32_t* cand_doc[2] = {};
   uint32_t* cand_orig[2] = {};  // the candidate's position in the shortest list
   uint32_t* cand_block = nullptr;
-  uint32_t* posmat = nullptr;   // (n - 1) * cap: position (block * 128 + i) in step j's list
-  uint32_t* decoded = nullptr;  // decoded blocks, 128 docIDs per slot
-  uint32_t* needed = nullptr;   // per block of the current list: 1 when a candidate needs it (zeroed)
-  uint32_t* slot_of = nullptr;  // per block: its slot in `decoded`
-  uint32_t* counters = nullptr; // [j]: candidates after step j; [kMaxSteps + j]: slots used (zeroed)
-  float* scores = nullptr;      // survivors' scores and docs (cap)
+  uint32_t* posmat = nullptr;    // (n - 1) * cap: position (block * 128 + i) in step j's list
+  uint32_t* decoded = nullptr;   // decoded blocks, 128 docIDs per slot
+  uint32_t* needed = nullptr;    // per block of the current list: 1 when a candidate needs it (zeroed)
+  uint32_t* slot_of = nullptr;   // per block: its slot in `decoded`
+  uint32_t* counters = nullptr;  // [j]: candidates after step j; [kMaxSteps + j]: slots used (zeroed)
+  float* scores = nullptr;       // survivors' scores and docs (cap)
   uint32_t* docs = nullptr;
   QueryOut* out = nullptr;
 };
@@ -89,12 +89,12 @@ struct TopkDesc {
   const uint32_t* d_count = nullptr;  // nullptr: n
   uint32_t n = 0;
   uint32_t k = 0;
-  uint32_t seg_begin = 0;  // in the batch's key arrays
-  uint32_t out_begin = 0;  // in the batch's hit array
-  uint32_t key_cap = 0;  // the query's key segment (an invariant: more items at or above the
-                         // threshold bin than it holds set kErrOverflow, and none are selected)
-  uint32_t* hist = nullptr;     // kHistBins (zeroed)
-  uint32_t* sel_count = nullptr; // (zeroed)
+  uint32_t seg_begin = 0;         // in the batch's key arrays
+  uint32_t out_begin = 0;         // in the batch's hit array
+  uint32_t key_cap = 0;           // the query's key segment (an invariant: more items at or above the
+                                  // threshold bin than it holds set kErrOverflow, and none are selected)
+  uint32_t* hist = nullptr;       // kHistBins (zeroed)
+  uint32_t* sel_count = nullptr;  // (zeroed)
   int* seg_end = nullptr;
   QueryOut* out = nullptr;
 };
@@ -114,7 +114,7 @@ SEARCH_HD inline float SanitizeBoundHD(float v) {
 
 struct ThetaDesc {
   DevList list;
-  uint32_t slot = 0;               // the list's canonical slot in the query
+  uint32_t slot = 0;  // the list's canonical slot in the query
   uint32_t k = 0;
   uint32_t sample = 0;             // documents of `list` to score exactly (>= 1)
   uint32_t blocks = 0;             // blocks of the highest block maxima the round reads (>= k)
@@ -147,7 +147,7 @@ struct OrPDesc {
   uint32_t m = 0;
   uint32_t list_off = 0;
   uint32_t ess_blocks = 0;  // the essential lists' blocks (OrGatherKernel's items)
-  uint32_t cap = 0;  // the candidate buffer (past it: kErrOverflow)
+  uint32_t cap = 0;         // the candidate buffer (past it: kErrOverflow)
   float theta = 0.0f;
   float slack = 1.0f;
   uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)

@@ -12,9 +12,15 @@
 
 namespace search::gpu::engine_internal {
 
-__device__ __forceinline__ uint32_t Lane() { return threadIdx.x & 31u; }
-__device__ __forceinline__ uint32_t GlobalWarp() { return blockIdx.x * kWarpsPerCta + (threadIdx.x >> 5); }
-__device__ __forceinline__ uint32_t WarpStride() { return gridDim.x * kWarpsPerCta; }
+__device__ __forceinline__ uint32_t Lane() {
+  return threadIdx.x & 31u;
+}
+__device__ __forceinline__ uint32_t GlobalWarp() {
+  return blockIdx.x * kWarpsPerCta + (threadIdx.x >> 5);
+}
+__device__ __forceinline__ uint32_t WarpStride() {
+  return gridDim.x * kWarpsPerCta;
+}
 
 // Appends the lanes with pred to *counter; returns each such lane's index. All 32 lanes call.
 __device__ __forceinline__ uint32_t WarpAppend(uint32_t* counter, bool pred) {

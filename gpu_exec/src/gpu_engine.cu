@@ -30,8 +30,8 @@ CUstream_st* GpuContext::stream() const {
 }
 
 Result<std::unique_ptr<GpuContext>> GpuContext::Create(const GpuContextOptions& options) {
-  if (options.or_candidate_cap == 0 || options.or_candidate_cap > (uint32_t{1} << 30) ||
-      options.or_theta_sample == 0 || options.or_theta_sample > (uint32_t{1} << 24))
+  if (options.or_candidate_cap == 0 || options.or_candidate_cap > (uint32_t{1} << 30) || options.or_theta_sample == 0 ||
+      options.or_theta_sample > (uint32_t{1} << 24))
     return Status::InvalidArgument(
         "GpuContextOptions: or_candidate_cap must be in [1, 2^30], or_theta_sample in [1, 2^24]");
   if (!GpuAvailable()) return Status::Unavailable("GpuContext: " + GpuDescription());

@@ -11,8 +11,8 @@
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
-#include <cub/block/block_scan.cuh>
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 
 #include "engine_device.cuh"
 
@@ -56,8 +56,10 @@ __global__ void __launch_bounds__(kThreads) AndLocateKernel(const AndDesc* descs
     uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
     while (lo < hi) {
       const uint32_t mid = (lo + hi) >> 1;
-      if (l.meta[mid].last_doc < doc) lo = mid + 1;
-      else hi = mid;
+      if (l.meta[mid].last_doc < doc)
+        lo = mid + 1;
+      else
+        hi = mid;
     }
     const uint32_t b = lo < l.num_blocks ? lo : kNone;
     q.cand_block[i] = b;
@@ -65,8 +67,8 @@ __global__ void __launch_bounds__(kThreads) AndLocateKernel(const AndDesc* descs
   }
 }
 
-__global__ void __launch_bounds__(kThreads) AndDecodeKernel(const AndDesc* descs, const DevList* lists, ShardDev shard,
-                                                            uint32_t j) {
+__global__ void __launch_bounds__(kThreads)
+    AndDecodeKernel(const AndDesc* descs, const DevList* lists, ShardDev shard, uint32_t j) {
   const AndDesc& q = descs[blockIdx.y];
   if (q.n <= j) return;
   const DevList l = lists[q.list_off + q.step_slot[j]];
@@ -126,8 +128,10 @@ __global__ void __launch_bounds__(kThreads) AndProbeKernel(const AndDesc* descs,
         uint32_t lo = 0, hi = cnt;
         while (lo < hi) {
           const uint32_t mid = (lo + hi) >> 1;
-          if (blk[mid] < doc) lo = mid + 1;
-          else hi = mid;
+          if (blk[mid] < doc)
+            lo = mid + 1;
+          else
+            hi = mid;
         }
         found = lo < cnt && blk[lo] == doc;
         pos = b * kBlockSize + lo;

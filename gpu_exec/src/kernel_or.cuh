@@ -1,8 +1,8 @@
 // The GPU engine's pruned (exact) or: the GPU analogue of MaxScore with block-max bounds
-// (gpu_engine.hpp has the algorithm, gpu_engine.cu the planning). Kernels serve a whole batch:
-// the theta and score kernels like engine_kernels.cuh's (blockIdx.y = query), the gather, locate,
-// decode and probe kernels spread the batch's items evenly over one grid (Spread, below; the
-// sample's round takes blockIdx.z = the list's canonical slot).
+// (gpu_engine.hpp has the algorithm, engine_plan.hpp the planning, dispatch_or.cu the launches).
+// Kernels serve a whole batch: the theta and score kernels like kernel_and.cuh's (blockIdx.y =
+// query), the gather, locate, decode and probe kernels spread the batch's items evenly over one
+// grid (Spread, below; the sample's round takes blockIdx.z = the list's canonical slot).
 //   theta:  ThetaBlockHistKernel / ThetaBlockSelectKernel pick the blocks of the highest block
 //           maxima of one list per query (the list with the highest max_score among those with
 //           >= k postings): max(k, sample) of them; ThetaHistKernel scores every posting of those

@@ -5,8 +5,8 @@
 // Thread-safety: kernels touch only their query's accumulator.
 #pragma once
 
-#include <cub/block/block_scan.cuh>
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 
 #include "engine_device.cuh"
 
@@ -18,8 +18,8 @@ __global__ void __launch_bounds__(kThreads) OrFillKernel(const OrDesc* descs, ui
 }
 
 // Adds canonical slot s of every query: acc[doc] += contribution (float adds in slot order).
-__global__ void __launch_bounds__(kThreads) OrAccumulateKernel(const OrDesc* descs, const DevList* lists,
-                                                               ShardDev shard, uint32_t s) {
+__global__ void __launch_bounds__(kThreads)
+    OrAccumulateKernel(const OrDesc* descs, const DevList* lists, ShardDev shard, uint32_t s) {
   const OrDesc& q = descs[blockIdx.y];
   if (q.m <= s) return;
   const DevList l = lists[q.list_off + s];

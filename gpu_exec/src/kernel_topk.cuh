@@ -6,8 +6,8 @@
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
-#include <cub/block/block_scan.cuh>
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 
 #include "engine_device.cuh"
 
@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(kThreads) TopkThresholdKernel(const TopkDesc* 
   }
 }
 
-__global__ void __launch_bounds__(kThreads) TopkSelectKernel(const TopkDesc* descs, const uint32_t* d_thr,
-                                                             uint32_t doc_begin, unsigned long long* keys) {
+__global__ void __launch_bounds__(kThreads)
+    TopkSelectKernel(const TopkDesc* descs, const uint32_t* d_thr, uint32_t doc_begin, unsigned long long* keys) {
   const TopkDesc& t = descs[blockIdx.y];
   const uint32_t c = TopkCount(t);
   const uint32_t thr = d_thr[blockIdx.y];
@@ -100,18 +100,18 @@ __global__ void __launch_bounds__(kThreads) TopkSelectKernel(const TopkDesc* des
     bool take = false;
     if (i < c && TopkItem(t, i, doc_begin, &doc, &score)) take = (FloatKey(score) >> (32 - kHistBits)) >= thr;
     const uint32_t at = WarpAppend(t.sel_count, take);
-    if (take)
-      keys[t.seg_begin + at] = (static_cast<unsigned long long>(FloatKey(score)) << 32) | (0xffffffffu - doc);
+    if (take) keys[t.seg_begin + at] = (static_cast<unsigned long long>(FloatKey(score)) << 32) | (0xffffffffu - doc);
   }
 }
 
-__global__ void __launch_bounds__(kThreads) TopkOutputKernel(const TopkDesc* descs, const unsigned long long* sorted,
-                                                             DevHit* hits) {
+__global__ void __launch_bounds__(kThreads)
+    TopkOutputKernel(const TopkDesc* descs, const unsigned long long* sorted, DevHit* hits) {
   const TopkDesc& t = descs[blockIdx.y];
   const uint32_t n = t.out->hits;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < n; i += gridDim.x * kThreads) {
     const unsigned long long key = sorted[t.seg_begin + i];
-    hits[t.out_begin + i] = DevHit{0xffffffffu - static_cast<uint32_t>(key), KeyFloat(static_cast<uint32_t>(key >> 32))};
+    hits[t.out_begin + i] =
+        DevHit{0xffffffffu - static_cast<uint32_t>(key), KeyFloat(static_cast<uint32_t>(key >> 32))};
   }
 }
 

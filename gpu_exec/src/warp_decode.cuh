@@ -3,6 +3,7 @@
 // docIDs by a warp prefix sum that restarts at every block (Ding 2009 §6.1, Mallia 2019 §3.1).
 // Device code only; include from .cu files. Every function is called by all 32 lanes of a warp
 // with the same block arguments (they use full-warp shuffles).
+// Thread-safety: device functions over the calling warp's registers and read-only payload bytes.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,9 @@
-// CUDA plumbing shared by gpu_exec and gpu_cache: every CUDA runtime call goes through
+// CUDA plumbing shared by gpu_exec and gpu_cache, and the only CUDA API the rest of the code uses
+// (node's GPU executor calls CUDA through it): every CUDA runtime call goes through
 // SEARCH_CUDA_RETURN_IF_ERROR (CUB's CubDebug idea), which turns a cudaError_t into a Status
 // (ResourceExhausted for out-of-memory, Unavailable otherwise) naming the call and the file:line;
-// RAII owners for device memory, pinned host memory, streams and events.
+// RAII owners for device memory (plain and stream-ordered), pinned host memory, streams and
+// events; device discovery; Status-returning stream-ordered copies, fills and synchronization.
 // Thread-safety: the free functions are thread-safe; each owner object is used by one thread at a
 // time (moving it hands it over).
 #pragma once
@@ -34,7 +36,8 @@ Status CudaStatus(cudaError_t e, const char* what, const char* where);
 // no-GPU paths on a machine with a GPU).
 int GpuDeviceCount();
 inline bool GpuAvailable() { return GpuDeviceCount() > 0; }
-// "NVIDIA H100 80GB HBM3, sm_90, 79.1 GiB" or the reason there is none.
+// "<device name>, sm_<major><minor>, <memory> GiB" of the current device, or the reason there is
+// none.
 std::string GpuDescription();
 
 // How host threads wait for the GPU (cudaSetDeviceFlags' scheduling): "auto" leaves CUDA's

@@ -34,8 +34,7 @@ namespace search::gpu {
 // payloads of its blocks together, then decodes them) or {8, 16} (pipelined grid-stride loop: a warp
 // decodes one block while the next block's payload and the metadata of the one after are in flight).
 // Anything else is InvalidArgument. A CTA decodes threads_per_cta / 32 * blocks_per_warp blocks.
-// The default is the fastest on an H100 for long lists (gpu_decode_bench: 423 G docIDs/s at 2^25
-// postings; 285 G postings/s = 570 G integers/s with tfs).
+// The default is the fastest shape of gpu_decode_bench's sweep for long lists.
 struct DecodeTuning {
   uint32_t threads_per_cta = 128;
   uint32_t blocks_per_warp = 1;

@@ -55,6 +55,11 @@
 // list past the shard's documents, a block that fails to decode or starts below the shard).
 // The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
 // reported by one engine and not the other; answers of intact lists are identical.
+// Layers (gpu_exec/src, as in CUB): this API (gpu_engine.cu: rounds) -> host planning
+// (engine_plan.hpp: validation, path choice, scratch bounds) -> dispatch (dispatch.cuh: grids,
+// scratch layout, uploads, launches) -> kernels (kernel_and/or/or_dense/topk.cuh) -> warp
+// primitives (engine_device.cuh, warp_decode.cuh); engine_desc.hpp holds the descriptors the host
+// fills and the kernels read.
 // Thread-safety: a GpuContext (stream + scratch memory) is used by one thread at a time; the
 // free functions are reentrant given distinct contexts.
 #pragma once
