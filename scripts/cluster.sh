@@ -74,8 +74,8 @@ start() {
   [ "$shards" -ge 1 ] || die "$index/manifest.json lists no shards"
   local endpoints="" i path share=""
   # Several nodes on this one host: none sets CPUs apart for its CPU workers (a hybrid node's
-  # default, --sched-cpu-cores, would put every node's workers on the same last CPUs).
-  [ "$shards" -gt 1 ] && [[ " $node_args " != *" --sched-cpu-cores"* ]] && share="--sched-cpu-cores 0"
+  # default, --tuning sched_cpu_cores, would put every node's workers on the same last CPUs).
+  [ "$shards" -gt 1 ] && [[ " $node_args " != *"sched_cpu_cores="* ]] && share="--tuning sched_cpu_cores=0"
   for ((i = 0; i < shards; i++)); do
     path=$(py "j['shards'][$i]['path']" <"$index/manifest.json")
     local zport=$((base_port + 10 + 2 * i)) mport=$((base_port + 11 + 2 * i))

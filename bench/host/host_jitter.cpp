@@ -6,10 +6,6 @@
 // boottime_s is CLOCK_BOOTTIME in seconds, the clock of /proc/uptime, so a script can match the
 // lines to its own steps. Runs for --seconds (0: until SIGTERM / SIGINT), then prints one summary
 // line to stderr: wake-ups, the late ones, the latest, and the time spent late.
-// With --slice-us U each thread asks for an EEVDF slice of U us (core/thread_slice.hpp; default 0:
-// the kernel's), so that sharing its CPUs with a busy load generator need not read as a stall:
-// with the kernel's default slice a thread woken on a CPU another thread is using may wait up to
-// 3 ms (on 8 or more CPUs) for its turn, which is no stall of the host.
 //   host_jitter --threads 2 --threshold-ms 4 --out stalls.txt --seconds 0 &
 #include <atomic>
 #include <cerrno>
@@ -24,7 +20,6 @@
 #include <thread>
 #include <vector>
 
-#include "core/thread_slice.hpp"
 
 namespace {
 
@@ -58,16 +53,14 @@ double Positive(const char* name, const char* value, bool allow_zero) {
 
 int main(int argc, char** argv) {
   int threads = 2;
-  double period_us = 1000, threshold_ms = 4, seconds = 0, slice_us = 0;
+  double period_us = 1000, threshold_ms = 4, seconds = 0;
   std::string out_path;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
       std::printf(
           "usage: host_jitter [--threads N] [--period-us P] [--threshold-ms T] [--seconds S] [--out FILE]\n"
-          "                   [--slice-us U]\n"
-          "Writes '<boottime_s> <thread> <late_ms>' for each wake-up more than T ms late. Each thread runs\n"
-          "with an EEVDF slice of U microseconds (Linux 6.12+; default 0: the kernel's default).\n");
+          "Writes '<boottime_s> <thread> <late_ms>' for each wake-up more than T ms late.\n");
       return 0;
     }
     if (i + 1 >= argc) {
@@ -84,12 +77,6 @@ int main(int argc, char** argv) {
       threshold_ms = Positive("--threshold-ms", v, true);
     } else if (a == "--seconds") {
       seconds = Positive("--seconds", v, true);
-    } else if (a == "--slice-us") {
-      slice_us = Positive("--slice-us", v, true);
-      if (!search::ValidThreadSliceUs(static_cast<int64_t>(slice_us)) || slice_us != static_cast<int64_t>(slice_us)) {
-        std::fprintf(stderr, "host_jitter: --slice-us must be 0 (the kernel's default) or 100 to 100000, got '%s'\n", v);
-        return 2;
-      }
     } else if (a == "--out") {
       out_path = v;
     } else {
@@ -107,12 +94,9 @@ int main(int argc, char** argv) {
   const double end = seconds > 0 ? Now(CLOCK_MONOTONIC) + seconds : 0;
   std::mutex mu;
   Stats total;
-  std::atomic<int> slices_taken{0};
   std::vector<std::thread> ts;
   for (int t = 0; t < threads; ++t) {
     ts.emplace_back([&, t] {
-      if (slice_us > 0 && search::SetThreadSlice(std::chrono::microseconds(static_cast<int64_t>(slice_us))))
-        slices_taken.fetch_add(1);
       Stats s;
       const long step_ns = static_cast<long>(period_us * 1e3);
       timespec next{};
@@ -150,9 +134,7 @@ int main(int argc, char** argv) {
   for (auto& t : ts) t.join();
   if (out != stdout) std::fclose(out);
   std::fprintf(stderr,
-               "host_jitter: %llu wake-ups, %llu more than %.3f ms late, latest %.3f ms, %.1f ms late in all; slice %s\n",
-               total.wakeups, total.late, threshold_ms, total.max_late_ms, total.late_ms_total,
-               slices_taken.load() == threads && slice_us > 0 ? (std::to_string(static_cast<int64_t>(slice_us)) + " us").c_str()
-                                                               : "the kernel's default");
+               "host_jitter: %llu wake-ups, %llu more than %.3f ms late, latest %.3f ms, %.1f ms late in all\n",
+               total.wakeups, total.late, threshold_ms, total.max_late_ms, total.late_ms_total);
   return 0;
 }

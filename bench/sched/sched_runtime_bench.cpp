@@ -1,12 +1,12 @@
 // sched_runtime_bench: what the scheduler's threaded runtime (HybridScheduler) costs per job, apart
 // from the processors. Request threads submit tasks in a loop to a HybridScheduler whose fake GPU
-// sleeps a fixed time per batch (a device wait with --gpu-sync block) and whose fake CPU engine
+// sleeps a fixed time per batch (a blocking device wait, as the node's dispatchers do) and whose fake CPU engine
 // spins a fixed time per job; a calibrated CostModel is fed as in the node. Prints the jobs a
 // second, the process's CPU time per job, and the GPU dispatchers' own CPU time per job outside
 // the fake device: taking a batch from the queues and finishing its jobs (the model's observation,
 // the counters, waking each job's request thread).
 //
-// --async: the node's --async-execute instead: --submitters threads (the node's request workers)
+// --async: as the node submits (NodeServerOptions::async_execute): --submitters threads (the node's request workers)
 // keep --threads jobs in flight through SubmitAsync without waiting for any one of them (a
 // counting semaphore holds the window); each job's on_done, on the thread that finished it,
 // frees its slot. Sync: --threads request threads, each blocked on its job until it is answered.
@@ -118,7 +118,7 @@ int Main(int argc, char** argv) {
   o.gpu_dispatchers = *mode == SchedMode::kCpu ? 0 : dispatchers;
   FakeRunner runner(batch_us, cpu_us);
   HybridScheduler sched(o, &runner, &model, nullptr);
-  sched.start();
+  sched.Start();
 
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> answered{0};
@@ -192,7 +192,7 @@ int Main(int argc, char** argv) {
   stop = true;
   free_cv.notify_all();
   for (auto& t : clients) t.join();
-  sched.stop();  // answers what is still queued (Unavailable) through on_done
+  sched.Stop();  // answers what is still queued (Unavailable) through on_done
   while (in_flight.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 
   const double jobs = static_cast<double>(a1 - a0);

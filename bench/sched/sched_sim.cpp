@@ -15,7 +15,7 @@
 // kept-alive connections: an arrival waits (FIFO) for a free connection, which it then holds for
 // --path-us of serving path (integrator, HTTP) plus its time in the node; its latency counts
 // from its arrival, so the wait is in it. With --batch-latency the policy counts a batch's run
-// time in a job's finish on the GPU (the node's --sched-batch-latency).
+// time in a job's finish on the GPU (SchedOptions::batch_latency).
 //
 // usage: sched_sim --cpu CPU.csv[.gz] --gpu GPU32.csv[.gz] --gpu-qps 40000 [--modes gpu,hybrid]
 //                  [--start 10000 --factor 1.2 --steps 12] [--seconds 5] [--cpu-workers 16] ...
@@ -105,12 +105,10 @@ struct Options {
   double deadline_ms = 500, miss_limit = 0.01;
   double noise = 0;
   double cpu_bias = 1;  // the CPU's predictions are 1 / cpu_bias of the times (actual / predicted)
-  bool cheap_fill_measured = false;
-  bool cheap_by_ratio = false;
   double gpu_alone_us = 0;  // cheap jobs (SchedOptions::gpu_alone_us); 0 off
   bool balance = true, steal = true, batch_latency = false;
   // The adaptive bound.
-  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0, cheap_fill_busy = 0;
+  double cheap_step = 0, cheap_max_factor = SchedOptions{}.cheap_max_factor, cheap_fill_us = 0;
   size_t connections = 0;  // 0: open loop
   double path_us = 0;      // serving path outside the node a request holds its connection for
   size_t steal_window = SchedOptions{}.steal_window;
@@ -160,9 +158,6 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   so.cheap_step = o.cheap_step;
   so.cheap_max_factor = o.cheap_max_factor;
   so.cheap_fill_us = o.cheap_fill_us;
-  so.cheap_fill_busy = o.cheap_fill_busy;
-  so.cheap_fill_measured = o.cheap_fill_measured;
-  so.cheap_by_ratio = o.cheap_by_ratio;
   so.cpu_parallelism = o.cpu_workers;
   so.cpu_workers = o.cpu_workers;
   so.gpu_parallelism = o.gpu_dispatchers;
@@ -178,10 +173,6 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
   size_t free_conns = o.connections;
   std::deque<size_t> waiting;  // arrivals waiting for a connection, oldest first
   // A request reaches the node when it has a connection; the node's deadline counts from then.
-  // The CPU jobs' predicted times (what the model learns against, --cpu-bias) and the node's
-  // decayed sums of actual and predicted CPU time over the jobs done (--cheap-fill-measured).
-  std::vector<double> predicted_cpu_us(jobs.size(), 0);
-  double bias_actual = 0, bias_predicted = 0;
   auto submit = [&](size_t index, double now) {
     const Job& j = jobs[index];
     SchedJob sj;
@@ -190,9 +181,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
     sj.deadline = At(now + deadline_us);
     sj.cpu_us = (o.noise > 0 ? j.cpu_us * std::exp(err(rng)) : j.cpu_us) / o.cpu_bias;
     sj.gpu_us = o.noise > 0 ? j.gpu_us * std::exp(err(rng)) : j.gpu_us;
-    predicted_cpu_us[index] = sj.cpu_us;
     if (mode == SchedMode::kGriffin) sj.preferred = Unit::kGpu;
-    if (o.cheap_fill_measured && bias_predicted > 0) policy.set_cpu_bias(bias_actual / bias_predicted);
     policy.Enqueue(sj, At(now));
   };
   // The node answered job i at `now`: its connection is free once the answer has gone back.
@@ -223,10 +212,7 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
       }
     } else if (kind == 1) {
       answer(index, now);
-      bias_actual = 0.99 * bias_actual + jobs[index].cpu_us;  // about the last 100 CPU jobs
-      bias_predicted = 0.99 * bias_predicted + predicted_cpu_us[index];
       ++idle_cpu;
-      policy.ObserveCpuBusy(o.cpu_workers - idle_cpu, t);
     } else if (kind == 2) {
       for (size_t i : batches[index]) answer(i, now);
       policy.ObserveGpuBatch(batch_run_us[index]);
@@ -250,7 +236,6 @@ StepResult Simulate(const Options& o, SchedMode mode, const std::vector<QueryCos
         continue;
       }
       --idle_cpu;
-      policy.ObserveCpuBusy(o.cpu_workers - idle_cpu, t);
       if (now >= o.warmup * 1e6) cpu_run_us += jobs[j->id].cpu_us;
       events.emplace(now + jobs[j->id].cpu_us, 1, j->id);
     }
@@ -423,25 +408,17 @@ int main(int argc, char** argv) {
                  "predicted; 1: none)")
       ->capture_default_str()
       ->check(CLI::Range(0.01, 100.0));
-  app.add_option("--cheap-fill-measured", o.cheap_fill_measured,
-                 "with --cheap-fill-us: the fill rule's CPU backlog times the bias measured over the CPU jobs done "
-                 "(search-node --sched-cheap-fill-measured)")
-      ->capture_default_str();
-  app.add_option("--cheap-by-ratio", o.cheap_by_ratio,
-                 "hybrid: the cheap bound compares the CPU time scaled by the job's GPU time against a typical "
-                 "job's, so the CPU takes the jobs cheapest relative to the GPU (search-node --sched-cheap-by-ratio)")
-      ->capture_default_str();
   app.add_option("--gpu-alone-us", o.gpu_alone_us, "hybrid's cheap-job bound (0: off)")->capture_default_str();
   app.add_option("--balance", o.balance, "hybrid's balance rule")->capture_default_str();
   app.add_option("--steal", o.steal, "stealing")->capture_default_str();
   app.add_option("--steal-window", o.steal_window, "oldest jobs a thief chooses among")->capture_default_str();
-  app.add_option("--batch-work-us", o.batch_work_us, "predicted GPU work that closes a batch (search-node --batch-work-us)")
+  app.add_option("--batch-work-us", o.batch_work_us, "predicted GPU work that closes a batch")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 1e9));
-  app.add_option("--max-batch", o.max_batch, "most jobs in one GPU batch (search-node --max-batch)")
+  app.add_option("--max-batch", o.max_batch, "most jobs in one GPU batch")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{4096}));
-  app.add_option("--batch-wait-us", o.batch_wait_us, "longest a GPU batch waits to fill (search-node --batch-wait-us)")
+  app.add_option("--batch-wait-us", o.batch_wait_us, "longest a GPU batch waits to fill")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
   app.add_option("--seed", o.seed, "arrivals and noise")->capture_default_str();
@@ -463,10 +440,6 @@ int main(int argc, char** argv) {
                  "the adaptive bound follows the CPU's backlog against this (0: the GPU's backlog against the CPU's)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e7));
-  app.add_option("--cheap-fill-busy", o.cheap_fill_busy,
-                 "with --cheap-fill-us: the bound also rises while the CPU workers are under this busy share")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
   CLI11_PARSE(app, argc, argv);
   if (o.gpu_qps <= 0 || o.start <= 0 || o.factor <= 1 || o.cpu_workers == 0 || o.gpu_dispatchers == 0) {
     std::cerr << "sched_sim: --gpu-qps, --start, --cpu-workers and --gpu-dispatchers must be positive, --factor > 1\n";

@@ -31,9 +31,6 @@
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
-#      SLICE_US (0: the kernel's; else the load generator's loops and host_jitter's threads ask for
-#      this EEVDF slice, core/thread_slice.hpp; the node's and the integrator's own go in their
-#      flags, --thread-slice-us, through NODE_ARGS / INTEGRATOR_ARGS),
 #      JITTER (1: run bench/host/host_jitter, BUNDLE/bin/host_jitter, beside the sweep and record
 #      each step's host stalls, host_stall_max_ms and host_stall_sum_ms; 0 or no binary: "-"),
 #      MAX_STEAL_PCT (unset: off; e.g. 1.5: a step whose host_steal_pct, the hypervisor's share of the
@@ -151,8 +148,6 @@ http_engine=()
 # With CPUs of its own, each of the load generator's loops takes one of them (BENCHMARKS.md, Fig. 7;
 # 2026-11-28 09:20Z: unpinned, its loops lagged their schedule by up to 8 ms at hybrid's rates).
 [ "${LOADGEN_PIN_LOOPS:-$([ -n "${LOADGEN_CPUS:-}" ] && echo 1 || echo 0)}" = 1 ] && lg_threads+=(--pin-loops true)
-inst_slice=()  # the instruments' EEVDF slice (SLICE_US), for the load generator and host_jitter
-[ "${SLICE_US:-0}" != 0 ] && inst_slice=(--slice-us "$SLICE_US") && lg_threads+=("${inst_slice[@]}")
 ramp=()
 [ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
@@ -227,7 +222,7 @@ scrape() {
 jitter_log=$work/host-stalls.txt
 jitter_pid=
 if [ "${JITTER:-1}" = 1 ] && [ -x "$bundle/bin/host_jitter" ]; then
-  "${loadgen_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 "${inst_slice[@]}" --out "$jitter_log" &
+  "${loadgen_pin[@]}" "$bundle/bin/host_jitter" --threads 2 --threshold-ms 4 --out "$jitter_log" &
   jitter_pid=$!
   pids+=("$jitter_pid")
 fi
@@ -321,7 +316,7 @@ for mode in $modes; do
     for fam in search_gpu_batch_cpu_seconds_total search_gpu_batch_seconds_total; do  # the batch part's own parts
       for part in prepare acquire engine finish; do diag_cols="$diag_cols,$(dispatch_us "$m0" "$m1" "$part" "$gj" $fam)"; done
     done
-    # The cheap bound at the step's end (a gauge; hybrid with --sched-gpu-alone-us).
+    # The cheap bound at the step's end (a gauge; hybrid's cheap jobs).
     diag_cols="$diag_cols,$(awk 'index($0, "search_sched_cheap_threshold_seconds ") == 1 { v = $NF } END { if (v == "") print "-"; else printf "%.1f", 1e6 * v }' "$m1")"
     # Means around the node's execution: its queue (received to a worker's start), its whole
     # handling (received to the reply's send) and the integrator's (HTTP request to answer).

@@ -6,8 +6,8 @@
 # usage: bench/scripts/bench_hybrid_runs.sh RUNS_FILE [DOCS] [WORK_DIR]
 #   RUNS_FILE  one run a line: LABEL|MODES|NODE FLAGS|SETTINGS, e.g.
 #                d4|gpu hybrid||START_RATE=3000 MAX_STEPS=26
-#                d8|gpu hybrid|--gpu-dispatchers 8|
-#                old|gpu|--gpu-dispatchers 8|NODE_BIN=.bundle/bin/search-node-old
+#                shared|gpu hybrid|--tuning sched_cpu_cores=0|
+#                old|gpu||NODE_BIN=.bundle/bin/search-node-old
 #              LABEL names the run's series (MODE-LABEL), NODE FLAGS go after the common NODE_ARGS,
 #              SETTINGS are VAR=value words for bench_hybrid.sh (they win over the common ones);
 #              blank lines and lines starting with # are skipped. A LABEL given again (e.g. g, h,

@@ -54,7 +54,7 @@ work=/dev/shm/gpu-bench
 # A warm host keeps the index in $work for the next call (no generation); an earlier call's runs
 # would be read again into this call's fig7.csv, diag.txt and r.tgz.
 rm -rf "$work/runs"
-MAX_STEAL_PCT=${MAX_STEAL_PCT:-1.5} PIN=${PIN:-node:16} NODE_ARGS="--gpu-sync block ${NODE_ARGS:-}" \
+MAX_STEAL_PCT=${MAX_STEAL_PCT:-1.5} PIN=${PIN:-node:16} NODE_ARGS="${NODE_ARGS:-}" \
   SECONDS_PER_RATE=${SPR:-10} WARMUP=${WU:-2} BUDGET_S=${BUDGET:-400} OUT_DIR="$work/runs" \
   bench/scripts/bench_hybrid_runs.sh "$runs" 25200000 "$work" >"$out/runs.log" 2>&1
 wait "$tests_pid"

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Where a hybrid node put its queries, from its scheduler trace (search-node --sched-trace FILE).
+"""Where a hybrid node put its queries, from its scheduler trace (search-node --tuning trace=FILE).
 
 Per window of --window seconds (the trace's t_us), for the sampled jobs: how many, the share the
 CPU engine ran, the shares the policy queued as cheap and moved to the GPU by its balance rule
 (SchedJob::balanced), jobs stolen, the CPU's wait (p50, p99) and run time (mean), and a GPU job's
 wait plus its batch's run time (p50) and batch size (mean). Then, over the whole trace, the CPU
 model's error on the jobs the CPU ran (median and spread of log(actual / predicted), actual time
-by predicted bin) and, with --every N (the node's --sched-trace-every), the CPU engine's cores
+by predicted bin) and, with --every N (the node's --tuning trace_every), the CPU engine's cores
 (its jobs' run time per second, times N).
 
 Usage: bench/scripts/sched_trace_summary.py TRACE.csv[.gz] [--window S] [--every N]
@@ -56,7 +56,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("trace")
     ap.add_argument("--window", type=float, default=1.0, help="seconds per row")
-    ap.add_argument("--every", type=int, default=0, help="the node's --sched-trace-every (scales the CPU's cores)")
+    ap.add_argument("--every", type=int, default=0, help="the node's --tuning trace_every (scales the CPU's cores)")
     a = ap.parse_args()
     if a.window <= 0:
         print("--window must be positive", file=sys.stderr)

@@ -16,7 +16,6 @@
 #include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"
 #include "core/thread_name.hpp"
-#include "core/thread_slice.hpp"
 #include "metrics/families.hpp"
 #include "metrics/metrics.hpp"
 
@@ -60,7 +59,6 @@ struct HybridScheduler::MetricSet {
   prometheus::Counter* dispatch_cpu[2] = {};  // [0] part="batch", [1] part="scheduler"
   prometheus::Gauge* cpu_slots = nullptr;
   prometheus::Gauge* cpu_pin_failures = nullptr;
-  prometheus::Counter* cpu_spins[2] = {};  // [0] outcome="work", [1] outcome="timeout"
   prometheus::Counter* cpu_worker[4] = {};  // part= run, account, answer, lock
   prometheus::Gauge* cheap_threshold = nullptr;
   prometheus::Histogram* host[kNumSchedHostPhases] = {};
@@ -108,9 +106,6 @@ struct HybridScheduler::MetricSet {
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
     cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
     cpu_pin_failures = &gauge(families::kSchedCpuPinFailures).Add({});
-    auto& spins = counter(families::kSchedCpuSpins);
-    cpu_spins[0] = &spins.Add({{"outcome", "work"}});
-    cpu_spins[1] = &spins.Add({{"outcome", "timeout"}});
     auto& cw = counter(families::kSchedCpuWorker);
     cpu_worker[0] = &cw.Add({{"part", "run"}});
     cpu_worker[1] = &cw.Add({{"part", "account"}});
@@ -137,8 +132,6 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
   // Only hybrid: griffin keeps Liu et al.'s placement (and cpu and gpu have no choice to make).
   if (options_.policy.mode != SchedMode::kHybrid) options_.idle_cores = nullptr;
   if (!options_.cpu_worker_cpus.empty()) options_.caller_runs = false;  // the caller is on the GPU path's cores
-  // Spinning takes a core: only the workers' own (hybrid_scheduler.hpp).
-  if (options_.cpu_worker_cpus.empty() || !(options_.cpu_spin_us > 0)) options_.cpu_spin_us = 0;
   cpu_slots_ = options_.cpu_workers;
   if (metrics != nullptr) {
     metrics_ = std::make_unique<MetricSet>(*metrics);
@@ -146,55 +139,38 @@ HybridScheduler::HybridScheduler(HybridSchedulerOptions options, SchedRunner* ru
   }
 }
 
-HybridScheduler::~HybridScheduler() { stop(); }
+HybridScheduler::~HybridScheduler() { Stop(); }
 
-void HybridScheduler::start() {
+void HybridScheduler::Start() {
   if (started_) return;
   started_ = true;
-  // Answer threads first: a worker hands them its async tasks from its first job on. Started here,
-  // on the caller's thread, they keep its affinity (the node's other CPUs where the workers have
-  // cores of their own).
-  for (size_t i = 0; i < options_.answer_threads; ++i)
-    answer_threads_.emplace_back([this] {
-      SetThreadName("sched-answer");
-      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
-      AnswerLoop();
-    });
-  // Each CPU worker pins itself (a spill worker under spill_idle also takes SCHED_IDLE) before it
-  // takes a job; start() returns once all have tried, so cpu_pin_failures() (and its gauge) and
-  // spill_idle_failures() are final when the caller reports the start.
+  // Each CPU worker pins itself before it takes a job; Start() returns once all have tried, so
+  // cpu_pin_failures() (and its gauge) is final when the caller reports the start.
   // (Shared: the last worker may still be inside count_down when wait returns.)
   auto pinned = std::make_shared<std::latch>(static_cast<std::ptrdiff_t>(options_.cpu_workers));
-  const size_t spill = std::min(options_.spill_workers, options_.cpu_workers);
   for (size_t i = 0; i < options_.cpu_workers; ++i)
-    threads_.emplace_back([this, pinned, spilled = i >= options_.cpu_workers - spill] {
-      SetThreadName(spilled ? "sched-cpu-spill" : "sched-cpu");
-      const std::vector<int>& cpus = spilled ? options_.spill_cpus : options_.cpu_worker_cpus;
-      if (!cpus.empty() && !PinThisThread(cpus)) pin_failures_.fetch_add(1);
-      const bool idle = spilled && options_.spill_idle;  // SCHED_IDLE instead of a nice value
-      if (idle && !SetThreadIdlePolicy()) idle_policy_failures_.fetch_add(1);
+    threads_.emplace_back([this, pinned] {
+      SetThreadName("sched-cpu");
+      if (!options_.cpu_worker_cpus.empty() && !PinThisThread(options_.cpu_worker_cpus)) pin_failures_.fetch_add(1);
       pinned->count_down();
-      const int nice = spilled ? options_.spill_nice : options_.cpu_nice;
-      if (nice > 0 && !idle) (void)RaiseThreadNice(nice);
-      CpuLoop(/*may_spin=*/!spilled && options_.cpu_spin_us > 0);
+      if (options_.cpu_nice > 0) (void)RaiseThreadNice(options_.cpu_nice);
+      CpuLoop();
     });
   pinned->wait();
   if (metrics_) metrics_->cpu_pin_failures->Set(static_cast<double>(pin_failures_.load()));
   for (size_t i = 0; i < options_.gpu_dispatchers; ++i)
     threads_.emplace_back([this] {
       SetThreadName("sched-gpu");
-      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       GpuLoop();
     });
 }
 
-void HybridScheduler::stop() {
+void HybridScheduler::Stop() {
   std::vector<SchedTask*> drained;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_ && threads_.empty()) return;
     stopping_ = true;
-    cpu_work_seq_.fetch_add(1, std::memory_order_release);  // spinning workers look up and see it
     for (SchedJob& j : policy_.Drain()) drained.push_back(TaskOf(j));
   }
   for (SchedTask* t : drained) {  // outside the lock: an on_done may submit again (and be refused)
@@ -205,33 +181,10 @@ void HybridScheduler::stop() {
   gpu_cv_.notify_all();
   for (std::thread& t : threads_) t.join();
   threads_.clear();
-  // Every worker is gone, so nothing more is handed off: the answer threads answer what is left.
-  {
-    std::lock_guard<std::mutex> lock(answer_mu_);
-    answer_stop_ = true;
-  }
-  answer_cv_.notify_all();
-  for (std::thread& t : answer_threads_) t.join();
-  answer_threads_.clear();
 }
 
 void HybridScheduler::ObserveHost(SchedHostPhase phase, double seconds) {
   if (metrics_) metrics_->host[static_cast<size_t>(phase)]->Observe(seconds);
-}
-
-std::vector<SchedTask*> SplitHeavyGpuJobs(std::vector<SchedTask*>& batch, double factor) {
-  std::vector<SchedTask*> heavy;
-  if (factor <= 0 || batch.size() < 2) return heavy;
-  std::vector<double> us;
-  us.reserve(batch.size());
-  for (const SchedTask* t : batch) us.push_back(t->job.gpu_us);
-  std::nth_element(us.begin(), us.begin() + static_cast<long>(us.size() / 2), us.end());
-  const double bound = factor * us[us.size() / 2];
-  const auto light_end =
-      std::stable_partition(batch.begin(), batch.end(), [&](const SchedTask* t) { return !(t->job.gpu_us > bound); });
-  heavy.assign(light_end, batch.end());
-  batch.erase(light_end, batch.end());
-  return heavy;
 }
 
 double DefaultIdleReserve(size_t cores) { return std::max(1.0, std::floor(static_cast<double>(cores) * 3 / 8)); }
@@ -277,7 +230,6 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
   task.submit_us = MicrosBetween(called, queued_at);
   const bool async = static_cast<bool>(task.on_done);
   const double submit_s = task.submit_us * 1e-6;
-  if (options_.policy.cheap_fill_measured) policy_.set_cpu_bias(cpu_bias_.load(std::memory_order_relaxed));
   const SchedQueue queue = policy_.Enqueue(task.job, queued_at);
   const bool cheap = policy_.cheap() != cheap_before;
   if (metrics_) {
@@ -404,7 +356,7 @@ void HybridScheduler::PublishModel(Unit unit, double error, const ModelTally& ta
 }
 
 void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us,
-                             bool hand_off, SchedTime* answer_at, std::vector<CostSample>* stash) {
+                             SchedTime* answer_at, std::vector<CostSample>* stash) {
   const size_t u = static_cast<size_t>(unit);
   task.ran_on = unit;
   jobs_[u].fetch_add(1);
@@ -432,38 +384,7 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
   }
   if (options_.trace != nullptr) options_.trace->Record(task, unit, observe ? sample_us : -1);
   if (answer_at != nullptr) *answer_at = SchedClock::now();
-  if (hand_off && task.on_done && options_.answer_threads > 0) {
-    bool queued = false, wake = false;
-    {
-      std::lock_guard<std::mutex> lock(answer_mu_);
-      if (!answer_stop_) {  // once the answer threads are stopping, the finisher answers itself
-        answers_.push_back(&task);
-        queued = true;
-        wake = answer_idle_ > 0;  // a busy answer thread takes it once done with its own
-      }
-    }
-    if (wake) answer_cv_.notify_one();
-    if (queued) return;
-  }
   Complete(task);
-}
-
-void HybridScheduler::AnswerLoop() {
-  std::unique_lock<std::mutex> lock(answer_mu_);
-  for (;;) {
-    if (answers_.empty()) {
-      if (answer_stop_) return;
-      ++answer_idle_;
-      answer_cv_.wait(lock);
-      --answer_idle_;
-      continue;
-    }
-    SchedTask* task = answers_.front();
-    answers_.pop_front();
-    lock.unlock();
-    Complete(*task);  // the task may be gone once it returns
-    lock.lock();
-  }
 }
 
 size_t HybridScheduler::CpuSlotsLocked() {
@@ -482,55 +403,9 @@ size_t HybridScheduler::CpuSlotsLocked() {
   return slots;
 }
 
-void HybridScheduler::WakeCpuLocked() {
-  // Without spinning nobody watches the sequence: the enqueue path pays no atomic for it.
-  if (options_.cpu_spin_us > 0) cpu_work_seq_.fetch_add(1, std::memory_order_release);
-  if (cpu_spinning_ > cpu_spin_claims_) {  // a spinning worker sees the move and takes it
-    ++cpu_spin_claims_;
-    return;
-  }
-  cpu_cv_.notify_one();
-}
+void HybridScheduler::WakeCpuLocked() { cpu_cv_.notify_one(); }
 
-namespace {
-inline void CpuRelax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-}  // namespace
-
-bool HybridScheduler::SpinForWorkLocked(std::unique_lock<std::mutex>& lock) {
-  const uint64_t seen = cpu_work_seq_.load(std::memory_order_relaxed);
-  ++cpu_spinning_;
-  lock.unlock();
-  const SchedTime until =
-      SchedClock::now() + std::chrono::duration_cast<SchedClock::duration>(
-                              std::chrono::duration<double, std::micro>(options_.cpu_spin_us));
-  bool moved = false;
-  for (uint32_t i = 1;; ++i) {
-    if (cpu_work_seq_.load(std::memory_order_acquire) != seen) {
-      moved = true;
-      break;
-    }
-    if (i % 64 == 0 && SchedClock::now() >= until) break;  // the clock read costs more than a pause
-    CpuRelax();
-  }
-  lock.lock();
-  --cpu_spinning_;
-  // A move after the last look (a job queued before this worker had the lock again) counts too:
-  // its enqueuer may have claimed this worker instead of waking one.
-  moved = moved || cpu_work_seq_.load(std::memory_order_relaxed) != seen;
-  if (moved && cpu_spin_claims_ > 0) --cpu_spin_claims_;
-  cpu_spin_claims_ = std::min(cpu_spin_claims_, cpu_spinning_);  // no claim outlives the spinners
-  cpu_spins_[moved ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
-  if (metrics_) metrics_->cpu_spins[moved ? 0 : 1]->Increment();
-  return moved;
-}
-
-void HybridScheduler::CpuLoop(bool may_spin) {
+void HybridScheduler::CpuLoop() {
   std::vector<CostSample> stash;  // this worker's model samples not yet folded in (FoldStash)
   stash.reserve(kMaxStash);
   std::unique_lock<std::mutex> lock(mu_);
@@ -553,9 +428,6 @@ void HybridScheduler::CpuLoop(bool may_spin) {
         lock.lock();
         continue;
       }
-      // Spin for new work first (cpu_spin_us), then sleep. A spin that saw work
-      // come goes back to take it (and spins again if another worker took it first).
-      if (may_spin && admit && SpinForWorkLocked(lock)) continue;
       // Work is queued but the host has no room for it: one worker looks at the host again every
       // 2 ms; the others sleep until woken (a job they may take, or the poller's hand-on below).
       // Every idle worker polling made 16 workers take this lock 500 times a second each, with
@@ -588,7 +460,6 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
   const bool stolen = j.stolen;
   t.job = j;
   ++cpu_busy_;
-  if (options_.policy.cheap_fill_busy > 0) policy_.ObserveCpuBusy(cpu_busy_, now);
   lock.unlock();
   t.wait_us += waited;
   t.stolen = t.stolen || stolen;
@@ -616,23 +487,21 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
     // wall time also holds the waits for a core, which made the model think the CPU slower the
     // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
-    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us, /*hand_off=*/true,
+    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us,
            metrics_ ? &answer_at : nullptr, stash);
     if (metrics_) finished = SchedClock::now();
   }
   lock.lock();
-  const bool fill_busy = options_.policy.cheap_fill_busy > 0;
-  const SchedTime back = metrics_ || fill_busy ? SchedClock::now() : SchedTime{};
+  const SchedTime back = metrics_ ? SchedClock::now() : SchedTime{};
   // The worker's time after the run: not the engine's, yet the worker took no other job meanwhile.
   // Finish's accounting (counters, the cost model, the trace), the answer (on_done: the node's
-  // reply; or the hand-off to an answer thread), and the wait for this lock.
+  // reply), and the wait for this lock.
   if (metrics_ && ran_until != SchedTime{}) {
     metrics_->cpu_worker[1]->Increment(MicrosBetween(ran_until, answer_at) * 1e-6);
     metrics_->cpu_worker[2]->Increment(MicrosBetween(answer_at, finished) * 1e-6);
     metrics_->cpu_worker[3]->Increment(MicrosBetween(finished, back) * 1e-6);
   }
   --cpu_busy_;
-  if (fill_busy) policy_.ObserveCpuBusy(cpu_busy_, back);
 }
 
 void HybridScheduler::GpuLoop() {
@@ -688,19 +557,10 @@ void HybridScheduler::GpuLoop() {
       t.outcome = GpuOutcome::kDone;
       batch.push_back(&t);
     }
-    double run_us[2] = {0, 0};
-    if (!batch.empty()) {
-      std::vector<SchedTask*> heavy = SplitHeavyGpuJobs(batch, options_.batch_split);
-      run_us[0] = RunGpuBatch(batch, account);
-      if (!heavy.empty()) {
-        for (SchedTask* t : heavy) t->wait_us += run_us[0];  // they waited for the light ones' batch
-        run_us[1] = RunGpuBatch(heavy, account);
-      }
-    }
+    const double run_us = batch.empty() ? 0 : RunGpuBatch(batch, account);
     account(1);
     lock.lock();
-    for (const double us : run_us)
-      if (us > 0) policy_.ObserveGpuBatch(us);
+    if (run_us > 0) policy_.ObserveGpuBatch(run_us);
   }
 }
 
@@ -762,7 +622,6 @@ double HybridScheduler::RunGpuBatch(std::vector<SchedTask*>& batch, const std::f
           policy_.EnqueueMigrated(t->job, SchedClock::now());
         }
       }
-      cpu_work_seq_.fetch_add(1, std::memory_order_release);  // for spinning workers too
     }
     cpu_cv_.notify_all();
     for (SchedTask* t : refused) {  // outside the lock (an on_done may run)
@@ -787,9 +646,6 @@ SchedStatsSnapshot HybridScheduler::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   s.cpu_slots = cpu_slots_;
   s.cpu_busy = cpu_busy_;
-  s.cpu_busy_share = policy_.CpuBusyShare(SchedClock::now());
-  s.cpu_spins_work = cpu_spins_[0].load();
-  s.cpu_spins_timeout = cpu_spins_[1].load();
   s.balanced = policy_.balanced();
   s.cheap = policy_.cheap();
   s.cheap_threshold_us = policy_.cheap_threshold_us();

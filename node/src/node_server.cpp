@@ -12,10 +12,9 @@
 
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
-#include "core/thread_slice.hpp"
 #include "core/wake_fd.hpp"
 #include "index_store/shard_store.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 #include "metrics/metrics.hpp"
 
 namespace search {
@@ -137,7 +136,7 @@ struct NodeServer::Impl {
     return !replies.empty();
   }
 
-  // Requests handed to ExecuteAsync and not yet answered (stop() waits for none).
+  // Requests handed to ExecuteAsync and not yet answered (Stop() waits for none).
   std::mutex async_mu;
   std::condition_variable async_cv;
   uint64_t async_pending = 0;  // GUARDED_BY(async_mu)
@@ -151,14 +150,14 @@ NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* me
   impl_->analyzer_json = shard_->meta().analyzer.ToJson();
 }
 
-NodeServer::~NodeServer() { stop(); }
+NodeServer::~NodeServer() { Stop(); }
 
 uint64_t NodeServer::queued() const {
   std::lock_guard<std::mutex> lock(impl_->jobs_mu);
   return impl_->jobs.size();
 }
 
-Status NodeServer::start() {
+Status NodeServer::Start() {
   if (running_.load()) return Status::InvalidArgument("node server already started");
   if (io_thread_.joinable()) return Status::InvalidArgument("a stopped node server cannot restart");
   if (!impl_->wake.Open()) return Status::IOError("eventfd failed");
@@ -193,12 +192,10 @@ Status NodeServer::start() {
   for (size_t i = 0; i < options_.threads; ++i)
     workers_.emplace_back([this] {
       SetThreadName("node-worker");
-      if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
       WorkerLoop();
     });
   io_thread_ = std::thread([this] {
     SetThreadName("node-io");
-    if (options_.thread_slice.count() > 0) (void)SetThreadSlice(options_.thread_slice);
     IoLoop();
   });
   Log().Info() << "shard " << shard_->meta().shard_id << " serving on " << endpoint_ << " with " << options_.threads
@@ -206,14 +203,14 @@ Status NodeServer::start() {
   return Status::Ok();
 }
 
-void NodeServer::request_stop() {
+void NodeServer::RequestStop() {
   stop_requested_.store(true);
   if (impl_->wake.valid()) impl_->wake.Wake();
 }
 
-void NodeServer::stop() {
+void NodeServer::Stop() {
   if (!io_thread_.joinable()) return;
-  request_stop();
+  RequestStop();
   io_thread_.join();
   {
     std::lock_guard<std::mutex> lock(impl_->jobs_mu);
@@ -529,24 +526,21 @@ void NodeServer::IoLoop() {
                                           zmq::pollitem_t{nullptr, impl_->wake.fd(), ZMQ_POLLIN, 0}};
   bool draining = false;
   Clock::time_point drain_deadline{};
-  Clock::time_point spin_until{};  // io_spin: until then the thread polls without blocking
   for (;;) {
     try {
-      // Idle before the last look at the queue (wake_fd.hpp). While spinning the thread stays
-      // awake (not idle): it looks at the queue again on every turn.
-      const bool spin = options_.io_spin.count() > 0 && !draining && Clock::now() < spin_until;
-      if (!spin) impl_->wake.SetIdle(true);
+      // Idle before the last look at the queue (wake_fd.hpp).
+      impl_->wake.SetIdle(true);
       const bool queued_replies = impl_->RepliesQueued();
-      zmq::poll(items.data(), items.size(), queued_replies || spin ? std::chrono::milliseconds(0)
-                                            : draining             ? std::chrono::milliseconds(10)
-                                                                   : options_.io_poll);
+      zmq::poll(items.data(), items.size(), queued_replies ? std::chrono::milliseconds(0)
+                                            : draining     ? std::chrono::milliseconds(10)
+                                                           : options_.io_poll);
       impl_->wake.SetIdle(false);
       if ((items[1].revents & ZMQ_POLLIN) != 0) impl_->wake.Drain();
-      size_t moved = send_pending();
+      send_pending();
       if ((items[0].revents & ZMQ_POLLIN) != 0) {
-        for (int i = 0; i < kReceiveBatch && receive_one(); ++i) ++moved;
+        int received = 0;
+        while (received < kReceiveBatch && receive_one()) ++received;
       }
-      if (moved > 0 && options_.io_spin.count() > 0) spin_until = Clock::now() + options_.io_spin;
     } catch (const zmq::error_t& e) {
       if (e.num() == ETERM) break;
       if (e.num() != EINTR) Log().Error() << "I/O loop: " << e.what();

@@ -64,29 +64,10 @@ SchedPolicy::SchedPolicy(SchedOptions options) : options_(options) {
   options_.cheap_step = std::clamp(options_.cheap_step, 0.0, 1.0);
   options_.cheap_max_factor = std::max(options_.cheap_max_factor, 1.0);
   options_.cheap_fill_us = std::max(options_.cheap_fill_us, 0.0);
-  options_.cheap_fill_busy = options_.cheap_fill_busy > 0 ? std::min(options_.cheap_fill_busy, 1.0) : 0.0;
   cheap_threshold_us_ = options_.gpu_alone_us;
 }
 
-void SchedPolicy::ObserveCpuBusy(size_t busy, SchedTime now) {
-  cpu_busy_share_ = CpuBusyShare(now);
-  cpu_busy_now_ = busy;
-  cpu_busy_at_ = std::max(now, cpu_busy_at_);
-  cpu_busy_seen_ = true;
-}
-
-double SchedPolicy::CpuBusyShare(SchedTime now) const {
-  if (!cpu_busy_seen_) return 0;
-  const double workers = static_cast<double>(std::max(options_.cpu_workers, options_.cpu_parallelism));
-  const double level = std::min(static_cast<double>(cpu_busy_now_) / workers, 1.0);
-  const double window_us = std::max<double>(static_cast<double>(options_.cpu_busy_window.count()), 1.0);
-  const double age_us =
-      now > cpu_busy_at_ ? std::chrono::duration<double, std::micro>(now - cpu_busy_at_).count() : 0.0;
-  // The level held since cpu_busy_at_ pulls the average towards it by 1 - exp(-age / window).
-  return level + (cpu_busy_share_ - level) * std::exp(-age_us / window_us);
-}
-
-void SchedPolicy::AdaptCheapThreshold(SchedTime now) {
+void SchedPolicy::AdaptCheapThreshold() {
   if (options_.cheap_step <= 0 || !CheapJobsOn()) return;
   const double lo = options_.gpu_alone_us, hi = CheapCapUs();
   // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
@@ -94,32 +75,12 @@ void SchedPolicy::AdaptCheapThreshold(SchedTime now) {
   // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
   // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
   // With cheap_fill_us the CPU's own room decides instead (sched_policy.hpp).
-  // With cheap_fill_busy, idle workers raise it too, however long the queue (sched_policy.hpp).
-  // With cheap_fill_measured the CPU's backlog is in measured time (the model's bias applied).
-  const bool raise = options_.cheap_fill_us > 0
-                         ? Backlog(Unit::kCpu) * (options_.cheap_fill_measured ? cpu_bias_ : 1.0) <=
-                                   options_.cheap_fill_us ||
-                               (options_.cheap_fill_busy > 0 && CpuBusyShare(now) < options_.cheap_fill_busy)
-                         : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
+  const bool raise = options_.cheap_fill_us > 0 ? Backlog(Unit::kCpu) <= options_.cheap_fill_us
+                                                : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);
   cheap_threshold_us_ = std::clamp(cheap_threshold_us_ * (raise ? 1.0 + options_.cheap_step : 1.0 - options_.cheap_step), lo, hi);
 }
 
-void SchedPolicy::set_cpu_bias(double bias) {
-  if (std::isfinite(bias) && bias > 0) cpu_bias_ = std::clamp(bias, 0.25, 4.0);
-}
-
-double SchedPolicy::CheapKey(double cpu_us, double gpu_us) const {
-  if (!options_.cheap_by_ratio || !(gpu_us > 0) || !(gpu_ref_us_ > 0)) return cpu_us;
-  return cpu_us * std::clamp(gpu_ref_us_ / gpu_us, 1.0 / 16, 16.0);
-}
-
-bool SchedPolicy::Cheap(double cpu_us, double gpu_us) const {
-  if (!CheapJobsOn()) return false;
-  if (!options_.cheap_by_ratio) return cpu_us <= cheap_threshold_us_;
-  // The CPU answers it before the GPU could at all; else the bound on the key, within its cap.
-  if (cpu_us <= options_.gpu_alone_us) return true;
-  return cpu_us <= CheapCapUs() && CheapKey(cpu_us, gpu_us) <= cheap_threshold_us_;
-}
+bool SchedPolicy::Cheap(double cpu_us) const { return CheapJobsOn() && cpu_us <= cheap_threshold_us_; }
 
 SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
   switch (options_.mode) {
@@ -131,7 +92,7 @@ SchedQueue SchedPolicy::Classify(double cpu_us, double gpu_us) const {
     case SchedMode::kGriffin:
       break;
   }
-  if (Cheap(cpu_us, gpu_us)) return SchedQueue::kCpu;  // the CPU answers it before the GPU could
+  if (Cheap(cpu_us)) return SchedQueue::kCpu;  // the CPU answers it before the GPU could
   const double ratio = cpu_us / std::max(gpu_us, 1e-9);
   if (ratio >= options_.gpu_ratio) return SchedQueue::kGpu;
   if (ratio <= options_.cpu_ratio) return SchedQueue::kCpu;
@@ -179,14 +140,9 @@ SchedQueue SchedPolicy::Enqueue(SchedJob job, SchedTime now) {
     // Griffin places by the caller's choice (the first intersection's length ratio).
     job.queue = QueueOf(job.preferred);
   } else {
-    AdaptCheapThreshold(now);
-    if (options_.cheap_by_ratio && job.gpu_us > 0 && std::isfinite(job.gpu_us)) {
-      const double l = std::log(job.gpu_us);
-      gpu_log_ref_ = gpu_ref_us_ > 0 ? gpu_log_ref_ + (l - gpu_log_ref_) / 256 : l;
-      gpu_ref_us_ = std::exp(gpu_log_ref_);
-    }
+    AdaptCheapThreshold();
     job.queue = Classify(job.cpu_us, job.gpu_us);
-    job.cheap = Cheap(job.cpu_us, job.gpu_us);
+    job.cheap = Cheap(job.cpu_us);
     bool explore = false;
     // Exploration's range is fixed by gpu_alone_us, not by the adaptive bound.
     if (!job.cheap && CheapJobsOn() && job.cpu_us <= options_.gpu_alone_us * std::max(options_.explore_factor, 1.0) &&
@@ -266,9 +222,7 @@ long SchedPolicy::StealCandidate(Unit thief) const {
     if (!CanRun(j, thief)) continue;
     ++seen;
     if (FinishOn(j, thief) > backlog + FinishOn(j, owner)) continue;  // waiting for the owner is faster
-    // With cheap_by_ratio: the job cheapest for the thief relative to the owner (sched_policy.hpp).
-    const double cost =
-        options_.cheap_by_ratio ? CostOn(j, thief) / std::max(CostOn(j, owner), 1e-9) : CostOn(j, thief);
+    const double cost = CostOn(j, thief);
     if (best < 0 || cost < best_cost) best = static_cast<long>(i), best_cost = cost;
   }
   return best;

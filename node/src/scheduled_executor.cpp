@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "index_store/shard_store.hpp"
-#include "metrics/log.hpp"
+#include "core/log.hpp"
 
 namespace search {
 namespace {
@@ -107,7 +107,7 @@ ScheduledExecutor::ScheduledExecutor(const ShardReader* shard, BatchExecutor* gp
     : shard_(shard), gpu_(gpu), options_(options), cpu_(shard) {}
 
 ScheduledExecutor::~ScheduledExecutor() {
-  if (scheduler_) scheduler_->stop();
+  if (scheduler_) scheduler_->Stop();
 }
 
 Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const ShardReader* shard, BatchExecutor* gpu,
@@ -126,14 +126,11 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   so.policy.gpu_alone_us = e->options_.sched.policy.gpu_alone_us;  // measured by Calibrate when asked
   if (gpu == nullptr) so.gpu_dispatchers = 0;
   e->scheduler_ = std::make_unique<HybridScheduler>(so, e->runner_.get(), &e->model_, metrics);
-  e->scheduler_->start();
+  e->scheduler_->Start();
   if (const uint64_t failed = e->scheduler_->cpu_pin_failures(); failed > 0)
     Log().Warn() << failed << " of " << so.cpu_workers
-                 << " CPU workers could not pin themselves to their own CPUs (--sched-cpu-cores) and run on the "
+                 << " CPU workers could not pin themselves to their own CPUs and run on the "
                     "node's other CPUs";
-  if (const uint64_t failed = e->scheduler_->spill_idle_failures(); failed > 0)
-    Log().Warn() << failed << " of " << so.spill_workers
-                 << " spill workers could not take SCHED_IDLE (--sched-spill-idle) and run at the node's nice value";
   LogLine line = Log().Info();
   line << "scheduler " << SchedModeName(options.sched.policy.mode) << ": " << so.cpu_workers << " CPU workers, "
        << so.gpu_dispatchers << " GPU dispatchers; calibrated on " << e->calibration_samples_[0] << " CPU and "
@@ -146,24 +143,12 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
                                             std::to_string(static_cast<int>(so.policy.gpu_alone_us *
                                                                             so.policy.cheap_max_factor)) +
                                             " us)"
-                                      : std::string(")"))
-         << (so.policy.cheap_by_ratio ? "; cheap by the CPU/GPU ratio" : "");
+                                      : std::string(")"));
   if (so.policy.mode == SchedMode::kHybrid && so.policy.cheap_step > 0 && so.policy.cheap_fill_us > 0)
     line << "; fill rule: the bound rises while the CPU's backlog is at most "
-         << static_cast<int>(so.policy.cheap_fill_us) << " us"
-         << (so.policy.cheap_fill_measured ? " measured (predicted times the model's bias)" : "")
-         << (so.policy.cheap_fill_busy > 0
-                 ? " or its workers are under " + std::to_string(static_cast<int>(so.policy.cheap_fill_busy * 100 + 0.5)) +
-                       "% busy"
-                 : std::string());
+         << static_cast<int>(so.policy.cheap_fill_us) << " us";
   if (so.policy.mode == SchedMode::kHybrid && so.policy.batch_latency) line << "; batch latency counted";
   if (!so.cpu_worker_cpus.empty()) line << "; CPU workers on " << so.cpu_worker_cpus.size() << " CPUs of their own";
-  if (so.answer_threads > 0) line << "; " << so.answer_threads << " answer threads";
-  if (so.batch_split > 0 && so.gpu_dispatchers > 0)
-    line << "; GPU queries over " << so.batch_split << "x their batch's median run as a batch of their own";
-  if (so.spill_workers > 0)
-    line << "; spill workers (of those): " << so.spill_workers << ", on the node's other " << so.spill_cpus.size()
-         << " CPUs " << (so.spill_idle ? std::string("under SCHED_IDLE") : "at nice +" + std::to_string(so.spill_nice));
   return e;
 }
 

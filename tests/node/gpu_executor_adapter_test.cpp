@@ -268,7 +268,7 @@ TEST_F(GpuExecutorAdapterTest, NodeServerReportsTheGpuInHealth) {
   NodeServerOptions o;
   o.threads = 2;
   NodeServer server(reader_, gpu.get(), nullptr, o);
-  ASSERT_TRUE(server.start().ok());
+  ASSERT_TRUE(server.Start().ok());
   zmq::context_t ctx(1);
   testing::Client client(ctx, server.endpoint());
   client.Send(EncodePing(PingMsg{3}));
@@ -284,7 +284,7 @@ TEST_F(GpuExecutorAdapterTest, NodeServerReportsTheGpuInHealth) {
     EXPECT_EQ(resp.stats.processor, Processor::kGpu);
     EXPECT_EQ(resp.hits, testing::Reference(*reader_, r));
   }
-  server.stop();
+  server.Stop();
 }
 
 // The batch path: one ExecuteBatch over many queries answers each as the CPU does.
@@ -363,7 +363,7 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
     ASSERT_TRUE(w.ok());
     want.push_back(w->hits);
   }
-  // The last run: hybrid with cheap jobs (--sched-gpu-alone-us -1: measured at calibration), which
+  // The last run: hybrid with cheap jobs (gpu_alone_us -1: measured at calibration), which
   // on this small index are nearly all of them, and exploration.
   struct Run {
     SchedMode mode;

@@ -1,6 +1,6 @@
 // HybridScheduler with fake processors on real threads: every submitted task is answered exactly
 // once with the right answer under every mode; GPU failures mid-batch rerun on the CPU; Griffin
-// hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; stop() answers.
+// hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; Stop() answers.
 #include "node/hybrid_scheduler.hpp"
 
 #include "core/cpus.hpp"
@@ -148,7 +148,7 @@ TEST(HybridSchedulerTest, EveryModeAnswersEveryTaskOnce) {
     FakeRunner r;
     CostModel model;
     HybridScheduler s(Options(mode), &r, &model, nullptr);
-    s.start();
+    s.Start();
     std::mt19937_64 rng(7);
     std::vector<double> cpu_us(400), gpu_us(400);
     for (int i = 0; i < 400; ++i) cpu_us[i] = 5 + rng() % 200, gpu_us[i] = 5 + rng() % 200;
@@ -175,12 +175,12 @@ TEST(HybridSchedulerTest, EveryModeAnswersEveryTaskOnce) {
     }
     // The model saw the runs of each processor used (a CPU worker's samples are folded in by the
     // time it stops).
-    s.stop();
+    s.Stop();
     EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd) + model.samples(Unit::kGpu, QueryMode::kAnd), 400u);
   }
 }
 
-// --sched-trace: one CSV line per every-th finished job, with where it ran and what the model
+// The trace (search-node --tuning trace=FILE): one CSV line per every-th finished job, with where it ran and what the model
 // learned; a bad path or every = 0 is refused.
 TEST(HybridSchedulerTest, TraceRecordsEveryNthFinishedJob) {
   char dir_template[] = "/tmp/sched_trace_XXXXXX";
@@ -198,7 +198,7 @@ TEST(HybridSchedulerTest, TraceRecordsEveryNthFinishedJob) {
     o.trace = trace.get();
     {
       HybridScheduler s(o, &r, &model, nullptr);
-      s.start();
+      s.Start();
       RunClients(s, 40, 4, [](int i, Work&, SchedTask& t) {
         if (i % 2 == 0) {
           PreferCpu(t);
@@ -212,7 +212,7 @@ TEST(HybridSchedulerTest, TraceRecordsEveryNthFinishedJob) {
         t.features.shortest = 100 + static_cast<uint64_t>(i);
         t.features.total = 1000;
       });
-      s.stop();
+      s.Stop();
     }
     EXPECT_EQ(trace->recorded(), 40 / every);
     trace.reset();  // flushes and closes
@@ -265,7 +265,7 @@ TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {
   o.policy.batch_work_us = 1e9;
   o.policy.max_batch = 16;
   HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   RunClients(s, 64, 16, [](int, Work&, SchedTask& t) { t.job.gpu_us = 10; });
   EXPECT_GT(r.max_batch.load(), 1u);
   EXPECT_LE(r.max_batch.load(), 16u);
@@ -274,97 +274,13 @@ TEST(HybridSchedulerTest, GpuBatchesGatherQueuedJobs) {
   EXPECT_GT(s.stats().gpu_batch_us, 0);
 }
 
-// SplitHeavyGpuJobs: jobs predicted over factor x the batch's median GPU time move, in order, to a
-// batch of their own; none with factor 0, a single job, or a batch without such outliers.
-TEST(HybridSchedulerTest, SplitHeavyGpuJobsTakesTheOutliers) {
-  auto make = [](const std::vector<double>& us) {
-    std::vector<SchedTask> tasks(us.size());
-    for (size_t i = 0; i < us.size(); ++i) tasks[i].job.gpu_us = us[i];
-    return tasks;
-  };
-  auto ptrs = [](std::vector<SchedTask>& tasks) {
-    std::vector<SchedTask*> out;
-    for (SchedTask& t : tasks) out.push_back(&t);
-    return out;
-  };
-  std::vector<SchedTask> tasks = make({10, 500, 12, 9, 41, 11, 300});
-  std::vector<SchedTask*> batch = ptrs(tasks);
-  std::vector<SchedTask*> heavy = SplitHeavyGpuJobs(batch, 4);  // median 12: bound 48
-  EXPECT_EQ(heavy, (std::vector<SchedTask*>{&tasks[1], &tasks[6]}));
-  EXPECT_EQ(batch, (std::vector<SchedTask*>{&tasks[0], &tasks[2], &tasks[3], &tasks[4], &tasks[5]}));
-  for (double factor : {0.0, -1.0}) {
-    batch = ptrs(tasks);
-    EXPECT_TRUE(SplitHeavyGpuJobs(batch, factor).empty());
-    EXPECT_EQ(batch.size(), tasks.size());
-  }
-  std::vector<SchedTask> even = make({10, 30, 20, 39});  // median 30 (the upper middle): bound 120
-  batch = ptrs(even);
-  EXPECT_TRUE(SplitHeavyGpuJobs(batch, 4).empty());
-  std::vector<SchedTask> one = make({1000});
-  batch = ptrs(one);
-  EXPECT_TRUE(SplitHeavyGpuJobs(batch, 4).empty());
-  EXPECT_EQ(batch.size(), 1u);
-}
-
-// batch_split: a gathered batch's heavy job runs after, and apart from, the light ones; every job
-// is answered once with the right answer. (Without the split the dispatcher runs all eleven at
-// once, as the first check would see.)
-TEST(HybridSchedulerTest, BatchSplitRunsHeavyJobsAfterTheRest) {
-  class Recorder : public SchedRunner {
-   public:
-    void RunCpu(SchedTask& t) override { t.status = Status::Internal("no CPU run expected"); }
-    void RunGpuBatch(std::span<SchedTask* const> batch) override {
-      std::vector<double> us;
-      for (SchedTask* t : batch) {
-        us.push_back(t->job.gpu_us);
-        auto* w = static_cast<Work*>(t->payload);
-        w->answer = 3 * w->x + 1;
-        t->outcome = GpuOutcome::kDone;
-        t->status = Status::Ok();
-      }
-      std::lock_guard lock(mu);
-      calls.push_back(std::move(us));
-    }
-    std::mutex mu;
-    std::vector<std::vector<double>> calls;
-  };
-  for (double split : {0.0, 4.0}) {
-    SCOPED_TRACE("batch_split " + std::to_string(split));
-    Recorder r;
-    HybridSchedulerOptions o = Options(SchedMode::kGpu);
-    o.policy.batch_wait = std::chrono::seconds(5);  // the batch closes when all 11 are queued
-    o.policy.batch_work_us = 1e9;
-    o.policy.max_batch = 11;
-    o.batch_split = split;
-    HybridScheduler s(o, &r, nullptr, nullptr);
-    s.start();
-    RunClients(s, 11, 11, [](int i, Work&, SchedTask& t) {
-      t.job.gpu_us = i == 5 ? 1000 : 10;
-      t.job.preferred = Unit::kGpu;
-    });
-    s.stop();
-    if (split == 0) {
-      EXPECT_EQ(r.calls.size(), 1u);  // all eleven at once
-      continue;
-    }
-    ASSERT_EQ(r.calls.size(), 2u);
-    EXPECT_EQ(r.calls[0], std::vector<double>(10, 10.0));
-    EXPECT_EQ(r.calls[1], std::vector<double>{1000.0});
-    EXPECT_EQ(s.stats().gpu_batches, 2u);
-  }
-}
-
-// Also with batch_split, where one in five jobs is heavy: failures in the light and in the heavy
-// part of a split batch alike rerun on the CPU.
+// A GPU failure in a batch reruns that job on the CPU; the batch's other jobs are answered.
 TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {
-  for (auto [mode, split] : {std::pair{SchedMode::kGpu, 0.0}, std::pair{SchedMode::kHybrid, 0.0},
-                             std::pair{SchedMode::kGpu, 4.0}, std::pair{SchedMode::kHybrid, 4.0}}) {
-    SCOPED_TRACE(std::string(SchedModeName(mode)) + " batch_split " + std::to_string(split));
+  for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid}) {
+    SCOPED_TRACE(SchedModeName(mode));
     FakeRunner r;
-    HybridSchedulerOptions o = Options(mode);
-    o.batch_split = split;
-    HybridScheduler s(o, &r, nullptr, nullptr);
-    s.start();
+    HybridScheduler s(Options(mode), &r, nullptr, nullptr);
+    s.Start();
     std::vector<Done> done;
     RunClients(
         s, 200, 8,
@@ -390,7 +306,7 @@ TEST(HybridSchedulerTest, GpuFailureMidBatchRerunsOnTheCpu) {
 TEST(HybridSchedulerTest, GriffinHandOffsFinishOnTheCpu) {
   FakeRunner r;
   HybridScheduler s(Options(SchedMode::kGriffin), &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   std::vector<Done> done;
   RunClients(
       s, 120, 6,
@@ -420,7 +336,7 @@ TEST(HybridSchedulerTest, HybridMigratesOnlyWhileACpuWorkerIsIdle) {
   HybridSchedulerOptions o = Options(SchedMode::kHybrid);
   o.cpu_workers = 1;
   HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   auto gpu_job = [](int, Work& w, SchedTask& t) {
     t.job.cpu_us = 5000;  // the GPU queue; the CPU never steals it
     t.job.gpu_us = 50;
@@ -466,7 +382,7 @@ TEST(HybridSchedulerTest, HybridMigratesOnlyWhileACpuWorkerIsIdle) {
 TEST(HybridSchedulerTest, ExpiredTaskIsNotRun) {
   FakeRunner r;
   HybridScheduler s(Options(SchedMode::kHybrid), &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   Work w;
   SchedTask t;
   t.payload = &w;
@@ -488,7 +404,7 @@ TEST(HybridSchedulerTest, SubmitAsyncAnswersEveryTaskOnceThroughOnDone) {
     SCOPED_TRACE(SchedModeName(mode));
     FakeRunner r;
     HybridScheduler s(Options(mode), &r, nullptr, nullptr);
-    s.start();
+    s.Start();
     constexpr int kN = 300;
     std::vector<Work> work(kN);
     std::vector<SchedTask> tasks(kN);
@@ -532,11 +448,11 @@ TEST(HybridSchedulerTest, SubmitAsyncAnswersEveryTaskOnceThroughOnDone) {
       EXPECT_EQ(work[i].answer, 3 * i + 1) << i;
       EXPECT_FALSE(static_cast<bool>(tasks[i].on_done));  // cleared before it ran
     }
-    s.stop();
+    s.Stop();
   }
 }
 
-// stop() answers queued async tasks Unavailable through on_done, outside the scheduler's lock (an
+// Stop() answers queued async tasks Unavailable through on_done, outside the scheduler's lock (an
 // on_done may submit again and be refused); after stop, SubmitAsync refuses without calling it,
 // and a task without on_done is refused.
 TEST(HybridSchedulerTest, StopAnswersQueuedAsyncTasks) {
@@ -546,7 +462,7 @@ TEST(HybridSchedulerTest, StopAnswersQueuedAsyncTasks) {
   o.policy.batch_work_us = 1e12;
   o.policy.max_batch = 1000;
   HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   std::vector<Work> work(5);
   std::vector<SchedTask> tasks(5);
   std::atomic<int> unavailable{0}, refused_again{0};
@@ -563,7 +479,7 @@ TEST(HybridSchedulerTest, StopAnswersQueuedAsyncTasks) {
     };
     ASSERT_TRUE(s.SubmitAsync(tasks[i]).ok());
   }
-  s.stop();
+  s.Stop();
   EXPECT_EQ(unavailable.load(), 5);
   EXPECT_EQ(refused_again.load(), 5);
   EXPECT_EQ(r.gpu_runs.load(), 0);
@@ -577,13 +493,13 @@ TEST(HybridSchedulerTest, StopAnswersQueuedAsyncTasks) {
 TEST(HybridSchedulerTest, SubmitAfterStopIsUnavailable) {
   FakeRunner r;
   HybridScheduler s(Options(SchedMode::kHybrid), &r, nullptr, nullptr);
-  s.start();
-  s.stop();
+  s.Start();
+  s.Stop();
   Work w;
   SchedTask t;
   t.payload = &w;
   EXPECT_EQ(s.Submit(t).code(), StatusCode::kUnavailable);
-  s.stop();  // idempotent
+  s.Stop();  // idempotent
 }
 
 }  // namespace
@@ -619,7 +535,7 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
       return c.idle;
     };
     HybridScheduler s(o, &r, &model, nullptr);
-    s.start();
+    s.Start();
     RunClients(s, 120, 8, [&](int, Work&, SchedTask& t) {
       PreferCpu(t);
       if (c.pinned) t.job.pinned = Unit::kCpu;
@@ -640,7 +556,7 @@ TEST(HybridSchedulerTest, HostAwareAdmissionRunsCpuWorkOnlyOnIdleCores) {
     } else {
       EXPECT_GT(asked.load(), 0);
     }
-    s.stop();
+    s.Stop();
   }
 }
 
@@ -652,7 +568,7 @@ TEST(HybridSchedulerTest, DefaultCpuNiceByMode) {
   EXPECT_EQ(DefaultCpuNice(SchedMode::kGriffin), 10);
 }
 
-// The node's --sched-cpu-cores by scheduler and CPUs: under hybrid 5/8 of them (rounded) from 8
+// The node's default sched_cpu_cores by scheduler and CPUs: under hybrid 5/8 of them (rounded) from 8
 // CPUs on, always leaving some to the GPU path; otherwise shared (0).
 TEST(HybridSchedulerTest, DefaultSchedCpuCoresByModeAndCpus) {
   EXPECT_EQ(DefaultSchedCpuCores(SchedMode::kHybrid, 16), 10u);
@@ -703,7 +619,7 @@ TEST(HybridSchedulerTest, IdleReserveLeavesThatManyCoresToTheHost) {
     o.idle_reserve = reserve;
     o.idle_cores = [] { return 5.0; };
     HybridScheduler s(o, &r, &model, nullptr);
-    s.start();
+    s.Start();
     RunClients(s, 120, 8, [](int, Work&, SchedTask& t) { PreferCpu(t); });
     EXPECT_EQ(r.cpu_runs.load(), 120);
     if (reserve > 5) {
@@ -713,7 +629,7 @@ TEST(HybridSchedulerTest, IdleReserveLeavesThatManyCoresToTheHost) {
       EXPECT_GT(r.max_cpu_running.load(), 1);
       EXPECT_EQ(s.stats().cpu_slots, 4u);
     }
-    s.stop();
+    s.Stop();
   }
 }
 
@@ -732,7 +648,7 @@ TEST(HybridSchedulerTest, CheapJobsRunOnTheCpuPastTheAdmission) {
   o.policy.steal = false;
   o.idle_cores = [] { return 0.0; };  // no slot: without the cheap rule one worker at a time
   HybridScheduler s(o, &r, &model, nullptr);
-  s.start();
+  s.Start();
   std::vector<Done> done;
   RunClients(
       s, 200, 16,
@@ -749,7 +665,7 @@ TEST(HybridSchedulerTest, CheapJobsRunOnTheCpuPastTheAdmission) {
   // and giving its slot back when the clients return.
   for (int i = 0; i < 200 && s.stats().cpu_slots != 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(s.stats().cpu_slots, 0u);
-  s.stop();
+  s.Stop();
 }
 
 TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
@@ -764,7 +680,7 @@ TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
   std::atomic<bool> room{false};
   o.idle_cores = [&] { return room.load() ? 100.0 : 0.0; };
   HybridScheduler s(o, &r, &model, nullptr);
-  s.start();
+  s.Start();
   std::atomic<int> submitted{0};
   std::thread opener([&] {
     while (submitted.load() < 40) std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -782,7 +698,7 @@ TEST(HybridSchedulerTest, QueuedCpuWorkSpreadsOnceTheHostHasRoom) {
   EXPECT_EQ(r.gpu_runs.load(), 0);
   EXPECT_GT(r.max_cpu_running.load(), 1);
   EXPECT_EQ(s.stats().cpu_slots, 4u);
-  s.stop();
+  s.Stop();
 }
 
 TEST(HybridSchedulerTest, CpuWorkersRunAtTheirNiceValue) {
@@ -796,10 +712,10 @@ TEST(HybridSchedulerTest, CpuWorkersRunAtTheirNiceValue) {
     HybridSchedulerOptions o = Options(SchedMode::kCpu);
     o.cpu_nice = nice;
     HybridScheduler s(o, &r, &model, nullptr);
-    s.start();
+    s.Start();
     RunClients(s, 20, 2, [](int, Work&, SchedTask& t) { t.job.cpu_us = 50; });
     EXPECT_EQ(r.cpu_nice.load(), nice == 0 ? base : std::min(19, base + nice));
-    s.stop();
+    s.Stop();
   }
   errno = 0;
   EXPECT_EQ(getpriority(PRIO_PROCESS, 0), base);  // the calling thread's own is untouched
@@ -837,7 +753,7 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
     o.cpu_worker_cpus = split.dedicated;
     HybridScheduler s(o, &r, nullptr, nullptr);
     EXPECT_FALSE(s.options().caller_runs);
-    s.start();
+    s.Start();
     for (int i = 0; i < 8; ++i) {
       SchedTask t;
       t.job.arrival = SchedClock::now();
@@ -847,7 +763,7 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
       ASSERT_TRUE(s.Submit(t).ok());
       EXPECT_EQ(t.ran_on, Unit::kCpu);
     }
-    s.stop();
+    s.Stop();
     EXPECT_EQ(s.cpu_pin_failures(), 0u);
     ASSERT_EQ(r.masks.size(), 8u);
     for (size_t i = 0; i < r.masks.size(); ++i) {
@@ -859,261 +775,7 @@ TEST(HybridSchedulerTest, CpuWorkersRunOnTheirOwnCpus) {
   EXPECT_EQ(AllowedCpus(), allowed);  // this thread's own mask is untouched
 }
 
-// Where and how each of two CPU workers ran a job: one worker on a core of its own, one spill
-// worker on the other CPUs (spill_nice 5, SCHED_IDLE when `idle`). Two jobs that wait for each
-// other make both workers take one.
-struct SpillRun {
-  std::vector<int> cpus;
-  int nice = 0;
-  int policy = -1;
-};
-struct SpillOutcome {
-  std::vector<SpillRun> runs;  // by increasing nice value, then policy: the dedicated worker first
-  bool met = true;             // every job saw the other running
-  uint64_t pin_failures = 0;
-  uint64_t idle_failures = 0;
-  size_t cpu_slots = 0;
-};
-SpillOutcome RunTwoJobsBesideASpillWorker(const CpuSplit& split, bool idle) {
-  class Recorder : public SchedRunner {
-   public:
-    void RunCpu(SchedTask& t) override {
-      const auto tid = static_cast<pid_t>(syscall(SYS_gettid));
-      errno = 0;
-      const int nice = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-      std::unique_lock lock(mu);
-      out.runs.push_back({AllowedCpus(), nice, sched_getscheduler(tid)});
-      cv.notify_all();
-      out.met = cv.wait_for(lock, std::chrono::seconds(10), [&] { return out.runs.size() >= 2; }) && out.met;
-      t.status = Status::Ok();
-    }
-    void RunGpuBatch(std::span<SchedTask* const>) override {}
-    std::mutex mu;
-    std::condition_variable cv;
-    SpillOutcome out;
-  } r;
-  HybridSchedulerOptions o = Options(SchedMode::kCpu);
-  o.cpu_workers = 2;
-  o.cpu_worker_cpus = split.dedicated;
-  o.spill_workers = 1;
-  o.spill_cpus = split.rest;
-  o.spill_nice = 5;
-  o.spill_idle = idle;
-  HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
-  const size_t slots = s.stats().cpu_slots;
-  std::vector<std::thread> clients;
-  for (int i = 0; i < 2; ++i)
-    clients.emplace_back([&] {
-      SchedTask t;
-      t.job.arrival = SchedClock::now();
-      t.job.deadline = t.job.arrival + std::chrono::seconds(30);
-      PreferCpu(t);
-      EXPECT_TRUE(s.Submit(t).ok());
-    });
-  for (auto& c : clients) c.join();
-  s.stop();
-  SpillOutcome out = std::move(r.out);
-  out.pin_failures = s.cpu_pin_failures();
-  out.idle_failures = s.spill_idle_failures();
-  out.cpu_slots = slots;
-  std::sort(out.runs.begin(), out.runs.end(), [](const SpillRun& a, const SpillRun& b) {
-    return std::tie(a.nice, a.policy) < std::tie(b.nice, b.policy);
-  });
-  return out;
-}
-
-// Runs two jobs beside a spill worker and checks where and how each ran: the dedicated worker on
-// its own CPU under SCHED_OTHER at the process's nice value; the spill worker on the other CPUs,
-// under SCHED_IDLE at the process's nice value when `idle`, else under SCHED_OTHER at spill_nice
-// (5) above it. Neither touches the calling thread's CPUs or policy.
-void ExpectSpillWorkers(bool idle) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
-  errno = 0;
-  const int base = getpriority(PRIO_PROCESS, 0);
-  ASSERT_EQ(errno, 0);
-  const CpuSplit split = SplitCpus(allowed, 1);
-  const SpillOutcome out = RunTwoJobsBesideASpillWorker(split, idle);
-  EXPECT_EQ(out.cpu_slots, 2u);  // spill workers count as CPU workers
-  EXPECT_EQ(out.pin_failures, 0u);
-  EXPECT_EQ(out.idle_failures, 0u);
-  EXPECT_TRUE(out.met) << "the two jobs did not run at once";
-  ASSERT_EQ(out.runs.size(), 2u);
-  // Sorted by nice value, then policy (SCHED_OTHER 0 before SCHED_IDLE 5): the dedicated first.
-  EXPECT_EQ(out.runs[0].cpus, split.dedicated);
-  EXPECT_EQ(out.runs[0].nice, base);
-  EXPECT_EQ(out.runs[0].policy, SCHED_OTHER);
-  EXPECT_EQ(out.runs[1].cpus, split.rest);
-  EXPECT_EQ(out.runs[1].nice, idle ? base : std::min(19, base + 5));
-  EXPECT_EQ(out.runs[1].policy, idle ? SCHED_IDLE : SCHED_OTHER);
-  EXPECT_EQ(AllowedCpus(), allowed);
-  EXPECT_EQ(sched_getscheduler(0), SCHED_OTHER);
-}
-
-// spill_workers: the last of the CPU workers pin themselves to spill_cpus (not cpu_worker_cpus) at
-// spill_nice above the process's nice value; the others keep their own CPUs and cpu_nice.
-TEST(HybridSchedulerTest, SpillWorkersRunOnTheOtherCpusAtTheirNiceValue) { ExpectSpillWorkers(/*idle=*/false); }
-
-// spill_idle: the spill worker runs under SCHED_IDLE at the process's nice value instead.
-TEST(HybridSchedulerTest, SpillWorkersUnderSchedIdle) { ExpectSpillWorkers(/*idle=*/true); }
-
-// `workers` CPU workers on cores of their own (every CPU this process may use) that spin for
-// `spin_us` when idle.
-HybridSchedulerOptions SpinningWorkers(SchedMode mode, size_t workers, double spin_us) {
-  HybridSchedulerOptions o = Options(mode);
-  o.cpu_workers = workers;
-  o.cpu_worker_cpus = AllowedCpus();
-  o.cpu_spin_us = spin_us;
-  return o;
-}
-
-// Idle CPU workers on cores of their own spin for work before they sleep (cpu_spin_us): a job
-// queued while one spins is taken by it (counted "work"), a spin with nothing coming ends in a
-// timeout and the worker sleeps (counted "timeout"), and every job is answered right, whether it
-// came during a spin or to a sleeping worker.
-// cheap_fill_busy: the runtime tells the policy how many CPU workers run a job at every change,
-// so the busy share rises while they work and decays once they are idle; off, nothing is fed.
-TEST(HybridSchedulerTest, CpuBusyShareFollowsTheWorkersWithFillBusy) {
-  for (double busy : {0.0, 0.9}) {
-    SCOPED_TRACE(busy);
-    FakeRunner r;
-    HybridSchedulerOptions o = Options(SchedMode::kHybrid);
-    o.policy.cheap_fill_busy = busy;
-    HybridScheduler s(o, &r, nullptr, nullptr);
-    s.start();
-    double peak = 0;
-    std::atomic<bool> running{true};
-    std::thread sampler([&] {
-      while (running.load()) {
-        peak = std::max(peak, s.stats().cpu_busy_share);
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      }
-    });
-    // Three clients, three workers, 3 ms a job: the workers are busy nearly all of the 30 ms.
-    RunClients(s, 30, 3, [](int, Work&, SchedTask& t) {
-      PreferCpu(t);
-      t.job.cpu_us = 3000;
-    });
-    running = false;
-    sampler.join();
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // 25 windows of 2 ms idle
-    const double idle = s.stats().cpu_busy_share;
-    s.stop();
-    EXPECT_EQ(r.cpu_runs.load(), 30);
-    if (busy > 0) {
-      EXPECT_GT(peak, 0.5);
-      EXPECT_LT(idle, 0.05);
-    } else {
-      EXPECT_EQ(peak, 0.0);
-      EXPECT_EQ(idle, 0.0);
-    }
-  }
-}
-
-TEST(HybridSchedulerTest, IdleCpuWorkersSpinForWorkBeforeTheySleep) {
-  ASSERT_FALSE(AllowedCpus().empty());
-  FakeRunner r;
-  HybridScheduler s(SpinningWorkers(SchedMode::kCpu, 1, 20000), &r, nullptr, nullptr);  // 20 ms spins
-  s.start();
-  auto submit = [&](int64_t x) {
-    Work w;
-    w.x = x;
-    SchedTask t;
-    t.payload = &w;
-    t.job.arrival = SchedClock::now();
-    t.job.deadline = t.job.arrival + std::chrono::seconds(30);
-    PreferCpu(t);
-    t.job.cpu_us = 10;
-    EXPECT_TRUE(s.Submit(t).ok());
-    EXPECT_EQ(w.answer, 3 * x + 1);
-  };
-  // The worker finds nothing at start: it spins 20 ms, times out and sleeps.
-  for (int i = 0; i < 200 && s.stats().cpu_spins_timeout == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  const SchedStatsSnapshot slept = s.stats();
-  EXPECT_GE(slept.cpu_spins_timeout, 1u);
-  EXPECT_EQ(slept.cpu_spins_work, 0u);
-  // A sleeping worker is woken for a job; once it has answered it spins again, and the next jobs,
-  // a few milliseconds apart, come during its spins.
-  submit(1);
-  for (int64_t x = 2; x < 12; ++x) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    submit(x);
-  }
-  const SchedStatsSnapshot after = s.stats();
-  EXPECT_GE(after.cpu_spins_work, 5u) << "jobs queued during a spin should be taken by it";
-  s.stop();
-  EXPECT_EQ(r.cpu_runs.load(), 11);
-}
-
-// The spin needs the workers' own cores: on shared ones a spinning worker would hold a core the
-// GPU path needs, so cpu_spin_us is ignored there.
-TEST(HybridSchedulerTest, CpuWorkersOnSharedCoresDoNotSpin) {
-  FakeRunner r;
-  HybridSchedulerOptions o = Options(SchedMode::kCpu);
-  o.cpu_workers = 1;
-  o.cpu_spin_us = 20000;
-  HybridScheduler s(o, &r, nullptr, nullptr);
-  EXPECT_EQ(s.options().cpu_spin_us, 0);
-  s.start();
-  RunClients(s, 20, 2, [](int, Work&, SchedTask& t) { PreferCpu(t); t.job.cpu_us = 10; });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  const SchedStatsSnapshot st = s.stats();
-  s.stop();
-  EXPECT_EQ(st.cpu_spins_work + st.cpu_spins_timeout, 0u);
-}
-
-// Spinning workers under load: jobs from several clients at random gaps around the spin's length,
-// so that jobs come to spinning workers, to sleeping ones and to ones between the two, and queue
-// behind busy ones. Every job is answered once and right (a lost wake-up would leave a client
-// waiting for good), and stop() returns at once though the workers' spin is long.
-TEST(HybridSchedulerTest, SpinningCpuWorkersLoseNoWakeUp) {
-  ASSERT_FALSE(AllowedCpus().empty());
-  FakeRunner r;
-  HybridSchedulerOptions o = SpinningWorkers(SchedMode::kHybrid, 3, 300);
-  o.policy.gpu_alone_us = 200;  // cheap jobs (cpu_us <= 200) queue for the CPU
-  HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
-  std::mt19937 rng(7);
-  std::vector<int> gaps(600);
-  for (int& g : gaps) g = static_cast<int>(rng() % 700);
-  std::atomic<size_t> next{0};
-  RunClients(s, 600, 4, [&](int i, Work&, SchedTask& t) {
-    std::this_thread::sleep_for(std::chrono::microseconds(gaps[next.fetch_add(1) % gaps.size()]));
-    t.job.cpu_us = 20 + i % 5 * 40;  // 20-180 us: cheap
-    t.job.gpu_us = 500;
-  });
-  const SchedStatsSnapshot st = s.stats();
-  EXPECT_EQ(st.jobs[0] + st.jobs[1], 600u);
-  EXPECT_GE(st.cpu_spins_work, 1u);
-  s.stop();
-  // One worker, one client, one job at a time, gaps around the spin's 50 us: many jobs come just
-  // as the spin ends. A job whose enqueuer counted on a spinning worker that then went to sleep
-  // without it would wait for good here (no other job comes to wake a worker).
-  HybridScheduler alone(SpinningWorkers(SchedMode::kCpu, 1, 50), &r, nullptr, nullptr);
-  alone.start();
-  RunClients(alone, 3000, 1, [&](int i, Work&, SchedTask& t) {
-    std::this_thread::sleep_for(std::chrono::microseconds(gaps[i % gaps.size()] / 7));
-    PreferCpu(t);
-    t.job.cpu_us = 0;
-  });
-  const SchedStatsSnapshot a = alone.stats();
-  alone.stop();
-  EXPECT_GE(a.cpu_spins_work, 1u);
-  EXPECT_GE(a.cpu_spins_timeout, 1u);
-  // A long spin does not hold stop() up: stop moves the workers' watched sequence.
-  HybridSchedulerOptions l = o;
-  l.cpu_spin_us = 60e6;  // a minute
-  HybridScheduler longer(l, &r, nullptr, nullptr);
-  longer.start();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the workers are spinning now
-  const auto t0 = std::chrono::steady_clock::now();
-  longer.stop();
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
-}
-
-// CPUs the kernel refuses (here one the host does not have): start() returns with every worker's
+// CPUs the kernel refuses (here one the host does not have): Start() returns with every worker's
 // failure counted and in the gauge, and the workers still answer, on the CPUs they inherited.
 TEST(HybridSchedulerTest, CpuWorkersThatCannotPinAreCountedAtStartAndStillRun) {
   const std::vector<int> allowed = AllowedCpus();
@@ -1134,8 +796,8 @@ TEST(HybridSchedulerTest, CpuWorkersThatCannotPinAreCountedAtStartAndStillRun) {
   o.cpu_workers = 3;
   o.cpu_worker_cpus = {CPU_SETSIZE - 1};
   HybridScheduler s(o, &r, &model, &metrics);
-  s.start();
-  EXPECT_EQ(s.cpu_pin_failures(), 3u);  // known when start() returns, not once jobs run
+  s.Start();
+  EXPECT_EQ(s.cpu_pin_failures(), 3u);  // known when Start() returns, not once jobs run
   const std::string text = metrics.SerializeText();
   EXPECT_NE(text.find("\nsearch_sched_cpu_pin_failures 3\n"), std::string::npos) << text;
   for (int i = 0; i < 4; ++i) {
@@ -1147,7 +809,7 @@ TEST(HybridSchedulerTest, CpuWorkersThatCannotPinAreCountedAtStartAndStillRun) {
     EXPECT_TRUE(t.status.ok());
     EXPECT_EQ(t.ran_on, Unit::kCpu);
   }
-  s.stop();
+  s.Stop();
   EXPECT_EQ(r.runs.load(), 4);
   EXPECT_EQ(AllowedCpus(), allowed);
 }
@@ -1185,7 +847,7 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
     o.cpu_workers = 1;
     o.caller_runs = caller_runs;
     HybridScheduler s(o, &r, nullptr, nullptr);
-    s.start();
+    s.Start();
     ASSERT_TRUE(submit(s).ok());
     ASSERT_EQ(r.threads.size(), 1u);
     EXPECT_EQ(r.threads[0] == std::this_thread::get_id(), caller_runs);
@@ -1197,7 +859,7 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
   HybridSchedulerOptions o = Options(SchedMode::kCpu);
   o.cpu_workers = 1;
   HybridScheduler s(o, &r, nullptr, nullptr);
-  s.start();
+  s.Start();
   {
     std::lock_guard lock(r.mu);
     r.block = true;
@@ -1234,12 +896,12 @@ TEST(HybridSchedulerTest, DispatcherCpuTimeIsSplitBetweenBatchesAndScheduling) {
   CostModel model;
   Metrics metrics("node");
   HybridScheduler s(Options(SchedMode::kGpu), &r, &model, &metrics);
-  s.start();
+  s.Start();
   RunClients(s, 60, 6, [](int, Work&, SchedTask& t) {
     t.job.cpu_us = 100;
     t.job.gpu_us = 100;
   });
-  s.stop();
+  s.Stop();
   const std::string text = metrics.SerializeText();
   auto value = [&](const std::string& series) { return SeriesValue(text, series); };
   const double batch = value("search_sched_gpu_dispatch_cpu_seconds_total{part=\"batch\"}");
@@ -1292,12 +954,12 @@ TEST(HybridSchedulerTest, CpuWorkerTimeIsSplitBetweenRunAndFinish) {
   FakeRunner r;
   Metrics metrics("node");
   HybridScheduler s(Options(SchedMode::kCpu), &r, nullptr, &metrics);
-  s.start();
+  s.Start();
   constexpr int kN = 30;
   AsyncCpuTasks jobs(kN);
   jobs.Submit(s, 1000, [](int) { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });
   ASSERT_TRUE(jobs.Wait());
-  s.stop();
+  s.Stop();
   const std::string text = metrics.SerializeText();
   auto value = [&](const std::string& series) { return SeriesValue(text, series); };
   const double run = value("search_sched_cpu_worker_seconds_total{part=\"run\"}");
@@ -1325,7 +987,7 @@ TEST(HybridSchedulerTest, CpuWorkersFoldTheirModelSamplesBeforeTheyIdle) {
   o.cpu_workers = 3;
   o.caller_runs = false;  // the workers run every job (a caller's run observes at once)
   HybridScheduler s(o, &r, &model, &metrics);
-  s.start();
+  s.Start();
   constexpr int kN = 45;  // not a multiple of kFoldEvery per worker: some are left at the end
   AsyncCpuTasks jobs(kN);
   for (int i = 0; i < kN; ++i) jobs.tasks[i].features.total = static_cast<uint64_t>(i) * 100;
@@ -1343,12 +1005,11 @@ TEST(HybridSchedulerTest, CpuWorkersFoldTheirModelSamplesBeforeTheyIdle) {
   EXPECT_GT(SeriesValue(text, "search_sched_model_predicted_seconds_total{processor=\"cpu\"}"), 0.0) << text;
   EXPECT_GE(SeriesValue(text, "search_sched_model_observed_seconds_total{processor=\"cpu\"}"), 0.0) << text;
   EXPECT_EQ(SeriesValue(text, "search_sched_model_predicted_seconds_total{processor=\"gpu\"}"), 0.0) << text;
-  s.stop();
+  s.Stop();
   EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd), static_cast<uint64_t>(kN));
 }
 
-// The CPU model's bias as the scheduler measures it (cpu_bias(), what cheap_fill_measured hands
-// the policy): 1 before any fold; a model calibrated to predict 20 ms a job for jobs that take a
+// The CPU model's bias as the scheduler measures it (cpu_bias()): 1 before any fold; a model calibrated to predict 20 ms a job for jobs that take a
 // few microseconds of a worker's CPU reads far below 1 once the workers have folded their jobs in.
 TEST(HybridSchedulerTest, CpuBiasFollowsWhatTheModelLearns) {
   FakeRunner r;
@@ -1368,7 +1029,7 @@ TEST(HybridSchedulerTest, CpuBiasFollowsWhatTheModelLearns) {
   o.caller_runs = false;
   HybridScheduler s(o, &r, &model, nullptr);
   EXPECT_DOUBLE_EQ(s.cpu_bias(), 1.0);
-  s.start();
+  s.Start();
   constexpr int kN = 40;
   AsyncCpuTasks jobs(kN);
   for (int i = 0; i < kN; ++i) jobs.tasks[i].features = calib[static_cast<size_t>(i) % calib.size()].f;
@@ -1377,53 +1038,9 @@ TEST(HybridSchedulerTest, CpuBiasFollowsWhatTheModelLearns) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (model.samples(Unit::kCpu, QueryMode::kAnd) < calib.size() + kN && std::chrono::steady_clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  s.stop();
+  s.Stop();
   EXPECT_GT(s.cpu_bias(), 0.0);
   EXPECT_LT(s.cpu_bias(), 0.5);  // the jobs took a few us of CPU against 20 ms predicted
-}
-
-// answer_threads: a CPU worker hands each async task it has finished to an answer thread, which
-// runs its on_done; the worker's answer part (search_sched_cpu_worker_seconds_total{part="answer"},
-// the hand-off) then holds none of on_done's 2 ms. Every task is answered once, also those still handed off when
-// stop() comes.
-TEST(HybridSchedulerTest, AnswerThreadsRunOnDoneOffTheCpuWorkers) {
-  FakeRunner r;
-  Metrics metrics("node");
-  HybridSchedulerOptions o = Options(SchedMode::kCpu);
-  o.answer_threads = 2;
-  HybridScheduler s(o, &r, nullptr, &metrics);
-  s.start();
-  constexpr int kN = 30;
-  std::vector<std::atomic<int>> answered(kN);
-  std::vector<std::string> answered_by(kN);
-  AsyncCpuTasks jobs(kN);
-  jobs.Submit(s, 1000, [&](int i) {
-    char name[16] = {};
-    pthread_getname_np(pthread_self(), name, sizeof(name));
-    answered_by[i] = name;
-    answered[i].fetch_add(1);
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  });
-  ASSERT_TRUE(jobs.Wait());
-  const std::string text = metrics.SerializeText();
-  const double answer = SeriesValue(text, "search_sched_cpu_worker_seconds_total{part=\"answer\"}");
-  EXPECT_EQ(r.cpu_runs.load(), kN);
-  EXPECT_GE(answer, 0.0) << text;
-  EXPECT_LT(answer, kN * 1e-3) << "the workers waited for on_done";
-  for (int i = 0; i < kN; ++i) {
-    EXPECT_EQ(answered[i].load(), 1) << i;
-    EXPECT_EQ(answered_by[i], "sched-answer") << i;
-    EXPECT_EQ(jobs.work[i].answer, 3 * i + 1) << i;
-  }
-  // Tasks still with the answer threads when stop() comes are answered before it returns.
-  std::atomic<int> late_answered{0};
-  AsyncCpuTasks late(8);
-  late.Submit(s, 100, [&](int) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    late_answered.fetch_add(1);
-  });
-  s.stop();
-  EXPECT_EQ(late_answered.load(), 8);
 }
 
 }  // namespace

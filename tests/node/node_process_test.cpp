@@ -302,7 +302,7 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
     ReadyNode node;
     ASSERT_NO_FATAL_FAILURE(StartReady(
         shard_path,
-        {"--scheduler", "cpu", "--sched-cpu-workers", "2", "--sched-trace", trace_path, "--sched-trace-every", "4"},
+        {"--scheduler", "cpu", "--tuning", "trace=" + trace_path, "--tuning", "trace_every=4"},
         &node));
     const nlohmann::json& ready = node.ready;
     EXPECT_EQ(ready["scheduler"], "cpu");
@@ -312,7 +312,7 @@ TEST(NodeProcessTest, SchedulerCpuServesExactAnswers) {
     EXPECT_TRUE(ready.value("sched_cpu_cores", std::vector<int>{1}).empty()) << ready;
     ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 40, 8);
   }  // the node stopped (SIGTERM, exit 0): its trace is complete
-  // --sched-trace: the header and one line in four of the 40 jobs, each run on the CPU.
+  // --tuning trace: the header and one line in four of the 40 jobs, each run on the CPU.
   std::ifstream trace(trace_path);
   ASSERT_TRUE(trace.good()) << trace_path;
   std::string header, row;
@@ -353,14 +353,7 @@ std::vector<int> ParseCpuList(const std::string& list) {
   return out;
 }
 
-// Each thread name of the process, with the CPUs of each thread of that name.
-std::map<std::string, std::vector<std::vector<int>>> CpusByThreadName(pid_t pid) {
-  std::map<std::string, std::vector<std::vector<int>>> out;
-  for (const auto& [name, cpus] : ThreadCpuLists(pid)) out[name].push_back(ParseCpuList(cpus));
-  return out;
-}
-
-// --sched-cpu-cores N: the scheduler's CPU workers run on the last N of the node's CPUs and every
+// --tuning sched_cpu_cores=N: the scheduler's CPU workers run on the last N of the node's CPUs and every
 // other thread on the rest; answers stay exact; the ready line names the CPUs. Asking for every
 // CPU, or with --scheduler auto, is refused with a clear error.
 TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
@@ -371,11 +364,11 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 9).ok());
   for (const std::vector<std::string>& bad :
-       {std::vector<std::string>{"--scheduler", "cpu", "--sched-cpu-cores", std::to_string(allowed.size())},
-        std::vector<std::string>{"--sched-cpu-cores", "1"}})
-    ExpectRefused(shard_path, bad, "--sched-cpu-cores");
+       {std::vector<std::string>{"--scheduler", "cpu", "--tuning", "sched_cpu_cores=" + std::to_string(allowed.size())},
+        std::vector<std::string>{"--tuning", "sched_cpu_cores=1"}})
+    ExpectRefused(shard_path, bad, "sched_cpu_cores");
   ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1"}, &node));
+  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu", "--tuning", "sched_cpu_cores=1"}, &node));
   const nlohmann::json& ready = node.ready;
   EXPECT_EQ(ready.value("sched_cpu_cores", std::vector<int>{}), std::vector<int>{allowed.back()}) << ready;
   EXPECT_EQ(ready.value("sched_cpu_nice", -1), 0) << ready;
@@ -398,224 +391,56 @@ TEST(NodeProcessTest, SchedCpuCoresDedicatesCpusToTheWorkers) {
   EXPECT_GT(others, 1);
 }
 
-// --sched-spill-workers N: N more CPU workers ("sched-cpu-spill") on the node's other CPUs, beside
-// the dedicated ones; answers stay exact; the ready line counts them. Without CPUs of the workers'
-// own (--sched-cpu-cores) it is refused with a clear error.
-TEST(NodeProcessTest, SchedSpillWorkersRunOnTheOtherCpus) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
-  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-spill-workers", "1"}, "--sched-spill-workers needs");
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(
-      StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2"}, &node));
-  const nlohmann::json& ready = node.ready;
-  EXPECT_EQ(ready.value("sched_spill_workers", 0), 2) << ready;
-  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
-  const std::vector<int> rest(allowed.begin(), allowed.end() - 1);
-  auto threads = CpusByThreadName(node.c.pid);
-  EXPECT_EQ(threads["sched-cpu"], std::vector<std::vector<int>>{{allowed.back()}});
-  EXPECT_EQ(threads["sched-cpu-spill"], std::vector<std::vector<int>>(2, rest));
-}
-
-// Each thread name of the process, with the scheduling policy (sched_getscheduler) of each thread
-// of that name.
-std::map<std::string, std::vector<int>> PoliciesByThreadName(pid_t pid) {
-  std::map<std::string, std::vector<int>> out;
-  const std::string task = "/proc/" + std::to_string(pid) + "/task";
-  for (const auto& e : std::filesystem::directory_iterator(task)) {
-    std::ifstream comm(e.path() / "comm");
-    std::string name;
-    std::getline(comm, name);
-    out[name].push_back(sched_getscheduler(static_cast<pid_t>(std::stol(e.path().filename().string()))));
-  }
-  return out;
-}
-
-// --sched-spill-idle: the spill workers run under SCHED_IDLE, every other thread keeps
-// SCHED_OTHER; answers stay exact; the ready line says so.
-TEST(NodeProcessTest, SchedSpillIdleRunsTheSpillWorkersUnderSchedIdle) {
-  if (AllowedCpus().size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << AllowedCpus().size();
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(StartReady(
-      shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-spill-workers", "2", "--sched-spill-idle", "true"},
-      &node));
-  EXPECT_TRUE(node.ready.value("sched_spill_idle", false)) << node.ready;
-  ExpectExactCpuAnswers(shard_path, node.ready["listen"].get<std::string>(), kVocab, 20, 10);
-  const auto policies = PoliciesByThreadName(node.c.pid);
-  ASSERT_TRUE(policies.count("sched-cpu-spill"));
-  EXPECT_EQ(policies.at("sched-cpu-spill"), std::vector<int>(2, SCHED_IDLE));
-  for (const auto& [name, list] : policies) {
-    if (name == "sched-cpu-spill") continue;
-    for (int policy : list) EXPECT_EQ(policy, SCHED_OTHER) << name;
-  }
-}
-
-// --sched-cpu-spin-us: refused (exit 2) where the CPU workers share the node's cores; with cores
-// of their own the node reports it, answers exactly, and counts its workers' spins.
-TEST(NodeProcessTest, SchedCpuSpinNeedsCoresOfTheirOwn) {
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 10).ok());
-  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cpu-spin-us", "200"}, "--sched-cpu-spin-us needs");
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(StartReady(
-      shard_path,
-      {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-cpu-spin-us", "200", "--metrics", "127.0.0.1:0"},
-      &node));
-  const nlohmann::json& ready = node.ready;
-  EXPECT_EQ(ready.value("sched_cpu_spin_us", 0.0), 200.0) << ready;
-  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 10);
-  const std::string metrics = ready["metrics"];
-  const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
-  EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"timeout\"}"), std::string::npos) << scrape;
-  EXPECT_NE(scrape.find("search_sched_cpu_spins_total{outcome=\"work\"}"), std::string::npos) << scrape;
-}
-
-// --gpu-sync takes only its four names; without a GPU the node still serves on the CPU.
-TEST(NodeProcessTest, GpuSyncFlagIsCheckedAndHarmlessWithoutAGpu) {
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 200, 50, 3).ok());
-  {
-    Child c = StartWithoutGpu(shard_path, "auto", {"--gpu-sync", "sometimes"});
-    ASSERT_GT(c.pid, 0);
-    EXPECT_NE(WaitExit(c.pid, 10000), 0);
-    const std::string err = ReadAll(c.err, 1000);
-    EXPECT_NE(err.find("--gpu-sync"), std::string::npos) << err;
-    EXPECT_EQ(ReadLine(c.out, 100), "");
-    ::close(c.out);
-    ::close(c.err);
-  }
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--gpu-sync", "block"}, &node));
-  EXPECT_EQ(node.ready["executor"], "cpu");
-}
-
-// --sched-answer-threads N: N threads named sched-answer answer what the CPU workers finish, on
-// the node's CPUs other than the workers' own; answers stay exact; the ready line says N.
-TEST(NodeProcessTest, SchedAnswerThreadsRunBesideTheCpuWorkers) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs, has " << allowed.size();
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 12).ok());
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(
-      StartReady(shard_path, {"--scheduler", "cpu", "--sched-cpu-cores", "1", "--sched-answer-threads", "2"}, &node));
-  const nlohmann::json& ready = node.ready;
-  EXPECT_EQ(ready.value("sched_answer_threads", 0), 2) << ready;
-  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 20, 12);
-  const auto threads = CpusByThreadName(node.c.pid);
-  ASSERT_EQ(threads.count("sched-answer"), 1u);
-  EXPECT_EQ(threads.at("sched-answer").size(), 2u);
-  for (const std::vector<int>& cpus : threads.at("sched-answer"))
-    EXPECT_EQ(std::count(cpus.begin(), cpus.end(), allowed.back()), 0) << "an answer thread on the workers' CPU";
-}
-
-// --io-spin-us US: the I/O thread polls without sleeping for US after each message; answers stay
-// exact and the ready line says US (0, off, by default). A negative value is refused, nothing served.
-TEST(NodeProcessTest, IoSpinKeepsAnswersExact) {
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 13).ok());
-  {
-    Child bad = StartWithoutGpu(shard_path, "auto", {"--scheduler", "cpu", "--io-spin-us", "-5"});
-    ASSERT_GT(bad.pid, 0);
-    EXPECT_NE(WaitExit(bad.pid, 10000), 0);
-    const std::string err = ReadAll(bad.err, 1000);
-    EXPECT_NE(err.find("--io-spin-us"), std::string::npos) << err;
-    EXPECT_EQ(ReadLine(bad.out, 100), "");
-    ::close(bad.out);
-    ::close(bad.err);
-  }
-  for (const char* spin : {"0", "300"}) {
-    std::vector<std::string> args = {"--scheduler", "cpu"};
-    if (std::string(spin) != "0") args.insert(args.end(), {"--io-spin-us", spin});
-    ReadyNode node;
-    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
-    EXPECT_EQ(node.ready.value("io_spin_us", -1), std::stoi(spin)) << node.ready.dump();
-    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 14);
-  }
-}
-
-// --huge-pages (norms and long cached lists on transparent huge pages, core/large_buffer.hpp): the
-// ready line says so, off by default, and the answers stay exact either way.
-TEST(NodeProcessTest, HugePagesKeepAnswersExact) {
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 17).ok());
-  for (const bool huge : {false, true}) {
-    std::vector<std::string> args = {"--scheduler", "cpu"};
-    if (huge) args.push_back("--huge-pages");
-    ReadyNode node;
-    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
-    EXPECT_EQ(node.ready.value("huge_pages", !huge), huge) << node.ready.dump();
-    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 18);
-  }
-}
-
-// --dense-bitmaps D: the dense lists' bitmaps (the and-path's membership tests) leave every
-// answer exact; the ready line says D (0 by default), and /metrics the bitmaps' bytes in the list
-// cache. A 400-document shard over 60 terms has lists holding one document in 4 or more of their
-// range, so D = 4 gives some of them bitmaps.
-TEST(NodeProcessTest, DenseBitmapsKeepAnswersExact) {
-  testing::TempDir dir;
-  const std::string shard_path = dir.path() + "/shard-0";
-  constexpr uint32_t kVocab = 60;
-  ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 19).ok());
-  for (const uint32_t d : {0u, 4u, 64u}) {
-    std::vector<std::string> args = {"--scheduler", "cpu", "--metrics", "127.0.0.1:0"};
-    if (d != 0) args.insert(args.end(), {"--dense-bitmaps", std::to_string(d)});
-    ReadyNode node;
-    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, args, &node));
-    EXPECT_EQ(node.ready.value("dense_bitmaps", 12345u), d) << node.ready.dump();
-    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 30, 20);
-    const std::string metrics = node.ready["metrics"];
-    const std::string scrape = HttpGet(std::stoi(metrics.substr(metrics.rfind(':') + 1)), "/metrics");
-    const double dense_bytes = testing::SeriesValue(scrape, "search_list_cache_dense_bitmap_bytes");
-    ASSERT_GE(dense_bytes, 0.0) << scrape;  // -1: the series is missing
-    if (d == 0) EXPECT_EQ(dense_bytes, 0.0);
-    else EXPECT_GT(dense_bytes, 0.0);
-  }
-}
-
-// --sched-cheap-fill-busy and --sched-cheap-fill-measured: only with the fill rule (hybrid, by
-// default where its CPU workers have cores of their own); under another scheduler each is refused
-// (exit 2) with a clear error, and both are off by default (the ready line says so). Likewise
-// --sched-cheap-by-ratio outside hybrid.
-TEST(NodeProcessTest, SchedCheapFillBusyNeedsTheFillRule) {
+// --tuning: an unknown key, a value that is not a whole number in range, text that is neither
+// KEY=VALUE nor a readable file, or a bad line in a tuning file is refused (exit 2) with the reason
+// and nothing served; a file of KEY=VALUE lines (comments and blank lines skipped) is applied.
+TEST(NodeProcessTest, TuningIsValidated) {
   testing::TempDir dir;
   const std::string shard_path = dir.path() + "/shard-0";
   constexpr uint32_t kVocab = 60;
   ASSERT_TRUE(testing::WriteRandomShard(shard_path, 400, kVocab, 11).ok());
-  for (const auto& [flag, value] : {std::pair<std::string, std::string>{"--sched-cheap-fill-busy", "0.9"},
-                                    std::pair<std::string, std::string>{"--sched-cheap-fill-measured", "true"}}) {
-    ExpectRefused(shard_path, {"--scheduler", "cpu", flag, value}, flag + " needs the fill rule");
-    ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-fill-us", "200", flag, value},
-                  flag + " needs the fill rule");
+  ExpectRefused(shard_path, {"--tuning", "no_such_key=1"}, "unknown key 'no_such_key'");
+  ExpectRefused(shard_path, {"--tuning", "trace_every=abc"}, "trace_every");
+  ExpectRefused(shard_path, {"--tuning", "sched_cpu_cores=-4"}, "sched_cpu_cores");
+  ExpectRefused(shard_path, {"--tuning", "trace_every=0"}, "trace_every");
+  ExpectRefused(shard_path, {"--tuning", "calibration_queries=12x"}, "calibration_queries");
+  ExpectRefused(shard_path, {"--tuning", dir.path() + "/missing.conf"}, "neither KEY=VALUE nor a readable file");
+  const std::string bad_file = dir.path() + "/bad.conf";
+  std::ofstream(bad_file) << "# a comment\n\ntrace_every=4\nwhat=ever\n";
+  ExpectRefused(shard_path, {"--tuning", bad_file}, "bad.conf:4");
+  const std::string good_file = dir.path() + "/good.conf";
+  const std::string trace_path = dir.path() + "/trace.csv";
+  std::ofstream(good_file) << "# a trace of every job\n trace = " << trace_path << " \n\ntrace_every=1\n";
+  {
+    ReadyNode node;
+    ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu", "--tuning", good_file}, &node));
+    ExpectExactCpuAnswers(shard_path, node.listen(), kVocab, 10, 11);
+  }  // stopped: the trace is complete
+  std::ifstream trace(trace_path);
+  int lines = 0;
+  for (std::string line; std::getline(trace, line);) ++lines;
+  EXPECT_EQ(lines, 11);  // the header and each of the 10 jobs
+}
+
+// search-node --help: at most 15 options (--help included), each with its help text, and the
+// --tuning keys' table.
+TEST(NodeProcessTest, HelpListsFewOptionsAndTheTuningKeys) {
+  std::FILE* p = ::popen((std::string(SEARCH_NODE_BINARY) + " --help").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string help;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) help.append(buf, n);
+  EXPECT_EQ(::pclose(p), 0) << help;
+  std::istringstream lines(help);
+  int options = 0;
+  for (std::string line; std::getline(lines, line);) {
+    const size_t dash = line.find_first_not_of(' ');
+    if (dash == 2 && line.compare(dash, 1, "-") == 0) ++options;
   }
-  // --sched-cheap-by-ratio: only hybrid has cheap jobs.
-  ExpectRefused(shard_path, {"--scheduler", "cpu", "--sched-cheap-by-ratio", "true"},
-                "--sched-cheap-by-ratio needs --scheduler hybrid");
-  ReadyNode node;
-  ASSERT_NO_FATAL_FAILURE(StartReady(shard_path, {"--scheduler", "cpu"}, &node));
-  const nlohmann::json& ready = node.ready;
-  EXPECT_EQ(ready.value("sched_cheap_fill_busy", -1.0), 0.0) << ready;
-  EXPECT_FALSE(ready.value("sched_cheap_fill_measured", true)) << ready;
-  EXPECT_FALSE(ready.value("sched_cheap_by_ratio", true)) << ready;
-  ExpectExactCpuAnswers(shard_path, ready["listen"].get<std::string>(), kVocab, 10, 11);
+  EXPECT_GT(options, 5) << help;
+  EXPECT_LE(options, 15) << help;
+  for (const char* key : {"sched_cpu_cores", "calibration_queries", "trace", "trace_every"})
+    EXPECT_NE(help.find(std::string("  ") + key + " ("), std::string::npos) << key << "\n" << help;
 }
 
 TEST(NodeProcessTest, GpuSchedulerWithoutAGpuFailsWithAClearError) {

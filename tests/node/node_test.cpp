@@ -103,12 +103,10 @@ class NodeTest : public ::testing::Test {
   std::unique_ptr<NodeServer> Start(Executor* exec, NodeServerOptions o = {}) {
     o.listen = "tcp://127.0.0.1:*";
     auto server = std::make_unique<NodeServer>(shard_, exec, &metrics_, o);
-    Status st = server->start();
+    Status st = server->Start();
     EXPECT_TRUE(st.ok()) << st.ToString();
     return server;
   }
-
-  void ExpectRepliesWithoutThePollTimeout(std::chrono::microseconds io_spin);
 
   // The scheduler under the CPU policy with 3 workers, and a node's options that hand each request
   // to it (async_execute, 2 request threads).
@@ -171,7 +169,7 @@ class NodeTest : public ::testing::Test {
   // Stops the server while requests 1..n (all `r`) are in flight, sends request 50 meanwhile, and
   // checks the drain: 1..n answered exactly, 50 refused Unavailable.
   void StopWhileBusyAndCheck(NodeServer& server, Client& client, SearchRequestMsg r, uint64_t n) {
-    std::thread stopper([&] { server.stop(); });
+    std::thread stopper([&] { server.Stop(); });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     r.request_id = 50;
     client.Send(EncodeSearchRequest(r));
@@ -241,7 +239,7 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
   EXPECT_EQ(ok_total, 600);
   EXPECT_NE(text.find("search_list_cache_hits_total "), std::string::npos);
   EXPECT_GT(shard_->list_cache().stats().hits, 0u);
-  server->stop();
+  server->Stop();
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
@@ -262,7 +260,7 @@ TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
     plain.flags &= ~kFlagAndOrSplit;
     EXPECT_EQ(resp.hits, Reference(*shard_, plain)) << "request " << resp.request_id;
   }));
-  server->stop();
+  server->Stop();
   EXPECT_EQ(server->in_flight(), 0u);
   EXPECT_GE((*sched)->scheduler().stats().jobs[0], 400u);  // every request went through the scheduler
 }
@@ -271,21 +269,12 @@ TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
 // may be asleep in poll (NodeServer's io_idle); while it is awake the reply waits for its next look
 // at the queue. With the I/O thread's poll raised to a minute, a lost wake-up would hold a reply
 // past the client's 5 s: one request at a time (the I/O thread asleep at each answer), then bursts
-// (replies queued while it is awake sending the others), alternating. The same with io_spin, where
-// the thread stays awake a while after each message.
+// (replies queued while it is awake sending the others), alternating.
 TEST_F(NodeTest, QueuedRepliesWakeTheIoThreadWithoutItsPollTimeout) {
-  for (const auto spin : {std::chrono::microseconds(0), std::chrono::microseconds(300)}) {
-    SCOPED_TRACE("io_spin " + std::to_string(spin.count()) + " us");
-    ExpectRepliesWithoutThePollTimeout(spin);
-  }
-}
-
-void NodeTest::ExpectRepliesWithoutThePollTimeout(std::chrono::microseconds io_spin) {
   auto sched = CpuScheduler();
   ASSERT_TRUE(sched.ok()) << sched.status().ToString();
   NodeServerOptions o = AsyncOptions();
   o.io_poll = std::chrono::minutes(1);
-  o.io_spin = io_spin;
   auto server = Start(sched->get(), o);
   Client client(ctx_, server->endpoint());
   std::mt19937_64 rng(23);
@@ -304,12 +293,12 @@ void NodeTest::ExpectRepliesWithoutThePollTimeout(std::chrono::microseconds io_s
       EXPECT_EQ(resp.hits, Reference(*shard_, r)) << "request " << resp.request_id;
     }));
   }
-  server->stop();
+  server->Stop();
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
-// async_execute with answers still running when stop() is called: the drain waits for them, every
-// request handed over is answered once, and stop() returns only after the last answer (its thread
+// async_execute with answers still running when Stop() is called: the drain waits for them, every
+// request handed over is answered once, and Stop() returns only after the last answer (its thread
 // touches the server's state); new work meanwhile is refused.
 TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
   DeferredExecutor deferred(&cpu_, std::chrono::milliseconds(150));
@@ -345,7 +334,7 @@ TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
     Client client(ctx_, fast->endpoint());
     for (uint64_t id = 1; id <= 20; ++id) client.Send(EncodeSearchRequest(RandomRequest(rng, kVocab, id)));
     for (int i = 0; i < 20; ++i) EXPECT_TRUE(client.RecvResponse().status.ok());
-    fast->stop();
+    fast->Stop();
   }
   EXPECT_EQ(slow_total(), 0);
   SlowExecutor slow(&cpu_, std::chrono::milliseconds(250));
@@ -358,7 +347,7 @@ TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
     client.Send(EncodeSearchRequest(r));
   }
   for (int i = 0; i < 6; ++i) EXPECT_TRUE(client.RecvResponse().status.ok());
-  server->stop();
+  server->Stop();
   const std::string log = ::testing::internal::GetCapturedStderr();
   EXPECT_EQ(slow_total(), 6);
   std::vector<std::string> lines;
@@ -393,7 +382,7 @@ TEST_F(NodeTest, SlowQueriesAreLoggedWithTheirPhasesAndCounted) {
     r.terms = {"a\"b\\c\nWARN forged"};
     c2.Send(EncodeSearchRequest(r));
     EXPECT_TRUE(c2.RecvResponse().status.ok());
-    again->stop();
+    again->Stop();
   }
   const std::string log2 = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(log2.find("query=\"a\\x22b\\x5cc\\x0aWARN forged\"\n"), std::string::npos) << log2;
@@ -498,7 +487,7 @@ TEST_F(NodeTest, AsyncExecuteShedsPastTheRequestsInFlight) {
   EXPECT_EQ(ok, 3);  // queue_capacity + threads: the executor holds each for 300 ms
   EXPECT_EQ(ok + shed, 8);
   EXPECT_EQ(deferred.started(), 3);
-  server->stop();
+  server->Stop();
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
@@ -653,12 +642,12 @@ TEST_F(NodeTest, BindFailureIsReported) {
   NodeServerOptions o;
   o.listen = first->endpoint();
   NodeServer second(shard_, &cpu_, nullptr, o);
-  Status st = second.start();
+  Status st = second.Start();
   EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
   NodeServerOptions bad;
   bad.listen = "nonsense://x";
   NodeServer third(shard_, &cpu_, nullptr, bad);
-  EXPECT_FALSE(third.start().ok());
+  EXPECT_FALSE(third.Start().ok());
 }
 
 // A corrupt list: queries touching it are answered Corruption, the others still exactly, and the
@@ -676,7 +665,7 @@ TEST(NodeCorruptionTest, CorruptListIsReportedAndTheRestIsServed) {
   NodeServerOptions o;
   o.listen = "tcp://127.0.0.1:*";
   NodeServer server(reader->get(), &cpu, &metrics, o);
-  ASSERT_TRUE(server.start().ok());
+  ASSERT_TRUE(server.Start().ok());
   zmq::context_t ctx(1);
   Client client(ctx, server.endpoint());
   client.Send(EncodePing(PingMsg{1}));
@@ -704,7 +693,7 @@ TEST(NodeCorruptionTest, CorruptListIsReportedAndTheRestIsServed) {
   ASSERT_TRUE(pong.has_value());
   const std::string state = std::get<PongMsg>(pong->body).health.state;
   EXPECT_EQ(state.rfind("degraded: 1 request(s) hit corrupt data", 0), 0u) << state;
-  server.stop();
+  server.Stop();
 }
 
 }  // namespace

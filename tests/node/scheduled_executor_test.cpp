@@ -197,7 +197,7 @@ class ScheduledExecutorTest : public ::testing::Test {
 testing::TempDir* ScheduledExecutorTest::dir_ = nullptr;
 ShardReader* ScheduledExecutorTest::reader_ = nullptr;
 
-// Execute and ExecuteAsync (the node's --async-execute: answered on the finishing thread) alike.
+// Execute and ExecuteAsync (the node's way: answered on the finishing thread) alike.
 TEST_F(ScheduledExecutorTest, EveryModeReturnsTheCpuEnginesAnswers) {
   for (bool async : {false, true})
   for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {

@@ -34,7 +34,7 @@ exit 0
 """.replace("HEADER", HEADER)
 
 RUNS = """# a comment
-a|gpu hybrid|--gpu-dispatchers 8|START_RATE=200
+a|gpu hybrid|--tuning sched_cpu_cores=0|START_RATE=200
 
 b|cpu||START_RATE=100 EXTRA=1
 """
@@ -55,7 +55,7 @@ def main():
         with open(runs, "w") as f:
             f.write(RUNS)
         out = os.path.join(tmp, "out")
-        env = dict(os.environ, BENCH=bench, OUT_DIR=out, NODE_ARGS="--gpu-sync block", START_RATE="50",
+        env = dict(os.environ, BENCH=bench, OUT_DIR=out, NODE_ARGS="--log-level info", START_RATE="50",
                    PIN="halves", MPLBACKEND="Agg")
         env.pop("NODE_CPUS", None)
         r = subprocess.run(["bash", script, runs, "1000", os.path.join(tmp, "work")], capture_output=True,
@@ -73,9 +73,9 @@ def main():
         for n in (1, 2):
             path = os.path.join(out, f"r{n}", "given.txt")
             given[n] = open(path).read() if os.path.exists(path) else ""
-        if "node_args=[--gpu-sync block --gpu-dispatchers 8]" not in given[1]:
+        if "node_args=[--log-level info --tuning sched_cpu_cores=0]" not in given[1]:
             problems.append("run 1 should get the common node flags, then its own: " + given[1])
-        if "node_args=[--gpu-sync block ]" not in given[2] or "start=100" not in given[2]:
+        if "node_args=[--log-level info ]" not in given[2] or "start=100" not in given[2]:
             problems.append("run 2 should get the common node flags and its START_RATE: " + given[2])
         for n in (1, 2):
             if "docs=1000" not in given[n] or "keep=1" not in given[n]:

@@ -132,10 +132,6 @@ inline constexpr Family kSchedCheapThreshold{
 inline constexpr Family kSchedCpuSlots{
     "search_sched_cpu_slots",
     "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
-inline constexpr Family kSchedCpuSpins{
-    "search_sched_cpu_spins_total",
-    "Idle CPU workers' spins for work (--sched-cpu-spin-us), by how they ended: outcome=\"work\" (new work "
-    "came, taken with no wake-up) or \"timeout\" (none came; the worker went to sleep)."};
 inline constexpr Family kSchedCpuWorker{
     "search_sched_cpu_worker_seconds_total",
     "Wall time of the scheduler's CPU workers with a job, by part: run (inside the CPU engine), then until "

@@ -17,7 +17,7 @@
 // Every run time is fed to the cost model (CostModel::Observe) unless the task is migrated (a
 // partial run) and the relative prediction error is kept per processor: a GPU job's share of its
 // batch's wall time, a CPU job's CPU time (its worker thread's, without waits for a core).
-// stop(): queued tasks are answered Unavailable; running ones finish. Submit after stop() is
+// Stop(): queued tasks are answered Unavailable; running ones finish. Submit after Stop() is
 // answered Unavailable.
 // Per job, the runtime keeps off its one lock what it can: Submit waits for its answer on the
 // task's own lock, so a finished job's request thread wakes without queueing for the scheduler's,
@@ -80,7 +80,7 @@ struct SchedTask {
   // (within the CPU slots, nothing queued ahead of it).
   bool may_migrate = true;
   // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
-  // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or stop()), never
+  // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or Stop()), never
   // under the scheduler's lock; it may destroy the task.
   std::function<void(SchedTask&)> on_done;
 
@@ -116,9 +116,6 @@ struct SchedStatsSnapshot {
   uint64_t gpu_batches = 0;
   size_t cpu_slots = 0;                      // CPU workers allowed to run unpinned jobs now
   size_t cpu_busy = 0;                       // CPU workers counted busy now (until back at the lock)
-  double cpu_busy_share = 0;                 // SchedPolicy::CpuBusyShare now (fed only with cheap_fill_busy)
-  uint64_t cpu_spins_work = 0;               // idle CPU workers' spins that ended in new work (cpu_spin_us)
-  uint64_t cpu_spins_timeout = 0;            // ... that ran their time out and went to sleep
   uint64_t queued[kNumSchedQueues] = {};
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
@@ -193,10 +190,6 @@ struct HybridSchedulerOptions {
   // GPU-dispatch threads (and, on a shared host, the integrator) take the core back when they
   // wake, instead of queueing behind it.
   int cpu_nice = 0;
-  // The EEVDF slice of the answer threads and the GPU dispatchers (core/thread_slice.hpp), which
-  // wake, hand on and sleep; the CPU workers keep the kernel's, so they are the ones that yield.
-  // Zero: the kernel's default.
-  std::chrono::microseconds thread_slice{0};
   // Submit's caller runs a CPU job itself where an idle CPU worker would take it at once (within
   // the slots above), instead of waking a worker and sleeping until it finishes: two wake-ups and
   // two context switches less per CPU-engine query. The CPU workers still take everything else
@@ -209,58 +202,22 @@ struct HybridSchedulerOptions {
   // apart (BENCHMARKS.md, issue 6). Submit's caller then never runs CPU work (caller_runs off: it
   // runs on the GPU path's cores). Empty: the workers run wherever the process may.
   std::vector<int> cpu_worker_cpus;
-  // Spill workers (search-node --sched-spill-workers): the last spill_workers of the cpu_workers
-  // pin themselves to spill_cpus (the GPU path's cores, beside the network and GPU-dispatch
-  // threads) instead of cpu_worker_cpus, at spill_nice above the process's nice value, so that they
-  // use what those cores leave idle and yield them when the GPU path's threads wake. They count
-  // as CPU workers everywhere else (slots, the policy's parallelism). 0: none.
-  size_t spill_workers = 0;
-  std::vector<int> spill_cpus;
-  int spill_nice = 10;
-  // The spill workers under SCHED_IDLE instead of spill_nice (search-node --sched-spill-idle): a
-  // network or GPU-dispatch thread woken on their CPU preempts them at once, and the kernel
-  // places woken threads on a CPU running only them as on an idle one.
-  bool spill_idle = false;
-  // Idle CPU workers spin for work (search-node --sched-cpu-spin-us): a worker that finds nothing
-  // to take watches for new work this long, off the scheduler's lock, before it sleeps, and a job
-  // queued meanwhile goes to a spinning worker with no wake-up. A sleeping worker costs a queued
-  // job a futex wake and a thread switch, and on a virtual machine an idle vCPU may be halted,
-  // so the wake-up also waits for the hypervisor to run it again. Only where the workers have
-  // cores of their own (cpu_worker_cpus; not the spill workers): there the spin takes a core
-  // nothing else would use. 0: off.
-  double cpu_spin_us = 0;
-  // Heavy jobs apart (search-node --batch-split F): a GPU batch's jobs predicted to take more than
-  // F times its median's GPU time run as a second batch on the same dispatcher, after the rest, so
-  // a few heavy queries do not hold every other job of their batch for their whole run (a batch's
-  // kernels are sized for, and last as long as, its heaviest query). 0: off.
-  double batch_split = 0;
-  // Answer threads (search-node --sched-answer-threads N): a CPU worker hands an async task
-  // (SubmitAsync) it has finished to one of N threads that run its on_done (with --async-execute
-  // the answer's external ids, the reply's encoding and hand-off), and takes its next job at once.
-  // The threads start with the process's affinity, so where the workers have cores of their own
-  // they run on the GPU path's cores. A worker otherwise spends that time after every run taking no
-  // other job (search_sched_cpu_worker_seconds_total{part="answer"}). 0: the worker answers.
-  size_t answer_threads = 0;
   // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
 };
 
-// The jobs of `batch` predicted (job.gpu_us) to take more than `factor` times the batch's median:
-// moved, in order, from batch to the result (empty when factor <= 0, batch has fewer than 2 jobs,
-// or none is that heavy).
-std::vector<SchedTask*> SplitHeavyGpuJobs(std::vector<SchedTask*>& batch, double factor);
 
 class HybridScheduler {
  public:
   // REQUIRES: runner, model (and metrics, which may be nullptr) outlive the scheduler.
   HybridScheduler(HybridSchedulerOptions options, SchedRunner* runner, CostModel* model, Metrics* metrics);
-  ~HybridScheduler();  // stop()s
+  ~HybridScheduler();  // Stop()s
   HybridScheduler(const HybridScheduler&) = delete;
   HybridScheduler& operator=(const HybridScheduler&) = delete;
 
-  void start();
-  void stop();
+  void Start();
+  void Stop();
 
   // Queues the task (job.arrival/deadline/predictions/pinned set by the caller) and blocks until
   // it is answered; returns task.status.
@@ -274,10 +231,8 @@ class HybridScheduler {
   SchedStatsSnapshot stats() const;
   const HybridSchedulerOptions& options() const { return options_; }
   // CPU workers that could not pin themselves to cpu_worker_cpus (they run on the CPUs they
-  // inherited); final once start() has returned, and the gauge search_sched_cpu_pin_failures.
+  // inherited); final once Start() has returned, and the gauge search_sched_cpu_pin_failures.
   uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
-  // Spill workers the kernel kept out of SCHED_IDLE (spill_idle); final once start() has returned.
-  uint64_t spill_idle_failures() const { return idle_policy_failures_.load(); }
   // The CPU model's bias over its recent folds: actual over predicted time (1 until a fold).
   double cpu_bias() const { return cpu_bias_.load(std::memory_order_relaxed); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
@@ -286,7 +241,7 @@ class HybridScheduler {
 
  private:
   struct MetricSet;
-  void CpuLoop(bool may_spin);  // may_spin: cpu_spin_us applies to this worker (not a spill worker)
+  void CpuLoop();
   void GpuLoop();
   // Runs one GPU batch on the calling dispatcher (no lock held) and answers, or queues for the
   // CPU, each of its jobs; returns the batch's run time. account(part) charges the dispatcher's
@@ -300,19 +255,14 @@ class HybridScheduler {
   bool CpuWorkQueuedLocked() const {
     return policy_.queued(SchedQueue::kCpu) + policy_.queued(SchedQueue::kFlex) > 0;
   }
-  // A CPU worker should look at the queues: a spinning worker not yet claimed takes the job (no
-  // wake-up), else one sleeping worker is woken. REQUIRES: mu_ held.
+  // A CPU worker should look at the queues: one sleeping worker is woken. REQUIRES: mu_ held.
   void WakeCpuLocked();
-  // An idle CPU worker's spin (cpu_spin_us): releases mu_, watches cpu_work_seq_ until it moves
-  // or the spin's time is up, and takes mu_ again. True when new work may be queued.
-  bool SpinForWorkLocked(std::unique_lock<std::mutex>& lock);
   // Counts the job, observes it in the model (run_us goes to the run-time metric; the model
   // observes model_us, run_us when negative) and completes it. Takes no scheduler lock.
-  // hand_off (a CPU worker's run): an async task goes to the answer threads, if any, instead.
-  // answer_at, if given, is set when the accounting is done and the answer (or hand-off) begins.
+  // answer_at, if given, is set when the accounting is done and the answer begins.
   // stash (a CPU worker's own): the model's sample goes there and is folded in only when the
   // model's lock is free (FoldStash), not waited for.
-  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1, bool hand_off = false,
+  void Finish(SchedTask& task, Unit unit, double run_us, bool observe, double model_us = -1,
               SchedTime* answer_at = nullptr, std::vector<CostSample>* stash = nullptr);
   // Folds a CPU worker's stashed samples into the model: with force, waiting for its lock; else
   // only if the lock is free now, and then not before there are kFoldEvery of them. Cleared once
@@ -320,12 +270,10 @@ class HybridScheduler {
   void FoldStash(std::vector<CostSample>& stash, bool force);
   // After the model learned from jobs of `unit`: sets the prediction-error gauge and adds the
   // tally to the model's observed and predicted counters (with metrics); for the CPU, folds the
-  // tally into cpu_bias_ (the policy's cheap_fill_measured).
+  // tally into cpu_bias_.
   void PublishModel(Unit unit, double error, const ModelTally& tally);
   static constexpr size_t kFoldEvery = 8;
   static constexpr size_t kMaxStash = 256;  // past it the worker waits for the model's lock
-  // An answer thread: runs the on_done of the tasks CPU workers handed off, until stop().
-  void AnswerLoop();
   // The CPU workers that may run unpinned jobs now (options_.idle_cores); updates the policy.
   size_t CpuSlotsLocked();
   // Marks the task answered and wakes its Submit, or calls its on_done (SubmitAsync). Takes only
@@ -350,22 +298,9 @@ class HybridScheduler {
   size_t cpu_busy_ = 0;    // GUARDED_BY(mu_): CPU workers running a task
   size_t cpu_slots_ = 0;   // GUARDED_BY(mu_): CpuSlotsLocked's last answer
   bool cpu_poller_ = false;  // GUARDED_BY(mu_): a CPU worker is polling the host for room (CpuLoop)
-  size_t cpu_spinning_ = 0;     // GUARDED_BY(mu_): CPU workers spinning for work (cpu_spin_us)
-  size_t cpu_spin_claims_ = 0;  // GUARDED_BY(mu_): work queued for spinning workers with no wake-up
-  // Moves (under mu_) whenever a CPU worker should look at the queues; spinning workers watch it.
-  std::atomic<uint64_t> cpu_work_seq_{0};
-  std::atomic<uint64_t> cpu_spins_[2] = {};  // spins that ended in new work [0] or timed out [1]
   std::vector<std::thread> threads_;
-  // Async tasks CPU workers have finished, for the answer threads (answer_threads).
-  std::mutex answer_mu_;
-  std::condition_variable answer_cv_;
-  std::deque<SchedTask*> answers_;  // GUARDED_BY(answer_mu_)
-  size_t answer_idle_ = 0;          // GUARDED_BY(answer_mu_): answer threads waiting for a task
-  bool answer_stop_ = false;        // GUARDED_BY(answer_mu_)
-  std::vector<std::thread> answer_threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
-  std::atomic<uint64_t> idle_policy_failures_{0};  // spill workers refused SCHED_IDLE
   std::mutex bias_mu_;                             // the CPU workers fold at once
   double bias_observed_us_ = 0, bias_predicted_us_ = 0;  // GUARDED_BY(bias_mu_), decayed sums
   std::atomic<double> cpu_bias_{1.0};

@@ -10,12 +10,12 @@
 //     protocol major version ...") when a request id can be recovered, else counted and dropped;
 //   - a request already past its deadline, or whose deadline passes while queued: DeadlineExceeded
 //     without running; a full queue: ResourceExhausted (load shedding);
-//   - while draining (after stop()): new requests are answered Unavailable, Pings report "draining";
+//   - while draining (after Stop()): new requests are answered Unavailable, Pings report "draining";
 //   - a request that hits corrupt data is answered Corruption; the node keeps serving the others
 //     and Pings report "degraded: N request(s) hit corrupt data (last: ...)".
 // Socket hygiene: LINGER 0, MAXMSGSIZE, explicit SNDHWM/RCVHWM, ROUTER_MANDATORY (a reply to a
 // vanished peer, or to one whose pipe is full, is dropped and counted), ZMTP heartbeats.
-// Thread-safety: start() and stop() from one controlling thread; accessors are thread-safe.
+// Thread-safety: Start() and Stop() from one controlling thread; accessors are thread-safe.
 #pragma once
 
 #include <atomic>
@@ -47,49 +47,41 @@ struct NodeServerOptions {
   int heartbeat_ivl_ms = 1000;
   int heartbeat_timeout_ms = 5000;
   int heartbeat_ttl_ms = 5000;
-  std::chrono::milliseconds drain_timeout{10000};  // stop() gives in-flight work this long
+  std::chrono::milliseconds drain_timeout{10000};  // Stop() gives in-flight work this long
   // Slow-query log: a request whose time in the node (received to reply sent) reaches this many
   // milliseconds is logged at WARN as one "slow query:" line of key=value fields (queue, execute
   // phases, reply; see node_server.cpp) and counted in search_node_slow_queries_total. 0: off.
   double slow_query_ms = 0;
   size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
-  // The EEVDF slice of node-io and the workers (core/thread_slice.hpp): each wakes for a request or
-  // a reply and hands it on, so a short one lets it run soon after it wakes on a busy CPU. Zero:
-  // the kernel's default. (A worker that runs a CPU-engine query itself, which the
-  // scheduler allows with its CPU workers at the process's nice value, runs it with this slice.)
-  std::chrono::microseconds thread_slice{0};
   // Workers hand each request (but an andor split's two runs) to Executor::ExecuteAsync and go on
   // to the next; the thread that finishes the query (a scheduler's CPU worker or GPU dispatcher)
-  // encodes and queues the reply. No worker then waits per query, where the node's profile put
-  // most of the GPU path's host time in thread switches (BENCHMARKS.md, issue 6). stop() waits
-  // for every request handed over to be answered.
+  // encodes and queues the reply, so no worker waits per query (search-node always sets it).
+  // Stop() waits for every request handed over to be answered. false: a worker runs each request
+  // and waits for it, and the queue bounds the requests waiting for a worker.
   bool async_execute = false;
   // The I/O thread's longest sleep in poll with nothing to do (it wakes for requests and queued
   // replies; this bounds how late it notices a stop or anything else). Tests raise it so that a
   // lost wake-up shows as a timeout.
   std::chrono::milliseconds io_poll{200};
-  // After it has sent or received anything, the I/O thread keeps polling without blocking for this
-  // long before it sleeps: replies queued meanwhile need no eventfd write to wake it (0: off).
-  std::chrono::microseconds io_spin{0};
 };
 
 class NodeServer {
  public:
   // REQUIRES: shard, executor and metrics outlive the server. metrics may be nullptr.
   NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options);
-  ~NodeServer();  // stop()s if running
+  ~NodeServer();  // Stop()s if running
   NodeServer(const NodeServer&) = delete;
   NodeServer& operator=(const NodeServer&) = delete;
 
   // Binds and starts the I/O thread and workers. IOError when the endpoint cannot be bound.
-  [[nodiscard]] Status start();
+  [[nodiscard]] Status Start();
   // Stops accepting (new requests answered Unavailable), waits for in-flight requests to be
   // answered (up to drain_timeout), then closes the socket and joins every thread. Idempotent.
-  void stop();
+  void Stop();
   // Asks the server to stop without waiting (async-signal-safe: one atomic store, one write(2)).
-  void request_stop();
+  void RequestStop();
 
-  // The bound endpoint (ZMQ_LAST_ENDPOINT), e.g. "tcp://127.0.0.1:40123". Valid after start().
+  // The bound endpoint (ZMQ_LAST_ENDPOINT), e.g. "tcp://127.0.0.1:40123". Valid after Start().
   const std::string& endpoint() const { return endpoint_; }
   bool running() const { return running_.load(); }
 

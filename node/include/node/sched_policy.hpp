@@ -110,9 +110,8 @@ struct SchedOptions {
   // predicted cheapest on it, in that order, until its backlog matches the GPU's; at light load
   // (both queues empty) the bound rests at gpu_alone_us. The GPU path's time per query varies
   // about 5x (p10 to p90) while the CPU's spans three orders of magnitude, so each query moved to
-  // the CPU this way frees roughly one query's worth of GPU time at the least CPU cost (the ideal
-  // split of bench/scripts/hybrid_split.py orders by the ratio instead: cheap_by_ratio). 0: off (the bound
-  // stays at gpu_alone_us).
+  // the CPU this way frees roughly one query's worth of GPU time at the least CPU cost. 0: off
+  // (the bound stays at gpu_alone_us).
   double cheap_step = 0;
   double cheap_max_factor = 16;
   // What moves the adaptive bound (cheap_step). 0: the GPU's backlog against the CPU's, above.
@@ -124,37 +123,6 @@ struct SchedOptions {
   // the CPU engine on 3 of 16 cores with its queue empty while the balance rule sent 55% of the
   // jobs to the GPU. Pair it with batch_latency, or the balance rule undoes it.
   double cheap_fill_us = 0;
-  // With cheap_fill_us: the bound also rises while the CPU workers' busy share is under this
-  // fraction, whatever their queue holds. The fill rule keeps about cheap_fill_us of predicted work
-  // queued a worker, and under load that stopped the CPU's share of the jobs from growing while a
-  // quarter of its workers sat idle (BENCHMARKS.md, issue 6: from 60,000 to 80,000 q/s the CPU
-  // answered 40-43k jobs a second at every rate and the GPU took all the rest). The busy share is
-  // the runtime's count of workers running a job (ObserveCpuBusy), averaged over time with a decay
-  // of cpu_busy_window. 0: off.
-  double cheap_fill_busy = 0;
-  // With cheap_fill_us: the CPU backlog the fill rule compares is its queued predicted work times
-  // the CPU model's recent bias (set_cpu_bias: what the CPU jobs the cost model learned from took
-  // over what it had predicted for them), so that the rule keeps cheap_fill_us of measured work
-  // queued a worker whatever the model's calibration. The CPU's power law predicts a median, below
-  // a mean, and each node start calibrates it anew; a model that predicts less lets the rule queue
-  // more real work, and the CPU's share of the jobs with it (BENCHMARKS.md, issue 6). false: the
-  // predicted work as it is.
-  bool cheap_fill_measured = false;
-  // Hybrid with cheap jobs: which jobs the cheap bound lets onto the CPU. false: those predicted
-  // cheapest on the CPU (cpu_us <= the bound). true: those the CPU answers cheapest *relative to
-  // the GPU*: a job is cheap when cpu_us <= gpu_alone_us as before, or when its CPU time scaled by
-  // how much less than a typical job it costs the GPU, cpu_us * gpu_ref / gpu_us (gpu_ref: the
-  // geometric mean of the jobs' predicted GPU times, a running average; the factor clamped to
-  // [1/16, 16]), is within the bound and cpu_us within the bound's cap. The adaptive bound and the
-  // fill rule work as before on that key. Why: the GPU's time per query is not flat (the Fig. 7 log
-  // on an H200, per copy in a batch: p10 5.4 us, p50 9.7, p90 27.5), and for a given CPU budget
-  // the queries with the lowest cpu/gpu ratio take more work off the GPU than the cheapest ones
-  // do (the log with served CPU times: at 10% of the CPU-only work, 44.1% of the GPU's against
-  // 37.6%; bench/scripts/hybrid_split.py orders its ideal split the same way). Stealing then also
-  // picks, among the owner's oldest steal_window jobs, the one cheapest for the thief relative to
-  // the owner. BENCHMARKS.md, issue 6.
-  bool cheap_by_ratio = false;
-  std::chrono::microseconds cpu_busy_window{2000};
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
   // when its whole batch ends, and under load a batch runs for milliseconds while its queue's
@@ -223,22 +191,12 @@ class SchedPolicy {
   // The CPU workers that may run at once now (the runtime lowers it while the host's cores are
   // busy): the CPU backlog divides by it.
   void set_cpu_parallelism(size_t n) { options_.cpu_parallelism = std::max<size_t>(n, 1); }
-  // The CPU model's bias, measured over its recent jobs (actual over predicted time), which
-  // cheap_fill_measured applies to the CPU's backlog; clamped to [0.25, 4]; 1 until set.
-  void set_cpu_bias(double bias);
-  double cpu_bias() const { return cpu_bias_; }
   // Jobs `balance` moved from the CPU queue to the GPU queue.
   uint64_t balanced() const { return balanced_; }
   // A GPU batch's run time, in microseconds, folded into an EWMA (weight 0.1 for the newest);
   // FinishOn counts it on the GPU with batch_latency.
   void ObserveGpuBatch(double run_us);
   double gpu_batch_us() const { return gpu_batch_us_; }
-  // The CPU workers running a job from `now` on (the runtime calls it at every change); feeds the
-  // busy share that cheap_fill_busy compares with.
-  void ObserveCpuBusy(size_t busy, SchedTime now);
-  // The workers' busy share at `now`: the time-weighted average of busy / cpu_workers, each past
-  // moment weighted by exp(-age / cpu_busy_window). 0 before the first ObserveCpuBusy.
-  double CpuBusyShare(SchedTime now) const;
 
   // Whether a processor with nothing of its own to run would steal a job from the other's queue now
   // (hybrid with stealing: the job TakeOne's step 4 would take). The runtime wakes an idle worker
@@ -248,15 +206,8 @@ class SchedPolicy {
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;
   // Hybrid: a job predicted to take at most gpu_alone_us on the CPU (see the top of this file), or
-  // under the adaptive bound; with cheap_by_ratio the bound compares CheapKey. gpu_us <= 0: no GPU
-  // prediction (the key is cpu_us).
-  bool Cheap(double cpu_us, double gpu_us = 0) const;
-  // What the cheap bound compares: cpu_us, or with cheap_by_ratio cpu_us * gpu_ref / gpu_us (the
-  // factor clamped to [1/16, 16]; cpu_us while gpu_us <= 0 or no GPU time was seen yet).
-  double CheapKey(double cpu_us, double gpu_us) const;
-  // cheap_by_ratio's gpu_ref: the geometric mean of the predicted GPU times of the jobs classified
-  // so far, each new one weighing 1/256; 0 before any.
-  double gpu_ref_us() const { return gpu_ref_us_; }
+  // under the adaptive bound.
+  bool Cheap(double cpu_us) const;
   // The bound Cheap compares with: gpu_alone_us, or where cheap_step has moved it.
   double cheap_threshold_us() const { return cheap_threshold_us_; }
   // Jobs queued for the CPU as cheap (exploration included).
@@ -266,11 +217,10 @@ class SchedPolicy {
   bool Urgent(const SchedJob& j, SchedTime now) const;
   // Hybrid with cheap jobs on (gpu_alone_us > 0).
   bool CheapJobsOn() const { return options_.mode == SchedMode::kHybrid && options_.gpu_alone_us > 0; }
-  // The adaptive bound's cap (cheap_max_factor times gpu_alone_us); with cheap_by_ratio also the
-  // most CPU time a cheap job may take.
+  // The adaptive bound's cap (cheap_max_factor times gpu_alone_us).
   double CheapCapUs() const { return options_.gpu_alone_us * options_.cheap_max_factor; }
   // One step of the adaptive cheap threshold (cheap_step), before a job is classified.
-  void AdaptCheapThreshold(SchedTime now);
+  void AdaptCheapThreshold();
   bool CanRun(const SchedJob& j, Unit u) const { return !j.pinned.has_value() || *j.pinned == u; }
   double Backlog(Unit u) const;
   // How long j takes once started on u: its predicted time, on the GPU at least gpu_alone_us
@@ -293,14 +243,6 @@ class SchedPolicy {
   uint64_t explore_seen_ = 0;  // jobs that could have been explored
   double cheap_threshold_us_ = 0;  // Cheap's bound (gpu_alone_us unless cheap_step moves it)
   double gpu_batch_us_ = 0;        // EWMA of the GPU's batch run times (ObserveGpuBatch)
-  double cpu_bias_ = 1.0;          // set_cpu_bias
-  double gpu_log_ref_ = 0;         // running mean of ln gpu_us (cheap_by_ratio)
-  double gpu_ref_us_ = 0;          // exp(gpu_log_ref_); 0 before the first job
-  // CpuBusyShare's state: the average up to cpu_busy_at_, and the workers busy since then.
-  double cpu_busy_share_ = 0;
-  size_t cpu_busy_now_ = 0;
-  SchedTime cpu_busy_at_{};
-  bool cpu_busy_seen_ = false;
 };
 
 }  // namespace search
