@@ -5,18 +5,60 @@
 #include "metrics/families.hpp"
 
 namespace search {
+namespace {
 
-IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards) : metrics_(metrics), shards_(num_shards) {
-  auto counter = [&](const families::Family& f) {
-    return &prometheus::BuildCounter()
-                .Name(std::string(f.name))
-                .Help(std::string(f.help))
-                .Register(metrics_->registry())
-                .Add({{"component", metrics_->component()}});
+// The integrator's own metric families (names, help texts; labels in the comments). Dashboards,
+// alerts and tests refer to these names.
+using families::Family;
+// Per shard. Labels: shard.
+constexpr Family kShardRequestDuration{"search_shard_request_duration_seconds",
+                                       "Integrator-observed round trip to one shard node in seconds."};
+// Labels: shard, status.
+constexpr Family kShardRequests{"search_shard_requests_total",
+                                "Requests sent by the integrator to a shard node, by outcome."};
+constexpr Family kShardUp{"search_shard_up", "1 when the shard node answers health checks, else 0."};
+// The fan-out's events. Labels: component.
+constexpr Family kLateReplies{"search_late_replies_total",
+                              "Shard replies the integrator dropped because their request had already completed."};
+constexpr Family kReplicaRetries{"search_replica_retries_total",
+                                 "Shard requests resent to another replica after the first failed."};
+constexpr Family kReplicaHedges{
+    "search_replica_hedges_total", "Shard requests also sent to another replica after the first stayed silent past its p95."};
+// The result cache.
+constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
+constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
+constexpr Family kResultCacheEvictions{"search_result_cache_evictions_total", "Result cache evictions."};
+constexpr Family kResultCacheBytes{"search_result_cache_bytes", "Bytes held by the result cache."};
+constexpr Family kResultCacheEntries{"search_result_cache_entries", "Entries in the result cache."};
+constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byte budget of the result cache."};
+
+}  // namespace
+
+IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
+    : metrics_(metrics), buckets_(LatencyBuckets()), shards_(num_shards) {
+  prometheus::Registry& r = metrics_->registry();
+  auto counters = [&](const Family& f) -> auto& {
+    return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
   };
-  late_replies_ = counter(families::kLateReplies);
-  retries_ = counter(families::kReplicaRetries);
-  hedges_ = counter(families::kReplicaHedges);
+  auto gauges = [&](const Family& f) -> auto& {
+    return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+  };
+  const prometheus::Labels component{{"component", metrics_->component()}};
+  late_replies_ = &counters(kLateReplies).Add(component);
+  retries_ = &counters(kReplicaRetries).Add(component);
+  hedges_ = &counters(kReplicaHedges).Add(component);
+  shard_duration_family_ = &prometheus::BuildHistogram()
+                                .Name(std::string(kShardRequestDuration.name))
+                                .Help(std::string(kShardRequestDuration.help))
+                                .Register(r);
+  shard_requests_family_ = &counters(kShardRequests);
+  shard_up_family_ = &gauges(kShardUp);
+  cache_hits_ = &counters(kResultCacheHits).Add({});
+  cache_misses_ = &counters(kResultCacheMisses).Add({});
+  cache_evictions_ = &counters(kResultCacheEvictions).Add({});
+  cache_bytes_ = &gauges(kResultCacheBytes).Add({});
+  cache_entries_ = &gauges(kResultCacheEntries).Add({});
+  cache_capacity_ = &gauges(kResultCacheCapacity).Add({});
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
 
@@ -31,11 +73,15 @@ void IntegratorMetrics::Bind(size_t index, uint32_t label) {
   if (rebind && s.label == label) return;
   if (rebind) s.up->Set(0);  // the old label no longer names a live shard
   s.label = label;
-  s.duration = &metrics_->shard_request_duration(label);
-  s.ok = &metrics_->shard_requests(label, RequestStatus::kOk);
-  s.failed = &metrics_->shard_requests(label, RequestStatus::kUnavailable);
-  s.timed_out = &metrics_->shard_requests(label, RequestStatus::kDeadlineExceeded);
-  s.up = &metrics_->shard_up(label);
+  const std::string shard = std::to_string(label);
+  auto requests = [&](RequestStatus status) {
+    return &shard_requests_family_->Add({{"shard", shard}, {"status", std::string(RequestStatusLabel(status))}});
+  };
+  s.duration = &shard_duration_family_->Add({{"shard", shard}}, buckets_);
+  s.ok = requests(RequestStatus::kOk);
+  s.failed = requests(RequestStatus::kUnavailable);
+  s.timed_out = requests(RequestStatus::kDeadlineExceeded);
+  s.up = &shard_up_family_->Add({{"shard", shard}});
   s.up->Set(s.is_up ? 1 : 0);
 }
 
@@ -43,14 +89,12 @@ void IntegratorMetrics::AttachCache(const ResultCache* cache) {
   Detach();
   hook_id_ = metrics_->AddScrapeHook([this, cache] {
     const ResultCacheStats s = cache->stats();
-    CacheSnapshot snap;
-    snap.hits = s.hits;
-    snap.misses = s.misses;
-    snap.evictions = s.evictions;
-    snap.bytes = s.bytes;
-    snap.entries = s.entries;
-    snap.capacity_bytes = s.capacity_bytes;
-    metrics_->SetResultCache(snap, /*include_hit_counters=*/true);
+    SetCounterTo(*cache_hits_, static_cast<double>(s.hits));
+    SetCounterTo(*cache_misses_, static_cast<double>(s.misses));
+    SetCounterTo(*cache_evictions_, static_cast<double>(s.evictions));
+    cache_bytes_->Set(static_cast<double>(s.bytes));
+    cache_entries_->Set(static_cast<double>(s.entries));
+    cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
   });
 }
 

@@ -157,10 +157,6 @@ Metrics::Metrics(std::string component)
         {{"component", component_}, {"reason", std::string(BadRequestReasonLabel(static_cast<BadRequestReason>(i)))}});
   }
 
-  shard_duration_family_ = &HistogramFamily(r, families::kShardRequestDuration);
-  shard_requests_family_ = &CounterFamily(r, families::kShardRequests);
-  shard_up_family_ = &GaugeFamily(r, families::kShardUp);
-
   auto& queue = HistogramFamily(r, families::kNodeQueue);
   auto& exec = HistogramFamily(r, families::kNodeExecution);
   auto& postings = CounterFamily(r, families::kPostingsDecoded);
@@ -202,13 +198,6 @@ Metrics::Metrics(std::string component)
   gpu_cache_bytes_ = &GaugeFamily(r, families::kGpuCacheBytes).Add({});
   gpu_cache_entries_ = &GaugeFamily(r, families::kGpuCacheEntries).Add({});
   gpu_cache_capacity_ = &GaugeFamily(r, families::kGpuCacheCapacity).Add({});
-
-  result_cache_hits_ = &CounterFamily(r, families::kResultCacheHits).Add({});
-  result_cache_misses_ = &CounterFamily(r, families::kResultCacheMisses).Add({});
-  result_cache_evictions_ = &CounterFamily(r, families::kResultCacheEvictions).Add({});
-  result_cache_bytes_ = &GaugeFamily(r, families::kResultCacheBytes).Add({});
-  result_cache_entries_ = &GaugeFamily(r, families::kResultCacheEntries).Add({});
-  result_cache_capacity_ = &GaugeFamily(r, families::kResultCacheCapacity).Add({});
 
   list_cache_hits_ = &CounterFamily(r, families::kListCacheHits).Add({});
   list_cache_misses_ = &CounterFamily(r, families::kListCacheMisses).Add({});
@@ -295,29 +284,6 @@ void Metrics::RunScrapeHooks() {
 std::string Metrics::SerializeText() {
   prometheus::TextSerializer serializer;
   return serializer.Serialize(collectable_->Collect());
-}
-
-prometheus::Histogram& Metrics::shard_request_duration(uint32_t shard) {
-  return shard_duration_family_->Add({{"shard", std::to_string(shard)}}, buckets_);
-}
-
-prometheus::Counter& Metrics::shard_requests(uint32_t shard, RequestStatus status) {
-  return shard_requests_family_->Add({{"shard", std::to_string(shard)}, {"status", std::string(RequestStatusLabel(status))}});
-}
-
-prometheus::Gauge& Metrics::shard_up(uint32_t shard) {
-  return shard_up_family_->Add({{"shard", std::to_string(shard)}});
-}
-
-void Metrics::SetResultCache(const CacheSnapshot& s, bool include_hit_counters) {
-  if (include_hit_counters) {
-    SetCounterTo(*result_cache_hits_, static_cast<double>(s.hits));
-    SetCounterTo(*result_cache_misses_, static_cast<double>(s.misses));
-  }
-  SetCounterTo(*result_cache_evictions_, static_cast<double>(s.evictions));
-  result_cache_bytes_->Set(static_cast<double>(s.bytes));
-  result_cache_entries_->Set(static_cast<double>(s.entries));
-  result_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
 }
 
 void Metrics::SetListCache(const CacheSnapshot& s) {

@@ -226,8 +226,8 @@ def check_promtool(src):
 def registered_metric_names(src):
     """Metric names registered by the C++ sources: string literals passed as family names."""
     names = set()
-    for pattern in ("metrics/**/*.hpp", "metrics/**/*.cpp", "integrator/**/*.cpp", "node/**/*.cpp",
-                    "gpu_cache/**/*.cpp", "gpu_exec/**/*.cpp", "index_store/**/*.cpp"):
+    for pattern in ("metrics/**/*.hpp", "metrics/**/*.cpp", "integrator/**/*.cpp", "node/**/*.cpp", "sched/**/*.cpp",
+                    "gpu_cache/**/*.cpp", "gpu_exec/**/*.cpp", "index_store/**/*.cpp", "cpu_exec/**/*.cpp"):
         for path in glob.glob(os.path.join(src, pattern), recursive=True):
             with open(path, errors="replace") as f:
                 names.update(re.findall(r'"((?:search|process)_[a-z0-9_]+)"', f.read()))

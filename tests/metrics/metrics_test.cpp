@@ -54,7 +54,7 @@ TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
                         &families::kDeadlineExceeded, &families::kBadRequests, &families::kNodeQueue,
                         &families::kNodeExecution, &families::kNodeQueued, &families::kPostingsDecoded,
                         &families::kBlocksDecoded, &families::kListCacheHits, &families::kListCacheBytes,
-                        &families::kResultCacheHits, &families::kResultCacheBytes, &families::kProcessStartTime,
+                        &families::kProcessStartTime,
                         &families::kFallbackCpu, &families::kNodeUnroutable, &families::kNodeSlowQueries,
                         &families::kExternalIdLookups}) {
     EXPECT_EQ(Count(text, "# HELP " + std::string(f->name) + " "), 1u) << f->name;
@@ -74,9 +74,6 @@ TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
   m.request_duration(QueryMode::kOr).Observe(0.0002);  // 200 us
   m.request_duration(QueryMode::kOr).Observe(2.0);
   m.bad_requests(BadRequestReason::kUnsupportedVersion).Increment();
-  m.shard_request_duration(2).Observe(0.001);
-  m.shard_requests(2, RequestStatus::kUnavailable).Increment();
-  m.shard_up(2).Set(1);
   m.inflight().Increment();
   m.postings_decoded(Processor::kCpu).Increment(1000);
   const std::string t = m.SerializeText();
@@ -91,14 +88,12 @@ TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
   EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="0.0004"})"), 1);
   EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="+Inf"})"), 2);
   EXPECT_EQ(SeriesValue(t, R"(search_bad_requests_total{component="integrator",reason="unsupported_version"})"), 1);
-  EXPECT_EQ(SeriesValue(t, R"(search_shard_request_duration_seconds_count{shard="2"})"), 1);
-  EXPECT_EQ(SeriesValue(t, R"(search_shard_requests_total{shard="2",status="unavailable"})"), 1);
-  EXPECT_EQ(SeriesValue(t, R"(search_shard_up{shard="2"})"), 1);
   EXPECT_EQ(SeriesValue(t, R"(search_inflight_requests{component="integrator"})"), 1);
   EXPECT_EQ(SeriesValue(t, R"(search_postings_decoded_total{processor="cpu"})"), 1000);
   EXPECT_EQ(SeriesValue(t, R"(search_postings_decoded_total{processor="gpu"})"), 0);
-  // The same shard accessor returns the same series.
-  EXPECT_EQ(&m.shard_up(2), &m.shard_up(2));
+  // The integrator's own families are not the shared registry's.
+  EXPECT_EQ(t.find("search_shard_up"), std::string::npos);
+  EXPECT_EQ(t.find("search_result_cache"), std::string::npos);
 }
 
 TEST(MetricsTest, LatencyBucketsSpan50usTo5s) {

@@ -1,11 +1,13 @@
-// IntegratorMetrics: the integrator's Prometheus series (metrics/ families, component
-// "integrator"), fed through the IntegratorObserver hooks:
+// IntegratorMetrics: the integrator's Prometheus series (component "integrator"), fed through the
+// IntegratorObserver hooks. The request families it shares with the node (metrics/families.hpp,
+// registered by Metrics):
 //   search_requests_total{mode,status}, search_request_duration_seconds{mode} (end to end),
-//   search_inflight_requests, search_deadline_exceeded_total, search_bad_requests_total{reason},
+//   search_inflight_requests, search_deadline_exceeded_total, search_bad_requests_total{reason};
+// and its own, registered here on the Metrics' registry (integrator_metrics.cpp lists them):
 //   search_shard_request_duration_seconds{shard}, search_shard_requests_total{shard,status},
-//   search_shard_up{shard}, search_result_cache_* (refreshed at scrape time from the cache), and
-//   search_late_replies_total (shard replies dropped because their request had completed; not in
-//   metrics/families.hpp, registered here).
+//   search_shard_up{shard}, search_late_replies_total, search_replica_retries_total,
+//   search_replica_hedges_total (the fan-out's events) and search_result_cache_* (refreshed at
+//   scrape time from the cache).
 // The shard label is the node's shard id once it has answered a ping, its position before.
 // Thread-safety: request hooks run on HTTP threads (prometheus-cpp metrics are thread-safe); the
 // per-shard pointer table is touched only by the fan-out I/O thread (every FanoutListener hook).
@@ -53,6 +55,12 @@ class IntegratorMetrics : public IntegratorObserver {
   void Bind(size_t index, uint32_t label);  // I/O thread (or the constructor)
 
   Metrics* metrics_;
+  prometheus::Histogram::BucketBoundaries buckets_;
+  prometheus::Family<prometheus::Histogram>* shard_duration_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* shard_requests_family_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* shard_up_family_ = nullptr;
+  prometheus::Counter *cache_hits_ = nullptr, *cache_misses_ = nullptr, *cache_evictions_ = nullptr;
+  prometheus::Gauge *cache_bytes_ = nullptr, *cache_entries_ = nullptr, *cache_capacity_ = nullptr;
   std::vector<ShardSeries> shards_;
   prometheus::Counter* late_replies_ = nullptr;
   prometheus::Counter* retries_ = nullptr;

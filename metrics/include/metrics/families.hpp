@@ -1,6 +1,8 @@
-// The metric families of the cluster: names (Prometheus naming: base units, _total for counters,
-// _seconds / _bytes for units), label names and help texts. Metrics (metrics.hpp) registers each
-// exactly once; dashboards, alerts and tests refer to these names.
+// Metric families: names (Prometheus naming: base units, _total for counters, _seconds / _bytes
+// for units), label names and help texts. Metrics (metrics.hpp) registers these (the request
+// families shared by node and integrator, and the node's) exactly once; a component with
+// families of its own lists and registers them itself (the integrator: integrator_metrics.cpp).
+// Dashboards, alerts and tests refer to these names.
 // Thread-safety: constants.
 #pragma once
 
@@ -26,21 +28,6 @@ inline constexpr Family kDeadlineExceeded{"search_deadline_exceeded_total",
 // Labels: component, reason (BadRequestReason labels).
 inline constexpr Family kBadRequests{"search_bad_requests_total",
                                      "Rejected requests (malformed, unsupported version, invalid fields), by reason."};
-
-// Integrator, per shard. Labels: shard.
-inline constexpr Family kShardRequestDuration{"search_shard_request_duration_seconds",
-                                              "Integrator-observed round trip to one shard node in seconds."};
-// Labels: shard, status.
-inline constexpr Family kShardRequests{"search_shard_requests_total",
-                                       "Requests sent by the integrator to a shard node, by outcome."};
-inline constexpr Family kShardUp{"search_shard_up", "1 when the shard node answers health checks, else 0."};
-// Integrator (integrator_metrics.cpp registers these). Labels: component.
-inline constexpr Family kLateReplies{"search_late_replies_total",
-                                     "Shard replies the integrator dropped because their request had already completed."};
-inline constexpr Family kReplicaRetries{"search_replica_retries_total",
-                                        "Shard requests resent to another replica after the first failed."};
-inline constexpr Family kReplicaHedges{
-    "search_replica_hedges_total", "Shard requests also sent to another replica after the first stayed silent past its p95."};
 
 // Node. Labels: processor (cpu|gpu|hybrid).
 inline constexpr Family kNodeQueue{"search_node_queue_seconds",
@@ -85,14 +72,6 @@ inline constexpr Family kGpuBatchWall{
     "search_gpu_batch_seconds_total",
     "Wall time of the GPU executor's batches on their calling threads, by the parts of "
     "search_gpu_batch_cpu_seconds_total; beyond their CPU time: device waits, lock waits, time off the core."};
-
-// Integrator result cache.
-inline constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
-inline constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
-inline constexpr Family kResultCacheEvictions{"search_result_cache_evictions_total", "Result cache evictions."};
-inline constexpr Family kResultCacheBytes{"search_result_cache_bytes", "Bytes held by the result cache."};
-inline constexpr Family kResultCacheEntries{"search_result_cache_entries", "Entries in the result cache."};
-inline constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byte budget of the result cache."};
 
 // Node list cache (ListCache::stats()).
 inline constexpr Family kExternalIdLookups{

@@ -1,9 +1,11 @@
-// Metrics: every Prometheus metric family of the cluster, in one place, over prometheus-cpp.
-// A process makes one Metrics (its component label: "node", "integrator", ...), which registers
-// ALL families once with their help texts (families.hpp lists names, help texts and labels) and
-// hands out typed accessors, so callers never repeat label strings and labels stay bounded:
-// mode in {and, or, andor}, status in RequestStatus, processor in {cpu, gpu, hybrid}, reason in
-// BadRequestReason, shard = a shard id. StartExposer serves GET /metrics on HOST:PORT.
+// Metrics: a process's Prometheus registry over prometheus-cpp, its /metrics exposer and the
+// shared latency buckets. A process makes one Metrics (its component label: "node",
+// "integrator", ...), which registers the families listed in families.hpp (the request families
+// shared by node and integrator, and the node's) and hands out typed accessors, so callers never
+// repeat label strings and labels stay bounded: mode in {and, or, andor}, status in
+// RequestStatus, processor in {cpu, gpu, hybrid}, reason in BadRequestReason. A component with
+// families of its own registers them on registry() itself (the integrator's: IntegratorMetrics).
+// StartExposer serves GET /metrics on HOST:PORT.
 //
 // Values computed elsewhere (the list cache's counters, a result cache's size) are refreshed at
 // scrape time by scrape hooks (AddScrapeHook): the exposer and SerializeText run every hook before
@@ -75,7 +77,7 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 // "and", "or", "andor" (the metrics label; same as QueryModeName).
 std::string_view ModeLabel(QueryMode mode);
 
-// A snapshot of a main-memory cache's counters (ListCache::stats(), the result cache).
+// A snapshot of the main-memory list cache's counters (ListCache::stats()).
 struct CacheSnapshot {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
@@ -134,11 +136,6 @@ class Metrics {
   prometheus::Counter& deadline_exceeded() { return *deadline_exceeded_; }
   prometheus::Counter& bad_requests(BadRequestReason r) { return *bad_requests_[static_cast<size_t>(r)]; }
 
-  // --- integrator, per shard (created on first use; shard ids are bounded by the cluster) ---
-  prometheus::Histogram& shard_request_duration(uint32_t shard);
-  prometheus::Counter& shard_requests(uint32_t shard, RequestStatus status);
-  prometheus::Gauge& shard_up(uint32_t shard);
-
   // --- node ---
   prometheus::Histogram& node_queue_seconds(Processor p) { return *node_queue_[static_cast<size_t>(p)]; }
   prometheus::Histogram& node_execution_seconds(Processor p) { return *node_exec_[static_cast<size_t>(p)]; }
@@ -152,10 +149,6 @@ class Metrics {
   prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
 
   // --- caches ---
-  prometheus::Counter& result_cache_hits() { return *result_cache_hits_; }
-  prometheus::Counter& result_cache_misses() { return *result_cache_misses_; }
-  // Sets the result-cache series from a snapshot (hits/misses only when they are tracked outside).
-  void SetResultCache(const CacheSnapshot& s, bool include_hit_counters);
   // Sets every search_list_cache_* series (call from a scrape hook with ListCache::stats()).
   void SetListCache(const CacheSnapshot& s);
   // Sets search_external_id_lookups_total{source} (from ShardReader::external_id_stats()).
@@ -182,10 +175,6 @@ class Metrics {
   int next_hook_id_ = 1;                        // GUARDED_BY(hooks_mu_)
   std::mutex run_hooks_mu_;                     // serializes hook runs (exposer vs SerializeText)
 
-  prometheus::Family<prometheus::Histogram>* shard_duration_family_ = nullptr;
-  prometheus::Family<prometheus::Counter>* shard_requests_family_ = nullptr;
-  prometheus::Family<prometheus::Gauge>* shard_up_family_ = nullptr;
-
   std::array<std::array<prometheus::Counter*, kNumRequestStatus>, 3> requests_{};
   std::array<prometheus::Histogram*, 3> request_duration_{};
   prometheus::Gauge* inflight_ = nullptr;
@@ -206,10 +195,6 @@ class Metrics {
                       *gpu_cache_copied_ = nullptr, *gpu_cache_failed_ = nullptr;
   prometheus::Gauge *gpu_cache_bytes_ = nullptr, *gpu_cache_entries_ = nullptr, *gpu_cache_capacity_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};
-  prometheus::Counter *result_cache_hits_ = nullptr, *result_cache_misses_ = nullptr,
-                      *result_cache_evictions_ = nullptr;
-  prometheus::Gauge *result_cache_bytes_ = nullptr, *result_cache_entries_ = nullptr,
-                    *result_cache_capacity_ = nullptr;
   prometheus::Counter *list_cache_hits_ = nullptr, *list_cache_misses_ = nullptr, *list_cache_evictions_ = nullptr;
   prometheus::Gauge *list_cache_bytes_ = nullptr, *list_cache_entries_ = nullptr, *list_cache_capacity_ = nullptr;
   prometheus::Gauge* list_cache_dense_bytes_ = nullptr;
