@@ -3,8 +3,8 @@
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-engine threads|loops] [--http-loops N]
-//                     [--http-threads N] [--http-keep-alive-requests R] [--http-close-after-wait-ms W]
-//                     [--fanout-lanes L] [--ping-ms P] [--log-level L]
+//                     [--http-threads N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
+// Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
@@ -21,7 +21,6 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/signals.hpp"
-#include "core/thread_slice.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
@@ -59,64 +58,57 @@ int main(int argc, char** argv) {
   size_t cache_mb = 64;
   int http_threads = 64, ping_ms = 1000;
   size_t http_keep_alive_requests = HttpFrontOptions{}.keep_alive_max_requests;
-  int http_close_after_wait_ms = static_cast<int>(HttpFrontOptions{}.close_after_wait.count());
-  app.add_option("--shards", shards, "comma-separated shards, each tcp://HOST:PORT or replicas tcp://A:P|tcp://B:P")
+  app.add_option("--shards", shards,
+                 "comma-separated shards in shard order, each tcp://HOST:PORT, or its replicas tcp://A:P|tcp://B:P")
       ->required();
-  app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any)")->capture_default_str();
+  app.add_option("--http", http_addr, "HOST:PORT of the HTTP API (PORT 0 = any); set it to serve beyond localhost")
+      ->capture_default_str();
   app.add_option("--metrics", metrics_addr, "HOST:PORT serving Prometheus /metrics (empty: none)")
       ->capture_default_str();
-  app.add_option("--cache-mb", cache_mb, "result cache budget in MiB (0 disables it)")
+  app.add_option("--cache-mb", cache_mb,
+                 "result cache in MiB (0 disables it); 0 when measuring the nodes, more for repetitive traffic")
       ->capture_default_str()
       ->check(CLI::Range(size_t{0}, size_t{1} << 20));
-  app.add_option("--timeout-ms", options.default_timeout_ms, "default per-request deadline in ms")
+  app.add_option("--timeout-ms", options.default_timeout_ms,
+                 "deadline of a request that gives no timeout_ms; raise it for slow shards or long queries")
       ->capture_default_str()
       ->check(CLI::Range(1u, kMaxTimeoutMs));
-  app.add_option("--index", options.index_dir, "index directory: take the analyzer from its manifest.json");
+  app.add_option("--index", options.index_dir,
+                 "index directory whose manifest.json gives the analyzer; set it when the index is not analyzed "
+                 "by the default analyzer");
   app.add_option("--max-inflight", options.max_inflight,
-                 "searches running plus requests queued for a worker before answering 429")
+                 "searches running plus requests queued before answering 429; raise it when clients would rather "
+                 "wait than be refused")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
   std::string http_engine = "loops";
   int http_loops = 0;
   app.add_option("--http-engine", http_engine,
-                 "loops: event loops (--http-loops), any number of connections each, a search not holding a thread "
-                 "while it waits; threads: cpp-httplib, a worker thread per open connection (--http-threads)")
+                 "loops: event loops, any number of connections, no thread held while a search waits; threads: "
+                 "cpp-httplib, a thread per open connection (--http-threads); leave it at loops")
       ->capture_default_str()
       ->check(CLI::IsMember({"threads", "loops"}));
   app.add_option("--http-loops", http_loops,
-                 "event-loop threads of --http-engine loops (0: one per 2 CPUs the integrator may use, 1 to 16)")
+                 "event-loop threads (0: one per 2 CPUs the integrator may use, 1 to 16); lower it to leave CPUs to "
+                 "a node on the same host")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
-  app.add_option("--http-threads", http_threads, "HTTP worker threads (--http-engine threads)")
+  app.add_option("--http-threads", http_threads,
+                 "--http-engine threads: worker threads, one per open connection; at least the clients' connections")
       ->capture_default_str()
       ->check(CLI::Range(1, 4096));
   app.add_option("--http-keep-alive-requests", http_keep_alive_requests,
-                 "requests one kept-alive HTTP connection may carry before the integrator closes it (while a "
-                 "connection waits for one of the --http-threads workers, every answer closes its connection)")
+                 "requests one kept-alive connection carries before the integrator closes it; raise it when "
+                 "clients pay for reconnects")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 30));
-  app.add_option("--http-close-after-wait-ms", http_close_after_wait_ms,
-                 "how long a connection must have waited for an HTTP worker before answers close their "
-                 "connections for it (0: as soon as one waits)")
-      ->capture_default_str()
-      ->check(CLI::Range(0, 60000));
   options.fanout_lanes = DefaultFanoutLanes(AvailableCores());
-  app.add_option("--fanout-lanes", options.fanout_lanes,
-                 "fan-out I/O threads, each with its own connections to every node; searches take them in turn "
-                 "(default: 2 where the integrator may use 8 or more CPUs, else 1)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, kMaxFanoutLanes));
-  int64_t thread_slice_us = 0;
-  app.add_option("--thread-slice-us", thread_slice_us,
-                 "EEVDF slice in microseconds (Linux 6.12+, 100 to 100000) of the HTTP workers, the accepting "
-                 "thread and the fan-out threads: woken by a request or an answer on a busy CPU, each runs within "
-                 "it instead of the kernel's default slice (3 ms on 8 or more CPUs). 0 = the kernel's default")
-      ->capture_default_str()
-      ->check(CLI::Range(int64_t{0}, int64_t{100000}));
-  app.add_option("--ping-ms", ping_ms, "health-check ping interval in ms")
+  app.add_option("--ping-ms", ping_ms,
+                 "health-check ping interval in ms; lower it to notice a dead replica sooner")
       ->capture_default_str()
       ->check(CLI::Range(10, 60000));
-  app.add_option("--log-level", log_level, "debug|info|warn|error|off")->capture_default_str();
+  app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to follow requests")
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   auto level = ParseLogLevel(log_level);
@@ -134,15 +126,6 @@ int main(int argc, char** argv) {
   http.engine = http_engine == "loops" ? HttpEngine::kLoops : HttpEngine::kThreads;
   http.loops = http_loops > 0 ? http_loops : DefaultHttpLoops(AvailableCores());
   http.keep_alive_max_requests = http_keep_alive_requests;
-  http.close_after_wait = std::chrono::milliseconds(http_close_after_wait_ms);
-  if (!ValidThreadSliceUs(thread_slice_us)) {
-    std::cerr << "search-integrator: --thread-slice-us must be 0 (the kernel's default) or 100 to 100000\n";
-    return 2;
-  }
-  http.thread_slice = std::chrono::microseconds(thread_slice_us);
-  options.fanout.thread_slice = http.thread_slice;
-  const int64_t thread_slice_taken =
-      thread_slice_us > 0 && KernelTakesThreadSlice(http.thread_slice) ? thread_slice_us : 0;
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
     std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
     return 2;
@@ -200,8 +183,7 @@ int main(int argc, char** argv) {
                           {"shards", options.shards.size()},
                           {"fanout_lanes", options.fanout_lanes},
                           {"http_engine", http_engine},
-                          {"http_loops", http.engine == HttpEngine::kLoops ? http.loops : 0},
-                          {"thread_slice_us", thread_slice_taken}};
+                          {"http_loops", http.engine == HttpEngine::kLoops ? http.loops : 0}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;

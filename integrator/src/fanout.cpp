@@ -15,7 +15,6 @@
 #include <zmq.hpp>
 
 #include "core/thread_name.hpp"
-#include "core/thread_slice.hpp"
 #include "core/wake_fd.hpp"
 
 namespace search {
@@ -629,7 +628,6 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
   }
   f->io_thread_ = std::thread([fp = f.get()] {
     SetThreadName("fanout-io");
-    if (fp->options_.thread_slice.count() > 0) (void)SetThreadSlice(fp->options_.thread_slice);
     fp->impl_->Run(fp->stopped_, fp->next_id_);
   });
   return f;

@@ -10,7 +10,6 @@
 #include <thread>
 
 #include "core/thread_name.hpp"
-#include "core/thread_slice.hpp"
 #include "http_loops.hpp"
 #include "http_routes.hpp"
 
@@ -24,11 +23,10 @@ using PoolClock = std::chrono::steady_clock;
 // the oldest of them has waited.
 class CountingPool : public httplib::TaskQueue {
  public:
-  CountingPool(size_t n, std::chrono::microseconds slice) {
+  explicit CountingPool(size_t n) {
     for (size_t i = 0; i < n; ++i)
-      threads_.emplace_back([this, slice] {
+      threads_.emplace_back([this] {
         SetThreadName("http");
-        if (slice.count() > 0) (void)SetThreadSlice(slice);
         Work();
       });
   }
@@ -120,9 +118,8 @@ HttpFront::HttpFront(Integrator* integrator, HttpFrontOptions options)
   Integrator* in = integrator;
   Impl* im = impl_.get();
   const int threads = impl_->options.threads;
-  const std::chrono::microseconds slice = impl_->options.thread_slice;
-  s.new_task_queue = [im, threads, slice] {
-    auto* pool = new CountingPool(static_cast<size_t>(threads), slice);
+  s.new_task_queue = [im, threads] {
+    auto* pool = new CountingPool(static_cast<size_t>(threads));
     im->pool.store(pool, std::memory_order_release);
     return pool;
   };
@@ -228,7 +225,6 @@ void HttpFront::Listen() {
     impl_->loops->Listen();
     return;
   }
-  if (impl_->options.thread_slice.count() > 0) (void)SetThreadSlice(impl_->options.thread_slice);
   impl_->server.listen_after_bind();
   impl_->pool.store(nullptr, std::memory_order_release);  // the server deleted it
 }

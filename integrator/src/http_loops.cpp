@@ -18,7 +18,6 @@
 #include <unordered_map>
 
 #include "core/thread_name.hpp"
-#include "core/thread_slice.hpp"
 #include "core/wake_fd.hpp"
 #include "http_routes.hpp"
 #include "integrator/http_request_parser.hpp"
@@ -480,7 +479,6 @@ bool HttpLoops::Loop::Drained() const {
 
 void HttpLoops::Loop::Run() {
   SetThreadName(index_ == 0 ? "http-loop" : ("http-loop-" + std::to_string(index_)).c_str());
-  if (server_->options_.thread_slice.count() > 0) (void)SetThreadSlice(server_->options_.thread_slice);
   epoll_event events[kMaxEvents];
   auto next_sweep = Clock::now() + kSweepEvery;
   std::optional<Clock::time_point> drain_until;

@@ -96,7 +96,7 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
     return Status::InvalidArgument("--timeout-ms must be in 1.." + std::to_string(kMaxTimeoutMs));
   if (options.max_inflight < 1) return Status::InvalidArgument("--max-inflight must be at least 1");
   if (options.fanout_lanes < 1 || options.fanout_lanes > kMaxFanoutLanes)
-    return Status::InvalidArgument("--fanout-lanes must be in 1.." + std::to_string(kMaxFanoutLanes));
+    return Status::InvalidArgument("fanout_lanes must be in 1.." + std::to_string(kMaxFanoutLanes));
   std::unique_ptr<Integrator> in(new Integrator(std::move(options), observer));
   if (!in->options_.index_dir.empty()) {
     auto m = Manifest::Read(in->options_.index_dir);

@@ -142,9 +142,8 @@ class ClusterTest : public ::testing::Test {
     return ExpectedHits(index, q, mode, k);
   }
 
-  // A second integrator, with one HTTP worker and --http-close-after-wait-ms, over this cluster's
-  // nodes (defined with its tests below).
-  OneWorkerOutcome RunOneWorker(const std::string& name, const std::string& close_after_wait_ms);
+  // A second integrator, with one HTTP worker, over this cluster's nodes (defined with its test below).
+  OneWorkerOutcome RunOneWorker(const std::string& name);
 
 
   std::vector<std::string> node_extra_;        // more search-node flags (a derived fixture's)
@@ -160,7 +159,7 @@ class ClusterTest : public ::testing::Test {
 };
 
 TEST_F(ClusterTest, AnswersEqualSingleProcessInEveryMode) {
-  // Without --fanout-lanes the integrator sizes its lanes to the CPUs it may use (inherited here).
+  // The integrator sizes its fan-out lanes to the CPUs it may use (inherited here).
   EXPECT_EQ(ready_lanes_, DefaultFanoutLanes(AvailableCores()));
   std::mt19937 rng(99);
   const uint32_t ks[] = {1, 3, 10, 10, 50, 1000};
@@ -219,40 +218,6 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
     ASSERT_NE(at, std::string::npos) << n.raw.substr(0, 2000);
     EXPECT_GE(std::stod(n.raw.substr(at + series.size())), 100.0);
   }
-}
-
-// The integrator with three fan-out lanes (each its own I/O thread and connections to every node):
-// searches from four client threads at once, every answer the single-process one.
-class ClusterLanesTest : public ClusterTest {
- protected:
-  ClusterLanesTest() { integrator_extra_ = {"--fanout-lanes", "3"}; }
-};
-
-TEST_F(ClusterLanesTest, AnswersEqualSingleProcessOverThreeLanes) {
-  EXPECT_EQ(ready_lanes_, 3u);  // the ready line says what --fanout-lanes asked for
-  std::atomic<size_t> nonempty{0}, checked{0};
-  std::vector<std::thread> clients;
-  for (int t = 0; t < 4; ++t) {
-    clients.emplace_back([&, t] {
-      std::mt19937 rng(100 + t);
-      for (int i = 0; i < 75; ++i) {
-        const QueryMode mode = i % 3 == 0 ? QueryMode::kAnd : i % 3 == 1 ? QueryMode::kOr : QueryMode::kAndOr;
-        const std::string q = RandomQuery(g_index->corpus, rng);
-        const std::string what = std::string(QueryModeName(mode)) + " q='" + q + "'";
-        auto r = Search(q, mode, 10);
-        EXPECT_EQ(r.status, 200) << what << " " << r.raw;
-        if (r.status != 200) continue;
-        EXPECT_EQ(r.body["_shards"]["successful"], kShards) << what;
-        const auto want = Expected(*g_index->local3, q, mode, 10);
-        ExpectSameHits(r.body["hits"]["hits"], want, what);
-        nonempty += !want.empty();
-        ++checked;
-      }
-    });
-  }
-  for (auto& c : clients) c.join();
-  EXPECT_EQ(checked.load(), 300u);
-  EXPECT_GT(nonempty.load(), 100u);
 }
 
 TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {
@@ -369,15 +334,13 @@ TEST_F(ClusterThreadsTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
 // 25 ms while a second client's connection waits for that worker. Returns whether one of the first
 // client's answers closed its connection ("Connection: close"), and whether the second client was
 // answered (rightly) within its 20 s read timeout.
-OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name, const std::string& close_after_wait_ms) {
+OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name) {
   std::string shards;
   for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
   Process one;
   OneWorkerOutcome out;
   EXPECT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-                         "--ping-ms", "200", "--cache-mb", "0", "--http-engine", "threads", "--http-threads", "1",
-                         "--http-close-after-wait-ms",
-                         close_after_wait_ms},
+                         "--ping-ms", "200", "--cache-mb", "0", "--http-engine", "threads", "--http-threads", "1"},
                         run_->path() + "/" + name));
   auto ready = one.WaitReady();
   EXPECT_TRUE(ready.has_value()) << one.Logs();
@@ -423,21 +386,12 @@ OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name, const std::s
   return out;
 }
 
-// With the default bound (5 ms) the waiting connection passes it between the first client's
-// searches, so an answer closes the first client's connection well before its 100-request count or
-// its keep-alive timeout, and the second client is answered.
+// Once the waiting connection has waited HttpFrontOptions::close_after_wait (5 ms) between the
+// first client's searches, an answer closes the first client's connection well before its
+// 100-request count or its keep-alive timeout, and the second client is answered.
 TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
-  const auto o = RunOneWorker("integrator-one", "5");
+  const auto o = RunOneWorker("integrator-one");
   EXPECT_TRUE(o.closed) << "the first client's connection never closed for the waiting one";
-  EXPECT_TRUE(o.second_answered);
-}
-
-// --http-close-after-wait-ms 60000: the second connection's wait (about a second of the first
-// client's searches) stays under the bound, so none of the first client's answers closes its
-// connection; the second client is answered once the first lets its connection go.
-TEST_F(ClusterTest, AnswersKeepTheirConnectionsWhileTheWaitIsUnderTheBound) {
-  const auto o = RunOneWorker("integrator-bound", "60000");
-  EXPECT_FALSE(o.closed) << "an answer closed its connection for a wait under the bound";
   EXPECT_TRUE(o.second_answered);
 }
 

@@ -18,7 +18,6 @@
 #include <thread>
 
 #include "core/cpus.hpp"
-#include "core/thread_slice.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
 #include "tools_fixture.hpp"
@@ -576,34 +575,6 @@ TEST(SearchctlLoadgenTest, DescriptorTableIsGrownForEveryConnectionUpFront) {
   ASSERT_TRUE(j.contains("fd_slots")) << j.dump();
   EXPECT_GE(j["fd_slots"].get<int>(), 600 + 64) << j.dump();
   EXPECT_EQ(j["errors"].get<int>(), 0) << j.dump();
-}
-
-// --slice-us: the loops ask for that EEVDF slice and the summary says so where the kernel took it
-// (Linux 6.12+); by default, and with 0, they keep the kernel's; below the kernel's 100 us it is a
-// usage error.
-TEST(SearchctlLoadgenTest, SliceIsAskedForEveryLoop) {
-  EmptyAnswers stand_in(4);
-  ASSERT_FALSE(stand_in.url.empty());
-  auto run = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = {"loadgen", "--url", stand_in.url, "--queries", stand_in.tmp / "q.txt", "--rate",
-                                     "100", "--seconds", "0.1", "--warmup", "0", "--connections", "4", "--threads", "2"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    return Ctl(args);
-  };
-  auto plain = run({});
-  ASSERT_EQ(plain.exit_code, 0) << plain.err;
-  EXPECT_EQ(Json::parse(testing::Lines(plain.out).at(0))["slice_us"].get<int>(), 0);
-  auto off = run({"--slice-us", "0"});
-  ASSERT_EQ(off.exit_code, 0) << off.err;
-  EXPECT_EQ(Json::parse(testing::Lines(off.out).at(0))["slice_us"].get<int>(), 0);
-  auto bad = run({"--slice-us", "50"});
-  EXPECT_EQ(bad.exit_code, 2);
-  EXPECT_NE(bad.err.find("--slice-us"), std::string::npos) << bad.err;
-  auto sliced = run({"--slice-us", "300"});
-  ASSERT_EQ(sliced.exit_code, 0) << sliced.err;
-  const Json j = Json::parse(testing::Lines(sliced.out).at(0));
-  EXPECT_EQ(j["errors"].get<int>(), 0) << j.dump();
-  EXPECT_EQ(j["slice_us"].get<int>(), KernelTakesThreadSlice(std::chrono::microseconds(300)) ? 300 : 0) << j.dump();
 }
 
 // --pin-loops: each loop pins itself to one CPU of the process's mask and the summary counts them;

@@ -74,7 +74,6 @@ struct LoadgenArgs {
   uint32_t threads = 0;         // event loops sharing the connections; 0: a quarter of the cores, 1..4
   uint64_t seed = 1;
   std::string trace;            // CSV of every query (arrival, latency, status); empty: none
-  uint32_t slice_us = 0;        // each loop's EEVDF slice (core/thread_slice.hpp); 0: the kernel's default
   bool pin_loops = false;       // each loop on one CPU of the process's mask (loop l on the l-th, modulo)
 };
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* args);

@@ -39,7 +39,6 @@
 #include "args.hpp"
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
-#include "core/thread_slice.hpp"
 #include "core/url_encode.hpp"
 #include "common.hpp"
 #include "http_response.hpp"
@@ -121,8 +120,6 @@ struct LoopShared {
   std::vector<Sample>* samples = nullptr;  // each index written by the loop that owns the arrival
   std::atomic<bool> connect_failed{false};
   std::atomic<uint64_t> stale_retries{0};
-  std::chrono::microseconds slice{0};  // each loop's EEVDF slice; 0: the kernel's default
-  std::atomic<uint32_t> slices_set{0};  // loops whose slice request the kernel took
 };
 
 class Fd {
@@ -453,11 +450,7 @@ class Loop {
   Fd ep_, timer_;
 };
 
-// With --slice-us each loop asks for that slice first (core/thread_slice.hpp): woken by an answer or
-// its timer on a CPU the other loops or the integrator keep busy, it runs within it instead of the
-// kernel's default (3 ms on 8 or more CPUs), which would be the instrument's lag, not the server's.
 Status RunLoop(LoopShared& shared, const std::vector<size_t>& mine, uint32_t conns) {
-  if (shared.slice.count() > 0 && SetThreadSlice(shared.slice)) shared.slices_set.fetch_add(1);
   return Loop(shared, mine, conns).Run();
 }
 
@@ -472,8 +465,7 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       "sent (the load generator's own queue, when every connection is busy); release_lag_p99_us and\n"
       "release_lag_max_us: the part of that wait before a loop released the arrival at all (the load\n"
       "generator itself behind its schedule, its loops busy or off their CPUs); fd_slots: the descriptor table's\n"
-      "size, grown for --connections before the loops start; slice_us: the EEVDF slice every loop runs with\n"
-      "(--slice-us where the kernel took it, Linux 6.12+; 0: the kernel's default).");
+      "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned.");
   cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT")->capture_default_str();
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
@@ -500,13 +492,6 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
                   "run's start), latency_ms, http (0: no answer), ok, measured, query (its number among the "
                   "query file's non-blank lines, from 1), send_wait_ms (the part of latency_ms it waited for a free "
                   "connection)");
-  cmd->add_option("--slice-us", a->slice_us,
-                  "each event loop's EEVDF slice in microseconds (Linux 6.12+; 100 to 100000): a loop woken on a "
-                  "busy CPU runs within it, so the kernel's default slice (3 ms on 8 or more CPUs) does not "
-                  "become the load generator's lag; 0: the kernel's default (not measured to help yet: "
-                  "BENCHMARKS.md issue 6, 2026-11-28)")
-      ->capture_default_str()
-      ->check(CLI::Range(0u, 100000u));
   cmd->add_option("--pin-loops", a->pin_loops,
                   "pin each event loop to one CPU of the process's affinity mask (loop l to its l-th CPU, modulo "
                   "their count): the kernel then never runs two loops on one CPU while another of the mask is "
@@ -518,9 +503,6 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
 int RunLoadgen(const LoadgenArgs& a) {
   auto mode = CheckModeAndK(a.mode, a.k);
   if (!mode.ok()) return ReportError("loadgen", mode.status(), kExitUsage);
-  if (!ValidThreadSliceUs(a.slice_us))
-    return ReportError("loadgen", Status::InvalidArgument("--slice-us must be 0 (the kernel's default) or 100 to 100000"),
-                       kExitUsage);
   std::string host;
   int port = 0;
   if (Status st = ParseUrl(a.url, &host, &port); !st.ok()) return ReportError("loadgen", st, kExitUsage);
@@ -577,7 +559,6 @@ int RunLoadgen(const LoadgenArgs& a) {
   shared.queries = &*queries;
   shared.arrivals = &arrivals;
   shared.samples = &samples;
-  shared.slice = std::chrono::microseconds(a.slice_us);
   // Each arrival goes to one loop at random (a random thinning of a Poisson process is Poisson);
   // the connections are split evenly.
   std::vector<std::vector<size_t>> mine(loops);
@@ -673,8 +654,6 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["release_lag_p99_us"] = Percentile(release_lag, 0.99);
   out["release_lag_max_us"] = release_lag.empty() ? 0.0 : release_lag.back();
   out["fd_slots"] = FdTableSlots();  // the descriptor table, grown for --connections before the loops
-  // The slice every loop ran with: --slice-us where each loop's request took, else 0 (the kernel's).
-  out["slice_us"] = shared.slices_set.load() == loops ? a.slice_us : 0u;
   out["pinned_loops"] = pinned.load();  // --pin-loops: the loops the kernel let pin themselves
   std::cout << out.dump() << std::endl;
   // The trace after the summary: a trace that cannot be written fails the command without losing

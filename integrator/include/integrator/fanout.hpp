@@ -59,8 +59,6 @@ struct FanoutOptions {
   int reconnect_ivl_ms = 100, reconnect_ivl_max_ms = 1000;
   int heartbeat_ivl_ms = 1000, heartbeat_timeout_ms = 3000;
   std::chrono::milliseconds grace{2000};  // how long a caller waits past its deadline at most
-  // The I/O thread's EEVDF slice (core/thread_slice.hpp); zero: the kernel's default.
-  std::chrono::microseconds thread_slice{0};
 };
 
 enum class ShardCallState : uint8_t { kPending, kOk, kFailed, kTimedOut };

@@ -45,9 +45,6 @@ struct HttpFrontOptions {
   // server has just closed waits only until that worker returns; closing others for it would
   // feed reconnects with reconnects.
   std::chrono::milliseconds close_after_wait{5};
-  // The EEVDF slice of the HTTP workers and the accepting thread (core/thread_slice.hpp): a worker
-  // woken by a request or by its search's answer runs soon after on a busy CPU. Zero: the kernel's.
-  std::chrono::microseconds thread_slice{0};
 };
 
 // --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.
