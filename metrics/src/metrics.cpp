@@ -174,9 +174,6 @@ Metrics::Metrics(std::string component)
   node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
   node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
   node_slow_queries_ = &CounterFamily(r, families::kNodeSlowQueries).Add({});
-  auto& ids = CounterFamily(r, families::kExternalIdLookups);
-  external_id_memo_ = &ids.Add({{"source", "memo"}});
-  external_id_reads_ = &ids.Add({{"source", "rocksdb"}});
   fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
   auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {
@@ -198,14 +195,6 @@ Metrics::Metrics(std::string component)
   gpu_cache_bytes_ = &GaugeFamily(r, families::kGpuCacheBytes).Add({});
   gpu_cache_entries_ = &GaugeFamily(r, families::kGpuCacheEntries).Add({});
   gpu_cache_capacity_ = &GaugeFamily(r, families::kGpuCacheCapacity).Add({});
-
-  list_cache_hits_ = &CounterFamily(r, families::kListCacheHits).Add({});
-  list_cache_misses_ = &CounterFamily(r, families::kListCacheMisses).Add({});
-  list_cache_evictions_ = &CounterFamily(r, families::kListCacheEvictions).Add({});
-  list_cache_bytes_ = &GaugeFamily(r, families::kListCacheBytes).Add({});
-  list_cache_entries_ = &GaugeFamily(r, families::kListCacheEntries).Add({});
-  list_cache_capacity_ = &GaugeFamily(r, families::kListCacheCapacity).Add({});
-  list_cache_dense_bytes_ = &GaugeFamily(r, families::kListCacheDenseBytes).Add({});
 
   start_time_ = &GaugeFamily(r, families::kProcessStartTime).Add({});
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -284,21 +273,6 @@ void Metrics::RunScrapeHooks() {
 std::string Metrics::SerializeText() {
   prometheus::TextSerializer serializer;
   return serializer.Serialize(collectable_->Collect());
-}
-
-void Metrics::SetListCache(const CacheSnapshot& s) {
-  SetCounterTo(*list_cache_hits_, static_cast<double>(s.hits));
-  SetCounterTo(*list_cache_misses_, static_cast<double>(s.misses));
-  SetCounterTo(*list_cache_evictions_, static_cast<double>(s.evictions));
-  list_cache_bytes_->Set(static_cast<double>(s.bytes));
-  list_cache_entries_->Set(static_cast<double>(s.entries));
-  list_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
-  list_cache_dense_bytes_->Set(static_cast<double>(s.dense_bytes));
-}
-
-void Metrics::SetExternalIdLookups(uint64_t memo_hits, uint64_t reads) {
-  SetCounterTo(*external_id_memo_, static_cast<double>(memo_hits));
-  SetCounterTo(*external_id_reads_, static_cast<double>(reads));
 }
 
 void Metrics::SetGpuCache(const GpuCacheSnapshot& s) {

@@ -13,6 +13,7 @@
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
+#include "index_store/shard_metrics.hpp"
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
@@ -179,12 +180,9 @@ Status NodeServer::Start() {
     return Status::IOError("cannot listen on " + options_.listen + ": " + e.what());
   }
   if (metrics_ != nullptr) {
-    hook_id_ = metrics_->AddScrapeHook([this] {
-      const ListCacheStats s = shard_->list_cache().stats();
-      metrics_->SetListCache(
-          CacheSnapshot{s.hits, s.misses, s.evictions, s.bytes, s.entries, s.capacity_bytes, s.dense_bytes});
-      const ExternalIdStats ids = shard_->external_id_stats();
-      metrics_->SetExternalIdLookups(ids.memo_hits, ids.reads);
+    auto shard_metrics = std::make_shared<ShardMetrics>(metrics_->registry());
+    hook_id_ = metrics_->AddScrapeHook([this, shard_metrics] {
+      shard_metrics->Set(shard_->list_cache().stats(), shard_->external_id_stats());
       metrics_->node_queued().Set(static_cast<double>(queued()));
     });
   }

@@ -53,10 +53,8 @@ TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
   for (const auto* f : {&families::kRequests, &families::kRequestDuration, &families::kInflight,
                         &families::kDeadlineExceeded, &families::kBadRequests, &families::kNodeQueue,
                         &families::kNodeExecution, &families::kNodeQueued, &families::kPostingsDecoded,
-                        &families::kBlocksDecoded, &families::kListCacheHits, &families::kListCacheBytes,
-                        &families::kProcessStartTime,
-                        &families::kFallbackCpu, &families::kNodeUnroutable, &families::kNodeSlowQueries,
-                        &families::kExternalIdLookups}) {
+                        &families::kBlocksDecoded, &families::kProcessStartTime, &families::kFallbackCpu,
+                        &families::kNodeUnroutable, &families::kNodeSlowQueries}) {
     EXPECT_EQ(Count(text, "# HELP " + std::string(f->name) + " "), 1u) << f->name;
     EXPECT_EQ(Count(text, "# TYPE " + std::string(f->name) + " "), 1u) << f->name;
   }
@@ -105,38 +103,27 @@ TEST(MetricsTest, LatencyBucketsSpan50usTo5s) {
   for (size_t i = 1; i < b.size(); ++i) EXPECT_DOUBLE_EQ(b[i], 2 * b[i - 1]);
 }
 
-TEST(MetricsTest, ScrapeHooksRefreshCacheSeries) {
+TEST(MetricsTest, ScrapeHooksRefreshSeriesUntilRemoved) {
   Metrics m("node");
-  CacheSnapshot snap{.hits = 10,
-                     .misses = 4,
-                     .evictions = 1,
-                     .bytes = 4096,
-                     .entries = 3,
-                     .capacity_bytes = 1 << 20,
-                     .dense_bytes = 1024};
+  double queued = 3;
   int calls = 0;
   const int id = m.AddScrapeHook([&] {
     ++calls;
-    m.SetListCache(snap);
+    m.node_queued().Set(queued);
   });
   std::string t = m.SerializeText();
   EXPECT_EQ(calls, 1);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 10);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_misses_total"), 4);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_bytes"), 4096);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_entries"), 3);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_capacity_bytes"), 1 << 20);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_dense_bitmap_bytes"), 1024);
-  snap.hits = 25;
-  snap.bytes = 100;
+  EXPECT_EQ(SeriesValue(t, "search_node_queued_requests"), 3);
+  queued = 7;
   t = m.SerializeText();
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 25);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_bytes"), 100);
+  EXPECT_EQ(SeriesValue(t, "search_node_queued_requests"), 7);
   m.RemoveScrapeHook(id);
-  snap.hits = 99;
+  queued = 99;
   t = m.SerializeText();
   EXPECT_EQ(calls, 2);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_hits_total"), 25);
+  EXPECT_EQ(SeriesValue(t, "search_node_queued_requests"), 7);
+  // The shard reader's families are its own (index_store's ShardMetrics), not the registry's.
+  EXPECT_EQ(t.find("search_list_cache"), std::string::npos);
 }
 
 TEST(MetricsTest, GpuCacheAndFallbackSeries) {

@@ -1,7 +1,8 @@
 // Metric families: names (Prometheus naming: base units, _total for counters, _seconds / _bytes
 // for units), label names and help texts. Metrics (metrics.hpp) registers these (the request
 // families shared by node and integrator, and the node's) exactly once; a component with
-// families of its own lists and registers them itself (the integrator: integrator_metrics.cpp).
+// families of its own lists and registers them itself (the integrator: integrator_metrics.cpp;
+// the shard reader's list cache: index_store/src/shard_metrics.cpp).
 // Dashboards, alerts and tests refer to these names.
 // Thread-safety: constants.
 #pragma once
@@ -72,19 +73,6 @@ inline constexpr Family kGpuBatchWall{
     "search_gpu_batch_seconds_total",
     "Wall time of the GPU executor's batches on their calling threads, by the parts of "
     "search_gpu_batch_cpu_seconds_total; beyond their CPU time: device waits, lock waits, time off the core."};
-
-// Node list cache (ListCache::stats()).
-inline constexpr Family kExternalIdLookups{
-    "search_external_id_lookups_total",
-    "External ids of hits looked up, by source: memo (remembered) or rocksdb (read)."};
-inline constexpr Family kListCacheHits{"search_list_cache_hits_total", "Posting-list cache hits."};
-inline constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Posting-list cache misses."};
-inline constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};
-inline constexpr Family kListCacheBytes{"search_list_cache_bytes", "Bytes held by the posting-list cache."};
-inline constexpr Family kListCacheEntries{"search_list_cache_entries", "Lists held by the posting-list cache."};
-inline constexpr Family kListCacheDenseBytes{"search_list_cache_dense_bitmap_bytes",
-                                              "Bytes of the posting-list cache that are dense lists' bitmaps (--dense-bitmaps; part of search_list_cache_bytes)."};
-inline constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte budget of the posting-list cache."};
 
 // Node CPU/GPU scheduler (node/hybrid_scheduler.hpp). Labels: processor (cpu|gpu); queue
 // (gpu|cpu|flexible) for the queue length.

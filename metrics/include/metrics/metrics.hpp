@@ -4,10 +4,11 @@
 // shared by node and integrator, and the node's) and hands out typed accessors, so callers never
 // repeat label strings and labels stay bounded: mode in {and, or, andor}, status in
 // RequestStatus, processor in {cpu, gpu, hybrid}, reason in BadRequestReason. A component with
-// families of its own registers them on registry() itself (the integrator's: IntegratorMetrics).
+// families of its own registers them on registry() itself (the integrator's: IntegratorMetrics;
+// the shard reader's list cache: index_store's ShardMetrics).
 // StartExposer serves GET /metrics on HOST:PORT.
 //
-// Values computed elsewhere (the list cache's counters, a result cache's size) are refreshed at
+// Values computed elsewhere (a cache's counters and size) are refreshed at
 // scrape time by scrape hooks (AddScrapeHook): the exposer and SerializeText run every hook before
 // collecting. Counters fed from an external monotonic source use SetCounterTo.
 //
@@ -77,13 +78,6 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 // "and", "or", "andor" (the metrics label; same as QueryModeName).
 std::string_view ModeLabel(QueryMode mode);
 
-// A snapshot of the main-memory list cache's counters (ListCache::stats()).
-struct CacheSnapshot {
-  uint64_t hits = 0, misses = 0, evictions = 0;
-  uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
-  uint64_t dense_bytes = 0;  // the list cache's dense bitmaps, part of bytes (search-node --dense-bitmaps)
-};
-
 // A snapshot of the GPU list cache's counters (GpuListCache::stats()).
 struct GpuCacheSnapshot {
   uint64_t hits = 0, misses = 0, evictions = 0, bytes_copied = 0, failed_allocations = 0;
@@ -149,10 +143,6 @@ class Metrics {
   prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
 
   // --- caches ---
-  // Sets every search_list_cache_* series (call from a scrape hook with ListCache::stats()).
-  void SetListCache(const CacheSnapshot& s);
-  // Sets search_external_id_lookups_total{source} (from ShardReader::external_id_stats()).
-  void SetExternalIdLookups(uint64_t memo_hits, uint64_t reads);
   // Sets every search_gpu_cache_* series (call from a scrape hook with GpuListCache::stats()).
   void SetGpuCache(const GpuCacheSnapshot& s);
   // Sets search_gpu_batch_cpu_seconds_total{part} and search_gpu_batch_seconds_total{part} (wall)
@@ -185,7 +175,6 @@ class Metrics {
   prometheus::Gauge* node_queued_ = nullptr;
   prometheus::Counter* node_unroutable_ = nullptr;
   prometheus::Counter* node_slow_queries_ = nullptr;
-  prometheus::Counter *external_id_memo_ = nullptr, *external_id_reads_ = nullptr;
   std::array<prometheus::Counter*, 3> postings_decoded_{};
   std::array<prometheus::Counter*, 3> blocks_decoded_{};
   std::array<prometheus::Counter*, 3> postings_scored_{};
@@ -195,9 +184,6 @@ class Metrics {
                       *gpu_cache_copied_ = nullptr, *gpu_cache_failed_ = nullptr;
   prometheus::Gauge *gpu_cache_bytes_ = nullptr, *gpu_cache_entries_ = nullptr, *gpu_cache_capacity_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};
-  prometheus::Counter *list_cache_hits_ = nullptr, *list_cache_misses_ = nullptr, *list_cache_evictions_ = nullptr;
-  prometheus::Gauge *list_cache_bytes_ = nullptr, *list_cache_entries_ = nullptr, *list_cache_capacity_ = nullptr;
-  prometheus::Gauge* list_cache_dense_bytes_ = nullptr;
   prometheus::Gauge* start_time_ = nullptr;
 };
 
