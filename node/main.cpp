@@ -31,7 +31,7 @@
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
-#include "node/host_load.hpp"
+#include "sched/host_load.hpp"
 #include "node/node_server.hpp"
 #include "node/scheduled_executor.hpp"
 #include "node/tuning.hpp"

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "core/thread_cpu.hpp"
-#include "node/cost_model.hpp"
-#include "node/hybrid_scheduler.hpp"
+#include "sched/cost_model.hpp"
+#include "sched/hybrid_scheduler.hpp"
 
 namespace search {
 namespace {

@@ -37,7 +37,7 @@
 #include <string>
 #include <vector>
 
-#include "node/sched_policy.hpp"
+#include "sched/sched_policy.hpp"
 
 namespace search {
 namespace {

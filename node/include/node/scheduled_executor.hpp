@@ -33,9 +33,9 @@
 #include <chrono>
 #include <memory>
 
-#include "node/cost_model.hpp"
+#include "sched/cost_model.hpp"
 #include "node/executor.hpp"
-#include "node/hybrid_scheduler.hpp"
+#include "sched/hybrid_scheduler.hpp"
 
 namespace search {
 

@@ -1,5 +1,5 @@
 // cost_model.hpp: decayed (weighted) least squares per (processor, mode), linear or on log t.
-#include "node/cost_model.hpp"
+#include "sched/cost_model.hpp"
 
 #include <algorithm>
 #include <cmath>

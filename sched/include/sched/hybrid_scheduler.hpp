@@ -40,15 +40,14 @@
 #include <vector>
 
 #include "core/status.hpp"
-#include "node/cost_model.hpp"
-#include "node/sched_policy.hpp"
-#include "node/sched_trace.hpp"
+#include "sched/cost_model.hpp"
+#include "sched/sched_policy.hpp"
+#include "sched/sched_task.hpp"
+#include "sched/sched_trace.hpp"
 
 namespace search {
 
 class Metrics;
-
-enum class GpuOutcome : uint8_t { kDone, kMigrate, kRetryCpu };
 
 // Host time a query spends around the scheduler, outside its queue wait and its run (the
 // search_sched_host_seconds histogram): kFeatures, the caller's feature lookup and predictions;
@@ -58,41 +57,6 @@ enum class GpuOutcome : uint8_t { kDone, kMigrate, kRetryCpu };
 enum class SchedHostPhase : uint8_t { kFeatures = 0, kSubmit = 1, kReturn = 2, kResolve = 3 };
 inline constexpr size_t kNumSchedHostPhases = 4;
 const char* SchedHostPhaseName(SchedHostPhase p);  // "features", "submit", "return", "resolve"
-
-// One unit of work. The runner owns the payload's meaning (query, result, intermediate state).
-struct SchedTask {
-  SchedJob job;
-  QueryFeatures features;
-  void* payload = nullptr;
-  Status status;                         // the runner's verdict (set by RunCpu / RunGpuBatch)
-  GpuOutcome outcome = GpuOutcome::kDone;
-  Unit ran_on = Unit::kCpu;              // the processor that finished it
-  bool migrated = false;                 // ran partly on the GPU, finished on the CPU
-  bool retried = false;                  // rerun on the CPU after a GPU failure
-  double wait_us = 0;                    // queued time, summed over its visits to the queues
-  double run_us = 0;                     // run time: CPU runs plus the wall time of its GPU batch
-  uint32_t gpu_batch = 0;                // jobs in the last GPU batch it ran in (0: none)
-  bool stolen = false;                   // some visit was taken by the processor it did not prefer
-  double submit_us = 0;                  // Submit: waiting for the scheduler's lock to enqueue
-  double return_us = 0;                  // Submit: from the finish to the caller's wake-up
-  // Set by the scheduler before each GPU visit: whether the runner may stop a query midway and
-  // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
-  // (within the CPU slots, nothing queued ahead of it).
-  bool may_migrate = true;
-  // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
-  // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or Stop()), never
-  // under the scheduler's lock; it may destroy the task.
-  std::function<void(SchedTask&)> on_done;
-
- private:
-  friend class HybridScheduler;
-  // Completion: the task's own lock, not the scheduler's, so a finished job's waiter wakes without
-  // a turn at the scheduler lock and a dispatcher finishing a batch takes it no more per job.
-  std::mutex done_mu_;
-  bool done_ = false;        // GUARDED_BY(done_mu_) once queued
-  SchedTime finished_at_{};  // when done_ was set
-  std::condition_variable cv_;
-};
 
 class SchedRunner {
  public:

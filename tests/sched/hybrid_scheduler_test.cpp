@@ -1,7 +1,7 @@
 // HybridScheduler with fake processors on real threads: every submitted task is answered exactly
 // once with the right answer under every mode; GPU failures mid-batch rerun on the CPU; Griffin
 // hand-offs finish on the CPU; expired tasks are not run; the cost model is fed; Stop() answers.
-#include "node/hybrid_scheduler.hpp"
+#include "sched/hybrid_scheduler.hpp"
 
 #include "core/cpus.hpp"
 #include "core/thread_cpu.hpp"

@@ -1,7 +1,7 @@
 // HostLoad over a fake /proc/stat: idle cores are the idle (+ iowait) share of the ticks between
 // two samples times the cores (the per-CPU lines); unreadable or malformed input gives -1 (no limit); samples closer
 // than the interval return the previous answer.
-#include "node/host_load.hpp"
+#include "sched/host_load.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // hybrid_scheduler.hpp: worker loops over SchedPolicy.
-#include "node/hybrid_scheduler.hpp"
+#include "sched/hybrid_scheduler.hpp"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>

@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "core/status.hpp"
-#include "node/cost_model.hpp"
+#include "sched/cost_model.hpp"
 
 namespace search {
 

@@ -1,5 +1,5 @@
 // sched_policy.hpp: queues, urgency, stealing and GPU batching.
-#include "node/sched_policy.hpp"
+#include "sched/sched_policy.hpp"
 
 #include <algorithm>
 #include <cmath>

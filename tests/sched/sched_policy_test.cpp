@@ -1,7 +1,7 @@
 // SchedPolicy on a fake clock: queue choice by cost ratio, take order (urgent, own, flexible,
 // steal), cost-aware stealing, deadline promotion, GPU batching by work and wait bounds,
 // migrated and pinned jobs, and the single-processor modes.
-#include "node/sched_policy.hpp"
+#include "sched/sched_policy.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,9 +1,9 @@
-#include "node/sched_trace.hpp"
+#include "sched/sched_trace.hpp"
 
 #include <cerrno>
 #include <cstring>
 
-#include "node/hybrid_scheduler.hpp"
+#include "sched/sched_task.hpp"
 
 namespace search {
 const char* SchedTrace::Header() {

@@ -1,5 +1,5 @@
 // host_load.hpp: idle cores from /proc/stat's aggregate "cpu" line.
-#include "node/host_load.hpp"
+#include "sched/host_load.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,6 @@
 // CostModel: recovers a known cost law from samples, predicts by relative error, falls back to
 // another mode's fit, and follows a change of law online (Observe) with a falling error.
-#include "node/cost_model.hpp"
+#include "sched/cost_model.hpp"
 
 #include <gtest/gtest.h>
 

@@ -20,7 +20,7 @@
 #include <string>
 
 #include "core/status.hpp"
-#include "node/sched_policy.hpp"
+#include "sched/sched_policy.hpp"
 
 namespace search {
 
