@@ -9,10 +9,7 @@
 // intersected a block pair at a time, eight docIDs against eight (AndFillBlock), and only their
 // common documents are followed into the longer lists and scored. After that, a lead block that
 // passes the bound while the threshold is loose is intersected with the second list the same way
-// before any of its documents is scored (kAndPairNeedShare). A list with a dense bitmap
-// (index_store's DenseBitsDensity, ListView::MayHold) answers "not here" for a candidate without
-// a block decode or a metadata read: every step that would follow a candidate into a longer list
-// asks the bitmaps first, and the bounded phase asks them all before it reads any block maxima.
+// before any of its documents is scored (kAndPairNeedShare).
 // Thread-safety: pure functions over caller-owned cursors and buffers.
 #pragma once
 
@@ -47,10 +44,6 @@ uint32_t AndCandidate(C* const* cur, size_t n, uint32_t d, float lead_score, con
       return d;
     }
     if (j == n) break;
-    if (!cur[j]->may_hold(d)) {
-      sheet.clear();
-      return d + 1;
-    }
     cur[j]->next_geq(d);
     if (cur[j]->doc() != d) {
       sheet.clear();
@@ -79,22 +72,12 @@ bool RestBounds(C* const* cur, size_t n, uint32_t doc, float* rest) {
   return true;
 }
 
-// False when the dense bitmap of one of cur[1..n) proves that list lacks d (ListView::MayHold):
-// d is then no match, found without a cursor move, a block decode or a metadata read.
-template <BlockMaxCursor C>
-bool OthersMayHold(C* const* cur, size_t n, uint32_t d) {
-  for (size_t j = 1; j < n; ++j)
-    if (!cur[j]->may_hold(d)) return false;
-  return true;
-}
-
 // Follows d into cur[from..n) (next_geq) until a list lacks it. Returns d when every one holds
 // it, else the first docID the walk proved absent (the lacking list's next document, > d; kEndDoc
 // when that list ran out).
 template <BlockMaxCursor C>
 uint32_t FirstMissing(C* const* cur, size_t from, size_t n, uint32_t d) {
   for (size_t j = from; j < n; ++j) {
-    if (!cur[j]->may_hold(d)) return d + 1;
     cur[j]->next_geq(d);
     if (cur[j]->doc() != d) return cur[j]->doc();
   }
@@ -160,7 +143,6 @@ uint32_t AndFillBlock(C* const* cur, size_t n, uint32_t d, float slack, float* r
         lead.set_pos(ia);
         b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
         if constexpr (kBounded) {
-          if (!OthersMayHold(cur, n, x)) continue;
           if (!RestBounds(cur, n, x, rest)) return kEndDoc;
           const uint32_t r = AndCandidate(cur, n, x, lead.score(), rest, true, thr, slack, sheet, topk, stats);
           if (r == kEndDoc) return kEndDoc;
@@ -277,7 +259,6 @@ void RunAnd(C* const* cur, size_t n, ScoreSheet& sheet, TopKHeap& topk, float sl
       const float c0 = lead_scores[j];
       if ((c0 + others_range) * slack <= thr) continue;
       const uint32_t doc = docs[j];
-      if (!OthersMayHold(cur, n, doc)) continue;
       if (!RestBounds(cur, n, doc, rest)) return;
       if (AndCandidate(cur, n, doc, c0, rest, true, thr, slack, sheet, topk, stats) == kEndDoc) return;
       thr = topk.Threshold();

@@ -119,9 +119,6 @@ class BlockCursor {
   }
   // True when the block position's docIDs are decoded (doc() is then a real position in it).
   bool decoded() const { return decoded_block_ == block_; }
-  // False only when the list's dense bitmap (ListView::MayHold) proves it lacks d: no decode, no
-  // move. True tells nothing (next_geq must look).
-  bool may_hold(uint32_t d) const { return list_->MayHold(d); }
 
   // --- document position ---
   void next_geq(uint32_t target) {

@@ -12,46 +12,15 @@ namespace search {
 
 namespace {
 
-// Each entry is charged its struct, its blob and its dense bitmap if any (the term's bytes and the
+// Each entry is charged its struct and its blob (the term's bytes and the
 // map node are small next to a posting list and are not counted).
 size_t Charge(const CachedList& list) {
-  return sizeof(CachedList) + list.size + list.dense_bytes();
+  return sizeof(CachedList) + list.size;
 }
 
 constexpr size_t kAlign = 64;  // a cache line; also the widest SIMD load (AVX-512) in one piece
 
-std::atomic<uint32_t> g_dense_density{kDefaultDenseBitsDensity};
-
-// list->dense_bits from every block of list->view, attached to the view; nothing when the list is
-// too sparse for DenseBitsDensity(), the bitmap cannot be allocated, or a block does not decode.
-void BuildDenseBits(CachedList* list) {
-  const uint32_t density = DenseBitsDensity();
-  ListView& v = list->view;
-  if (density == 0) return;
-  const uint64_t span = static_cast<uint64_t>(v.last_doc()) - v.base_doc() + 1;
-  if (static_cast<uint64_t>(v.count()) * density < span) return;
-  const size_t bytes = static_cast<size_t>((span + 63) / 64) * sizeof(uint64_t);
-  LargeBuffer buf = LargeBuffer::Allocate(bytes);
-  if (buf.get() == nullptr) return;
-  std::memset(buf.get(), 0, bytes);
-  auto* bits = reinterpret_cast<uint64_t*>(buf.get());
-  alignas(32) uint32_t docs[kBlockSize + 8];
-  for (uint32_t j = 0; j < v.num_blocks(); ++j) {
-    if (!v.DecodeDocs(j, docs).ok()) return;
-    for (uint32_t i = 0; i < v.block(j).count; ++i) {
-      if (docs[i] < v.base_doc()) return;  // DecodeDocs vouches only for the top
-      const uint32_t off = docs[i] - v.base_doc();
-      bits[off >> 6] |= uint64_t{1} << (off & 63);
-    }
-  }
-  list->dense_bits = std::move(buf);
-  v.AttachDenseBits(reinterpret_cast<const uint64_t*>(list->dense_bits.get()));
-}
-
 }  // namespace
-
-void SetDenseBitsDensity(uint32_t d) { g_dense_density.store(d, std::memory_order_relaxed); }
-uint32_t DenseBitsDensity() { return g_dense_density.load(std::memory_order_relaxed); }
 
 Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term, std::string_view bytes) {
   auto list = std::make_shared<CachedList>();
@@ -69,7 +38,6 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   auto view = ListView::Parse(list->bytes(), /*verify_crc=*/true);
   if (!view.ok()) return Status::Corruption("list of term " + store::QuoteTerm(term) + ": " + view.status().message());
   list->view = *view;
-  BuildDenseBits(list.get());
   return std::shared_ptr<const CachedList>(std::move(list));
 }
 
@@ -116,19 +84,16 @@ void ListCache::Insert(std::shared_ptr<const CachedList> list) {
     const auto old = it->second;
     sh.map.erase(it);
     sh.bytes -= Charge(**old);
-    sh.dense_bytes -= (*old)->dense_bytes();
     sh.lru.erase(old);
   }
   if (charge > sh.capacity) return;  // never kept; the caller still holds it
   sh.lru.push_front(std::move(list));
   sh.map.emplace(std::string_view(sh.lru.front()->term), sh.lru.begin());
   sh.bytes += charge;
-  sh.dense_bytes += sh.lru.front()->dense_bytes();
   sh.inserts.fetch_add(1, std::memory_order_relaxed);
   while (sh.bytes > sh.capacity) {  // the new entry fits alone, so this stops before reaching it
     const auto& victim = sh.lru.back();
     sh.bytes -= Charge(*victim);
-    sh.dense_bytes -= victim->dense_bytes();
     sh.map.erase(std::string_view(victim->term));
     sh.lru.pop_back();
     sh.evictions.fetch_add(1, std::memory_order_relaxed);
@@ -145,7 +110,6 @@ ListCacheStats ListCache::stats() const {
     s.evictions += sh.evictions.load(std::memory_order_relaxed);
     std::lock_guard<std::mutex> lock(sh.mu);
     s.bytes += sh.bytes;
-    s.dense_bytes += sh.dense_bytes;
     s.entries += sh.lru.size();
   }
   return s;
@@ -157,7 +121,6 @@ void ListCache::Clear() {
     sh.map.clear();
     sh.lru.clear();
     sh.bytes = 0;
-    sh.dense_bytes = 0;
   }
 }
 

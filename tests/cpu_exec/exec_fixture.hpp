@@ -25,7 +25,6 @@
 #include "core/query.hpp"
 #include "core/topk.hpp"
 #include "cpu_exec/cpu_executor.hpp"
-#include "index_store/list_cache.hpp"
 
 namespace search::testing {
 
@@ -101,10 +100,6 @@ struct MemShard {
   std::vector<std::vector<uint32_t>> storage;  // 4-byte aligned blob copies, by term id
   std::vector<uint32_t> sizes;
   std::vector<std::optional<ListView>> views;  // by term id; nullopt: no postings here
-  // With DenseBitsDensity() > 0 when built: each list also made a CachedList (its dense bitmap,
-  // if the list is dense enough), and views[t] is that list's view, bitmap attached.
-  std::vector<std::shared_ptr<const CachedList>> cached;
-  size_t dense_lists = 0;  // lists that got a bitmap
   const ListView* view(uint32_t t) const {
     return t < views.size() && views[t].has_value() ? &*views[t] : nullptr;
   }
@@ -148,30 +143,10 @@ inline MemShard BuildShard(const Corpus& c, uint32_t begin, uint32_t end, const 
     auto v = ListView::Parse(std::string_view(reinterpret_cast<const char*>(s.storage[t].data()), blob->size()));
     EXPECT_TRUE(v.ok()) << v.status().ToString();
     if (v.ok()) s.views[t] = *v;
-    if (DenseBitsDensity() > 0) {
-      auto made = CachedList::Make(c.names[t], std::string_view(reinterpret_cast<const char*>(blob->data()), blob->size()));
-      EXPECT_TRUE(made.ok()) << made.status().ToString();
-      if (!made.ok()) continue;
-      s.cached.resize(c.postings.size());
-      s.cached[t] = *made;
-      s.views[t] = s.cached[t]->view;  // a copy: the bitmap stays with s.cached[t]
-      s.dense_lists += s.cached[t]->view.has_dense_bits() ? 1 : 0;
-    }
   }
   return s;
 }
 
-// Sets DenseBitsDensity for a scope (index_store/list_cache.hpp), restoring it after.
-class DenseBitsScope {
- public:
-  explicit DenseBitsScope(uint32_t d) : old_(DenseBitsDensity()) { SetDenseBitsDensity(d); }
-  ~DenseBitsScope() { SetDenseBitsDensity(old_); }
-  DenseBitsScope(const DenseBitsScope&) = delete;
-  DenseBitsScope& operator=(const DenseBitsScope&) = delete;
-
- private:
-  uint32_t old_;
-};
 
 // A query as the engine sees it: canonical (sorted by name, unique) term ids; ids >= vocab are
 // terms absent from the index.

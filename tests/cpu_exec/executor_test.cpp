@@ -365,54 +365,6 @@ TEST(ExecuteQuery, AndBlockIntersectionMatchesBruteForce) {
   }
 }
 
-// Dense lists' bitmaps (index_store's DenseBitsDensity): every mode and k of the random corpora
-// stays bit-identical to the float twin and within tolerance of the double brute force.
-TEST(ExecuteQuery, DenseBitmapsKeepEveryModeExact) {
-  for (const Case& cs : Cases()) {
-    SCOPED_TRACE(cs.name);
-    const Corpus c = MakeCorpus(cs.options);
-    MemShard s;
-    {
-      DenseBitsScope dense(64);
-      s = BuildShard(c, 0, c.num_docs);
-    }
-    EXPECT_GT(s.dense_lists, 0u);
-    CheckCorpus(c, s, cs.options.seed * 7 + 5, cs.queries);
-    if (HasFailure()) return;
-  }
-}
-
-// And-queries over lists from 1 in 200 to 9 in 10 of the documents, with and without bitmaps on
-// the lists holding at least 1 in 32: the same hits as the float brute force, and fewer blocks
-// decoded with them (the bitmaps answer for the denser lists).
-TEST(ExecuteQuery, AndWithDenseBitmapsMatchesBruteForceAndDecodesLess) {
-  std::mt19937_64 rng(97);
-  const double density[] = {0.002, 0.005, 0.02, 0.04, 0.1, 0.3, 0.6, 0.9};
-  const Corpus c = DensityCorpus(rng, 50000, density, 20000, 20300, /*ends=*/false);
-  const MemShard plain = BuildShard(c, 0, c.num_docs);
-  MemShard dense;
-  {
-    DenseBitsScope scope(32);
-    dense = BuildShard(c, 0, c.num_docs);
-  }
-  EXPECT_EQ(dense.dense_lists, 5u);  // 0.04 and up
-  uint64_t blocks_plain = 0, blocks_dense = 0;
-  for (int qi = 0; qi < 150; ++qi) {
-    const TestQuery q = DistinctTerms(c, rng, 2 + static_cast<uint32_t>(qi % 3));
-    const std::vector<ScoredDoc> want = FloatReferenceAll(c, q.terms, true);
-    for (uint32_t k : {1u, 10u, 1000u}) {
-      auto a = RunQuery(c, plain, q, QueryMode::kAnd, k);
-      auto b = RunQuery(c, dense, q, QueryMode::kAnd, k);
-      ASSERT_TRUE(a.ok() && b.ok()) << Describe(c, q, QueryMode::kAnd, k);
-      ASSERT_EQ(b->hits, Prefix(want, k)) << Describe(c, q, QueryMode::kAnd, k);
-      ASSERT_EQ(a->hits, b->hits) << Describe(c, q, QueryMode::kAnd, k);
-      blocks_plain += a->stats.blocks_decoded;
-      blocks_dense += b->stats.blocks_decoded;
-    }
-  }
-  EXPECT_LT(blocks_dense, blocks_plain * 9 / 10) << blocks_dense << " blocks with bitmaps, " << blocks_plain << " without";
-}
-
 TEST(ExecuteQuery, ListsOutsideTheNormsAreCorruption) {
   CorpusOptions o;
   o.num_docs = 1000;

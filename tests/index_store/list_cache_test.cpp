@@ -69,47 +69,6 @@ TEST(CachedListTest, DamagedBytesAreCorruptionNamingTheTerm) {
   }
 }
 
-// Blob(n)'s lists hold about one document in 25.5 of their range: dense for D = 32, not for 16.
-TEST(CachedListTest, ADenseListKeepsAnExactBitmapThatTheCacheCharges) {
-  const std::string blob = Blob(5000, 3);
-  SetDenseBitsDensity(32);
-  auto dense = Make("dense", blob);
-  SetDenseBitsDensity(16);
-  auto sparse = Make("sparse", blob);
-  SetDenseBitsDensity(0);
-  auto off = Make("off", blob);
-  ASSERT_TRUE(dense && sparse && off);
-  EXPECT_FALSE(sparse->view.has_dense_bits());
-  EXPECT_FALSE(off->view.has_dense_bits());
-  EXPECT_EQ(sparse->dense_bytes(), 0u);
-  ASSERT_TRUE(dense->view.has_dense_bits());
-  const ListView& v = dense->view;
-  EXPECT_EQ(dense->dense_bytes(), (static_cast<size_t>(v.last_doc() - v.base_doc()) / 64 + 1) * 8);
-  // MayHold is false exactly for the documents of [base_doc, last_doc] that the list lacks.
-  std::vector<bool> held(v.last_doc() + 2, false);
-  std::vector<uint32_t> docs(kBlockSize);
-  for (uint32_t j = 0; j < v.num_blocks(); ++j) {
-    ASSERT_TRUE(v.DecodeDocs(j, docs.data()).ok());
-    for (uint32_t i = 0; i < v.block(j).count; ++i) held[docs[i]] = true;
-  }
-  uint32_t absent = 0;
-  for (uint32_t d = 0; d <= v.last_doc() + 1; ++d) {
-    const bool in_range = d >= v.base_doc() && d <= v.last_doc();
-    ASSERT_EQ(v.MayHold(d), held[d] || !in_range) << d;
-    EXPECT_TRUE(sparse->view.MayHold(d));
-    absent += in_range && !held[d] ? 1 : 0;
-  }
-  EXPECT_GT(absent, 4000u);
-  // The cache charges the bitmap with the list, and gives it back on eviction.
-  ListCache cache(Charge(*dense) + dense->dense_bytes() + 100);
-  cache.Insert(dense);
-  EXPECT_EQ(cache.stats().bytes, Charge(*dense) + dense->dense_bytes());
-  EXPECT_EQ(cache.stats().dense_bytes, dense->dense_bytes());
-  cache.Insert(Make("other", Blob(4000, 4)));  // does not fit beside it: evicts it
-  EXPECT_EQ(cache.stats().entries, 1u);
-  EXPECT_EQ(cache.stats().dense_bytes, 0u);
-}
-
 TEST(ListCacheTest, EvictsLeastRecentlyUsedFirst) {
   auto a = Make("a", Blob(100, 1)), b = Make("b", Blob(100, 2)), c = Make("c", Blob(100, 3)),
        d = Make("d", Blob(100, 4));

@@ -113,25 +113,12 @@ class ListView {
 
   // The last docID of the list. REQUIRES: a parsed view.
   uint32_t last_doc() const { return meta_[header_.num_blocks - 1].last_doc; }
-  // An exact membership bitmap of a dense list (index_store's CachedList attaches one): bit
-  // d - base_doc() is set exactly when the list holds d, for d in [base_doc(), last_doc()].
-  // REQUIRES: bits has (last_doc() - base_doc()) / 64 + 1 words and outlives the view.
-  void AttachDenseBits(const uint64_t* bits) { dense_ = bits; }
-  bool has_dense_bits() const { return dense_ != nullptr; }
-  // False only when the list's bitmap proves it lacks d; true without a bitmap, and for d outside
-  // [base_doc(), last_doc()] (a cursor's next_geq then finds the list's next document or its end).
-  bool MayHold(uint32_t d) const {
-    if (dense_ == nullptr || d < header_.base_doc || d > last_doc()) return true;
-    const uint32_t off = d - header_.base_doc;
-    return ((dense_[off >> 6] >> (off & 63)) & 1u) != 0;
-  }
 
  private:
   std::string_view bytes_;
   ListHeader header_{};
   const BlockMeta* meta_ = nullptr;
   const uint8_t* payload_ = nullptr;
-  const uint64_t* dense_ = nullptr;  // AttachDenseBits; nullptr: none
 };
 
 // CRC-32C (Castagnoli), hardware-accelerated where SSE4.2 is present.

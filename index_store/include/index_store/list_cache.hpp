@@ -25,37 +25,21 @@
 
 namespace search {
 
-// Dense lists' membership bitmaps (CachedList::dense_bits): a list made while this is D > 0 gets
-// one when it holds at least one document in D of its docID range (count x D >= last_doc -
-// base_doc + 1), so the bitmap takes at most D / 8 bytes a posting. The CPU engine's and-queries
-// then test a candidate against it instead of decoding the list's block to look (ListView::
-// MayHold). 0: no bitmaps. Default kDefaultDenseBitsDensity. Thread-safety: meant for start-up
-// (search-node --tuning dense_bitmaps=D, searchctl bench --dense-bitmaps); a list keeps what it was made with.
-inline constexpr uint32_t kDefaultDenseBitsDensity = 0;
-void SetDenseBitsDensity(uint32_t d);
-uint32_t DenseBitsDensity();
-
 // An owned, 64-byte aligned copy of a list blob (core/large_buffer.hpp) plus its parsed view.
 struct CachedList {
   std::string term;
   LargeBuffer storage;
   size_t size = 0;
   ListView view;
-  // With DenseBitsDensity() > 0 and a dense enough list: bit d - view.base_doc() set exactly when
-  // the list holds d, attached to `view` (ListView::AttachDenseBits); empty otherwise.
-  LargeBuffer dense_bits;
-  size_t dense_bytes() const { return dense_bits.bytes(); }
   std::string_view bytes() const { return {reinterpret_cast<const char*>(storage.get()), size}; }
-  // Copies `bytes` into aligned storage and parses (with CRC check); builds dense_bits (every
-  // block decoded once) where DenseBitsDensity() asks for them. A block that does not decode
-  // leaves the list without a bitmap: the query that reaches it reports the Corruption.
+  // Copies `bytes` into aligned storage and parses (with CRC check).
   static Result<std::shared_ptr<const CachedList>> Make(std::string_view term, std::string_view bytes);
 };
 
 struct ListCacheStats {
   uint64_t hits = 0, misses = 0, inserts = 0, evictions = 0;
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
-  uint64_t dense_bytes = 0;  // the part of `bytes` that is dense lists' bitmaps (CachedList::dense_bits)
+  uint64_t dense_bytes = 0;  // always 0: goes with the metric that still reads it (shard_metrics)
 };
 
 class ListCache {
@@ -81,7 +65,6 @@ class ListCache {
     LruList lru;                                                  // GUARDED_BY(mu), front = newest
     std::unordered_map<std::string_view, LruList::iterator> map;  // GUARDED_BY(mu), keys into lru
     size_t bytes = 0;                                             // GUARDED_BY(mu)
-    size_t dense_bytes = 0;                                       // GUARDED_BY(mu)
     std::atomic<uint64_t> hits{0}, misses{0}, inserts{0}, evictions{0};
   };
   Shard& ShardOf(std::string_view term);
