@@ -25,6 +25,71 @@ namespace {
 double MicrosBetween(SchedTime a, SchedTime b) {
   return std::chrono::duration<double, std::micro>(b - a).count();
 }
+
+using families::Family;
+// The scheduler's metric families (names and help texts; labels in the comments), registered by
+// MetricSet on the registry it is given. Dashboards, alerts and tests refer to these names.
+// Labels: processor (cpu|gpu); queue (gpu|cpu|flexible) for the queue length.
+constexpr Family kSchedQueueLength{"search_sched_queue_length",
+                                          "Jobs waiting in the scheduler's queue (gpu, cpu or flexible)."};
+constexpr Family kSchedWait{"search_sched_wait_seconds",
+                                   "Time a job waited in the scheduler's queues before a processor took it."};
+constexpr Family kSchedRun{"search_sched_run_seconds", "Time a processor spent running a job, in seconds."};
+constexpr Family kSchedJobs{"search_sched_jobs_total", "Jobs finished, by the processor that finished them."};
+constexpr Family kSchedStolen{"search_sched_stolen_total",
+                                     "Jobs taken by the processor that did not prefer them (work stealing)."};
+constexpr Family kSchedMigrations{"search_sched_migrations_total",
+                                         "Queries handed from the GPU to the CPU mid-query (Griffin)."};
+constexpr Family kSchedBalanced{
+    "search_sched_balanced_total",
+    "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
+constexpr Family kSchedCheap{
+    "search_sched_cheap_total",
+    "Jobs queued for the CPU as cheap: predicted to take no longer there than one query alone on the GPU (hybrid)."};
+constexpr Family kSchedCheapThreshold{
+    "search_sched_cheap_threshold_seconds",
+    "Predicted CPU time under which a job is cheap and queues for the CPU (hybrid): one query's time alone on "
+    "the GPU, or higher while the adaptive bound finds the GPU behind the CPU."};
+constexpr Family kSchedCpuSlots{
+    "search_sched_cpu_slots",
+    "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
+constexpr Family kSchedCpuWorker{
+    "search_sched_cpu_worker_seconds_total",
+    "Wall time of the scheduler's CPU workers with a job, by part: run (inside the CPU engine), then until "
+    "the worker is back at the scheduler: account (the job's counters, the cost model, the trace), answer "
+    "(its on_done: the node's reply) and lock (the wait for the "
+    "scheduler's lock). A worker is taken for all four; only run is in search_sched_run_seconds."};
+constexpr Family kSchedCpuPinFailures{
+    "search_sched_cpu_pin_failures",
+    "CPU workers that could not pin themselves to the CPUs of their own they were given (they run on the "
+    "process's other CPUs); 0 when none were given."};
+constexpr Family kSchedHost{
+    "search_sched_host_seconds",
+    "Host time a query spends around the scheduler, outside its queue wait and run: phase features (feature "
+    "lookup, predictions), submit (queueing, the scheduler lock), return (wake-up after its processor finished), "
+    "resolve (an answer's external ids, after its CPU job or GPU batch)."};
+constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
+                                         "Jobs the GPU could not run that reran on the CPU."};
+constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",
+                                             "Jobs answered after their deadline, or expired in the queue."};
+constexpr Family kSchedGpuBatches{"search_sched_gpu_batches_total", "GPU batches run by the scheduler."};
+constexpr Family kSchedDispatchCpu{
+    "search_sched_gpu_dispatch_cpu_seconds_total",
+    "CPU time of the GPU dispatcher threads: part batch (inside the GPU executor: preparing, launching and "
+    "finishing a batch's queries; a device wait that sleeps costs none) and part scheduler (taking batches "
+    "from the queues, feeding the cost model, answering the jobs)."};
+constexpr Family kSchedModelObserved{
+    "search_sched_model_observed_seconds_total",
+    "Run time (CPU jobs: the worker's CPU time) of the jobs the cost model learned from that it had a prediction "
+    "for; over search_sched_model_predicted_seconds_total, the model's bias on the work it saw (above 1: it "
+    "predicts too little)."};
+constexpr Family kSchedModelPredicted{
+    "search_sched_model_predicted_seconds_total",
+    "What the cost model had predicted for those jobs before it learned from them."};
+constexpr Family kSchedPredictionError{
+    "search_sched_prediction_error_ratio",
+    "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};
+
 }  // namespace
 
 const char* SchedHostPhaseName(SchedHostPhase p) {
@@ -74,17 +139,17 @@ struct HybridScheduler::MetricSet {
     auto histogram = [&](const families::Family& f) -> auto& {
       return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
     };
-    auto& q = gauge(families::kSchedQueueLength);
+    auto& q = gauge(kSchedQueueLength);
     for (size_t i = 0; i < kNumSchedQueues; ++i)
       queue[i] = &q.Add({{"queue", SchedQueueName(static_cast<SchedQueue>(i))}});
-    auto& w = histogram(families::kSchedWait);
-    auto& rn = histogram(families::kSchedRun);
-    auto& j = counter(families::kSchedJobs);
-    auto& s = counter(families::kSchedStolen);
-    auto& d = counter(families::kSchedDeadlineMisses);
-    auto& e = gauge(families::kSchedPredictionError);
-    auto& mo = counter(families::kSchedModelObserved);
-    auto& mp = counter(families::kSchedModelPredicted);
+    auto& w = histogram(kSchedWait);
+    auto& rn = histogram(kSchedRun);
+    auto& j = counter(kSchedJobs);
+    auto& s = counter(kSchedStolen);
+    auto& d = counter(kSchedDeadlineMisses);
+    auto& e = gauge(kSchedPredictionError);
+    auto& mo = counter(kSchedModelObserved);
+    auto& mp = counter(kSchedModelPredicted);
     for (size_t u = 0; u < kNumUnits; ++u) {
       const prometheus::Labels l{{"processor", UnitName(static_cast<Unit>(u))}};
       wait[u] = &w.Add(l, LatencyBuckets());
@@ -96,23 +161,23 @@ struct HybridScheduler::MetricSet {
       model_observed[u] = &mo.Add(l);
       model_predicted[u] = &mp.Add(l);
     }
-    migrations = &counter(families::kSchedMigrations).Add({});
-    balanced = &counter(families::kSchedBalanced).Add({});
-    cheap = &counter(families::kSchedCheap).Add({});
-    retries = &counter(families::kSchedGpuRetries).Add({});
-    batches = &counter(families::kSchedGpuBatches).Add({});
-    auto& dc = counter(families::kSchedDispatchCpu);
+    migrations = &counter(kSchedMigrations).Add({});
+    balanced = &counter(kSchedBalanced).Add({});
+    cheap = &counter(kSchedCheap).Add({});
+    retries = &counter(kSchedGpuRetries).Add({});
+    batches = &counter(kSchedGpuBatches).Add({});
+    auto& dc = counter(kSchedDispatchCpu);
     dispatch_cpu[0] = &dc.Add({{"part", "batch"}});
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
-    cpu_slots = &gauge(families::kSchedCpuSlots).Add({});
-    cpu_pin_failures = &gauge(families::kSchedCpuPinFailures).Add({});
-    auto& cw = counter(families::kSchedCpuWorker);
+    cpu_slots = &gauge(kSchedCpuSlots).Add({});
+    cpu_pin_failures = &gauge(kSchedCpuPinFailures).Add({});
+    auto& cw = counter(kSchedCpuWorker);
     cpu_worker[0] = &cw.Add({{"part", "run"}});
     cpu_worker[1] = &cw.Add({{"part", "account"}});
     cpu_worker[2] = &cw.Add({{"part", "answer"}});
     cpu_worker[3] = &cw.Add({{"part", "lock"}});
-    cheap_threshold = &gauge(families::kSchedCheapThreshold).Add({});
-    auto& h = histogram(families::kSchedHost);
+    cheap_threshold = &gauge(kSchedCheapThreshold).Add({});
+    auto& h = histogram(kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
       host[p] = &h.Add({{"phase", SchedHostPhaseName(static_cast<SchedHostPhase>(p))}}, LatencyBuckets());
   }

@@ -74,68 +74,6 @@ inline constexpr Family kGpuBatchWall{
     "Wall time of the GPU executor's batches on their calling threads, by the parts of "
     "search_gpu_batch_cpu_seconds_total; beyond their CPU time: device waits, lock waits, time off the core."};
 
-// Node CPU/GPU scheduler (node/hybrid_scheduler.hpp). Labels: processor (cpu|gpu); queue
-// (gpu|cpu|flexible) for the queue length.
-inline constexpr Family kSchedQueueLength{"search_sched_queue_length",
-                                          "Jobs waiting in the scheduler's queue (gpu, cpu or flexible)."};
-inline constexpr Family kSchedWait{"search_sched_wait_seconds",
-                                   "Time a job waited in the scheduler's queues before a processor took it."};
-inline constexpr Family kSchedRun{"search_sched_run_seconds", "Time a processor spent running a job, in seconds."};
-inline constexpr Family kSchedJobs{"search_sched_jobs_total", "Jobs finished, by the processor that finished them."};
-inline constexpr Family kSchedStolen{"search_sched_stolen_total",
-                                     "Jobs taken by the processor that did not prefer them (work stealing)."};
-inline constexpr Family kSchedMigrations{"search_sched_migrations_total",
-                                         "Queries handed from the GPU to the CPU mid-query (Griffin)."};
-inline constexpr Family kSchedBalanced{
-    "search_sched_balanced_total",
-    "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
-inline constexpr Family kSchedCheap{
-    "search_sched_cheap_total",
-    "Jobs queued for the CPU as cheap: predicted to take no longer there than one query alone on the GPU (hybrid)."};
-inline constexpr Family kSchedCheapThreshold{
-    "search_sched_cheap_threshold_seconds",
-    "Predicted CPU time under which a job is cheap and queues for the CPU (hybrid): one query's time alone on "
-    "the GPU, or higher while the adaptive bound (--sched-cheap-step) finds the GPU behind the CPU."};
-inline constexpr Family kSchedCpuSlots{
-    "search_sched_cpu_slots",
-    "CPU workers allowed to run CPU-engine queries now: the host's idle cores allow them (hybrid)."};
-inline constexpr Family kSchedCpuWorker{
-    "search_sched_cpu_worker_seconds_total",
-    "Wall time of the scheduler's CPU workers with a job, by part: run (inside the CPU engine), then until "
-    "the worker is back at the scheduler: account (the job's counters, the cost model, the trace), answer "
-    "(its on_done: the node's reply, or the hand-off to an answer thread) and lock (the wait for the "
-    "scheduler's lock). A worker is taken for all four; only run is in search_sched_run_seconds."};
-inline constexpr Family kSchedCpuPinFailures{
-    "search_sched_cpu_pin_failures",
-    "CPU workers that could not pin themselves to the CPUs --sched-cpu-cores gave them (they run on the node's "
-    "other CPUs); 0 without the option."};
-inline constexpr Family kSchedHost{
-    "search_sched_host_seconds",
-    "Host time a query spends around the scheduler, outside its queue wait and run: phase features (feature "
-    "lookup, predictions), submit (queueing, the scheduler lock), return (wake-up after its processor finished), "
-    "resolve (an answer's external ids, after its CPU job or GPU batch)."};
-inline constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
-                                         "Jobs the GPU could not run that reran on the CPU."};
-inline constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",
-                                             "Jobs answered after their deadline, or expired in the queue."};
-inline constexpr Family kSchedGpuBatches{"search_sched_gpu_batches_total", "GPU batches run by the scheduler."};
-inline constexpr Family kSchedDispatchCpu{
-    "search_sched_gpu_dispatch_cpu_seconds_total",
-    "CPU time of the GPU dispatcher threads: part batch (inside the GPU executor: preparing, launching and "
-    "finishing a batch's queries; a device wait that sleeps costs none) and part scheduler (taking batches "
-    "from the queues, feeding the cost model, answering the jobs)."};
-inline constexpr Family kSchedModelObserved{
-    "search_sched_model_observed_seconds_total",
-    "Run time (CPU jobs: the worker's CPU time) of the jobs the cost model learned from that it had a prediction "
-    "for; over search_sched_model_predicted_seconds_total, the model's bias on the work it saw (above 1: it "
-    "predicts too little)."};
-inline constexpr Family kSchedModelPredicted{
-    "search_sched_model_predicted_seconds_total",
-    "What the cost model had predicted for those jobs before it learned from them."};
-inline constexpr Family kSchedPredictionError{
-    "search_sched_prediction_error_ratio",
-    "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};
-
 // Process.
 inline constexpr Family kProcessStartTime{"process_start_time_seconds",
                                           "Start time of the process since the Unix epoch in seconds."};
