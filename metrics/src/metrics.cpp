@@ -187,14 +187,6 @@ Metrics::Metrics(std::string component)
     gpu_batch_cpu_[i] = &batch_cpu.Add({{"part", part}});
     gpu_batch_wall_[i] = &batch_wall.Add({{"part", part}});
   }
-  gpu_cache_hits_ = &CounterFamily(r, families::kGpuCacheHits).Add({});
-  gpu_cache_misses_ = &CounterFamily(r, families::kGpuCacheMisses).Add({});
-  gpu_cache_evictions_ = &CounterFamily(r, families::kGpuCacheEvictions).Add({});
-  gpu_cache_copied_ = &CounterFamily(r, families::kGpuCacheCopiedBytes).Add({});
-  gpu_cache_failed_ = &CounterFamily(r, families::kGpuCacheFailedAllocations).Add({});
-  gpu_cache_bytes_ = &GaugeFamily(r, families::kGpuCacheBytes).Add({});
-  gpu_cache_entries_ = &GaugeFamily(r, families::kGpuCacheEntries).Add({});
-  gpu_cache_capacity_ = &GaugeFamily(r, families::kGpuCacheCapacity).Add({});
 
   start_time_ = &GaugeFamily(r, families::kProcessStartTime).Add({});
   const auto now = std::chrono::system_clock::now().time_since_epoch();
@@ -273,17 +265,6 @@ void Metrics::RunScrapeHooks() {
 std::string Metrics::SerializeText() {
   prometheus::TextSerializer serializer;
   return serializer.Serialize(collectable_->Collect());
-}
-
-void Metrics::SetGpuCache(const GpuCacheSnapshot& s) {
-  SetCounterTo(*gpu_cache_hits_, static_cast<double>(s.hits));
-  SetCounterTo(*gpu_cache_misses_, static_cast<double>(s.misses));
-  SetCounterTo(*gpu_cache_evictions_, static_cast<double>(s.evictions));
-  SetCounterTo(*gpu_cache_copied_, static_cast<double>(s.bytes_copied));
-  SetCounterTo(*gpu_cache_failed_, static_cast<double>(s.failed_allocations));
-  gpu_cache_bytes_->Set(static_cast<double>(s.bytes));
-  gpu_cache_entries_->Set(static_cast<double>(s.entries));
-  gpu_cache_capacity_->Set(static_cast<double>(s.capacity_bytes));
 }
 
 void Metrics::SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/thread_cpu.hpp"
+#include "gpu_cache/gpu_cache_metrics.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/decode.hpp"
 #include "gpu_exec/intersect.hpp"
@@ -83,7 +84,13 @@ GpuExecutorAdapter::GpuExecutorAdapter(const ShardReader* shard, Metrics* metric
   view_.num_docs = cache_->num_docs();
   view_.params = shard_->meta().bm25;
   view_.norm_floor = cache_->min_norm();
-  if (metrics_ != nullptr) hook_id_ = metrics_->AddScrapeHook([this] { PublishCacheStats(); });
+  if (metrics_ != nullptr) {
+    auto cache_metrics = std::make_shared<gpu::GpuCacheMetrics>(metrics_->registry());
+    hook_id_ = metrics_->AddScrapeHook([this, cache_metrics] {
+      cache_metrics->Set(cache_->stats());
+      PublishBatchTimes();
+    });
+  }
 }
 
 GpuExecutorAdapter::~GpuExecutorAdapter() {
@@ -98,18 +105,7 @@ uint64_t GpuExecutorAdapter::fallbacks_total() const {
   return n;
 }
 
-void GpuExecutorAdapter::PublishCacheStats() {
-  const gpu::GpuCacheStats s = cache_->stats();
-  GpuCacheSnapshot snap;
-  snap.hits = s.hits;
-  snap.misses = s.misses;
-  snap.evictions = s.evictions;
-  snap.bytes_copied = s.bytes_copied;
-  snap.failed_allocations = s.failed_allocations;
-  snap.bytes = s.resident_bytes;
-  snap.entries = s.resident_lists;
-  snap.capacity_bytes = s.capacity_bytes;
-  metrics_->SetGpuCache(snap);
+void GpuExecutorAdapter::PublishBatchTimes() {
   std::array<double, kNumGpuBatchParts> cpu{}, wall{};
   for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
     cpu[i] = static_cast<double>(batch_cpu_ns_[i].load()) * 1e-9;

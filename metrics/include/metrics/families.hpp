@@ -2,7 +2,8 @@
 // for units), label names and help texts. Metrics (metrics.hpp) registers these (the request
 // families shared by node and integrator, and the node's) exactly once; a component with
 // families of its own lists and registers them itself (the integrator: integrator_metrics.cpp;
-// the shard reader's list cache: index_store/src/shard_metrics.cpp).
+// the shard reader's list cache: index_store/src/shard_metrics.cpp; the GPU list cache:
+// gpu_cache/src/gpu_cache_metrics.cpp).
 // Dashboards, alerts and tests refer to these names.
 // Thread-safety: constants.
 #pragma once
@@ -50,19 +51,6 @@ inline constexpr Family kFallbackCpu{"search_fallback_cpu_total",
 // unsupported, corruption, other).
 inline constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
                                       "Queries the GPU executor could not run and reran on the CPU, by reason."};
-// Node GPU list cache (GpuListCache::stats()).
-inline constexpr Family kGpuCacheHits{"search_gpu_cache_hits_total", "GPU posting-list cache hits."};
-inline constexpr Family kGpuCacheMisses{"search_gpu_cache_misses_total", "GPU posting-list cache misses."};
-inline constexpr Family kGpuCacheEvictions{"search_gpu_cache_evictions_total", "GPU posting-list cache evictions."};
-inline constexpr Family kGpuCacheCopiedBytes{"search_gpu_cache_copied_bytes_total",
-                                             "Bytes of posting lists copied from host to GPU memory."};
-inline constexpr Family kGpuCacheFailedAllocations{
-    "search_gpu_cache_failed_allocations_total",
-    "GPU cache misses that could not get device memory (the query ran on the CPU)."};
-inline constexpr Family kGpuCacheBytes{"search_gpu_cache_bytes", "Device bytes held by the GPU posting-list cache."};
-inline constexpr Family kGpuCacheEntries{"search_gpu_cache_entries", "Lists held by the GPU posting-list cache."};
-inline constexpr Family kGpuCacheCapacity{"search_gpu_cache_capacity_bytes",
-                                          "Device byte budget of the GPU posting-list cache."};
 inline constexpr Family kGpuBatchCpu{
     "search_gpu_batch_cpu_seconds_total",
     "CPU time of the GPU executor's batches on their calling threads, by part: prepare (term metadata and "

@@ -5,7 +5,8 @@
 // repeat label strings and labels stay bounded: mode in {and, or, andor}, status in
 // RequestStatus, processor in {cpu, gpu, hybrid}, reason in BadRequestReason. A component with
 // families of its own registers them on registry() itself (the integrator's: IntegratorMetrics;
-// the shard reader's list cache: index_store's ShardMetrics).
+// the shard reader's list cache: index_store's ShardMetrics; the GPU list cache: gpu_cache's
+// GpuCacheMetrics).
 // StartExposer serves GET /metrics on HOST:PORT.
 //
 // Values computed elsewhere (a cache's counters and size) are refreshed at
@@ -78,12 +79,6 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 // "and", "or", "andor" (the metrics label; same as QueryModeName).
 std::string_view ModeLabel(QueryMode mode);
 
-// A snapshot of the GPU list cache's counters (GpuListCache::stats()).
-struct GpuCacheSnapshot {
-  uint64_t hits = 0, misses = 0, evictions = 0, bytes_copied = 0, failed_allocations = 0;
-  uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
-};
-
 // The parts of a GPU executor batch's CPU time (search_gpu_batch_cpu_seconds_total{part}).
 enum class GpuBatchPart : uint8_t { kPrepare, kAcquire, kEngine, kFinish };
 inline constexpr size_t kNumGpuBatchParts = 4;
@@ -142,9 +137,6 @@ class Metrics {
   prometheus::Counter& fallback_cpu() { return *fallback_cpu_; }
   prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
 
-  // --- caches ---
-  // Sets every search_gpu_cache_* series (call from a scrape hook with GpuListCache::stats()).
-  void SetGpuCache(const GpuCacheSnapshot& s);
   // Sets search_gpu_batch_cpu_seconds_total{part} and search_gpu_batch_seconds_total{part} (wall)
   // to totals kept by the GPU executor.
   void SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
@@ -180,9 +172,6 @@ class Metrics {
   std::array<prometheus::Counter*, 3> postings_scored_{};
   prometheus::Counter* fallback_cpu_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuFallbackReasons> gpu_fallbacks_{};
-  prometheus::Counter *gpu_cache_hits_ = nullptr, *gpu_cache_misses_ = nullptr, *gpu_cache_evictions_ = nullptr,
-                      *gpu_cache_copied_ = nullptr, *gpu_cache_failed_ = nullptr;
-  prometheus::Gauge *gpu_cache_bytes_ = nullptr, *gpu_cache_entries_ = nullptr, *gpu_cache_capacity_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};
   prometheus::Gauge* start_time_ = nullptr;
 };

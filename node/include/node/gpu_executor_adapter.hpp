@@ -13,7 +13,8 @@
 // (no fallback); both at once is InvalidArgument.
 // Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most
 // as many as worker threads running queries at once; a context that saw a CUDA error is dropped.
-// Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*), and
+// Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*, the
+// families gpu_cache's GpuCacheMetrics registers), and
 // with them the CPU and wall time of the batches by part (search_gpu_batch_cpu_seconds_total{part},
 // search_gpu_batch_seconds_total{part}).
 // Thread-safety: Execute may be called from many threads at once.
@@ -100,7 +101,7 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
   void CountFallback(GpuFallbackReason reason, const Status& why);
   Result<std::unique_ptr<gpu::GpuContext>> TakeContext();
   void GiveContext(std::unique_ptr<gpu::GpuContext> ctx);
-  void PublishCacheStats();
+  void PublishBatchTimes();
 
   const ShardReader* shard_;
   Metrics* metrics_;
