@@ -79,12 +79,54 @@ std::optional<uint64_t> ParseMemAvailable(std::string_view meminfo) {
   return std::nullopt;
 }
 
-std::optional<uint64_t> MemAvailableBytes() {
-  std::ifstream in("/proc/meminfo");
-  if (!in) return std::nullopt;
+namespace {
+
+std::optional<uint64_t> ParseBytes(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
   std::stringstream text;
   text << in.rdbuf();
-  return ParseMemAvailable(text.str());
+  return text.str();
+}
+
+}  // namespace
+
+std::optional<uint64_t> CgroupMemoryRoom(std::string_view memory_max, std::string_view memory_current) {
+  const auto max = ParseBytes(memory_max);
+  const auto current = ParseBytes(memory_current);
+  if (!max || !current) return std::nullopt;
+  return *max > *current ? *max - *current : 0;
+}
+
+std::optional<uint64_t> MemAvailableBytes() {
+  std::optional<uint64_t> avail = ParseMemAvailable(ReadText("/proc/meminfo"));
+  if (!avail) return std::nullopt;
+  // cgroup v1: the memory controller's limit as the process sees it (a container's own cgroup).
+  if (auto room = CgroupMemoryRoom(ReadText("/sys/fs/cgroup/memory/memory.limit_in_bytes"),
+                                   ReadText("/sys/fs/cgroup/memory/memory.usage_in_bytes")))
+    avail = std::min(*avail, *room);
+  // cgroup v2: "0::/PATH" in /proc/self/cgroup; the limits of PATH and of each ancestor.
+  const std::string self = ReadText("/proc/self/cgroup");
+  const size_t at = self.find("0::");
+  if (at == std::string::npos || (at > 0 && self[at - 1] != '\n')) return avail;
+  std::string path = self.substr(at + 3, self.find('\n', at) - at - 3);
+  while (true) {
+    const std::string dir = "/sys/fs/cgroup" + (path == "/" ? std::string() : path);
+    if (auto room = CgroupMemoryRoom(ReadText(dir + "/memory.max"), ReadText(dir + "/memory.current")))
+      avail = std::min(*avail, *room);
+    if (path.empty() || path == "/") break;
+    const size_t slash = path.rfind('/');
+    path = slash == 0 || slash == std::string::npos ? "/" : path.substr(0, slash);
+  }
+  return avail;
 }
 
 }  // namespace search

@@ -75,6 +75,14 @@ TEST(ParseMemAvailable, RejectsWhatItCannotRead) {
   EXPECT_FALSE(ParseMemAvailable("MemAvailable: 99999999999999999999 kB\n").has_value());
 }
 
+TEST(CgroupMemoryRoom, TheLimitLessWhatIsUsed) {
+  EXPECT_EQ(CgroupMemoryRoom("8589934592\n", "1073741824\n"), uint64_t{7} << 30);
+  EXPECT_EQ(CgroupMemoryRoom("100", "150"), 0u);  // over its limit (reclaim pending): no room
+  EXPECT_FALSE(CgroupMemoryRoom("max\n", "1073741824\n").has_value());  // no limit
+  EXPECT_FALSE(CgroupMemoryRoom("", "").has_value());                    // no such files
+  EXPECT_FALSE(CgroupMemoryRoom("12abc", "1").has_value());
+}
+
 TEST(MemAvailableBytes, ReadsThisMachine) {
   const auto m = MemAvailableBytes();
   ASSERT_TRUE(m.has_value()) << "/proc/meminfo has no MemAvailable";

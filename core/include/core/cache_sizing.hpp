@@ -51,7 +51,14 @@ CacheSizing SizeGpuListCache(uint64_t free_bytes, size_t shards);
 
 // MemAvailable of a /proc/meminfo text, in bytes; nullopt when the line is absent or malformed.
 std::optional<uint64_t> ParseMemAvailable(std::string_view meminfo);
-// MemAvailable of this machine (/proc/meminfo), in bytes; nullopt when it cannot be read.
+// The room a cgroup memory limit leaves: the limit minus the usage, from the two files' texts (v2
+// memory.max and memory.current, v1 memory.limit_in_bytes and memory.usage_in_bytes); nullopt when
+// there is no limit ("max") or a text is malformed.
+std::optional<uint64_t> CgroupMemoryRoom(std::string_view memory_max, std::string_view memory_current);
+// The memory this process may still take, in bytes: MemAvailable (/proc/meminfo), lowered to the
+// room its cgroup's memory limits leave (v1: the memory controller's root as mounted; v2: its own
+// cgroup and every ancestor), since a container's /proc/meminfo shows the host's memory; nullopt
+// when MemAvailable cannot be read.
 std::optional<uint64_t> MemAvailableBytes();
 
 }  // namespace search
