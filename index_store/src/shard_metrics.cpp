@@ -20,9 +20,6 @@ constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Posting-lis
 constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};
 constexpr Family kListCacheBytes{"search_list_cache_bytes", "Bytes held by the posting-list cache."};
 constexpr Family kListCacheEntries{"search_list_cache_entries", "Lists held by the posting-list cache."};
-constexpr Family kListCacheDenseBytes{
-    "search_list_cache_dense_bitmap_bytes",
-    "Bytes of the posting-list cache that are dense lists' bitmaps (part of search_list_cache_bytes)."};
 constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte budget of the posting-list cache."};
 // Labels: source (memo: remembered; rocksdb: read).
 constexpr Family kExternalIdLookups{"search_external_id_lookups_total",
@@ -51,8 +48,7 @@ ShardMetrics::ShardMetrics(prometheus::Registry& r)
       id_reads_(&Counters(r, kExternalIdLookups).Add({{"source", "rocksdb"}})),
       bytes_(Gauge(r, kListCacheBytes)),
       entries_(Gauge(r, kListCacheEntries)),
-      capacity_(Gauge(r, kListCacheCapacity)),
-      dense_bytes_(Gauge(r, kListCacheDenseBytes)) {}
+      capacity_(Gauge(r, kListCacheCapacity)) {}
 
 void ShardMetrics::Set(const ListCacheStats& cache, const ExternalIdStats& ids) {
   CounterTo(*hits_, cache.hits);
@@ -61,7 +57,6 @@ void ShardMetrics::Set(const ListCacheStats& cache, const ExternalIdStats& ids) 
   bytes_->Set(static_cast<double>(cache.bytes));
   entries_->Set(static_cast<double>(cache.entries));
   capacity_->Set(static_cast<double>(cache.capacity_bytes));
-  dense_bytes_->Set(static_cast<double>(cache.dense_bytes));
   CounterTo(*id_memo_, ids.memo_hits);
   CounterTo(*id_reads_, ids.reads);
 }

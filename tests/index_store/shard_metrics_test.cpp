@@ -29,13 +29,12 @@ TEST(ShardMetricsTest, FamiliesAreRegisteredOnceAndFollowTheReader) {
   ShardMetrics m(r);
   ShardMetrics again(r);  // same registry: the same series
   ListCacheStats s{.hits = 10, .misses = 4, .inserts = 4, .evictions = 1, .bytes = 4096, .entries = 3,
-                   .capacity_bytes = 1 << 20, .dense_bytes = 1024};
+                   .capacity_bytes = 1 << 20};
   m.Set(s, ExternalIdStats{.memo_hits = 5, .reads = 2});
   std::string t = Text(r);
   for (const char* name : {"search_list_cache_hits_total", "search_list_cache_misses_total",
                            "search_list_cache_evictions_total", "search_list_cache_bytes", "search_list_cache_entries",
-                           "search_list_cache_capacity_bytes", "search_list_cache_dense_bitmap_bytes",
-                           "search_external_id_lookups_total"}) {
+                           "search_list_cache_capacity_bytes", "search_external_id_lookups_total"}) {
     EXPECT_EQ(Count(t, "# HELP " + std::string(name) + " "), 1u) << name;
     EXPECT_EQ(Count(t, "# TYPE " + std::string(name) + " "), 1u) << name;
   }
@@ -47,7 +46,6 @@ TEST(ShardMetricsTest, FamiliesAreRegisteredOnceAndFollowTheReader) {
   EXPECT_EQ(SeriesValue(t, "search_list_cache_bytes"), 4096);
   EXPECT_EQ(SeriesValue(t, "search_list_cache_entries"), 3);
   EXPECT_EQ(SeriesValue(t, "search_list_cache_capacity_bytes"), 1 << 20);
-  EXPECT_EQ(SeriesValue(t, "search_list_cache_dense_bitmap_bytes"), 1024);
   EXPECT_EQ(SeriesValue(t, R"(search_external_id_lookups_total{source="memo"})"), 5);
   EXPECT_EQ(SeriesValue(t, R"(search_external_id_lookups_total{source="rocksdb"})"), 2);
   // Later totals: counters follow, gauges take the value; a counter that went back stays put.

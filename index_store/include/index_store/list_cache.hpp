@@ -39,7 +39,6 @@ struct CachedList {
 struct ListCacheStats {
   uint64_t hits = 0, misses = 0, inserts = 0, evictions = 0;
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
-  uint64_t dense_bytes = 0;  // always 0: goes with the metric that still reads it (shard_metrics)
 };
 
 class ListCache {

@@ -25,7 +25,7 @@ class ShardMetrics {
 
  private:
   prometheus::Counter *hits_, *misses_, *evictions_, *id_memo_, *id_reads_;
-  prometheus::Gauge *bytes_, *entries_, *capacity_, *dense_bytes_;
+  prometheus::Gauge *bytes_, *entries_, *capacity_;
 };
 
 }  // namespace search
