@@ -24,7 +24,6 @@ namespace {
 using prometheus::Labels;
 
 constexpr std::array<QueryMode, 3> kModes = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
-constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kGpu, Processor::kHybrid};
 
 prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& r, const families::Family& f) {
   return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
@@ -157,23 +156,6 @@ Metrics::Metrics(std::string component)
         {{"component", component_}, {"reason", std::string(BadRequestReasonLabel(static_cast<BadRequestReason>(i)))}});
   }
 
-  auto& queue = HistogramFamily(r, families::kNodeQueue);
-  auto& exec = HistogramFamily(r, families::kNodeExecution);
-  auto& postings = CounterFamily(r, families::kPostingsDecoded);
-  auto& blocks = CounterFamily(r, families::kBlocksDecoded);
-  auto& scored = CounterFamily(r, families::kPostingsScored);
-  for (Processor p : kProcessors) {
-    const Labels l{{"processor", std::string(ProcessorName(p))}};
-    const auto i = static_cast<size_t>(p);
-    node_queue_[i] = &queue.Add(l, buckets);
-    node_exec_[i] = &exec.Add(l, buckets);
-    postings_decoded_[i] = &postings.Add(l);
-    blocks_decoded_[i] = &blocks.Add(l);
-    postings_scored_[i] = &scored.Add(l);
-  }
-  node_queued_ = &GaugeFamily(r, families::kNodeQueued).Add({});
-  node_unroutable_ = &CounterFamily(r, families::kNodeUnroutable).Add({});
-  node_slow_queries_ = &CounterFamily(r, families::kNodeSlowQueries).Add({});
   fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
   auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {

@@ -146,6 +146,7 @@ struct NodeServer::Impl {
 NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* metrics, NodeServerOptions options)
     : shard_(shard), executor_(executor), metrics_(metrics), options_(std::move(options)),
       impl_(std::make_unique<Impl>()) {
+  if (metrics_ != nullptr) node_metrics_ = std::make_unique<NodeMetrics>(metrics_->registry());
   if (options_.threads == 0) options_.threads = AvailableCores();
   if (options_.queue_capacity == 0) options_.queue_capacity = 1;
   impl_->analyzer_json = shard_->meta().analyzer.ToJson();
@@ -183,7 +184,7 @@ Status NodeServer::Start() {
     auto shard_metrics = std::make_shared<ShardMetrics>(metrics_->registry());
     hook_id_ = metrics_->AddScrapeHook([this, shard_metrics] {
       shard_metrics->Set(shard_->list_cache().stats(), shard_->external_id_stats());
-      metrics_->node_queued().Set(static_cast<double>(queued()));
+      node_metrics_->queued().Set(static_cast<double>(queued()));
     });
   }
   running_ = true;
@@ -239,9 +240,10 @@ namespace {
 // Everything the I/O thread does with its socket; lives on the I/O thread's stack.
 class IoHandler {
  public:
-  IoHandler(zmq::socket_t& router, const ShardMeta& meta, Metrics* metrics, std::atomic<uint64_t>& unroutable,
-            std::atomic<uint64_t>& dropped)
-      : router_(router), meta_(meta), metrics_(metrics), unroutable_(unroutable), dropped_(dropped) {}
+  IoHandler(zmq::socket_t& router, const ShardMeta& meta, Metrics* metrics, NodeMetrics* node_metrics,
+            std::atomic<uint64_t>& unroutable, std::atomic<uint64_t>& dropped)
+      : router_(router), meta_(meta), metrics_(metrics), node_metrics_(node_metrics), unroutable_(unroutable),
+        dropped_(dropped) {}
 
   // Sends [identity][empty][payload]; a vanished or saturated peer drops the reply (counted).
   void Send(const std::string& identity, const std::string& payload) {
@@ -293,12 +295,13 @@ class IoHandler {
  private:
   void Unroutable() {
     unroutable_.fetch_add(1);
-    if (metrics_ != nullptr) metrics_->node_unroutable_replies().Increment();
+    if (node_metrics_ != nullptr) node_metrics_->unroutable_replies().Increment();
   }
 
   zmq::socket_t& router_;
   const ShardMeta& meta_;
   Metrics* metrics_;
+  NodeMetrics* node_metrics_;
   std::atomic<uint64_t>& unroutable_;
   std::atomic<uint64_t>& dropped_;
 };
@@ -308,7 +311,7 @@ class IoHandler {
 void NodeServer::IoLoop() {
   auto& router = impl_->router;
   const ShardMeta& meta = shard_->meta();
-  IoHandler io(router, meta, metrics_, unroutable_, dropped_);
+  IoHandler io(router, meta, metrics_, node_metrics_.get(), unroutable_, dropped_);
 
   auto count_request = [this](QueryMode mode, const Status& st, Clock::time_point received) {
     if (metrics_ == nullptr) return;
@@ -326,7 +329,7 @@ void NodeServer::IoLoop() {
   size_t slow_logged = 0;
   uint64_t slow_unlogged = 0;
   auto note_slow = [&](const Reply& r, Clock::time_point sent) {
-    if (metrics_ != nullptr) metrics_->node_slow_queries().Increment();
+    if (node_metrics_ != nullptr) node_metrics_->slow_queries().Increment();
     if (sent - slow_window >= std::chrono::seconds(1)) {
       if (slow_unlogged > 0) Log().Warn() << "slow query: " << slow_unlogged << " more not logged (rate limit)";
       slow_window = sent;
@@ -677,9 +680,9 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
       resp.stats.postings_scored = out->stats.postings_scored;
     }
     if (metrics_ != nullptr) {
-      metrics_->postings_decoded(processor).Increment(static_cast<double>(out->stats.postings_decoded));
-      metrics_->blocks_decoded(processor).Increment(static_cast<double>(out->stats.blocks_decoded));
-      metrics_->postings_scored(processor).Increment(static_cast<double>(out->stats.postings_scored));
+      node_metrics_->postings_decoded(processor).Increment(static_cast<double>(out->stats.postings_decoded));
+      node_metrics_->blocks_decoded(processor).Increment(static_cast<double>(out->stats.blocks_decoded));
+      node_metrics_->postings_scored(processor).Increment(static_cast<double>(out->stats.postings_scored));
     }
   } else {
     resp.status = out.status();
@@ -690,8 +693,8 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     resp.stats.run_micros = MicrosBetween(start, end);
   }
   if (metrics_ != nullptr) {
-    metrics_->node_queue_seconds(processor).Observe(SecondsBetween(job.received, start));
-    if (ran) metrics_->node_execution_seconds(processor).Observe(SecondsBetween(start, end));
+    node_metrics_->queue_seconds(processor).Observe(SecondsBetween(job.received, start));
+    if (ran) node_metrics_->execution_seconds(processor).Observe(SecondsBetween(start, end));
     metrics_->requests(job.request.mode, ToRequestStatus(resp.status.code())).Increment();
     if (resp.status.code() == StatusCode::kDeadlineExceeded) metrics_->deadline_exceeded().Increment();
   }

@@ -31,19 +31,8 @@ inline constexpr Family kDeadlineExceeded{"search_deadline_exceeded_total",
 inline constexpr Family kBadRequests{"search_bad_requests_total",
                                      "Rejected requests (malformed, unsupported version, invalid fields), by reason."};
 
-// Node. Labels: processor (cpu|gpu|hybrid).
-inline constexpr Family kNodeQueue{"search_node_queue_seconds",
-                                   "Time a request waited in the node's queue for a worker, in seconds."};
-inline constexpr Family kNodeExecution{"search_node_execution_seconds",
-                                       "Time a node spent executing a request, in seconds."};
-inline constexpr Family kNodeQueued{"search_node_queued_requests", "Requests waiting in the node's queue."};
-inline constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
-                                        "Replies dropped because their peer had disconnected."};
-inline constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
-                                         "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
-inline constexpr Family kPostingsDecoded{"search_postings_decoded_total", "Posting docIDs decoded, by processor."};
-inline constexpr Family kBlocksDecoded{"search_blocks_decoded_total", "Posting blocks decoded, by processor."};
-inline constexpr Family kPostingsScored{"search_postings_scored_total", "Documents fully scored, by processor."};
+// The node's GPU executor (the node's own families: node/src/node_metrics.cpp; its scheduler's:
+// sched/src/hybrid_scheduler.cpp).
 inline constexpr Family kFallbackCpu{"search_fallback_cpu_total",
                                      "Queries the GPU engine handed back to the CPU executor."};
 

@@ -126,14 +126,6 @@ class Metrics {
   prometheus::Counter& bad_requests(BadRequestReason r) { return *bad_requests_[static_cast<size_t>(r)]; }
 
   // --- node ---
-  prometheus::Histogram& node_queue_seconds(Processor p) { return *node_queue_[static_cast<size_t>(p)]; }
-  prometheus::Histogram& node_execution_seconds(Processor p) { return *node_exec_[static_cast<size_t>(p)]; }
-  prometheus::Gauge& node_queued() { return *node_queued_; }
-  prometheus::Counter& node_unroutable_replies() { return *node_unroutable_; }
-  prometheus::Counter& node_slow_queries() { return *node_slow_queries_; }
-  prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[static_cast<size_t>(p)]; }
-  prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[static_cast<size_t>(p)]; }
-  prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[static_cast<size_t>(p)]; }
   prometheus::Counter& fallback_cpu() { return *fallback_cpu_; }
   prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
 
@@ -162,14 +154,6 @@ class Metrics {
   prometheus::Gauge* inflight_ = nullptr;
   prometheus::Counter* deadline_exceeded_ = nullptr;
   std::array<prometheus::Counter*, kNumBadRequestReasons> bad_requests_{};
-  std::array<prometheus::Histogram*, 3> node_queue_{};
-  std::array<prometheus::Histogram*, 3> node_exec_{};
-  prometheus::Gauge* node_queued_ = nullptr;
-  prometheus::Counter* node_unroutable_ = nullptr;
-  prometheus::Counter* node_slow_queries_ = nullptr;
-  std::array<prometheus::Counter*, 3> postings_decoded_{};
-  std::array<prometheus::Counter*, 3> blocks_decoded_{};
-  std::array<prometheus::Counter*, 3> postings_scored_{};
   prometheus::Counter* fallback_cpu_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuFallbackReasons> gpu_fallbacks_{};
   std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};

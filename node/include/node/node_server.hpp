@@ -30,6 +30,7 @@
 
 #include "core/status.hpp"
 #include "node/executor.hpp"
+#include "node/node_metrics.hpp"
 
 namespace search {
 
@@ -107,6 +108,7 @@ class NodeServer {
   const ShardReader* shard_;
   Executor* executor_;
   Metrics* metrics_;
+  std::unique_ptr<NodeMetrics> node_metrics_;  // the node's own families; set with metrics_
   NodeServerOptions options_;
   std::unique_ptr<Impl> impl_;
   std::string endpoint_;

@@ -1,0 +1,44 @@
+// NodeMetrics: the shard node's own metric families (the node's queue and execution times, its
+// queued requests, unroutable replies and slow queries, and the postings its engines decoded and
+// scored, by processor), registered with their help texts on the registry it is given. The
+// request families a node shares with the integrator stay with Metrics.
+// Contract: registering on a registry that already has these families (another NodeMetrics, a
+// second server in one process) shares their series.
+// Thread-safety: the accessors may be called from any thread; prometheus-cpp's series are
+// thread-safe.
+#pragma once
+
+#include <array>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include "core/query.hpp"
+
+namespace search {
+
+class NodeMetrics {
+ public:
+  explicit NodeMetrics(prometheus::Registry& registry);
+
+  prometheus::Histogram& queue_seconds(Processor p) { return *queue_[Idx(p)]; }
+  prometheus::Histogram& execution_seconds(Processor p) { return *exec_[Idx(p)]; }
+  prometheus::Gauge& queued() { return *queued_; }
+  prometheus::Counter& unroutable_replies() { return *unroutable_; }
+  prometheus::Counter& slow_queries() { return *slow_queries_; }
+  prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[Idx(p)]; }
+  prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[Idx(p)]; }
+  prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[Idx(p)]; }
+
+ private:
+  static size_t Idx(Processor p) { return static_cast<size_t>(p); }
+  std::array<prometheus::Histogram*, 3> queue_{}, exec_{};
+  std::array<prometheus::Counter*, 3> postings_decoded_{}, blocks_decoded_{}, postings_scored_{};
+  prometheus::Gauge* queued_ = nullptr;
+  prometheus::Counter* unroutable_ = nullptr;
+  prometheus::Counter* slow_queries_ = nullptr;
+};
+
+}  // namespace search

@@ -1,0 +1,62 @@
+#include "node/node_metrics.hpp"
+
+#include <string>
+
+#include "metrics/families.hpp"
+#include "metrics/metrics.hpp"  // LatencyBuckets
+
+namespace search {
+namespace {
+
+// The node's metric families (names, help texts; labels in the comments). Dashboards, alerts and
+// tests refer to these names.
+using families::Family;
+// Labels: processor (cpu|gpu|hybrid).
+constexpr Family kNodeQueue{"search_node_queue_seconds",
+                            "Time a request waited in the node's queue for a worker, in seconds."};
+constexpr Family kNodeExecution{"search_node_execution_seconds", "Time a node spent executing a request, in seconds."};
+constexpr Family kPostingsDecoded{"search_postings_decoded_total", "Posting docIDs decoded, by processor."};
+constexpr Family kBlocksDecoded{"search_blocks_decoded_total", "Posting blocks decoded, by processor."};
+constexpr Family kPostingsScored{"search_postings_scored_total", "Documents fully scored, by processor."};
+// No labels.
+constexpr Family kNodeQueued{"search_node_queued_requests", "Requests waiting in the node's queue."};
+constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
+                                 "Replies dropped because their peer had disconnected."};
+constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
+                                  "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
+
+constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kGpu, Processor::kHybrid};
+
+}  // namespace
+
+NodeMetrics::NodeMetrics(prometheus::Registry& r) {
+  auto counter = [&](const Family& f) -> auto& {
+    return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+  };
+  auto histogram = [&](const Family& f) -> auto& {
+    return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
+  };
+  const prometheus::Histogram::BucketBoundaries buckets = LatencyBuckets();
+  auto& queue = histogram(kNodeQueue);
+  auto& exec = histogram(kNodeExecution);
+  auto& postings = counter(kPostingsDecoded);
+  auto& blocks = counter(kBlocksDecoded);
+  auto& scored = counter(kPostingsScored);
+  for (Processor p : kProcessors) {
+    const prometheus::Labels l{{"processor", std::string(ProcessorName(p))}};
+    queue_[Idx(p)] = &queue.Add(l, buckets);
+    exec_[Idx(p)] = &exec.Add(l, buckets);
+    postings_decoded_[Idx(p)] = &postings.Add(l);
+    blocks_decoded_[Idx(p)] = &blocks.Add(l);
+    postings_scored_[Idx(p)] = &scored.Add(l);
+  }
+  queued_ = &prometheus::BuildGauge()
+                 .Name(std::string(kNodeQueued.name))
+                 .Help(std::string(kNodeQueued.help))
+                 .Register(r)
+                 .Add({});
+  unroutable_ = &counter(kNodeUnroutable).Add({});
+  slow_queries_ = &counter(kNodeSlowQueries).Add({});
+}
+
+}  // namespace search

@@ -1,0 +1,53 @@
+// NodeMetrics: the node's families are registered once each with help, every processor's series
+// exists from the start, the accessors move their own series, and a second NodeMetrics on the same
+// registry shares them.
+#include "node/node_metrics.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "metrics/metrics.hpp"
+#include "../prometheus_text.hpp"
+
+namespace search {
+namespace {
+
+size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
+  Metrics m("node");
+  NodeMetrics a(m.registry());
+  NodeMetrics b(m.registry());  // a second server in the process: the same series
+  a.postings_decoded(Processor::kCpu).Increment(1000);
+  b.postings_decoded(Processor::kCpu).Increment(24);
+  a.slow_queries().Increment();
+  a.queued().Set(3);
+  b.unroutable_replies().Increment(2);
+  a.queue_seconds(Processor::kGpu).Observe(0.0002);
+  b.execution_seconds(Processor::kHybrid).Observe(0.5);
+  const std::string t = m.SerializeText();
+  for (const char* name : {"search_node_queue_seconds", "search_node_execution_seconds", "search_node_queued_requests",
+                           "search_node_unroutable_replies_total", "search_node_slow_queries_total",
+                           "search_postings_decoded_total", "search_blocks_decoded_total",
+                           "search_postings_scored_total"}) {
+    EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
+    EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
+  }
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_postings_decoded_total{processor="cpu"})"), 1024);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_postings_decoded_total{processor="gpu"})"), 0);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_blocks_decoded_total{processor="hybrid"})"), 0);
+  EXPECT_EQ(testing::SeriesValue(t, "search_node_slow_queries_total"), 1);
+  EXPECT_EQ(testing::SeriesValue(t, "search_node_queued_requests"), 3);
+  EXPECT_EQ(testing::SeriesValue(t, "search_node_unroutable_replies_total"), 2);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_queue_seconds_count{processor="gpu"})"), 1);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_queue_seconds_count{processor="cpu"})"), 0);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_execution_seconds_sum{processor="hybrid"})"), 0.5);
+}
+
+}  // namespace
+}  // namespace search
