@@ -253,8 +253,8 @@ Status ScheduledExecutor::Calibrate() {
   // GPU, resident, as the scheduler runs it: in batches of up to max_batch, each batch's time
   // apportioned to its queries by postings. The online refresh observes apportioned batch times
   // too (HybridScheduler::GpuLoop), so the model learns the GPU's cost per query under batching
-  // from the start, not one query's latency (on an H100 that made the CPU look cheaper than the
-  // GPU for most queries while the GPU alone sustained twice the CPU's rate).
+  // from the start, not one query's latency (which would make the CPU look cheaper than the GPU
+  // for most queries).
   const size_t per_batch = std::max<size_t>(1, options_.sched.policy.max_batch);
   for (size_t b = 0; b < gpu_queries.size() && !over(); b += per_batch) {
     const size_t n = std::min(per_batch, gpu_queries.size() - b);

@@ -315,8 +315,7 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
   // Likewise a dispatcher is woken for a CPU-queue job only where it would steal one, and a CPU
   // worker for a GPU-queue job only where it would (SchedPolicy::WouldSteal): in hybrid under load
   // nearly every job found a worker of the other processor idle, and waking it for a steal that did
-  // not pay cost a thread switch and a turn at this lock per job (the lock's wait at submission was
-  // 0.1-0.2 ms a query in hybrid against 0.01 in gpu, BENCHMARKS.md, issue 6).
+  // not pay cost a thread switch and a turn at this lock per job.
   const bool pinned_cpu = task.job.pinned == Unit::kCpu;
   const uint64_t id = task.job.id;
   auto wake_for_it = [&] {
@@ -435,9 +434,8 @@ void HybridScheduler::Finish(SchedTask& task, Unit unit, double run_us, bool obs
   const double sample_us = model_us >= 0 ? model_us : run_us;  // what the model learns from it
   if (observe && model_ != nullptr && task.status.ok()) {
     if (stash != nullptr) {
-      // A CPU worker's: the model's lock is taken by every arriving query's prediction, and 10 CPU
-      // workers waiting for it one sample at a time took 33 us a job at hybrid's knee, a sixth of
-      // the run (BENCHMARKS.md, issue 6).
+      // A CPU worker's: the model's lock is taken by every arriving query's prediction, so the
+      // workers fold their samples in when the lock is free rather than wait for it per job.
       stash->push_back(CostSample{task.features, sample_us});
       FoldStash(*stash, false);
     } else {  // one lock: ObserveBatch returns the error metric's value (Observe a sample's own error)

@@ -73,7 +73,7 @@ void SchedPolicy::AdaptCheapThreshold() {
   // A GPU queue holds the batch being gathered, so under load the bound sits at its cap and the
   // balance rule decides which of the jobs under it the CPU keeps; the bound falls once the CPU's
   // queue is the longer one. (Requiring the GPU to be behind by one query alone as well kept the
-  // bound near its floor, and hybrid at 1.10x gpu's rate instead of 1.20x: BENCHMARKS.md, issue 6.)
+  // bound near its floor.)
   // With cheap_fill_us the CPU's own room decides instead (sched_policy.hpp).
   const bool raise = options_.cheap_fill_us > 0 ? Backlog(Unit::kCpu) <= options_.cheap_fill_us
                                                 : Backlog(Unit::kGpu) > Backlog(Unit::kCpu);

@@ -1,4 +1,4 @@
-// ScheduledExecutor: the shard node's CPU/GPU scheduler as an Executor (issue 6). Each query's
+// ScheduledExecutor: the shard node's CPU/GPU scheduler as an Executor. Each query's
 // features (its lists' lengths in this shard, number of terms, mode, bytes not resident in GPU
 // memory) go through the CostModel to a predicted CPU and GPU time; the HybridScheduler queues it
 // (Ding's three queues, stealing, deadline urgency, GPU batches) and blocks the calling worker
@@ -22,7 +22,7 @@
 // to max_batch whose time is apportioned by postings, as the online refresh apportions a batch's
 // time), within a time budget.
 // Nothing is hand-set; the model then follows observed run times online. With
-// sched.policy.gpu_alone_us = -1 (search-node --sched-gpu-alone-us -1) calibration also times up
+// sched.policy.gpu_alone_us = -1 (the node's setting) calibration also times up
 // to 16 of its and-queries alone on the GPU, lists resident, and the median becomes the bound of
 // hybrid's cheap jobs (SchedPolicy::Cheap); 0 leaves them off, a positive value is used as given.
 // Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none).

@@ -11,12 +11,9 @@
 // squares, as linear in
 //   [1, ln shortest, ln second, ln total, terms, ln(1 + shortest * log2(total / shortest)), ln(1 + nonresident)]
 // (ln of 1 + postings). The CPU engine's and-queries skip through the longer lists by the shorter
-// one's docIDs, so their time grows as a power of the lists' lengths, not as a sum: fitted to the
-// Fig. 7 log's 10,000 queries timed alone (25.2M documents, H100 host), the linear form's median
-// relative error was 59% and it took 66% of the queries for cheaper than 169 us where 43% were;
-// the power law's error was 39% and it picked 43%, 39 points of them right
-// (`bench/scripts/hybrid_split.py --fit-check`, BENCHMARKS.md, issue 6). A power law predicts the
-// median time of queries like this one, not the mean (which is higher by the spread). Observations enter as
+// one's docIDs, so their time grows as a power of the lists' lengths, not as a sum (the power
+// law fits a query log's measured times better than a linear form: `bench/scripts/hybrid_split.py
+// --fit-check`). A power law predicts the median time of queries like this one, not the mean (which is higher by the spread). Observations enter as
 // exponentially decayed sufficient statistics (forgetting factor `decay` per observation), so
 // Observe() refreshes the model online; the normal equations are re-solved (7x7, ridge-damped) on
 // every observation, and once per call for ObserveBatch (a GPU batch's jobs: the same statistics,

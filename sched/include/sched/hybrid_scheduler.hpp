@@ -5,27 +5,21 @@
 // (SchedPolicy::TakeGpu) and run them through the runner.
 //
 // What runs a job is the SchedRunner's business (the node's: the CPU engine and the GPU executor;
-// tests': fake processors). A GPU batch reports per task:
-//   kDone      answered (its result is in the task),
-//   kMigrate   Griffin's hand-off: the next intersection's length ratio passed the crossover, so
-//              the task (with its intermediate state in the payload) continues on the CPU,
-//   kRetryCpu  the GPU could not run it (a CUDA error, device memory, ...): it reruns on the CPU,
-//              pinned there, ahead of other CPU work. Never lost, never answered wrongly.
+// tests': fake processors); a GPU batch reports each task's GpuOutcome (sched_task.hpp).
 // Deadlines: a task whose deadline passed before it was taken is answered DeadlineExceeded by the
 // scheduler without running (counted as a deadline miss of the processor that took it); a task
 // finishing after its deadline is counted as a miss too (its answer is still returned).
 // Every run time is fed to the cost model (CostModel::Observe) unless the task is migrated (a
-// partial run) and the relative prediction error is kept per processor: a GPU job's share of its
+// partial run), and the relative prediction error is kept per processor: a GPU job's share of its
 // batch's wall time, a CPU job's CPU time (its worker thread's, without waits for a core).
 // Stop(): queued tasks are answered Unavailable; running ones finish. Submit after Stop() is
 // answered Unavailable.
-// Per job, the runtime keeps off its one lock what it can: Submit waits for its answer on the
-// task's own lock, so a finished job's request thread wakes without queueing for the scheduler's,
-// and a dispatcher finishing a batch feeds the model once (CostModel::ObserveBatch) and takes no
-// scheduler lock per job. On the H100 host the dispatchers' host work per GPU job bounded the GPU
-// path, and grew when CPU-engine work ran beside it (BENCHMARKS.md, issue 6);
-// bench/sched/sched_runtime_bench measures this runtime's own share with fake processors.
-// Thread-safety: Submit and SubmitAsync may be called from any number of threads; start/stop from one.
+// Per job the runtime keeps off its one lock what it can: Submit waits for its answer on the
+// task's own lock, and a dispatcher finishing a batch feeds the model once
+// (CostModel::ObserveBatch) and takes no scheduler lock per job. bench/sched/sched_runtime_bench
+// measures the runtime's own cost with fake processors.
+// Metrics: the search_sched_* families (registered by the scheduler when given a Metrics).
+// Thread-safety: Submit and SubmitAsync may be called from any number of threads; Start/Stop from one.
 #pragma once
 
 #include <atomic>
@@ -84,49 +78,31 @@ struct SchedStatsSnapshot {
   double prediction_error[kNumUnits] = {};   // CostModel::mean_relative_error
 };
 
-// The node's default HybridSchedulerOptions::idle_reserve on a host of `cores` hardware threads:
-// 3/8 of them (6 of 16), at least 1. On the 16-core H100 host, with the integrator and the load
-// generator sharing it, a reserve of 1 let the CPU engine take the cores the serving path needed
-// in bursts (hybrid's p99 at 24,470 q/s: 59 and 324 ms, gpu's 8.6 and 9.2), 3 halved that harm
-// and 6 removed it (7.7 and 9.0 ms), while at light load, with most cores idle, the CPU engine
-// still ran a fifth of the queries (BENCHMARKS.md, issue 6).
+// The node's defaults, each the setting that measured best (BENCHMARKS.md, the hybrid node):
+// HybridSchedulerOptions::idle_reserve on a host of `cores` hardware threads: 3/8 of them, at
+// least 1 (the serving path's threads keep that many cores from the CPU engine).
 double DefaultIdleReserve(size_t cores);
 
-// The node's default number of GPU dispatchers (HybridSchedulerOptions::gpu_dispatchers) for a
-// scheduler mode: 4 for gpu, 8 for griffin, 0 for cpu; for hybrid 4 when its CPU workers have
-// cores of their own (DefaultSchedCpuCores, `cpu_cores_apart`), else 8. On one two-GPU H200 host
-// with steps of 1.08x, gpu sustained 52,367 q/s with 4 and 38,491 with 8 (44,896 against 35,640 at
-// p99 <= 10 ms): with every job on the GPU, fewer and larger batches win. Hybrid on shared cores
-// sends the GPU smaller batches (the CPU takes the cheap jobs), and 8 held its p99 lower at 54,444
-// q/s (53 against 136 ms). With the CPU workers on 10 cores of their own, the GPU path has the
-// other 6, and 4 dispatchers won again: in three sweeps on two quiet two-GPU H200 hosts
-// (2026-11-26, 17:16Z-17:35Z) hybrid held 76,827 to >= 80,668 q/s at p99 <= 25-100 ms with 4 and
-// at most 76,827 with 8, its GPU batches larger (BENCHMARKS.md, issue 6).
+// HybridSchedulerOptions::gpu_dispatchers for a scheduler mode: 4 for gpu, 8 for griffin, 0 for
+// cpu; for hybrid 4 when its CPU workers have cores of their own (`cpu_cores_apart`), else 8
+// (on shared cores the CPU takes the cheap jobs and the GPU's batches are smaller).
 size_t DefaultGpuDispatchers(SchedMode mode, bool cpu_cores_apart = false);
 
-// The node's default HybridSchedulerOptions::cpu_nice for a scheduler mode: 10 for hybrid and
-// griffin, 0 for cpu and gpu. With the CPU engine beside the GPU path, the GPU dispatchers and the
-// request threads then take a core back from a CPU-engine query when they wake. On one two-GPU
-// H200 host (2026-11-26, 07:02Z-07:09Z), hybrid held 55,540 q/s at p99 <= 10 ms with 10 against
-// 51,426 with 0 (256 connections), and 47,617-55,540 against 40,824-47,617 at p99 <= 10-250 ms
-// (512) (BENCHMARKS.md, issue 6). Under cpu every worker would be lowered alike, and under gpu the
-// CPU workers only take the GPU's failures.
+// HybridSchedulerOptions::cpu_nice for a scheduler mode: 10 for hybrid and griffin, 0 for cpu and
+// gpu. With the CPU engine beside the GPU path, the GPU dispatchers and the request threads then
+// take a core back from a CPU-engine query when they wake. Under cpu every worker would be
+// lowered alike, and under gpu the CPU workers only take the GPU's failures.
 int DefaultCpuNice(SchedMode mode);
 
-// The node's default --sched-cpu-cores for a scheduler mode on a node that may use `cpus` CPUs:
-// under hybrid, 5/8 of them (rounded; 10 of 16) when there are at least 8, else 0 (the CPU engine
-// and the GPU path share every CPU, with DefaultCpuNice and the idle reserve). Under cpu, gpu and
-// griffin, 0. With the CPU workers on cores of their own the node also turns on the fill rule
-// (kDefaultCheapFillUs, SchedOptions::batch_latency) unless told otherwise. On two-GPU H100 and
-// H200 hosts with the node on 16 CPUs (2026-11-26, 13:20Z-15:38Z, BENCHMARKS.md issue 6), hybrid
-// with 10 dedicated cores and the fill rule held 1.30-1.58x gpu's rate at equal p99 in seven
-// sweeps, with 8 or without the fill rule 1.18-1.43x, with 12 or 14 less (the GPU path's request
-// threads and dispatchers then had 4 or 2 CPUs and queued), and shared cores 1.0-1.2x.
+// CPUs given to the CPU workers alone on a node that may use `cpus` CPUs: under hybrid, 5/8 of
+// them (rounded; 10 of 16) when there are at least 8, else 0 (the CPU engine and the GPU path
+// share every CPU, with DefaultCpuNice and the idle reserve). Under cpu, gpu and griffin, 0. With
+// the CPU workers on cores of their own the node also turns on the fill rule
+// (kDefaultCheapFillUs, SchedOptions::batch_latency).
 size_t DefaultSchedCpuCores(SchedMode mode, size_t cpus);
 
-// The fill rule's target (SchedOptions::cheap_fill_us) the node sets under hybrid when the CPU
-// workers have cores of their own: 200 us. 1,000 and 3,000 gave the CPU more queued work and
-// hybrid a lower rate at equal p99 on the same host (BENCHMARKS.md, issue 6, 15:09Z-15:19Z).
+// The fill rule's target (SchedOptions::cheap_fill_us) under hybrid when the CPU workers have
+// cores of their own: 200 us of predicted work queued a worker.
 inline constexpr double kDefaultCheapFillUs = 200.0;
 
 struct HybridSchedulerOptions {
@@ -160,13 +136,13 @@ struct HybridSchedulerOptions {
   // (queued work, flexible jobs, steals, hand-offs, GPU retries). Off with cpu_nice > 0 (the
   // caller runs at the process's nice value).
   bool caller_runs = true;
-  // CPUs of the CPU workers' own (search-node --sched-cpu-cores): each worker pins itself to
-  // them, and the node keeps its other threads off them, so the CPU engine and the GPU path no
+  // CPUs of the CPU workers' own (search-node --tuning sched_cpu_cores): each worker pins itself
+  // to them, and the node keeps its other threads off them, so the CPU engine and the GPU path no
   // longer share cores and neither the nice value nor the host-aware admission has to keep them
-  // apart (BENCHMARKS.md, issue 6). Submit's caller then never runs CPU work (caller_runs off: it
+  // apart. Submit's caller then never runs CPU work (caller_runs off: it
   // runs on the GPU path's cores). Empty: the workers run wherever the process may.
   std::vector<int> cpu_worker_cpus;
-  // Each finished job's decisions to a CSV file (search-node --sched-trace), before it is
+  // Each finished job's decisions to a CSV file (search-node --tuning trace=FILE), before it is
   // answered; nullptr: none. REQUIRES: outlives the scheduler.
   SchedTrace* trace = nullptr;
 };

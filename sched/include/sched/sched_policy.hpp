@@ -10,12 +10,8 @@
 // copies and synchronization of a batch, whatever its size), and a query the CPU engine answers
 // within that time is cheaper there than the GPU path's own host work for it. So in hybrid, a
 // job predicted to take at most gpu_alone_us on the CPU (a "cheap" job) goes to the CPU queue
-// whatever its ratio. On the H100 host, 43% of the Fig. 7 log's queries are cheap by this rule
-// (measured alone: mean CPU time 82 us against the GPU's 180 us alone), and an ideal split that
-// sends the CPU the queries with the lowest cpu/gpu ratio would sustain 1.4-1.5x the GPU's rate
-// there. In the node the fixed bound did not: the model picked 6-13% of the queries as cheap, not
-// 43%, and the sustained rate did not rise; with the adaptive bound (cheap_step) hybrid reached
-// 1.2x gpu's rate, so the node turns both on by default (BENCHMARKS.md, issue 6).
+// whatever its ratio; the adaptive bound (cheap_step) lets that bound follow the queues. The node
+// turns both on.
 // With `balance` (hybrid), a job the ratio gives the CPU queue goes to the GPU queue instead
 // while it would finish sooner there: the CPU's backlog plus its CPU time exceeds the GPU's
 // backlog plus its GPU time, at least gpu_alone_us and, with batch_latency, a batch's run time
@@ -98,8 +94,8 @@ struct SchedOptions {
   double gpu_alone_us = 0;
   // Exploration: the CPU's model learns only from jobs the CPU runs, so with cheap jobs alone it
   // would see just the queries it already predicts cheap, and a query it overrates would never
-  // correct it (on the H100 host the share of cheap jobs fell from the 43% a fit over the whole
-  // log predicts to 9%). So every explore_every-th job predicted at most explore_factor times
+  // correct it (the share of cheap jobs would shrink below what the whole log's costs give). So
+  // every explore_every-th job predicted at most explore_factor times
   // gpu_alone_us on the CPU, but not cheap, is queued as cheap too. 0: no exploration.
   uint32_t explore_every = 16;
   double explore_factor = 8;
@@ -119,9 +115,8 @@ struct SchedOptions {
   // work over the workers that may run it) is at most cheap_fill_us and falls once it is longer:
   // the CPU takes the queries predicted cheapest on it until it is full, whatever the GPU's queue
   // shows. Under load the GPU's dispatchers take its jobs at once, so its queued backlog stays near
-  // zero while its batches run for milliseconds; a trace of the node (BENCHMARKS.md, issue 6) had
-  // the CPU engine on 3 of 16 cores with its queue empty while the balance rule sent 55% of the
-  // jobs to the GPU. Pair it with batch_latency, or the balance rule undoes it.
+  // zero while its batches run for milliseconds, and the GPU-against-CPU rule would leave the CPU
+  // idle. Pair it with batch_latency, or the balance rule undoes it.
   double cheap_fill_us = 0;
   // Hybrid: a job's finish on the GPU counts a batch's run time as well (ObserveGpuBatch: the
   // runtime's batches, an EWMA), not only one query alone. A job queued for the GPU is answered
@@ -130,10 +125,8 @@ struct SchedOptions {
   // rule and stealing then sent the GPU queries the CPU would have answered sooner.
   bool batch_latency = false;
   // A thief chooses the job cheapest for it among the owner's oldest steal_window. Wider is closer
-  // to the ideal split (the CPU takes the queries it answers cheapest): in bench/sched/sched_sim
-  // over the Fig. 7 log's measured costs (GPU path at 40,000 q/s, 10 CPU workers, predictions off
-  // by e^N(0, 0.5)), hybrid over gpu at p99 <= 25 ms was 1.46x with 8 and 1.77x with 64 or 128
-  // (BENCHMARKS.md, issue 6). The scan runs under the scheduler's lock, so it stays bounded.
+  // to the ideal split (the CPU takes the queries it answers cheapest; 64 was the best window in
+  // bench/sched/sched_sim). The scan runs under the scheduler's lock, so it stays bounded.
   size_t steal_window = 64;
   // Urgency is looked for among each queue's oldest urgent_window jobs (queues are in enqueue
   // order, so the oldest, most likely urgent, come first). Every take runs under the scheduler's
@@ -142,8 +135,7 @@ struct SchedOptions {
   size_t urgent_window = 64;
   // A GPU batch closes at this much predicted GPU work. The predictions are each job's share of
   // its batch's time, which grows as the GPU path saturates: a low bound then shrinks the batches
-  // just when larger ones would amortize more (2,000 us gave 6-13 jobs a batch at 24K q/s on the
-  // H100 host, and failed at 31.8K q/s; 20,000 gave 10-28 and held it in one of two runs).
+  // just when larger ones would amortize more, so the bound is high.
   double batch_work_us = 20000;
   size_t max_batch = 64;
   std::chrono::microseconds batch_wait{200};
@@ -201,7 +193,7 @@ class SchedPolicy {
   // Whether a processor with nothing of its own to run would steal a job from the other's queue now
   // (hybrid with stealing: the job TakeOne's step 4 would take). The runtime wakes an idle worker
   // for the other processor's job only then: a wake-up that finds nothing worth stealing cost a
-  // thread switch and a turn at the scheduler's lock for every job (BENCHMARKS.md, issue 6).
+  // thread switch and a turn at the scheduler's lock for every job.
   bool WouldSteal(Unit thief) const { return StealCandidate(thief) >= 0; }
   // Where a job with these predictions goes under options.mode (no pinning, no balance).
   SchedQueue Classify(double cpu_us, double gpu_us) const;

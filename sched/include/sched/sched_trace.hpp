@@ -1,9 +1,9 @@
-// SchedTrace: the scheduler's decisions, job by job, to a CSV file (search-node --sched-trace):
+// SchedTrace: the scheduler's decisions, job by job, to a CSV file (search-node --tuning trace=FILE):
 // for every every-th finished job its features, the cost model's predictions, the queue the policy
 // chose and why (cheap, moved by the balance rule), where it ran, how long it waited and ran, and
 // the time the model learned from it. The offline tools (bench/scripts/hybrid_split.py, bench/sched's
 // sched_sim) say how many queries the CPU could take; this says which ones the node gave it and
-// how far its predictions were off (issue 6). Columns (Header): t_us since the trace opened, id
+// how far its predictions were off. Columns (Header): t_us since the trace opened, id
 // (the scheduler's job id: unique among the jobs in flight, not over the run), the query's mode
 // and features, pred_cpu_us and pred_gpu_us (the predictions the policy placed it by), queue
 // (cpu|gpu|flexible, its last), cheap, balanced, stolen, migrated, retried (0|1), ran_on, wait_us,
