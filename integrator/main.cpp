@@ -2,8 +2,7 @@
 //   search-integrator --shards tcp://h1:p1,tcp://h2:p2,... --http HOST:PORT --metrics HOST:PORT
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
-//                     [--http-engine threads|loops] [--http-loops N]
-//                     [--http-threads N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
+//                     [--http-loops N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
@@ -56,7 +55,7 @@ int main(int argc, char** argv) {
   std::string shards, http_addr = "127.0.0.1:9200", metrics_addr = "127.0.0.1:9201", log_level = "info";
   IntegratorOptions options;
   size_t cache_mb = 64;
-  int http_threads = 64, ping_ms = 1000;
+  int ping_ms = 1000;
   size_t http_keep_alive_requests = HttpFrontOptions{}.keep_alive_max_requests;
   app.add_option("--shards", shards,
                  "comma-separated shards in shard order, each tcp://HOST:PORT, or its replicas tcp://A:P|tcp://B:P")
@@ -81,22 +80,12 @@ int main(int argc, char** argv) {
                  "wait than be refused")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1u << 20));
-  std::string http_engine = "loops";
   int http_loops = 0;
-  app.add_option("--http-engine", http_engine,
-                 "loops: event loops, any number of connections, no thread held while a search waits; threads: "
-                 "cpp-httplib, a thread per open connection (--http-threads); leave it at loops")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"threads", "loops"}));
   app.add_option("--http-loops", http_loops,
                  "event-loop threads (0: one per 2 CPUs the integrator may use, 1 to 16); lower it to leave CPUs to "
                  "a node on the same host")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));
-  app.add_option("--http-threads", http_threads,
-                 "--http-engine threads: worker threads, one per open connection; at least the clients' connections")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
   app.add_option("--http-keep-alive-requests", http_keep_alive_requests,
                  "requests one kept-alive connection carries before the integrator closes it; raise it when "
                  "clients pay for reconnects")
@@ -122,8 +111,6 @@ int main(int argc, char** argv) {
   options.cache_bytes = cache_mb << 20;
   options.fanout.ping_interval = std::chrono::milliseconds(ping_ms);
   HttpFrontOptions http;
-  http.threads = http_threads;
-  http.engine = http_engine == "loops" ? HttpEngine::kLoops : HttpEngine::kThreads;
   http.loops = http_loops > 0 ? http_loops : DefaultHttpLoops(AvailableCores());
   http.keep_alive_max_requests = http_keep_alive_requests;
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
@@ -133,11 +120,10 @@ int main(int argc, char** argv) {
 
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
   const sigset_t signals = BlockStopSignals();
-  // The descriptor table sized for the HTTP connections (kept-alive ones and those queued for a
-  // worker) and the fan-out's sockets while there is one thread: grown later, each growth would
-  // stall the accepting thread for an RCU grace period (core/fd_table.hpp).
-  // (The loops take any number of connections: room for 4,096 of them before a growth.)
-  ReserveFdTable(2 * (http.engine == HttpEngine::kLoops ? std::max(http_threads, 2048) : http_threads) + 256);
+  // The descriptor table sized for the HTTP connections and the fan-out's sockets while there is
+  // one thread: grown later, each growth would stall the loops for an RCU grace period
+  // (core/fd_table.hpp). The loops take any number of connections: room for 4,096 before a growth.
+  ReserveFdTable(2 * 2048 + 256);
 
   Metrics metrics("integrator");
   if (!metrics_addr.empty()) {
@@ -182,8 +168,7 @@ int main(int argc, char** argv) {
                           {"metrics", metrics_bound},
                           {"shards", options.shards.size()},
                           {"fanout_lanes", options.fanout_lanes},
-                          {"http_engine", http_engine},
-                          {"http_loops", http.engine == HttpEngine::kLoops ? http.loops : 0}};
+                          {"http_loops", http.loops}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;

@@ -56,7 +56,7 @@ for i in 0 1; do
   grep -q '"ready"' "$work/node-$i.out" || { echo "node $i did not start"; cat "$work/node-$i.err"; exit 1; }
 done
 "$build/integrator/search-integrator" --shards "$(IFS=,; echo "${shards[*]}")" --http "127.0.0.1:$base" \
-  --cache-mb 0 --timeout-ms "$deadline" --max-inflight "${MAX_INFLIGHT:-256}" --http-threads "$conns" --log-level warn \
+  --cache-mb 0 --timeout-ms "$deadline" --max-inflight "${MAX_INFLIGHT:-256}" --log-level warn \
   >"$work/integrator.out" 2>"$work/integrator.err" &
 int_pid=$!
 pids+=("$int_pid")

@@ -23,11 +23,8 @@
 #      PRELOAD_MB (8192: --gpu-preload-mb for the schedulers that use the GPU, so the curves compare
 #      processors with the lists resident rather than the first minutes' PCIe copies; 0 = none),
 #      NODE_ARGS (extra search-node flags), INTEGRATOR_ARGS (extra search-integrator flags),
-#      HTTP_ENGINE (search-integrator --http-engine: threads or loops; default its own), HTTP_LOOPS
-#      (its --http-loops; default its own),
-#      KEEPALIVE_REQUESTS (100: the integrator's --http-keep-alive-requests; its HTTP threads are as
-#      many as the connections here, so no connection waits for a worker, and closing each after a
-#      few requests, as the integrator's default of 5 did before 2026-11-26, only adds reconnects),
+#      HTTP_LOOPS (search-integrator --http-loops; default its own),
+#      KEEPALIVE_REQUESTS (100: the integrator's --http-keep-alive-requests),
 #      NODE_BIN (the search-node to run; default BUNDLE/bin/search-node) and LABEL (appended to the
 #      scheduler's name in the CSV, e.g. to compare two builds on one host: gpu-old, gpu-new),
 #      WARM_PASS (1: one unrecorded pass over the query log at START_RATE before each sweep; 0: none),
@@ -143,7 +140,6 @@ fi
 lg_threads=()
 [ -n "${LOADGEN_THREADS:-}" ] && lg_threads=(--threads "$LOADGEN_THREADS")
 http_engine=()
-[ -n "${HTTP_ENGINE:-}" ] && http_engine+=(--http-engine "$HTTP_ENGINE")
 [ -n "${HTTP_LOOPS:-}" ] && http_engine+=(--http-loops "$HTTP_LOOPS")
 # With CPUs of its own, each of the load generator's loops takes one of them (BENCHMARKS.md, Fig. 7;
 # 2026-11-28 09:20Z: unpinned, its loops lagged their schedule by up to 8 ms at hybrid's rates).
@@ -246,7 +242,7 @@ for mode in $modes; do
     echo "node ($mode) did not start:"; tail -5 "$work/node-$mode.err"; kill "$node_pid" 2>/dev/null; continue
   fi
   "${client_pin[@]}" "$bundle/bin/search-integrator" --shards "tcp://127.0.0.1:$node_port" --http "127.0.0.1:$http_port" \
-    --cache-mb 0 --timeout-ms "$deadline" --http-threads "$conns" --http-keep-alive-requests "${KEEPALIVE_REQUESTS:-100}" \
+    --cache-mb 0 --timeout-ms "$deadline" --http-keep-alive-requests "${KEEPALIVE_REQUESTS:-100}" \
     --metrics "127.0.0.1:$int_metrics_port" --log-level warn "${http_engine[@]}" ${INTEGRATOR_ARGS:-} \
     >"$work/integrator-$mode.out" 2>"$work/integrator-$mode.err" &
   int_pid=$!

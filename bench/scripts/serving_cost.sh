@@ -9,7 +9,7 @@
 # Where a GPU host's cores go at high rates (BENCHMARKS.md, serving cost) without the GPU host.
 #
 # usage: bench/scripts/serving_cost.sh [BUILD_DIR]      (default build)
-# env: DOCS (200000), RATE (2000), SECONDS_PER_RUN (6), CONNECTIONS (64), HTTP_THREADS (CONNECTIONS),
+# env: DOCS (200000), RATE (2000), SECONDS_PER_RUN (6), CONNECTIONS (64),
 #      BASE_PORT (7800: node BASE+1, its metrics BASE+2, HTTP BASE, integrator metrics BASE+3),
 #      OUT_DIR (/tmp/serving-cost: the index, query log and logs are kept there between runs),
 #      INTEGRATOR_ARGS (extra search-integrator flags), NODE_ARGS (extra search-node flags),
@@ -46,7 +46,7 @@ pids+=("$node_pid")
 for _ in $(seq 300); do grep -q '"ready"' "$out/node.out" 2>/dev/null && break; sleep 0.1; done
 grep -q '"ready"' "$out/node.out" || { echo "serving_cost: the node did not start:" >&2; cat "$out/node.err" >&2; exit 1; }
 "$build/integrator/search-integrator" --shards "tcp://127.0.0.1:$((base + 1))" --http "127.0.0.1:$base" --cache-mb 0 \
-  --timeout-ms 500 --http-threads "${HTTP_THREADS:-$conns}" --metrics "127.0.0.1:$((base + 3))" --log-level warn \
+  --timeout-ms 500 --metrics "127.0.0.1:$((base + 3))" --log-level warn \
   ${INTEGRATOR_ARGS:-} >"$out/integrator.out" 2>"$out/integrator.err" &
 int_pid=$!
 pids+=("$int_pid")

@@ -1,5 +1,5 @@
-// What both of HttpFront's engines (httplib's threads, http_loops.hpp) say the same way: content
-// types, the listen backlog, and the reasons of their error answers.
+// What the HTTP front (http_loops.hpp) says: content types, the listen backlog, and the reasons of
+// its error answers.
 #pragma once
 
 #include <cstddef>

@@ -4,7 +4,7 @@
 // bad parameters, a node killed (SIGKILL) and restarted, a node stopped (SIGSTOP/SIGCONT), every
 // node stopped; /metrics of every process; a real Prometheus scraping them (when installed); and
 // SIGTERM makes every process exit 0 (checked in TearDown of every test). ClusterLoopsTest: the same
-// behind --http-engine loops, with raw-socket HTTP/1.x checks and SIGTERM with searches in flight.
+// behind two HTTP loops, with raw-socket HTTP/1.x checks and SIGTERM with searches in flight.
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -42,12 +42,6 @@ struct SharedIndex {
   std::unique_ptr<LocalIndex> local3, local1;
 };
 SharedIndex* g_index = nullptr;
-
-// RunOneWorker's outcome: whether one of the first client's answers closed its connection, and
-// whether the second client was answered.
-struct OneWorkerOutcome {
-  bool closed = false, second_answered = false;
-};
 
 class ClusterTest : public ::testing::Test {
  protected:
@@ -142,8 +136,6 @@ class ClusterTest : public ::testing::Test {
     return ExpectedHits(index, q, mode, k);
   }
 
-  // A second integrator, with one HTTP worker, over this cluster's nodes (defined with its test below).
-  OneWorkerOutcome RunOneWorker(const std::string& name);
 
 
   std::vector<std::string> node_extra_;        // more search-node flags (a derived fixture's)
@@ -285,114 +277,9 @@ TEST_F(ClusterTest, BadParametersAre400AndTheClusterKeepsServing) {
 
 // The integrator grows its descriptor table for its HTTP connections before its threads start
 // (a growth under load would stall its accepting thread for an RCU grace period), though the test
-// has opened few connections: with the default loops engine room for 4,096 connections
-// (2 x 2,048 + 256), with the threads engine 2 x --http-threads + 256.
+// has opened few connections: room for 4,096 connections (2 x 2,048 + 256).
 TEST_F(ClusterTest, IntegratorsDescriptorTableIsGrownAtStart) {
   EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 2048 + 256);
-}
-
-// The integrator with cpp-httplib's threads (--http-engine threads) in place of the default loops.
-class ClusterThreadsTest : public ClusterTest {
- protected:
-  ClusterThreadsTest() { integrator_extra_ = {"--http-engine", "threads"}; }
-};
-
-TEST_F(ClusterThreadsTest, ThreadsEngineAnswersEqualSingleProcessAndRefusesBadInput) {
-  EXPECT_EQ(ready_line_.value("http_engine", ""), "threads") << ready_line_.dump();
-  EXPECT_GE(FdTableSlots(integrator_->pid()), 2 * 64 + 256);  // the default --http-threads 64
-  std::mt19937 rng(11);
-  for (int i = 0; i < 24; ++i) {
-    const QueryMode mode = i % 3 == 0 ? QueryMode::kAnd : i % 3 == 1 ? QueryMode::kOr : QueryMode::kAndOr;
-    const std::string q = RandomQuery(g_index->corpus, rng);
-    auto r = Search(q, mode, 10, /*post=*/i % 2 == 1);
-    ASSERT_EQ(r.status, 200) << r.raw;
-    ExpectSameHits(r.body["hits"]["hits"], Expected(*g_index->local3, q, mode, 10),
-                   std::string(QueryModeName(mode)) + " q='" + q + "'");
-  }
-  ExpectBadSearchesRefused(http_port_);
-  EXPECT_EQ(Fetch(http_port_, "/nope").status, 404);
-}
-
-// --http-keep-alive-requests 3 with the threads engine (the loops engine's own test is below): a
-// kept-alive client's 7 searches take 3 connections (3 + 3 + 1), every answer right.
-TEST_F(ClusterThreadsTest, KeptAliveConnectionsCarryTheConfiguredRequests) {
-  httplib::Client client("127.0.0.1", http_port_);
-  client.set_keep_alive(true);
-  std::atomic<int> sockets{0};
-  client.set_socket_options([&](socket_t) { ++sockets; });
-  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
-  for (int i = 0; i < 7; ++i) {
-    auto r = client.Get("/search?q=w5+w7&mode=or&k=10");
-    ASSERT_TRUE(r) << httplib::to_string(r.error());
-    ASSERT_EQ(r->status, 200) << r->body;
-    ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, "kept-alive search " + std::to_string(i));
-  }
-  EXPECT_EQ(sockets.load(), 3);
-}
-
-// --http-threads 1: a kept-alive client holds the integrator's only HTTP worker, searching every
-// 25 ms while a second client's connection waits for that worker. Returns whether one of the first
-// client's answers closed its connection ("Connection: close"), and whether the second client was
-// answered (rightly) within its 20 s read timeout.
-OneWorkerOutcome ClusterTest::RunOneWorker(const std::string& name) {
-  std::string shards;
-  for (const auto& e : endpoints_) shards += (shards.empty() ? "" : ",") + e;
-  Process one;
-  OneWorkerOutcome out;
-  EXPECT_TRUE(one.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
-                         "--ping-ms", "200", "--cache-mb", "0", "--http-engine", "threads", "--http-threads", "1"},
-                        run_->path() + "/" + name));
-  auto ready = one.WaitReady();
-  EXPECT_TRUE(ready.has_value()) << one.Logs();
-  if (!ready) return out;
-  const int port = PortOf(ready->at("http").get<std::string>());
-  const auto until = Clock::now() + 15s;
-  while (Clock::now() < until) {
-    auto h = Fetch(port, "/health");
-    if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") break;
-    std::this_thread::sleep_for(20ms);
-  }
-  const auto want = Expected(*g_index->local3, "w5 w7", QueryMode::kOr, 10);
-  auto first = std::make_unique<httplib::Client>("127.0.0.1", port);
-  first->set_keep_alive(true);
-  std::atomic<int> sockets{0};
-  first->set_socket_options([&](socket_t) { ++sockets; });
-  auto search = [&](httplib::Client& c, const std::string& what) {
-    auto r = c.Get("/search?q=w5+w7&mode=or&k=10");
-    EXPECT_TRUE(r) << what << ": " << httplib::to_string(r.error());
-    if (!r) return std::string("no answer");
-    EXPECT_EQ(r->status, 200) << what << ": " << r->body;
-    if (r->status == 200) ExpectSameHits(nlohmann::json::parse(r->body)["hits"]["hits"], want, what);
-    return r->get_header_value("Connection");
-  };
-  for (int i = 0; i < 3; ++i) EXPECT_NE(search(*first, "alone " + std::to_string(i)), "close");
-  EXPECT_EQ(sockets.load(), 1);  // one connection carried all three
-
-  std::atomic<bool> second_done{false};
-  std::thread second_client([&] {
-    httplib::Client second("127.0.0.1", port);
-    second.set_read_timeout(20, 0);
-    (void)search(second, "the waiting client");
-    second_done = true;
-  });
-  for (int i = 0; i < 40 && !out.closed && !second_done; ++i) {
-    std::this_thread::sleep_for(25ms);
-    out.closed = search(*first, "beside a waiting client " + std::to_string(i)) == "close";
-  }
-  first.reset();  // a client that never closed now lets the worker go
-  second_client.join();
-  out.second_answered = second_done.load();
-  one.Signal(SIGTERM);
-  return out;
-}
-
-// Once the waiting connection has waited HttpFrontOptions::close_after_wait (5 ms) between the
-// first client's searches, an answer closes the first client's connection well before its
-// 100-request count or its keep-alive timeout, and the second client is answered.
-TEST_F(ClusterTest, AWaitingConnectionGetsTheOnlyWorkerAfterOneRequest) {
-  const auto o = RunOneWorker("integrator-one");
-  EXPECT_TRUE(o.closed) << "the first client's connection never closed for the waiting one";
-  EXPECT_TRUE(o.second_answered);
 }
 
 // The expected answer when shard `down` is missing: the best k of the other shards' documents.
@@ -572,18 +459,17 @@ TEST_F(ClusterTest, PrometheusScrapesTheCluster) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The same cluster behind the integrator's event-loop HTTP engine (--http-engine loops
-// --http-loops 2, integrator/src/http_loops.hpp): exact answers from concurrent clients, bad input,
+// The same cluster behind two of the integrator's HTTP event loops (--http-loops 2,
+// integrator/src/http_loops.hpp): exact answers from concurrent clients, bad input,
 // HTTP/1.x details over raw sockets (pipelining, Connection: close, HTTP/1.0, a byte at a time,
 // chunked bodies, garbage, HEAD, clients that go away), keep-alive's request count, and SIGTERM
 // with searches in flight. TearDown's SIGTERM checks that it drains and exits 0 here too.
 class ClusterLoopsTest : public ClusterTest {
  protected:
-  ClusterLoopsTest() { integrator_extra_ = {"--http-engine", "loops", "--http-loops", "2"}; }
+  ClusterLoopsTest() { integrator_extra_ = {"--http-loops", "2"}; }
 
-  // The integrator under test runs the loops engine (else every test below would test the other).
+  // The integrator under test runs the two loops asked for.
   void ExpectLoopsEngine() {
-    EXPECT_EQ(ready_line_.value("http_engine", ""), "loops") << ready_line_.dump();
     EXPECT_EQ(ready_line_.value("http_loops", 0), 2) << ready_line_.dump();
   }
 };

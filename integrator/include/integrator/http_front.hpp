@@ -1,13 +1,14 @@
-// HttpFront: the integrator's HTTP API, a thin layer over Integrator, served by event loops of our own
-// (HttpEngine::kLoops, the default) or by cpp-httplib's threads (kThreads).
+// HttpFront: the integrator's HTTP API, a thin layer over Integrator, served by a few event loops of
+// our own (integrator/src/http_loops.hpp): any number of connections each, pipelining, chunked
+// bodies, and no thread held while a search waits for the shards.
 //   GET  /search?q=&k=&mode=&timeout_ms=   POST /search {"q","k","mode","timeout_ms"}
 //   GET  /health   cluster health (green | yellow | red) and per-shard state
 //   GET  /stats    live numbers for the status page (QPS, latency percentiles, cache)
 //   GET  /         the status page (HTML; refreshes itself from /health and /stats every second)
 // Anything else is 404 with the JSON error shape; bodies over kMaxBodyBytes are refused (413).
-// Thread-safety: Listen blocks in the calling thread, serving on a pool of worker threads; Stop may
-// be called from any thread (a signal-watching thread) and makes Listen return after in-flight
-// requests finished.
+// Thread-safety: Listen blocks in the calling thread, serving on it and the other loops' threads;
+// Stop may be called from any thread (a signal-watching thread) and makes Listen return after
+// in-flight requests finished.
 #pragma once
 
 #include <chrono>
@@ -21,30 +22,13 @@ namespace search {
 
 inline constexpr size_t kMaxBodyBytes = size_t{1} << 20;
 
-// How HttpFront serves connections. kLoops (the default): `loops` event loops of our own
-// (integrator/src/http_loops.hpp), any number of connections each, searches not blocking them.
-// kThreads: cpp-httplib, a worker thread per open connection (`threads` of them; a connection
-// beyond waits for one).
-enum class HttpEngine { kThreads, kLoops };
-
 struct HttpFrontOptions {
   std::string host = "127.0.0.1";
   int port = 9200;
-  HttpEngine engine = HttpEngine::kLoops;
-  int loops = 2;  // kLoops: event-loop threads
-  int threads = 64;  // a keep-alive connection holds its worker while it stays open
+  int loops = 2;               // event-loop threads (DefaultHttpLoops)
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
-  // Requests a kept-alive connection may carry before the server closes it. An open connection
-  // holds its worker, so while another connection waits for a worker every answer closes its
-  // connection ("Connection: close"), which rotates the workers through the waiting ones at once;
-  // with none waiting a connection stays open up to this count, and its client skips a reconnect
-  // per request (httplib's own default is 5).
+  // Requests a kept-alive connection may carry before the server closes it ("Connection: close").
   size_t keep_alive_max_requests = 100;
-  // How long the oldest connection waiting for a worker must have waited before answers close
-  // their connections for it (zero: as soon as one waits). A connection that replaces one the
-  // server has just closed waits only until that worker returns; closing others for it would
-  // feed reconnects with reconnects.
-  std::chrono::milliseconds close_after_wait{5};
 };
 
 // --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.
