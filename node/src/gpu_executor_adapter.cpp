@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cache_sizing.hpp"
 #include "core/thread_cpu.hpp"
 #include "gpu_cache/gpu_cache_metrics.hpp"
 #include "gpu_exec/cuda_util.hpp"
@@ -55,9 +56,11 @@ Result<std::unique_ptr<GpuExecutorAdapter>> GpuExecutorAdapter::Create(const Sha
   if (shard == nullptr) return Status::InvalidArgument("GpuExecutorAdapter: no shard");
   if (!gpu::GpuAvailable()) return Status::Unavailable("no usable GPU (" + gpu::GpuDescription() + ")");
   GpuExecutorOptions opts = options;
-  if (opts.cache_bytes == 0) {
+  if (opts.cache_bytes == 0) {  // the default share of the GPU's free memory (core/cache_sizing.hpp)
     SEARCH_ASSIGN_OR_RETURN(const gpu::DeviceMemoryInfo memory, gpu::GetDeviceMemoryInfo());
-    opts.cache_bytes = memory.free_bytes / 2;
+    const CacheSizing sizing = SizeGpuListCache(memory.free_bytes, 1);
+    Log().Info() << sizing.Describe("GPU list cache");
+    opts.cache_bytes = sizing.bytes;
   }
   gpu::GpuCacheOptions cache_options;
   cache_options.capacity_bytes = opts.cache_bytes;

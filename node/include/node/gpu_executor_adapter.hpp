@@ -44,7 +44,7 @@ struct GpuPreloadStats {
 };
 
 struct GpuExecutorOptions {
-  // Device bytes for cached posting lists; 0 = half of the device's free memory at Create.
+  // Device bytes for cached posting lists; 0 = SizeGpuListCache (core/cache_sizing.hpp) at Create.
   size_t cache_bytes = 0;
   size_t staging_bytes = size_t{64} << 20;  // pinned staging buffers of the list cache
   gpu::GpuContextOptions context;           // per worker context
