@@ -46,13 +46,18 @@ int main(int argc, char** argv) {
   std::string index_dir, metrics_addr, log_level = "info";
   NodeServerOptions options;
   options.listen = "tcp://127.0.0.1:5555";
+  options.async_execute = true;  // the thread that finishes a query sends its reply
   size_t cache_mb = 0, threads = 0;
   int drain_ms = 10000;
   app.add_option("--index", index_dir, "the shard to serve: DIR/shard-<i> as searchctl index wrote it")->required();
-  app.add_option("--listen", options.listen, "ZeroMQ endpoint the integrator connects to (tcp://HOST:PORT; PORT * = any free one): set it per node")
+  app.add_option("--listen", options.listen,
+                 "ZeroMQ endpoint the integrator connects to (tcp://HOST:PORT; PORT * = any free one): set it per node")
       ->capture_default_str();
-  app.add_option("--metrics", metrics_addr, "HOST:PORT to serve Prometheus /metrics on (empty: none); set it to monitor the node");
-  app.add_option("--threads", threads, "request threads (0 = the CPUs this process may use); lower it only to leave CPUs to other processes")->capture_default_str();
+  app.add_option("--metrics", metrics_addr,
+                 "HOST:PORT to serve Prometheus /metrics on (empty: none); set it to monitor the node");
+  app.add_option("--threads", threads,
+                 "request threads (0 = the CPUs this process may use); lower it only to leave CPUs to other processes")
+      ->capture_default_str();
   app.add_option("--cache-mb", cache_mb,
                  "main-memory posting-list cache in MiB (0 = every list of the shard where that fits in half of "
                  "MemAvailable, else that half; the log says which); set it to leave memory to other processes")
@@ -62,11 +67,12 @@ int main(int argc, char** argv) {
                  "when the node sheds load its clients would rather wait for")
       ->capture_default_str()
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  app.add_option("--drain-timeout-ms", drain_ms, "how long SIGTERM waits for in-flight requests before exiting; raise it for long queries")
+  app.add_option("--drain-timeout-ms", drain_ms,
+                 "how long SIGTERM waits for in-flight requests before exiting; raise it for long queries")
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
-  app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to see each start-up step")->capture_default_str();
-  options.async_execute = true;  // the thread that finishes a query sends its reply
+  app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to see each start-up step")
+      ->capture_default_str();
   app.add_option("--slow-query-ms", options.slow_query_ms,
                  "log (WARN, up to 20 lines a second) each request that spends this long in the node, with where "
                  "its time went (0 = off); set it to find what makes a tail slow")
@@ -74,11 +80,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 3.6e6));
   std::string gpu_mode = "auto";
   size_t gpu_cache_bytes = 0;
-  app.add_option("--gpu", gpu_mode, "auto: the GPU when there is one; on: fail without a GPU (GPU hosts); off: CPU only, to leave the GPU to others")
+  app.add_option("--gpu", gpu_mode,
+                 "auto: the GPU when there is one; on: fail without a GPU (GPU hosts); off: CPU only, to leave "
+                 "the GPU to others")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "on", "off"}));
   app.add_option("--gpu-cache-bytes", gpu_cache_bytes,
-                 "device memory for cached posting lists (0 = half of the GPU's free memory)")
+                 "device memory for cached posting lists (0 = half of the GPU's free memory); set it when other "
+                 "processes share the GPU")
       ->capture_default_str();
   int64_t gpu_preload_mb = -1;
   app.add_option("--gpu-preload-mb", gpu_preload_mb,
@@ -90,7 +99,8 @@ int main(int argc, char** argv) {
   std::string sched_name = "auto";
   app.add_option("--scheduler", sched_name,
                  "where queries run: auto = hybrid when the GPU executor runs, else the CPU engine directly; "
-                 "cpu|gpu|hybrid|griffin force one scheduler mode (gpu, hybrid and griffin need a GPU), to compare them")
+                 "cpu|gpu|hybrid|griffin force one scheduler mode (gpu, hybrid and griffin need a GPU), to "
+                 "compare them")
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "cpu", "gpu", "hybrid", "griffin"}));
   std::vector<std::string> tuning_args;
@@ -242,7 +252,8 @@ int main(int argc, char** argv) {
   if (sched_name.empty() && !cpu_split.dedicated.empty()) {
     // The GPU was there at the probe but its executor did not start: no scheduler runs, so the
     // CPU engine's server threads (started below) get every CPU back.
-    log.Warn() << "no scheduler runs: the " << cpu_split.dedicated.size() << " CPUs set apart for its CPU workers go back to the node";
+    log.Warn() << "no scheduler runs: the " << cpu_split.dedicated.size()
+               << " CPUs set apart for its CPU workers go back to the node";
     if (!PinThisThread(allowed_cpus)) log.Warn() << "cannot restore this process's CPU affinity";
     cpu_split = CpuSplit{};
   }

@@ -39,14 +39,16 @@ std::string_view Trim(std::string_view s) {
 
 }  // namespace
 
-std::span<const TuningKey> TuningKeys() { return kTuningKeys; }
+std::span<const TuningKey> TuningKeys() {
+  return kTuningKeys;
+}
 
 std::string TuningHelp() {
   std::string out;
   for (const TuningKey& k : kTuningKeys) {
     out += "  " + std::string(k.key) + " (" + std::string(k.type) + ", default " +
-           (k.default_value.empty() ? std::string("none") : std::string(k.default_value)) + "): " +
-           std::string(k.help) + "\n";
+           (k.default_value.empty() ? std::string("none") : std::string(k.default_value)) +
+           "): " + std::string(k.help) + "\n";
   }
   return out;
 }
@@ -58,8 +60,7 @@ Status ApplyTuning(std::string_view key_value, NodeTuning* tuning) {
   const std::string_view key = Trim(key_value.substr(0, eq));
   const std::string_view value = Trim(key_value.substr(eq + 1));
   if (key == "sched_cpu_cores") return ParseNumber<int64_t>(key, value, -1, 4096, &tuning->sched_cpu_cores);
-  if (key == "calibration_queries")
-    return ParseNumber<uint64_t>(key, value, 1, 1000000, &tuning->calibration_queries);
+  if (key == "calibration_queries") return ParseNumber<uint64_t>(key, value, 1, 1000000, &tuning->calibration_queries);
   if (key == "trace_every") return ParseNumber<uint64_t>(key, value, 1, uint64_t{1} << 40, &tuning->trace_every);
   if (key == "trace") {
     if (value.empty()) return Status::InvalidArgument("--tuning trace: needs a file path");

@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "metrics/metrics.hpp"
 #include "../prometheus_text.hpp"
+#include "metrics/metrics.hpp"
 
 namespace search {
 namespace {
@@ -31,10 +31,10 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
   a.queue_seconds(Processor::kGpu).Observe(0.0002);
   b.execution_seconds(Processor::kHybrid).Observe(0.5);
   const std::string t = m.SerializeText();
-  for (const char* name : {"search_node_queue_seconds", "search_node_execution_seconds", "search_node_queued_requests",
-                           "search_node_unroutable_replies_total", "search_node_slow_queries_total",
-                           "search_postings_decoded_total", "search_blocks_decoded_total",
-                           "search_postings_scored_total"}) {
+  for (const char* name :
+       {"search_node_queue_seconds", "search_node_execution_seconds", "search_node_queued_requests",
+        "search_node_unroutable_replies_total", "search_node_slow_queries_total", "search_postings_decoded_total",
+        "search_blocks_decoded_total", "search_postings_scored_total"}) {
     EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
     EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
   }

@@ -8,12 +8,12 @@
 // thread-safe.
 #pragma once
 
-#include <array>
-
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
+
+#include <array>
 
 #include "core/query.hpp"
 

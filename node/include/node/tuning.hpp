@@ -18,7 +18,7 @@
 namespace search {
 
 struct NodeTuning {
-  int64_t sched_cpu_cores = -1;      // -1: by scheduler (DefaultSchedCpuCores); 0: share every CPU
+  int64_t sched_cpu_cores = -1;       // -1: by scheduler (DefaultSchedCpuCores); 0: share every CPU
   uint64_t calibration_queries = 48;  // the scheduler's start-up cost calibration
   std::string trace;                  // scheduler decision trace (CSV path); empty: none
   uint64_t trace_every = 16;          // one traced job in this many

@@ -29,17 +29,17 @@ struct SchedTask {
   SchedJob job;
   QueryFeatures features;
   void* payload = nullptr;
-  Status status;                         // the runner's verdict (set by RunCpu / RunGpuBatch)
+  Status status;  // the runner's verdict (set by RunCpu / RunGpuBatch)
   GpuOutcome outcome = GpuOutcome::kDone;
-  Unit ran_on = Unit::kCpu;              // the processor that finished it
-  bool migrated = false;                 // ran partly on the GPU, finished on the CPU
-  bool retried = false;                  // rerun on the CPU after a GPU failure
-  double wait_us = 0;                    // queued time, summed over its visits to the queues
-  double run_us = 0;                     // run time: CPU runs plus the wall time of its GPU batch
-  uint32_t gpu_batch = 0;                // jobs in the last GPU batch it ran in (0: none)
-  bool stolen = false;                   // some visit was taken by the processor it did not prefer
-  double submit_us = 0;                  // Submit: waiting for the scheduler's lock to enqueue
-  double return_us = 0;                  // Submit: from the finish to the caller's wake-up
+  Unit ran_on = Unit::kCpu;  // the processor that finished it
+  bool migrated = false;     // ran partly on the GPU, finished on the CPU
+  bool retried = false;      // rerun on the CPU after a GPU failure
+  double wait_us = 0;        // queued time, summed over its visits to the queues
+  double run_us = 0;         // run time: CPU runs plus the wall time of its GPU batch
+  uint32_t gpu_batch = 0;    // jobs in the last GPU batch it ran in (0: none)
+  bool stolen = false;       // some visit was taken by the processor it did not prefer
+  double submit_us = 0;      // Submit: waiting for the scheduler's lock to enqueue
+  double return_us = 0;      // Submit: from the finish to the caller's wake-up
   // Set by the scheduler before each GPU visit: whether the runner may stop a query midway and
   // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
   // (within the CPU slots, nothing queued ahead of it).
