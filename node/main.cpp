@@ -46,7 +46,6 @@ int main(int argc, char** argv) {
   std::string index_dir, metrics_addr, log_level = "info";
   NodeServerOptions options;
   options.listen = "tcp://127.0.0.1:5555";
-  options.async_execute = true;  // the thread that finishes a query sends its reply
   size_t cache_mb = 0, threads = 0;
   int drain_ms = 10000;
   app.add_option("--index", index_dir, "the shard to serve: DIR/shard-<i> as searchctl index wrote it")->required();
@@ -301,8 +300,8 @@ int main(int argc, char** argv) {
       return 1;
     }
     scheduled = std::move(s).value();
-    // Server workers hand each request on and return (async_execute): --threads, by default the
-    // CPUs this thread may use, is all there are.
+    // Server workers hand each request on and return (NodeServer::ExecuteAsync): --threads, by
+    // default the CPUs this thread may use, is all there are.
     options.threads = threads != 0 ? threads : AvailableCores();
   }
   Executor* serving = scheduled != nullptr ? scheduled.get() : executor.get();

@@ -6,7 +6,7 @@
 // the fake device: taking a batch from the queues and finishing its jobs (the model's observation,
 // the counters, waking each job's request thread).
 //
-// --async: as the node submits (NodeServerOptions::async_execute): --submitters threads (the node's request workers)
+// --async: as the node submits (NodeServer::ExecuteAsync): --submitters threads (the node's request workers)
 // keep --threads jobs in flight through SubmitAsync without waiting for any one of them (a
 // counting semaphore holds the window); each job's on_done, on the thread that finished it,
 // frees its slot. Sync: --threads request threads, each blocked on its job until it is answered.

@@ -392,11 +392,9 @@ void NodeServer::IoLoop() {
     {
       std::lock_guard<std::mutex> lock(impl_->jobs_mu);
       depth = impl_->jobs.size();
-      // With async_execute a worker hands each request on at once, so the queue alone bounds
-      // nothing: every request not yet answered counts, against the queue plus what the workers
-      // would hold running in the synchronous mode.
-      const bool room = options_.async_execute ? in_flight_.load() < options_.queue_capacity + options_.threads
-                                               : depth < options_.queue_capacity;
+      // A worker hands each request on at once, so the queue alone bounds nothing: every request
+      // not yet answered counts, against the queue plus one running request a worker.
+      const bool room = in_flight_.load() < options_.queue_capacity + options_.threads;
       if (room) {
         impl_->jobs.push_back(Job{identity, std::move(req), received, deadline});
         queued = true;
@@ -404,11 +402,10 @@ void NodeServer::IoLoop() {
       }
     }
     if (!queued) {
-      Status st = Status::ResourceExhausted(
-          options_.async_execute
-              ? "node full (" + std::to_string(in_flight_.load()) + " requests in flight, --queue " +
-                    std::to_string(options_.queue_capacity) + " plus " + std::to_string(options_.threads) + " workers)"
-              : "node queue full (" + std::to_string(depth) + " requests waiting)");
+      Status st = Status::ResourceExhausted("node full (" + std::to_string(in_flight_.load()) +
+                                            " requests in flight, " + std::to_string(depth) + " waiting; --queue " +
+                                            std::to_string(options_.queue_capacity) + " plus " +
+                                            std::to_string(options_.threads) + " workers)");
       io.SendError(identity, MessageKind::kSearchRequest, id, st);
       count_request(mode, st, received);
       return;
@@ -588,7 +585,7 @@ void NodeServer::WorkerLoop() {
     // andor split: AND here; OR too when this shard alone has fewer than k AND hits (the
     // integrator decides on the merged AND hits). Two runs in a row: on this thread.
     const bool split = job.request.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
-    if (options_.async_execute && !split) {
+    if (!split) {
       ExecuteAsync(std::move(job), start);
       continue;
     }

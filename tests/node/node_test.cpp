@@ -53,7 +53,7 @@ class SlowExecutor final : public Executor {
 };
 
 // An executor that answers through ExecuteAsync on threads of its own, `delay` later: the node's
-// async_execute path, where the finishing thread (not the worker) queues the reply.
+// asynchronous path, where the finishing thread (not the worker) queues the reply.
 class DeferredExecutor final : public Executor {
  public:
   DeferredExecutor(Executor* inner, std::chrono::milliseconds delay) : inner_(inner), delay_(delay) {}
@@ -109,7 +109,7 @@ class NodeTest : public ::testing::Test {
   }
 
   // The scheduler under the CPU policy with 3 workers, and a node's options that hand each request
-  // to it (async_execute, 2 request threads).
+  // to it (2 request threads).
   static Result<std::unique_ptr<ScheduledExecutor>> CpuScheduler() {
     ScheduledExecutorOptions so;
     so.sched.policy.mode = SchedMode::kCpu;
@@ -120,7 +120,6 @@ class NodeTest : public ::testing::Test {
   static NodeServerOptions AsyncOptions() {
     NodeServerOptions o;
     o.threads = 2;
-    o.async_execute = true;
     return o;
   }
 
@@ -243,7 +242,7 @@ TEST_F(NodeTest, AnswersEqualTheCpuExecutor) {
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
-// async_execute: the worker hands each request to ExecuteAsync and takes the next; the thread that
+// The worker hands each request to ExecuteAsync and takes the next; the thread that
 // finishes it queues the reply. Over the scheduler (its CPU workers answer), every reply equals the
 // CPU engine's, once each; an andor split still runs on the worker (two runs in a row).
 TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
@@ -297,7 +296,7 @@ TEST_F(NodeTest, QueuedRepliesWakeTheIoThreadWithoutItsPollTimeout) {
   EXPECT_EQ(server->in_flight(), 0u);
 }
 
-// async_execute with answers still running when Stop() is called: the drain waits for them, every
+// Answers still running when Stop() is called: the drain waits for them, every
 // request handed over is answered once, and Stop() returns only after the last answer (its thread
 // touches the server's state); new work meanwhile is refused.
 TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
@@ -305,7 +304,6 @@ TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
   DeferredExecutor deferred(&cpu_, std::chrono::milliseconds(1000));
   NodeServerOptions o;
   o.threads = 2;
-  o.async_execute = true;
   auto server = Start(&deferred, o);
   Client client(ctx_, server->endpoint());
   const SearchRequestMsg r = SendSameQuery(client, 6);
@@ -473,7 +471,7 @@ TEST_F(NodeTest, FullQueueShedsLoad) {
   EXPECT_EQ(ok + shed, 6);
 }
 
-// async_execute: workers hand requests on at once, so the queue never fills; the node still sheds
+// Workers hand requests on at once, so the queue never fills; the node still sheds
 // past queue_capacity + threads requests in flight (handed over and not yet answered), and every
 // request is answered once, ok or shed.
 TEST_F(NodeTest, AsyncExecuteShedsPastTheRequestsInFlight) {
@@ -481,7 +479,6 @@ TEST_F(NodeTest, AsyncExecuteShedsPastTheRequestsInFlight) {
   NodeServerOptions o;
   o.threads = 1;
   o.queue_capacity = 2;
-  o.async_execute = true;
   auto server = Start(&deferred, o);
   Client client(ctx_, server->endpoint());
   std::vector<std::string> messages;

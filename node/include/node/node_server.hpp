@@ -40,8 +40,7 @@ class ShardReader;
 struct NodeServerOptions {
   std::string listen = "tcp://127.0.0.1:*";  // a ZeroMQ endpoint; port "*" picks a free one
   size_t threads = 0;                         // workers; 0 = hardware threads
-  size_t queue_capacity = 1024;               // queued requests beyond this are shed (async_execute: requests in
-                                              // flight beyond this plus `threads`)
+  size_t queue_capacity = 1024;               // requests in flight beyond this plus `threads` are shed
   int sndhwm = 10000;                         // messages per peer pipe
   int rcvhwm = 10000;
   int64_t max_msg_bytes = int64_t{16} << 20;  // ZMQ_MAXMSGSIZE (= proto kMaxFrameBytes)
@@ -54,12 +53,6 @@ struct NodeServerOptions {
   // phases, reply; see node_server.cpp) and counted in search_node_slow_queries_total. 0: off.
   double slow_query_ms = 0;
   size_t slow_log_per_second = 20;  // lines logged per second at most; the rest counted, not logged
-  // Workers hand each request (but an andor split's two runs) to Executor::ExecuteAsync and go on
-  // to the next; the thread that finishes the query (a scheduler's CPU worker or GPU dispatcher)
-  // encodes and queues the reply, so no worker waits per query (search-node always sets it).
-  // Stop() waits for every request handed over to be answered. false: a worker runs each request
-  // and waits for it, and the queue bounds the requests waiting for a worker.
-  bool async_execute = false;
   // The I/O thread's longest sleep in poll with nothing to do (it wakes for requests and queued
   // replies; this bounds how late it notices a stop or anything else). Tests raise it so that a
   // lost wake-up shows as a timeout.
@@ -97,8 +90,10 @@ class NodeServer {
   struct Job;
   void IoLoop();
   void WorkerLoop();
-  // async_execute: hands the request to the executor's ExecuteAsync; the thread that finishes the
-  // query answers it (Respond), and this worker takes the next request at once.
+  // Hands the request to the executor's ExecuteAsync; the thread that finishes the query answers
+  // it (Respond), and this worker takes the next request at once. Every request but an andor
+  // split's (two runs in a row, on the worker) goes this way, so no worker waits per query;
+  // Stop() waits for every request handed over to be answered.
   void ExecuteAsync(Job job, std::chrono::steady_clock::time_point start);
   // Builds, counts and queues the reply to a request (out: the executor's answer or an error;
   // ran_executor: the request reached the executor; or_hits: an andor split's OR hits).
