@@ -1,6 +1,6 @@
 // Executor: what a shard node runs a query on. The node's server only sees this interface; the
-// CPU engine (CpuExecutorAdapter) is one implementation and the GPU engine / CPU-GPU scheduler
-// plug in later as others. Hits come back best first (score desc, docID asc) with external ids.
+// CPU engine (CpuExecutorAdapter), the GPU executor (GpuExecutorAdapter) and the CPU/GPU
+// scheduler over both (ScheduledExecutor) implement it. Hits come back best first (score desc, docID asc) with external ids.
 // Thread-safety: Execute may be called from many worker threads at once; implementations must
 // be thread-safe.
 #pragma once

@@ -1,15 +1,16 @@
 // NodeServer: the shard node's service. A ZeroMQ ROUTER bound to `listen` receives
 // [identity][empty][Envelope frame] messages (proto/search.capnp) from integrator DEALERs; one
-// I/O thread owns the ROUTER and answers Pings itself; SearchRequests go through a bounded job
-// queue to a pool of worker threads that run them on an Executor and hand encoded replies back to
-// the I/O thread through a mutex-guarded queue plus an eventfd the I/O thread polls (no socket is
-// ever shared between threads).
+// I/O thread owns the ROUTER and answers Pings itself; SearchRequests go through a job queue to a
+// pool of worker threads that hand each to the Executor (ExecuteAsync) and take the next; the
+// thread that finishes a query encodes its reply and hands it back to the I/O thread through a
+// mutex-guarded queue plus an eventfd the I/O thread polls (no socket is ever shared between
+// threads). Requests in flight are bounded by queue_capacity plus the workers.
 //
 // Behaviour on the wire:
 //   - undecodable frames: answered InvalidArgument ("malformed message: ...", or "unsupported
 //     protocol major version ...") when a request id can be recovered, else counted and dropped;
 //   - a request already past its deadline, or whose deadline passes while queued: DeadlineExceeded
-//     without running; a full queue: ResourceExhausted (load shedding);
+//     without running; past the bound on requests in flight: ResourceExhausted (load shedding);
 //   - while draining (after Stop()): new requests are answered Unavailable, Pings report "draining";
 //   - a request that hits corrupt data is answered Corruption; the node keeps serving the others
 //     and Pings report "degraded: N request(s) hit corrupt data (last: ...)".
