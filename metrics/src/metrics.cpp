@@ -95,19 +95,6 @@ std::string_view BadRequestReasonLabel(BadRequestReason r) {
   return i < kNames.size() ? kNames[i] : "malformed";
 }
 
-std::string_view GpuFallbackReasonLabel(GpuFallbackReason r) {
-  static constexpr std::array<std::string_view, kNumGpuFallbackReasons> kNames = {
-      "cuda_error", "out_of_memory", "unsupported", "corruption", "other"};
-  const auto i = static_cast<size_t>(r);
-  return i < kNames.size() ? kNames[i] : "other";
-}
-
-std::string_view GpuBatchPartLabel(GpuBatchPart p) {
-  static constexpr std::array<std::string_view, kNumGpuBatchParts> kNames = {"prepare", "acquire", "engine", "finish"};
-  const auto i = static_cast<size_t>(p);
-  return i < kNames.size() ? kNames[i] : "engine";
-}
-
 std::string_view ModeLabel(QueryMode mode) {
   switch (mode) {
     case QueryMode::kAnd: return "and";
@@ -154,20 +141,6 @@ Metrics::Metrics(std::string component)
   for (size_t i = 0; i < kNumBadRequestReasons; ++i) {
     bad_requests_[i] = &bad.Add(
         {{"component", component_}, {"reason", std::string(BadRequestReasonLabel(static_cast<BadRequestReason>(i)))}});
-  }
-
-  fallback_cpu_ = &CounterFamily(r, families::kFallbackCpu).Add({});
-  auto& gpu_fallbacks = CounterFamily(r, families::kGpuFallbacks);
-  for (size_t i = 0; i < kNumGpuFallbackReasons; ++i) {
-    gpu_fallbacks_[i] =
-        &gpu_fallbacks.Add({{"reason", std::string(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(i)))}});
-  }
-  auto& batch_cpu = CounterFamily(r, families::kGpuBatchCpu);
-  auto& batch_wall = CounterFamily(r, families::kGpuBatchWall);
-  for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
-    const std::string part(GpuBatchPartLabel(static_cast<GpuBatchPart>(i)));
-    gpu_batch_cpu_[i] = &batch_cpu.Add({{"part", part}});
-    gpu_batch_wall_[i] = &batch_wall.Add({{"part", part}});
   }
 
   start_time_ = &GaugeFamily(r, families::kProcessStartTime).Add({});
@@ -247,14 +220,6 @@ void Metrics::RunScrapeHooks() {
 std::string Metrics::SerializeText() {
   prometheus::TextSerializer serializer;
   return serializer.Serialize(collectable_->Collect());
-}
-
-void Metrics::SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
-                               const std::array<double, kNumGpuBatchParts>& wall_seconds) {
-  for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
-    SetCounterTo(*gpu_batch_cpu_[i], cpu_seconds[i]);
-    SetCounterTo(*gpu_batch_wall_[i], wall_seconds[i]);
-  }
 }
 
 }  // namespace search

@@ -88,6 +88,7 @@ GpuExecutorAdapter::GpuExecutorAdapter(const ShardReader* shard, Metrics* metric
   view_.params = shard_->meta().bm25;
   view_.norm_floor = cache_->min_norm();
   if (metrics_ != nullptr) {
+    gpu_metrics_ = std::make_unique<GpuExecutorMetrics>(metrics_->registry());
     auto cache_metrics = std::make_shared<gpu::GpuCacheMetrics>(metrics_->registry());
     hook_id_ = metrics_->AddScrapeHook([this, cache_metrics] {
       cache_metrics->Set(cache_->stats());
@@ -114,7 +115,7 @@ void GpuExecutorAdapter::PublishBatchTimes() {
     cpu[i] = static_cast<double>(batch_cpu_ns_[i].load()) * 1e-9;
     wall[i] = static_cast<double>(batch_wall_ns_[i].load()) * 1e-9;
   }
-  metrics_->SetGpuBatchTimes(cpu, wall);
+  gpu_metrics_->SetBatchTimes(cpu, wall);
 }
 
 Result<std::unique_ptr<gpu::GpuContext>> GpuExecutorAdapter::TakeContext() {
@@ -243,10 +244,7 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
 
 void GpuExecutorAdapter::CountFallback(GpuFallbackReason reason, const Status& why) {
   const uint64_t n = fallbacks_[static_cast<size_t>(reason)].fetch_add(1) + 1;
-  if (metrics_ != nullptr) {
-    metrics_->gpu_fallbacks(reason).Increment();
-    metrics_->fallback_cpu().Increment();
-  }
+  if (gpu_metrics_ != nullptr) gpu_metrics_->CountFallback(reason);
   // Out of memory is routine under load (the cache is full of pinned lists); CUDA errors and
   // corruption are not: warn about the first few of each reason, then log at debug level.
   const bool loud = reason != GpuFallbackReason::kOutOfMemory && n <= 10;

@@ -29,7 +29,7 @@ constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kG
 
 }  // namespace
 
-NodeMetrics::NodeMetrics(prometheus::Registry& r) {
+NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
   auto counter = [&](const Family& f) -> auto& {
     return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
   };

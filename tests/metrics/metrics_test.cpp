@@ -51,8 +51,7 @@ TEST(MetricsTest, EveryFamilyIsRegisteredOnceWithHelp) {
   Metrics m("node");
   const std::string text = m.SerializeText();
   for (const auto* f : {&families::kRequests, &families::kRequestDuration, &families::kInflight,
-                        &families::kDeadlineExceeded, &families::kBadRequests, &families::kProcessStartTime,
-                        &families::kFallbackCpu}) {
+                        &families::kDeadlineExceeded, &families::kBadRequests, &families::kProcessStartTime}) {
     EXPECT_EQ(Count(text, "# HELP " + std::string(f->name) + " "), 1u) << f->name;
     EXPECT_EQ(Count(text, "# TYPE " + std::string(f->name) + " "), 1u) << f->name;
   }
@@ -84,7 +83,8 @@ TEST(MetricsTest, AccessorsIncrementTheirOwnSeries) {
   EXPECT_EQ(SeriesValue(t, R"(search_request_duration_seconds_bucket{component="integrator",mode="or",le="+Inf"})"), 2);
   EXPECT_EQ(SeriesValue(t, R"(search_bad_requests_total{component="integrator",reason="unsupported_version"})"), 1);
   EXPECT_EQ(SeriesValue(t, R"(search_inflight_requests{component="integrator"})"), 1);
-  // Nor are the node's (node/node_metrics.hpp) or its scheduler's.
+  // Nor are the node's (node/node_metrics.hpp, node/gpu_executor_metrics.hpp) or its scheduler's.
+  EXPECT_EQ(t.find("search_gpu_fallbacks_total"), std::string::npos);
   EXPECT_EQ(t.find("search_node_"), std::string::npos);
   EXPECT_EQ(t.find("search_postings_decoded_total"), std::string::npos);
   EXPECT_EQ(t.find("search_sched_"), std::string::npos);
@@ -125,35 +125,9 @@ TEST(MetricsTest, ScrapeHooksRefreshSeriesUntilRemoved) {
   EXPECT_EQ(t.find("search_list_cache"), std::string::npos);
 }
 
-TEST(MetricsTest, GpuFallbackSeries) {
-  Metrics m("node");
-  m.gpu_fallbacks(GpuFallbackReason::kOutOfMemory).Increment();
-  m.gpu_fallbacks(GpuFallbackReason::kCudaError).Increment(2);
-  m.fallback_cpu().Increment(3);
-  const std::string t = m.SerializeText();
-  EXPECT_EQ(t.find("search_gpu_cache"), std::string::npos);  // gpu_cache's own families (GpuCacheMetrics)
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_fallbacks_total{reason="out_of_memory"})"), 1);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_fallbacks_total{reason="cuda_error"})"), 2);
-  EXPECT_EQ(SeriesValue(t, "search_fallback_cpu_total"), 3);
-}
-
-TEST(MetricsTest, GpuBatchTimeSeriesFollowTheExecutorsTotals) {
-  Metrics m("node");
-  m.SetGpuBatchTimes({0.5, 1.25, 2.0, 0.25}, {1, 2, 8, 0.5});
-  m.SetGpuBatchTimes({0.75, 1.25, 3.0, 0.125}, {1, 2, 9, 1});  // a part that went back is kept, never lowered
-  const std::string t = m.SerializeText();
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_seconds_total{part="engine"})"), 9.0);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_seconds_total{part="finish"})"), 1.0);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="prepare"})"), 0.75);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="acquire"})"), 1.25);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="engine"})"), 3.0);
-  EXPECT_EQ(SeriesValue(t, R"(search_gpu_batch_cpu_seconds_total{part="finish"})"), 0.25);
-  EXPECT_EQ(GpuBatchPartLabel(GpuBatchPart::kAcquire), "acquire");
-}
-
 TEST(MetricsTest, SetCounterToNeverGoesBackwards) {
   Metrics m("node");
-  auto& c = m.fallback_cpu();
+  auto& c = m.deadline_exceeded();
   SetCounterTo(c, 5);
   EXPECT_EQ(c.Value(), 5);
   SetCounterTo(c, 3);

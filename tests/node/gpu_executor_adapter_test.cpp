@@ -18,6 +18,7 @@
 
 #include "gpu_exec/cuda_util.hpp"
 #include "metrics/metrics.hpp"
+#include "../prometheus_text.hpp"
 #include "node/node_server.hpp"
 #include "node/scheduled_executor.hpp"
 #include "node_fixture.hpp"
@@ -192,9 +193,10 @@ TEST_F(GpuExecutorAdapterTest, OutOfCacheMemoryFallsBackToTheCpu) {
   std::cerr << "tiny cache: " << on_gpu << " queries on the GPU, " << on_cpu << " fell back\n";
   EXPECT_GT(on_cpu, 0);
   EXPECT_GT(gpu->fallbacks(GpuFallbackReason::kOutOfMemory), 0u);
-  EXPECT_EQ(metrics.gpu_fallbacks(GpuFallbackReason::kOutOfMemory).Value(),
+  const std::string scrape = metrics.SerializeText();
+  EXPECT_EQ(testing::SeriesValue(scrape, R"(search_gpu_fallbacks_total{reason="out_of_memory"})"),
             static_cast<double>(gpu->fallbacks(GpuFallbackReason::kOutOfMemory)));
-  EXPECT_EQ(metrics.fallback_cpu().Value(), static_cast<double>(gpu->fallbacks_total()));
+  EXPECT_EQ(testing::SeriesValue(scrape, "search_fallback_cpu_total"), static_cast<double>(gpu->fallbacks_total()));
   EXPECT_GT(gpu->cache().stats().failed_allocations, 0u);
   EXPECT_NE(metrics.SerializeText().find("search_gpu_cache_failed_allocations_total"), std::string::npos);
 

@@ -34,7 +34,8 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
   for (const char* name :
        {"search_node_queue_seconds", "search_node_execution_seconds", "search_node_queued_requests",
         "search_node_unroutable_replies_total", "search_node_slow_queries_total", "search_postings_decoded_total",
-        "search_blocks_decoded_total", "search_postings_scored_total"}) {
+        "search_blocks_decoded_total", "search_postings_scored_total", "search_gpu_fallbacks_total",
+        "search_fallback_cpu_total", "search_gpu_batch_cpu_seconds_total"}) {
     EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
     EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
   }

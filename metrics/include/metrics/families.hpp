@@ -31,25 +31,8 @@ inline constexpr Family kDeadlineExceeded{"search_deadline_exceeded_total",
 inline constexpr Family kBadRequests{"search_bad_requests_total",
                                      "Rejected requests (malformed, unsupported version, invalid fields), by reason."};
 
-// The node's GPU executor (the node's own families: node/src/node_metrics.cpp; its scheduler's:
-// sched/src/hybrid_scheduler.cpp).
-inline constexpr Family kFallbackCpu{"search_fallback_cpu_total",
-                                     "Queries the GPU engine handed back to the CPU executor."};
-
-// Node GPU executor. Labels: reason (GpuFallbackReason labels: cuda_error, out_of_memory,
-// unsupported, corruption, other).
-inline constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
-                                      "Queries the GPU executor could not run and reran on the CPU, by reason."};
-inline constexpr Family kGpuBatchCpu{
-    "search_gpu_batch_cpu_seconds_total",
-    "CPU time of the GPU executor's batches on their calling threads, by part: prepare (term metadata and "
-    "main-memory lists), acquire (pinning the lists in the GPU list cache, copies of those not resident), "
-    "engine (planning, uploads, launches, waits that do not sleep, reading the answers back) and finish "
-    "(synchronizing the stream, building the answers)."};
-inline constexpr Family kGpuBatchWall{
-    "search_gpu_batch_seconds_total",
-    "Wall time of the GPU executor's batches on their calling threads, by the parts of "
-    "search_gpu_batch_cpu_seconds_total; beyond their CPU time: device waits, lock waits, time off the core."};
+// The node's own families: node/src/node_metrics.cpp (its GPU executor's:
+// node/src/gpu_executor_metrics.cpp); its scheduler's: sched/src/hybrid_scheduler.cpp.
 
 // Process.
 inline constexpr Family kProcessStartTime{"process_start_time_seconds",

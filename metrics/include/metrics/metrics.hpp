@@ -1,12 +1,12 @@
 // Metrics: a process's Prometheus registry over prometheus-cpp, its /metrics exposer and the
 // shared latency buckets. A process makes one Metrics (its component label: "node",
 // "integrator", ...), which registers the families listed in families.hpp (the request families
-// shared by node and integrator, and the node's) and hands out typed accessors, so callers never
+// shared by node and integrator) and hands out typed accessors, so callers never
 // repeat label strings and labels stay bounded: mode in {and, or, andor}, status in
 // RequestStatus, processor in {cpu, gpu, hybrid}, reason in BadRequestReason. A component with
 // families of its own registers them on registry() itself (the integrator's: IntegratorMetrics;
 // the shard reader's list cache: index_store's ShardMetrics; the GPU list cache: gpu_cache's
-// GpuCacheMetrics).
+// GpuCacheMetrics; the node's: NodeMetrics and GpuExecutorMetrics; the scheduler's: sched/).
 // StartExposer serves GET /metrics on HOST:PORT.
 //
 // Values computed elsewhere (a cache's counters and size) are refreshed at
@@ -65,24 +65,8 @@ enum class BadRequestReason : uint8_t {
 inline constexpr size_t kNumBadRequestReasons = 6;
 std::string_view BadRequestReasonLabel(BadRequestReason r);
 
-// Why the GPU executor handed a query to the CPU (search_gpu_fallbacks_total{reason}).
-enum class GpuFallbackReason : uint8_t {
-  kCudaError = 0,  // a CUDA runtime error (Unavailable)
-  kOutOfMemory,    // device memory: the list cache or the engine's scratch (ResourceExhausted)
-  kUnsupported,    // the engine does not run this query (too many terms, ...)
-  kCorruption,     // the engine reported a corrupt block (the CPU rechecks)
-  kOther,
-};
-inline constexpr size_t kNumGpuFallbackReasons = 5;
-std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
-
 // "and", "or", "andor" (the metrics label; same as QueryModeName).
 std::string_view ModeLabel(QueryMode mode);
-
-// The parts of a GPU executor batch's CPU time (search_gpu_batch_cpu_seconds_total{part}).
-enum class GpuBatchPart : uint8_t { kPrepare, kAcquire, kEngine, kFinish };
-inline constexpr size_t kNumGpuBatchParts = 4;
-std::string_view GpuBatchPartLabel(GpuBatchPart p);  // "prepare", "acquire", "engine", "finish"
 
 // The latency buckets: 50 us * 2^i, i = 0..17.
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
@@ -125,15 +109,6 @@ class Metrics {
   prometheus::Counter& deadline_exceeded() { return *deadline_exceeded_; }
   prometheus::Counter& bad_requests(BadRequestReason r) { return *bad_requests_[static_cast<size_t>(r)]; }
 
-  // --- node ---
-  prometheus::Counter& fallback_cpu() { return *fallback_cpu_; }
-  prometheus::Counter& gpu_fallbacks(GpuFallbackReason r) { return *gpu_fallbacks_[static_cast<size_t>(r)]; }
-
-  // Sets search_gpu_batch_cpu_seconds_total{part} and search_gpu_batch_seconds_total{part} (wall)
-  // to totals kept by the GPU executor.
-  void SetGpuBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
-                        const std::array<double, kNumGpuBatchParts>& wall_seconds);
-
  private:
   static size_t Idx(QueryMode m) { return static_cast<size_t>(m); }
   class HookedCollectable;
@@ -154,9 +129,6 @@ class Metrics {
   prometheus::Gauge* inflight_ = nullptr;
   prometheus::Counter* deadline_exceeded_ = nullptr;
   std::array<prometheus::Counter*, kNumBadRequestReasons> bad_requests_{};
-  prometheus::Counter* fallback_cpu_ = nullptr;
-  std::array<prometheus::Counter*, kNumGpuFallbackReasons> gpu_fallbacks_{};
-  std::array<prometheus::Counter*, kNumGpuBatchParts> gpu_batch_cpu_{}, gpu_batch_wall_{};
   prometheus::Gauge* start_time_ = nullptr;
 };
 

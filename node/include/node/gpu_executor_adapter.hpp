@@ -32,6 +32,7 @@
 #include "gpu_exec/gpu_engine.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
+#include "node/gpu_executor_metrics.hpp"
 
 namespace search {
 
@@ -105,6 +106,7 @@ class GpuExecutorAdapter final : public Executor, public BatchExecutor {
 
   const ShardReader* shard_;
   Metrics* metrics_;
+  std::unique_ptr<GpuExecutorMetrics> gpu_metrics_;  // set with metrics_
   GpuExecutorOptions options_;
   std::unique_ptr<gpu::GpuListCache> cache_;
   gpu::GpuShardView view_;

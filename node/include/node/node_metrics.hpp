@@ -1,7 +1,8 @@
 // NodeMetrics: the shard node's own metric families (the node's queue and execution times, its
 // queued requests, unroutable replies and slow queries, and the postings its engines decoded and
-// scored, by processor), registered with their help texts on the registry it is given. The
-// request families a node shares with the integrator stay with Metrics.
+// scored, by processor), registered with their help texts on the registry it is given, with its
+// GPU executor's (GpuExecutorMetrics: zero on a node without a GPU, so dashboards read 0 rather
+// than nothing). The request families a node shares with the integrator stay with Metrics.
 // Contract: registering on a registry that already has these families (another NodeMetrics, a
 // second server in one process) shares their series.
 // Thread-safety: the accessors may be called from any thread; prometheus-cpp's series are
@@ -16,6 +17,7 @@
 #include <array>
 
 #include "core/query.hpp"
+#include "node/gpu_executor_metrics.hpp"
 
 namespace search {
 
@@ -39,6 +41,7 @@ class NodeMetrics {
   prometheus::Gauge* queued_ = nullptr;
   prometheus::Counter* unroutable_ = nullptr;
   prometheus::Counter* slow_queries_ = nullptr;
+  GpuExecutorMetrics gpu_executor_;  // registered with the node's; the GPU executor shares its series
 };
 
 }  // namespace search
