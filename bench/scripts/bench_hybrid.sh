@@ -46,8 +46,8 @@
 #      those CPUs were, node_cpus_busy_pct; default: unpinned),
 #      LOADGEN_CPUS (a taskset CPU list for the load generator and host_jitter alone, the
 #      integrator keeping CLIENT_CPUS less these: the measuring instrument apart from the serving
-#      path it measures, whose hundreds of HTTP threads would otherwise delay the load generator's
-#      event loops and show up as send wait; default: with the integrator),
+#      path it measures, whose threads would otherwise delay the load generator's event loops and
+#      show up as send wait; default: with the integrator),
 #      LOADGEN_THREADS (searchctl loadgen --threads; default its own),
 #      LOADGEN_PIN_LOOPS (1: searchctl loadgen --pin-loops, each event loop on one CPU of its own;
 #      default 1 with LOADGEN_CPUS, else 0),
