@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <string_view>
+#include <zmq.hpp>
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
@@ -975,14 +976,49 @@ TEST_F(ClusterLoopsTest, LoopsEngineOutOfDescriptorsPausesAcceptingAndRecovers) 
   EXPECT_LE(warnings, 40) << limited.Logs();
 }
 
-// SIGTERM with 20 searches in flight over 20 connections (one node stopped, so they wait for their
-// 6 s deadline): every one gets a complete 200 answer, then the connection closes, and the
-// integrator exits 0.
+// SIGTERM with 20 searches in flight over 20 connections: every one gets a complete 200 answer, then
+// the connection closes, and the integrator exits 0. Shard 2 is a silent stand-in (a ZeroMQ ROUTER
+// that completes the handshake and answers heartbeats but never a search), so the searches stay in
+// flight for as long as the test needs (deadline 60 s), however slowly a loaded machine gets them
+// there; it goes away only once the integrator is draining, which ends shard 2's part of every
+// search (its connection is lost) and lets them finish. Order, not time: no step races a clock.
 TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
-  ExpectLoopsEngine();
   constexpr int kClients = 20;
-  constexpr uint32_t kStopped = 2;
-  nodes_[kStopped]->Signal(SIGSTOP);
+  constexpr uint32_t kSilent = 2;
+  zmq::context_t ctx(1);
+  zmq::socket_t silent(ctx, zmq::socket_type::router);
+  silent.set(zmq::sockopt::linger, 0);
+  silent.bind("tcp://127.0.0.1:*");
+  std::string shards = endpoints_[0] + "," + endpoints_[1] + "," + silent.get(zmq::sockopt::last_endpoint);
+  Process held;
+  ASSERT_TRUE(held.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "",
+                          "--ping-ms", "200", "--cache-mb", "16", "--http-keep-alive-requests", "3", "--http-loops",
+                          "2"},
+                         run_->path() + "/held"));
+  auto ready = held.WaitReady();
+  ASSERT_TRUE(ready.has_value()) << held.Logs();
+  EXPECT_EQ(ready->value("http_loops", 0), 2) << ready->dump();
+  const int port = PortOf(ready->at("http").get<std::string>());
+  // The stand-in's first message (the integrator's ping after the handshake): connected.
+  zmq::pollitem_t item{silent.handle(), 0, ZMQ_POLLIN, 0};
+  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(30000)), 1) << held.Logs();
+  // Shards 0 and 1 up (shard 2 never pongs: yellow).
+  const auto up_by = Clock::now() + 30s;
+  HttpResult h;
+  while (Clock::now() < up_by) {
+    h = Fetch(port, "/health");
+    if (h.status == 200 && h.body.value("status", "") == "yellow") break;
+    std::this_thread::sleep_for(20ms);
+  }
+  ASSERT_EQ(h.body.value("status", ""), "yellow") << h.raw << held.Logs();
+  // An idle keep-alive connection: the integrator closes it once it is draining.
+  RawConn idle(port);
+  ASSERT_TRUE(idle.ok());
+  ASSERT_TRUE(idle.Send(GetRequest("/health")));
+  auto idle_answer = idle.Read();
+  ASSERT_TRUE(idle_answer.has_value()) << idle.why();
+  ASSERT_EQ(idle_answer->status, 200);
+
   std::vector<std::unique_ptr<RawConn>> conns;
   std::vector<std::string> queries;
   for (int i = 0; i < kClients; ++i) {
@@ -991,37 +1027,41 @@ TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
     q += " w";
     q += std::to_string(i + 1);
     queries.push_back(q);
-    conns.push_back(std::make_unique<RawConn>(http_port_));
+    conns.push_back(std::make_unique<RawConn>(port));
     ASSERT_TRUE(conns.back()->ok());
-    ASSERT_TRUE(conns.back()->Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10, /*timeout_ms=*/6000))));
+    ASSERT_TRUE(conns.back()->Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10, /*timeout_ms=*/60000))));
   }
-  // All 20 admitted and waiting (well before the first one's deadline, even on a loaded machine).
-  const auto end = Clock::now() + 5s;
+  // All 20 admitted and waiting on shard 2.
+  const auto end = Clock::now() + 30s;
   HttpResult s;
   while (Clock::now() < end) {
-    s = Fetch(http_port_, "/stats");
+    s = Fetch(port, "/stats");
     if (s.status == 200 && s.body["in_flight"] == kClients) break;
     std::this_thread::sleep_for(5ms);
   }
   ASSERT_EQ(s.body["in_flight"], kClients) << s.raw;
-  integrator_->Signal(SIGTERM);
+  held.Signal(SIGTERM);
+  // Draining (the idle connection closed), with the 20 searches still in flight: now shard 2 goes.
+  ASSERT_TRUE(idle.ReadsEof(30s)) << idle.why() << "\n" << held.Logs();
+  silent.close();
   for (int i = 0; i < kClients; ++i) {
     const std::string what = "in flight " + std::to_string(i) + " q='" + queries[i] + "'";
     auto a = conns[i]->Read(false, 15s);
-    ASSERT_TRUE(a.has_value()) << what << ": " << conns[i]->why() << "\n" << integrator_->Logs();
+    ASSERT_TRUE(a.has_value()) << what << ": " << conns[i]->why() << "\n" << held.Logs();
     ASSERT_EQ(a->status, 200) << what << ": " << a->status_line << " " << a->body;
     const json body = json::parse(a->body, nullptr, false);
     ASSERT_TRUE(body.is_object()) << what << ": " << a->body;
-    // The stopped node's part is missing (its deadline passed); the rest is exact.
+    // Shard 2's part is missing (its connection was lost); the rest is exact.
     ASSERT_EQ(body["_shards"]["failed"], 1) << what << ": " << a->body;
+    EXPECT_EQ(body["_shards"]["failures"][0]["shard"], kSilent) << what << ": " << a->body;
     EXPECT_EQ(body["_shards"]["successful"], kShards - 1) << what;
-    ExpectSameHits(body["hits"]["hits"], ExpectedWithout(kStopped, queries[i], QueryMode::kOr, 10), what);
+    ExpectSameHits(body["hits"]["hits"], ExpectedWithout(kSilent, queries[i], QueryMode::kOr, 10), what);
     EXPECT_EQ(a->Header("connection"), "close") << what;
     EXPECT_TRUE(conns[i]->ReadsEof()) << what << ": " << conns[i]->why();
   }
-  auto st = integrator_->Wait(15s);
-  EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << "\n" << integrator_->Logs();
-  // (TearDown resumes the stopped node and stops the nodes.)
+  auto st = held.Wait(15s);
+  EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << DescribeExit(st) << "\n" << held.Logs();
+  // (TearDown stops the fixture's integrator and nodes.)
 }
 
 }  // namespace
