@@ -27,6 +27,7 @@
 #include "core/url_encode.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "integrator/integrator.hpp"
+#include "proto/wire.hpp"
 
 namespace search::testing {
 namespace {
@@ -976,20 +977,60 @@ TEST_F(ClusterLoopsTest, LoopsEngineOutOfDescriptorsPausesAcceptingAndRecovers) 
   EXPECT_LE(warnings, 40) << limited.Logs();
 }
 
+// A shard that never answers a search: a ZeroMQ ROUTER that completes the handshake and answers
+// heartbeats (libzmq does both on its own thread) but neither pings nor searches, so a search sent
+// to it stays in flight until its deadline or until Close() drops the connection.
+class SilentShard {
+ public:
+  SilentShard() : sock_(ctx_, zmq::socket_type::router) {
+    sock_.set(zmq::sockopt::linger, 0);
+    sock_.bind("tcp://127.0.0.1:*");
+    endpoint_ = sock_.get(zmq::sockopt::last_endpoint);
+  }
+  const std::string& endpoint() const { return endpoint_; }
+  // Reads what arrived until `want` search requests have come in all (false after `limit`).
+  bool WaitSearches(size_t want, std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (searches_ < want && Clock::now() < end) {
+      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, std::chrono::milliseconds(50));
+      std::vector<zmq::message_t> parts;
+      while (true) {
+        zmq::message_t m;
+        if (!sock_.recv(m, zmq::recv_flags::dontwait)) break;
+        const bool more = m.more();
+        parts.push_back(std::move(m));
+        if (more) continue;
+        if (parts.size() == 3) {
+          auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[2].data()), parts[2].size()));
+          searches_ += env.ok() && env->kind() == MessageKind::kSearchRequest;
+        }
+        parts.clear();
+      }
+    }
+    return searches_ >= want;
+  }
+  size_t searches() const { return searches_; }
+  void Close() { sock_.close(); }
+
+ private:
+  zmq::context_t ctx_{1};
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  size_t searches_ = 0;
+};
+
 // SIGTERM with 20 searches in flight over 20 connections: every one gets a complete 200 answer, then
-// the connection closes, and the integrator exits 0. Shard 2 is a silent stand-in (a ZeroMQ ROUTER
-// that completes the handshake and answers heartbeats but never a search), so the searches stay in
-// flight for as long as the test needs (deadline 60 s), however slowly a loaded machine gets them
-// there; it goes away only once the integrator is draining, which ends shard 2's part of every
-// search (its connection is lost) and lets them finish. Order, not time: no step races a clock.
+// the connection closes, and the integrator exits 0. Shard 2 is a SilentShard behind an integrator
+// of the test's own, so the searches (deadline 60 s) stay in flight however slowly a loaded machine
+// gets them there; it goes away only once the integrator is draining, which ends shard 2's part of
+// every search (its connection is lost) and lets them finish. Order, not time: each step waits for
+// the one before it (30 s at most), none races a clock.
 TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
   constexpr int kClients = 20;
   constexpr uint32_t kSilent = 2;
-  zmq::context_t ctx(1);
-  zmq::socket_t silent(ctx, zmq::socket_type::router);
-  silent.set(zmq::sockopt::linger, 0);
-  silent.bind("tcp://127.0.0.1:*");
-  std::string shards = endpoints_[0] + "," + endpoints_[1] + "," + silent.get(zmq::sockopt::last_endpoint);
+  SilentShard silent;
+  const std::string shards = endpoints_[0] + "," + endpoints_[1] + "," + silent.endpoint();
   Process held;
   ASSERT_TRUE(held.Start({SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics", "",
                           "--ping-ms", "200", "--cache-mb", "16", "--http-keep-alive-requests", "3", "--http-loops",
@@ -999,9 +1040,6 @@ TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
   ASSERT_TRUE(ready.has_value()) << held.Logs();
   EXPECT_EQ(ready->value("http_loops", 0), 2) << ready->dump();
   const int port = PortOf(ready->at("http").get<std::string>());
-  // The stand-in's first message (the integrator's ping after the handshake): connected.
-  zmq::pollitem_t item{silent.handle(), 0, ZMQ_POLLIN, 0};
-  ASSERT_EQ(zmq::poll(&item, 1, std::chrono::milliseconds(30000)), 1) << held.Logs();
   // Shards 0 and 1 up (shard 2 never pongs: yellow).
   const auto up_by = Clock::now() + 30s;
   HttpResult h;
@@ -1011,13 +1049,6 @@ TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
     std::this_thread::sleep_for(20ms);
   }
   ASSERT_EQ(h.body.value("status", ""), "yellow") << h.raw << held.Logs();
-  // An idle keep-alive connection: the integrator closes it once it is draining.
-  RawConn idle(port);
-  ASSERT_TRUE(idle.ok());
-  ASSERT_TRUE(idle.Send(GetRequest("/health")));
-  auto idle_answer = idle.Read();
-  ASSERT_TRUE(idle_answer.has_value()) << idle.why();
-  ASSERT_EQ(idle_answer->status, 200);
 
   std::vector<std::unique_ptr<RawConn>> conns;
   std::vector<std::string> queries;
@@ -1031,19 +1062,26 @@ TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
     ASSERT_TRUE(conns.back()->ok());
     ASSERT_TRUE(conns.back()->Send(GetRequest(SearchTarget(q, QueryMode::kOr, 10, /*timeout_ms=*/60000))));
   }
-  // All 20 admitted and waiting on shard 2.
-  const auto end = Clock::now() + 30s;
-  HttpResult s;
-  while (Clock::now() < end) {
-    s = Fetch(port, "/stats");
-    if (s.status == 200 && s.body["in_flight"] == kClients) break;
-    std::this_thread::sleep_for(5ms);
-  }
+  // All 20 admitted, and sent to shard 2, which holds them.
+  ASSERT_TRUE(silent.WaitSearches(kClients, 30s)) << silent.searches() << " searches reached shard 2\n" << held.Logs();
+  const HttpResult s = Fetch(port, "/stats");
   ASSERT_EQ(s.body["in_flight"], kClients) << s.raw;
+  // An idle keep-alive connection (just used): the integrator closes it when it starts draining.
+  RawConn idle(port);
+  ASSERT_TRUE(idle.ok());
+  ASSERT_TRUE(idle.Send(GetRequest("/health")));
+  auto idle_answer = idle.Read();
+  ASSERT_TRUE(idle_answer.has_value()) << idle.why();
+  ASSERT_EQ(idle_answer->status, 200);
   held.Signal(SIGTERM);
-  // Draining (the idle connection closed), with the 20 searches still in flight: now shard 2 goes.
+  // Draining (it said so, and closed the idle connection), the 20 searches still in flight: now
+  // shard 2 goes.
+  const auto drain_by = Clock::now() + 30s;
+  while (Clock::now() < drain_by && held.Logs().find("received SIGTERM, draining") == std::string::npos)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_NE(held.Logs().find("received SIGTERM, draining"), std::string::npos) << held.Logs();
   ASSERT_TRUE(idle.ReadsEof(30s)) << idle.why() << "\n" << held.Logs();
-  silent.close();
+  silent.Close();
   for (int i = 0; i < kClients; ++i) {
     const std::string what = "in flight " + std::to_string(i) + " q='" + queries[i] + "'";
     auto a = conns[i]->Read(false, 15s);
