@@ -117,6 +117,26 @@ class Process {
   void Signal(int sig) {
     if (pid_ > 0 && !exited_) ::kill(pid_, sig);
   }
+  // True once every thread of the process is stopped (state T in /proc/PID/task/*/stat), false
+  // after `limit` or if it is gone. SIGSTOP takes effect when the process next runs, not when
+  // kill() returns: on a loaded machine a "stopped" process can still answer a request or two.
+  bool WaitStopped(std::chrono::milliseconds limit) {
+    const auto end = Clock::now() + limit;
+    while (Clock::now() < end && running()) {
+      bool all = true, any = false;
+      std::error_code ec;
+      for (const auto& task : fs::directory_iterator("/proc/" + std::to_string(pid_) + "/task", ec)) {
+        const std::string stat = Slurp(task.path().string() + "/stat");
+        const size_t paren = stat.rfind(')');  // the name in parentheses may hold spaces
+        if (paren == std::string::npos || paren + 2 >= stat.size()) continue;  // the thread just ended
+        any = true;
+        all = all && (stat[paren + 2] == 'T' || stat[paren + 2] == 't');
+      }
+      if (!ec && any && all) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return false;
+  }
   // Waits for exit; returns the raw wait status or nullopt on timeout.
   std::optional<int> Wait(std::chrono::milliseconds limit) {
     const auto end = Clock::now() + limit;
