@@ -116,12 +116,20 @@ class ReliabilityTest : public ::testing::Test {
     return search::testing::WaitReplicasUp([&] { return Fetch("127.0.0.1", http_port_, "/health"); }, kReplicas, limit);
   }
 
-  // One client: random queries until `stop`; every 200 answer checked against LocalIndex.
-  void Client(uint32_t seed, const std::atomic<bool>& stop, Tally& t, bool expect_complete) {
+  // One client: random queries until `stop`; every 200 answer checked against LocalIndex. While
+  // *pause is set it sends nothing and counts itself in *parked.
+  void Client(uint32_t seed, const std::atomic<bool>& stop, Tally& t, bool expect_complete,
+              const std::atomic<bool>* pause = nullptr, std::atomic<int>* parked = nullptr) {
     std::mt19937 rng(seed);
     const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
     const uint32_t ks[] = {1, 10, 100};
     while (!stop.load()) {
+      if (pause != nullptr && pause->load()) {
+        ++*parked;
+        while (pause->load() && !stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        --*parked;
+        continue;
+      }
       const std::string q = RandomQuery(g->corpus, rng);
       const QueryMode mode = modes[rng() % 3];
       const uint32_t k = ks[rng() % 3];
@@ -195,21 +203,46 @@ TEST_F(ReliabilityTest, RollingRestartWithEightClientsLosesNothing) {
   EXPECT_EQ(t.bad_shard_counts.load(), 0u) << t.Examples();
 }
 
+// The clients run before and during the kill (they see no answer while it is down), then pause
+// while it restarts and connects to every replica (a search that reaches it in its first
+// milliseconds may find a shard not connected yet and get a partial answer), then run again.
+// Each step waits for what it needs (30 s at most), not for a fixed time.
 TEST_F(ReliabilityTest, KillNineOfTheIntegratorUnderLoadRestartsAndServes) {
   Tally t;
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, pause{false};
+  std::atomic<int> parked{0};
+  constexpr int kClients = 4;
   std::vector<std::thread> clients;
-  for (uint32_t c = 0; c < 4; ++c) clients.emplace_back([&, c] { Client(200 + c, stop, t, true); });
-  std::this_thread::sleep_for(300ms);
+  for (uint32_t c = 0; c < kClients; ++c)
+    clients.emplace_back([&, c] { Client(200 + c, stop, t, true, &pause, &parked); });
+  struct Join {  // also when an ASSERT below returns early
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Join() {
+      stop = true;
+      for (auto& th : threads)
+        if (th.joinable()) th.join();
+    }
+  } join{stop, clients};
+  // Under load: the clients are getting answers.
+  auto wait_for = [](auto done) {
+    const auto until = Clock::now() + 30s;
+    while (Clock::now() < until && !done()) std::this_thread::sleep_for(5ms);
+    return done();
+  };
+  EXPECT_TRUE(wait_for([&] { return t.complete.load() >= 20; })) << t.complete.load();
   integrator_->Signal(SIGKILL);
   auto st = integrator_->Wait(5s);
   ASSERT_TRUE(st && WIFSIGNALED(*st)) << DescribeExit(st);
-  std::this_thread::sleep_for(200ms);
+  // The clients find it down (no answer, not a hang), then pause.
+  EXPECT_TRUE(wait_for([&] { return t.no_answer.load() >= kClients; })) << t.no_answer.load();
+  pause = true;
+  ASSERT_TRUE(wait_for([&] { return parked.load() == kClients; })) << parked.load();
   const uint64_t answered_before = t.complete.load();
   ASSERT_NO_FATAL_FAILURE(StartIntegrator());
-  ASSERT_TRUE(WaitReplicasUp(15s));
-  const auto until = Clock::now() + 1s;
-  while (Clock::now() < until && t.complete.load() < answered_before + 20) std::this_thread::sleep_for(20ms);
+  ASSERT_TRUE(WaitReplicasUp(30s));
+  pause = false;
+  wait_for([&] { return t.complete.load() >= answered_before + 20; });
   stop = true;
   for (auto& c : clients) c.join();
   std::cerr << "kill -9: " << t.requests << " requests, " << t.complete << " complete, " << t.no_answer
