@@ -985,7 +985,7 @@ TEST_F(ClusterLoopsTest, LoopsEngineOutOfDescriptorsPausesAcceptingAndRecovers) 
   int warnings = 0;
   while (std::getline(err, line)) warnings += line.find("not accepting for 100 ms") != std::string::npos;
   EXPECT_GE(warnings, 1) << limited.Logs();
-  EXPECT_LE(warnings, 40) << limited.Logs();
+  EXPECT_LE(warnings, 100) << limited.Logs();  // 10 s of pauses: generous for a loaded machine, far from a spin
 }
 
 // A shard that never answers a search: a ZeroMQ ROUTER that completes the handshake and answers

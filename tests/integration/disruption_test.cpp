@@ -272,20 +272,6 @@ void Judge(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k
   }
 }
 
-// Whether every thread of `pid` is stopped (state T in /proc/PID/task/*/stat).
-bool AllThreadsStopped(pid_t pid) {
-  std::error_code ec;
-  bool any = false;
-  for (const auto& t : std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task", ec)) {
-    const std::string stat = Slurp(t.path().string() + "/stat");
-    const size_t paren = stat.rfind(')');
-    if (paren == std::string::npos || paren + 2 >= stat.size()) return false;
-    if (stat[paren + 2] != 'T' && stat[paren + 2] != 't') return false;
-    any = true;
-  }
-  return any && !ec;
-}
-
 class DisruptionTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -440,11 +426,8 @@ class DisruptionTest : public ::testing::Test {
     if (f.kind == Kind::kStop) {
       const pid_t pid = nodes_[f.node]->pid();
       if (::kill(pid, SIGSTOP) != 0) return "kill(SIGSTOP) failed";
-      const auto end = Clock::now() + 2s;
-      while (!AllThreadsStopped(pid)) {
-        if (Clock::now() > end) return "node " + std::to_string(f.node) + " did not stop";
-        std::this_thread::sleep_for(100us);
-      }
+      // Stopped for sure (every thread; 10 s: a loaded machine may not run it at once).
+      if (!nodes_[f.node]->WaitStopped(10s)) return "node " + std::to_string(f.node) + " did not stop";
     } else {
       for (const auto& c : Commands(f, true))
         if (auto r = Sh(c); r.rc != 0) return c + ": " + r.out;

@@ -488,7 +488,7 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   EXPECT_EQ(trace[0], "arrival_s,latency_ms,http,ok,measured,query,send_wait_ms,release_lag_ms");
   uint64_t ok = 0, slow = 0;
   double last_arrival = -1, send_wait_sum = 0;
-  std::vector<double> shed_served;  // a shed answer's latency less its wait for a connection
+  std::vector<double> shed_served, slow_served;  // an answer's latency less its wait for a connection
   for (size_t i = 1; i < trace.size(); ++i) {
     double arrival = 0, latency = 0, send_wait = -1, release_lag = -1;
     int http_status = 0, row_ok = 0, measured = 0, query = 0;
@@ -512,6 +512,7 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
     if (query == 5) {
       EXPECT_GE(latency - send_wait, 250.0) << trace[i];  // the server's own 250 ms
       EXPECT_EQ(row_ok, 0) << trace[i];                   // past the 150 ms deadline
+      slow_served.push_back(latency - send_wait);
       ++slow;
     }
     ok += row_ok;
@@ -520,9 +521,12 @@ TEST(SearchctlLoadgenTest, CountsAnswersByStatusAndSeparatesShedLoad) {
   EXPECT_GT(slow, 0u);
   // The trace's waits are the summary's.
   EXPECT_NEAR(send_wait_sum / static_cast<double>(n), j["send_wait_mean_us"].get<double>() / 1e3, 0.01) << lines[0];
+  // Shed at once: faster than the slow fifth, measured the same way (not against a fixed time, which
+  // a loaded machine's scheduling could exceed).
   ASSERT_FALSE(shed_served.empty());
   std::sort(shed_served.begin(), shed_served.end());
-  EXPECT_LT(shed_served[shed_served.size() / 2], 250.0) << lines[0];
+  std::sort(slow_served.begin(), slow_served.end());
+  EXPECT_LT(shed_served[shed_served.size() / 2], slow_served[slow_served.size() / 2]) << lines[0];
 }
 
 // send_wait: with one connection and answers that take 100 ms, arrivals every 10 ms on average
