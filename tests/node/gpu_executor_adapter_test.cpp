@@ -405,8 +405,12 @@ TEST_F(GpuExecutorAdapterTest, SchedulerModesOverTheGpuAreExact) {
       EXPECT_GT(st.gpu_batches, 0u);
     }
     if (run.gpu_alone_us != 0) {
-      EXPECT_GT((*e)->scheduler().options().policy.gpu_alone_us, 0.0);
-      EXPECT_GT(st.cheap, 0u);
+      // Calibration has a time budget: under a sanitizer (Scaled(16) < 16) the GPU is 10-100x
+      // slower and the measurement may not finish, leaving no cheap bound; exactness still holds.
+      if (Scaled(16) == 16) {
+        EXPECT_GT((*e)->scheduler().options().policy.gpu_alone_us, 0.0);
+        EXPECT_GT(st.cheap, 0u);
+      }
     } else {
       EXPECT_EQ(st.cheap, 0u);
     }
