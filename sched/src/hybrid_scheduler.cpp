@@ -404,14 +404,6 @@ void HybridScheduler::FoldStash(std::vector<CostSample>& stash, bool force) {
 }
 
 void HybridScheduler::PublishModel(Unit unit, double error, const ModelTally& tally) {
-  if (unit == Unit::kCpu && tally.predicted_us > 0) {
-    // Each fold's sums weigh 0.9 of the ones before: the bias of about the last ten folds (80 or
-    // more jobs), whichever worker folded them.
-    std::lock_guard<std::mutex> lock(bias_mu_);
-    bias_observed_us_ = 0.9 * bias_observed_us_ + tally.observed_us;
-    bias_predicted_us_ = 0.9 * bias_predicted_us_ + tally.predicted_us;
-    cpu_bias_.store(bias_observed_us_ / bias_predicted_us_, std::memory_order_relaxed);
-  }
   if (metrics_ == nullptr) return;
   const size_t u = static_cast<size_t>(unit);
   metrics_->error[u]->Set(error);

@@ -1011,39 +1011,5 @@ TEST(HybridSchedulerTest, CpuWorkersFoldTheirModelSamplesBeforeTheyIdle) {
   EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd), static_cast<uint64_t>(kN));
 }
 
-// The CPU model's bias as the scheduler measures it (cpu_bias()): 1 before any fold; a model calibrated to predict 20 ms a job for jobs that take a
-// few microseconds of a worker's CPU reads far below 1 once the workers have folded their jobs in.
-TEST(HybridSchedulerTest, CpuBiasFollowsWhatTheModelLearns) {
-  FakeRunner r;
-  CostModel model;
-  std::vector<CostSample> calib;
-  for (int i = 0; i < 16; ++i) {
-    QueryFeatures f;
-    f.shortest = 100 + i;
-    f.second = 200 + i;
-    f.total = 300 + 2 * i;
-    f.terms = 2;
-    calib.push_back({f, 20000.0});
-  }
-  model.Calibrate(Unit::kCpu, calib);
-  HybridSchedulerOptions o = Options(SchedMode::kCpu);
-  o.cpu_workers = 2;
-  o.caller_runs = false;
-  HybridScheduler s(o, &r, &model, nullptr);
-  EXPECT_DOUBLE_EQ(s.cpu_bias(), 1.0);
-  s.Start();
-  constexpr int kN = 40;
-  AsyncCpuTasks jobs(kN);
-  for (int i = 0; i < kN; ++i) jobs.tasks[i].features = calib[static_cast<size_t>(i) % calib.size()].f;
-  jobs.Submit(s, 10, [](int) {});
-  ASSERT_TRUE(jobs.Wait());
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (model.samples(Unit::kCpu, QueryMode::kAnd) < calib.size() + kN && std::chrono::steady_clock::now() < until)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  s.Stop();
-  EXPECT_GT(s.cpu_bias(), 0.0);
-  EXPECT_LT(s.cpu_bias(), 0.5);  // the jobs took a few us of CPU against 20 ms predicted
-}
-
 }  // namespace
 }  // namespace search

@@ -173,8 +173,6 @@ class HybridScheduler {
   // CPU workers that could not pin themselves to cpu_worker_cpus (they run on the CPUs they
   // inherited); final once Start() has returned, and the gauge search_sched_cpu_pin_failures.
   uint64_t cpu_pin_failures() const { return pin_failures_.load(); }
-  // The CPU model's bias over its recent folds: actual over predicted time (1 until a fold).
-  double cpu_bias() const { return cpu_bias_.load(std::memory_order_relaxed); }
   // Records a caller-side phase's host time (no-op without metrics); Submit records kSubmit and
   // kReturn itself.
   void ObserveHost(SchedHostPhase phase, double seconds);
@@ -209,8 +207,7 @@ class HybridScheduler {
   // folded. Takes no scheduler lock.
   void FoldStash(std::vector<CostSample>& stash, bool force);
   // After the model learned from jobs of `unit`: sets the prediction-error gauge and adds the
-  // tally to the model's observed and predicted counters (with metrics); for the CPU, folds the
-  // tally into cpu_bias_.
+  // tally to the model's observed and predicted counters (with metrics).
   void PublishModel(Unit unit, double error, const ModelTally& tally);
   static constexpr size_t kFoldEvery = 8;
   static constexpr size_t kMaxStash = 256;  // past it the worker waits for the model's lock
@@ -241,9 +238,6 @@ class HybridScheduler {
   std::vector<std::thread> threads_;
   std::atomic<uint64_t> jobs_[kNumUnits] = {}, stolen_[kNumUnits] = {}, misses_[kNumUnits] = {};
   std::atomic<uint64_t> migrations_{0}, retries_{0}, batches_{0};
-  std::mutex bias_mu_;                             // the CPU workers fold at once
-  double bias_observed_us_ = 0, bias_predicted_us_ = 0;  // GUARDED_BY(bias_mu_), decayed sums
-  std::atomic<double> cpu_bias_{1.0};
   std::atomic<uint64_t> pin_failures_{0};  // CPU workers whose cpu_worker_cpus the kernel refused
 };
 
