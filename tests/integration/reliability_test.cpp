@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
@@ -46,6 +47,17 @@ struct Tally {
     std::string s;
     for (const auto& e : examples) s += "\n  " + e;
     return s;
+  }
+};
+
+// Stops and joins the client threads when a test returns, also early (a failed ASSERT).
+struct ClientsJoin {
+  std::atomic<bool>& stop;
+  std::vector<std::thread>& threads;
+  ~ClientsJoin() {
+    stop = true;
+    for (auto& th : threads)
+      if (th.joinable()) th.join();
   }
 };
 
@@ -179,18 +191,26 @@ TEST_F(ReliabilityTest, RollingRestartWithEightClientsLosesNothing) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> clients;
   for (uint32_t c = 0; c < 8; ++c) clients.emplace_back([&, c] { Client(100 + c, stop, t, true); });
-  std::this_thread::sleep_for(300ms);
+  ClientsJoin join{stop, clients};
+  // Waits (30 s at most) for the clients to have sent `n` more requests: counts, not a fixed time.
+  auto more_requests = [&](uint64_t n) {
+    const uint64_t want = t.requests.load() + n;
+    const auto until = Clock::now() + 30s;
+    while (Clock::now() < until && t.requests.load() < want) std::this_thread::sleep_for(5ms);
+    return t.requests.load() >= want;
+  };
+  EXPECT_TRUE(more_requests(8));
   for (size_t i = 0; i < kShards * kReplicas; ++i) {
     const uint64_t before = t.requests.load();
     nodes_[i]->Signal(SIGTERM);
     auto st = nodes_[i]->Wait(15s);
     EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node " << i << ": " << DescribeExit(st);
-    std::this_thread::sleep_for(300ms);  // queries run while this replica is away
+    EXPECT_TRUE(more_requests(8)) << "queries run while this replica is away";
     ASSERT_NO_FATAL_FAILURE(StartNode(i));
     ASSERT_TRUE(WaitReplicasUp(15s)) << "replica " << i << " did not come back";
     EXPECT_GT(t.requests.load(), before) << "no queries ran while node " << i << " restarted";
   }
-  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(more_requests(t.requests.load() > 100 ? 8 : 108 - t.requests.load()));
   stop = true;
   for (auto& c : clients) c.join();
   std::cerr << "rolling restart: " << t.requests << " requests, " << t.complete << " complete\n";
@@ -215,15 +235,7 @@ TEST_F(ReliabilityTest, KillNineOfTheIntegratorUnderLoadRestartsAndServes) {
   std::vector<std::thread> clients;
   for (uint32_t c = 0; c < kClients; ++c)
     clients.emplace_back([&, c] { Client(200 + c, stop, t, true, &pause, &parked); });
-  struct Join {  // also when an ASSERT below returns early
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Join() {
-      stop = true;
-      for (auto& th : threads)
-        if (th.joinable()) th.join();
-    }
-  } join{stop, clients};
+  ClientsJoin join{stop, clients};
   // Under load: the clients are getting answers.
   auto wait_for = [](auto done) {
     const auto until = Clock::now() + 30s;
