@@ -213,7 +213,7 @@ int main(int argc, char** argv) {
     } else {
       // GPU dispatchers sleep while their stream runs, leaving the core to the node's other
       // threads (before the first GPU work; CUDA's default would spin).
-      if (const Status sync = gpu::SetGpuSync("block"); !sync.ok())
+      if (const Status sync = gpu::SetGpuBlockingSync(); !sync.ok())
         log.Warn() << "GPU dispatchers spin (blocking sync not applied): " << sync.ToString();
       GpuExecutorOptions gpu_options;
       gpu_options.cache_bytes = gpu_cache_bytes;

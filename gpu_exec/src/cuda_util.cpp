@@ -30,19 +30,8 @@ int GpuDeviceCount() {
   return count;
 }
 
-Status SetGpuSync(const std::string& mode) {
-  unsigned flags = 0;
-  if (mode == "auto") return Status::Ok();
-  if (mode == "spin") {
-    flags = cudaDeviceScheduleSpin;
-  } else if (mode == "yield") {
-    flags = cudaDeviceScheduleYield;
-  } else if (mode == "block") {
-    flags = cudaDeviceScheduleBlockingSync;
-  } else {
-    return Status::InvalidArgument("GPU sync mode must be auto, spin, yield or block, not '" + mode + "'");
-  }
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaSetDeviceFlags(flags));
+Status SetGpuBlockingSync() {
+  SEARCH_CUDA_RETURN_IF_ERROR(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync));
   return Status::Ok();
 }
 

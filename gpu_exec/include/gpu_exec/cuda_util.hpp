@@ -40,12 +40,11 @@ inline bool GpuAvailable() { return GpuDeviceCount() > 0; }
 // none.
 std::string GpuDescription();
 
-// How host threads wait for the GPU (cudaSetDeviceFlags' scheduling): "auto" leaves CUDA's
-// heuristic (spin while the process has fewer contexts than cores), "spin", "yield", or "block"
-// (sleep until the GPU signals). A spinning wait keeps a core busy for as long as the stream runs,
-// which a node that also runs CPU query workers may rather give back. Call before the process's
-// first GPU work; "auto" makes no CUDA call. InvalidArgument for another name.
-Status SetGpuSync(const std::string& mode);
+// Host threads that wait for the GPU sleep until it signals (cudaSetDeviceFlags'
+// cudaDeviceScheduleBlockingSync) instead of CUDA's default heuristic, which spins while the
+// process has fewer contexts than cores and so keeps a core busy for as long as the stream runs.
+// Call before the process's first GPU work.
+Status SetGpuBlockingSync();
 
 // Memory from one allocate/free pair of the CUDA runtime, owned. Empty when size is 0.
 enum class MemoryKind : uint8_t { kDevice, kPinnedHost };
