@@ -1,7 +1,9 @@
-// Reading a Prometheus text exposition in tests: the value of one series line.
+// Reading a Prometheus text exposition in tests: the value of one series line, and how often a
+// piece of text occurs (a family's # HELP and # TYPE lines, a series).
 // Thread-safety: pure functions.
 #pragma once
 
+#include <cstddef>
 #include <string>
 
 namespace search::testing {
@@ -13,6 +15,13 @@ inline double SeriesValue(const std::string& text, const std::string& series) {
     if (p == 0 || text[p - 1] == '\n') return std::stod(text.substr(p + prefix.size()));
   }
   return -1;
+}
+
+// How many times `needle` occurs in `text` (overlapping occurrences counted).
+inline size_t Count(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t p = text.find(needle); p != std::string::npos; p = text.find(needle, p + 1)) ++n;
+  return n;
 }
 
 }  // namespace search::testing

@@ -18,11 +18,7 @@ using search::testing::SeriesValue;
 
 std::string Text(prometheus::Registry& r) { return prometheus::TextSerializer().Serialize(r.Collect()); }
 
-size_t Count(const std::string& hay, const std::string& needle) {
-  size_t n = 0;
-  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-  return n;
-}
+using search::testing::Count;
 
 TEST(GpuCacheMetricsTest, FamiliesAreRegisteredOnceAndFollowTheCache) {
   prometheus::Registry r;

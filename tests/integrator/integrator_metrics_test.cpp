@@ -14,11 +14,7 @@ namespace {
 
 using testing::SeriesValue;
 
-size_t Count(const std::string& hay, const std::string& needle) {
-  size_t n = 0;
-  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-  return n;
-}
+using testing::Count;
 
 TEST(IntegratorMetricsTest, OwnFamiliesAreRegisteredOnceWithHelp) {
   Metrics m("integrator");

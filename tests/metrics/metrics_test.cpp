@@ -16,11 +16,7 @@
 namespace search {
 namespace {
 
-size_t Count(const std::string& hay, const std::string& needle) {
-  size_t n = 0;
-  for (size_t p = hay.find(needle); p != std::string::npos; p = hay.find(needle, p + 1)) ++n;
-  return n;
-}
+using testing::Count;
 
 using testing::SeriesValue;
 

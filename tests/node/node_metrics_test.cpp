@@ -13,11 +13,7 @@
 namespace search {
 namespace {
 
-size_t Count(const std::string& text, const std::string& needle) {
-  size_t n = 0;
-  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
-  return n;
-}
+using testing::Count;
 
 TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
   Metrics m("node");
