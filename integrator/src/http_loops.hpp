@@ -1,4 +1,4 @@
-// HttpLoops: HttpFront's event-driven engine (--http-engine loops). A few event loops, each a
+// HttpLoops: HttpFront's event-driven engine (its only one). A few event loops, each a
 // thread with its own epoll set, share the listening socket (EPOLLEXCLUSIVE: a new connection wakes
 // one of them) and serve every connection they accept without a thread of its own: read, parse
 // (http_request_parser.hpp), route, answer. A search does not block its loop: the loop hands it to
