@@ -169,13 +169,29 @@ class NodeTest : public ::testing::Test {
   // checks the drain: 1..n answered exactly, 50 refused Unavailable.
   void StopWhileBusyAndCheck(NodeServer& server, Client& client, SearchRequestMsg r, uint64_t n) {
     std::thread stopper([&] { server.Stop(); });
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::map<uint64_t, SearchResponseMsg> got;
+    // Request 50 goes once the drain has begun (pings answer "draining"), not after a fixed time
+    // that a loaded machine may not give the stopper thread.
+    bool draining = false;
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    for (uint64_t ping = 900; !draining && std::chrono::steady_clock::now() < until; ++ping) {
+      client.Send(EncodePing(PingMsg{ping}));
+      while (auto env = client.Recv(100)) {
+        if (env->kind() == MessageKind::kPong) {
+          draining = draining || std::get<PongMsg>(env->body).health.state == "draining";
+        } else if (env->kind() == MessageKind::kSearchResponse) {
+          const auto& resp = std::get<SearchResponseMsg>(env->body);
+          got[resp.request_id] = resp;
+        }
+      }
+    }
+    EXPECT_TRUE(draining);
     r.request_id = 50;
     client.Send(EncodeSearchRequest(r));
-    std::map<uint64_t, SearchResponseMsg> got;
-    for (uint64_t i = 0; i <= n; ++i) {
-      auto env = client.Recv(3000);
+    while (got.size() < n + 1) {
+      auto env = client.Recv(10000);
       if (!env) break;
+      if (env->kind() != MessageKind::kSearchResponse) continue;  // a late pong
       const auto& resp = std::get<SearchResponseMsg>(env->body);
       got[resp.request_id] = resp;
     }
@@ -307,7 +323,7 @@ TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
   auto server = Start(&deferred, o);
   Client client(ctx_, server->endpoint());
   const SearchRequestMsg r = SendSameQuery(client, 6);
-  for (int i = 0; i < 400 && deferred.started() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 5000 && deferred.started() < 6; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   ASSERT_EQ(deferred.started(), 6);  // two workers took six requests: none waited for an answer
   StopWhileBusyAndCheck(*server, client, r, 6);
   EXPECT_EQ(deferred.sync(), 0);
@@ -595,9 +611,9 @@ TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {
   auto server = Start(&slow, o);
   Client client(ctx_, server->endpoint());
   const SearchRequestMsg r = SendSameQuery(client, 4);
-  for (int i = 0; i < 200 && server->in_flight() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 2000 && server->in_flight() < 4; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   ASSERT_EQ(server->in_flight(), 4u);
-  for (int i = 0; i < 200 && slow.started() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  for (int i = 0; i < 5000 && slow.started() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   // While draining: new requests are refused.
   StopWhileBusyAndCheck(*server, client, r, 4);
   EXPECT_EQ(slow.started(), 4);
