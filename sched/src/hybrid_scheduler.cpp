@@ -31,15 +31,15 @@ using families::Family;
 // MetricSet on the registry it is given. Dashboards, alerts and tests refer to these names.
 // Labels: processor (cpu|gpu); queue (gpu|cpu|flexible) for the queue length.
 constexpr Family kSchedQueueLength{"search_sched_queue_length",
-                                          "Jobs waiting in the scheduler's queue (gpu, cpu or flexible)."};
+                                   "Jobs waiting in the scheduler's queue (gpu, cpu or flexible)."};
 constexpr Family kSchedWait{"search_sched_wait_seconds",
-                                   "Time a job waited in the scheduler's queues before a processor took it."};
+                            "Time a job waited in the scheduler's queues before a processor took it."};
 constexpr Family kSchedRun{"search_sched_run_seconds", "Time a processor spent running a job, in seconds."};
 constexpr Family kSchedJobs{"search_sched_jobs_total", "Jobs finished, by the processor that finished them."};
 constexpr Family kSchedStolen{"search_sched_stolen_total",
-                                     "Jobs taken by the processor that did not prefer them (work stealing)."};
+                              "Jobs taken by the processor that did not prefer them (work stealing)."};
 constexpr Family kSchedMigrations{"search_sched_migrations_total",
-                                         "Queries handed from the GPU to the CPU mid-query (Griffin)."};
+                                  "Queries handed from the GPU to the CPU mid-query (Griffin)."};
 constexpr Family kSchedBalanced{
     "search_sched_balanced_total",
     "Jobs the cost ratio gave the CPU queue that went to the GPU queue, which would finish them sooner."};
@@ -69,9 +69,9 @@ constexpr Family kSchedHost{
     "lookup, predictions), submit (queueing, the scheduler lock), return (wake-up after its processor finished), "
     "resolve (an answer's external ids, after its CPU job or GPU batch)."};
 constexpr Family kSchedGpuRetries{"search_sched_gpu_retries_total",
-                                         "Jobs the GPU could not run that reran on the CPU."};
+                                  "Jobs the GPU could not run that reran on the CPU."};
 constexpr Family kSchedDeadlineMisses{"search_sched_deadline_misses_total",
-                                             "Jobs answered after their deadline, or expired in the queue."};
+                                      "Jobs answered after their deadline, or expired in the queue."};
 constexpr Family kSchedGpuBatches{"search_sched_gpu_batches_total", "GPU batches run by the scheduler."};
 constexpr Family kSchedDispatchCpu{
     "search_sched_gpu_dispatch_cpu_seconds_total",
@@ -83,9 +83,8 @@ constexpr Family kSchedModelObserved{
     "Run time (CPU jobs: the worker's CPU time) of the jobs the cost model learned from that it had a prediction "
     "for; over search_sched_model_predicted_seconds_total, the model's bias on the work it saw (above 1: it "
     "predicts too little)."};
-constexpr Family kSchedModelPredicted{
-    "search_sched_model_predicted_seconds_total",
-    "What the cost model had predicted for those jobs before it learned from them."};
+constexpr Family kSchedModelPredicted{"search_sched_model_predicted_seconds_total",
+                                      "What the cost model had predicted for those jobs before it learned from them."};
 constexpr Family kSchedPredictionError{
     "search_sched_prediction_error_ratio",
     "Relative error |predicted - actual| / actual of the cost model's run-time predictions."};

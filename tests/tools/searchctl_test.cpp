@@ -376,9 +376,9 @@ TEST_F(SearchctlTest, BenchPerQueryTimesEveryQueryAlone) {
 
 // An in-process HTTP server standing in for the integrator in the loadgen tests: routes go on
 // `http` before Start(); with `threads` > 0 a pool of that many (a thread per kept-alive
-// connection, as the benchmarks run the integrator: --http-threads = --connections; with fewer,
-// connections beyond the pool wait for a thread until another connection's keep-alive ends,
-// whatever the client). Stopped when it goes out of scope, an early ASSERT's return included.
+// connection; with fewer, connections beyond the pool wait for a thread until another
+// connection's keep-alive ends, whatever the client). Stopped when it goes out of scope, an early
+// ASSERT's return included.
 class StandIn {
  public:
   explicit StandIn(size_t threads = 0) {
