@@ -45,6 +45,8 @@ struct QueryStats {
 struct SearchResult {
   std::vector<ScoredDoc> hits;  // best first, at most k
   QueryStats stats;
+  bool has_total = false;  // set when the query asked for a count (Query::count)
+  uint64_t total = 0;      // then: the exact number of matching documents
 };
 
 // One query term as the engine sees it. list == nullptr: the term has no postings in this shard.

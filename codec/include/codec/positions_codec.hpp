@@ -1,0 +1,49 @@
+// The positions format (codec/FORMAT.md "Positions"): for one term in one shard, the positions of
+// the term in each document of its posting list, laid out in the same blocks of 128 postings as the
+// list, so that a cursor standing on posting i of block j finds that posting's positions by
+// decoding block j's positions only. A position is the 0-based index of the token in the document's
+// analyzed token stream (after stopword removal), so consecutive tokens have consecutive positions.
+//
+// Thread-safety: PositionsView is an immutable view; concurrent decodes are safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.hpp"
+
+namespace search {
+
+// Encodes the positions of a list's postings. `tfs[i]` is posting i's term frequency, and
+// `positions` holds posting 0's tfs[0] positions (strictly ascending), then posting 1's, and so on.
+// InvalidArgument unless positions.size() == sum(tfs) and each posting's positions ascend strictly.
+Result<std::string> EncodePositions(std::span<const uint32_t> tfs, std::span<const uint32_t> positions);
+
+// A validated view over an encoded positions blob. Parse checks the header and the block table so
+// that decoding a block cannot read out of bounds; `count` must equal the posting list's count.
+// REQUIRES: the bytes outlive the view.
+class PositionsView {
+ public:
+  PositionsView() = default;
+  static Result<PositionsView> Parse(std::string_view bytes, uint32_t count);
+
+  uint32_t count() const { return count_; }
+  uint32_t num_blocks() const { return num_blocks_; }
+
+  // Decodes block j (postings 128*j ..): offsets gets n + 1 entries (n postings in the block) and
+  // posting i's positions are positions[offsets[i] .. offsets[i+1]), ascending. Corruption when the
+  // block's bytes disagree with its table entry. REQUIRES: j < num_blocks().
+  Status DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const;
+
+  std::string_view bytes() const { return bytes_; }
+
+ private:
+  std::string_view bytes_;
+  uint32_t count_ = 0;
+  uint32_t num_blocks_ = 0;
+};
+
+}  // namespace search
