@@ -89,4 +89,10 @@ bool TreeHasPhrase(const QueryNode& tree);
 // keeps `mode`, kMust is kAnd, kShould is kOr. Otherwise false.
 bool AsFlatQuery(const QueryNode& tree, QueryMode mode, std::vector<std::string>* terms, QueryMode* flat_mode);
 
+// The Query for a parsed tree: canonicalizes it; when the canonical tree is a bag of words
+// (AsFlatQuery) and no count is asked, the flat Query {terms, flat mode, k} (tree null), which
+// every engine answers as before; otherwise {TreeTerms, mode, k, the canonical tree, count}.
+// Does not validate: give it a validated tree (the parsers return one).
+Query MakeQuery(QueryNode tree, QueryMode mode, uint32_t k, bool count);
+
 }  // namespace search
