@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Query logs in the query language, one file per category of the search-benchmark-game:
+term (a), intersection (+a +b), union (a b), phrase ("a b" or "a b c"), intersection_union (+a b)
+and negated (+a -b). Words come from random positions of random documents of the corpus, so
+pairs co-occur and phrases occur as often as text makes them; single terms skip words of fewer
+than 3 characters. Deterministic for a given seed.
+usage: gen_ql_queries.py CORPUS.jsonl OUTDIR COUNT_PER_CATEGORY [SEED]
+writes OUTDIR/<category>.txt"""
+import json
+import os
+import random
+import re
+import sys
+
+TOK = re.compile(rb"[A-Za-z0-9\x80-\xff]+")
+CATEGORIES = ["term", "intersection", "union", "phrase", "intersection_union", "negated"]
+
+
+def main():
+    src, outdir, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    rng = random.Random(int(sys.argv[4]) if len(sys.argv) > 4 else 1)
+    docs = []
+    with open(src, "rb") as f:
+        for i, line in enumerate(f):
+            if len(docs) < 200000:
+                docs.append(line)
+            else:  # reservoir sample of 200k documents
+                j = rng.randrange(i + 1)
+                if j < len(docs):
+                    docs[j] = line
+    def tokens():
+        while True:
+            toks = [t.lower().decode("utf-8", "replace")
+                    for t in TOK.findall(json.loads(docs[rng.randrange(len(docs))]).get("contents", "").encode())]
+            if len(toks) >= 4:
+                return toks
+    def word(toks):
+        for _ in range(20):
+            w = toks[rng.randrange(len(toks))]
+            if len(w) >= 3:
+                return w
+        return max(toks, key=len)
+    def pair():
+        toks = tokens()
+        a = word(toks)
+        b = word(toks)
+        while b == a:
+            b = word(tokens())
+        return a, b
+    os.makedirs(outdir, exist_ok=True)
+    for cat in CATEGORIES:
+        with open(os.path.join(outdir, cat + ".txt"), "w", encoding="utf-8") as out:
+            for _ in range(count):
+                if cat == "term":
+                    q = word(tokens())
+                elif cat == "phrase":
+                    toks = tokens()
+                    n = 2 if rng.random() < 0.7 else 3
+                    s = rng.randrange(len(toks) - n + 1)
+                    q = '"' + " ".join(toks[s:s + n]) + '"'
+                else:
+                    a, b = pair()
+                    q = {"intersection": f"+{a} +{b}", "union": f"{a} {b}",
+                         "intersection_union": f"+{a} {b}", "negated": f"+{a} -{b}"}[cat]
+                out.write(q + "\n")
+
+
+if __name__ == "__main__":
+    main()
