@@ -17,14 +17,17 @@
 
 namespace search {
 
+inline constexpr uint32_t kPositionsMagic = 0x31534f50;  // "POS1" little-endian
+
 // Encodes the positions of a list's postings. `tfs[i]` is posting i's term frequency, and
 // `positions` holds posting 0's tfs[0] positions (strictly ascending), then posting 1's, and so on.
 // InvalidArgument unless positions.size() == sum(tfs) and each posting's positions ascend strictly.
 Result<std::string> EncodePositions(std::span<const uint32_t> tfs, std::span<const uint32_t> positions);
 
 // A validated view over an encoded positions blob. Parse checks the header and the block table so
-// that decoding a block cannot read out of bounds; `count` must equal the posting list's count.
-// REQUIRES: the bytes outlive the view.
+// that decoding a block cannot read out of bounds; `count` must equal the posting list's count
+// (the CRC covers it: another count is Corruption). Any alignment. REQUIRES: the bytes outlive
+// the view.
 class PositionsView {
  public:
   PositionsView() = default;
@@ -41,6 +44,8 @@ class PositionsView {
   std::string_view bytes() const { return bytes_; }
 
  private:
+  uint32_t BlockStart(uint32_t j) const;  // byte offset of block j in the blob
+
   std::string_view bytes_;
   uint32_t count_ = 0;
   uint32_t num_blocks_ = 0;

@@ -1,0 +1,215 @@
+// EncodePositions and PositionsView: the positions blob described in codec/FORMAT.md "Positions".
+#include "codec/positions_codec.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "codec/block_codec.hpp"
+
+namespace search {
+namespace {
+
+constexpr uint32_t kHeaderBytes = 8;  // magic, crc32c
+
+// Bytes a run of n values at width `bits` takes in the blob: a full run (n == 128) is the vertical
+// layout's 16 * bits bytes; a short run is the horizontal layout cut to whole bytes
+// (PackedBytes rounds up to words; the bytes past ceil(n * bits / 8) are always zero).
+uint32_t StoredBytes(uint32_t n, uint32_t bits) {
+  return n == kBlockSize ? 16u * bits : static_cast<uint32_t>((static_cast<uint64_t>(n) * bits + 7) / 8);
+}
+
+uint32_t Load32(const char* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+void Store32(char* p, uint32_t v) { std::memcpy(p, &v, sizeof(v)); }
+
+// CRC-32C of the count (4 bytes, little-endian) followed by everything after the header: a blob
+// read with another list's count fails the check like a corrupted one.
+uint32_t BlobCrc(std::string_view bytes, uint32_t count) {
+  const uint32_t seed = Crc32c(&count, sizeof(count));
+  return Crc32c(bytes.data() + kHeaderBytes, bytes.size() - kHeaderBytes, seed);
+}
+
+// Appends n values packed at `bits` (StoredBytes of them).
+void AppendPacked(const uint32_t* values, uint32_t n, uint32_t bits, std::string* out) {
+  uint32_t words[kBlockSize];  // a run holds at most 128 values of <= 32 bits: 128 words
+  PackBlock(values, n, bits, words);
+  out->append(reinterpret_cast<const char*>(words), StoredBytes(n, bits));
+}
+
+// Reads n values packed at `bits` from p (StoredBytes(n, bits) readable bytes, any alignment).
+void UnpackStored(const char* p, uint32_t n, uint32_t bits, uint32_t* out) {
+  uint32_t words[kBlockSize] = {};
+  std::memcpy(words, p, StoredBytes(n, bits));
+  UnpackBlock(words, n, bits, out);
+}
+
+uint32_t WidthOf(const uint32_t* v, uint32_t n) {
+  uint32_t acc = 0;
+  for (uint32_t i = 0; i < n; ++i) acc |= v[i];
+  return BitWidth(acc);
+}
+
+}  // namespace
+
+Result<std::string> EncodePositions(std::span<const uint32_t> tfs, std::span<const uint32_t> positions) {
+  if (tfs.empty()) return Status::InvalidArgument("EncodePositions: no postings");
+  if (tfs.size() > UINT32_MAX) return Status::InvalidArgument("EncodePositions: more than 2^32-1 postings");
+  uint64_t total = 0;
+  for (size_t i = 0; i < tfs.size(); ++i) {
+    if (tfs[i] == 0) return Status::InvalidArgument("EncodePositions: tf 0 at posting " + std::to_string(i));
+    if (tfs[i] > kMaxTf) return Status::InvalidArgument("EncodePositions: tf above 2^31 at posting " + std::to_string(i));
+    total += tfs[i];
+  }
+  if (total != positions.size()) {
+    return Status::InvalidArgument("EncodePositions: " + std::to_string(positions.size()) +
+                                   " positions but the tfs sum to " + std::to_string(total));
+  }
+  const auto count = static_cast<uint32_t>(tfs.size());
+  const uint32_t num_blocks = (count + kBlockSize - 1) / kBlockSize;
+
+  std::string out(kHeaderBytes + 4 * static_cast<size_t>(num_blocks - 1), '\0');
+  std::vector<uint32_t> deltas;
+  uint32_t vals[kBlockSize];
+  size_t pos = 0;  // index into positions of the current posting's first position
+  for (uint32_t j = 0; j < num_blocks; ++j) {
+    if (j > 0) {
+      if (out.size() > UINT32_MAX) return Status::InvalidArgument("EncodePositions: blob exceeds 4 GiB");
+      Store32(out.data() + kHeaderBytes + 4 * (j - 1), static_cast<uint32_t>(out.size()));
+    }
+    const uint32_t begin = j * kBlockSize;
+    const uint32_t n = std::min(kBlockSize, count - begin);
+    // Per-posting deltas: the first position as is, then gap - 1 (positions ascend strictly).
+    deltas.clear();
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t tf = tfs[begin + i];
+      vals[i] = tf - 1;
+      for (uint32_t k = 0; k < tf; ++k) {
+        const uint32_t p = positions[pos + k];
+        if (k == 0) {
+          deltas.push_back(p);
+        } else {
+          const uint32_t prev = positions[pos + k - 1];
+          if (p <= prev) {
+            return Status::InvalidArgument("EncodePositions: positions of posting " + std::to_string(begin + i) +
+                                           " do not ascend strictly");
+          }
+          deltas.push_back(p - prev - 1);
+        }
+      }
+      pos += tf;
+    }
+    const uint32_t freq_bits = WidthOf(vals, n);
+    out.push_back(static_cast<char>(freq_bits));
+    AppendPacked(vals, n, freq_bits, &out);
+    const size_t runs = (deltas.size() + kBlockSize - 1) / kBlockSize;
+    const size_t widths_at = out.size();
+    out.append(runs, '\0');
+    for (size_t r = 0; r < runs; ++r) {
+      const auto m = static_cast<uint32_t>(std::min<size_t>(kBlockSize, deltas.size() - r * kBlockSize));
+      const uint32_t* run = deltas.data() + r * kBlockSize;
+      const uint32_t bits = WidthOf(run, m);
+      out[widths_at + r] = static_cast<char>(bits);
+      AppendPacked(run, m, bits, &out);
+    }
+  }
+  if (out.size() > UINT32_MAX) return Status::InvalidArgument("EncodePositions: blob exceeds 4 GiB");
+  Store32(out.data(), kPositionsMagic);
+  Store32(out.data() + 4, BlobCrc(out, count));
+  return out;
+}
+
+Result<PositionsView> PositionsView::Parse(std::string_view bytes, uint32_t count) {
+  if (count == 0) return Status::InvalidArgument("PositionsView: count 0 (a list has at least one posting)");
+  const uint32_t num_blocks = (count + kBlockSize - 1) / kBlockSize;
+  const uint64_t table_end = kHeaderBytes + 4 * static_cast<uint64_t>(num_blocks - 1);
+  // Every block holds at least its freq width byte and one run width byte.
+  if (bytes.size() < table_end + 2 * static_cast<uint64_t>(num_blocks)) {
+    return Status::Corruption("PositionsView: " + std::to_string(bytes.size()) + " bytes, too short for " +
+                              std::to_string(count) + " postings");
+  }
+  if (bytes.size() > UINT32_MAX) return Status::Corruption("PositionsView: blob larger than 4 GiB");
+  if (Load32(bytes.data()) != kPositionsMagic) return Status::Corruption("PositionsView: bad magic");
+  if (Load32(bytes.data() + 4) != BlobCrc(bytes, count)) {
+    return Status::Corruption("PositionsView: CRC-32C mismatch (damaged, or not the positions of a " +
+                              std::to_string(count) + "-posting list)");
+  }
+  uint64_t prev = table_end;
+  for (uint32_t j = 1; j < num_blocks; ++j) {
+    const uint32_t start = Load32(bytes.data() + kHeaderBytes + 4 * (j - 1));
+    if (start < prev + 2 || start > bytes.size() - 2) {
+      return Status::Corruption("PositionsView: block " + std::to_string(j) + " offset out of order or range");
+    }
+    prev = start;
+  }
+  PositionsView v;
+  v.bytes_ = bytes;
+  v.count_ = count;
+  v.num_blocks_ = num_blocks;
+  return v;
+}
+
+uint32_t PositionsView::BlockStart(uint32_t j) const {
+  return j == 0 ? kHeaderBytes + 4 * (num_blocks_ - 1) : Load32(bytes_.data() + kHeaderBytes + 4 * (j - 1));
+}
+
+Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
+  const uint64_t start = BlockStart(j);
+  const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
+  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  const char* p = bytes_.data();
+  const auto corrupt = [j](const std::string& what) {
+    return Status::Corruption("PositionsView: block " + std::to_string(j) + ": " + what);
+  };
+  // Parse guarantees end - start >= 2 for every block.
+  uint64_t at = start;
+  const auto freq_bits = static_cast<uint8_t>(p[at++]);
+  if (freq_bits > 31) return corrupt("tf width above 31");
+  if (at + StoredBytes(n, freq_bits) > end) return corrupt("tfs past the block's end");
+  uint32_t tfs[kBlockSize];
+  UnpackStored(p + at, n, freq_bits, tfs);
+  at += StoredBytes(n, freq_bits);
+  offsets->resize(n + 1);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    (*offsets)[i] = static_cast<uint32_t>(total);
+    total += uint64_t{tfs[i]} + 1;
+  }
+  const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
+  // Each run has a width byte inside the block, which bounds `total` by 128 * the block's size.
+  if (at + runs > end) return corrupt("run widths past the block's end");
+  if (total > UINT32_MAX) return corrupt("more than 2^32-1 positions");
+  (*offsets)[n] = static_cast<uint32_t>(total);
+  const uint64_t widths_at = at;
+  at += runs;
+  positions->resize(total);
+  uint32_t* out = positions->data();
+  for (uint64_t r = 0; r < runs; ++r) {
+    const auto m = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, total - r * kBlockSize));
+    const auto bits = static_cast<uint8_t>(p[widths_at + r]);
+    if (bits > 32) return corrupt("run width above 32");
+    if (at + StoredBytes(m, bits) > end) return corrupt("positions past the block's end");
+    UnpackStored(p + at, m, bits, out + r * kBlockSize);
+    at += StoredBytes(m, bits);
+  }
+  if (at != end) return corrupt("bytes left over after the positions");
+  // Deltas to positions, per posting; a position past 2^32-1 is corruption.
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t b = (*offsets)[i], e = (*offsets)[i + 1];
+    uint64_t v = out[b];
+    for (uint32_t k = b + 1; k < e; ++k) {
+      v += uint64_t{out[k]} + 1;
+      if (v > UINT32_MAX) return corrupt("position above 2^32-1");
+      out[k] = static_cast<uint32_t>(v);
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace search

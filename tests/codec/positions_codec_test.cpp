@@ -1,0 +1,219 @@
+// The positions format (codec/FORMAT.md "Positions"): round trips of random postings against the
+// input (tfs from 1 to thousands, 1-posting lists, block and run boundaries), the encoder's
+// argument checks, and corruption: every truncated prefix, every single-bit flip and a wrong count
+// give an error, never a crash; DecodeBlock on structurally damaged blobs (CRC repaired) gives
+// Corruption or positions that keep the contract.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
+
+namespace search {
+namespace {
+
+struct Postings {
+  std::vector<uint32_t> tfs;
+  std::vector<uint32_t> positions;  // posting 0's, then posting 1's, ...
+};
+
+// `n` postings; tfs drawn up to max_tf; each posting's positions start below `start` (below
+// 2^32 - tf * 1000 when start is 0, to reach 32-bit widths) and ascend by steps of 1..4 or 1..1000.
+Postings Random(std::mt19937& rng, uint32_t n, uint32_t max_tf, uint64_t start) {
+  Postings p;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t tf = rng() % 3 == 0 ? 1 + rng() % max_tf : 1 + rng() % 3;
+    p.tfs.push_back(tf);
+    const uint64_t first_limit = start == 0 ? (uint64_t{1} << 32) - uint64_t{tf} * 1000 : start;
+    uint64_t v = (uint64_t{rng()} << 32 | rng()) % first_limit;
+    const uint32_t max_step = rng() % 2 ? 4 : 1000;
+    for (uint32_t k = 0; k < tf; ++k) {
+      p.positions.push_back(static_cast<uint32_t>(v));
+      v += 1 + rng() % max_step;
+    }
+  }
+  return p;
+}
+
+// Decodes every block and compares with the input.
+void ExpectRoundTrip(const Postings& p, const std::string& blob) {
+  const auto count = static_cast<uint32_t>(p.tfs.size());
+  auto view = PositionsView::Parse(blob, count);
+  ASSERT_TRUE(view.ok()) << view.status().ToString();
+  ASSERT_EQ(view->count(), count);
+  ASSERT_EQ(view->num_blocks(), (count + 127) / 128);
+  std::vector<uint32_t> offsets, positions;
+  size_t at = 0;
+  for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+    ASSERT_TRUE(view->DecodeBlock(j, &offsets, &positions).ok());
+    const uint32_t n = std::min(128u, count - 128 * j);
+    ASSERT_EQ(offsets.size(), n + 1);
+    ASSERT_EQ(offsets[0], 0u);
+    ASSERT_EQ(offsets[n], positions.size());
+    for (uint32_t i = 0; i < n; ++i) {
+      const uint32_t tf = p.tfs[128 * j + i];
+      ASSERT_EQ(offsets[i + 1] - offsets[i], tf) << "block " << j << " posting " << i;
+      for (uint32_t k = 0; k < tf; ++k) ASSERT_EQ(positions[offsets[i] + k], p.positions[at + k]);
+      at += tf;
+    }
+  }
+  EXPECT_EQ(at, p.positions.size());
+}
+
+TEST(PositionsCodecTest, RoundTripsRandomLists) {
+  std::mt19937 rng(7);
+  const uint32_t sizes[] = {1, 2, 127, 128, 129, 255, 256, 257, 1000};
+  for (uint32_t n : sizes) {
+    for (uint32_t max_tf : {1u, 5u, 200u, 3000u}) {
+      for (uint64_t span : {uint64_t{50}, uint64_t{100000}, uint64_t{0}}) {
+        const Postings p = Random(rng, n, max_tf, span);
+        auto blob = EncodePositions(p.tfs, p.positions);
+        ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+        ExpectRoundTrip(p, *blob);
+      }
+    }
+  }
+}
+
+TEST(PositionsCodecTest, RunBoundariesInsideABlock) {
+  // Total positions per block at 127, 128, 129 and 256 (run boundaries), one posting holding many.
+  for (uint32_t tf : {127u, 128u, 129u, 256u, 5000u}) {
+    Postings p;
+    p.tfs = {tf, 1};
+    for (uint32_t k = 0; k < tf; ++k) p.positions.push_back(3 * k + 1);
+    p.positions.push_back(UINT32_MAX);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    ExpectRoundTrip(p, *blob);
+  }
+}
+
+TEST(PositionsCodecTest, SinglePostingIsSmall) {
+  // One posting at position 5: header 8 + tf width byte + run width byte + 1 byte of 3 bits.
+  Postings p{{1}, {5}};
+  auto blob = EncodePositions(p.tfs, p.positions);
+  ASSERT_TRUE(blob.ok());
+  EXPECT_EQ(blob->size(), 11u);
+  ExpectRoundTrip(p, *blob);
+  // Position 0 takes no payload at all.
+  auto zero = EncodePositions(std::vector<uint32_t>{1}, std::vector<uint32_t>{0});
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(zero->size(), 10u);
+}
+
+TEST(PositionsCodecTest, ParsesAtAnyAlignment) {
+  std::mt19937 rng(3);
+  const Postings p = Random(rng, 300, 50, 10000);
+  auto blob = EncodePositions(p.tfs, p.positions);
+  ASSERT_TRUE(blob.ok());
+  std::string shifted = "x" + *blob;
+  auto view = PositionsView::Parse(std::string_view(shifted).substr(1), 300);
+  ASSERT_TRUE(view.ok());
+  std::vector<uint32_t> offsets, positions;
+  for (uint32_t j = 0; j < view->num_blocks(); ++j) EXPECT_TRUE(view->DecodeBlock(j, &offsets, &positions).ok());
+}
+
+TEST(PositionsCodecTest, EncoderRejectsBadInput) {
+  const std::vector<uint32_t> none;
+  EXPECT_EQ(EncodePositions(none, none).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodePositions(std::vector<uint32_t>{0}, none).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodePositions(std::vector<uint32_t>{2}, std::vector<uint32_t>{1}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodePositions(std::vector<uint32_t>{2}, std::vector<uint32_t>{4, 4}).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(EncodePositions(std::vector<uint32_t>{2}, std::vector<uint32_t>{5, 4}).status().code(),
+            StatusCode::kInvalidArgument);
+  // Across postings positions may go down.
+  EXPECT_TRUE(EncodePositions(std::vector<uint32_t>{1, 1}, std::vector<uint32_t>{9, 2}).ok());
+}
+
+TEST(PositionsCodecTest, ParseRejectsWrongCountAndZero) {
+  auto blob = EncodePositions(std::vector<uint32_t>{1, 2}, std::vector<uint32_t>{4, 1, 7});
+  ASSERT_TRUE(blob.ok());
+  EXPECT_TRUE(PositionsView::Parse(*blob, 2).ok());
+  EXPECT_EQ(PositionsView::Parse(*blob, 1).status().code(), StatusCode::kCorruption);
+  EXPECT_EQ(PositionsView::Parse(*blob, 3).status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(PositionsView::Parse(*blob, 0).ok());
+  EXPECT_EQ(PositionsView::Parse(*blob, 2).value().DecodeBlock(1, nullptr, nullptr).code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST(PositionsCodecTest, EveryTruncationAndBitFlipIsAnError) {
+  std::mt19937 rng(11);
+  for (uint32_t n : {1u, 3u, 130u}) {
+    const Postings p = Random(rng, n, 40, 5000);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    for (size_t len = 0; len < blob->size(); ++len) {
+      EXPECT_FALSE(PositionsView::Parse(std::string_view(*blob).substr(0, len), n).ok()) << "prefix " << len;
+    }
+    for (size_t bit = 0; bit < 8 * blob->size(); ++bit) {
+      std::string bad = *blob;
+      bad[bit / 8] = static_cast<char>(bad[bit / 8] ^ (1 << (bit % 8)));
+      EXPECT_EQ(PositionsView::Parse(bad, n).status().code(), StatusCode::kCorruption) << "bit " << bit;
+    }
+  }
+}
+
+// Recomputes the CRC after damage so that Parse's structural checks and DecodeBlock's own checks
+// are what stands between the bytes and the decoder.
+void RepairCrc(std::string* blob, uint32_t count) {
+  if (blob->size() < 8) return;
+  const uint32_t seed = Crc32c(&count, sizeof(count));
+  const uint32_t crc = Crc32c(blob->data() + 8, blob->size() - 8, seed);
+  std::memcpy(blob->data() + 4, &crc, 4);
+}
+
+TEST(PositionsCodecTest, DamagedStructureNeverDecodesOutOfContract) {
+  std::mt19937 rng(5);
+  std::vector<uint32_t> offsets, positions;
+  int decoded = 0, refused = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const uint32_t n = 1 + rng() % 300;
+    const Postings p = Random(rng, n, 1 + rng() % 50, 1 + rng() % 100000);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    std::string bad = *blob;
+    const int edits = 1 + rng() % 4;
+    for (int e = 0; e < edits; ++e) {
+      switch (rng() % 3) {
+        case 0:
+          if (bad.size() > 8) bad[8 + rng() % (bad.size() - 8)] = static_cast<char>(rng());
+          break;
+        case 1: bad.resize(8 + rng() % (bad.size() - 7)); break;
+        default: bad.insert(8 + rng() % (bad.size() - 7), 1, static_cast<char>(rng())); break;
+      }
+    }
+    RepairCrc(&bad, n);
+    auto view = PositionsView::Parse(bad, n);
+    if (!view.ok()) {
+      ++refused;
+      continue;
+    }
+    for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+      Status st = view->DecodeBlock(j, &offsets, &positions);
+      if (!st.ok()) {
+        EXPECT_EQ(st.code(), StatusCode::kCorruption);
+        ++refused;
+        continue;
+      }
+      ++decoded;
+      const uint32_t bn = std::min(128u, n - 128 * j);
+      ASSERT_EQ(offsets.size(), bn + 1);
+      ASSERT_EQ(offsets[bn], positions.size());
+      for (uint32_t i = 0; i < bn; ++i) {
+        ASSERT_LT(offsets[i], offsets[i + 1]);  // tf >= 1
+        for (uint32_t k = offsets[i] + 1; k < offsets[i + 1]; ++k) ASSERT_LT(positions[k - 1], positions[k]);
+      }
+    }
+  }
+  EXPECT_GT(refused, 0);
+  EXPECT_GT(decoded, 0);
+}
+
+}  // namespace
+}  // namespace search
