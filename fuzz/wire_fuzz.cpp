@@ -1,8 +1,9 @@
 // Fuzz target: Cap'n Proto frame decoding (proto/wire.hpp DecodeEnvelope) on arbitrary bytes, the
 // path every ZeroMQ message from the network takes in the node (SearchRequest, Ping) and in the
 // integrator (SearchResponse, Pong). A decoded message must satisfy the documented validation
-// (terms canonical and bounded, k in range, at most kMaxK hits), agree with the recovered header,
-// and survive a round trip: encoded again, it decodes to the same values.
+// (terms canonical and bounded, k in range, 0 only with a count, a query tree valid, canonical and
+// with exactly the terms as its tokens, at most kMaxK hits, totals only with a count), agree with
+// the recovered header, and survive a round trip: encoded again, it decodes to the same values.
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -43,14 +44,21 @@ void CheckRequest(const SearchRequestMsg& m) {
     FUZZ_CHECK(!m.terms[i].empty() && m.terms[i].size() <= kMaxTermBytes);
     FUZZ_CHECK(i == 0 || m.terms[i - 1] < m.terms[i]);
   }
-  FUZZ_CHECK(m.k >= 1 && m.k <= kMaxK);
+  FUZZ_CHECK(m.k <= kMaxK && (m.k >= 1 || m.count));
   FUZZ_CHECK(m.mode == QueryMode::kAnd || m.mode == QueryMode::kOr || m.mode == QueryMode::kAndOr);
+  if (m.tree != nullptr) {
+    FUZZ_CHECK(ValidateTree(*m.tree).ok());
+    FUZZ_CHECK(Canonicalize(*m.tree) == *m.tree);
+    FUZZ_CHECK(TreeTerms(*m.tree) == m.terms);
+  }
 }
 
 void CheckResponse(const SearchResponseMsg& m) {
   FUZZ_CHECK(m.hits.size() <= kMaxK);
   FUZZ_CHECK(m.or_hits.size() <= kMaxK);
   FUZZ_CHECK(m.has_or_hits || m.or_hits.empty());
+  FUZZ_CHECK(m.has_total || (m.total == 0 && m.or_total == 0));
+  FUZZ_CHECK(m.has_or_hits || m.or_total == 0);
   FUZZ_CHECK(m.stats.processor == Processor::kCpu || m.stats.processor == Processor::kGpu ||
              m.stats.processor == Processor::kHybrid);
 }
@@ -76,6 +84,7 @@ void CheckRoundTrip(const EnvelopeMsg& a) {
     FUZZ_CHECK(SameStatus(WireStatus(r->status), s.status));
     FUZZ_CHECK(SameHits(r->hits, s.hits) && SameHits(r->or_hits, s.or_hits) && r->has_or_hits == s.has_or_hits);
     FUZZ_CHECK(r->stats == s.stats && r->doc_begin == s.doc_begin && r->doc_end == s.doc_end);
+    FUZZ_CHECK(r->has_total == s.has_total && r->total == s.total && r->or_total == s.or_total);
   } else if (const auto* r = std::get_if<PingMsg>(&a.body)) {
     FUZZ_CHECK(*r == std::get<PingMsg>(b.body));
   } else {

@@ -7,6 +7,9 @@
 # ErrorInfo{code = invalidArgument, message = "unsupported protocol major version X (this node
 # speaks Y)"} in a SearchResponse (or Pong) addressed to the same request id; minor versions are
 # additive (new fields at the end of structs, new union members) and always accepted.
+# A request with a tree or a count needs a node of minor version 1 or later: a 1.0 node would
+# ignore both and answer the bag of words, so the integrator fails a shard whose reply to such a
+# request comes in an envelope of minor 0 (it names the version) instead of merging a wrong answer.
 # Limits: receivers parse with capnp::ReaderOptions{traversalLimitInWords = 8 Mi words,
 # nestingLimit = 16}; a message that fails to parse is answered with an error when a request id can
 # be recovered and dropped (and counted) otherwise. Frames are copied into word-aligned buffers
@@ -17,7 +20,8 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("search::wire");
 
 const protocolMajor :UInt16 = 1;
-const protocolMinor :UInt16 = 0;
+const protocolMinor :UInt16 = 1;  # 1: query trees, counts and totals (SearchRequest.tree/count,
+                                  # SearchResponse.total/hasTotal/orTotal)
 
 enum Mode {
   and @0;    # every term
@@ -48,11 +52,36 @@ struct ErrorInfo {
   message @1 :Text;
 }
 
+enum Occur {
+  default @0;  # a bare clause: must under mode and, should under mode or
+  must @1;     # '+'
+  should @2;
+  mustNot @3;  # '-'
+  filter @4;   # must match, adds nothing to the score
+}
+
+enum NodeKind {
+  term @0;     # one token
+  phrase @1;   # two or more tokens, in text order
+  boolean @2;  # a boolean of `clauses` clauses
+}
+
+# One node of a query tree (core/query_tree.hpp), in a flat pre-order list: a boolean is followed
+# by its clauses, each a whole subtree in pre-order, so the list needs no nesting (the reader's
+# nestingLimit stays out of the way of deep trees). The first node is the root: a boolean whose
+# occur is default.
+struct QueryNode {
+  kind @0 :NodeKind;
+  occur @1 :Occur;             # the occurrence of the clause this node is (root: default)
+  tokens @2 :List(Text);       # term: one token; phrase: 2..64; bool: none
+  clauses @3 :UInt32;          # bool: how many clauses follow; term and phrase: 0
+}
+
 struct SearchRequest {
   requestId @0 :UInt64;        # chosen by the integrator; echoed in the response
   terms @1 :List(Text);        # analyzed at the integrator: unique, sorted ascending (canonical order)
   mode @2 :Mode;
-  k @3 :UInt32;                # 1..10000
+  k @3 :UInt32;                # 1..10000; 0..10000 with count
   deadlineUnixMicros @4 :Int64;# absolute wall-clock deadline; 0 = none. A node answers
                                # deadlineExceeded without running a request already past it.
   flags @5 :UInt32;            # bit 0: include execution stats; bit 1: force CPU; bit 2: force GPU;
@@ -60,6 +89,13 @@ struct SearchRequest {
                                # this shard has fewer than k of them also its OR top-k in orHits, so
                                # the integrator decides andor on the merged AND hits in one round
                                # trip; a node that ignores the bit answers AND alone)
+  tree @6 :List(QueryNode);    # minor 1: the query's canonical tree (core/query_tree.hpp), pre-order;
+                               # empty: the bag of words `terms` under `mode`. With a tree, `terms`
+                               # lists its distinct tokens (TreeTerms). The receiver checks it:
+                               # ValidateTree's limits (depth 8, 1024 clauses, phrases of 2..64
+                               # tokens), canonical form, terms equal to its tokens.
+  count @7 :Bool;              # minor 1: also count the matching documents exactly (SearchResponse.total);
+                               # with count, k may be 0 (the count only)
 }
 
 struct Hit {
@@ -87,6 +123,9 @@ struct SearchResponse {
   docEnd @6 :UInt32;
   orHits @7 :List(Hit);        # andor split: the OR top-k (when hasOrHits)
   hasOrHits @8 :Bool;          # andor split: this shard had fewer than k AND hits
+  total @9 :UInt64;            # minor 1, when hasTotal: the documents of this shard that match
+  hasTotal @10 :Bool;          # the request asked for a count (and the status is ok)
+  orTotal @11 :UInt64;         # andor split, with hasTotal and hasOrHits: the OR query's total
 }
 
 struct Ping {

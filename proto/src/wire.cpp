@@ -102,6 +102,126 @@ std::string Flatten(capnp::MallocMessageBuilder& message) {
   return std::string(reinterpret_cast<const char*>(bytes.begin()), bytes.size());
 }
 
+wire::Occur ToWire(Occur o) {
+  switch (o) {
+    case Occur::kDefault: return wire::Occur::DEFAULT;
+    case Occur::kMust: return wire::Occur::MUST;
+    case Occur::kShould: return wire::Occur::SHOULD;
+    case Occur::kMustNot: return wire::Occur::MUST_NOT;
+    case Occur::kFilter: return wire::Occur::FILTER;
+  }
+  return wire::Occur::DEFAULT;
+}
+
+Result<Occur> FromWire(wire::Occur o) {
+  switch (o) {
+    case wire::Occur::DEFAULT: return Occur::kDefault;
+    case wire::Occur::MUST: return Occur::kMust;
+    case wire::Occur::SHOULD: return Occur::kShould;
+    case wire::Occur::MUST_NOT: return Occur::kMustNot;
+    case wire::Occur::FILTER: return Occur::kFilter;
+  }
+  return Status::InvalidArgument("unknown clause occurrence " + std::to_string(static_cast<uint16_t>(o)));
+}
+
+wire::NodeKind ToWire(QueryNode::Kind k) {
+  switch (k) {
+    case QueryNode::Kind::kTerm: return wire::NodeKind::TERM;
+    case QueryNode::Kind::kPhrase: return wire::NodeKind::PHRASE;
+    case QueryNode::Kind::kBool: return wire::NodeKind::BOOLEAN;
+  }
+  return wire::NodeKind::BOOLEAN;
+}
+
+Result<QueryNode::Kind> FromWire(wire::NodeKind k) {
+  switch (k) {
+    case wire::NodeKind::TERM: return QueryNode::Kind::kTerm;
+    case wire::NodeKind::PHRASE: return QueryNode::Kind::kPhrase;
+    case wire::NodeKind::BOOLEAN: return QueryNode::Kind::kBool;
+  }
+  return Status::InvalidArgument("unknown query node kind " + std::to_string(static_cast<uint16_t>(k)));
+}
+
+// The nodes of `tree` in pre-order, each with the occurrence of the clause it is (root: kDefault).
+void Flatten(const QueryNode& node, Occur occur, std::vector<std::pair<const QueryNode*, Occur>>* out) {
+  out->emplace_back(&node, occur);
+  for (const QueryNode::Clause& c : node.clauses) Flatten(c.node, c.occur, out);
+}
+
+void FillTree(capnp::List<wire::QueryNode>::Builder out, const std::vector<std::pair<const QueryNode*, Occur>>& nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto b = out[static_cast<unsigned>(i)];
+    const QueryNode& n = *nodes[i].first;
+    b.setKind(ToWire(n.kind));
+    b.setOccur(ToWire(nodes[i].second));
+    auto tokens = b.initTokens(static_cast<unsigned>(n.tokens.size()));
+    for (size_t t = 0; t < n.tokens.size(); ++t)
+      tokens.set(static_cast<unsigned>(t), capnp::Text::Reader(n.tokens[t].data(), n.tokens[t].size()));
+    b.setClauses(static_cast<uint32_t>(n.clauses.size()));
+  }
+}
+
+// Rebuilds the subtree that starts at nodes[*next] (advancing *next past it). `depth`: booleans
+// above it; a boolean deeper than kMaxTreeDepth below the root is refused before its clauses are
+// read, so the recursion is bounded whatever the input.
+Status ReadNode(capnp::List<wire::QueryNode>::Reader nodes, uint32_t* next, uint32_t depth, QueryNode* out,
+                Occur* occur) {
+  const uint32_t at = *next;
+  if (at >= nodes.size()) return Status::InvalidArgument("query tree ends inside a boolean (node " + std::to_string(at) + ")");
+  ++*next;
+  const auto r = nodes[at];
+  SEARCH_ASSIGN_OR_RETURN(out->kind, FromWire(r.getKind()));
+  SEARCH_ASSIGN_OR_RETURN(*occur, FromWire(r.getOccur()));
+  const auto tokens = r.getTokens();
+  if (tokens.size() > kMaxPhraseTokens) {
+    return Status::InvalidArgument("query tree node " + std::to_string(at) + " has " + std::to_string(tokens.size()) +
+                                   " tokens (limit " + std::to_string(kMaxPhraseTokens) + ")");
+  }
+  out->tokens.reserve(tokens.size());
+  for (auto t : tokens) {
+    if (t.size() > kMaxTermBytes) {
+      return Status::InvalidArgument("query tree node " + std::to_string(at) + " has a token of " +
+                                     std::to_string(t.size()) + " bytes (limit " + std::to_string(kMaxTermBytes) + ")");
+    }
+    out->tokens.push_back(ToString(t));
+  }
+  const uint32_t clauses = r.getClauses();
+  if (out->kind != QueryNode::Kind::kBool) {
+    if (clauses != 0) {
+      return Status::InvalidArgument("query tree node " + std::to_string(at) + " is a term or phrase with clauses");
+    }
+    return Status::Ok();
+  }
+  if (depth > kMaxTreeDepth) {
+    return Status::InvalidArgument("query tree nested deeper than " + std::to_string(kMaxTreeDepth) + " booleans");
+  }
+  if (clauses > nodes.size() - *next) {
+    return Status::InvalidArgument("query tree node " + std::to_string(at) + " has " + std::to_string(clauses) +
+                                   " clauses but only " + std::to_string(nodes.size() - *next) + " nodes follow");
+  }
+  out->clauses.resize(clauses);
+  for (QueryNode::Clause& c : out->clauses) SEARCH_RETURN_IF_ERROR(ReadNode(nodes, next, depth + 1, &c.node, &c.occur));
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<const QueryNode>> ReadTree(capnp::List<wire::QueryNode>::Reader nodes) {
+  if (nodes.size() == 0) return std::shared_ptr<const QueryNode>();
+  if (nodes.size() > kMaxTreeClauses + 1) {
+    return Status::InvalidArgument("query tree of " + std::to_string(nodes.size()) + " nodes (limit " +
+                                   std::to_string(kMaxTreeClauses + 1) + ")");
+  }
+  auto tree = std::make_shared<QueryNode>();
+  uint32_t next = 0;
+  Occur occur = Occur::kDefault;
+  SEARCH_RETURN_IF_ERROR(ReadNode(nodes, &next, 0, tree.get(), &occur));
+  if (next != nodes.size()) {
+    return Status::InvalidArgument("query tree has " + std::to_string(nodes.size() - next) +
+                                   " node(s) after its root's last clause");
+  }
+  if (occur != Occur::kDefault) return Status::InvalidArgument("query tree's root has an occurrence");
+  return std::shared_ptr<const QueryNode>(std::move(tree));
+}
+
 void Fill(wire::SearchRequest::Builder b, const SearchRequestMsg& m) {
   b.setRequestId(m.request_id);
   auto terms = b.initTerms(static_cast<unsigned>(m.terms.size()));
@@ -112,6 +232,12 @@ void Fill(wire::SearchRequest::Builder b, const SearchRequestMsg& m) {
   b.setK(m.k);
   b.setDeadlineUnixMicros(m.deadline_unix_micros);
   b.setFlags(m.flags);
+  if (m.tree != nullptr) {
+    std::vector<std::pair<const QueryNode*, Occur>> nodes;
+    Flatten(*m.tree, Occur::kDefault, &nodes);
+    FillTree(b.initTree(static_cast<unsigned>(nodes.size())), nodes);
+  }
+  b.setCount(m.count);
 }
 
 void FillHits(capnp::List<wire::Hit>::Builder out, const std::vector<HitMsg>& hits) {
@@ -141,6 +267,11 @@ void Fill(wire::SearchResponse::Builder b, const SearchResponseMsg& m) {
   if (m.has_or_hits) {
     b.setHasOrHits(true);
     FillHits(b.initOrHits(static_cast<unsigned>(m.or_hits.size())), m.or_hits);
+  }
+  if (m.has_total) {
+    b.setHasTotal(true);
+    b.setTotal(m.total);
+    b.setOrTotal(m.or_total);
   }
   auto st = b.initStats();
   st.setProcessor(ToWire(m.stats.processor));
@@ -186,6 +317,8 @@ Result<SearchRequestMsg> Read(wire::SearchRequest::Reader r) {
   m.k = r.getK();
   m.deadline_unix_micros = r.getDeadlineUnixMicros();
   m.flags = r.getFlags();
+  m.count = r.getCount();
+  SEARCH_ASSIGN_OR_RETURN(m.tree, ReadTree(r.getTree()));
   SEARCH_RETURN_IF_ERROR(ValidateSearchRequest(m));
   return m;
 }
@@ -198,6 +331,11 @@ Result<SearchResponseMsg> Read(wire::SearchResponse::Reader r) {
   SEARCH_RETURN_IF_ERROR(ReadHits(r.getHits(), &m.hits));
   m.has_or_hits = r.getHasOrHits();
   if (m.has_or_hits) SEARCH_RETURN_IF_ERROR(ReadHits(r.getOrHits(), &m.or_hits));
+  m.has_total = r.getHasTotal();
+  if (m.has_total) {
+    m.total = r.getTotal();
+    m.or_total = m.has_or_hits ? r.getOrTotal() : 0;
+  }
   auto st = r.getStats();
   m.stats.processor = FromWire(st.getProcessor());
   m.stats.blocks_decoded = st.getBlocksDecoded();
@@ -315,7 +453,29 @@ Status ValidateSearchRequest(const SearchRequestMsg& m) {
     case QueryMode::kAndOr: break;
     default: return Status::InvalidArgument("unknown query mode");
   }
-  return ValidateK(m.k);
+  if (!(m.count && m.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(m.k));
+  if (m.tree != nullptr) {
+    SEARCH_RETURN_IF_ERROR(ValidateTree(*m.tree).WithContext("query tree"));
+    if (Canonicalize(*m.tree) != *m.tree) return Status::InvalidArgument("query tree is not in canonical form");
+    if (TreeTerms(*m.tree) != m.terms) return Status::InvalidArgument("terms are not the query tree's tokens");
+  }
+  return Status::Ok();
+}
+
+bool SearchRequestMsg::operator==(const SearchRequestMsg& o) const {
+  const bool same_tree = tree == nullptr || o.tree == nullptr ? tree == o.tree : *tree == *o.tree;
+  return request_id == o.request_id && terms == o.terms && mode == o.mode && k == o.k &&
+         deadline_unix_micros == o.deadline_unix_micros && flags == o.flags && same_tree && count == o.count;
+}
+
+Query ToQuery(const SearchRequestMsg& msg) {
+  Query q;
+  q.terms = msg.terms;
+  q.mode = msg.mode;
+  q.k = msg.k;
+  q.tree = msg.tree;
+  q.count = msg.count;
+  return q;
 }
 
 std::string EncodeEnvelope(const EnvelopeMsg& msg) {

@@ -325,6 +325,204 @@ TEST(WireTest, BitFlippedFramesNeverCrash) {
   EXPECT_GT(accepted, 0);
 }
 
+// A random canonical tree: terms and phrases over a small vocabulary (so duplicates and repeats
+// occur), groups down to `depth`, every occurrence.
+QueryNode RandomNode(std::mt19937_64& rng, int depth) {
+  static const char* kWords[] = {"a", "b", "c", "d", "e", "f"};
+  QueryNode n;
+  const int kind = depth > 0 ? static_cast<int>(rng() % 3) : static_cast<int>(rng() % 2);
+  if (kind == 0) {
+    n.kind = QueryNode::Kind::kTerm;
+    n.tokens = {kWords[rng() % 6]};
+  } else if (kind == 1) {
+    n.kind = QueryNode::Kind::kPhrase;
+    for (size_t i = 2 + rng() % 4; i > 0; --i) n.tokens.push_back(kWords[rng() % 6]);
+  } else {
+    n.kind = QueryNode::Kind::kBool;
+    for (size_t i = 1 + rng() % 4; i > 0; --i)
+      n.clauses.push_back({static_cast<Occur>(rng() % 5), RandomNode(rng, depth - 1)});
+  }
+  return n;
+}
+
+SearchRequestMsg TreeRequest(QueryNode tree) {
+  SearchRequestMsg m;
+  m.request_id = 7;
+  auto canonical = std::make_shared<const QueryNode>(Canonicalize(std::move(tree)));
+  m.terms = TreeTerms(*canonical);
+  m.tree = canonical;
+  return m;
+}
+
+QueryNode Term(std::string t) { return QueryNode{QueryNode::Kind::kTerm, {std::move(t)}, {}}; }
+
+TEST(WireTest, TreeRequestsRoundTrip) {
+  std::mt19937_64 rng(7);
+  for (int i = 0; i < 500; ++i) {
+    QueryNode root;
+    for (size_t c = 1 + rng() % 5; c > 0; --c)
+      root.clauses.push_back({static_cast<Occur>(rng() % 5), RandomNode(rng, 3)});
+    SearchRequestMsg m = TreeRequest(std::move(root));
+    ASSERT_TRUE(ValidateTree(*m.tree).ok());
+    m.mode = static_cast<QueryMode>(rng() % 3);
+    m.count = rng() % 2 == 0;
+    m.k = m.count && rng() % 3 == 0 ? 0 : 1 + static_cast<uint32_t>(rng() % kMaxK);
+    m.flags = static_cast<uint32_t>(rng() & 15);
+    EnvelopeMsg env = DecodeOk(EncodeSearchRequest(m));
+    ASSERT_EQ(env.kind(), MessageKind::kSearchRequest);
+    const auto& got = std::get<SearchRequestMsg>(env.body);
+    ASSERT_NE(got.tree, nullptr);
+    EXPECT_EQ(*got.tree, *m.tree);
+    EXPECT_EQ(got, m);
+    const Query q = ToQuery(got);
+    EXPECT_EQ(q.terms, m.terms);
+    EXPECT_EQ(q.k, m.k);
+    EXPECT_EQ(q.count, m.count);
+    EXPECT_EQ(q.tree, got.tree);
+  }
+  // The deepest tree the limits allow, nested far past capnp's nesting limit (the list is flat).
+  QueryNode deep;
+  deep.clauses = {{Occur::kMust, Term("x")}, {Occur::kShould, Term("y")}};
+  for (uint32_t d = 0; d < kMaxTreeDepth; ++d) {
+    QueryNode up;
+    up.clauses = {{Occur::kMust, std::move(deep)}, {Occur::kMustNot, Term("z" + std::to_string(d))}};
+    deep = std::move(up);
+  }
+  SearchRequestMsg m = TreeRequest(deep);
+  ASSERT_TRUE(ValidateTree(*m.tree).ok());
+  EXPECT_EQ(std::get<SearchRequestMsg>(DecodeOk(EncodeSearchRequest(m)).body), m);
+}
+
+TEST(WireTest, BagOfWordsRequestsCarryNoTree) {
+  SearchRequestMsg m;
+  m.terms = {"a", "b"};
+  m.count = true;
+  m.k = 0;
+  const auto& got = std::get<SearchRequestMsg>(DecodeOk(EncodeSearchRequest(m)).body);
+  EXPECT_EQ(got.tree, nullptr);
+  EXPECT_TRUE(got.count);
+  EXPECT_EQ(got.k, 0u);
+  EXPECT_EQ(ToQuery(got).tree, nullptr);
+}
+
+TEST(WireTest, ResponseTotalsRoundTrip) {
+  SearchResponseMsg m;
+  m.request_id = 3;
+  m.hits = {HitMsg{1, 2.0f, "x"}};
+  m.has_total = true;
+  m.total = uint64_t{1} << 40;
+  m.has_or_hits = true;
+  m.or_hits = {HitMsg{2, 1.0f, "y"}};
+  m.or_total = 12345;
+  auto got = std::get<SearchResponseMsg>(DecodeOk(EncodeSearchResponse(m)).body);
+  EXPECT_TRUE(got.has_total);
+  EXPECT_EQ(got.total, m.total);
+  EXPECT_EQ(got.or_total, 12345u);
+  // Without a count the totals stay unset.
+  m.has_total = false;
+  got = std::get<SearchResponseMsg>(DecodeOk(EncodeSearchResponse(m)).body);
+  EXPECT_FALSE(got.has_total);
+  EXPECT_EQ(got.total, 0u);
+  EXPECT_EQ(got.or_total, 0u);
+}
+
+TEST(WireTest, ZeroKNeedsACount) {
+  SearchRequestMsg m;
+  m.terms = {"a"};
+  m.k = 0;
+  auto r = DecodeEnvelope(EncodeSearchRequest(m));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("k"), std::string::npos);
+  m.count = true;
+  EXPECT_TRUE(DecodeEnvelope(EncodeSearchRequest(m)).ok());
+  m.k = kMaxK + 1;
+  EXPECT_FALSE(DecodeEnvelope(EncodeSearchRequest(m)).ok());
+}
+
+// A raw tree, node by node as search.capnp lays it out: what a hostile sender can put there.
+struct RawNode {
+  wire::NodeKind kind = wire::NodeKind::BOOLEAN;
+  wire::Occur occur = wire::Occur::DEFAULT;
+  std::vector<std::string> tokens;
+  uint32_t clauses = 0;
+};
+
+Result<EnvelopeMsg> DecodeRawTree(const std::vector<RawNode>& nodes, const std::vector<std::string>& terms,
+                                  RecoveredHeader* rec) {
+  capnp::MallocMessageBuilder b;
+  auto env = b.initRoot<wire::Envelope>();
+  env.setMajor(kProtocolMajor);
+  env.setMinor(kProtocolMinor);
+  auto req = env.initBody().initSearchRequest();
+  req.setRequestId(99);
+  req.setK(10);
+  auto t = req.initTerms(static_cast<unsigned>(terms.size()));
+  for (size_t i = 0; i < terms.size(); ++i) t.set(static_cast<unsigned>(i), terms[i]);
+  auto list = req.initTree(static_cast<unsigned>(nodes.size()));
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto n = list[static_cast<unsigned>(i)];
+    n.setKind(nodes[i].kind);
+    n.setOccur(nodes[i].occur);
+    auto tokens = n.initTokens(static_cast<unsigned>(nodes[i].tokens.size()));
+    for (size_t j = 0; j < nodes[i].tokens.size(); ++j) tokens.set(static_cast<unsigned>(j), nodes[i].tokens[j]);
+    n.setClauses(nodes[i].clauses);
+  }
+  auto words = capnp::messageToFlatArray(b);
+  return DecodeEnvelope(std::as_bytes(std::span(words.begin(), words.size())), rec);
+}
+
+TEST(WireTest, BadTreesAreRejectedWithTheirReason) {
+  using K = wire::NodeKind;
+  using O = wire::Occur;
+  auto expect_bad = [](const std::vector<RawNode>& nodes, const std::vector<std::string>& terms,
+                       const std::string& needle) {
+    RecoveredHeader rec;
+    auto r = DecodeRawTree(nodes, terms, &rec);
+    ASSERT_FALSE(r.ok()) << needle;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find(needle), std::string::npos) << r.status().message();
+    EXPECT_EQ(rec.request_id.value_or(0), 99u);  // answerable
+  };
+  const RawNode a{K::TERM, O::MUST, {"a"}, 0}, b{K::TERM, O::MUST, {"b"}, 0};
+  // The well-formed reference: (+a +b).
+  RecoveredHeader rec;
+  ASSERT_TRUE(DecodeRawTree({{K::BOOLEAN, O::DEFAULT, {}, 2}, a, b}, {"a", "b"}, &rec).ok());
+
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 3}, a, b}, {"a", "b"}, "only 2 nodes follow");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 2}, {K::BOOLEAN, O::MUST, {}, 2}, a, b}, {"a", "b"}, "ends inside a boolean");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, a, b}, {"a", "b"}, "after its root's last clause");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 0xffffffffu}, a}, {"a"}, "only 1 nodes follow");
+  expect_bad({{K::BOOLEAN, O::MUST, {}, 2}, a, b}, {"a", "b"}, "root has an occurrence");
+  expect_bad({{K::TERM, O::DEFAULT, {"a"}, 0}}, {"a"}, "root is not a boolean");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::TERM, O::MUST, {"a"}, 1}, b}, {"a", "b"}, "with clauses");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::TERM, O::MUST, {"a", "b"}, 0}}, {"a", "b"}, "exactly one token");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::TERM, O::MUST, {""}, 0}}, {}, "empty");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 0}}, {}, "no clauses");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 2}, b, a}, {"a", "b"}, "canonical");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 2}, a, a}, {"a"}, "canonical");  // a repeat counts once
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 2}, a, b}, {"a"}, "tokens");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 2}, a, b}, {"a", "b", "c"}, "tokens");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::TERM, static_cast<O>(9), {"a"}, 0}}, {"a"}, "occurrence");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {static_cast<K>(7), O::MUST, {"a"}, 0}}, {"a"}, "node kind");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::PHRASE, O::MUST, std::vector<std::string>(kMaxPhraseTokens + 1, "a"), 0}},
+             {"a"}, "tokens (limit");
+  expect_bad({{K::BOOLEAN, O::DEFAULT, {}, 1}, {K::TERM, O::MUST, {std::string(kMaxTermBytes + 1, 'a')}, 0}}, {},
+             "bytes");
+  // Nested one boolean deeper than the limit: refused while rebuilding.
+  std::vector<RawNode> deep;
+  for (uint32_t d = 0; d <= kMaxTreeDepth + 1; ++d) deep.push_back({K::BOOLEAN, d == 0 ? O::DEFAULT : O::MUST, {}, 1});
+  deep.push_back(a);
+  expect_bad(deep, {"a"}, "deeper than");
+  // Millions of nested booleans cannot recurse: refused at the depth limit, whatever follows.
+  std::vector<RawNode> very_deep(kMaxTreeClauses + 1, RawNode{K::BOOLEAN, O::MUST, {}, 1});
+  very_deep.front().occur = O::DEFAULT;
+  expect_bad(very_deep, {}, "deeper than");
+  // Too many nodes.
+  std::vector<RawNode> wide = {{K::BOOLEAN, O::DEFAULT, {}, kMaxTreeClauses + 1}};
+  for (uint32_t i = 0; i <= kMaxTreeClauses; ++i) wide.push_back(a);
+  expect_bad(wide, {"a"}, "nodes (limit");
+}
+
 TEST(WireTest, PointerAmplificationHitsTheTraversalLimit) {
   // 10000 hits whose externalId pointers are rewritten to all point at the last hit's 8 MiB text:
   // an 8 MiB frame that would read ~80 GiB. The traversal limit (8 Mi words) must stop it.

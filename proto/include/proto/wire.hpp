@@ -11,7 +11,11 @@
 //   - an unknown major version is rejected ("unsupported protocol major version X (this node
 //     speaks Y)"); minor versions are accepted;
 //   - a SearchRequest is validated: <= kMaxTerms terms, each 1..kMaxTermBytes bytes, strictly
-//     ascending (canonical), k in 1..kMaxK (ValidateK), a known mode;
+//     ascending (canonical), k in 1..kMaxK (ValidateK; 0..kMaxK with count), a known mode; a tree
+//     (the flat pre-order list of search.capnp) is rebuilt within core/query_tree.hpp's limits
+//     (kMaxTreeClauses + 1 nodes, depth kMaxTreeDepth, checked while rebuilding so no input
+//     recurses deeper), then must pass ValidateTree, be canonical (Canonicalize leaves it as it is)
+//     and have exactly `terms` as its tokens (TreeTerms);
 //   - a SearchResponse carries at most kMaxK hits.
 // When decoding fails after the envelope parsed, DecodeEnvelope reports the message kind and
 // request id it could still read, so the receiver can answer with an error for that request.
@@ -20,6 +24,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,12 +33,16 @@
 #include <vector>
 
 #include "core/query.hpp"
+#include "core/query_tree.hpp"
 #include "core/status.hpp"
 
 namespace search {
 
 inline constexpr uint16_t kProtocolMajor = 1;  // = search.capnp protocolMajor
-inline constexpr uint16_t kProtocolMinor = 0;  // = search.capnp protocolMinor
+inline constexpr uint16_t kProtocolMinor = 1;  // = search.capnp protocolMinor
+// The first minor version with query trees and counts: a reply in an older envelope to a request
+// with a tree or a count comes from a node that ignored them (search.capnp).
+inline constexpr uint16_t kMinorQueryTrees = 1;
 inline constexpr size_t kMaxFrameBytes = size_t{16} << 20;
 inline constexpr uint64_t kTraversalLimitWords = uint64_t{8} << 20;
 inline constexpr int kNestingLimit = 16;
@@ -53,13 +62,19 @@ inline constexpr uint32_t kFlagAndOrSplit = 1u << 3;
 
 struct SearchRequestMsg {
   uint64_t request_id = 0;
-  std::vector<std::string> terms;  // canonical: analyzed, unique, ascending
+  std::vector<std::string> terms;  // canonical: analyzed, unique, ascending (with a tree: TreeTerms)
   QueryMode mode = QueryMode::kAnd;
-  uint32_t k = 10;
+  uint32_t k = 10;  // 1..kMaxK; 0..kMaxK with count
   int64_t deadline_unix_micros = 0;  // absolute wall clock; 0 = none
   uint32_t flags = 0;
-  bool operator==(const SearchRequestMsg&) const = default;
+  std::shared_ptr<const QueryNode> tree;  // the canonical tree; null: the bag of words
+  bool count = false;                     // also count the matches exactly
+  // Compares the trees' values, not their pointers.
+  bool operator==(const SearchRequestMsg& o) const;
 };
+
+// The request's query as the engines take it (Query: terms, mode, k, tree, count).
+Query ToQuery(const SearchRequestMsg& msg);
 
 struct HitMsg {
   uint32_t doc = 0;  // global docID
@@ -87,6 +102,9 @@ struct SearchResponseMsg {
   uint32_t doc_begin = 0, doc_end = 0;
   std::vector<HitMsg> or_hits;  // andor split: the OR top-k when has_or_hits
   bool has_or_hits = false;
+  bool has_total = false;  // the request asked for a count (status OK)
+  uint64_t total = 0;      // then: this shard's matching documents
+  uint64_t or_total = 0;   // and with has_or_hits: the OR query's
 };
 
 struct PingMsg {
@@ -118,7 +136,7 @@ enum class MessageKind : uint8_t { kUnknown = 0, kSearchRequest, kSearchResponse
 std::string_view MessageKindName(MessageKind kind);
 
 struct EnvelopeMsg {
-  uint16_t major = kProtocolMajor;
+  uint16_t major = kProtocolMajor;  // what the sender speaks; tests set older versions
   uint16_t minor = kProtocolMinor;
   std::variant<SearchRequestMsg, SearchResponseMsg, PingMsg, PongMsg> body;
   MessageKind kind() const { return static_cast<MessageKind>(body.index() + 1); }
@@ -145,7 +163,7 @@ inline Result<EnvelopeMsg> DecodeEnvelope(std::string_view frame, RecoveredHeade
   return DecodeEnvelope(std::as_bytes(std::span<const char>(frame.data(), frame.size())), recovered);
 }
 
-// Checks a request's fields as DecodeEnvelope does (terms, k, mode).
+// Checks a request's fields as DecodeEnvelope does (terms, k, mode, tree).
 Status ValidateSearchRequest(const SearchRequestMsg& msg);
 
 }  // namespace search
