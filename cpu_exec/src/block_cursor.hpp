@@ -102,6 +102,8 @@ class BlockCursor {
     if (block_ < num_blocks_ && meta_[block_].last_doc < target) advance_blocks(target);
   }
   bool blocks_exhausted() const { return block_ >= num_blocks_; }
+  // The block position's index in the list (num_blocks when exhausted).
+  uint32_t block() const { return block_; }
   float block_max_score() const { return block_ < num_blocks_ ? SanitizeBound(meta_[block_].max_score) : 0.0f; }
   uint32_t block_last_doc() const { return block_ < num_blocks_ ? meta_[block_].last_doc : kEndDoc; }
   // A bound of the list over [current block, end]: the largest block maximum among the blocks

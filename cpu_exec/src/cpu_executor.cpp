@@ -16,6 +16,7 @@
 #include "and_query.hpp"
 #include "or_query.hpp"
 #include "query_engine.hpp"
+#include "tree_query.hpp"
 
 namespace search {
 
@@ -170,14 +171,7 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
 // its last block's last_doc (ListView::Parse and DecodeDocs vouch for that), which must lie below
 // doc_begin + num_docs; the lower end (>= doc_begin) is checked as each block is decoded.
 Status CheckLists(std::span<const TermInput> terms, uint32_t doc_begin, uint64_t num_docs) {
-  for (const TermInput& t : terms) {
-    if (t.list == nullptr) continue;
-    if (t.list->count() == 0 || t.list->num_blocks() == 0) return Status::Corruption("empty posting list");
-    const uint32_t last = t.list->block(t.list->num_blocks() - 1).last_doc;
-    if (last == kEndDoc || static_cast<uint64_t>(last) >= doc_begin + num_docs)
-      return Status::Corruption("posting list docID " + std::to_string(last) + " outside the shard's documents [" +
-                                std::to_string(doc_begin) + ", " + std::to_string(doc_begin + num_docs) + ")");
-  }
+  for (const TermInput& t : terms) SEARCH_RETURN_IF_ERROR(cpu_internal::CheckListRange(t.list, doc_begin, num_docs));
   return Status::Ok();
 }
 
@@ -306,6 +300,10 @@ Result<SearchResult> CpuExecutor::SearchFromCandidates(const Query& query, std::
 Result<SearchResult> CpuExecutor::Run(const Query& query, const std::span<const uint32_t>* candidates,
                                       const std::vector<PreparedTerm>* prepared) const {
   const auto t0 = std::chrono::steady_clock::now();
+  if (query.tree != nullptr || query.count) {
+    if (candidates != nullptr) return Status::InvalidArgument("a query tree or a count has no candidate set");
+    return RunTree(query, prepared);
+  }
   SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   SEARCH_ASSIGN_OR_RETURN(Lookup l, LookUp(query, prepared));
   const ShardMeta& meta = shard_->meta();
@@ -318,6 +316,64 @@ Result<SearchResult> CpuExecutor::Run(const Query& query, const std::span<const 
                                         ? ExecuteQuery(l.inputs, norms, meta.doc_begin, query.mode, query.k, meta.bm25)
                                         : ExecuteQueryFromCandidates(l.inputs, norms, meta.doc_begin, *candidates,
                                                                      query.mode, query.k, meta.bm25));
+  }
+  result.stats.micros = MicrosSince(t0);
+  return result;
+}
+
+namespace {
+
+// Every token that some phrase of the tree holds (positions are looked up for those only).
+void PhraseTokens(const QueryNode& node, std::vector<std::string>* out) {
+  if (node.kind == QueryNode::Kind::kPhrase) out->insert(out->end(), node.tokens.begin(), node.tokens.end());
+  for (const QueryNode::Clause& c : node.clauses) PhraseTokens(c.node, out);
+}
+
+}  // namespace
+
+Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<PreparedTerm>* prepared) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  const size_t n = query.terms.size();
+  if (prepared != nullptr && prepared->size() != n)
+    return Status::InvalidArgument("prepared terms: " + std::to_string(prepared->size()) + " for " +
+                                   std::to_string(n) + " query terms");
+  for (size_t i = 1; i < n; ++i)
+    if (!(query.terms[i - 1] < query.terms[i])) return Status::InvalidArgument("query terms must be sorted and distinct");
+  std::vector<std::string> phrase_tokens;
+  if (query.tree != nullptr) PhraseTokens(*query.tree, &phrase_tokens);
+  std::sort(phrase_tokens.begin(), phrase_tokens.end());
+  const ShardMeta& meta = shard_->meta();
+  std::vector<std::shared_ptr<const CachedList>> held;
+  held.reserve(n);
+  std::vector<cpu_internal::TreeTermInput> inputs(n);
+  for (size_t i = 0; i < n; ++i) {
+    SEARCH_ASSIGN_OR_RETURN(PreparedTerm t,
+                            LookUpTerm(*shard_, query.terms[i], prepared != nullptr ? &(*prepared)[i] : nullptr));
+    if (!t.present || t.list == nullptr) continue;  // matches nothing here
+    held.push_back(std::move(t.list));
+    inputs[i].list = &held.back()->view;
+    inputs[i].idf = Bm25Idf(meta.stats.num_docs, t.df);
+    if (std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), query.terms[i]))
+      return Status::InvalidArgument("phrase queries need positions (not yet read by this engine)");
+  }
+  const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
+  auto run = [&](QueryMode mode) -> Result<SearchResult> {
+    const QueryNode resolved =
+        query.tree != nullptr ? ResolveMode(*query.tree, mode) : cpu_internal::FlatTree(query.terms, mode);
+    return cpu_internal::ExecuteTree(resolved, query.terms, inputs, norms, meta.doc_begin, query.k, query.count,
+                                     meta.bm25);
+  };
+  SearchResult result;
+  if (query.mode == QueryMode::kAndOr) {
+    SEARCH_ASSIGN_OR_RETURN(result, run(QueryMode::kAnd));
+    if (result.hits.size() < query.k) {
+      SEARCH_ASSIGN_OR_RETURN(SearchResult o, run(QueryMode::kOr));
+      o.stats += result.stats;
+      result = std::move(o);
+    }
+  } else {
+    SEARCH_ASSIGN_OR_RETURN(result, run(query.mode));
   }
   result.stats.micros = MicrosSince(t0);
   return result;

@@ -69,19 +69,23 @@ Result<SearchResult> LocalIndex::Search(std::string_view text, QueryMode mode, u
 
 Result<SearchResult> LocalIndex::Search(const Query& query) const {
   const auto t0 = std::chrono::steady_clock::now();
-  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   SearchResult out;
-  // Runs one mode on every shard and merges. andor is decided globally, not per shard: the
-  // collection's and-query has >= k hits exactly when the shards' (each capped at k) sum to >= k.
+  out.has_total = query.count;
+  // Runs one mode on every shard and merges; with a count, the shards' totals are summed. andor
+  // is decided globally, not per shard: the collection's and-query has >= k hits exactly when the
+  // shards' (each capped at k) sum to >= k.
   auto run_all = [&](QueryMode mode) -> Result<std::vector<ScoredDoc>> {
     Query q = query;
     q.mode = mode;
     std::vector<std::vector<ScoredDoc>> per_shard;
     per_shard.reserve(shards_.size());
+    out.total = 0;
     for (const CpuExecutor& exec : executors_) {
       auto r = exec.Search(q);
       if (!r.ok()) return r.status();
       out.stats += r->stats;
+      out.total += r->total;
       per_shard.push_back(std::move(r->hits));
     }
     if (per_shard.size() == 1) return std::move(per_shard[0]);
@@ -89,7 +93,7 @@ Result<SearchResult> LocalIndex::Search(const Query& query) const {
   };
   if (query.mode == QueryMode::kAndOr) {
     SEARCH_ASSIGN_OR_RETURN(out.hits, run_all(QueryMode::kAnd));
-    if (out.hits.size() < query.k) {
+    if (out.hits.size() < query.k) {  // k == 0 (a count only): the and-answer's count
       SEARCH_ASSIGN_OR_RETURN(out.hits, run_all(QueryMode::kOr));
     }
   } else {

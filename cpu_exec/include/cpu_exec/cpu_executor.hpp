@@ -101,6 +101,13 @@ class CpuExecutor {
   // query.terms must be canonical (Analyzer::AnalyzeQuery). InvalidArgument for a bad k.
   // `prepared` (optional): one entry per term of query.terms, in its order, looked up in this
   // shard without an error; the lookups are then not repeated.
+  // A query with a tree (core/query_tree.hpp; query.terms = TreeTerms) or a count runs through the
+  // exhaustive tree evaluator (src/tree_query.hpp): mode and / or resolves the tree's bare
+  // clauses, andor runs the and-resolution and the or-resolution when that has fewer than k hits
+  // (this shard alone: LocalIndex decides across shards). With count, has_total and total are the
+  // exact number of matches of the answer used, and k == 0 asks for the count only. A flat query
+  // without count keeps the block-max paths above. A phrase on a shard without positions is the
+  // InvalidArgument the shard's lookup gives.
   Result<SearchResult> Search(const Query& query, const std::vector<PreparedTerm>* prepared = nullptr) const;
   // ExecuteQueryFromCandidates over the shard's lists (query.mode kAnd or kAndOr).
   Result<SearchResult> SearchFromCandidates(const Query& query, std::span<const uint32_t> candidates) const;
@@ -112,6 +119,8 @@ class CpuExecutor {
   // Search (candidates == nullptr) or SearchFromCandidates.
   Result<SearchResult> Run(const Query& query, const std::span<const uint32_t>* candidates,
                            const std::vector<PreparedTerm>* prepared) const;
+  // Search for a query with a tree or a count.
+  Result<SearchResult> RunTree(const Query& query, const std::vector<PreparedTerm>* prepared) const;
   const ShardReader* shard_;
 };
 

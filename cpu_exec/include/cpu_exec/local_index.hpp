@@ -31,8 +31,12 @@ class LocalIndex {
   size_t num_shards() const { return shards_.size(); }
   const ShardReader& shard(size_t i) const { return *shards_[i]; }
 
-  // Analyzes `text` with the index's analyzer and searches every shard.
+  // Analyzes `text` with the index's analyzer and searches every shard: the bag of words.
   Result<SearchResult> Search(std::string_view text, QueryMode mode, uint32_t k) const;
+  // Any query (CpuExecutor::Search): a bag of words, or a tree (core/query_tree.hpp) with
+  // query.terms = TreeTerms, with or without a count. andor is decided over the whole index: the
+  // and-answer on every shard, and the or-answer on every shard only when the shards' and-hits sum
+  // to fewer than k. With count, total is the sum of the shards' exact totals for the answer used.
   Result<SearchResult> Search(const Query& query) const;
   // Attaches external ids to hits.
   Result<std::vector<ExternalHit>> Resolve(const std::vector<ScoredDoc>& hits) const;
