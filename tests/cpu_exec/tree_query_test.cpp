@@ -50,8 +50,6 @@ class TempDir {
   std::string path_;
 };
 
-std::string Word(uint32_t i) { return "w" + std::to_string(i); }
-
 // Documents of 0..max_len words drawn from a Zipf vocabulary of `vocab` words, with separators
 // the analyzer drops and letters it folds.
 std::vector<std::string> RandomTexts(uint32_t n, uint32_t vocab, uint32_t max_len, uint64_t seed) {
@@ -91,54 +89,6 @@ void BuildTestIndex(const std::vector<std::string>& texts, uint32_t shards, cons
   auto r = BuildIndex(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
 }
-
-struct TreeGen {
-  std::mt19937_64& rng;
-  uint32_t vocab;
-  bool phrases;
-
-  std::string Token() {
-    if (rng() % 40 == 0) return "nosuch" + std::to_string(rng() % 3);  // absent from the index
-    // Mostly frequent words, so that clauses overlap and phrases occur.
-    const uint32_t r = static_cast<uint32_t>(rng() % 100);
-    return Word(r < 70 ? static_cast<uint32_t>(rng() % std::min(vocab, 6u)) : static_cast<uint32_t>(rng() % vocab));
-  }
-  Occur RandomOccur() {
-    const uint32_t r = static_cast<uint32_t>(rng() % 100);
-    if (r < 40) return Occur::kDefault;
-    if (r < 55) return Occur::kMust;
-    if (r < 70) return Occur::kShould;
-    if (r < 85) return Occur::kMustNot;
-    return Occur::kFilter;
-  }
-  QueryNode Node(uint32_t depth) {
-    QueryNode n;
-    const uint32_t r = static_cast<uint32_t>(rng() % 100);
-    if (depth < 3 && r < 18) return Bool(depth + 1);
-    if (phrases && r < 40) {
-      n.kind = QueryNode::Kind::kPhrase;
-      const size_t len = 2 + rng() % 4;
-      for (size_t i = 0; i < len; ++i)
-        n.tokens.push_back(i > 0 && rng() % 3 == 0 ? n.tokens[rng() % i] : Token());  // repeats
-      return n;
-    }
-    n.kind = QueryNode::Kind::kTerm;
-    n.tokens = {Token()};
-    return n;
-  }
-  QueryNode Bool(uint32_t depth) {
-    QueryNode b;
-    b.kind = QueryNode::Kind::kBool;
-    const size_t clauses = 1 + rng() % 4;
-    for (size_t i = 0; i < clauses; ++i) {
-      QueryNode::Clause c;
-      c.occur = RandomOccur();
-      c.node = Node(depth);
-      b.clauses.push_back(std::move(c));
-    }
-    return b;
-  }
-};
 
 std::string Describe(const Query& q) {
   std::string s = q.tree != nullptr ? CanonicalKey(*q.tree) : "flat:";
@@ -214,7 +164,7 @@ TEST_F(TreeQueryTest, RandomTreesEqualBruteForce) {
   const bool phrases = PhrasesRun();
   if (!phrases) std::printf("note: the index has no positions; phrase cases left out\n");
   std::mt19937_64 rng(99);
-  TreeGen gen{rng, kVocab, phrases};
+  RandomTreeGen gen{rng, kVocab, phrases};
   const uint32_t ks[] = {1, 2, 3, 5, 10, 37, 100, 1000};
   for (int i = 0; i < 600; ++i) {
     QueryNode raw = gen.Bool(0);
@@ -230,7 +180,7 @@ TEST_F(TreeQueryTest, RandomTreesEqualBruteForce) {
 // Bags of words (the flat fast paths without a count, the tree evaluator with one).
 TEST_F(TreeQueryTest, FlatQueriesWithAndWithoutCount) {
   std::mt19937_64 rng(7);
-  TreeGen gen{rng, kVocab, false};
+  RandomTreeGen gen{rng, kVocab, false};
   for (int i = 0; i < 200; ++i) {
     Query q;
     const size_t n = 1 + rng() % 5;

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,60 @@ namespace search::testing {
 struct TreeAnswer {
   std::vector<ScoredDoc> hits;  // best first, at most k
   uint64_t total = 0;           // every matching document
+};
+
+inline std::string Word(uint32_t i) { return "w" + std::to_string(i); }
+
+// Random raw trees (not canonical: MakeQuery or Canonicalize them) over the words w0..w<vocab-1>:
+// booleans of 1-4 clauses of every occurrence nested up to three deep, terms mostly among the six
+// most frequent words, now and then a token absent from the corpus, and (with `phrases`) phrases
+// of 2-5 tokens that repeat their own tokens a third of the time.
+struct RandomTreeGen {
+  std::mt19937_64& rng;
+  uint32_t vocab;
+  bool phrases;
+
+  std::string Token() {
+    if (rng() % 40 == 0) return "nosuch" + std::to_string(rng() % 3);  // absent from the index
+    // Mostly frequent words, so that clauses overlap and phrases occur.
+    const uint32_t r = static_cast<uint32_t>(rng() % 100);
+    return Word(r < 70 ? static_cast<uint32_t>(rng() % std::min(vocab, 6u)) : static_cast<uint32_t>(rng() % vocab));
+  }
+  Occur RandomOccur() {
+    const uint32_t r = static_cast<uint32_t>(rng() % 100);
+    if (r < 40) return Occur::kDefault;
+    if (r < 55) return Occur::kMust;
+    if (r < 70) return Occur::kShould;
+    if (r < 85) return Occur::kMustNot;
+    return Occur::kFilter;
+  }
+  QueryNode Node(uint32_t depth) {
+    QueryNode n;
+    const uint32_t r = static_cast<uint32_t>(rng() % 100);
+    if (depth < 3 && r < 18) return Bool(depth + 1);
+    if (phrases && r < 40) {
+      n.kind = QueryNode::Kind::kPhrase;
+      const size_t len = 2 + rng() % 4;
+      for (size_t i = 0; i < len; ++i)
+        n.tokens.push_back(i > 0 && rng() % 3 == 0 ? n.tokens[rng() % i] : Token());  // repeats
+      return n;
+    }
+    n.kind = QueryNode::Kind::kTerm;
+    n.tokens = {Token()};
+    return n;
+  }
+  QueryNode Bool(uint32_t depth) {
+    QueryNode b;
+    b.kind = QueryNode::Kind::kBool;
+    const size_t clauses = 1 + rng() % 4;
+    for (size_t i = 0; i < clauses; ++i) {
+      QueryNode::Clause c;
+      c.occur = RandomOccur();
+      c.node = Node(depth);
+      b.clauses.push_back(std::move(c));
+    }
+    return b;
+  }
 };
 
 class TreeReference {
