@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/query_tree.hpp"
 #include "index_store/shard_store.hpp"
 
 namespace search {
@@ -19,6 +20,16 @@ ExecTiming& ExecTiming::operator+=(const ExecTiming& o) {
   stolen = stolen || o.stolen;
   retried = retried || o.retried;
   return *this;
+}
+
+std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query) {
+  if (query.tree != nullptr) {
+    if (TreeHasPhrase(*query.tree)) return GpuUnsupportedReason::kPhrase;
+    if (!AsFlatQuery(*query.tree, query.mode, nullptr, nullptr)) return GpuUnsupportedReason::kTree;
+    if (!query.count) return GpuUnsupportedReason::kTree;  // a flat tree sent as a tree: run as given
+  }
+  if (query.count) return GpuUnsupportedReason::kCount;
+  return std::nullopt;
 }
 
 CpuExecutorAdapter::CpuExecutorAdapter(const ShardReader* shard) : shard_(shard), executor_(shard) {}
@@ -62,6 +73,8 @@ Result<ExecOutput> CpuExecutorAdapter::ToOutput(const SearchResult& r, Processor
   ExecOutput out;
   out.processor = p;
   out.stats = r.stats;
+  out.has_total = r.has_total;
+  out.total = r.total;
   out.hits.reserve(r.hits.size());
   for (const ScoredDoc& d : r.hits) out.hits.push_back(HitMsg{d.doc, d.score, {}});
   if (resolve_ids) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));

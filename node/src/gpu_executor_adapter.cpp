@@ -140,6 +140,14 @@ Result<ExecOutput> GpuExecutorAdapter::Execute(const Query& query, Deadline dead
   const bool force_gpu = (flags & kFlagForceGpu) != 0;
   if (force_cpu && force_gpu) return Status::InvalidArgument("flags force both the CPU and the GPU");
   if (force_cpu) return cpu_.Execute(query, deadline, flags);
+  if (const auto why = GpuUnsupported(query)) {  // a shape the GPU engine does not run: the CPU's
+    if (force_gpu) {
+      return Status::Unavailable("the GPU engine does not run this query (" +
+                                 std::string(GpuUnsupportedReasonLabel(*why)) + "): it runs bags of words only");
+    }
+    if (gpu_metrics_ != nullptr) gpu_metrics_->CountUnsupported(*why);
+    return cpu_.Execute(query, deadline, flags);
+  }
   if (deadline != kNoDeadline && std::chrono::steady_clock::now() >= deadline) {
     return Status::DeadlineExceeded("deadline passed before execution");
   }
@@ -328,6 +336,11 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     BatchItem& item = items[i];
     item.retry_on_cpu = false;
     const Query& q = *item.query;
+    if (const auto why = GpuUnsupported(q)) {  // callers keep these on the CPU (ScheduledExecutor)
+      gpu_failed(item, gpu::GpuUnimplemented("the GPU engine does not run this query (" +
+                                             std::string(GpuUnsupportedReasonLabel(*why)) + ")"));
+      continue;
+    }
     if (Status k = ValidateK(q.k); !k.ok()) {
       item.result = k;
       continue;

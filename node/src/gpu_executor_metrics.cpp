@@ -15,6 +15,10 @@ constexpr Family kFallbackCpu{"search_fallback_cpu_total", "Queries the GPU engi
 // Labels: reason (GpuFallbackReason labels).
 constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
                                "Queries the GPU executor could not run and reran on the CPU, by reason."};
+// Labels: reason (GpuUnsupportedReason labels).
+constexpr Family kGpuUnsupported{"search_node_gpu_unsupported_total",
+                                 "Queries a GPU node ran on the CPU engine because the GPU engine does not run "
+                                 "their shape (phrase, a query tree that is not a bag of words, a count), by reason."};
 // Labels: part (GpuBatchPart labels).
 constexpr Family kGpuBatchCpu{
     "search_gpu_batch_cpu_seconds_total",
@@ -36,6 +40,12 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r) {
   return i < kNames.size() ? kNames[i] : "other";
 }
 
+std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r) {
+  static constexpr std::array<std::string_view, kNumGpuUnsupportedReasons> kNames = {"phrase", "tree", "count"};
+  const auto i = static_cast<size_t>(r);
+  return i < kNames.size() ? kNames[i] : "tree";
+}
+
 std::string_view GpuBatchPartLabel(GpuBatchPart p) {
   static constexpr std::array<std::string_view, kNumGpuBatchParts> kNames = {"prepare", "acquire", "engine", "finish"};
   const auto i = static_cast<size_t>(p);
@@ -51,6 +61,10 @@ GpuExecutorMetrics::GpuExecutorMetrics(prometheus::Registry& r) {
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i)
     fallbacks_[i] =
         &fallbacks.Add({{"reason", std::string(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(i)))}});
+  auto& unsupported = counter(kGpuUnsupported);
+  for (size_t i = 0; i < kNumGpuUnsupportedReasons; ++i)
+    unsupported_[i] =
+        &unsupported.Add({{"reason", std::string(GpuUnsupportedReasonLabel(static_cast<GpuUnsupportedReason>(i)))}});
   auto& batch_cpu = counter(kGpuBatchCpu);
   auto& batch_wall = counter(kGpuBatchWall);
   for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
@@ -63,6 +77,10 @@ GpuExecutorMetrics::GpuExecutorMetrics(prometheus::Registry& r) {
 void GpuExecutorMetrics::CountFallback(GpuFallbackReason reason) {
   fallbacks_[static_cast<size_t>(reason)]->Increment();
   fallback_cpu_->Increment();
+}
+
+void GpuExecutorMetrics::CountUnsupported(GpuUnsupportedReason reason) {
+  unsupported_[static_cast<size_t>(reason)]->Increment();
 }
 
 void GpuExecutorMetrics::SetBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,

@@ -590,15 +590,15 @@ void NodeServer::WorkerLoop() {
       continue;
     }
     Result<ExecOutput> out = Status::Internal("not run");
-    std::optional<std::vector<HitMsg>> or_hits;
-    Query query{std::move(job.request.terms), job.request.mode, job.request.k};  // back after the runs
+    std::optional<SplitOr> split_or;
+    Query query = ToQuery(job.request);
     try {
       out = executor_->Execute(query, job.deadline, job.request.flags);
       if (split && out.ok() && out->hits.size() < query.k) {
         query.mode = QueryMode::kOr;
         auto more = executor_->Execute(query, job.deadline, job.request.flags);
         if (more.ok()) {
-          or_hits = std::move(more->hits);
+          split_or = SplitOr{std::move(more->hits), more->total};
           out->stats += more->stats;
           out->timing += more->timing;
         } else {
@@ -608,8 +608,7 @@ void NodeServer::WorkerLoop() {
     } catch (const std::exception& e) {
       out = Status::Internal(std::string("executor failed: ") + e.what());
     }
-    job.request.terms = std::move(query.terms);  // Respond names them (slow-query log)
-    Respond(job, start, std::move(out), true, std::move(or_hits));
+    Respond(job, start, std::move(out), true, std::move(split_or));
   }
 }
 
@@ -637,15 +636,14 @@ void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point sta
   };
   try {
     // A copy of the terms: the reply's slow-query line still names them.
-    executor_->ExecuteAsync(Query{p->job.request.terms, p->job.request.mode, p->job.request.k}, p->job.deadline,
-                            p->job.request.flags, answer);
+    executor_->ExecuteAsync(ToQuery(p->job.request), p->job.deadline, p->job.request.flags, answer);
   } catch (const std::exception& e) {
     answer(Status::Internal(std::string("executor failed: ") + e.what()));
   }
 }
 
 void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
-                         std::optional<std::vector<HitMsg>> or_hits) {
+                         std::optional<SplitOr> split_or) {
   const ShardMeta& meta = shard_->meta();
   SearchResponseMsg resp;
   resp.request_id = job.request.request_id;
@@ -659,16 +657,21 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
   bool ran = false;
   if (ran_executor && options_.slow_query_ms > 0 &&
       Clock::now() - job.received >= std::chrono::duration<double, std::milli>(options_.slow_query_ms)) {
-    query_text = LoggableTerms(job.request.terms);
+    // A tree is named by its canonical text (core/query_tree.hpp CanonicalKey).
+    query_text = job.request.tree != nullptr ? LoggableTerms({CanonicalKey(*job.request.tree)})
+                                             : LoggableTerms(job.request.terms);
   }
   if (out.ok()) {
     ran = true;
     timing = out->timing;
     processor = out->processor;
     resp.hits = std::move(out->hits);
-    if (or_hits.has_value()) {
-      resp.or_hits = std::move(*or_hits);
+    resp.has_total = job.request.count;
+    resp.total = out->total;
+    if (split_or.has_value()) {
+      resp.or_hits = std::move(split_or->hits);
       resp.has_or_hits = true;
+      if (resp.has_total) resp.or_total = split_or->total;
     }
     resp.stats.processor = processor;
     if ((job.request.flags & kFlagIncludeStats) != 0) {
@@ -704,6 +707,8 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     resp.hits.clear();
     resp.or_hits.clear();
     resp.has_or_hits = false;
+    resp.has_total = false;
+    resp.total = resp.or_total = 0;
   }
   std::string payload;  // empty: nothing could be encoded; the reply is dropped
   try {
@@ -713,6 +718,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
       resp.hits.clear();
       resp.or_hits.clear();
       resp.has_or_hits = false;
+      resp.has_total = false;
       resp.status = Status::Internal(std::string("cannot encode the response: ") + e.what());
       payload = EncodeSearchResponse(resp);
     } catch (...) {

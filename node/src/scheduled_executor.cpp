@@ -10,6 +10,7 @@
 
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
+#include "metrics/metrics.hpp"
 
 namespace search {
 namespace {
@@ -122,6 +123,7 @@ Result<std::unique_ptr<ScheduledExecutor>> ScheduledExecutor::Create(const Shard
   std::unique_ptr<ScheduledExecutor> e(new ScheduledExecutor(shard, gpu, options));
   SEARCH_RETURN_IF_ERROR(e->Calibrate());
   e->runner_ = std::make_unique<Runner>(&e->cpu_, gpu, e->options_.crossover);
+  if (gpu != nullptr && metrics != nullptr) e->gpu_metrics_ = std::make_unique<GpuExecutorMetrics>(metrics->registry());
   HybridSchedulerOptions so = options.sched;
   so.policy.gpu_alone_us = e->options_.sched.policy.gpu_alone_us;  // measured by Calibrate when asked
   if (gpu == nullptr) so.gpu_dispatchers = 0;
@@ -332,9 +334,20 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   if (deadline != kNoDeadline && SchedClock::now() >= deadline) {
     return Status::DeadlineExceeded("deadline passed before execution");
   }
-  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  // A shape the GPU engine does not run: the CPU engine's alone (a GPU node counts it).
+  const std::optional<GpuUnsupportedReason> unsupported = GpuUnsupported(query);
+  const bool cpu_only = unsupported.has_value();
+  if (cpu_only && gpu_ != nullptr) {
+    if (force_gpu) {
+      return Status::Unavailable("the GPU engine does not run this query (" +
+                                 std::string(GpuUnsupportedReasonLabel(*unsupported)) + "): it runs bags of words only");
+    }
+    if (gpu_metrics_ != nullptr) gpu_metrics_->CountUnsupported(*unsupported);
+  }
   const SchedTime t_features = SchedClock::now();
-  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, &call->prepared));
+  // The CPU engine looks a tree's terms up itself: nothing kept for a GPU batch.
+  SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, cpu_only ? nullptr : &call->prepared));
 
   call->query = &query;
   call->deadline = deadline;
@@ -346,6 +359,11 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   j.deadline = deadline == kNoDeadline ? SchedTime::max() : deadline;
   if (!model_.Predict(Unit::kCpu, f, &j.cpu_us)) j.cpu_us = 1;
   if (gpu_ == nullptr || !model_.Predict(Unit::kGpu, f, &j.gpu_us)) j.gpu_us = gpu_ == nullptr ? 1e12 : 1;
+  if (cpu_only) {
+    j.gpu_us = 1e12;  // CPU work for the policy: its queue, never a GPU batch, never stolen
+    j.pinned = Unit::kCpu;
+    task->model_sample = false;
+  }
   if (force_cpu) j.pinned = Unit::kCpu;
   if (force_gpu) j.pinned = Unit::kGpu;
   const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
@@ -358,7 +376,8 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   }
   // Hybrid and griffin: an and-query whose first intersection suits the GPU but with a list past
   // the crossover ahead intersects on the GPU (if the GPU takes it) and finishes on the CPU.
-  call->step = (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) && query.mode != QueryMode::kOr &&
+  call->step = !cpu_only && (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) &&
+               query.mode != QueryMode::kOr &&
                f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
                static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);
   *features_s = std::chrono::duration<double>(SchedClock::now() - t_features).count();

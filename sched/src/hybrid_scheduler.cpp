@@ -537,11 +537,12 @@ void HybridScheduler::RunCpuJob(std::unique_lock<std::mutex>& lock, const SchedJ
     const double cpu_us = ThreadCpuMicros() - cpu0;
     t.run_us += run_us;
     if (metrics_) metrics_->cpu_worker[0]->Increment(run_us * 1e-6);
-    // A migrated task's CPU part is not a whole query: not a sample for the model. The model
+    // A migrated task's CPU part is not a whole query: not a sample for the model (nor is a task
+    // whose shape the features do not describe: SchedTask::model_sample). The model
     // learns the CPU time the query took (this thread's), not its wall time: on a busy host the
     // wall time also holds the waits for a core, which made the model think the CPU slower the
     // busier the host got, and send it fewer cheap queries just when the GPU needed the relief.
-    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried, cpu_us > 0 ? cpu_us : run_us,
+    Finish(t, Unit::kCpu, run_us, !t.migrated && !t.retried && t.model_sample, cpu_us > 0 ? cpu_us : run_us,
            metrics_ ? &answer_at : nullptr, stash);
     if (metrics_) finished = SchedClock::now();
   }

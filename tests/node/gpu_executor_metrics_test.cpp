@@ -36,6 +36,22 @@ TEST(GpuExecutorMetricsTest, FallbacksCountByReasonAndInAll) {
   EXPECT_EQ(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(99)), "other");
 }
 
+TEST(GpuExecutorMetricsTest, UnsupportedShapesCountByReason) {
+  Metrics m("node");
+  GpuExecutorMetrics g(m.registry());
+  GpuExecutorMetrics again(m.registry());
+  g.CountUnsupported(GpuUnsupportedReason::kPhrase);
+  again.CountUnsupported(GpuUnsupportedReason::kPhrase);
+  g.CountUnsupported(GpuUnsupportedReason::kCount);
+  const std::string t = m.SerializeText();
+  EXPECT_EQ(Count(t, "# HELP search_node_gpu_unsupported_total "), 1u);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="phrase"})"), 2);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="tree"})"), 0);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="count"})"), 1);
+  EXPECT_EQ(testing::SeriesValue(t, "search_fallback_cpu_total"), 0);  // not a GPU failure
+  EXPECT_EQ(GpuUnsupportedReasonLabel(GpuUnsupportedReason::kTree), "tree");
+}
+
 TEST(GpuExecutorMetricsTest, BatchTimesFollowTheExecutorsTotals) {
   Metrics m("node");
   GpuExecutorMetrics g(m.registry());

@@ -125,10 +125,45 @@ inline SearchRequestMsg RandomRequest(std::mt19937_64& rng, uint32_t vocab, uint
   return r;
 }
 
+// A random canonical query tree over the vocabulary's hot words: 1..4 clauses of terms, groups
+// (one level), phrases when `phrases`, every occurrence; mode, k (0 with count, at times) and count
+// random. terms = the tree's tokens, as the integrator sends them.
+inline QueryNode RandomTreeNode(std::mt19937_64& rng, bool phrases, int depth) {
+  auto word = [&] { return Word(static_cast<uint32_t>(rng() % 30)); };
+  QueryNode n;
+  const uint64_t kind = rng() % 10;
+  if (kind < 6 || depth == 0) {
+    n.kind = QueryNode::Kind::kTerm;
+    n.tokens = {word()};
+  } else if (kind < 8 && phrases) {
+    n.kind = QueryNode::Kind::kPhrase;
+    n.tokens = {word(), word()};
+  } else {
+    n.kind = QueryNode::Kind::kBool;
+    for (uint64_t i = 1 + rng() % 3; i > 0; --i)
+      n.clauses.push_back({static_cast<Occur>(rng() % 5), RandomTreeNode(rng, phrases, depth - 1)});
+  }
+  return n;
+}
+
+inline SearchRequestMsg RandomTreeRequest(std::mt19937_64& rng, uint64_t id, bool phrases) {
+  QueryNode root;
+  for (uint64_t i = 1 + rng() % 4; i > 0; --i)
+    root.clauses.push_back({static_cast<Occur>(rng() % 5), RandomTreeNode(rng, phrases, 1)});
+  SearchRequestMsg r;
+  r.request_id = id;
+  r.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(root)));
+  r.terms = TreeTerms(*r.tree);
+  r.mode = static_cast<QueryMode>(rng() % 3);
+  r.count = rng() % 2 == 0;
+  r.k = r.count && rng() % 4 == 0 ? 0 : 1 + static_cast<uint32_t>(rng() % 50);
+  return r;
+}
+
 // What the node must answer: CpuExecutor's hits with external ids.
 inline std::vector<HitMsg> Reference(const ShardReader& shard, const SearchRequestMsg& r) {
   CpuExecutor exec(&shard);
-  auto res = exec.Search(Query{r.terms, r.mode, r.k});
+  auto res = exec.Search(ToQuery(r));
   EXPECT_TRUE(res.ok()) << res.status().ToString();
   std::vector<HitMsg> out;
   if (!res.ok()) return out;

@@ -280,6 +280,66 @@ TEST_F(NodeTest, AsyncExecuteAnswersEqualTheCpuExecutor) {
   EXPECT_GE((*sched)->scheduler().stats().jobs[0], 400u);  // every request went through the scheduler
 }
 
+// Query trees and counts travel to the executor whole: every reply equals the CPU engine's answer
+// to the same Query (hits, scores bit for bit, the exact total; a refusal with the same status),
+// directly and over the scheduler; an andor split with a count also carries the OR total.
+TEST_F(NodeTest, TreesAndCountsAnswerAsTheCpuEngine) {
+  auto sched = CpuScheduler();
+  ASSERT_TRUE(sched.ok()) << sched.status().ToString();
+  for (Executor* exec : {static_cast<Executor*>(&cpu_), static_cast<Executor*>(sched->get())}) {
+    SCOPED_TRACE(exec->name());
+    auto server = Start(exec, AsyncOptions());
+    Client client(ctx_, server->endpoint());
+    std::mt19937_64 rng(23);
+    std::map<uint64_t, SearchRequestMsg> sent;
+    for (uint64_t id = 1; id <= 300; ++id) {
+      SearchRequestMsg r = testing::RandomTreeRequest(rng, id, /*phrases=*/id % 10 == 0);
+      if (id % 3 == 0 && r.mode == QueryMode::kAnd && r.k > 0) r.flags |= kFlagAndOrSplit;
+      sent[id] = r;
+      client.Send(EncodeSearchRequest(r));
+    }
+    size_t counted = 0, split_or = 0, matched = 0;
+    for (size_t i = 0; i < sent.size(); ++i) {
+      SearchResponseMsg resp = client.RecvResponse();
+      ASSERT_TRUE(sent.count(resp.request_id)) << resp.request_id << ": " << resp.status.ToString();
+      const SearchRequestMsg& r = sent.at(resp.request_id);
+      const std::string what = "request " + std::to_string(r.request_id) + " " + CanonicalKey(*r.tree) + " " +
+                               std::string(QueryModeName(r.mode)) + " k=" + std::to_string(r.k) +
+                               (r.count ? " count" : "");
+      auto want = cpu_.Execute(ToQuery(r), kNoDeadline, 0);
+      if (!want.ok()) {
+        EXPECT_EQ(resp.status.code(), want.status().code()) << what;
+        EXPECT_EQ(resp.status.message(), want.status().message()) << what;
+        continue;
+      }
+      ASSERT_TRUE(resp.status.ok()) << what << ": " << resp.status.ToString();
+      EXPECT_TRUE(testing::SameHits(resp.hits, want->hits)) << what;
+      EXPECT_EQ(resp.has_total, r.count) << what;
+      if (r.count) {
+        ++counted;
+        EXPECT_TRUE(want->has_total) << what;
+        EXPECT_EQ(resp.total, want->total) << what;
+        matched += want->total > 0;
+      }
+      const bool split = (r.flags & kFlagAndOrSplit) != 0;
+      EXPECT_EQ(resp.has_or_hits, split && want->hits.size() < r.k) << what;
+      if (resp.has_or_hits) {
+        ++split_or;
+        Query q = ToQuery(r);
+        q.mode = QueryMode::kOr;
+        auto want_or = cpu_.Execute(q, kNoDeadline, 0);
+        ASSERT_TRUE(want_or.ok()) << what;
+        EXPECT_TRUE(testing::SameHits(resp.or_hits, want_or->hits)) << what;
+        EXPECT_EQ(resp.or_total, r.count ? want_or->total : 0) << what;
+      }
+    }
+    EXPECT_GT(counted, 50u);
+    EXPECT_GT(matched, 10u);
+    EXPECT_GT(split_or, 0u);
+    server->Stop();
+  }
+}
+
 // A reply queued by the thread that finished its query wakes the I/O thread only when that thread
 // may be asleep in poll (NodeServer's io_idle); while it is awake the reply waits for its next look
 // at the queue. With the I/O thread's poll raised to a minute, a lost wake-up would hold a reply

@@ -15,6 +15,7 @@
 #include <thread>
 #include <tuple>
 
+#include "../prometheus_text.hpp"
 #include "metrics/metrics.hpp"
 #include "node_fixture.hpp"
 
@@ -36,6 +37,7 @@ class FakeGpu final : public BatchExecutor {
     for (size_t i = 0; i < items.size(); ++i) {
       BatchItem& it = items[i];
       runs.fetch_add(1);
+      if (GpuUnsupported(*it.query).has_value()) unsupported.fetch_add(1);  // the scheduler keeps them off
       if (it.prepared != nullptr) {  // the caller's lookups must be the shard's own
         prepared.fetch_add(1);
         if (!SameAsShard(*it.query, *it.prepared)) prepared_wrong.fetch_add(1);
@@ -117,6 +119,7 @@ class FakeGpu final : public BatchExecutor {
   std::atomic<size_t> max_lists_done{0};
   std::atomic<int> batches{0}, runs{0}, failed{0};
   std::atomic<int> unresolved{0};  // answers handed back without external ids
+  std::atomic<int> unsupported{0};  // items the GPU engine does not run (trees, counts): must stay 0
   std::atomic<int> prepared{0}, prepared_wrong{0};  // items with the caller's lookups; those unlike the shard's
   std::atomic<size_t> max_batch{0};
 
@@ -454,6 +457,76 @@ TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {
   ASSERT_GT(cpu, 0);
   for (const char* phase : {"features", "submit", "return", "resolve"})
     EXPECT_EQ(value(std::string("search_sched_host_seconds_count{phase=\"") + phase + "\"}"), cpu + on_gpu) << phase;
+}
+
+// Trees, phrases and counts, which the GPU engine does not run, run on the CPU engine in every
+// mode (pinned there, never in a GPU batch), with the CPU engine's exact answers and totals; a GPU
+// node counts them by reason; forcing them onto the GPU is Unavailable; bags of words still reach
+// the GPU.
+TEST_F(ScheduledExecutorTest, TreesAndCountsRunOnTheCpuEngineAndAreCounted) {
+  std::mt19937_64 rng(31);
+  std::vector<Query> qs;
+  for (uint64_t i = 0; i < 120; ++i) qs.push_back(ToQuery(testing::RandomTreeRequest(rng, i, i % 8 == 0)));
+  for (int i = 0; i < 40; ++i) qs.push_back(testing::RandomQuery(rng, kVocab));  // bags of words: the GPU's
+  CpuExecutorAdapter ref(reader_);
+  std::array<double, kNumGpuUnsupportedReasons> want_reasons{};
+  for (const Query& q : qs)
+    if (auto why = GpuUnsupported(q)) ++want_reasons[static_cast<size_t>(*why)];
+  ASSERT_GT(want_reasons[static_cast<size_t>(GpuUnsupportedReason::kTree)], 0);
+  ASSERT_GT(want_reasons[static_cast<size_t>(GpuUnsupportedReason::kCount)], 0);
+  for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    Metrics metrics("node");
+    FakeGpu gpu(reader_);
+    auto e = ScheduledExecutor::Create(reader_, &gpu, &metrics, Options(mode));
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    const int runs_before = gpu.runs.load();
+    int on_gpu = 0;
+    for (const Query& q : qs) {
+      const std::string what = (q.tree ? CanonicalKey(*q.tree) : testing::Describe(q)) + (q.count ? " count" : "");
+      auto want = ref.Execute(q, kNoDeadline, 0);
+      auto got = (*e)->Execute(q, kNoDeadline, 0);
+      if (!want.ok()) {
+        EXPECT_EQ(got.status().code(), want.status().code()) << what;
+        continue;
+      }
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      EXPECT_TRUE(testing::SameHits(got->hits, want->hits)) << what;
+      EXPECT_EQ(got->has_total, want->has_total) << what;
+      EXPECT_EQ(got->total, want->total) << what;
+      if (GpuUnsupported(q)) {
+        EXPECT_EQ(got->processor, Processor::kCpu) << what;
+        EXPECT_EQ((*e)->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable) << what;
+      }
+      on_gpu += got->processor == Processor::kGpu;
+    }
+    EXPECT_EQ(gpu.unsupported.load(), 0);
+    if (mode == SchedMode::kGpu) {
+      EXPECT_GT(on_gpu, 0);  // the bags of words
+      EXPECT_GT(gpu.runs.load(), runs_before);
+    }
+    const std::string text = metrics.SerializeText();
+    for (size_t r = 0; r < kNumGpuUnsupportedReasons; ++r) {
+      const std::string series = std::string("search_node_gpu_unsupported_total{reason=\"") +
+                                 std::string(GpuUnsupportedReasonLabel(static_cast<GpuUnsupportedReason>(r))) + "\"}";
+      // Each query counted once by Execute (the forced runs are refused before they count).
+      EXPECT_EQ(testing::SeriesValue(text, series), want_reasons[r]) << series;
+    }
+  }
+  // A node without a GPU has nothing to count; its answers are the same.
+  Metrics metrics("node");
+  auto cpu_only = ScheduledExecutor::Create(reader_, nullptr, &metrics, Options(SchedMode::kCpu));
+  ASSERT_TRUE(cpu_only.ok());
+  for (const Query& q : qs) {
+    auto want = ref.Execute(q, kNoDeadline, 0);
+    auto got = (*cpu_only)->Execute(q, kNoDeadline, 0);
+    ASSERT_EQ(got.ok(), want.ok());
+    if (got.ok()) {
+      EXPECT_TRUE(testing::SameHits(got->hits, want->hits));
+      EXPECT_EQ(got->total, want->total);
+    }
+  }
+  EXPECT_LE(testing::SeriesValue(metrics.SerializeText(), R"(search_node_gpu_unsupported_total{reason="tree"})"), 0);
 }
 
 TEST_F(ScheduledExecutorTest, FlagsAndBadInput) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -17,6 +18,7 @@
 #include "core/status.hpp"
 #include "cpu_exec/cpu_executor.hpp"
 #include "index_store/list_cache.hpp"
+#include "node/gpu_executor_metrics.hpp"
 #include "proto/wire.hpp"
 
 namespace search {
@@ -43,10 +45,18 @@ struct ExecTiming {
 
 struct ExecOutput {
   std::vector<HitMsg> hits;  // best first, at most k, external ids resolved
+  bool has_total = false;    // the query asked for a count (Query::count)
+  uint64_t total = 0;        // then: the exact number of matching documents in this shard
   QueryStats stats;
   Processor processor = Processor::kCpu;  // where it actually ran
   ExecTiming timing;
 };
+
+// Whether the GPU engine cannot run `query`, and why (the first that applies: a phrase, a tree that
+// is not a bag of words, a count). The GPU engine runs the flat bag of words only (query.tree null
+// and no count); a GPU node runs the others on the CPU engine and counts them
+// (search_node_gpu_unsupported_total).
+std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query);
 
 // Fills the hits' external ids from the shard (one RocksDB MultiGet for the whole top-k).
 Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits);
@@ -61,10 +71,13 @@ class Executor {
   virtual std::string_view name() const = 0;
   // True when a GPU executor is active behind this one (reported in ShardHealth.gpu).
   virtual bool has_gpu() const { return false; }
-  // REQUIRES: query.terms canonical (unique, ascending). `flags` are SearchRequest.flags
-  // (kFlagForceCpu / kFlagForceGpu). DeadlineExceeded when the deadline has passed before the
-  // work starts (engines may also stop between phases); InvalidArgument for a bad k; Unavailable
-  // when a forced processor does not exist here.
+  // REQUIRES: query.terms canonical (unique, ascending; with a tree, its TreeTerms). `flags` are
+  // SearchRequest.flags (kFlagForceCpu / kFlagForceGpu). DeadlineExceeded when the deadline has
+  // passed before the work starts (engines may also stop between phases); InvalidArgument for a
+  // bad k (0 is allowed with count) or a query the index cannot answer (a phrase without
+  // positions); Unavailable when a forced processor does not exist here or cannot run the query
+  // (kFlagForceGpu with a query GpuUnsupported names). With query.count the answer carries the
+  // exact total (ExecOutput::has_total).
   virtual Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) = 0;
   // Execute without holding the calling thread: `done` gets the answer, perhaps on another thread
   // (the one that finished the query) and perhaps before this returns. The query is the call's

@@ -9,8 +9,11 @@
 // CPU reports Corruption itself if the bytes are bad) and is counted in
 // search_gpu_fallbacks_total{reason} (and search_fallback_cpu_total). Host-side lookup errors
 // (the CPU would hit them too) are returned as they are.
+// Query shapes the GPU engine does not run (GpuUnsupported: trees, phrases, counts): Execute runs
+// them on the CPU and counts them in search_node_gpu_unsupported_total{reason}; in a batch they
+// are GPU failures (retry_on_cpu; the node's scheduler never sends them).
 // Flags: kFlagForceCpu runs on the CPU; kFlagForceGpu runs on the GPU or returns the GPU's error
-// (no fallback); both at once is InvalidArgument.
+// (no fallback; Unavailable for an unsupported shape); both at once is InvalidArgument.
 // Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most
 // as many as worker threads running queries at once; a context that saw a CUDA error is dropped.
 // Metrics: the GPU list cache's counters are published by a scrape hook (search_gpu_cache_*, the

@@ -1,6 +1,7 @@
 // GpuExecutorMetrics: the GPU executor's metric families: the queries it handed to the CPU (in
-// all, and by GpuFallbackReason) and its batches' CPU and wall time by GpuBatchPart, registered
-// with their help texts on the registry it is given.
+// all, and by GpuFallbackReason), the queries a GPU node ran on the CPU engine because the GPU
+// engine does not run their shape (by GpuUnsupportedReason), and its batches' CPU and wall time by
+// GpuBatchPart, registered with their help texts on the registry it is given.
 // Contract: registering on a registry that already has these families shares their series;
 // SetBatchTimes takes running totals and never lowers a counter.
 // Thread-safety: every member may be called from any thread (prometheus-cpp series are
@@ -29,6 +30,16 @@ inline constexpr size_t kNumGpuFallbackReasons = 5;
 // "cuda_error", "out_of_memory", "unsupported", "corruption", "other".
 std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 
+// Why a GPU node ran a query on the CPU engine from the start (search_node_gpu_unsupported_total
+// {reason}): the GPU engine runs bags of words only. A query counts under its first reason here.
+enum class GpuUnsupportedReason : uint8_t {
+  kPhrase = 0,  // its tree holds a phrase
+  kTree,        // a query tree that is not a bag of words (+, -, groups, filters)
+  kCount,       // a bag of words asking for the exact count
+};
+inline constexpr size_t kNumGpuUnsupportedReasons = 3;
+std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r);  // "phrase", "tree", "count"
+
 // The parts of a GPU executor batch's time (search_gpu_batch_{cpu_,}seconds_total{part}).
 enum class GpuBatchPart : uint8_t { kPrepare, kAcquire, kEngine, kFinish };
 inline constexpr size_t kNumGpuBatchParts = 4;
@@ -40,6 +51,8 @@ class GpuExecutorMetrics {
 
   // One query handed to the CPU: search_gpu_fallbacks_total{reason} and search_fallback_cpu_total.
   void CountFallback(GpuFallbackReason reason);
+  // One query a GPU node ran on the CPU engine: search_node_gpu_unsupported_total{reason}.
+  void CountUnsupported(GpuUnsupportedReason reason);
   // Sets search_gpu_batch_cpu_seconds_total{part} and search_gpu_batch_seconds_total{part} (wall)
   // to these running totals.
   void SetBatchTimes(const std::array<double, kNumGpuBatchParts>& cpu_seconds,
@@ -48,6 +61,7 @@ class GpuExecutorMetrics {
  private:
   prometheus::Counter* fallback_cpu_ = nullptr;
   std::array<prometheus::Counter*, kNumGpuFallbackReasons> fallbacks_{};
+  std::array<prometheus::Counter*, kNumGpuUnsupportedReasons> unsupported_{};
   std::array<prometheus::Counter*, kNumGpuBatchParts> batch_cpu_{}, batch_wall_{};
 };
 

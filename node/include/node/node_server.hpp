@@ -96,10 +96,15 @@ class NodeServer {
   // split's (two runs in a row, on the worker) goes this way, so no worker waits per query;
   // Stop() waits for every request handed over to be answered.
   void ExecuteAsync(Job job, std::chrono::steady_clock::time_point start);
+  // An andor split's OR answer: its hits, and its total when the request asked for a count.
+  struct SplitOr {
+    std::vector<HitMsg> hits;
+    uint64_t total = 0;
+  };
   // Builds, counts and queues the reply to a request (out: the executor's answer or an error;
-  // ran_executor: the request reached the executor; or_hits: an andor split's OR hits).
+  // ran_executor: the request reached the executor; split_or: an andor split's OR answer).
   void Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
-               std::optional<std::vector<HitMsg>> or_hits = std::nullopt);
+               std::optional<SplitOr> split_or = std::nullopt);
 
   const ShardReader* shard_;
   Executor* executor_;

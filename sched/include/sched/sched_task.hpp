@@ -44,6 +44,9 @@ struct SchedTask {
   // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
   // (within the CPU slots, nothing queued ahead of it).
   bool may_migrate = true;
+  // False: the cost model does not learn from this task's run (a query whose cost its features
+  // do not describe, such as a query tree with phrases or a count); it is still predicted.
+  bool model_sample = true;
   // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
   // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or Stop()), never
   // under the scheduler's lock; it may destroy the task.
