@@ -18,6 +18,8 @@
 #include <thread>
 
 #include "core/cpus.hpp"
+#include "core/query_parser.hpp"
+#include "core/query_tree.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
 #include "tools_fixture.hpp"
@@ -91,6 +93,81 @@ TEST_F(SearchctlTest, QueryPrintsLocalIndexAnswersAsJsonLines) {
   ASSERT_EQ(one.exit_code, 0) << one.err;
   EXPECT_EQ(Json::parse(one.out)["hits"], Json::parse(two.out)["hits"]);
   EXPECT_EQ(Json::parse(one.out)["hits"].size(), 5u);
+}
+
+// The query language and --count: each line equals LocalIndex's answer to the parsed query
+// (ParseQuerySyntax + MakeQuery), with "total" its exact count; --count --k 0 counts only; a
+// syntax error names its position and exits 1.
+TEST_F(SearchctlTest, QuerySyntaxAndCount) {
+  ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
+  auto index = LocalIndex::Open(tmp_ / "idx");
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  const std::vector<std::string> queries = {"+w1 -w2", "w1 w2 -w0", "(w1 +w3) -(w0 w2)", "+w4 w5 w6",
+                                            "-w1",     "w7 zzz",    "W5, w9"};
+  std::string file;
+  for (const auto& q : queries) file += q + "\n";
+  testing::WriteText(tmp_ / "q.txt", file);
+  for (const char* mode : {"and", "or", "andor"}) {
+    for (const char* k : {"0", "7", "1000"}) {
+      std::vector<std::string> args = {"query", "--index", tmp_ / "idx", "--mode", mode, "--k", k,
+                                       "--queries", tmp_ / "q.txt", "--count"};
+      auto r = Ctl(args);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      const auto lines = testing::Lines(r.out);
+      ASSERT_EQ(lines.size(), queries.size());
+      for (size_t i = 0; i < queries.size(); ++i) {
+        const Json j = Json::parse(lines[i]);
+        auto tree = ParseQuerySyntax(queries[i], (*index)->analyzer());
+        ASSERT_TRUE(tree.ok()) << tree.status().ToString();
+        const Query q = MakeQuery(*tree, *ParseQueryMode(mode), static_cast<uint32_t>(std::stoul(k)), true);
+        auto want = (*index)->Search(q);
+        ASSERT_TRUE(want.ok()) << want.status().ToString();
+        ASSERT_TRUE(want->has_total);
+        EXPECT_EQ(j.at("total").get<uint64_t>(), want->total) << lines[i];
+        auto ids = (*index)->Resolve(want->hits);
+        ASSERT_TRUE(ids.ok());
+        ASSERT_EQ(j.at("hits").size(), ids->size()) << lines[i];
+        for (size_t h = 0; h < ids->size(); ++h) {
+          EXPECT_EQ(j["hits"][h].at("id"), (*ids)[h].id);
+          EXPECT_EQ(static_cast<float>(j["hits"][h].at("score").get<double>()), (*ids)[h].score);
+        }
+        if (std::string(k) == "0") EXPECT_TRUE(j.at("hits").empty());
+      }
+    }
+  }
+  // "-w1" matches nothing; "+w1 -w2" counts the documents with w1 and without w2 (by hand).
+  auto neg = Ctl({"query", "--index", tmp_ / "idx", "--count", "--k", "0", "--query", "-w1"});
+  ASSERT_EQ(neg.exit_code, 0) << neg.err;
+  EXPECT_EQ(Json::parse(neg.out).at("total"), 0);
+  uint64_t by_hand = 0;
+  for (const auto& d : docs_) {
+    const auto toks = Analyzer().Analyze(d.contents);
+    const bool w1 = std::find(toks.begin(), toks.end(), "w1") != toks.end();
+    const bool w2 = std::find(toks.begin(), toks.end(), "w2") != toks.end();
+    by_hand += w1 && !w2 ? 1 : 0;
+  }
+  auto c = Ctl({"query", "--index", tmp_ / "idx", "--count", "--k", "0", "--query", "+w1 -w2"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_GT(by_hand, 0u);
+  EXPECT_EQ(Json::parse(c.out).at("total").get<uint64_t>(), by_hand);
+  // Without --count there is no "total".
+  auto plain = Ctl({"query", "--index", tmp_ / "idx", "--query", "+w1 -w2"});
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  EXPECT_FALSE(Json::parse(plain.out).contains("total"));
+  // Syntax errors: a message naming the position, exit code 1, no crash.
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"w1 \"w2 w3", "unclosed quote at position 3"},
+           {"(w1 w2", "unclosed parenthesis at position 0"},
+           {"w1 )", "unmatched ')' at position 3"},
+           {"w1 +", "position 3"}}) {
+    auto r = Ctl({"query", "--index", tmp_ / "idx", "--query", text});
+    EXPECT_EQ(r.exit_code, 1) << text;
+    EXPECT_NE(r.err.find(message), std::string::npos) << text << ": " << r.err;
+  }
+  // k 0 only with --count.
+  auto k0 = Ctl({"query", "--index", tmp_ / "idx", "--k", "0", "--query", "w1"});
+  EXPECT_EQ(k0.exit_code, 2);
+  EXPECT_NE(k0.err.find("k must be between"), std::string::npos) << k0.err;
 }
 
 TEST_F(SearchctlTest, BadArgumentsAreRejected) {

@@ -36,6 +36,7 @@ struct QueryArgs {
   std::string query;
   std::string queries;
   uint32_t threads = 1;
+  bool count = false;  // also the exact number of matches; with k 0, only that
 };
 CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* args);
 int RunQuery(const QueryArgs& args);

@@ -40,7 +40,8 @@ std::string JsonString(std::string_view s) {
   return nlohmann::json(std::string(s)).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us) {
+std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us,
+                         std::optional<uint64_t> total) {
   std::string out = "{\"query\": " + JsonString(query) + ", \"hits\": [";
   char score[32];
   for (size_t i = 0; i < hits.size(); ++i) {
@@ -49,7 +50,9 @@ std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>&
     std::snprintf(score, sizeof(score), "%.9g", static_cast<double>(hits[i].score));
     out += "{\"id\": " + JsonString(hits[i].id) + ", \"score\": " + score + "}";
   }
-  out += "], \"took_us\": " + std::to_string(took_us) + "}";
+  out += "]";
+  if (total.has_value()) out += ", \"total\": " + std::to_string(*total);
+  out += ", \"took_us\": " + std::to_string(took_us) + "}";
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -28,9 +29,11 @@ Result<QueryMode> CheckModeAndK(const std::string& mode, int64_t k);
 // One query per line; '\r' before '\n' dropped; blank (whitespace-only) lines skipped.
 Result<std::vector<std::string>> ReadQueryFile(const std::string& path);
 
-// {"query": TEXT, "hits": [{"id": ID, "score": S}, ...], "took_us": N} (no trailing newline).
+// {"query": TEXT, "hits": [{"id": ID, "score": S}, ...], "took_us": N} (no trailing newline), with
+// "total": T before "took_us" when `total` is given (the exact number of matches).
 // Scores are printed so that parsing them back as float gives the same float exactly.
-std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us);
+std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us,
+                         std::optional<uint64_t> total = std::nullopt);
 
 // Nearest-rank percentile (p in [0, 1]) of an ascending sample; 0 for an empty one.
 double Percentile(const std::vector<double>& sorted, double p);

@@ -1,24 +1,59 @@
-// searchctl query: answers queries over a whole index on the CPU (cpu_exec LocalIndex), one JSON
-// line per query, in input order.
+// searchctl query: answers queries in the query language (core/query_parser.hpp) over a whole
+// index on the CPU (cpu_exec LocalIndex), one JSON line per query, in input order.
 #include <chrono>
 #include <iostream>
+#include <memory>
 
 #include "args.hpp"
 #include "common.hpp"
+#include "core/query_parser.hpp"
+#include "core/query_tree.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "indexer/parallel_for.hpp"
 
 namespace search::cli {
 
+namespace {
+
+// The Query for one line of text: the syntax parsed with the index's analyzer (a bag of words
+// becomes the flat query it always was). A text whose words the analyzer drops entirely is the
+// empty query, which matches nothing, as before the syntax; a syntax error is InvalidArgument
+// naming the byte position.
+Result<Query> ParseLine(const std::string& text, const Analyzer& analyzer, QueryMode mode, uint32_t k, bool count) {
+  auto tree = ParseQuerySyntax(text, analyzer);
+  if (tree.ok()) return MakeQuery(std::move(tree).value(), mode, k, count);
+  if (tree.status().code() == StatusCode::kInvalidArgument &&
+      tree.status().message().find("no searchable terms") != std::string::npos) {
+    Query q;  // no terms: nothing matches
+    q.mode = mode;
+    q.k = k;
+    q.count = count;
+    return q;
+  }
+  return tree.status();
+}
+
+}  // namespace
+
 CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* a) {
   CLI::App* cmd = app.add_subcommand("query", "Run queries and print one JSON line per query");
   cmd->footer(
       "Output: {\"query\": TEXT, \"hits\": [{\"id\": EXTERNAL_ID, \"score\": FLOAT}, ...], \"took_us\": N}\n"
-      "Queries are analyzed with the index's own analyzer (stemming, stopwords).\n"
+      "  with --count also \"total\": N, the exact number of matching documents;\n"
+      "  --count --k 0 counts only (\"hits\" is empty).\n"
+      "Query syntax (docs/SCORING.md \"Query language\"): clause := [+|-] ( word | \"phrase\" | ( clauses ) )\n"
+      "  +word must match, -word must not, a bare clause is required under --mode and and optional\n"
+      "  under --mode or (andor: and, then or when and has fewer than k hits); a word the analyzer\n"
+      "  splits is a phrase. Phrases need an index built with positions.\n"
+      "  e.g.  +jaguar -car    \"new york times\"    +\"the who\" +(uk britain)\n"
+      "Queries are analyzed with the index's own analyzer (stemming, stopwords); a query whose words\n"
+      "are all analyzed away matches nothing. A syntax error (unclosed quote or parenthesis, ...) names\n"
+      "its byte position and exits non-zero.\n"
       "Query files hold one query per line; blank lines are skipped.");
   cmd->add_option("--index", a->index, "index directory")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
-  cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
+  cmd->add_option("--k", a->k, "hits per query (1..10000; 0 with --count: the count only)")->capture_default_str();
+  cmd->add_flag("--count", a->count, "also print the exact number of matching documents (\"total\")");
   auto* q = cmd->add_option("--query", a->query, "one query text");
   auto* f = cmd->add_option("--queries", a->queries, "file of queries, one per line");
   q->excludes(f);
@@ -28,7 +63,7 @@ CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* a) {
 }
 
 int RunQuery(const QueryArgs& a) {
-  auto mode = CheckModeAndK(a.mode, a.k);
+  auto mode = CheckModeAndK(a.mode, a.count && a.k == 0 ? 1 : a.k);  // k 0: a count only
   if (!mode.ok()) return ReportError("query", mode.status(), kExitUsage);
   if (a.query.empty() == a.queries.empty())
     return ReportError("query", Status::InvalidArgument("give exactly one of --query TEXT or --queries FILE"),
@@ -51,7 +86,12 @@ int RunQuery(const QueryArgs& a) {
   std::vector<Status> errors(queries.size());
   ParallelFor(queries.size(), a.threads, [&](size_t i) {
     const auto start = std::chrono::steady_clock::now();
-    auto result = (*index)->Search(queries[i], *mode, static_cast<uint32_t>(a.k));
+    auto query = ParseLine(queries[i], (*index)->analyzer(), *mode, static_cast<uint32_t>(a.k), a.count);
+    if (!query.ok()) {
+      errors[i] = query.status();
+      return;
+    }
+    auto result = (*index)->Search(*query);
     if (!result.ok()) {
       errors[i] = result.status();
       return;
@@ -62,7 +102,8 @@ int RunQuery(const QueryArgs& a) {
       return;
     }
     const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
-    lines[i] = FormatAnswer(queries[i], *hits, static_cast<uint64_t>(took.count()));
+    lines[i] = FormatAnswer(queries[i], *hits, static_cast<uint64_t>(took.count()),
+                            a.count ? std::optional<uint64_t>(result->total) : std::nullopt);
   });
   for (size_t i = 0; i < queries.size(); ++i) {
     if (!errors[i].ok()) {
