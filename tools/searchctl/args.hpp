@@ -20,6 +20,7 @@ struct IndexArgs {
   std::string stem;
   std::string stopwords;
   bool skip_bad = false;
+  bool no_positions = false;
   uint64_t memory_mb = 1024;
   uint32_t threads = 0;
   bool force = false;
@@ -57,6 +58,7 @@ struct BenchArgs {
   uint32_t verify = 0;             // gpu: queries checked against the CPU engine after the run
   std::string per_query;           // after the run: each query timed alone, one CSV row each
   uint64_t list_cache_mib = 0;     // main-memory list cache per shard; 0: PlanListCache
+  std::string command = "top";     // top | topcount | count (the search-benchmark-game's commands)
 };
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* args);
 int RunBench(const BenchArgs& args);

@@ -26,6 +26,8 @@
 #include "common.hpp"
 #include "core/cache_sizing.hpp"
 #include "core/cpus.hpp"
+#include "core/query_parser.hpp"
+#include "core/query_tree.hpp"
 #include "core/thread_cpu.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
@@ -94,7 +96,7 @@ Status ApplyBenchTuning(std::string_view key_value, BenchTuning* tuning) {
 
 struct ThreadTally {
   std::vector<double> latencies_us;
-  uint64_t queries = 0, postings = 0, blocks = 0, bytes = 0, hits = 0, scored = 0;
+  uint64_t queries = 0, postings = 0, blocks = 0, bytes = 0, hits = 0, scored = 0, total = 0;
   Status error;
 };
 
@@ -103,9 +105,9 @@ struct ThreadTally {
 CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   CLI::App* cmd = app.add_subcommand("bench", "Measure query throughput and latency on the CPU or the GPU");
   cmd->footer(
-      "Prints one JSON line: mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
-      "in microseconds (analysis + search, without resolving external ids), and per-query means of\n"
-      "postings and blocks decoded, compressed bytes touched and hits. Every query of the file is answered\n"
+      "Prints one JSON line: command, mode, k, threads, queries (completed), qps, mean/p50/p95/p99/p999 latency\n"
+      "in microseconds (parsing and analysis + search, without resolving external ids), and per-query means of\n"
+      "postings and blocks decoded, compressed bytes touched, hits and (topcount, count) matches. Every query of the file is answered\n"
       "once, untimed, first (unless --cold). --engine gpu adds the GPU cache counters and the engine's\n"
       "time per call: gpu_enqueue_us_per_call (host planning and launching), gpu_wait_us_per_call.\n"
       "--per-query FILE: each query of the file timed alone on one thread after the run, one CSV row each:\n"
@@ -113,7 +115,14 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
       "of two runs; GPU: a batch of --batch copies of it, per copy), postings_decoded, hits, us_first (the\n"
       "first run alone: its lists not yet in the core's caches unless the query before used them; GPU: us).");
   cmd->add_option("--index", a->index, "index directory")->required();
-  cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
+  cmd->add_option("--queries", a->queries,
+                  "file of queries, one per line, in the query language (+a -b \"a phrase\" (groups); a bag of words "
+                  "is the flat query of --mode)")
+      ->required();
+  cmd->add_option("--command", a->command,
+                  "top: the k best; topcount: the k best and the exact number of matches; count: the number of "
+                  "matches only")
+      ->capture_default_str();
   cmd->add_option("--mode", a->mode, "and | or | andor: the query semantics to measure")->capture_default_str();
   cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
   cmd->add_option("--threads", a->threads,
@@ -172,6 +181,10 @@ int RunBench(const BenchArgs& a) {
   if (a.batch == 0 || a.batch > 4096)
     return ReportError("bench", Status::InvalidArgument("--batch must be between 1 and 4096"), kExitUsage);
   const bool gpu = a.engine == "gpu";
+  if (a.command != "top" && a.command != "topcount" && a.command != "count")
+    return ReportError("bench", Status::InvalidArgument("--command must be top, topcount or count"), kExitUsage);
+  const bool count = a.command != "top";
+  const uint32_t query_k = a.command == "count" ? 0 : static_cast<uint32_t>(a.k);
   // Opened before the run, so a bad path costs no run.
   std::ofstream per_query;
   if (!a.per_query.empty()) {
@@ -200,8 +213,21 @@ int RunBench(const BenchArgs& a) {
     return ReportError("bench", index.status().WithContext("cannot open index " + a.index), kExitFailure);
   const LocalIndex& idx = **index;
   const std::vector<std::string>& qs = *queries;
-  const auto k = static_cast<uint32_t>(a.k);
   const uint32_t batch = gpu ? a.batch : 1;
+  // A query as the engines take it: parsed (and analyzed) on every run, as a server does per request.
+  auto parse_query = [&](size_t i) -> Result<Query> {
+    SEARCH_ASSIGN_OR_RETURN(QueryNode tree, ParseQuerySyntax(qs[i % qs.size()], idx.analyzer()));
+    return MakeQuery(std::move(tree), *mode, query_k, count);
+  };
+  for (size_t i = 0; i < qs.size(); ++i) {  // every query checked before the run
+    auto q = parse_query(i);
+    if (!q.ok()) return ReportError("bench", q.status().WithContext("query " + std::to_string(i + 1)), kExitUsage);
+    if (gpu && (q->tree || q->count))
+      return ReportError("bench",
+                         Status::InvalidArgument("--engine gpu runs bags of words with --command top; query " +
+                                                 std::to_string(i + 1) + " needs the CPU engine"),
+                         kExitUsage);
+  }
 #ifdef SEARCH_HAVE_GPU
   std::unique_ptr<GpuSearcher> searcher;
   if (gpu) {
@@ -219,7 +245,7 @@ int RunBench(const BenchArgs& a) {
     if (!s.ok()) return ReportError("bench", s.status(), kExitFailure);
     searcher = std::move(s).value();
   }
-  auto make_query = [&](size_t i) { return Query{idx.analyzer().AnalyzeQuery(qs[i % qs.size()]), *mode, k}; };
+  auto make_query = [&](size_t i) { return *parse_query(i); };
   gpu::GpuContextOptions ctx_options;
   if (tuning.gpu_or_theta_min_postings) ctx_options.or_theta_min_postings = *tuning.gpu_or_theta_min_postings;
   if (tuning.gpu_or_pruned_divisor) ctx_options.or_pruned_divisor = static_cast<uint32_t>(*tuning.gpu_or_pruned_divisor);
@@ -250,7 +276,7 @@ int RunBench(const BenchArgs& a) {
     std::vector<std::thread> warm;
     for (uint32_t t = 0; t < threads; ++t)
       warm.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < qs.size();) (void)idx.Search(qs[i], *mode, k);
+        for (size_t i; (i = next.fetch_add(1)) < qs.size();) (void)idx.Search(*parse_query(i));
       });
     for (auto& th : warm) th.join();
     cpu_prewarm_s = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -265,7 +291,8 @@ int RunBench(const BenchArgs& a) {
   auto run_batch = [&](Worker& w, size_t i, Batch* out) -> Status {
     out->clear();
     if (!gpu) {
-      out->push_back(idx.Search(qs[i], *mode, k));
+      Result<Query> q = parse_query(i);
+      out->push_back(q.ok() ? idx.Search(*q) : Result<SearchResult>(q.status()));
       return Status::Ok();
     }
 #ifdef SEARCH_HAVE_GPU
@@ -316,6 +343,7 @@ int RunBench(const BenchArgs& a) {
           tally.blocks += r->stats.blocks_decoded;
           tally.bytes += r->stats.bytes_touched;
           tally.hits += r->hits.size();
+          tally.total += r->total;
         }
       }
       now = after;
@@ -360,6 +388,7 @@ int RunBench(const BenchArgs& a) {
     sum.blocks += t.blocks;
     sum.bytes += t.bytes;
     sum.hits += t.hits;
+    sum.total += t.total;
   }
   std::sort(all.begin(), all.end());
   const double n = std::max<double>(1, static_cast<double>(sum.queries));
@@ -372,8 +401,9 @@ int RunBench(const BenchArgs& a) {
     out["batch"] = batch;
     out["cold"] = a.cold;
   }
+  out["command"] = a.command;
   out["mode"] = std::string(QueryModeName(*mode));
-  out["k"] = k;
+  out["k"] = query_k;
   out["threads"] = threads;
   {
     // What the runs left in the main-memory list caches, and their budget.
@@ -401,6 +431,7 @@ int RunBench(const BenchArgs& a) {
   if (!gpu && !a.cold) out["cpu_prewarm_s"] = cpu_prewarm_s;
   out["bytes_touched_per_query"] = static_cast<double>(sum.bytes) / n;
   out["hits_per_query"] = static_cast<double>(sum.hits) / n;
+  if (count) out["total_per_query"] = static_cast<double>(sum.total) / n;
 #ifdef SEARCH_HAVE_GPU
   if (searcher) {
     const gpu::GpuCacheStats cs = searcher->stats();
@@ -436,7 +467,7 @@ int RunBench(const BenchArgs& a) {
     Batch results;
     per_query << "query,terms,shortest,second,total,us,postings_decoded,hits,us_first\n";
     for (size_t i = 0; i < qs.size(); ++i) {
-      const std::vector<std::string> terms = idx.analyzer().AnalyzeQuery(qs[i]);
+      const std::vector<std::string> terms = parse_query(i)->terms;
       std::vector<uint64_t> lens;
       for (const std::string& term : terms) {
         uint64_t n = 0;
@@ -467,7 +498,7 @@ int RunBench(const BenchArgs& a) {
 #endif
         } else {
           results.clear();
-          results.push_back(idx.Search(qs[i], *mode, k));
+          results.push_back(idx.Search(*parse_query(i)));
         }
         const double us = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / batch;
         for (size_t j = 0; st.ok() && j < results.size(); ++j)
