@@ -4,7 +4,8 @@
 // request must satisfy every documented limit and survive a round trip (re-encoded as a query
 // string, and for bodies as JSON, it parses to the same parameters); a refused one is a 400 with
 // a known error type and a bounded reason. A POST body may not repeat a field (checked with an
-// independent SAX pass).
+// independent SAX pass). A body with "query" (the Elasticsearch DSL) is kept whole, unparsed here.
+// The input is also a POST /count body.
 #include <httplib.h>
 
 #include <cstdint>
@@ -23,7 +24,9 @@ using search::ParsedSearch;
 using search::SearchParams;
 
 bool SameParams(const SearchParams& a, const SearchParams& b) {
-  return a.q == b.q && a.k == b.k && a.mode == b.mode && a.timeout_ms == b.timeout_ms;
+  return a.q == b.q && a.k == b.k && a.mode == b.mode && a.timeout_ms == b.timeout_ms &&
+         a.track_total_hits == b.track_total_hits && a.count_only == b.count_only && a.is_dsl == b.is_dsl &&
+         a.dsl == b.dsl;
 }
 
 std::string Describe(const ParsedSearch& p) {
@@ -45,7 +48,8 @@ void CheckOutcome(const ParsedSearch& p) {
   }
   const SearchParams& s = p.params;
   FUZZ_CHECK(s.q.size() <= search::kMaxQueryBytes);
-  FUZZ_CHECK(s.k >= 1 && s.k <= search::kMaxK);
+  FUZZ_CHECK(s.k <= search::kMaxK && (s.k >= 1 || s.track_total_hits));
+  FUZZ_CHECK(s.is_dsl || s.dsl.empty());
   FUZZ_CHECK(s.mode == search::QueryMode::kAnd || s.mode == search::QueryMode::kOr ||
              s.mode == search::QueryMode::kAndOr);
   FUZZ_CHECK(!s.timeout_ms || (*s.timeout_ms >= 1 && *s.timeout_ms <= search::kMaxTimeoutMs));
@@ -111,14 +115,16 @@ ParsedSearch ParseQueryString(const std::string& query) {
 // the same parameters.
 void CheckQueryRoundTrip(const SearchParams& s) {
   std::string query = "q=" + search::UrlEncode(s.q) + "&k=" + std::to_string(s.k) +
-                      "&mode=" + std::string(search::QueryModeName(s.mode));
+                      "&mode=" + std::string(search::QueryModeName(s.mode)) +
+                      "&track_total_hits=" + (s.track_total_hits ? "true" : "false");
   if (s.timeout_ms) query += "&timeout_ms=" + std::to_string(*s.timeout_ms);
   const ParsedSearch back = ParseQueryString(query);
   FUZZ_CHECK_MSG(back.ok() && SameParams(back.params, s), Describe(back));
 }
 
 void CheckBodyRoundTrip(const SearchParams& s) {
-  nlohmann::json body = {{"q", s.q}, {"k", s.k}, {"mode", std::string(search::QueryModeName(s.mode))}};
+  nlohmann::json body = {{"q", s.q}, {"k", s.k}, {"mode", std::string(search::QueryModeName(s.mode))},
+                         {"track_total_hits", s.track_total_hits}};
   if (s.timeout_ms) body["timeout_ms"] = *s.timeout_ms;
   const ParsedSearch back = search::ParseSearchBody(body.dump());
   FUZZ_CHECK_MSG(back.ok() && SameParams(back.params, s), Describe(back));
@@ -138,9 +144,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   CheckOutcome(post);
   // Repeated parameters are errors (search_params.hpp), in a body as in a query string.
   FUZZ_CHECK_MSG(!post.ok() || !HasDuplicateTopLevelKey(text), Describe(post));
-  if (post.ok()) {
+  if (post.ok() && post.params.is_dsl) {
+    // A DSL body is kept whole for ParseSearchDsl (fuzzed in query_parser's target).
+    FUZZ_CHECK(post.params.dsl == text);
+  } else if (post.ok()) {
     CheckQueryRoundTrip(post.params);
     CheckBodyRoundTrip(post.params);  // q came from JSON, so it is valid UTF-8 and dumps as is
+  }
+  // The count endpoints: the same rules, with count_only set and no k, size or track_total_hits.
+  const ParsedSearch count_body = search::ParseCountBody(text);
+  CheckOutcome(count_body);
+  if (count_body.ok()) {
+    FUZZ_CHECK(count_body.params.count_only && !count_body.params.track_total_hits);
+    FUZZ_CHECK(count_body.params.k == search::kDefaultK);
   }
   return 0;
 }

@@ -28,6 +28,18 @@ json ShardsJson(const ShardsSummary& s) {
 // the double, which identifies the float), so clients can compare bit for bit.
 double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
 
+json CoverageJson(const SearchAnswer& a) {
+  return {{"shards", a.shards.successful},
+          {"shards_total", a.shards.total},
+          {"documents", a.coverage.documents},
+          {"documents_total", a.coverage.documents_total},
+          {"percent", a.coverage.documents_total > 0
+                          ? 100.0 * static_cast<double>(a.coverage.documents) /
+                                static_cast<double>(a.coverage.documents_total)
+                          : (a.shards.total > 0 ? 100.0 * a.shards.successful / a.shards.total : 0.0)},
+          {"full", a.complete()}};
+}
+
 }  // namespace
 
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k) {
@@ -51,21 +63,25 @@ std::string SearchAnswerJson(const SearchAnswer& a) {
               {"timed_out", a.timed_out},
               {"cached", a.cached},
               {"_shards", ShardsJson(a.shards)},
-              {"coverage",
-               {{"shards", a.shards.successful},
-                {"shards_total", a.shards.total},
-                {"documents", a.coverage.documents},
-                {"documents_total", a.coverage.documents_total},
-                {"percent", a.coverage.documents_total > 0
-                                ? 100.0 * static_cast<double>(a.coverage.documents) /
-                                      static_cast<double>(a.coverage.documents_total)
-                                : (a.shards.total > 0 ? 100.0 * a.shards.successful / a.shards.total : 0.0)},
-                {"full", a.complete()}}},
+              {"coverage", CoverageJson(a)},
               {"hits",
-               {{"total", a.hits.size()},
+               {{"total", a.total.has_value()
+                              ? json{{"value", *a.total}, {"relation", a.complete() ? "eq" : "gte"}}
+                              : json(a.hits.size())},
                 {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
                 {"hits", std::move(hits)}}}};
   // Replace invalid UTF-8 in external ids instead of throwing.
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string CountAnswerJson(const SearchAnswer& a) {
+  json out = {{"count", a.total.value_or(0)},
+              {"took", a.took_us / 1000},
+              {"took_us", a.took_us},
+              {"timed_out", a.timed_out},
+              {"cached", a.cached},
+              {"_shards", ShardsJson(a.shards)},
+              {"coverage", CoverageJson(a)}};
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 

@@ -24,6 +24,7 @@ using Clock = std::chrono::steady_clock;
 struct Fanout::Call {
   uint64_t id = 0;
   std::string frame;  // the encoded SearchRequest
+  bool needs_trees = false;  // the request has a tree or a count: a reply from a minor-0 node ignored them
   Clock::time_point deadline;
   std::mutex mu;
   std::condition_variable cv;
@@ -331,7 +332,7 @@ struct Fanout::Impl {
     if (p.remaining == 0) Complete(it);
   }
 
-  void HandleResponse(size_t r, SearchResponseMsg&& resp) {
+  void HandleResponse(size_t r, SearchResponseMsg&& resp, uint16_t minor) {
     MarkSeen(r);
     const size_t sh = shard_of[r];
     auto it = pending.find(resp.request_id);
@@ -351,6 +352,24 @@ struct Fanout::Impl {
     }
     ShardCallResult& res = p.shards[sh];
     res.shard = resp.shard_id;
+    if (resp.status.ok() && p.call->needs_trees && minor < kMinorQueryTrees) {
+      // A node of wire 1.0 answered the bag of words and no count: wrong for this request.
+      ReplicaFailed(it, sh, ShardCallState::kFailed,
+                    "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ") speaks protocol " +
+                        std::to_string(kProtocolMajor) + "." + std::to_string(minor) +
+                        ", which has no query trees or counts: upgrade the node");
+      return;
+    }
+    if (resp.status.code() == StatusCode::kInvalidArgument) {
+      // The request's own fault (a phrase on an index without positions, ...): every replica would
+      // say the same, so none is tried.
+      res.node_status = resp.status;
+      FailShard(p, sh, ShardCallState::kFailed,
+                "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ") answered " +
+                    resp.status.ToString());
+      if (p.remaining == 0) Complete(it);
+      return;
+    }
     if (resp.status.ok()) {
       res.state = ShardCallState::kOk;
       res.doc_begin = resp.doc_begin;
@@ -358,6 +377,9 @@ struct Fanout::Impl {
       res.hits.reserve(resp.hits.size());
       for (auto& h : resp.hits) res.hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
       res.has_or_hits = resp.has_or_hits;
+      res.has_total = resp.has_total;
+      res.total = resp.total;
+      res.or_total = resp.or_total;
       res.or_hits.reserve(resp.or_hits.size());
       for (auto& h : resp.or_hits)
         res.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
@@ -427,7 +449,7 @@ struct Fanout::Impl {
         continue;
       }
       if (auto* resp = std::get_if<SearchResponseMsg>(&env->body)) {
-        HandleResponse(r, std::move(*resp));
+        HandleResponse(r, std::move(*resp), env->minor);
       } else if (auto* pong = std::get_if<PongMsg>(&env->body)) {
         HandlePong(r, std::move(*pong));
       } else if (listener) {
@@ -690,6 +712,7 @@ std::shared_ptr<Fanout::Call> Fanout::NewCall(SearchRequestMsg& request, Clock::
   call->id = request.request_id = next_id_.fetch_add(1, std::memory_order_relaxed);
   call->deadline = deadline;
   call->frame = EncodeSearchRequest(request);
+  call->needs_trees = request.tree != nullptr || request.count;
   return call;
 }
 

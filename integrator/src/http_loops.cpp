@@ -339,16 +339,18 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
   try {
     const std::string& m = req.method;
     const bool get = m == "GET" || m == "HEAD";
-    if (req.path == "/search" && (get || m == "POST")) {
+    const bool search = req.path == "/search" || req.path == "/_search";
+    const bool count = req.path == "/count" || req.path == "/_count";
+    if ((search || count) && (get || m == "POST")) {
       ParsedSearch parsed;
       if (m == "POST") {
         // Query-string parameters on a POST would be ambiguous next to the body: refuse them.
         if (req.target.find('?') != std::string::npos)
           parsed.error = RequestError{400, "illegal_argument_exception", kPostQueryStringReason};
         else
-          parsed = ParseSearchBody(req.body);
+          parsed = search ? ParseSearchBody(req.body) : ParseCountBody(req.body);
       } else {
-        parsed = ParseSearchQuery(req.params);
+        parsed = search ? ParseSearchQuery(req.params) : ParseCountQuery(req.params);
       }
       std::shared_ptr<Mailbox> box = mailbox_;
       Integrator::Post post = [box](std::function<void()> fn) { box->Post(std::move(fn)); };

@@ -11,7 +11,7 @@ inline constexpr const char* kJsonType = "application/json";
 inline constexpr const char* kHtmlType = "text/html; charset=utf-8";
 inline constexpr int kHttpListenBacklog = 1024;
 inline constexpr const char* kPostQueryStringReason =
-    "POST /search takes its parameters in the JSON body, not the query string";
+    "POST /search, /_search, /count and /_count take their parameters in the JSON body, not the query string";
 
 inline constexpr const char* kUriTooLongReason = "request URI too long: send long queries with POST /search";
 
@@ -21,7 +21,7 @@ inline std::string BodyTooLongReason(size_t max_bytes) {
 
 inline std::string NoRouteReason(const std::string& method, const std::string& path) {
   return "no route for " + method.substr(0, 16) + " " + path.substr(0, 128) +
-         " (GET/POST /search, GET /health, GET /stats, GET /)";
+         " (GET/POST /search, /_search, /count, /_count, GET /health, GET /stats, GET /)";
 }
 
 // The error type of an HTTP-level error (the request could not be read, or no route took it).

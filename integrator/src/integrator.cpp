@@ -5,6 +5,8 @@
 
 #include "index_store/manifest.hpp"
 #include "core/log.hpp"
+#include "core/query_parser.hpp"
+#include "core/query_tree.hpp"
 
 namespace search {
 namespace {
@@ -274,7 +276,7 @@ struct Integrator::SearchState {
   Integrator* self = nullptr;
   SearchParams params;
   Clock::time_point start;
-  std::vector<std::string> terms;
+  Query query;            // as the shards get it: MakeQuery's (flat for a bag of words without a count)
   std::string cache_key;  // empty without the cache
   Clock::time_point deadline;
   int64_t deadline_unix = 0;
@@ -292,9 +294,11 @@ struct Integrator::SearchState {
 
 SearchRequestMsg Integrator::Request(const SearchState& st, QueryMode mode, uint32_t flags) const {
   SearchRequestMsg req;
-  req.terms = st.terms;
+  req.terms = st.query.terms;
   req.mode = mode;
-  req.k = st.params.k;
+  req.k = st.query.k;
+  req.tree = st.query.tree;
+  req.count = st.query.count;
   req.flags = flags;
   req.deadline_unix_micros = st.deadline_unix;
   return req;
@@ -349,16 +353,45 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
     out.reply = Finish(mode_name, Error(503, "illegal_state_exception", an->error), start);
     return out;
   }
-  st->terms = an->analyzer->AnalyzeQuery(p.q);
-  if (st->terms.size() > kMaxTerms) {
+  // The query: the syntax (a bag of words keeps its flat Query and its fast paths) or the DSL, both
+  // analyzed here, once, with the cluster's analyzer.
+  uint32_t k = p.k;
+  bool count = p.track_total_hits || p.count_only;
+  Result<QueryNode> tree = Status::Internal("not parsed");
+  if (p.is_dsl) {
+    auto body = ParseSearchDsl(p.dsl, *an->analyzer);
+    if (body.ok()) {
+      if (p.count_only && (body->size.has_value() || body->track_total_hits.has_value())) {
+        body = Status::InvalidArgument(std::string(body->size.has_value() ? "size" : "track_total_hits") +
+                                       ": not a field of a _count body (it takes query only)");
+      } else {
+        k = body->size.value_or(kDefaultK);
+        count = count || body->track_total_hits.value_or(false) || k == 0;
+        tree = std::move(body->tree);
+      }
+    }
+    if (!body.ok()) tree = body.status();
+  } else {
+    tree = ParseQuerySyntax(p.q, *an->analyzer);
+  }
+  if (!tree.ok()) {
+    out.reply = Finish(mode_name, Error(400, p.is_dsl ? "parsing_exception" : "query_shard_exception",
+                                        "failed to parse the query: " + tree.status().message()),
+                       start);
+    return out;
+  }
+  if (p.count_only) k = 0;
+  st->query = MakeQuery(std::move(tree).value(), p.mode, k, count);
+  const std::vector<std::string>& terms = st->query.terms;
+  if (terms.size() > kMaxTerms) {
     out.reply = Finish(mode_name,
                        Error(400, "illegal_argument_exception",
-                             "query has " + std::to_string(st->terms.size()) + " distinct terms (at most " +
+                             "query has " + std::to_string(terms.size()) + " distinct terms (at most " +
                                  std::to_string(kMaxTerms) + ")"),
                        start);
     return out;
   }
-  for (const auto& t : st->terms)
+  for (const auto& t : terms)
     if (t.size() > kMaxTermBytes) {
       out.reply = Finish(mode_name,
                          Error(400, "illegal_argument_exception",
@@ -370,16 +403,18 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
 
   const uint32_t n = static_cast<uint32_t>(num_shards());
   if (cache_.capacity_bytes() > 0) {
-    st->cache_key = ResultCacheKey(st->terms, p.mode, p.k);
-    auto cached = cache_.Lookup(st->cache_key);
-    if (cached) {
+    st->cache_key = ResultCacheKey(st->query);
+    std::optional<uint64_t> total;
+    auto cached = cache_.Lookup(st->cache_key, &total);
+    if (cached && total.has_value() == st->query.count) {
       SearchAnswer a;
       a.cached = true;
       a.shards.total = n;
       a.shards.successful = n;
       a.hits = std::move(*cached);
+      a.total = total;
       a.took_us = MicrosSince(start);
-      out.reply = Finish(mode_name, {200, SearchAnswerJson(a)}, start);
+      out.reply = Finish(mode_name, {200, p.count_only ? CountAnswerJson(a) : SearchAnswerJson(a)}, start);
       return out;
     }
   }
@@ -398,13 +433,19 @@ std::pair<QueryMode, uint32_t> Integrator::FirstRound(const SearchState& st) {
   // andor: one round trip: every shard answers AND, plus OR when it alone has fewer than k AND
   // hits. (Sent as mode and: a node that does not know the flag answers AND alone, and a second
   // round, from Advance, makes it exact.)
-  if (st.params.mode == QueryMode::kAndOr) return {QueryMode::kAnd, kFlagAndOrSplit};
-  return {st.params.mode, 0};
+  // With k 0 (a count alone) andor is and: no split.
+  if (st.query.mode == QueryMode::kAndOr) return {QueryMode::kAnd, st.query.k > 0 ? kFlagAndOrSplit : 0};
+  return {st.query.mode, 0};
 }
 
 std::optional<HttpReply> Integrator::Advance(SearchState& st, std::vector<ShardCallResult> results) {
-  const SearchParams& p = st.params;
-  if (p.mode == QueryMode::kAndOr && !st.or_round) {
+  // A shard that refused the request itself (InvalidArgument: a phrase on an index without
+  // positions, ...) makes it a bad request, whatever the others answered.
+  for (const auto& r : results)
+    if (r.node_status.code() == StatusCode::kInvalidArgument)
+      return Finish(st.params.mode, Error(400, "illegal_argument_exception", r.node_status.message()), st.start);
+  const Query& q = st.query;
+  if (q.mode == QueryMode::kAndOr && q.k > 0 && !st.or_round) {
     // Fewer than k AND hits over the shards that answered means each of them sent OR: OR decides.
     size_t and_hits = 0;
     bool all_or = true;
@@ -413,10 +454,13 @@ std::optional<HttpReply> Integrator::Advance(SearchState& st, std::vector<ShardC
       and_hits += r.hits.size();
       all_or = all_or && r.has_or_hits;
     }
-    if (and_hits < p.k && all_or) {
+    if (and_hits < q.k && all_or) {
       for (auto& r : results)
-        if (r.state == ShardCallState::kOk) r.hits = std::move(r.or_hits);
-    } else if (and_hits < p.k) {
+        if (r.state == ShardCallState::kOk) {
+          r.hits = std::move(r.or_hits);
+          r.total = r.or_total;
+        }
+    } else if (and_hits < q.k) {
       // A node without the split (an older version) sent no OR hits: a second round for OR.
       // The whole collection (as far as it answered) has fewer than k AND hits: OR decides.
       st.or_round = true;
@@ -438,6 +482,7 @@ std::optional<HttpReply> Integrator::Advance(SearchState& st, std::vector<ShardC
 HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResult> results) {
   const SearchParams& p = st.params;
   SearchAnswer a;
+  if (st.query.count) a.total = 0;
   a.shards.total = static_cast<uint32_t>(num_shards());
   a.coverage.documents_total = CollectionDocs();
   std::vector<std::vector<MergedHit>> lists;
@@ -446,6 +491,7 @@ HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResul
     if (r.state == ShardCallState::kOk) {
       ++a.shards.successful;
       a.coverage.documents += r.doc_end > r.doc_begin ? r.doc_end - r.doc_begin : 0;
+      if (a.total.has_value()) *a.total += r.total;
       lists.push_back(std::move(r.hits));
     } else {
       if (r.state == ShardCallState::kTimedOut) a.timed_out = true;
@@ -459,14 +505,15 @@ HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResul
                         a.timed_out ? "all shards failed or timed out" : "all shards failed", &a.shards),
                   st.start, false, a.timed_out);
   }
-  a.hits = MergeShardHits(lists, p.k);
+  a.hits = MergeShardHits(lists, st.query.k);
   if (a.complete()) {
-    if (!st.cache_key.empty()) (void)cache_.Insert(st.cache_key, a.hits);
+    if (!st.cache_key.empty()) (void)cache_.Insert(st.cache_key, a.hits, a.total);
   } else {
     partial_.fetch_add(1, std::memory_order_relaxed);
   }
   a.took_us = MicrosSince(st.start);
-  return Finish(p.mode, {200, SearchAnswerJson(a)}, st.start, !a.complete(), a.timed_out);
+  return Finish(p.mode, {200, p.count_only ? CountAnswerJson(a) : SearchAnswerJson(a)}, st.start, !a.complete(),
+                a.timed_out);
 }
 
 HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {

@@ -1,5 +1,7 @@
 #include "integrator/result_cache.hpp"
 
+#include "core/query_tree.hpp"
+
 namespace search {
 
 std::string ResultCacheKey(const std::vector<std::string>& canonical_terms, QueryMode mode, uint32_t k) {
@@ -19,6 +21,22 @@ std::string ResultCacheKey(const std::vector<std::string>& canonical_terms, Quer
   return key;
 }
 
+std::string ResultCacheKey(const Query& query) {
+  std::string key;
+  if (query.tree == nullptr) {
+    key = ResultCacheKey(query.terms, query.mode, query.k);
+  } else {
+    key.push_back('\x01');
+    key += CanonicalKey(*query.tree);
+    key.push_back('\n');
+    key += QueryModeName(query.mode);
+    key.push_back('\n');
+    key += std::to_string(query.k);
+  }
+  if (query.count) key += "\ncount";
+  return key;
+}
+
 size_t ResultCache::EntryBytes(const std::string& key, const std::vector<MergedHit>& hits) {
   // List node + map node + bucket estimate, the key held twice (list entry and map), the hits.
   size_t bytes = sizeof(Entry) + 64 + 2 * (key.size() + sizeof(std::string));
@@ -30,7 +48,7 @@ size_t ResultCache::EntryBytes(const std::string& key, const std::vector<MergedH
   return bytes;
 }
 
-std::optional<std::vector<MergedHit>> ResultCache::Lookup(const std::string& key) {
+std::optional<std::vector<MergedHit>> ResultCache::Lookup(const std::string& key, std::optional<uint64_t>* total) {
   std::lock_guard lock(mu_);
   auto it = index_.find(key);
   if (it == index_.end()) {
@@ -39,10 +57,11 @@ std::optional<std::vector<MergedHit>> ResultCache::Lookup(const std::string& key
   }
   ++stats_.hits;
   lru_.splice(lru_.begin(), lru_, it->second);
+  if (total != nullptr) *total = it->second->total;
   return it->second->hits;
 }
 
-bool ResultCache::Insert(const std::string& key, std::vector<MergedHit> hits) {
+bool ResultCache::Insert(const std::string& key, std::vector<MergedHit> hits, std::optional<uint64_t> total) {
   const size_t bytes = EntryBytes(key, hits);
   std::lock_guard lock(mu_);
   if (bytes > capacity_) {
@@ -53,11 +72,12 @@ bool ResultCache::Insert(const std::string& key, std::vector<MergedHit> hits) {
   if (it != index_.end()) {
     stats_.bytes -= it->second->bytes;
     it->second->hits = std::move(hits);
+    it->second->total = total;
     it->second->bytes = bytes;
     stats_.bytes += bytes;
     lru_.splice(lru_.begin(), lru_, it->second);
   } else {
-    lru_.push_front(Entry{key, std::move(hits), bytes});
+    lru_.push_front(Entry{key, std::move(hits), total, bytes});
     index_.emplace(key, lru_.begin());
     stats_.bytes += bytes;
     ++stats_.entries;

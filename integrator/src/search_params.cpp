@@ -43,12 +43,36 @@ std::optional<RequestError> CheckQ(const std::string& q) {
   return std::nullopt;
 }
 
-std::optional<RequestError> CheckK(int64_t k) {
-  if (k < 1 || k > kMaxK)
+// 0 passes here: it needs track_total_hits (Finish).
+std::optional<RequestError> CheckK(int64_t k, const std::string& name) {
+  if (k < 0 || k > kMaxK)
     return RequestError{400, kIllegalArgument,
-                        "parameter [k] must be an integer between 1 and " + std::to_string(kMaxK) + " (got " +
-                            std::to_string(k) + ")"};
+                        "parameter [" + name + "] must be an integer between 1 and " + std::to_string(kMaxK) +
+                            " (0 with track_total_hits=true) (got " + std::to_string(k) + ")"};
   return std::nullopt;
+}
+
+enum class Endpoint : uint8_t { kSearch, kCount };
+
+bool Known(Endpoint ep, const std::string& name) {
+  if (name == "q" || name == "mode" || name == "timeout_ms") return true;
+  return ep == Endpoint::kSearch && (name == "k" || name == "size" || name == "track_total_hits");
+}
+
+const char* KnownList(Endpoint ep) {
+  return ep == Endpoint::kSearch ? "q, k, size, mode, timeout_ms, track_total_hits" : "q, mode, timeout_ms";
+}
+
+// The checks that span parameters, once all are read.
+ParsedSearch Finish(ParsedSearch out, Endpoint ep, bool have_q, bool have_k, bool have_size, const char* what) {
+  const std::string kind = what;
+  if (!have_q) return Fail(kIllegalArgument, "missing required " + kind + " [q]");
+  if (have_k && have_size) return Fail(kIllegalArgument, kind + "s [k] and [size] are the same: give one");
+  if (out.params.k == 0 && !out.params.track_total_hits)
+    return Fail(kIllegalArgument, kind + " [" + std::string(have_size ? "size" : "k") +
+                                      "] may be 0 only with track_total_hits=true (the count alone)");
+  out.params.count_only = ep == Endpoint::kCount;
+  return out;
 }
 
 std::optional<RequestError> CheckTimeout(int64_t t) {
@@ -69,24 +93,31 @@ std::optional<RequestError> SetMode(std::string_view name, SearchParams* p) {
 
 }  // namespace
 
-ParsedSearch ParseSearchQuery(const std::multimap<std::string, std::string>& params) {
+namespace {
+
+ParsedSearch ParseQueryParams(const std::multimap<std::string, std::string>& params, Endpoint ep) {
   ParsedSearch out;
-  bool have_q = false;
+  bool have_q = false, have_k = false, have_size = false;
   for (auto it = params.begin(); it != params.end(); it = params.upper_bound(it->first)) {
     const std::string& name = it->first;
     if (params.count(name) > 1)
       return Fail(kIllegalArgument, "parameter [" + name.substr(0, 64) + "] given more than once");
   }
   for (const auto& [name, value] : params) {
+    if (!Known(ep, name)) {
+      return Fail(kIllegalArgument, "unrecognized parameter [" + std::string(name.substr(0, 64)) + "] (known: " +
+                                        KnownList(ep) + ")");
+    }
     if (name == "q") {
       if (auto e = CheckQ(value)) return Fail(e->type, e->reason);
       out.params.q = value;
       have_q = true;
-    } else if (name == "k") {
+    } else if (name == "k" || name == "size") {
       auto k = ParseInteger(value);
-      if (!k) return Fail(kIllegalArgument, "parameter [k] must be an integer (got " + Quote(value) + ")");
-      if (auto e = CheckK(*k)) return Fail(e->type, e->reason);
+      if (!k) return Fail(kIllegalArgument, "parameter [" + name + "] must be an integer (got " + Quote(value) + ")");
+      if (auto e = CheckK(*k, name)) return Fail(e->type, e->reason);
       out.params.k = static_cast<uint32_t>(*k);
+      (name == "k" ? have_k : have_size) = true;
     } else if (name == "mode") {
       if (auto e = SetMode(value, &out.params)) return Fail(e->type, e->reason);
     } else if (name == "timeout_ms") {
@@ -94,16 +125,16 @@ ParsedSearch ParseSearchQuery(const std::multimap<std::string, std::string>& par
       if (!t) return Fail(kIllegalArgument, "parameter [timeout_ms] must be an integer (got " + Quote(value) + ")");
       if (auto e = CheckTimeout(*t)) return Fail(e->type, e->reason);
       out.params.timeout_ms = static_cast<uint32_t>(*t);
-    } else {
-      return Fail(kIllegalArgument, "unrecognized parameter [" + std::string(name.substr(0, 64)) +
-                                        "] (known: q, k, mode, timeout_ms)");
+    } else {  // track_total_hits
+      if (value != "true" && value != "false")
+        return Fail(kIllegalArgument, "parameter [track_total_hits] must be true or false (got " + Quote(value) + ")");
+      out.params.track_total_hits = value == "true";
     }
   }
-  if (!have_q) return Fail(kIllegalArgument, "missing required parameter [q]");
-  return out;
+  return Finish(std::move(out), ep, have_q, have_k, have_size, "parameter");
 }
 
-ParsedSearch ParseSearchBody(std::string_view body) {
+ParsedSearch ParseBody(std::string_view body, Endpoint ep) {
   using nlohmann::json;
   ParsedSearch out;
   json doc;
@@ -128,21 +159,39 @@ ParsedSearch ParseSearchBody(std::string_view body) {
   }
   if (!repeated.empty()) return Fail(kIllegalArgument, "field [" + repeated.substr(0, 64) + "] given more than once");
   if (!doc.is_object()) return Fail(kParseException, "request body must be a JSON object");
-  bool have_q = false;
+  if (doc.contains("query")) {
+    // The DSL: parsed whole, with the analyzer, at search time (ParseSearchDsl names what it refuses).
+    if (ep == Endpoint::kCount) {
+      for (const auto& [name, value] : doc.items())
+        if (name != "query")
+          return Fail(kIllegalArgument, "unrecognized field [" + name.substr(0, 64) + "] (a _count body with a "
+                                        "query takes nothing else)");
+    }
+    out.params.is_dsl = true;
+    out.params.dsl = std::string(body);
+    out.params.count_only = ep == Endpoint::kCount;
+    return out;
+  }
+  bool have_q = false, have_k = false, have_size = false;
   for (const auto& [name, value] : doc.items()) {
+    if (!Known(ep, name)) {
+      return Fail(kIllegalArgument, "unrecognized field [" + name.substr(0, 64) + "] (known: " + KnownList(ep) +
+                                        "; or an Elasticsearch query DSL body with [query])");
+    }
     if (name == "q") {
       if (!value.is_string()) return Fail(kIllegalArgument, "field [q] must be a string");
       const auto& q = value.get_ref<const std::string&>();
       if (auto e = CheckQ(q)) return Fail(e->type, e->reason);
       out.params.q = q;
       have_q = true;
-    } else if (name == "k") {
-      if (!value.is_number_integer()) return Fail(kIllegalArgument, "field [k] must be an integer");
+    } else if (name == "k" || name == "size") {
+      if (!value.is_number_integer()) return Fail(kIllegalArgument, "field [" + name + "] must be an integer");
       const int64_t k = value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}
                             ? INT64_MAX
                             : value.get<int64_t>();
-      if (auto e = CheckK(k)) return Fail(e->type, e->reason);
+      if (auto e = CheckK(k, name)) return Fail(e->type, e->reason);
       out.params.k = static_cast<uint32_t>(k);
+      (name == "k" ? have_k : have_size) = true;
     } else if (name == "mode") {
       if (!value.is_string()) return Fail(kIllegalArgument, "field [mode] must be a string");
       if (auto e = SetMode(value.get_ref<const std::string&>(), &out.params)) return Fail(e->type, e->reason);
@@ -153,12 +202,23 @@ ParsedSearch ParseSearchBody(std::string_view body) {
                             : value.get<int64_t>();
       if (auto e = CheckTimeout(t)) return Fail(e->type, e->reason);
       out.params.timeout_ms = static_cast<uint32_t>(t);
-    } else {
-      return Fail(kIllegalArgument, "unrecognized field [" + name.substr(0, 64) + "] (known: q, k, mode, timeout_ms)");
+    } else {  // track_total_hits
+      if (!value.is_boolean()) return Fail(kIllegalArgument, "field [track_total_hits] must be true or false");
+      out.params.track_total_hits = value.get<bool>();
     }
   }
-  if (!have_q) return Fail(kIllegalArgument, "missing required field [q]");
-  return out;
+  return Finish(std::move(out), ep, have_q, have_k, have_size, "field");
 }
+
+}  // namespace
+
+ParsedSearch ParseSearchQuery(const std::multimap<std::string, std::string>& params) {
+  return ParseQueryParams(params, Endpoint::kSearch);
+}
+ParsedSearch ParseSearchBody(std::string_view body) { return ParseBody(body, Endpoint::kSearch); }
+ParsedSearch ParseCountQuery(const std::multimap<std::string, std::string>& params) {
+  return ParseQueryParams(params, Endpoint::kCount);
+}
+ParsedSearch ParseCountBody(std::string_view body) { return ParseBody(body, Endpoint::kCount); }
 
 }  // namespace search

@@ -134,5 +134,29 @@ TEST(HealthJson, GreenYellowRed) {
   EXPECT_EQ(j["error"], "shards disagree on the analyzer");
 }
 
+// track_total_hits: hits.total is {value, relation}; "gte" when the answer is partial. The count
+// shape is Elasticsearch's _count.
+TEST(AnswerJson, TotalsAndCounts) {
+  SearchAnswer a;
+  a.shards.total = 3;
+  a.shards.successful = 3;
+  a.hits = {MergedHit{1, 2.0f, 0, "d1"}};
+  json j = json::parse(SearchAnswerJson(a));
+  EXPECT_EQ(j["hits"]["total"], 1);  // no count: the hits returned
+  a.total = 123456789012ull;
+  j = json::parse(SearchAnswerJson(a));
+  EXPECT_EQ(j["hits"]["total"]["value"], 123456789012ull);
+  EXPECT_EQ(j["hits"]["total"]["relation"], "eq");
+  a.shards.successful = 2;
+  a.shards.failures.push_back(ShardFailure{2, "timed out"});
+  j = json::parse(SearchAnswerJson(a));
+  EXPECT_EQ(j["hits"]["total"]["relation"], "gte");
+  j = json::parse(CountAnswerJson(a));
+  EXPECT_EQ(j["count"], 123456789012ull);
+  EXPECT_EQ(j["_shards"]["failed"], 1);
+  EXPECT_EQ(j["coverage"]["full"], false);
+  EXPECT_FALSE(j.contains("hits"));
+}
+
 }  // namespace
 }  // namespace search

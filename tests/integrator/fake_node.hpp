@@ -49,6 +49,8 @@ class FakeNode {
   void ReleaseHeld() { release_ = true; }
   void set_answer_pings(bool on) { answer_pings_ = on; }
   void set_garble(bool on) { garble_ = on; }
+  // The minor protocol version of its replies' envelopes (a node of an older version).
+  void set_minor(uint16_t minor) { minor_ = minor; }
   void set_health(const ShardHealthMsg& h) {
     std::lock_guard lock(mu_);
     health_ = h;
@@ -122,7 +124,7 @@ class FakeNode {
         auto resp = handler_(*req);
         if (!resp) continue;
         resp->request_id = req->request_id;
-        std::string frame = EncodeSearchResponse(*resp);
+        std::string frame = EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), *resp});
         if (garble_) frame = std::string(24, '\x5a');
         due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, std::move(frame)});
       }
@@ -136,6 +138,7 @@ class FakeNode {
   std::thread thread_;
   std::atomic<bool> stop_{false}, answer_pings_{true}, garble_{false}, release_{false};
   std::atomic<int> delay_ms_{0}, pings_{0};
+  std::atomic<uint16_t> minor_{kProtocolMinor};
   mutable std::mutex mu_;
   ShardHealthMsg health_;
   std::vector<SearchRequestMsg> requests_;
@@ -148,6 +151,27 @@ inline FakeNode::Handler AnswerWith(uint32_t shard, std::vector<HitMsg> hits) {
     r.shard_id = shard;
     r.hits = hits;
     if (r.hits.size() > req.k) r.hits.resize(req.k);
+    return r;
+  };
+}
+
+// The same with exact totals when the request counts (`or_total`: an andor split's OR total, sent
+// with `or_hits` when the AND hits are fewer than k).
+inline FakeNode::Handler AnswerCounting(uint32_t shard, std::vector<HitMsg> hits, uint64_t total,
+                                        std::vector<HitMsg> or_hits = {}, uint64_t or_total = 0) {
+  return [=](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    r.shard_id = shard;
+    r.hits = hits;
+    if (r.hits.size() > req.k) r.hits.resize(req.k);
+    r.has_total = req.count;
+    r.total = req.count ? total : 0;
+    if ((req.flags & kFlagAndOrSplit) != 0 && r.hits.size() < req.k) {
+      r.has_or_hits = true;
+      r.or_hits = or_hits;
+      if (r.or_hits.size() > req.k) r.or_hits.resize(req.k);
+      r.or_total = req.count ? or_total : 0;
+    }
     return r;
   };
 }

@@ -19,7 +19,9 @@
 #include <filesystem>
 
 #include "fake_node.hpp"
+#include "core/query_parser.hpp"
 #include "index_store/manifest.hpp"
+#include "index_store/shard_store.hpp"
 
 namespace search {
 namespace {
@@ -27,6 +29,7 @@ namespace {
 using namespace std::chrono_literals;
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
+using testing::AnswerCounting;
 using testing::AnswerWith;
 using testing::FakeNode;
 
@@ -102,7 +105,7 @@ TEST(Integrator, AnalyzerFromTheIndexManifestMustMatchTheShards) {
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
   Manifest m;
-  m.format_version = 1;
+  m.format_version = kIndexFormatVersion;
   m.stats.num_docs = 1000;
   m.stats.total_tokens = 5000;
   m.analyzer.stem_language = "english";
@@ -336,7 +339,13 @@ TEST(Integrator, TooManyOrTooLongTermsAre400) {
   for (int i = 0; i < 1100; ++i) many.append("t").append(std::to_string(i)).append(" ");
   auto r = (*in)->Search(Params(many));
   EXPECT_EQ(r.status, 400);
-  EXPECT_NE(r.body.find("distinct terms"), std::string::npos);
+  EXPECT_NE(r.body.find("more than 1024 clauses"), std::string::npos) << r.body;  // the parser's limit
+  // Fewer clauses, more distinct terms: words the analyzer splits into phrases.
+  many.clear();
+  for (int i = 0; i < 600; ++i) many.append("t").append(std::to_string(i)).append("-u").append(std::to_string(i)).append(" ");
+  r = (*in)->Search(Params(many));
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("distinct terms"), std::string::npos) << r.body;
   r = (*in)->Search(Params(std::string(2000, 'x')));
   EXPECT_EQ(r.status, 400);
   EXPECT_TRUE(a.requests().empty());
@@ -1061,6 +1070,235 @@ TEST(IntegratorAsync, StopWithAsyncSearchesOutstandingReturnsPromptly) {
     EXPECT_TRUE(log->in_closure[0]);
   }
   EXPECT_TRUE(mute.requests().empty());
+}
+
+// The query syntax is parsed with the shards' analyzer: a bag of words stays the flat query of
+// before (no tree on the wire); +, -, phrases and groups travel as the canonical tree with the
+// tree's tokens as terms; a bad query is a 400 naming the position, sent nowhere.
+TEST(Integrator, SyntaxTreesTravelToTheShardsAndBagsOfWordsStayFlat) {
+  FakeNode a(0, AnswerWith(0, {{1, 1.0f, "d1"}}));
+  auto in = Integrator::Start(Options({a.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  auto key = [](const SearchRequestMsg& r) { return r.tree ? CanonicalKey(*r.tree) : std::string("(flat)"); };
+  ASSERT_EQ((*in)->Search(Params("Zebra apple", QueryMode::kAnd)).status, 200);
+  std::vector<SearchRequestMsg> reqs = a.requests();
+  ASSERT_EQ(reqs.size(), 1u);
+  EXPECT_EQ(key(reqs[0]), "(flat)");
+  EXPECT_FALSE(reqs[0].count);
+  EXPECT_EQ(reqs[0].terms, (std::vector<std::string>{"apple", "zebra"}));
+  // +a +b is the flat and-query whatever the mode: the cached answer of the first.
+  auto r = (*in)->Search(Params("+zebra +apple", QueryMode::kOr));
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(json::parse(r.body)["cached"], true);
+  EXPECT_EQ(a.requests().size(), 1u);
+
+  r = (*in)->Search(Params("+jaguar -car \"New York\" (a b)", QueryMode::kAndOr, 7));
+  ASSERT_EQ(r.status, 200) << r.body;
+  reqs = a.requests();
+  // The fake node sends no OR hits with its one AND hit: a second round asks for OR.
+  ASSERT_EQ(reqs.size(), 3u);
+  EXPECT_EQ(reqs[2].mode, QueryMode::kOr);
+  EXPECT_EQ(key(reqs[2]), key(reqs[1]));
+  const SearchRequestMsg& req = reqs[1];
+  ASSERT_NE(req.tree, nullptr);
+  auto want = ParseQuerySyntax("+jaguar -car \"New York\" (a b)", Analyzer());
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(*req.tree, *want);
+  EXPECT_EQ(req.terms, TreeTerms(*want));
+  EXPECT_EQ(req.k, 7u);
+  EXPECT_EQ(req.mode, QueryMode::kAnd);  // andor's first round
+  EXPECT_EQ(req.flags & kFlagAndOrSplit, kFlagAndOrSplit);
+  EXPECT_FALSE(req.count);
+
+  for (const char* bad : {"\"new york", "(a b", "a )", "+", ""}) {
+    auto e = (*in)->Search(Params(bad));
+    EXPECT_EQ(e.status, 400) << bad;
+    const json j = json::parse(e.body);
+    EXPECT_EQ(j["error"]["type"], "query_shard_exception") << bad;
+    if (std::string(bad) != "") EXPECT_NE(e.body.find("position"), std::string::npos) << e.body;
+  }
+  EXPECT_EQ(a.requests().size(), 3u);
+}
+
+// track_total_hits: hits.total is Elasticsearch's {value, relation}, the shards' exact totals
+// summed; a shard missing makes it a lower bound ("gte") beside the partial answer's fields.
+TEST(Integrator, TrackTotalHitsSumsTheShardsTotals) {
+  FakeNode a(0, AnswerCounting(0, {{5, 3.0f, "a5"}}, 41), 2);
+  FakeNode b(1, AnswerCounting(1, {{700, 2.0f, "b700"}}, 1000001), 2);
+  auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  SearchParams p = Params("apple", QueryMode::kAnd, 10);
+  p.track_total_hits = true;
+  auto r = (*in)->Search(p);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["hits"]["total"]["value"], 1000042);
+  EXPECT_EQ(j["hits"]["total"]["relation"], "eq");
+  EXPECT_EQ(j["hits"]["hits"].size(), 2u);
+  ASSERT_EQ(a.requests().size(), 1u);
+  EXPECT_TRUE(a.requests()[0].count);
+  ASSERT_NE(a.requests()[0].tree, nullptr);  // a counted bag of words travels as a tree
+  // The cache keeps the total, and keys counted and uncounted answers apart.
+  r = (*in)->Search(p);
+  j = json::parse(r.body);
+  EXPECT_EQ(j["cached"], true);
+  EXPECT_EQ(j["hits"]["total"]["value"], 1000042);
+  r = (*in)->Search(Params("apple", QueryMode::kAnd, 10));
+  j = json::parse(r.body);
+  EXPECT_EQ(j["cached"], false);
+  EXPECT_EQ(j["hits"]["total"], 2);  // without track_total_hits: the hits returned, as before
+  // k 0: the count alone.
+  p.k = 0;
+  r = (*in)->Search(p);
+  j = json::parse(r.body);
+  EXPECT_EQ(j["hits"]["total"]["value"], 1000042);
+  EXPECT_EQ(j["hits"]["hits"].size(), 0u);
+  EXPECT_EQ(a.requests().back().k, 0u);
+  // Shard 1 silent past the deadline: a lower bound.
+  b.set_delay(5s);
+  p.k = 3;
+  p.timeout_ms = 200;
+  p.q = "pear";
+  r = (*in)->Search(p);
+  ASSERT_EQ(r.status, 200) << r.body;
+  j = json::parse(r.body);
+  EXPECT_EQ(j["hits"]["total"]["value"], 41);
+  EXPECT_EQ(j["hits"]["total"]["relation"], "gte");
+  EXPECT_EQ(j["coverage"]["full"], false);
+  EXPECT_EQ(j["_shards"]["failed"], 1);
+  b.ReleaseHeld();
+}
+
+// /count's answer: {"count": N, "_shards": ...}; k 0 and count on the wire; andor counts the and
+// resolution (k 0: never fewer than k and-matches).
+TEST(Integrator, CountOnlyAnswersLikeElasticsearchsCount) {
+  FakeNode a(0, AnswerCounting(0, {{5, 3.0f, "a5"}}, 3), 2);
+  FakeNode b(1, AnswerCounting(1, {}, 4), 2);
+  auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  auto parsed = ParseCountQuery({{"q", "+apple -pear"}, {"mode", "andor"}});
+  ASSERT_TRUE(parsed.ok());
+  auto r = (*in)->HandleSearch(parsed);
+  ASSERT_EQ(r.status, 200) << r.body;
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["count"], 7);
+  EXPECT_EQ(j["_shards"]["total"], 2);
+  EXPECT_EQ(j["_shards"]["successful"], 2);
+  EXPECT_FALSE(j.contains("hits"));
+  ASSERT_EQ(a.requests().size(), 1u);
+  EXPECT_EQ(a.requests()[0].k, 0u);
+  EXPECT_TRUE(a.requests()[0].count);
+  EXPECT_EQ(a.requests()[0].mode, QueryMode::kAnd);
+  EXPECT_EQ(a.requests()[0].flags & kFlagAndOrSplit, 0u);
+  // The DSL body.
+  parsed = ParseCountBody(R"({"query": {"bool": {"must": [{"match": {"contents": "apple"}}],
+                                                  "must_not": {"term": {"contents": "pear"}}}}})");
+  ASSERT_TRUE(parsed.ok());
+  r = (*in)->HandleSearch(parsed);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(json::parse(r.body)["count"], 7);
+  EXPECT_EQ(*a.requests()[1].tree, *a.requests()[0].tree);  // the same tree as +apple -pear
+  parsed = ParseCountBody(R"({"query": {"match": {"contents": "apple"}}, "size": 3})");
+  EXPECT_FALSE(parsed.ok());  // a _count body takes query only
+}
+
+// POST DSL bodies: size is k (default 10), track_total_hits counts; anything unsupported is a 400
+// naming the part; a shard's InvalidArgument (a phrase on an index without positions) is a 400
+// with its reason, asked of no other replica.
+TEST(Integrator, DslBodiesAndRefusals) {
+  std::atomic<int> refusals{0};
+  FakeNode a(0, [&](const SearchRequestMsg& req) -> std::optional<SearchResponseMsg> {
+    SearchResponseMsg r;
+    if (req.tree != nullptr && TreeHasPhrase(*req.tree)) {
+      refusals.fetch_add(1);
+      r.status = Status::InvalidArgument("phrase query on an index built without positions (--no-positions)");
+      return r;
+    }
+    r.hits = {{1, 1.0f, "d1"}};
+    r.has_total = req.count;
+    r.total = req.count ? 9 : 0;
+    return r;
+  });
+  FakeNode a2(0, AnswerWith(0, {}));  // a replica of the same shard
+  auto in = Integrator::Start(Options({a.endpoint() + "|" + a2.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  auto parsed = ParseSearchBody(R"({"query": {"bool": {"must": {"match": {"contents": {"query": "Apple pie", "operator": "and"}}},
+                                                       "filter": [{"term": {"contents": "fresh"}}]}},
+                                     "size": 4, "track_total_hits": true})");
+  ASSERT_TRUE(parsed.ok()) << parsed.error->reason;
+  for (int i = 0; i < 4 && a.requests().size() + a2.requests().size() < 1; ++i) {
+    auto r = (*in)->HandleSearch(parsed);
+    ASSERT_EQ(r.status, 200) << r.body;
+  }
+  std::vector<SearchRequestMsg> seen = a.requests();
+  for (const auto& q : a2.requests()) seen.push_back(q);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].k, 4u);
+  EXPECT_TRUE(seen[0].count);
+  ASSERT_NE(seen[0].tree, nullptr);
+  EXPECT_EQ(CanonicalKey(*seen[0].tree), "(+(+apple +pie) #fresh)");
+
+  for (const auto& [body, part] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"query": {"range": {"contents": {"gte": 1}}}})", "range"},
+           {R"({"query": {"match": {"title": "x"}}})", "title"},
+           {R"({"query": {"match": {"contents": "x"}}, "from": 10})", "from"}}) {
+    auto p = ParseSearchBody(body);
+    ASSERT_TRUE(p.ok());
+    auto r = (*in)->HandleSearch(p);
+    EXPECT_EQ(r.status, 400) << body;
+    EXPECT_EQ(json::parse(r.body)["error"]["type"], "parsing_exception");
+    EXPECT_NE(r.body.find(part), std::string::npos) << r.body;
+  }
+  // The phrase: whichever replica gets it refuses it, and the other is not asked.
+  const size_t before = a.requests().size() + a2.requests().size();
+  a2.set_answer_pings(false);  // so that the phrase goes to the refusing replica
+  std::this_thread::sleep_for(400ms);
+  auto r = (*in)->Search(Params("\"apple pie\""));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("without positions"), std::string::npos) << r.body;
+  EXPECT_EQ(refusals.load(), 1);
+  EXPECT_EQ(a.requests().size() + a2.requests().size(), before + 1);
+}
+
+// A node of wire 1.0 ignores trees and counts: its reply to one is a failure naming the version,
+// not a wrong answer; its bags of words are served as before.
+TEST(Integrator, ANodeWithoutQueryTreesIsNotTrustedWithThem) {
+  FakeNode old(0, AnswerCounting(0, {{1, 1.0f, "d1"}}, 5));
+  old.set_minor(0);
+  auto in = Integrator::Start(Options({old.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  EXPECT_EQ((*in)->Search(Params("apple pear")).status, 200);
+  auto r = (*in)->Search(Params("+apple -pear"));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("protocol 1.0, which has no query trees or counts"), std::string::npos) << r.body;
+}
+
+// andor with counts, decided on the merged and-hits: enough and-hits over all shards keep the and
+// totals; fewer than k take every shard's OR hits and totals.
+TEST(Integrator, AndorWithCountsUsesTheTotalsOfTheAnswerTaken) {
+  FakeNode a(0, AnswerCounting(0, {{1, 2.0f, "a1"}}, 1, {{1, 2.0f, "a1"}, {2, 1.0f, "a2"}}, 30), 2);
+  FakeNode b(1, AnswerCounting(1, {{900, 1.5f, "b900"}}, 1, {{900, 1.5f, "b900"}}, 12), 2);
+  auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  SearchParams p = Params("apple +pear", QueryMode::kAndOr, 2);
+  p.track_total_hits = true;
+  auto r = (*in)->Search(p);  // 2 and-hits in all: and decides
+  json j = json::parse(r.body);
+  EXPECT_EQ(j["hits"]["total"]["value"], 2);
+  EXPECT_EQ(j["hits"]["hits"].size(), 2u);
+  p.k = 3;  // fewer than 3 and-hits: or decides, with its totals
+  r = (*in)->Search(p);
+  j = json::parse(r.body);
+  EXPECT_EQ(j["hits"]["total"]["value"], 42);
+  EXPECT_EQ(j["hits"]["total"]["relation"], "eq");
+  ASSERT_EQ(j["hits"]["hits"].size(), 3u);
+  EXPECT_EQ(j["hits"]["hits"][2]["_id"], "a2");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/analyzer.hpp"
+#include "core/query_parser.hpp"
 
 namespace search {
 namespace {
@@ -33,6 +34,38 @@ TEST(ResultCacheKey, NormalizedByTheAnalyzer) {
   EXPECT_NE(ResultCacheKey({"ab", "c"}, QueryMode::kOr, 5), ResultCacheKey({"a", "bc"}, QueryMode::kOr, 5));
   // k cannot bleed into the terms: terms {"x"} with k=15 vs terms {"x", "1"} ... with k=5 differ.
   EXPECT_NE(ResultCacheKey({"1", "x"}, QueryMode::kOr, 5), ResultCacheKey({"x"}, QueryMode::kOr, 15));
+}
+
+// Query keys: trees by their canonical form, the count apart, never equal to a bag of words'.
+TEST(ResultCacheKey, TreesAndCountsAreKeyedApart) {
+  Analyzer an;
+  auto query = [&](const char* text, QueryMode mode, uint32_t k, bool count) {
+    auto tree = ParseQuerySyntax(text, an);
+    EXPECT_TRUE(tree.ok()) << text;
+    return MakeQuery(std::move(tree).value(), mode, k, count);
+  };
+  const std::string flat = ResultCacheKey(query("b a", QueryMode::kAnd, 10, false));
+  EXPECT_EQ(flat, ResultCacheKey(an.AnalyzeQuery("a b"), QueryMode::kAnd, 10));  // as before
+  EXPECT_EQ(flat, ResultCacheKey(query("+a +b", QueryMode::kOr, 10, false)));    // the same flat query
+  EXPECT_NE(flat, ResultCacheKey(query("a b", QueryMode::kAnd, 10, true)));      // counted
+  const std::string tree = ResultCacheKey(query("+a -b \"c d\"", QueryMode::kAnd, 10, false));
+  EXPECT_EQ(tree, ResultCacheKey(query("\"c d\" -b +a +a", QueryMode::kAnd, 10, false)));  // canonical
+  EXPECT_NE(tree, ResultCacheKey(query("+a -b \"c d\"", QueryMode::kOr, 10, false)));
+  EXPECT_NE(tree, ResultCacheKey(query("+a -b \"c d\"", QueryMode::kAnd, 9, false)));
+  EXPECT_NE(tree, ResultCacheKey(query("+a -b \"c d\"", QueryMode::kAnd, 10, true)));
+  EXPECT_NE(tree, ResultCacheKey(query("+a -b \"d c\"", QueryMode::kAnd, 10, false)));
+  EXPECT_NE(tree, ResultCacheKey(query("+a +b \"c d\"", QueryMode::kAnd, 10, false)));
+}
+
+TEST(ResultCache, KeepsTheTotalWithTheHits) {
+  ResultCache c(1 << 20);
+  ASSERT_TRUE(c.Insert("counted", Hits(3, 1), 12345));
+  ASSERT_TRUE(c.Insert("plain", Hits(3, 1)));
+  std::optional<uint64_t> total;
+  ASSERT_TRUE(c.Lookup("counted", &total).has_value());
+  EXPECT_EQ(total, 12345u);
+  ASSERT_TRUE(c.Lookup("plain", &total).has_value());
+  EXPECT_FALSE(total.has_value());
 }
 
 TEST(ResultCache, HitReturnsWhatWasInserted) {

@@ -33,7 +33,34 @@ TEST(SearchParamsGet, AllFields) {
   EXPECT_EQ(r.params.timeout_ms, 250u);
   EXPECT_EQ(ParseSearchQuery(Params{{"q", "x"}, {"mode", "or"}}).params.mode, QueryMode::kOr);
   EXPECT_EQ(ParseSearchQuery(Params{{"q", "x"}, {"k", "1"}}).params.k, 1u);
-  EXPECT_TRUE(ParseSearchQuery(Params{{"q", ""}}).ok());  // empty query: valid, matches nothing
+  EXPECT_TRUE(ParseSearchQuery(Params{{"q", ""}}).ok());  // the syntax is parsed at search time
+  EXPECT_FALSE(r.params.track_total_hits);
+  EXPECT_FALSE(r.params.count_only);
+  EXPECT_FALSE(r.params.is_dsl);
+}
+
+TEST(SearchParamsGet, TrackTotalHitsSizeAndCounts) {
+  auto r = ParseSearchQuery(Params{{"q", "+a -b"}, {"size", "3"}, {"track_total_hits", "true"}});
+  ASSERT_TRUE(r.ok()) << r.error->reason;
+  EXPECT_EQ(r.params.q, "+a -b");
+  EXPECT_EQ(r.params.k, 3u);
+  EXPECT_TRUE(r.params.track_total_hits);
+  EXPECT_FALSE(ParseSearchQuery(Params{{"q", "x"}, {"track_total_hits", "false"}}).params.track_total_hits);
+  // k 0: the count alone, only when counting.
+  EXPECT_TRUE(ParseSearchQuery(Params{{"q", "x"}, {"k", "0"}, {"track_total_hits", "true"}}).ok());
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"k", "0"}}), "track_total_hits");
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"size", "0"}}), "[size] may be 0");
+  for (const char* t : {"yes", "1", "TRUE", ""})
+    ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"track_total_hits", t}}), "[track_total_hits]");
+  // /count: q, mode, timeout_ms only.
+  auto c = ParseCountQuery(Params{{"q", "x y"}, {"mode", "or"}, {"timeout_ms", "50"}});
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c.params.count_only);
+  EXPECT_EQ(c.params.mode, QueryMode::kOr);
+  EXPECT_EQ(c.params.timeout_ms, 50u);
+  for (const char* p : {"k", "size", "track_total_hits"})
+    ExpectBad(ParseCountQuery(Params{{"q", "x"}, {p, "1"}}), p);
+  ExpectBad(ParseCountQuery(Params{}), "[q]");
 }
 
 TEST(SearchParamsGet, BadParameters) {
@@ -46,7 +73,8 @@ TEST(SearchParamsGet, BadParameters) {
   for (const char* m : {"AND", "xor", "", "and "}) ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"mode", m}}), "[mode]");
   for (const char* t : {"0", "-5", "60001", "soon", ""})
     ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"timeout_ms", t}}), "[timeout_ms]");
-  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"size", "5"}}), "[size]");
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"size", "5"}, {"k", "5"}}), "[size]");
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"from", "5"}}), "[from]");
   ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"q", "y"}}), "more than once");
   ExpectBad(ParseSearchQuery(Params{{"q", std::string(kMaxQueryBytes + 1, 'a')}}), "too long");
   EXPECT_TRUE(ParseSearchQuery(Params{{"q", std::string(kMaxQueryBytes, 'a')}}).ok());
@@ -64,6 +92,32 @@ TEST(SearchParamsPost, Valid) {
   auto d = ParseSearchBody(R"({"q": "a"})");
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d.params.k, kDefaultK);
+}
+
+TEST(SearchParamsPost, DslBodiesAreKeptForTheSearchAndCountsParsed) {
+  const std::string dsl = R"({"query": {"match": {"contents": "a b"}}, "size": 0, "track_total_hits": true})";
+  auto r = ParseSearchBody(dsl);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.params.is_dsl);
+  EXPECT_EQ(r.params.dsl, dsl);  // parsed with the analyzer at search time (ParseSearchDsl)
+  EXPECT_FALSE(r.params.count_only);
+  auto t = ParseSearchBody(R"({"q": "+a", "size": 0, "track_total_hits": true})");
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t.params.k, 0u);
+  EXPECT_TRUE(t.params.track_total_hits);
+  ExpectBad(ParseSearchBody(R"({"q": "a", "track_total_hits": "true"})"), "[track_total_hits]");
+  ExpectBad(ParseSearchBody(R"({"q": "a", "k": 0})"), "track_total_hits");
+  auto c = ParseCountBody(R"({"query": {"term": {"contents": "a"}}})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c.params.is_dsl);
+  EXPECT_TRUE(c.params.count_only);
+  auto cq = ParseCountBody(R"({"q": "a b", "mode": "or"})");
+  ASSERT_TRUE(cq.ok());
+  EXPECT_TRUE(cq.params.count_only);
+  EXPECT_FALSE(cq.params.is_dsl);
+  ExpectBad(ParseCountBody(R"({"query": {"term": {"contents": "a"}}, "size": 1})"), "[size]");
+  ExpectBad(ParseCountBody(R"({"q": "a", "k": 1})"), "[k]");
+  ExpectBad(ParseCountBody(R"({"query": 1, "query": 2})"), "more than once");
 }
 
 TEST(SearchParamsPost, BadBodies) {

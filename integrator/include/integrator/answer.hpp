@@ -3,6 +3,11 @@
 //             "_shards": {"total", "successful", "failed", "failures": [{"shard", "reason"}]},
 //             "coverage": {"shards", "shards_total", "documents", "documents_total", "percent", "full"},
 //             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc"}]}}
+//            where hits.total is the number of hits returned, or with track_total_hits Elasticsearch's
+//            {"value": N, "relation": "eq"|"gte"}: N the exact matches summed over the shards that
+//            answered, "gte" when some shard did not (a lower bound; _shards and coverage say which)
+//   count:   {"count": N, "timed_out": b, "cached": b, "_shards": {...}, "coverage": {...}} (Elasticsearch's
+//            _count, N summed as above; a partial count is a lower bound, as _shards and coverage say)
 //   error:   {"error": {"type", "reason"}, "status": http} (+ "_shards" when shards were asked)
 //   health:  {"status": green|yellow|red, "shards": [{"shard", "endpoint", "state", "last_seen_ms", ...}]}
 // MergeShardHits merges per-shard top-k lists in docs/SCORING.md order (score desc, smaller docID first).
@@ -43,6 +48,7 @@ struct SearchAnswer {
   ShardsSummary shards;
   Coverage coverage;
   std::vector<MergedHit> hits;  // best first
+  std::optional<uint64_t> total;  // counted: the matches in the shards that answered
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
 };
 
@@ -51,6 +57,8 @@ struct SearchAnswer {
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k);
 
 std::string SearchAnswerJson(const SearchAnswer& answer);
+// The _count shape of an answer (REQUIRES: answer.total).
+std::string CountAnswerJson(const SearchAnswer& answer);
 // `shards`: included when given (the 503 "no shard answered" case).
 std::string ErrorJson(const RequestError& error, const ShardsSummary* shards = nullptr);
 

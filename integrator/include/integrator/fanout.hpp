@@ -16,7 +16,9 @@
 // one replica per shard: up before merely connected, then the fewest outstanding requests, then
 // the lowest recent median latency. A replica that fails (an error reply other than
 // DeadlineExceeded, a malformed reply, a dropped connection) is replaced by the next one while the
-// deadline allows; one still silent after its own p95 latency (hedge_min at least, hedge_default
+// deadline allows (an InvalidArgument answer is the request's own fault: not retried; a reply
+// from a node of wire minor 0 to a request with a tree or a count, which it ignored, is a failure
+// naming the version); one still silent after its own p95 latency (hedge_min at least, hedge_default
 // until it has history) is hedged: the next replica gets the request too and the first answer
 // wins. A shard fails only when every replica it was sent to has failed or the deadline passes.
 // Health: every ping_interval each replica gets a Ping; a shard is up while it is connected and its
@@ -70,6 +72,9 @@ struct ShardCallResult {
   std::vector<MergedHit> hits;  // kOk only; best first
   std::vector<MergedHit> or_hits;  // kOk with has_or_hits: the andor split's OR top-k
   bool has_or_hits = false;
+  bool has_total = false;  // kOk, the request counted: total (and with has_or_hits or_total) set
+  uint64_t total = 0, or_total = 0;
+  Status node_status;  // kFailed by the node's InvalidArgument answer: that answer (never retried)
   uint32_t doc_begin = 0, doc_end = 0;  // kOk: the shard's docID range (coverage)
   uint64_t latency_us = 0;
 };

@@ -1,7 +1,11 @@
-// Integrator: the query front of the cluster, independent of HTTP. It analyzes a query once with
-// the index's analyzer, answers from the result cache when it can, otherwise fans it out to every
-// shard (Fanout) under one deadline, merges the per-shard top-k in docs/SCORING.md order and shapes the
-// Elasticsearch-like JSON answer (answer.hpp).
+// Integrator: the query front of the cluster, independent of HTTP. It parses a query once with
+// the index's analyzer (the syntax, ParseQuerySyntax, or the Elasticsearch DSL, ParseSearchDsl;
+// MakeQuery keeps a bag of words the flat query of before; a parse error is a 400 naming the
+// position or the JSON path), answers from the result cache when it can, otherwise fans it out to
+// every shard (Fanout) under one deadline, merges the per-shard top-k in docs/SCORING.md order and
+// shapes the Elasticsearch-like JSON answer (answer.hpp). Counts (track_total_hits, /count) are the
+// shards' exact totals summed; a shard that answers InvalidArgument (a phrase on an index without
+// positions) makes the search a 400 with its reason.
 //
 // The analyzer comes from --index DIR's manifest when given, otherwise from the shards' pongs
 // (ShardHealth.analyzerJson). Every shard must report the same analyzer, collection size and shard
@@ -12,7 +16,8 @@
 // OR" (docs/SCORING.md). A shard cannot decide that locally, so in one round trip every shard
 // answers AND, plus OR when it alone has fewer than k AND hits, and the integrator takes the OR
 // answers only when all shards' AND hits together are fewer than k (a shard that sent no OR hits
-// gets a second round for OR under the same deadline).
+// gets a second round for OR under the same deadline); with a count, the totals of the answer
+// taken. A count alone (k 0) under andor is the and count.
 //
 // Overload: when the searches running plus the requests waiting for an HTTP worker reach
 // max_inflight, a search is answered 429 at once (no analysis, no fan-out).

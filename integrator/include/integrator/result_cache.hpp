@@ -1,6 +1,7 @@
-// ResultCache: the integrator's cache of complete merged answers, an LRU under a byte budget.
-// Keyed by (canonical terms, mode, k): the terms are the analyzer's canonical output (unique,
-// sorted), so "B a a" and "a b" share an entry. Only complete answers (every shard answered, none
+// ResultCache: the integrator's cache of complete merged answers (their hits, and their exact total
+// when counted), an LRU under a byte budget. Keyed by the query (ResultCacheKey): canonical terms
+// or the canonical tree, mode, k and whether it counts; the terms are the analyzer's canonical
+// output (unique, sorted), so "B a a" and "a b" share an entry. Only complete answers (every shard answered, none
 // timed out) may be inserted; the caller enforces that. An entry larger than the whole budget is
 // not kept; a budget of 0 disables the cache. Byte accounting is an estimate of the heap the entry
 // holds (key, hit structs, external ids, list node), so the budget bounds real memory within a
@@ -34,6 +35,10 @@ struct MergedHit {
 // splits on them), then the mode name and k. Two queries with the same analyzed terms, mode and
 // k map to the same key.
 std::string ResultCacheKey(const std::vector<std::string>& canonical_terms, QueryMode mode, uint32_t k);
+// The key of a Query: a bag of words as above (plus "\ncount" when it counts); a tree as a 0x01
+// byte (which no analyzed term starts with), its CanonicalKey, the mode, k and "\ncount" when it
+// counts. Trees that Canonicalize makes equal share an entry.
+std::string ResultCacheKey(const Query& query);
 
 struct ResultCacheStats {
   uint64_t hits = 0, misses = 0, inserts = 0, evictions = 0, rejected = 0;  // rejected: too big
@@ -47,10 +52,11 @@ class ResultCache {
   ResultCache& operator=(const ResultCache&) = delete;
 
   // The cached hits for `key` (and marks the entry most recently used), or nullopt (a miss).
-  std::optional<std::vector<MergedHit>> Lookup(const std::string& key);
+  // `total`, when given, gets the entry's total (nullopt: inserted without one).
+  std::optional<std::vector<MergedHit>> Lookup(const std::string& key, std::optional<uint64_t>* total = nullptr);
   // Inserts or replaces; evicts least recently used entries until the budget holds. Returns false
   // when the entry alone exceeds the budget (nothing is stored).
-  bool Insert(const std::string& key, std::vector<MergedHit> hits);
+  bool Insert(const std::string& key, std::vector<MergedHit> hits, std::optional<uint64_t> total = std::nullopt);
   void Clear();
 
   ResultCacheStats stats() const;
@@ -62,6 +68,7 @@ class ResultCache {
   struct Entry {
     std::string key;
     std::vector<MergedHit> hits;
+    std::optional<uint64_t> total;
     size_t bytes = 0;
   };
   void EvictUntilFits();  // REQUIRES: mu_ held
