@@ -46,6 +46,12 @@ inline Result<double> GetDouble(const Json& obj, const char* key, const std::str
   return x;
 }
 
+inline Result<bool> GetBool(const Json& obj, const char* key, const std::string& where) {
+  SEARCH_ASSIGN_OR_RETURN(const Json* v, GetField(obj, key, where));
+  if (!v->is_boolean()) return FieldError(where, key, "must be true or false");
+  return v->get<bool>();
+}
+
 inline Result<std::string> GetString(const Json& obj, const char* key, const std::string& where) {
   SEARCH_ASSIGN_OR_RETURN(const Json* v, GetField(obj, key, where));
   if (!v->is_string()) return FieldError(where, key, "must be a string");
@@ -73,6 +79,10 @@ Result<CollectionStats> StatsFromJson(const Json& obj, const std::string& where)
 // {"k1" > 0 finite, "b" in [0, 1]}.
 Result<Bm25Params> Bm25FromJson(const Json& obj, const std::string& where);
 // The object written by AnalyzerConfig::ToJson, embedded.
+// The error for an index of another format version `version` (InvalidArgument), prefixed by
+// `where`: says which version this build reads and, for an older index, that it must be rebuilt.
+Status FormatVersionMismatch(std::string_view where, uint64_t version);
+
 Json AnalyzerToJson(const AnalyzerConfig& config);
 Result<AnalyzerConfig> AnalyzerFromJson(const Json& obj, const std::string& where);
 

@@ -1,4 +1,5 @@
-// ListCache and CachedList (index_store/FORMAT.md "The list cache").
+// TermLruCache (ListCache, PositionsCache), CachedList and CachedPositions (index_store/FORMAT.md
+// "The list cache").
 #include "index_store/list_cache.hpp"
 
 #include <algorithm>
@@ -11,12 +12,6 @@
 namespace search {
 
 namespace {
-
-// Each entry is charged its struct and its blob (the term's bytes and the
-// map node are small next to a posting list and are not counted).
-size_t Charge(const CachedList& list) {
-  return sizeof(CachedList) + list.size;
-}
 
 constexpr size_t kAlign = 64;  // a cache line; also the widest SIMD load (AVX-512) in one piece
 
@@ -41,7 +36,20 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   return std::shared_ptr<const CachedList>(std::move(list));
 }
 
-ListCache::ListCache(size_t capacity_bytes, size_t shards)
+Result<std::shared_ptr<const CachedPositions>> CachedPositions::Make(std::string_view term, std::string_view bytes,
+                                                                     uint32_t count) {
+  auto p = std::make_shared<CachedPositions>();
+  p->term.assign(term);
+  p->bytes.assign(bytes);
+  auto view = PositionsView::Parse(p->bytes, count);
+  if (!view.ok())
+    return Status::Corruption("positions of term " + store::QuoteTerm(term) + ": " + view.status().message());
+  p->view = *view;
+  return std::shared_ptr<const CachedPositions>(std::move(p));
+}
+
+template <class Entry>
+TermLruCache<Entry>::TermLruCache(size_t capacity_bytes, size_t shards)
     : capacity_(capacity_bytes), shards_([&] {
         size_t n = shards;
         if (n == 0) {
@@ -55,14 +63,16 @@ ListCache::ListCache(size_t capacity_bytes, size_t shards)
     shards_[i].capacity = capacity_ / shards_.size() + (i < capacity_ % shards_.size() ? 1 : 0);
 }
 
-ListCache::Shard& ListCache::ShardOf(std::string_view term) {
+template <class Entry>
+typename TermLruCache<Entry>::Shard& TermLruCache<Entry>::ShardOf(std::string_view term) {
   if (shards_.size() == 1) return shards_[0];
   // The high bits: the shard's own map buckets by the hash's low bits.
   const uint64_t h = std::hash<std::string_view>{}(term);
   return shards_[(h >> 40) % shards_.size()];
 }
 
-std::shared_ptr<const CachedList> ListCache::Lookup(std::string_view term) {
+template <class Entry>
+std::shared_ptr<const Entry> TermLruCache<Entry>::Lookup(std::string_view term) {
   Shard& sh = ShardOf(term);
   std::lock_guard<std::mutex> lock(sh.mu);
   auto it = sh.map.find(term);
@@ -75,15 +85,16 @@ std::shared_ptr<const CachedList> ListCache::Lookup(std::string_view term) {
   return *it->second;
 }
 
-void ListCache::Insert(std::shared_ptr<const CachedList> list) {
+template <class Entry>
+void TermLruCache<Entry>::Insert(std::shared_ptr<const Entry> list) {
   if (!list) return;
-  const size_t charge = Charge(*list);
+  const size_t charge = list->charge();
   Shard& sh = ShardOf(list->term);
   std::lock_guard<std::mutex> lock(sh.mu);
   if (auto it = sh.map.find(list->term); it != sh.map.end()) {  // replace
     const auto old = it->second;
     sh.map.erase(it);
-    sh.bytes -= Charge(**old);
+    sh.bytes -= (*old)->charge();
     sh.lru.erase(old);
   }
   if (charge > sh.capacity) return;  // never kept; the caller still holds it
@@ -93,14 +104,15 @@ void ListCache::Insert(std::shared_ptr<const CachedList> list) {
   sh.inserts.fetch_add(1, std::memory_order_relaxed);
   while (sh.bytes > sh.capacity) {  // the new entry fits alone, so this stops before reaching it
     const auto& victim = sh.lru.back();
-    sh.bytes -= Charge(*victim);
+    sh.bytes -= victim->charge();
     sh.map.erase(std::string_view(victim->term));
     sh.lru.pop_back();
     sh.evictions.fetch_add(1, std::memory_order_relaxed);
   }
 }
 
-ListCacheStats ListCache::stats() const {
+template <class Entry>
+ListCacheStats TermLruCache<Entry>::stats() const {
   ListCacheStats s;
   s.capacity_bytes = capacity_;
   for (const Shard& sh : shards_) {
@@ -115,7 +127,8 @@ ListCacheStats ListCache::stats() const {
   return s;
 }
 
-void ListCache::Clear() {
+template <class Entry>
+void TermLruCache<Entry>::Clear() {
   for (Shard& sh : shards_) {
     std::lock_guard<std::mutex> lock(sh.mu);
     sh.map.clear();
@@ -123,5 +136,8 @@ void ListCache::Clear() {
     sh.bytes = 0;
   }
 }
+
+template class TermLruCache<CachedList>;
+template class TermLruCache<CachedPositions>;
 
 }  // namespace search

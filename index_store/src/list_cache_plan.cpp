@@ -21,27 +21,29 @@ Result<uint64_t> ShardListCacheNeed(const std::string& shard_dir) {
   db_options.skip_stats_update_on_db_open = true;
   db_options.verify_sst_unique_id_in_manifest = false;  // ingested files have none (shard_writer.cpp)
   const auto cf_options = CfOptions(rocksdb::NewLRUCache(size_t{1} << 20));
-  // Read-only opens may name a subset of the column families: the meta one and the lists.
+  // Read-only opens may name a subset of the column families: the meta one, lists and positions.
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
   descriptors.emplace_back(CfNames()[kMetaIdx], cf_options[kMetaIdx]);
   descriptors.emplace_back(CfNames()[kListsIdx], cf_options[kListsIdx]);
+  descriptors.emplace_back(CfNames()[kPositionsIdx], cf_options[kPositionsIdx]);
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* raw = nullptr;
   SEARCH_RETURN_IF_ERROR(
       FromRocks(rocksdb::DB::OpenForReadOnly(db_options, shard_dir, descriptors, &handles, &raw), "open shard " + shard_dir));
   std::unique_ptr<rocksdb::DB> db(raw);
-  rocksdb::TablePropertiesCollection props;
-  const rocksdb::Status s = db->GetPropertiesOfAllTables(handles[1], &props);
+  // A finished shard is compacted: every list (positions blob) is in exactly one table, once.
+  uint64_t need = 0;
+  rocksdb::Status s;
+  for (const auto& [idx, entry] : {std::pair<int, size_t>{1, sizeof(CachedList)}, {2, sizeof(CachedPositions)}}) {
+    rocksdb::TablePropertiesCollection props;
+    s = db->GetPropertiesOfAllTables(handles[idx], &props);
+    if (!s.ok()) break;
+    for (const auto& [file, p] : props) need += p->raw_value_size + p->num_entries * entry;
+  }
   for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
   (void)db->Close();
   SEARCH_RETURN_IF_ERROR(FromRocks(s, "table properties of shard " + shard_dir));
-  // A finished shard is compacted: every list is in exactly one table, once.
-  uint64_t blobs = 0, lists = 0;
-  for (const auto& [file, p] : props) {
-    blobs += p->raw_value_size;
-    lists += p->num_entries;
-  }
-  return blobs + lists * sizeof(CachedList);
+  return need;
 }
 
 Result<ListCachePlan> PlanListCache(const std::vector<std::string>& shard_dirs, std::optional<uint64_t> mem_available) {

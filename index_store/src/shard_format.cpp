@@ -16,7 +16,7 @@
 namespace search::store {
 
 const std::vector<std::string>& CfNames() {
-  static const std::vector<std::string> kNames = {kCfMeta, kCfTerms, kCfLists, kCfDocs};
+  static const std::vector<std::string> kNames = {kCfMeta, kCfTerms, kCfLists, kCfDocs, kCfPositions};
   return kNames;
 }
 
@@ -52,6 +52,18 @@ Result<TermInfo> DecodeTermInfo(std::string_view value) {
   std::memcpy(&info.max_score, &score_bits, 4);
   info.list_bytes = GetLe32(p + 24);
   return info;
+}
+
+Status FormatVersionMismatch(std::string_view where, uint64_t version) {
+  std::string msg = std::string(where) + "index format version " + std::to_string(version) + ", this build reads " +
+                    std::to_string(kIndexFormatVersion);
+  if (version < kIndexFormatVersion) {
+    msg += ": the index was built by an older version of searchctl; rebuild it (run `searchctl index` again, or "
+           "import-ciff / generate for those indexes)";
+  } else {
+    msg += ": the index was built by a newer version of searchctl";
+  }
+  return Status::InvalidArgument(std::move(msg));
 }
 
 std::string QuoteTerm(std::string_view term) {
@@ -134,7 +146,8 @@ std::string ShardMetaToJson(const ShardMeta& m) {
          {"bm25", Bm25ToJson(m.bm25)},
          {"analyzer", AnalyzerToJson(m.analyzer)},
          {"num_terms", m.num_terms},
-         {"num_postings", m.num_postings}};
+         {"num_postings", m.num_postings},
+         {"positions", m.positions}};
   return j.dump();
 }
 
@@ -162,6 +175,7 @@ Result<ShardMeta> ShardMetaFromJson(std::string_view text) {
   SEARCH_ASSIGN_OR_RETURN(m.analyzer, AnalyzerFromJson(*analyzer, where));
   SEARCH_ASSIGN_OR_RETURN(m.num_terms, GetUint(j, "num_terms", where));
   SEARCH_ASSIGN_OR_RETURN(m.num_postings, GetUint(j, "num_postings", where));
+  SEARCH_ASSIGN_OR_RETURN(m.positions, GetBool(j, "positions", where));
   if (m.num_shards == 0 || m.shard_id >= m.num_shards)
     return Status::Corruption(where + ": shard_id " + std::to_string(m.shard_id) + " not below num_shards " +
                               std::to_string(m.num_shards));
@@ -179,10 +193,18 @@ std::shared_ptr<const rocksdb::FilterPolicy> BloomPolicy() {
   return kPolicy;
 }
 
-rocksdb::CompressionType LightCompression() {
+// ZSTD (level kZstdLevel) where RocksDB has it, LZ4 otherwise, else none; for every column family.
+// Even the bit-packed blobs compress well: most terms have a few postings, and their headers, block
+// metadata and width bytes dominate (index_store/FORMAT.md "Tuning choices" has the sizes). RocksDB
+// stores a block uncompressed when compression saves less than 1/8 of it, so long, wholly
+// bit-packed lists are read without decompressing.
+constexpr int kZstdLevel = 6;
+rocksdb::CompressionType Compression() {
   static const rocksdb::CompressionType kType = [] {
-    for (auto t : rocksdb::GetSupportedCompressions())
-      if (t == rocksdb::kLZ4Compression) return t;
+    const auto supported = rocksdb::GetSupportedCompressions();
+    for (auto want : {rocksdb::kZSTD, rocksdb::kLZ4Compression})
+      for (auto t : supported)
+        if (t == want) return t;
     return rocksdb::kNoCompression;
   }();
   return kType;
@@ -208,7 +230,8 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
     t.block_cache = cache;
     rocksdb::ColumnFamilyOptions cf;
     cf.disable_auto_compactions = true;  // built by ingestion, read-only afterwards
-    cf.compression = LightCompression();
+    cf.compression = Compression();
+    if (cf.compression == rocksdb::kZSTD) cf.compression_opts.level = kZstdLevel;
     // Only the terms CF sees lookups of absent keys (query terms missing from this shard);
     // every lists/docs/meta lookup follows a hit, so their filters would be dead weight.
     cf.optimize_filters_for_hits = !CfHasFilter(i);
@@ -218,9 +241,12 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
         break;
       case kListsIdx:
         // Large blocks: lists are read whole, a value larger than a block is one block anyway,
-        // and a small index keeps the pinned metadata small. The blobs are bitpacked already.
+        // and a small index keeps the pinned metadata small. (Compressed: see Compression()).
         t.block_size = 32 << 10;
-        cf.compression = rocksdb::kNoCompression;
+        break;
+      case kPositionsIdx:
+        // As the lists: read whole, once per cache miss, outside the block cache.
+        t.block_size = 32 << 10;
         break;
       case kDocsIdx:
         t.block_size = 4 << 10;

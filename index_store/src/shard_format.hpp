@@ -28,8 +28,9 @@ inline constexpr const char* kCfMeta = "default";
 inline constexpr const char* kCfTerms = "terms";
 inline constexpr const char* kCfLists = "lists";
 inline constexpr const char* kCfDocs = "docs";
-inline constexpr int kNumCfs = 4;
-inline constexpr int kMetaIdx = 0, kTermsIdx = 1, kListsIdx = 2, kDocsIdx = 3;
+inline constexpr const char* kCfPositions = "positions";  // since format version 2
+inline constexpr int kNumCfs = 5;
+inline constexpr int kMetaIdx = 0, kTermsIdx = 1, kListsIdx = 2, kDocsIdx = 3, kPositionsIdx = 4;
 const std::vector<std::string>& CfNames();
 
 // Keys of the meta ("default") column family. "len/" sorts before "meta/", so the writer can

@@ -3,6 +3,7 @@
 // (read with fill_cache = false, so a list is cached once, in its aligned, parsed form).
 #include <rocksdb/cache.h>
 #include <rocksdb/db.h>
+#include <rocksdb/table_properties.h>
 
 #include <algorithm>
 #include <array>
@@ -15,6 +16,7 @@
 #include "index_store/shard_store.hpp"
 
 #include "core/large_buffer.hpp"
+#include "json_fields.hpp"
 #include "shard_format.hpp"
 
 namespace search {
@@ -33,6 +35,41 @@ Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const 
   SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
   if (value.size() < 4) return Status::Corruption("shard " + path + ": doc " + std::to_string(doc) + " value too short");
   return std::string(value.data() + 4, value.size() - 4);
+}
+
+// The format version key of a shard whose column families are not this version's (format 1 had
+// no positions): opened with the meta column family alone, so that an older index is reported as
+// such (InvalidArgument, rebuild) rather than as a damaged one. Ok when the version is current.
+Status CheckVersionOfPartialShard(const rocksdb::DBOptions& db_options, const std::string& path) {
+  const auto cf_options = CfOptions(rocksdb::NewLRUCache(size_t{1} << 20));
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(CfNames()[kMetaIdx], cf_options[kMetaIdx]);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  SEARCH_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles, &raw), "open shard " + path));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::PinnableSlice value;
+  const auto s = db->Get(rocksdb::ReadOptions(), handles[0], ToSlice(kKeyFormatVersion), &value);
+  Status st;
+  if (s.ok() && value.size() == 4 && GetLe32(value.data()) != kIndexFormatVersion)
+    st = FormatVersionMismatch("shard " + path + ": ", GetLe32(value.data()));
+  value.Reset();
+  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+  (void)db->Close();
+  return st;
+}
+
+// Sum of the values' sizes and the number of entries of a column family's tables.
+std::pair<uint64_t, uint64_t> CfValueBytes(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf) {
+  rocksdb::TablePropertiesCollection props;
+  if (!db->GetPropertiesOfAllTables(cf, &props).ok()) return {0, 0};
+  uint64_t bytes = 0, entries = 0;
+  for (const auto& [file, p] : props) {
+    bytes += p->raw_value_size;
+    entries += p->num_entries;
+  }
+  return {bytes, entries};
 }
 
 }  // namespace
@@ -102,6 +139,7 @@ struct ShardReader::Impl {
   std::vector<uint32_t> lengths;  // by doc - doc_begin
   LargeBuffer norms;              // floats, by doc - doc_begin
   std::unique_ptr<ListCache> list_cache;
+  std::unique_ptr<PositionsCache> positions_cache;
   rocksdb::ReadOptions point_read;  // terms, docs
   rocksdb::ReadOptions list_read;   // lists: not kept in the block cache (the ListCache keeps them)
 
@@ -119,9 +157,7 @@ struct ShardReader::Impl {
     SEARCH_RETURN_IF_ERROR(FromRocks(s, "read format version of " + path));
     if (value.size() != 4) return Status::Corruption("shard " + path + ": format version value is not 4 bytes");
     const uint32_t version = GetLe32(value.data());
-    if (version != kIndexFormatVersion)
-      return Status::InvalidArgument("shard " + path + ": index format version " + std::to_string(version) +
-                                     ", this build reads " + std::to_string(kIndexFormatVersion));
+    if (version != kIndexFormatVersion) return FormatVersionMismatch("shard " + path + ": ", version);
     value.Reset();
     s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeyShardMeta), &value);
     if (s.IsNotFound()) return Status::Corruption("shard " + path + " has no shard metadata");
@@ -189,8 +225,11 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &present),
                                    "shard " + path + " is not a RocksDB database"));
   for (const auto& name : CfNames()) {
-    if (std::find(present.begin(), present.end(), name) == present.end())
+    if (std::find(present.begin(), present.end(), name) == present.end()) {
+      if (std::find(present.begin(), present.end(), CfNames()[kMetaIdx]) != present.end())
+        SEARCH_RETURN_IF_ERROR(CheckVersionOfPartialShard(db_options, path));
       return Status::Corruption("shard " + path + " lacks column family '" + name + "': not an index shard");
+    }
   }
 
   auto impl = std::make_unique<Impl>();
@@ -206,7 +245,21 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   impl->list_read.fill_cache = false;
   SEARCH_RETURN_IF_ERROR(impl->LoadMeta());
   SEARCH_RETURN_IF_ERROR(impl->LoadLengths());
-  impl->list_cache = std::make_unique<ListCache>(options.list_cache_bytes, options.list_cache_shards);
+  // The list cache budget is shared by lists and positions in proportion to what each would take
+  // whole (as ShardListCacheNeed counts them), so that both fit whenever the sum does.
+  size_t positions_bytes = 0;
+  if (impl->meta.positions) {
+    const auto [list_bytes, lists] = CfValueBytes(impl->db.get(), impl->handles[kListsIdx]);
+    const auto [pos_bytes, pos_entries] = CfValueBytes(impl->db.get(), impl->handles[kPositionsIdx]);
+    const double list_need = static_cast<double>(list_bytes + lists * sizeof(CachedList));
+    const double pos_need = static_cast<double>(pos_bytes + pos_entries * sizeof(CachedPositions));
+    if (pos_need > 0)
+      positions_bytes = static_cast<size_t>(static_cast<double>(options.list_cache_bytes) * pos_need /
+                                            (list_need + pos_need));
+  }
+  impl->list_cache =
+      std::make_unique<ListCache>(options.list_cache_bytes - positions_bytes, options.list_cache_shards);
+  impl->positions_cache = std::make_unique<PositionsCache>(positions_bytes, options.list_cache_shards);
   return std::unique_ptr<ShardReader>(new ShardReader(std::move(impl)));
 }
 
@@ -244,6 +297,28 @@ Result<std::shared_ptr<const CachedList>> ShardReader::GetList(std::string_view 
                               " has docIDs outside the shard's range");
   impl_->list_cache->Insert(*list);
   return std::move(list).value();
+}
+
+bool ShardReader::has_positions() const { return impl_->meta.positions; }
+
+Result<std::shared_ptr<const CachedPositions>> ShardReader::GetPositions(std::string_view term) const {
+  if (!impl_->meta.positions)
+    return Status::InvalidArgument(
+        "this index was built without positions (searchctl index --no-positions, import-ciff or generate): phrase "
+        "queries need positions; rebuild the index with positions (searchctl index)");
+  if (auto hit = impl_->positions_cache->Lookup(term)) return hit;
+  SEARCH_ASSIGN_OR_RETURN(const std::optional<TermInfo> info, GetTermInfo(term));
+  if (!info)
+    return Status::NotFound("term " + QuoteTerm(term) + " has no postings in shard " + std::to_string(impl_->meta.shard_id));
+  rocksdb::PinnableSlice value;
+  auto s = impl_->db->Get(impl_->list_read, impl_->handles[kPositionsIdx], ToSlice(term), &value);
+  if (s.IsNotFound())
+    return Status::Corruption("shard " + impl_->path + ": term " + QuoteTerm(term) + " has postings but no positions");
+  SEARCH_RETURN_IF_ERROR(FromRocks(s, "positions of term " + QuoteTerm(term)));
+  auto positions = CachedPositions::Make(term, std::string_view(value.data(), value.size()), info->count);
+  if (!positions.ok()) return positions.status().WithContext("shard " + impl_->path);
+  impl_->positions_cache->Insert(*positions);
+  return std::move(positions).value();
 }
 
 Result<std::string> ShardReader::GetExternalId(uint32_t doc) const {
@@ -319,6 +394,8 @@ Status ShardReader::ForEachTerm(const std::function<bool(std::string_view, const
 }
 
 ListCache& ShardReader::list_cache() const { return *impl_->list_cache; }
+
+PositionsCache& ShardReader::positions_cache() const { return *impl_->positions_cache; }
 
 ExternalIdStats ShardReader::external_id_stats() const {
   return ExternalIdStats{impl_->id_memo_hits.load(std::memory_order_relaxed),

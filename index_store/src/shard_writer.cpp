@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <system_error>
 
+#include "codec/positions_codec.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/shard_store.hpp"
 #include "shard_format.hpp"
@@ -192,7 +193,8 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path
   return std::unique_ptr<ShardWriter>(new ShardWriter(std::move(impl)));
 }
 
-Status ShardWriter::AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes) {
+Status ShardWriter::AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes,
+                            std::string_view positions) {
   Impl& w = *impl_;
   SEARCH_RETURN_IF_ERROR(w.Check());
   if (term.empty()) return Status::InvalidArgument("empty term");
@@ -223,10 +225,20 @@ Status ShardWriter::AddTerm(std::string_view term, const TermInfo& info, std::st
   if (info.df < info.count || info.df > w.meta.stats.num_docs)
     return Status::InvalidArgument("term " + QuoteTerm(term) + ": df " + std::to_string(info.df) +
                                    " must lie in [count, num_docs]");
+  if (!w.meta.positions && !positions.empty())
+    return Status::InvalidArgument("term " + QuoteTerm(term) + ": positions given to a shard built without positions");
+  if (w.meta.positions) {
+    if (positions.empty())
+      return Status::InvalidArgument("term " + QuoteTerm(term) + ": the shard has positions, the term none");
+    auto pv = PositionsView::Parse(positions, view->count());
+    if (!pv.ok())
+      return Status::InvalidArgument("positions of term " + QuoteTerm(term) + ": " + pv.status().message());
+  }
   TermInfo stored = info;
   stored.list_bytes = static_cast<uint32_t>(list_bytes.size());
   SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kTermsIdx]->Put(term, EncodeTermInfo(stored))));
   SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kListsIdx]->Put(term, list_bytes)));
+  if (w.meta.positions) SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kPositionsIdx]->Put(term, positions)));
   w.last_term.assign(term);
   w.have_term = true;
   ++w.num_terms;

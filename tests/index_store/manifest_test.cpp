@@ -15,6 +15,7 @@ using testing::TempDir;
 Manifest SampleManifest(uint32_t num_shards = 3, uint64_t num_docs = 1000) {
   Manifest m;
   m.format_version = kIndexFormatVersion;
+  m.positions = true;
   m.stats = {num_docs, num_docs * 37 + 5};
   m.bm25 = {1.2f, 0.75f};
   m.analyzer.stem_language = "english";
@@ -37,6 +38,7 @@ Manifest SampleManifest(uint32_t num_shards = 3, uint64_t num_docs = 1000) {
 
 void ExpectEqual(const Manifest& a, const Manifest& b) {
   EXPECT_EQ(a.format_version, b.format_version);
+  EXPECT_EQ(a.positions, b.positions);
   EXPECT_EQ(a.stats.num_docs, b.stats.num_docs);
   EXPECT_EQ(a.stats.total_tokens, b.stats.total_tokens);
   EXPECT_EQ(a.bm25.k1, b.bm25.k1);
@@ -145,8 +147,13 @@ TEST(ManifestTest, BadManifestsAreRejectedClearly) {
     return j;
   };
   ExpectRejected(with("/format_version"_json_pointer, "1"), StatusCode::kCorruption, "'format_version'");
-  ExpectRejected(with("/format_version"_json_pointer, 2), StatusCode::kInvalidArgument,
-                 "index format version 2, this build reads 1");
+  ExpectRejected(with("/format_version"_json_pointer, 3), StatusCode::kInvalidArgument,
+                 "index format version 3, this build reads 2");
+  // A version-1 index (before positions) is to be rebuilt, and the error says how.
+  ExpectRejected(with("/format_version"_json_pointer, 1), StatusCode::kInvalidArgument,
+                 "index format version 1, this build reads 2: the index was built by an older version of "
+                 "searchctl; rebuild it (run `searchctl index` again");
+  ExpectRejected(with("/positions"_json_pointer, 1), StatusCode::kCorruption, "'positions'");
   ExpectRejected(with("/stats/num_docs"_json_pointer, -5), StatusCode::kCorruption, "'num_docs'");
   ExpectRejected(with("/stats/avgdl"_json_pointer, 1.5), StatusCode::kCorruption, "avgdl");
   ExpectRejected(with("/bm25/b"_json_pointer, 2.0), StatusCode::kCorruption, "'b'");

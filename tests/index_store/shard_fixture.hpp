@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
 #include "core/bm25.hpp"
 #include "index_store/shard_store.hpp"
 
@@ -43,6 +44,8 @@ struct TermData {
   std::vector<uint32_t> docs, tfs;
   TermInfo info;
   std::string blob;
+  std::vector<uint32_t> positions;  // with positions: posting 0's tfs[0], then posting 1's, ...
+  std::string pos_blob;             // EncodePositions(tfs, positions)
 };
 
 struct Corpus {
@@ -54,12 +57,14 @@ struct Corpus {
 
 // A shard [doc_begin, doc_end) of a collection of `num_docs_total` documents with random terms:
 // short and long lists (several blocks and a short last block), prefix-related terms and terms
-// with bytes >= 0x80. Global df and N/total_tokens include made-up other shards.
+// with bytes >= 0x80. Global df and N/total_tokens include made-up other shards. With `positions`,
+// every posting gets random ascending positions and every term its positions blob.
 inline Corpus MakeCorpus(uint32_t seed, uint32_t doc_begin, uint32_t doc_end, uint32_t num_docs_total,
-                         size_t num_terms) {
+                         size_t num_terms, bool positions = false) {
   std::mt19937 rng(seed);
   Corpus c;
   ShardMeta& m = c.meta;
+  m.positions = positions;
   m.shard_id = 1;
   m.num_shards = 3;
   m.doc_begin = doc_begin;
@@ -125,6 +130,15 @@ inline Corpus MakeCorpus(uint32_t seed, uint32_t doc_begin, uint32_t doc_end, ui
     if (!view.ok()) std::abort();
     td.info.max_score = view->max_score();
     td.info.list_bytes = static_cast<uint32_t>(td.blob.size());
+    if (positions) {
+      for (uint32_t tf : td.tfs) {
+        uint32_t p = rng() % 50;
+        for (uint32_t k = 0; k < tf; ++k, p += 1 + rng() % 9) td.positions.push_back(p);
+      }
+      auto pos = EncodePositions(td.tfs, td.positions);
+      if (!pos.ok()) std::abort();
+      td.pos_blob = std::move(pos).value();
+    }
   }
   for (uint32_t d = 0; d < n; ++d) c.ext_ids.push_back("doc-" + std::to_string(doc_begin + d) + "-" + std::to_string(rng()));
   return c;
@@ -134,7 +148,7 @@ inline Corpus MakeCorpus(uint32_t seed, uint32_t doc_begin, uint32_t doc_end, ui
 inline Status WriteShard(const Corpus& c, const std::string& path) {
   auto w = ShardWriter::Create(path, c.meta);
   if (!w.ok()) return w.status();
-  for (const auto& td : c.terms) SEARCH_RETURN_IF_ERROR((*w)->AddTerm(td.term, td.info, td.blob));
+  for (const auto& td : c.terms) SEARCH_RETURN_IF_ERROR((*w)->AddTerm(td.term, td.info, td.blob, td.pos_blob));
   for (uint32_t d = c.meta.doc_begin; d < c.meta.doc_end; ++d)
     SEARCH_RETURN_IF_ERROR((*w)->AddDoc(d, c.ext_ids[d - c.meta.doc_begin], c.lengths[d - c.meta.doc_begin]));
   return (*w)->Finish();

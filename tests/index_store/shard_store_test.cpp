@@ -23,7 +23,8 @@ using testing::WriteShard;
 // one value, simulating damage or a different build.
 void PutRaw(const std::string& path, const std::string& cf, const std::string& key, const std::string& value) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const char* name : {"default", "terms", "lists", "docs"}) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+    cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
   ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &db).ok());
@@ -73,6 +74,29 @@ void CheckShard(const Corpus& c, const ShardReader& r) {
     EXPECT_EQ((*list)->term, td.term);
     EXPECT_EQ(reinterpret_cast<uintptr_t>((*list)->bytes().data()) % 64, 0u);
     EXPECT_EQ((*list)->view.count(), td.docs.size());
+    // Positions: decoded block by block, they are the ones written; without positions, the
+    // error that says so.
+    EXPECT_EQ(r.has_positions(), c.meta.positions);
+    auto pos = r.GetPositions(td.term);
+    if (!c.meta.positions) {
+      ASSERT_FALSE(pos.ok());
+      EXPECT_EQ(pos.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(pos.status().message().find("built without positions"), std::string::npos);
+      continue;
+    }
+    ASSERT_TRUE(pos.ok()) << pos.status().ToString();
+    EXPECT_EQ((*pos)->bytes, td.pos_blob);
+    EXPECT_EQ((*pos)->term, td.term);
+    std::vector<uint32_t> offsets, got, all;
+    for (uint32_t j = 0; j < (*pos)->view.num_blocks(); ++j) {
+      ASSERT_TRUE((*pos)->view.DecodeBlock(j, &offsets, &got).ok());
+      for (size_t i = 0; i + 1 < offsets.size(); ++i) EXPECT_EQ(offsets[i + 1] - offsets[i], td.tfs[128 * j + i]);
+      all.insert(all.end(), got.begin(), got.end());
+    }
+    EXPECT_EQ(all, td.positions) << td.term;
+    auto again = r.GetPositions(td.term);  // from the positions cache (when it has room): the same entry
+    ASSERT_TRUE(again.ok());
+    if (r.positions_cache().stats().capacity_bytes > (size_t{1} << 20)) EXPECT_EQ(again->get(), pos->get());
   }
   // Absent terms: neighbours and extensions of present ones.
   std::set<std::string> present;
@@ -86,6 +110,7 @@ void CheckShard(const Corpus& c, const ShardReader& r) {
       auto list = r.GetList(probe);
       ASSERT_FALSE(list.ok());
       EXPECT_EQ(list.status().code(), StatusCode::kNotFound);
+      if (c.meta.positions) EXPECT_EQ(r.GetPositions(probe).status().code(), StatusCode::kNotFound) << probe;
     }
   }
   // ForEachTerm: ascending, complete, same infos.
@@ -231,13 +256,85 @@ TEST(ShardStoreTest, FormatVersionMismatchRejected) {
   TempDir dir;
   const Corpus c = MakeCorpus(5, 0, 300, 300, 20);
   ASSERT_TRUE(WriteShard(c, dir / "s").ok());
-  std::string v2("\x02\x00\x00\x00", 4);
-  PutRaw(dir / "s", "default", "meta/format_version", v2);
+  std::string v3("\x03\x00\x00\x00", 4);
+  PutRaw(dir / "s", "default", "meta/format_version", v3);
   auto r = ShardReader::Open(dir / "s");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("index format version 2, this build reads 1"), std::string::npos)
+  EXPECT_NE(r.status().message().find("index format version 3, this build reads 2"), std::string::npos)
       << r.status().message();
+  EXPECT_NE(r.status().message().find("newer version"), std::string::npos) << r.status().message();
+}
+
+// A shard of format version 1 (four column families, no positions) is an older index to
+// rebuild, not a damaged one.
+TEST(ShardStoreTest, VersionOneShardSaysRebuild) {
+  TempDir dir;
+  {
+    rocksdb::DBOptions options;
+    options.create_if_missing = true;
+    options.create_missing_column_families = true;
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const char* name : {"default", "terms", "lists", "docs"}) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(options, dir / "v1", cfs, &handles, &db).ok());
+    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), handles[0], "meta/format_version", std::string("\x01\0\0\0", 4)).ok());
+    ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles[0]).ok());
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+    ASSERT_TRUE(db->Close().ok());
+    delete db;
+  }
+  auto r = ShardReader::Open(dir / "v1");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("index format version 1, this build reads 2"), std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("rebuild"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("searchctl index"), std::string::npos) << r.status().message();
+}
+
+TEST(ShardStoreTest, PositionsRoundTrip) {
+  TempDir dir;
+  const Corpus c = MakeCorpus(8, 100, 700, 1000, 150, /*positions=*/true);
+  ASSERT_TRUE(WriteShard(c, dir / "s").ok());
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  CheckShard(c, **r);
+  EXPECT_GT((*r)->positions_cache().stats().entries, 0u);
+  // A cache too small for any entry: every call still answers.
+  ShardReaderOptions tiny;
+  tiny.list_cache_bytes = 1;
+  auto r2 = ShardReader::Open(dir / "s", tiny);
+  ASSERT_TRUE(r2.ok());
+  CheckShard(c, **r2);
+  EXPECT_EQ((*r2)->positions_cache().stats().entries, 0u);
+}
+
+TEST(ShardStoreTest, WriterChecksPositions) {
+  TempDir dir;
+  Corpus with = MakeCorpus(9, 0, 200, 200, 10, /*positions=*/true);
+  auto w = ShardWriter::Create(dir / "p", with.meta);
+  ASSERT_TRUE(w.ok());
+  const auto& td = with.terms[0];
+  // Missing, damaged, or for another count: InvalidArgument, and the writer stays usable.
+  EXPECT_EQ((*w)->AddTerm(td.term, td.info, td.blob).code(), StatusCode::kInvalidArgument);
+  std::string bad = td.pos_blob;
+  bad.back() = static_cast<char>(bad.back() ^ 1);
+  EXPECT_EQ((*w)->AddTerm(td.term, td.info, td.blob, bad).code(), StatusCode::kInvalidArgument);
+  for (const auto& other : with.terms) {
+    if (other.info.count != td.info.count) {
+      EXPECT_EQ((*w)->AddTerm(td.term, td.info, td.blob, other.pos_blob).code(), StatusCode::kInvalidArgument);
+      break;
+    }
+  }
+  EXPECT_TRUE((*w)->AddTerm(td.term, td.info, td.blob, td.pos_blob).ok());
+  // A shard without positions refuses them.
+  Corpus without = MakeCorpus(9, 0, 200, 200, 10);
+  auto w2 = ShardWriter::Create(dir / "n", without.meta);
+  ASSERT_TRUE(w2.ok());
+  EXPECT_EQ((*w2)->AddTerm(td.term, td.info, td.blob, td.pos_blob).code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE((*w2)->AddTerm(td.term, td.info, td.blob).ok());
 }
 
 TEST(ShardStoreTest, OpenRejectsWhatIsNotAShard) {
@@ -411,24 +508,40 @@ TEST(ShardStoreTest, FlippedSstByteIsCorruption) {
   TempDir dir;
   const Corpus c = MakeCorpus(17, 0, 3000, 3000, 60);
   ASSERT_TRUE(WriteShard(c, dir / "s").ok());
-  const auto& victim = *std::max_element(c.terms.begin(), c.terms.end(),
-                                         [](const auto& a, const auto& b) { return a.blob.size() < b.blob.size(); });
-  // The lists column family is stored uncompressed: find the blob inside an SST and damage it.
-  bool flipped = false;
-  for (const auto& file : testing::SstFiles(dir / "s")) {
-    std::string data = testing::ReadFile(file);
-    const size_t at = data.find(victim.blob);
-    if (at == std::string::npos) continue;
-    data[at + victim.blob.size() / 2] ^= 0x10;
-    testing::WriteFile(file, data);
-    flipped = true;
+  // The lists column family's table (compressed, so the blob cannot be found verbatim): damage a
+  // byte a third of the way in, inside its data blocks.
+  std::string largest;
+  {
+    std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+    for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+      cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    ASSERT_TRUE(rocksdb::DB::OpenForReadOnly(rocksdb::DBOptions(), dir / "s", cfs, &handles, &db).ok());
+    std::vector<rocksdb::LiveFileMetaData> files;
+    db->GetLiveFilesMetaData(&files);
+    for (const auto& f : files)
+      if (f.column_family_name == "lists") largest = dir / "s" + f.name;
+    for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+    delete db;
   }
-  ASSERT_TRUE(flipped);
+  ASSERT_FALSE(largest.empty());
+  std::string data = testing::ReadFile(largest);
+  data[data.size() / 3] ^= 0x10;
+  testing::WriteFile(largest, data);
   auto r = ShardReader::Open(dir / "s");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  auto list = (*r)->GetList(victim.term);
-  ASSERT_FALSE(list.ok());
-  EXPECT_EQ(list.status().code(), StatusCode::kCorruption) << list.status().ToString();
+  int corrupt = 0;
+  for (const auto& td : c.terms) {
+    auto list = (*r)->GetList(td.term);
+    if (list.ok()) {
+      EXPECT_EQ((*list)->bytes(), td.blob) << td.term;
+    } else {
+      EXPECT_EQ(list.status().code(), StatusCode::kCorruption) << list.status().ToString();
+      ++corrupt;
+    }
+  }
+  EXPECT_GT(corrupt, 0);
 }
 
 TEST(ShardStoreTest, ConcurrentGetListThroughASmallCache) {

@@ -7,6 +7,8 @@
 // on one mutex those lookups queued behind each other at the node's highest rates. A list larger
 // than its shard's part of the budget is not kept. Small budgets (under 2 x kMinShardBytes) keep
 // one shard: one exact LRU over the whole budget.
+// PositionsCache is the same LRU over CachedPositions (a term's positions blob, parsed): a shard's
+// reader keeps lists and positions in two of them, the list cache budget shared between them.
 // Thread-safety: all methods are thread-safe (a mutex per shard; lookups are short).
 #pragma once
 
@@ -21,6 +23,7 @@
 #include <vector>
 
 #include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
 #include "core/large_buffer.hpp"
 
 namespace search {
@@ -32,8 +35,23 @@ struct CachedList {
   size_t size = 0;
   ListView view;
   std::string_view bytes() const { return {reinterpret_cast<const char*>(storage.get()), size}; }
+  size_t charge() const { return sizeof(CachedList) + size; }
   // Copies `bytes` into aligned storage and parses (with CRC check).
   static Result<std::shared_ptr<const CachedList>> Make(std::string_view term, std::string_view bytes);
+};
+
+// A term's positions blob (codec/FORMAT.md "Positions"), owned, and its view parsed with the list's
+// count (the CRC checked). The view points into `bytes`, which never moves (the object is only
+// handed out as shared_ptr<const>).
+struct CachedPositions {
+  std::string term;
+  std::string bytes;
+  PositionsView view;
+  size_t charge() const { return sizeof(CachedPositions) + bytes.size(); }
+  // Copies `bytes` and parses them for a list of `count` postings: Corruption naming the term
+  // when they fail validation.
+  static Result<std::shared_ptr<const CachedPositions>> Make(std::string_view term, std::string_view bytes,
+                                                             uint32_t count);
 };
 
 struct ListCacheStats {
@@ -41,34 +59,48 @@ struct ListCacheStats {
   uint64_t bytes = 0, entries = 0, capacity_bytes = 0;
 };
 
-class ListCache {
+// The sharded LRU of immutable per-term entries under a byte budget. Entry has `std::string term`
+// and `size_t charge() const` (the bytes it is charged). Instantiated for CachedList and
+// CachedPositions (list_cache.cpp).
+template <class Entry>
+class TermLruCache {
  public:
   static constexpr size_t kMinShardBytes = size_t{256} << 20;
   static constexpr size_t kMaxShards = 32;
   // shards: 0 = by the budget (one per kMinShardBytes, a power of two, up to kMaxShards).
-  explicit ListCache(size_t capacity_bytes, size_t shards = 0);
+  explicit TermLruCache(size_t capacity_bytes, size_t shards = 0);
   // nullptr on a miss (counted).
-  std::shared_ptr<const CachedList> Lookup(std::string_view term);
-  // Inserts (or replaces) and evicts least recently used entries beyond the budget. A list larger
-  // than the whole budget is not kept (the caller still uses its shared_ptr).
-  void Insert(std::shared_ptr<const CachedList> list);
+  std::shared_ptr<const Entry> Lookup(std::string_view term);
+  // Inserts (or replaces) and evicts least recently used entries beyond the budget. An entry
+  // larger than its shard's budget is not kept (the caller still uses its shared_ptr).
+  void Insert(std::shared_ptr<const Entry> entry);
   ListCacheStats stats() const;
   void Clear();
   size_t shards() const { return shards_.size(); }
 
  private:
-  using LruList = std::list<std::shared_ptr<const CachedList>>;
+  using LruList = std::list<std::shared_ptr<const Entry>>;
   struct alignas(64) Shard {
     size_t capacity = 0;
     mutable std::mutex mu;
     LruList lru;                                                  // GUARDED_BY(mu), front = newest
-    std::unordered_map<std::string_view, LruList::iterator> map;  // GUARDED_BY(mu), keys into lru
+    std::unordered_map<std::string_view, typename LruList::iterator> map;  // GUARDED_BY(mu), keys into lru
     size_t bytes = 0;                                             // GUARDED_BY(mu)
     std::atomic<uint64_t> hits{0}, misses{0}, inserts{0}, evictions{0};
   };
   Shard& ShardOf(std::string_view term);
   const size_t capacity_;
   std::vector<Shard> shards_;
+};
+
+class ListCache final : public TermLruCache<CachedList> {
+ public:
+  using TermLruCache::TermLruCache;
+};
+
+class PositionsCache final : public TermLruCache<CachedPositions> {
+ public:
+  using TermLruCache::TermLruCache;
 };
 
 }  // namespace search

@@ -31,6 +31,7 @@ struct Manifest {
   Bm25Params bm25;
   AnalyzerConfig analyzer;
   std::vector<ShardEntry> shards;
+  bool positions = false;  // every shard has positions (codec/FORMAT.md "Positions")
   std::string created_by;  // tool and version
 
   static Result<Manifest> Read(const std::string& index_dir);

@@ -25,7 +25,9 @@
 
 namespace search {
 
-inline constexpr uint32_t kIndexFormatVersion = 1;
+// 2: the positions column family and the `positions` flag (1 had neither). Readers accept exactly
+// this version; another is InvalidArgument saying to rebuild the index.
+inline constexpr uint32_t kIndexFormatVersion = 2;
 
 struct TermInfo {
   uint32_t df = 0;          // global document frequency (all shards)
@@ -46,6 +48,7 @@ struct ShardMeta {
   AnalyzerConfig analyzer;
   uint64_t num_terms = 0;     // terms with postings in this shard
   uint64_t num_postings = 0;  // postings in this shard
+  bool positions = false;     // whether every term has a positions blob (codec/FORMAT.md "Positions")
 };
 
 class ShardWriter {
@@ -55,8 +58,10 @@ class ShardWriter {
   ~ShardWriter();
 
   // REQUIRES: terms strictly ascending (bytewise); list_bytes a valid codec list whose docIDs lie
-  // in [doc_begin, doc_end). InvalidArgument otherwise.
-  Status AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes);
+  // in [doc_begin, doc_end); positions a valid positions blob for that list when meta.positions,
+  // empty otherwise. InvalidArgument otherwise.
+  Status AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes,
+                 std::string_view positions = {});
   // REQUIRES: every doc in [doc_begin, doc_end) exactly once, ascending.
   Status AddDoc(uint32_t doc, std::string_view external_id, uint32_t length);
   // Writes the metadata, compacts, syncs and closes. num_terms/num_postings are filled in.
@@ -92,6 +97,13 @@ class ShardReader {
   // The term's list through the list cache; NotFound when the term has no postings here;
   // Corruption when the stored bytes fail validation (header, metadata or CRC).
   Result<std::shared_ptr<const CachedList>> GetList(std::string_view term) const;
+  // Whether the shard was built with positions (ShardMeta::positions).
+  bool has_positions() const;
+  // The term's positions (parsed for its list's count) through the positions cache; NotFound when
+  // the term has no postings here; InvalidArgument saying so when the shard was built without
+  // positions (a phrase query against it is a client error); Corruption when the stored bytes fail
+  // validation.
+  Result<std::shared_ptr<const CachedPositions>> GetPositions(std::string_view term) const;
   // External ids are remembered once read (a bounded memo; errors are not remembered), so the
   // top hits that recur across queries cost no RocksDB read.
   Result<std::string> GetExternalId(uint32_t doc) const;
@@ -105,6 +117,9 @@ class ShardReader {
   // Visits every term of the shard in ascending order; stops early when fn returns false.
   Status ForEachTerm(const std::function<bool(std::string_view, const TermInfo&)>& fn) const;
   ListCache& list_cache() const;
+  // The positions cache: its budget is the part of list_cache_bytes in proportion to the
+  // positions column family's share of ShardListCacheNeed (none without positions).
+  PositionsCache& positions_cache() const;
 
  private:
   struct Impl;
@@ -112,9 +127,10 @@ class ShardReader {
   std::unique_ptr<Impl> impl_;
 };
 
-// What the list cache would be charged for holding every list of the shard at `shard_dir` (each
-// list's blob plus its entry, as ListCache charges them), from the table properties of the shard's
-// lists column family: no list is read. IOError / Corruption when the shard does not open.
+// What the list cache would be charged for holding every list and every positions blob of the shard
+// at `shard_dir` (each blob plus its entry, as ListCache and PositionsCache charge them), from the
+// table properties of the shard's lists and positions column families: nothing is read.
+// IOError / Corruption when the shard does not open.
 Result<uint64_t> ShardListCacheNeed(const std::string& shard_dir);
 
 // The main-memory list cache of shards served in one process (search-node's one shard, searchctl's
