@@ -4,10 +4,9 @@
 // accepted body must give a valid canonical tree without kDefault occurrences and a size within
 // 0..kMaxK; with the default analyzer the tree, written back as DSL (bool / term / match_phrase),
 // parses to the same tree. A refused one is an InvalidArgument with a bounded message.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <exception>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 
@@ -44,11 +43,16 @@ void CheckNoDefault(const QueryNode& n) {
 
 const char* OccurKey(Occur o) {
   switch (o) {
-    case Occur::kMust: return "must";
-    case Occur::kShould: return "should";
-    case Occur::kMustNot: return "must_not";
-    case Occur::kFilter: return "filter";
-    case Occur::kDefault: break;
+    case Occur::kMust:
+      return "must";
+    case Occur::kShould:
+      return "should";
+    case Occur::kMustNot:
+      return "must_not";
+    case Occur::kFilter:
+      return "filter";
+    case Occur::kDefault:
+      break;
   }
   search_fuzz::Fail(__FILE__, __LINE__, "no kDefault in a DSL tree", "");
 }

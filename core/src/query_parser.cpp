@@ -1,7 +1,6 @@
 #include "core/query_parser.hpp"
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <unordered_set>
 #include <utility>
@@ -44,12 +43,18 @@ std::string Echo(std::string_view s) {
   return std::string(s.substr(0, kMaxEcho)) + "...";
 }
 
-std::string Pos(size_t p) { return "at position " + std::to_string(p); }
+std::string Pos(size_t p) {
+  return "at position " + std::to_string(p);
+}
 
 // ---- The syntax ----
 
-bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r'; }
-bool EndsWord(char c) { return IsSpace(c) || c == '"' || c == '(' || c == ')'; }
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+bool EndsWord(char c) {
+  return IsSpace(c) || c == '"' || c == '(' || c == ')';
+}
 
 class SyntaxParser {
  public:
@@ -143,9 +148,13 @@ class SyntaxParser {
 
 // ---- The Elasticsearch DSL ----
 
-Status DslError(const std::string& path, const std::string& what) { return Status::InvalidArgument(path + ": " + what); }
+Status DslError(const std::string& path, const std::string& what) {
+  return Status::InvalidArgument(path + ": " + what);
+}
 
-std::string TypeName(const json& j) { return j.type_name(); }
+std::string TypeName(const json& j) {
+  return j.type_name();
+}
 
 class DslWalker {
  public:
@@ -157,7 +166,8 @@ class DslWalker {
     if (!q.is_object()) return DslError(path, "a query must be an object, got " + TypeName(q));
     if (q.empty()) return DslError(path, "empty query object (match_all is not supported)");
     if (q.size() != 1)
-      return DslError(path, "a query object has exactly one key, the query type (got " + std::to_string(q.size()) + ")");
+      return DslError(path,
+                      "a query object has exactly one key, the query type (got " + std::to_string(q.size()) + ")");
     const auto it = q.begin();
     const std::string& type = it.key();
     const std::string sub = path + "." + type;
@@ -199,8 +209,8 @@ class DslWalker {
       } else if (key == "filter") {
         occur = Occur::kFilter;
       } else {
-        return DslError(path, "unsupported bool parameter '" + Echo(key) +
-                                  "' (supported: must, should, must_not, filter)");
+        return DslError(path,
+                        "unsupported bool parameter '" + Echo(key) + "' (supported: must, should, must_not, filter)");
       }
       const std::string sub = path + "." + key;
       const json& v = it.value();
@@ -221,8 +231,9 @@ class DslWalker {
     bool only_must_not = true;
     for (const Clause& c : clauses) only_must_not = only_must_not && c.occur == Occur::kMustNot;
     if (only_must_not)
-      return DslError(path, "a bool of must_not clauses only matches every other document in Elasticsearch "
-                            "(match_all is not supported): add a must, filter or should clause");
+      return DslError(path,
+                      "a bool of must_not clauses only matches every other document in Elasticsearch "
+                      "(match_all is not supported): add a must, filter or should clause");
     return std::optional<QueryNode>(BoolNode(std::move(clauses)));
   }
 
@@ -257,10 +268,12 @@ class DslWalker {
         if (!it.value().is_string()) return DslError(path + "." + key, "must be a string, got " + TypeName(it.value()));
         text = &it.value();
       } else if (key == "operator" && op != nullptr) {
-        if (!it.value().is_string()) return DslError(path + "." + key, "must be \"and\" or \"or\", got " + TypeName(it.value()));
+        if (!it.value().is_string())
+          return DslError(path + "." + key, "must be \"and\" or \"or\", got " + TypeName(it.value()));
         std::string o = it.value().get<std::string>();
         for (char& c : o) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-        if (o != "and" && o != "or") return DslError(path + "." + key, "must be \"and\" or \"or\", got '" + Echo(o) + "'");
+        if (o != "and" && o != "or")
+          return DslError(path + "." + key, "must be \"and\" or \"or\", got '" + Echo(o) + "'");
         *op = o;
       } else {
         std::string supported;

@@ -9,11 +9,16 @@ namespace {
 
 char OccurPrefix(Occur o) {
   switch (o) {
-    case Occur::kMust: return '+';
-    case Occur::kMustNot: return '-';
-    case Occur::kShould: return '~';
-    case Occur::kFilter: return '#';
-    case Occur::kDefault: return '\0';
+    case Occur::kMust:
+      return '+';
+    case Occur::kMustNot:
+      return '-';
+    case Occur::kShould:
+      return '~';
+    case Occur::kFilter:
+      return '#';
+    case Occur::kDefault:
+      return '\0';
   }
   return '\0';
 }
@@ -151,7 +156,9 @@ QueryNode ResolveMode(const QueryNode& tree, QueryMode mode) {
   return out;
 }
 
-QueryNode Canonicalize(QueryNode tree) { return CanonicalizeNode(std::move(tree), /*is_root=*/true); }
+QueryNode Canonicalize(QueryNode tree) {
+  return CanonicalizeNode(std::move(tree), /*is_root=*/true);
+}
 
 Status ValidateTree(const QueryNode& tree) {
   if (tree.kind != QueryNode::Kind::kBool) return Status::InvalidArgument("query tree: the root is not a boolean");

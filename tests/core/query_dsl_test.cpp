@@ -72,7 +72,7 @@ TEST(QueryDslTest, TermIsLowercasedNotAnalyzed) {
   const Analyzer en = EnglishWithStopwords();
   EXPECT_EQ(Key(R"({"term": {"contents": "Cat"}})"), "(+cat)");
   EXPECT_EQ(Key(R"({"term": {"contents": {"value": "Running"}}})", en), "(+running)");  // no stemming
-  EXPECT_EQ(Key(R"({"term": {"contents": "the"}})", en), "(+the)");                    // no stopwords
+  EXPECT_EQ(Key(R"({"term": {"contents": "the"}})", en), "(+the)");                     // no stopwords
   EXPECT_EQ(Key(R"({"match": {"contents": "Running"}})", en), "(~run)");
   EXPECT_EQ(QueryError(R"({"term": {"contents": "new york"}})"),
             "query.term.contents: a term query takes exactly one token, and 'new york' has several (term values are "
@@ -90,15 +90,18 @@ TEST(QueryDslTest, BoolOccurrences) {
                                                 "must_not": {"term": {"contents": "r"}}}}]}})"),
             "(+(~p ~q -r) +(~x ~y))");
   // Groups of one must or should clause collapse.
-  EXPECT_EQ(Key(R"({"bool": {"must": [{"match": {"contents": "x"}}, {"bool": {"must": {"term": {"contents": "y"}}}}]}})"),
-            "(+x +y)");
+  EXPECT_EQ(
+      Key(R"({"bool": {"must": [{"match": {"contents": "x"}}, {"bool": {"must": {"term": {"contents": "y"}}}}]}})"),
+      "(+x +y)");
   EXPECT_EQ(Key(R"({"bool": {"must": [], "should": {"term": {"contents": "a"}}}})"), "(~a)");
 }
 
 TEST(QueryDslTest, TreesHaveNoDefaultOccurrence) {
-  for (const std::string q :
-       {R"({"match": {"contents": "a b"}})", R"({"term": {"contents": "a"}})", R"({"match_phrase": {"contents": "a b"}})",
-        R"({"bool": {"should": [{"match": {"contents": "a b"}}, {"bool": {"filter": {"match": {"contents": "c d"}}}}]}})"}) {
+  for (
+      const std::string q :
+      {R"({"match": {"contents": "a b"}})", R"({"term": {"contents": "a"}})",
+       R"({"match_phrase": {"contents": "a b"}})",
+       R"({"bool": {"should": [{"match": {"contents": "a b"}}, {"bool": {"filter": {"match": {"contents": "c d"}}}}]}})"}) {
     Result<SearchBody> b = ParseSearchDsl("{\"query\": " + q + "}", Analyzer());
     ASSERT_TRUE(b.ok()) << q << ": " << b.status().ToString();
     EXPECT_FALSE(HasDefault(b->tree)) << q;
@@ -138,12 +141,13 @@ TEST(QueryDslTest, StopwordsAndStemming) {
 }
 
 TEST(QueryDslTest, TopLevelFields) {
-  Result<SearchBody> b = ParseSearchDsl(
-      R"({"size": 0, "track_total_hits": true, "query": {"match": {"contents": "a"}}})", Analyzer());
+  Result<SearchBody> b =
+      ParseSearchDsl(R"({"size": 0, "track_total_hits": true, "query": {"match": {"contents": "a"}}})", Analyzer());
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->size, 0u);
   EXPECT_EQ(b->track_total_hits, true);
-  b = ParseSearchDsl(R"({"query": {"match": {"contents": "a"}}, "size": 10000, "track_total_hits": false})", Analyzer());
+  b = ParseSearchDsl(R"({"query": {"match": {"contents": "a"}}, "size": 10000, "track_total_hits": false})",
+                     Analyzer());
   ASSERT_TRUE(b.ok()) << b.status().ToString();
   EXPECT_EQ(b->size, 10000u);
   EXPECT_EQ(b->track_total_hits, false);
@@ -159,9 +163,12 @@ TEST(QueryDslTest, TopLevelFields) {
   EXPECT_EQ(BodyError("{" + q + R"(, "size": "10"})"), "size: must be an integer in 0..10000, got \"10\"");
   EXPECT_EQ(BodyError("{" + q + R"(, "track_total_hits": 100})"),
             "track_total_hits: only true or false is supported, not a number (100)");
-  EXPECT_EQ(BodyError("{" + q + R"(, "track_total_hits": "true"})"), "track_total_hits: must be true or false, got string");
-  EXPECT_EQ(BodyError("{" + q + R"(, "from": 10})"), "unsupported key 'from' (supported: query, size, track_total_hits)");
-  EXPECT_EQ(BodyError("{" + q + R"(, "mode": "and"})"), "unsupported key 'mode' (supported: query, size, track_total_hits)");
+  EXPECT_EQ(BodyError("{" + q + R"(, "track_total_hits": "true"})"),
+            "track_total_hits: must be true or false, got string");
+  EXPECT_EQ(BodyError("{" + q + R"(, "from": 10})"),
+            "unsupported key 'from' (supported: query, size, track_total_hits)");
+  EXPECT_EQ(BodyError("{" + q + R"(, "mode": "and"})"),
+            "unsupported key 'mode' (supported: query, size, track_total_hits)");
   EXPECT_EQ(BodyError(R"({"size": 3})"), "query: missing: a search body needs a query");
   EXPECT_EQ(BodyError("{}"), "query: missing: a search body needs a query");
   EXPECT_EQ(BodyError("[1]"), "the body must be a JSON object, got array");
@@ -179,7 +186,8 @@ TEST(QueryDslTest, UnsupportedPartsAreNamedWithTheirPath) {
             "query.bool.must[1]: unsupported query type 'range' (supported: bool, match, match_phrase, term)");
   EXPECT_EQ(QueryError(R"({"match_all": {}})"),
             "query: unsupported query type 'match_all' (supported: bool, match, match_phrase, term)");
-  EXPECT_EQ(QueryError(R"({"match": {"title": "a"}})"), "query.match: unsupported field 'title' (the only field is 'contents')");
+  EXPECT_EQ(QueryError(R"({"match": {"title": "a"}})"),
+            "query.match: unsupported field 'title' (the only field is 'contents')");
   EXPECT_EQ(QueryError(R"({"match": {"contents": "a", "title": "b"}})"),
             "query.match: names more than one field (the only field is 'contents')");
   EXPECT_EQ(QueryError(R"({"match": {}})"), "query.match: names no field (the field is 'contents')");
@@ -190,15 +198,17 @@ TEST(QueryDslTest, UnsupportedPartsAreNamedWithTheirPath) {
   EXPECT_EQ(QueryError(R"({"match": {"contents": {"operator": "and"}}})"), "query.match.contents: missing \"query\"");
   EXPECT_EQ(QueryError(R"({"match": {"contents": 42}})"),
             "query.match.contents: must be a string or an object with \"query\", got number");
-  EXPECT_EQ(QueryError(R"({"match": {"contents": {"query": ["a"]}}})"), "query.match.contents.query: must be a string, got array");
+  EXPECT_EQ(QueryError(R"({"match": {"contents": {"query": ["a"]}}})"),
+            "query.match.contents.query: must be a string, got array");
   EXPECT_EQ(QueryError(R"({"match_phrase": {"contents": {"query": "a b", "slop": 1}}})"),
             "query.match_phrase.contents: unsupported parameter 'slop' (supported: query)");
   EXPECT_EQ(QueryError(R"({"match_phrase": {"contents": {"query": "a b", "operator": "and"}}})"),
             "query.match_phrase.contents: unsupported parameter 'operator' (supported: query)");
   EXPECT_EQ(QueryError(R"({"term": {"contents": {"value": "a", "boost": 2}}})"),
             "query.term.contents: unsupported parameter 'boost' (supported: value)");
-  EXPECT_EQ(QueryError(R"({"bool": {"must": {"term": {"contents": "a"}}, "minimum_should_match": 1}})"),
-            "query.bool: unsupported bool parameter 'minimum_should_match' (supported: must, should, must_not, filter)");
+  EXPECT_EQ(
+      QueryError(R"({"bool": {"must": {"term": {"contents": "a"}}, "minimum_should_match": 1}})"),
+      "query.bool: unsupported bool parameter 'minimum_should_match' (supported: must, should, must_not, filter)");
   EXPECT_EQ(QueryError(R"({"bool": {"must": "a"}})"),
             "query.bool.must: must be a query object or an array of query objects, got string");
   EXPECT_EQ(QueryError(R"({"bool": {"should": [{"term": {"contents": "a"}}, 7]}})"),
@@ -208,15 +218,18 @@ TEST(QueryDslTest, UnsupportedPartsAreNamedWithTheirPath) {
             "query: a query object has exactly one key, the query type (got 2)");
   EXPECT_EQ(QueryError("{}"), "query: empty query object (match_all is not supported)");
   EXPECT_EQ(QueryError("null"), "query: a query must be an object, got null");
-  EXPECT_EQ(QueryError(R"({"bool": {}})"), "query.bool: an empty bool matches every document (match_all is not supported)");
+  EXPECT_EQ(QueryError(R"({"bool": {}})"),
+            "query.bool: an empty bool matches every document (match_all is not supported)");
   EXPECT_EQ(QueryError(R"({"bool": {"must": [], "filter": []}})"),
             "query.bool: an empty bool matches every document (match_all is not supported)");
   EXPECT_EQ(QueryError(R"({"bool": {"must_not": {"term": {"contents": "a"}}}})"),
             "query.bool: a bool of must_not clauses only matches every other document in Elasticsearch (match_all is "
             "not supported): add a must, filter or should clause");
-  EXPECT_NE(QueryError(R"({"bool": {"filter": {"bool": {"must_not": [{"term": {"contents": "a"}}]}}, "must": {"term": {"contents": "b"}}}})")
-                .find("query.bool.filter.bool: a bool of must_not"),
-            std::string::npos);
+  EXPECT_NE(
+      QueryError(
+          R"({"bool": {"filter": {"bool": {"must_not": [{"term": {"contents": "a"}}]}}, "must": {"term": {"contents": "b"}}}})")
+          .find("query.bool.filter.bool: a bool of must_not"),
+      std::string::npos);
   // Long unknown names are echoed cut.
   EXPECT_LE(QueryError("{\"" + std::string(5000, 'x') + "\": {}}").size(), 200u);
 }
@@ -249,14 +262,17 @@ TEST(QueryDslTest, DepthLimit) {
 TEST(QueryDslTest, ClauseLimit) {
   auto should_terms = [](uint32_t n) {
     std::string q = R"({"bool": {"should": [)";
-    for (uint32_t i = 0; i < n; ++i) q += (i ? "," : "") + std::string(R"({"term": {"contents": "t)") + std::to_string(i) + "\"}}";
+    for (uint32_t i = 0; i < n; ++i)
+      q += (i ? "," : "") + std::string(R"({"term": {"contents": "t)") + std::to_string(i) + "\"}}";
     return q + "]}}";
   };
   EXPECT_TRUE(ParseSearchDsl("{\"query\": " + should_terms(kMaxTreeClauses) + "}", Analyzer()).ok());
-  EXPECT_EQ(QueryError(should_terms(kMaxTreeClauses + 1)), "query.bool.should[1024]: the query has more than 1024 clauses");
+  EXPECT_EQ(QueryError(should_terms(kMaxTreeClauses + 1)),
+            "query.bool.should[1024]: the query has more than 1024 clauses");
   std::string words;
   for (uint32_t i = 0; i <= kMaxTreeClauses; ++i) words += "w" + std::to_string(i) + " ";
-  EXPECT_EQ(QueryError(R"({"match": {"contents": ")" + words + "\"}}"), "query.match: the query has more than 1024 clauses");
+  EXPECT_EQ(QueryError(R"({"match": {"contents": ")" + words + "\"}}"),
+            "query.match: the query has more than 1024 clauses");
 }
 
 TEST(QueryDslTest, PhraseTokenLimit) {
@@ -279,9 +295,15 @@ TEST(QueryDslTest, MutatedBodiesNeverCrash) {
     for (int e = 0; e < edits && !s.empty(); ++e) {
       const size_t p = rng() % s.size();
       switch (rng() % 3) {
-        case 0: s[p] = bytes[rng() % bytes.size()]; break;
-        case 1: s.erase(p, 1 + rng() % 8); break;
-        default: s.insert(p, 1, bytes[rng() % bytes.size()]); break;
+        case 0:
+          s[p] = bytes[rng() % bytes.size()];
+          break;
+        case 1:
+          s.erase(p, 1 + rng() % 8);
+          break;
+        default:
+          s.insert(p, 1, bytes[rng() % bytes.size()]);
+          break;
       }
     }
     Result<SearchBody> b = ParseSearchDsl(s, Analyzer());

@@ -97,13 +97,13 @@ TEST(QueryParserTest, Phrases) {
   EXPECT_EQ(Key("\"one\""), "(one)");          // one token: a term
   EXPECT_EQ(Key("-\"a, b!\" c"), "(-\"a b\" c)");
   EXPECT_EQ(Key("a\"b c\"d"), "(\"b c\" a d)");  // quotes end a word
-  EXPECT_EQ(Key("\"\" x"), "(x)");                // an empty phrase is dropped
-  EXPECT_EQ(Key("\"(a) +b\""), "(\"a b\")");      // operators inside quotes are text
+  EXPECT_EQ(Key("\"\" x"), "(x)");               // an empty phrase is dropped
+  EXPECT_EQ(Key("\"(a) +b\""), "(\"a b\")");     // operators inside quotes are text
 }
 
 TEST(QueryParserTest, Groups) {
   EXPECT_EQ(Key("+(a b) -c"), "(+(a b) -c)");
-  EXPECT_EQ(Key("(a)"), "(a)");          // a group of one clause is that clause
+  EXPECT_EQ(Key("(a)"), "(a)");  // a group of one clause is that clause
   EXPECT_EQ(Key("+(+a)"), "(+a)");
   EXPECT_EQ(Key("-(a) b"), "(-a b)");
   EXPECT_EQ(Key("(-a) b"), "((-a) b)");  // a group of one '-' clause stays a group
@@ -126,10 +126,10 @@ TEST(QueryParserTest, StemmingAndStopwords) {
   EXPECT_EQ(Key("Running DOGS", en), "(dog run)");
   // Stopwords leave no token and no gap: the phrase is of the remaining stems.
   EXPECT_EQ(Key("\"the running of the dogs\"", en), "(\"run dog\")");
-  EXPECT_EQ(Key("+the cats", en), "(cat)");           // a stopword clause is dropped
-  EXPECT_EQ(Key("-(the of) cats", en), "(cat)");      // so is a group of dropped clauses
-  EXPECT_EQ(Key("\"the cats\"", en), "(cat)");        // a phrase left with one token is a term
-  EXPECT_EQ(Key("running runs", en), "(run)");        // dedupe after stemming
+  EXPECT_EQ(Key("+the cats", en), "(cat)");       // a stopword clause is dropped
+  EXPECT_EQ(Key("-(the of) cats", en), "(cat)");  // so is a group of dropped clauses
+  EXPECT_EQ(Key("\"the cats\"", en), "(cat)");    // a phrase left with one token is a term
+  EXPECT_EQ(Key("running runs", en), "(run)");    // dedupe after stemming
   EXPECT_EQ(Error("the of", en), "the query has no searchable terms");
   EXPECT_EQ(Error("+\"the\" -(a)", en), "the query has no searchable terms");
 }
@@ -157,13 +157,10 @@ TEST(QueryParserTest, NothingLeftIsAnError) {
 }
 
 TEST(QueryParserTest, DepthLimit) {
-  auto nested = [](uint32_t levels) {
-    return std::string(levels, '(') + "a b" + std::string(levels, ')');
-  };
+  auto nested = [](uint32_t levels) { return std::string(levels, '(') + "a b" + std::string(levels, ')'); };
   EXPECT_EQ(Key(nested(kMaxTreeDepth)), "((a b))");  // groups of one clause collapse
-  EXPECT_EQ(Error(nested(kMaxTreeDepth + 1)),
-            "parentheses nested deeper than " + std::to_string(kMaxTreeDepth) + " at position " +
-                std::to_string(kMaxTreeDepth));
+  EXPECT_EQ(Error(nested(kMaxTreeDepth + 1)), "parentheses nested deeper than " + std::to_string(kMaxTreeDepth) +
+                                                  " at position " + std::to_string(kMaxTreeDepth));
   // Deep inputs are refused without recursing into them.
   EXPECT_NE(Error(std::string(1 << 20, '(')).find("nested deeper"), std::string::npos);
 }

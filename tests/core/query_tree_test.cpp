@@ -29,7 +29,9 @@ QueryNode Bool(std::vector<QueryNode::Clause> clauses) {
   return n;
 }
 
-QueryNode::Clause C(Occur o, QueryNode n) { return QueryNode::Clause{o, std::move(n)}; }
+QueryNode::Clause C(Occur o, QueryNode n) {
+  return QueryNode::Clause{o, std::move(n)};
+}
 
 TEST(QueryTreeTest, CanonicalKeyOfEveryKind) {
   EXPECT_EQ(CanonicalKey(Term("cat")), "cat");
@@ -96,8 +98,8 @@ TEST(QueryTreeTest, CanonicalizeDedupesAfterCollapsing) {
 }
 
 TEST(QueryTreeTest, CanonicalizeIsIdempotentAndOrderIndependent) {
-  QueryNode t1 = Bool({C(Occur::kMust, Term("z")), C(Occur::kShould, Bool({C(Occur::kMust, Term("q")),
-                                                                            C(Occur::kMustNot, Term("p"))})),
+  QueryNode t1 = Bool({C(Occur::kMust, Term("z")),
+                       C(Occur::kShould, Bool({C(Occur::kMust, Term("q")), C(Occur::kMustNot, Term("p"))})),
                        C(Occur::kMustNot, Phrase({"m", "n"}))});
   QueryNode t2 = Bool({C(Occur::kMustNot, Phrase({"m", "n"})),
                        C(Occur::kShould, Bool({C(Occur::kMustNot, Term("p")), C(Occur::kMust, Term("q"))})),
@@ -184,8 +186,10 @@ TEST(QueryTreeTest, AsFlatQueryOnlyForBagsOfWords) {
   EXPECT_EQ(m, QueryMode::kOr);
   EXPECT_EQ(terms, (std::vector<std::string>{"a"}));
 
-  EXPECT_FALSE(AsFlatQuery(Bool({C(Occur::kMust, Term("a")), C(Occur::kDefault, Term("b"))}), QueryMode::kAnd, &terms, &m));
-  EXPECT_FALSE(AsFlatQuery(Bool({C(Occur::kMust, Term("a")), C(Occur::kMustNot, Term("b"))}), QueryMode::kAnd, &terms, &m));
+  EXPECT_FALSE(
+      AsFlatQuery(Bool({C(Occur::kMust, Term("a")), C(Occur::kDefault, Term("b"))}), QueryMode::kAnd, &terms, &m));
+  EXPECT_FALSE(
+      AsFlatQuery(Bool({C(Occur::kMust, Term("a")), C(Occur::kMustNot, Term("b"))}), QueryMode::kAnd, &terms, &m));
   EXPECT_FALSE(AsFlatQuery(Bool({C(Occur::kFilter, Term("a"))}), QueryMode::kAnd, &terms, &m));
   EXPECT_FALSE(AsFlatQuery(Bool({C(Occur::kMust, Phrase({"a", "b"}))}), QueryMode::kAnd, &terms, &m));
   EXPECT_FALSE(AsFlatQuery(Bool({C(Occur::kMust, Bool({C(Occur::kMust, Term("a")), C(Occur::kMust, Term("b"))}))}),
@@ -211,7 +215,8 @@ TEST(QueryTreeTest, MakeQueryFlatWhenABagAndNoCount) {
 }
 
 TEST(QueryTreeTest, MakeQueryKeepsTheCanonicalTree) {
-  QueryNode t = Bool({C(Occur::kMustNot, Term("c")), C(Occur::kMust, Phrase({"b", "a"})), C(Occur::kMust, Phrase({"b", "a"}))});
+  QueryNode t =
+      Bool({C(Occur::kMustNot, Term("c")), C(Occur::kMust, Phrase({"b", "a"})), C(Occur::kMust, Phrase({"b", "a"}))});
   Query q = MakeQuery(t, QueryMode::kAndOr, 10, false);
   ASSERT_NE(q.tree, nullptr);
   EXPECT_EQ(*q.tree, Canonicalize(t));

@@ -35,9 +35,9 @@ Result<QueryNode> ParseQuerySyntax(std::string_view text, const Analyzer& analyz
 
 // A search request body in Elasticsearch's query DSL (POST /search, /_search, /_count).
 struct SearchBody {
-  QueryNode tree;                         // validated, canonical; no Occur::kDefault anywhere
-  std::optional<uint32_t> size;           // "size": 0..kMaxK (0: no hits, the count only)
-  std::optional<bool> track_total_hits;   // "track_total_hits": true or false
+  QueryNode tree;                        // validated, canonical; no Occur::kDefault anywhere
+  std::optional<uint32_t> size;          // "size": 0..kMaxK (0: no hits, the count only)
+  std::optional<bool> track_total_hits;  // "track_total_hits": true or false
 };
 
 // The DSL subset, field `contents` only:
