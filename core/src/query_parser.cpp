@@ -90,7 +90,9 @@ class SyntaxParser {
       if (s_[i_] == '+' || s_[i_] == '-') {
         occur = s_[i_] == '+' ? Occur::kMust : Occur::kMustNot;
         ++i_;
-        if (i_ >= n || IsSpace(s_[i_]) || s_[i_] == ')')
+        // As in Lucene's classic parser, whitespace may follow a sign: `a - b` is `a -b`.
+        while (i_ < n && IsSpace(s_[i_])) ++i_;
+        if (i_ >= n || s_[i_] == ')')
           return Status::InvalidArgument(std::string("'") + s_[start] + "' " + Pos(start) + " has nothing after it");
       }
       if (s_[i_] == '"') {

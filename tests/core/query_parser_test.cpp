@@ -75,6 +75,9 @@ TEST(QueryParserTest, Signs) {
   EXPECT_EQ(Key("+-a"), "(+a)");
   EXPECT_EQ(Key("--a"), "(-a)");
   EXPECT_EQ(Key("-+a +-b"), "(-a +b)");
+  // Whitespace may follow a sign, as in Lucene's classic parser.
+  EXPECT_EQ(Key("a - b + \"c d\" -\t(e f)"), "(+\"c d\" -(e f) a -b)");
+  EXPECT_EQ(Key("- a"), "(-a)");
 }
 
 TEST(QueryParserTest, AWordOfSeveralTokensIsAPhrase) {
@@ -143,7 +146,8 @@ TEST(QueryParserTest, ErrorsNameThePosition) {
   EXPECT_EQ(Error("(a))"), "unmatched ')' at position 3");
   EXPECT_EQ(Error(")"), "unmatched ')' at position 0");
   EXPECT_EQ(Error("a +"), "'+' at position 2 has nothing after it");
-  EXPECT_EQ(Error("- a"), "'-' at position 0 has nothing after it");
+  EXPECT_EQ(Error("a - "), "'-' at position 2 has nothing after it");
+  EXPECT_EQ(Error("(a + \t)"), "'+' at position 3 has nothing after it");
   EXPECT_EQ(Error("(a -)"), "'-' at position 3 has nothing after it");
   EXPECT_EQ(Error("-"), "'-' at position 0 has nothing after it");
   // A sign before an empty group or phrase has something after it; the clause is dropped.

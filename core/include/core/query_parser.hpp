@@ -18,6 +18,7 @@ namespace search {
 // The syntax:  query := clause*   clause := [+|-] ( word | "phrase" | ( query ) )
 //   - A clause without a sign is Occur::kDefault ('+' kMust, '-' kMustNot). A sign is an operator
 //     only at the start of a clause: `wi-fi` is one word, `+-a` is '+' and the word `-a`.
+//     Whitespace may follow a sign, as in Lucene's classic parser: `a - b` is `a -b`.
 //   - A word is a maximal run of bytes other than whitespace (space, \t, \n, \v, \f, \r) and
 //     `" ( )`. A phrase is the bytes between two double quotes. Both are analyzed with
 //     analyzer.Analyze (stemming and stopwords apply, other punctuation separates tokens): no token
@@ -27,7 +28,7 @@ namespace search {
 //     Analyzer::AnalyzeQuery under the request's mode, as before the query language.
 // Errors (InvalidArgument; N is a 0-based byte position in `text`): "unclosed quote at position N"
 // (the opening quote), "unclosed parenthesis at position N", "unmatched ')' at position N",
-// "'+' at position N has nothing after it" (followed by whitespace, ')' or the end), parentheses
+// "'+' at position N has nothing after it" (only whitespace, then ')' or the end), parentheses
 // nested deeper than kMaxTreeDepth, more than kMaxTreeClauses clauses, a phrase of more than
 // kMaxPhraseTokens tokens, and "the query has no searchable terms" when no clause is left.
 // Returns a canonical tree (Canonicalize) that passes ValidateTree; its root is kBool.
