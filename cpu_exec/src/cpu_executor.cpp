@@ -343,8 +343,16 @@ Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<
   std::vector<std::string> phrase_tokens;
   if (query.tree != nullptr) PhraseTokens(*query.tree, &phrase_tokens);
   std::sort(phrase_tokens.begin(), phrase_tokens.end());
+  // A phrase on a shard without positions: the reader's InvalidArgument, whether or not its tokens
+  // occur here.
+  if (!phrase_tokens.empty() && !shard_->has_positions()) {
+    auto none = shard_->GetPositions(phrase_tokens[0]);
+    return none.ok() ? Status::Internal("the shard has no positions but answered for '" + phrase_tokens[0] + "'")
+                     : none.status();
+  }
   const ShardMeta& meta = shard_->meta();
   std::vector<std::shared_ptr<const CachedList>> held;
+  std::vector<std::shared_ptr<const CachedPositions>> held_positions;
   held.reserve(n);
   std::vector<cpu_internal::TreeTermInput> inputs(n);
   for (size_t i = 0; i < n; ++i) {
@@ -354,18 +362,42 @@ Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<
     held.push_back(std::move(t.list));
     inputs[i].list = &held.back()->view;
     inputs[i].idf = Bm25Idf(meta.stats.num_docs, t.df);
-    if (std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), query.terms[i]))
-      return Status::InvalidArgument("phrase queries need positions (not yet read by this engine)");
+    if (std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), query.terms[i])) {
+      auto positions = shard_->GetPositions(query.terms[i]);
+      if (!positions.ok()) return positions.status().WithContext("positions of '" + query.terms[i] + "'");
+      held_positions.push_back(std::move(positions).value());
+      inputs[i].positions = &held_positions.back()->view;
+    }
   }
   const std::span<const float> norms(shard_->norms(), meta.doc_end - meta.doc_begin);
-  auto run = [&](QueryMode mode) -> Result<SearchResult> {
-    const QueryNode resolved =
-        query.tree != nullptr ? ResolveMode(*query.tree, mode) : cpu_internal::FlatTree(query.terms, mode);
-    return cpu_internal::ExecuteTree(resolved, query.terms, inputs, norms, meta.doc_begin, query.k, query.count,
-                                     meta.bm25);
+  // A bag of words with a count (flat, or a tree whose canonical form is one): the count by the
+  // tree evaluator without scoring, the top k by the block-max paths; otherwise the tree evaluator.
+  QueryMode mode = query.mode;
+  bool flat = query.tree == nullptr;
+  if (!flat) {
+    std::vector<std::string> flat_terms;
+    flat = AsFlatQuery(*query.tree, query.mode, &flat_terms, &mode) && flat_terms == query.terms;
+    if (!flat) mode = query.mode;
+  }
+  auto run = [&](QueryMode m) -> Result<SearchResult> {
+    if (!flat) {
+      return cpu_internal::ExecuteTree(ResolveMode(*query.tree, m), query.terms, inputs, norms, meta.doc_begin,
+                                       query.k, query.count, meta.bm25);
+    }
+    SEARCH_ASSIGN_OR_RETURN(SearchResult r,
+                            cpu_internal::ExecuteTree(cpu_internal::FlatTree(query.terms, m), query.terms, inputs,
+                                                      norms, meta.doc_begin, 0, true, meta.bm25));
+    if (query.k > 0) {
+      std::vector<TermInput> in(n);
+      for (size_t i = 0; i < n; ++i) in[i] = TermInput{inputs[i].list, inputs[i].idf};
+      SEARCH_ASSIGN_OR_RETURN(SearchResult top, ExecuteQuery(in, norms, meta.doc_begin, m, query.k, meta.bm25));
+      r.hits = std::move(top.hits);
+      r.stats += top.stats;
+    }
+    return r;
   };
   SearchResult result;
-  if (query.mode == QueryMode::kAndOr) {
+  if (mode == QueryMode::kAndOr) {
     SEARCH_ASSIGN_OR_RETURN(result, run(QueryMode::kAnd));
     if (result.hits.size() < query.k) {
       SEARCH_ASSIGN_OR_RETURN(SearchResult o, run(QueryMode::kOr));
@@ -373,7 +405,7 @@ Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<
       result = std::move(o);
     }
   } else {
-    SEARCH_ASSIGN_OR_RETURN(result, run(query.mode));
+    SEARCH_ASSIGN_OR_RETURN(result, run(mode));
   }
   result.stats.micros = MicrosSince(t0);
   return result;

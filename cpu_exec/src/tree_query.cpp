@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "block_cursor.hpp"
+#include "core/score_slack.hpp"
 #include "query_engine.hpp"
 
 namespace search::cpu_internal {
@@ -31,6 +33,13 @@ class Node {
   virtual float Score() = 0;
   // An estimate of how many documents the node matches at most (leapfrog order only).
   virtual uint64_t Cost() const = 0;
+  // An upper bound of Score() over the matches in [d, *end], from block metadata only (nothing is
+  // decoded); lowers *end to the last docID the bound covers. REQUIRES: d at least every target
+  // the node has seen (block positions only move forward).
+  virtual float Bound(uint32_t d, uint32_t* end) = 0;
+  // For a top k without a count, where this node's score is the whole document score: documents
+  // whose score bound times `slack` cannot beat *threshold may be passed over as non-matches.
+  virtual void SetThreshold(const float* /*threshold*/, float /*slack*/) {}
 
  protected:
   // The first match >= target; target < kEndDoc and > the current document.
@@ -46,6 +55,7 @@ class NeverNode final : public Node {
  public:
   float Score() override { return 0.0f; }
   uint64_t Cost() const override { return 0; }
+  float Bound(uint32_t, uint32_t*) override { return 0.0f; }
 
  protected:
   uint32_t NextGeq(uint32_t) override { return kEndDoc; }
@@ -56,6 +66,12 @@ class TermNode final : public Node {
   TermNode(const ListView* list, float idf, const CursorEnv* env) { cursor_.reset(list, idf, 0, env); }
   float Score() override { return cursor_.score(); }
   uint64_t Cost() const override { return cursor_.size(); }
+  float Bound(uint32_t d, uint32_t* end) override {
+    cursor_.shallow_seek(d);
+    if (cursor_.blocks_exhausted()) return 0.0f;  // no match left
+    *end = std::min(*end, cursor_.block_last_doc());
+    return cursor_.block_max_score();
+  }
 
  protected:
   uint32_t NextGeq(uint32_t target) override {
@@ -77,6 +93,8 @@ struct PhraseToken {
 
 class PhraseNode final : public Node {
  public:
+  static constexpr float kPhraseBoundMargin = 1.0f + 1e-5f;
+
   // `slots[i]` is the index in `tokens` of the phrase's i-th token (text order).
   PhraseNode(std::vector<std::unique_ptr<PhraseToken>> tokens, std::vector<uint32_t> slots, float idf,
              const CursorEnv* env)
@@ -88,6 +106,25 @@ class PhraseNode final : public Node {
   }
   float Score() override { return Bm25TermScore(idf_, tf_, env_->norms[doc() - env_->doc_begin], env_->k1); }
   uint64_t Cost() const override { return order_.front()->cursor.size(); }
+  // The phrase's tf is at most each token's tf, and BM25 grows with tf, so for every token t the
+  // phrase scores at most idf_p / idf_t times t's score there: its block maximum, scaled. The
+  // factor kPhraseBoundMargin covers the float rounding of the scaling and of the two scores.
+  void SetThreshold(const float* threshold, float slack) override {
+    threshold_ = threshold;
+    slack_ = slack;
+  }
+  float Bound(uint32_t d, uint32_t* end) override {
+    float bound = std::numeric_limits<float>::infinity();
+    for (PhraseToken* t : order_) {
+      BlockCursor& c = t->cursor;
+      c.shallow_seek(d);
+      if (c.blocks_exhausted()) return 0.0f;  // no match left
+      *end = std::min(*end, c.block_last_doc());
+      const float idf_t = c.idf();
+      if (idf_t > 0.0f) bound = std::min(bound, c.block_max_score() * (idf_ / idf_t) * kPhraseBoundMargin);
+    }
+    return bound;
+  }
 
  protected:
   uint32_t NextGeq(uint32_t target) override {
@@ -108,6 +145,11 @@ class PhraseNode final : public Node {
           ++agreed;
         }
       }
+      if (threshold_ != nullptr && !Competitive()) {
+        if (d + 1 == kEndDoc) return kEndDoc;
+        ++d;
+        continue;
+      }
       const uint32_t tf = CountAt();
       if (!env_->error->ok()) return kEndDoc;
       if (tf > 0) {
@@ -120,6 +162,19 @@ class PhraseNode final : public Node {
   }
 
  private:
+  // Whether the document every cursor is on may beat the threshold: the phrase's score there is at
+  // most each token's exact score scaled as in Bound (checked before any positions are decoded).
+  bool Competitive() {
+    const float thr = *threshold_;
+    if (thr == -std::numeric_limits<float>::infinity()) return true;
+    float bound = std::numeric_limits<float>::infinity();
+    for (PhraseToken* t : order_) {
+      BlockCursor& c = t->cursor;
+      if (c.idf() > 0.0f) bound = std::min(bound, c.score() * (idf_ / c.idf()) * kPhraseBoundMargin);
+    }
+    return !(bound * slack_ <= thr);
+  }
+
   // The positions of token t at its cursor's document, in lists_-ready form; false on Corruption.
   bool PositionsOf(PhraseToken& t, const uint32_t** begin, const uint32_t** end) {
     BlockCursor& c = t.cursor;
@@ -180,6 +235,8 @@ class PhraseNode final : public Node {
   float idf_;
   const CursorEnv* env_;
   uint32_t tf_ = 0;
+  const float* threshold_ = nullptr;  // SetThreshold
+  float slack_ = 1.0f;
 };
 
 class BoolNode final : public Node {
@@ -212,6 +269,25 @@ class BoolNode final : public Node {
       }
     }
     return s;
+  }
+
+  // The sum of the must and should clauses' bounds (filter and must_not clauses add nothing).
+  float Bound(uint32_t d, uint32_t* end) override {
+    float sum = 0.0f;
+    for (Child& c : clauses_)
+      if (c.occur == Occur::kMust || c.occur == Occur::kShould) sum += c.node->Bound(d, end);
+    return sum;
+  }
+
+  // The only kMust or kShould clause's node, which then scores the boolean alone; else nullptr.
+  Node* SoleScoringChild() const {
+    Node* only = nullptr;
+    for (const Child& c : clauses_) {
+      if (c.occur != Occur::kMust && c.occur != Occur::kShould) continue;
+      if (only != nullptr) return nullptr;
+      only = c.node.get();
+    }
+    return only;
   }
 
   uint64_t Cost() const override {
@@ -269,11 +345,23 @@ class Builder {
   Builder(std::span<const std::string> terms, std::span<const TreeTermInput> inputs, const CursorEnv* env)
       : terms_(terms), inputs_(inputs), env_(env) {}
 
+  // The input of `token`; InvalidArgument when `terms` lacks it.
+  Result<const TreeTermInput*> Find(const std::string& token) const {
+    auto it = std::lower_bound(terms_.begin(), terms_.end(), token);
+    if (it == terms_.end() || *it != token)
+      return Status::InvalidArgument("query token '" + token + "' is not among the query's terms");
+    return &inputs_[static_cast<size_t>(it - terms_.begin())];
+  }
+
+  // Terms and phrases built so far: the score is a float sum of at most that many contributions.
+  size_t leaves() const { return leaves_; }
+
   Result<std::unique_ptr<Node>> Build(const QueryNode& node) {
     switch (node.kind) {
       case QueryNode::Kind::kTerm: {
         if (node.tokens.size() != 1) return Status::InvalidArgument("a term node must hold one token");
         SEARCH_ASSIGN_OR_RETURN(const TreeTermInput* in, Find(node.tokens[0]));
+        ++leaves_;
         if (in->list == nullptr) return std::unique_ptr<Node>(new NeverNode());
         return std::unique_ptr<Node>(new TermNode(in->list, in->idf, env_));
       }
@@ -295,15 +383,9 @@ class Builder {
   }
 
  private:
-  Result<const TreeTermInput*> Find(const std::string& token) const {
-    auto it = std::lower_bound(terms_.begin(), terms_.end(), token);
-    if (it == terms_.end() || *it != token)
-      return Status::InvalidArgument("query token '" + token + "' is not among the query's terms");
-    return &inputs_[static_cast<size_t>(it - terms_.begin())];
-  }
-
   Result<std::unique_ptr<Node>> BuildPhrase(const QueryNode& node) {
     if (node.tokens.size() < 2) return Status::InvalidArgument("a phrase must hold at least two tokens");
+    ++leaves_;
     float idf = 0.0f;
     bool absent = false;
     std::vector<const TreeTermInput*> distinct;
@@ -334,6 +416,7 @@ class Builder {
   std::span<const std::string> terms_;
   std::span<const TreeTermInput> inputs_;
   const CursorEnv* env_;
+  size_t leaves_ = 0;
 };
 
 }  // namespace
@@ -384,15 +467,57 @@ Result<SearchResult> ExecuteTree(const QueryNode& tree, std::span<const std::str
   Builder builder(terms, inputs, &env);
   SEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Node> root, builder.Build(tree));
   uint64_t total = 0;
-  if (k == 0) {
+  const QueryNode::Clause* only = tree.clauses.size() == 1 ? &tree.clauses[0] : nullptr;
+  if (k == 0 && only != nullptr && only->node.kind == QueryNode::Kind::kTerm && only->occur != Occur::kMustNot) {
+    // One term: its list's length.
+    SEARCH_ASSIGN_OR_RETURN(const TreeTermInput* in, builder.Find(only->node.tokens[0]));
+    total = in->list != nullptr ? in->list->count() : 0;
+  } else if (k == 0) {
     for (uint32_t d = root->Advance(0); d != kEndDoc; d = d + 1 == kEndDoc ? kEndDoc : root->Advance(d + 1)) ++total;
-  } else {
+  } else if (count) {
+    // Every match is counted; one is scored only when the block bound at it can beat the k-th.
     TopKHeap topk(k);
+    const float slack = ScoreSlack(builder.leaves());
+    float bound = 0.0f;
+    uint32_t bound_end = 0;  // bound holds for matches in [.., bound_end]; 0: none computed
     for (uint32_t d = root->Advance(0); d != kEndDoc; d = d + 1 == kEndDoc ? kEndDoc : root->Advance(d + 1)) {
       ++total;
+      if (topk.full()) {
+        if (bound_end == 0 || d > bound_end) {
+          bound_end = kEndDoc;
+          bound = root->Bound(d, &bound_end);
+        }
+        if (bound * slack <= topk.Threshold()) continue;
+      }
       topk.Push(d, root->Score());
+      ++result.stats.postings_scored;
     }
-    result.stats.postings_scored += total;
+    result.hits = topk.TakeSorted();
+  } else {
+    // Top k only: once the heap is full, a docID range whose block bound cannot beat the k-th is
+    // skipped without visiting its documents (block-max, as the flat and-query does).
+    TopKHeap topk(k);
+    const float slack = ScoreSlack(builder.leaves());
+    float threshold = -std::numeric_limits<float>::infinity();
+    if (Node* only = static_cast<BoolNode*>(root.get())->SoleScoringChild()) only->SetThreshold(&threshold, slack);
+    uint32_t d = 0;
+    while (d != kEndDoc) {
+      if (topk.full()) {
+        uint32_t end = kEndDoc;
+        const float bound = root->Bound(d, &end);
+        if (bound * slack <= topk.Threshold()) {
+          if (end == kEndDoc) break;  // nothing from d on can enter
+          d = end + 1;
+          continue;
+        }
+      }
+      d = root->Advance(d);
+      if (d == kEndDoc) break;
+      topk.Push(d, root->Score());
+      threshold = topk.Threshold();
+      ++result.stats.postings_scored;
+      ++d;  // d < kEndDoc before: at most kEndDoc
+    }
     result.hits = topk.TakeSorted();
   }
   if (!error.ok()) return error;

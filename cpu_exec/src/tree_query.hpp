@@ -11,8 +11,15 @@
 //            score = the float sum in clause order of the matching kMust and kShould clauses'
 //            scores (a nested boolean's score is computed first, then added). A boolean with only
 //            kMustNot clauses matches nothing.
-// Every matching document is visited in ascending docID order (no pruning), so the count is
-// exact; top-k is kept by TopKHeap (query_engine.hpp), the order core/topk.hpp fixes.
+// Documents are visited in ascending docID order and top-k is kept by TopKHeap (query_engine.hpp),
+// the order core/topk.hpp fixes. Pruning is exact (`bound * ScoreSlack(leaves) <= k-th score`):
+//   with a count, every match is visited and counted, and one is scored only when the block-max
+//            bound of the tree at it (terms: block maxima; phrases: each token's block maximum times
+//            idf_p / idf_token; booleans: the sum over must and should clauses) can beat the k-th;
+//   without, a docID range whose block-max bound cannot beat the k-th is skipped unvisited, and a
+//            phrase that alone scores the query skips the positions of a document whose token
+//            scores bound it below the k-th;
+//   k == 0   counts only (no scoring; a lone term's count is its list's length).
 // Thread-safety: ExecuteTree is reentrant; its cursors belong to one call.
 #pragma once
 
