@@ -360,9 +360,11 @@ struct Fanout::Impl {
                         ", which has no query trees or counts: upgrade the node");
       return;
     }
-    if (resp.status.code() == StatusCode::kInvalidArgument) {
+    if (resp.status.code() == StatusCode::kInvalidArgument && !resp.status.message().starts_with("unsupported protocol") &&
+        !resp.status.message().starts_with("malformed message")) {
       // The request's own fault (a phrase on an index without positions, ...): every replica would
-      // say the same, so none is tried.
+      // say the same, so none is tried. (A node of another protocol version, or one that could not
+      // read the frame, is the replica's problem: the next replica is tried.)
       res.node_status = resp.status;
       FailShard(p, sh, ShardCallState::kFailed,
                 "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ") answered " +
