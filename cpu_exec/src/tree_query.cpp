@@ -212,7 +212,8 @@ class PhraseNode final : public Node {
       if (!PositionsOf(*tokens_[slots_[i]], &lists_[i].first, &lists_[i].second)) return 0;
     }
     uint32_t tf = 0;
-    auto cur = lists_;  // per token: the first position not yet below the candidate
+    auto& cur = cur_;  // per token: the first position not yet below the candidate
+    cur.assign(lists_.begin(), lists_.end());
     for (const uint32_t* s = cur[0].first; s != cur[0].second; ++s) {
       const uint64_t p = *s;
       bool all = true;
@@ -232,6 +233,7 @@ class PhraseNode final : public Node {
   std::vector<PhraseToken*> order_;  // by list size, shortest first
   std::vector<uint32_t> slots_;
   std::vector<std::pair<const uint32_t*, const uint32_t*>> lists_;  // per phrase slot
+  std::vector<std::pair<const uint32_t*, const uint32_t*>> cur_;    // CountAt's walk, reused
   float idf_;
   const CursorEnv* env_;
   uint32_t tf_ = 0;
