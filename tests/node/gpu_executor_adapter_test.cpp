@@ -214,7 +214,10 @@ TEST_F(GpuExecutorAdapterTest, OutOfCacheMemoryFallsBackToTheCpu) {
                   })
                   .ok());
   ASSERT_GT(longest_bytes, 2048u) << "the shard has no list longer than the cache";
-  Query hot{{longest}, QueryMode::kOr, 10};
+  Query hot;
+  hot.terms = {longest};
+  hot.mode = QueryMode::kOr;
+  hot.k = 10;
   auto forced = gpu->Execute(hot, kNoDeadline, kFlagForceGpu);
   ASSERT_FALSE(forced.ok()) << longest << " (" << longest_bytes << " bytes) ran on the GPU";
   EXPECT_EQ(forced.status().code(), StatusCode::kResourceExhausted) << forced.status().ToString();
@@ -239,10 +242,48 @@ TEST_F(GpuExecutorAdapterTest, TooManyTermsFallBackAsUnsupported) {
   EXPECT_FALSE(gpu->Execute(q, kNoDeadline, kFlagForceGpu).ok());
 }
 
+// Trees, phrases and counts, which the GPU engine does not run: Execute answers them on the CPU
+// with the CPU's exact answers and totals, counts them by reason (not as GPU failures), and refuses
+// them with kFlagForceGpu; in a batch they are GPU failures to rerun on the CPU.
+TEST_F(GpuExecutorAdapterTest, TreesAndCountsRunOnTheCpu) {
+  Metrics metrics("node");
+  auto gpu = MakeAdapter(size_t{64} << 20, &metrics);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(77);
+  uint64_t answered = 0;
+  for (uint64_t i = 0; i < 60; ++i) {
+    const Query q = ToQuery(testing::RandomTreeRequest(rng, i, i % 6 == 0));
+    auto want = cpu.Execute(q, kNoDeadline, 0);
+    auto got = gpu->Execute(q, kNoDeadline, 0);
+    ASSERT_EQ(got.ok(), want.ok()) << CanonicalKey(*q.tree);
+    if (!want.ok()) continue;  // a phrase: this shard has no positions
+    ++answered;
+    EXPECT_TRUE(SameHits(got->hits, want->hits)) << CanonicalKey(*q.tree);
+    EXPECT_EQ(got->total, want->total);
+    EXPECT_EQ(got->processor, Processor::kCpu);
+    EXPECT_EQ(gpu->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable);
+    BatchItem item;
+    item.query = &q;
+    gpu->ExecuteBatch(std::span<BatchItem>(&item, 1));
+    EXPECT_TRUE(item.retry_on_cpu);
+  }
+  EXPECT_GT(answered, 40u);
+  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), answered);  // the batch items only
+  double counted = 0;
+  for (const char* r : {"phrase", "tree", "count"})
+    counted += testing::SeriesValue(metrics.SerializeText(),
+                                    std::string("search_node_gpu_unsupported_total{reason=\"") + r + "\"}");
+  EXPECT_EQ(counted, 60);
+}
+
 TEST_F(GpuExecutorAdapterTest, FlagsAndArguments) {
   auto gpu = MakeAdapter(size_t{64} << 20);
   ASSERT_NE(gpu, nullptr);
-  Query q{{testing::Word(1), testing::Word(3)}, QueryMode::kOr, 10};
+  Query q;
+  q.terms = {testing::Word(1), testing::Word(3)};
+  q.mode = QueryMode::kOr;
+  q.k = 10;
   auto c = gpu->Execute(q, kNoDeadline, kFlagForceCpu);
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(c->processor, Processor::kCpu);
@@ -257,7 +298,10 @@ TEST_F(GpuExecutorAdapterTest, FlagsAndArguments) {
   EXPECT_EQ(gpu->Execute(q, std::chrono::steady_clock::now() - std::chrono::seconds(1), 0).status().code(),
             StatusCode::kDeadlineExceeded);
   // An and-query with a term absent from the shard: no hits, not an error.
-  Query absent{{"absent", testing::Word(1)}, QueryMode::kAnd, 10};
+  Query absent;
+  absent.terms = {"absent", testing::Word(1)};
+  absent.mode = QueryMode::kAnd;
+  absent.k = 10;
   auto a = gpu->Execute(absent, kNoDeadline, 0);
   ASSERT_TRUE(a.ok());
   EXPECT_TRUE(a->hits.empty());
