@@ -16,6 +16,7 @@
 #include "and_query.hpp"
 #include "or_query.hpp"
 #include "query_engine.hpp"
+#include "tree_prune.hpp"
 #include "tree_query.hpp"
 
 namespace search {
@@ -380,6 +381,12 @@ Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<
     if (!flat) mode = query.mode;
   }
   auto run = [&](QueryMode m) -> Result<SearchResult> {
+    // A boolean of terms: the count without scoring, the top k pruned (tree_prune.hpp).
+    SEARCH_ASSIGN_OR_RETURN(
+        std::optional<SearchResult> fast,
+        cpu_internal::ExecuteTermBoolean(flat ? cpu_internal::FlatTree(query.terms, m) : ResolveMode(*query.tree, m),
+                                         query.terms, inputs, norms, meta.doc_begin, query.k, query.count, meta.bm25));
+    if (fast.has_value()) return std::move(*fast);
     if (!flat) {
       return cpu_internal::ExecuteTree(ResolveMode(*query.tree, m), query.terms, inputs, norms, meta.doc_begin,
                                        query.k, query.count, meta.bm25);
