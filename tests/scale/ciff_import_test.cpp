@@ -37,6 +37,7 @@ TEST(CiffImportTest, AnswersLikeTheJsonlIndexOfTheSameText) {
   bo.output = tmp / "jsonl";
   bo.shards = 3;
   bo.threads = 2;
+  bo.positions = false;  // CIFF carries no positions: compare with an index built without
   ASSERT_TRUE(BuildIndex(bo).ok());
   // Lists and doc records shuffled: the importer sorts the terms and places the records.
   scaletest::WriteBytes(tmp / "c.ciff", scaletest::MakeCiff(docs, inv, /*shuffle_seed=*/99));
@@ -53,6 +54,10 @@ TEST(CiffImportTest, AnswersLikeTheJsonlIndexOfTheSameText) {
   auto c3 = ComputeIndexStats(tmp / "ciff3", true);
   ASSERT_TRUE(cj.ok() && c3.ok());
   EXPECT_EQ(cj->content_crc32c, c3->content_crc32c);
+  EXPECT_EQ(c3->positions_bytes, 0u);
+  auto m3 = Manifest::Read(tmp / "ciff3");
+  ASSERT_TRUE(m3.ok());
+  EXPECT_FALSE(m3->positions);
   // Other shards: the same answers.
   const auto queries = scaletest::RandomQueries(80, 250, 5);
   scaletest::ExpectSameAnswers(tmp / "jsonl", tmp / "ciff3", queries);

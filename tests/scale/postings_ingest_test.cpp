@@ -24,6 +24,7 @@ IndexBuildOptions JsonlOptions(const std::string& input, const std::string& out,
   o.output = out;
   o.shards = shards;
   o.threads = 2;
+  o.positions = false;  // as PostingsIngest builds (its lists carry no positions)
   return o;
 }
 
@@ -75,6 +76,7 @@ void ExpectSameShards(const std::string& a_dir, const std::string& b_dir) {
   ASSERT_TRUE(ma.ok() && mb.ok());
   EXPECT_EQ(ma->stats.num_docs, mb->stats.num_docs);
   EXPECT_EQ(ma->stats.total_tokens, mb->stats.total_tokens);
+  EXPECT_FALSE(mb->positions);
   ASSERT_EQ(ma->shards.size(), mb->shards.size());
   for (size_t s = 0; s < ma->shards.size(); ++s) {
     EXPECT_EQ(ma->shards[s].num_terms, mb->shards[s].num_terms);

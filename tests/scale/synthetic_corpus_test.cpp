@@ -152,6 +152,7 @@ void ExpectIndexIsTheModel(const std::string& dir, const SyntheticCorpus& c, uin
   auto m = Manifest::Read(dir);
   ASSERT_TRUE(m.ok());
   ASSERT_EQ(m->shards.size(), shards);
+  EXPECT_FALSE(m->positions);  // synthetic postings have no text, so no positions
   std::vector<uint64_t> lengths(c.num_docs(), 0);
   std::vector<bool> seen(c.num_terms() + 1, false);
   SyntheticScratch scratch;

@@ -71,6 +71,12 @@ void ExpectSameContent(const std::string& a_dir, const std::string& b_dir) {
       auto lb = rb.GetList(tb[i].first);
       ASSERT_TRUE(la.ok() && lb.ok());
       ASSERT_EQ((*la)->bytes(), (*lb)->bytes()) << "list of " << ta[i].first;
+      if (ra.has_positions() && rb.has_positions()) {
+        auto pa = ra.GetPositions(ta[i].first);
+        auto pb = rb.GetPositions(tb[i].first);
+        ASSERT_TRUE(pa.ok() && pb.ok());
+        ASSERT_EQ((*pa)->bytes, (*pb)->bytes) << "positions of " << ta[i].first;
+      }
     }
     for (uint32_t d = ra.meta().doc_begin; d < ra.meta().doc_end; ++d) {
       EXPECT_EQ(ra.DocLength(d), rb.DocLength(d));
@@ -150,6 +156,107 @@ TEST(IndexBuilder, ShardedAndSpilledBuildsAnswerLikeOneShard) {
       ASSERT_TRUE(a.ok() && b.ok());
       EXPECT_EQ(a->hits, b->hits) << "'" << q << "' " << QueryModeName(mode);
     }
+  }
+}
+
+// Every term's positions, per shard and posting, equal the brute-force ones: the indexes of the
+// term in Analyzer::Analyze's output for the document (after stopwords and stemming). Built with
+// 3 shards and spilled runs merged in several passes, so positions travel through run files.
+TEST(IndexBuilder, PositionsEqualBruteForceTokenization) {
+  TempDir tmp;
+  auto docs = testing::RandomCorpus(1500, 300, 80, 21);
+  docs.push_back({"english", "The running dogs ran; the dog runs and a cat sat on the mat with dogs"});
+  docs.push_back({"repeats", "w1 w1 w1 w2 w1 the w1"});
+  testing::WriteJsonl(tmp / "in.jsonl", docs);
+  auto o = Options(tmp / "in.jsonl", tmp / "idx", 3);
+  o.analyzer.stem_language = "english";
+  o.analyzer.stopwords = {"the", "a", "on"};
+  o.memory_bytes = 64 << 10;
+  o.chunk_bytes = 16 << 10;
+  o.max_merge_fan_in = 3;
+  auto built = BuildIndex(o);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  EXPECT_GT(built->merge_passes, 0u);
+  auto manifest = Manifest::Read(tmp / "idx");
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_TRUE(manifest->positions);
+
+  // Brute force: term -> docID -> positions.
+  auto analyzer = Analyzer::Create(o.analyzer);
+  ASSERT_TRUE(analyzer.ok());
+  std::map<std::string, std::map<uint32_t, std::vector<uint32_t>>> want;
+  for (uint32_t d = 0; d < docs.size(); ++d) {
+    const auto tokens = analyzer->Analyze(docs[d].contents);
+    for (uint32_t i = 0; i < tokens.size(); ++i) want[tokens[i]][d].push_back(i);
+  }
+  auto idx = LocalIndex::Open(tmp / "idx");
+  ASSERT_TRUE(idx.ok()) << idx.status().ToString();
+  size_t terms_seen = 0;
+  for (size_t s = 0; s < (*idx)->num_shards(); ++s) {
+    const ShardReader& r = (*idx)->shard(s);
+    ASSERT_TRUE(r.has_positions());
+    std::vector<std::pair<std::string, TermInfo>> terms;
+    ASSERT_TRUE(r.ForEachTerm([&](std::string_view t, const TermInfo& i) {
+                    terms.emplace_back(t, i);
+                    return true;
+                  }).ok());
+    for (const auto& [term, info] : terms) {
+      auto list = r.GetList(term);
+      auto pos = r.GetPositions(term);
+      ASSERT_TRUE(list.ok() && pos.ok()) << term;
+      const ListView& lv = (*list)->view;
+      std::vector<uint32_t> offsets, positions;
+      uint32_t block_docs[kBlockSize];
+      for (uint32_t j = 0; j < lv.num_blocks(); ++j) {
+        ASSERT_TRUE(lv.DecodeDocs(j, block_docs).ok());
+        ASSERT_TRUE((*pos)->view.DecodeBlock(j, &offsets, &positions).ok()) << term;
+        ASSERT_EQ(offsets.size(), lv.block(j).count + 1u);
+        for (uint32_t i = 0; i < lv.block(j).count; ++i) {
+          const std::vector<uint32_t> got(positions.begin() + offsets[i], positions.begin() + offsets[i + 1]);
+          EXPECT_EQ(got, want[term][block_docs[i]]) << term << " in doc " << block_docs[i];
+        }
+      }
+      ++terms_seen;
+    }
+  }
+  size_t want_terms = 0;  // (term, shard) pairs
+  for (const auto& [term, by_doc] : want) {
+    std::set<uint32_t> shards;
+    for (const auto& entry : by_doc) {
+      uint32_t s = 0, begin = 0, end = 0;
+      for (ShardRange(docs.size(), 3, s, &begin, &end); entry.first >= end;) ShardRange(docs.size(), 3, ++s, &begin, &end);
+      shards.insert(s);
+    }
+    want_terms += shards.size();
+  }
+  EXPECT_EQ(terms_seen, want_terms);
+  // The stopwords take no positions: "running dogs ran the dog" are 0, 1, 2, -, 3.
+  EXPECT_EQ(want["dog"][static_cast<uint32_t>(docs.size() - 2)], (std::vector<uint32_t>{1, 3, 10}));
+}
+
+// --no-positions: the same lists, no positions, and the reader says why a phrase cannot run.
+TEST(IndexBuilder, NoPositionsBuildsTheSameListsWithoutPositions) {
+  TempDir tmp;
+  const auto docs = testing::RandomCorpus(800, 200, 40, 23);
+  testing::WriteJsonl(tmp / "in.jsonl", docs);
+  ASSERT_TRUE(BuildIndex(Options(tmp / "in.jsonl", tmp / "with", 2)).ok());
+  auto o = Options(tmp / "in.jsonl", tmp / "without", 2);
+  o.positions = false;
+  ASSERT_TRUE(BuildIndex(o).ok());
+  ExpectSameContent(tmp / "with", tmp / "without");
+  auto manifest = Manifest::Read(tmp / "without");
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_FALSE(manifest->positions);
+  auto idx = LocalIndex::Open(tmp / "without");
+  ASSERT_TRUE(idx.ok());
+  for (size_t s = 0; s < (*idx)->num_shards(); ++s) {
+    const ShardReader& r = (*idx)->shard(s);
+    EXPECT_FALSE(r.has_positions());
+    EXPECT_FALSE(r.meta().positions);
+    auto pos = r.GetPositions("w0");
+    ASSERT_FALSE(pos.ok());
+    EXPECT_EQ(pos.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(pos.status().message().find("rebuild the index with positions"), std::string::npos);
   }
 }
 

@@ -68,6 +68,102 @@ TEST(RunFile, AccumulatorsSpillAndMergeToTheReference) {
   EXPECT_EQ(got, want);
 }
 
+// With positions: each posting's positions come back from spilled runs, an intermediate merge
+// (RunWriter::AddPostings) and the final merge, in docID order after MergeSegments.
+TEST(RunFile, PositionsSurviveSpillAndMerge) {
+  TempDir tmp;
+  std::mt19937_64 rng(5);
+  std::map<std::string, std::map<uint32_t, std::vector<uint32_t>>> want;
+  std::vector<PostingAccumulator> accs(2);
+  std::vector<std::string> runs;
+  for (uint32_t doc = 0; doc < 2000; ++doc) {
+    PostingAccumulator& acc = accs[(doc / 30) % 2];
+    std::map<uint32_t, std::vector<uint32_t>> by_id;  // term id -> positions
+    const int n = static_cast<int>(rng() % 25);
+    for (int i = 0; i < n; ++i) {
+      const std::string t = Name("t", rng() % 200);
+      by_id[acc.TermId(t)].push_back(static_cast<uint32_t>(i) * 1000u);  // wide gaps: multi-byte varints
+      want[t][doc].push_back(static_cast<uint32_t>(i) * 1000u);
+    }
+    std::vector<std::pair<uint32_t, uint32_t>> id_tfs;
+    std::vector<uint32_t> positions;
+    for (const auto& [id, p] : by_id) {
+      id_tfs.emplace_back(id, static_cast<uint32_t>(p.size()));
+      positions.insert(positions.end(), p.begin(), p.end());
+    }
+    acc.AddDoc(doc, id_tfs, positions.data());
+    if (acc.memory_bytes() > 6000) {
+      runs.push_back(tmp / Name("r", runs.size()));
+      ASSERT_TRUE(acc.Spill(runs.back()).ok());
+    }
+  }
+  for (auto& acc : accs) {
+    if (acc.empty()) continue;
+    runs.push_back(tmp / Name("r", runs.size()));
+    ASSERT_TRUE(acc.Spill(runs.back()).ok());
+  }
+  ASSERT_GT(runs.size(), 4u);
+  auto open = [](const std::vector<std::string>& paths) {
+    std::vector<std::unique_ptr<RunReader>> readers;
+    for (const auto& r : paths) readers.push_back(std::move(RunReader::Open(r)).value());
+    return std::move(RunMerger::Create(std::move(readers))).value();
+  };
+  std::string term;
+  std::vector<Posting> postings;
+  std::vector<size_t> starts;
+  std::vector<uint32_t> positions;
+  {  // merge the first half into one run, as the builder's intermediate passes do
+    const std::vector<std::string> half(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2));
+    auto merger = open(half);
+    auto writer = RunWriter::Create(tmp / "merged");
+    ASSERT_TRUE(writer.ok());
+    for (;;) {
+      auto more = merger->Next(&term, &postings, &starts, &positions);
+      ASSERT_TRUE(more.ok());
+      if (!*more) break;
+      ASSERT_TRUE(MergeSegments(&postings, starts).ok());
+      ASSERT_TRUE((*writer)->AddPostings(term, postings, &positions).ok());
+    }
+    ASSERT_TRUE((*writer)->Finish().ok());
+    runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(runs.size() / 2));
+    runs.push_back(tmp / "merged");
+  }
+  auto merger = open(runs);
+  size_t terms = 0;
+  for (;;) {
+    auto more = merger->Next(&term, &postings, &starts, &positions);
+    ASSERT_TRUE(more.ok()) << more.status().ToString();
+    if (!*more) break;
+    ASSERT_TRUE(MergeSegments(&postings, starts).ok());
+    const auto& w = want[term];
+    ASSERT_EQ(postings.size(), w.size()) << term;
+    auto it = w.begin();
+    for (const Posting& p : postings) {
+      ASSERT_EQ(p.doc, it->first);
+      ASSERT_EQ(p.tf, it->second.size());
+      const std::vector<uint32_t> got(positions.begin() + static_cast<std::ptrdiff_t>(p.pos),
+                                      positions.begin() + static_cast<std::ptrdiff_t>(p.pos + p.tf));
+      EXPECT_EQ(got, it->second) << term << " doc " << p.doc;
+      ++it;
+    }
+    ++terms;
+  }
+  EXPECT_EQ(terms, want.size());
+  // A payload cut inside a posting's positions is Corruption.
+  std::string payload;
+  const uint32_t pos[] = {3, 300, 70000};
+  EncodePosting(&payload, 5, 3, pos);
+  std::vector<Posting> out;
+  std::vector<uint32_t> out_pos;
+  ASSERT_TRUE(DecodePostings(payload, 1, &out, &out_pos).ok());
+  EXPECT_EQ(out_pos, (std::vector<uint32_t>{3, 300, 70000}));
+  for (size_t len = 0; len < payload.size(); ++len) {
+    out.clear();
+    out_pos.clear();
+    EXPECT_EQ(DecodePostings(payload.substr(0, len), 1, &out, &out_pos).code(), StatusCode::kCorruption) << len;
+  }
+}
+
 TEST(RunFile, TruncatedOrDuplicatedInputIsCorruption) {
   TempDir tmp;
   auto w = RunWriter::Create(tmp / "r");

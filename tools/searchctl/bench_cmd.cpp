@@ -406,12 +406,14 @@ int RunBench(const BenchArgs& a) {
   out["k"] = query_k;
   out["threads"] = threads;
   {
-    // What the runs left in the main-memory list caches, and their budget.
+    // What the runs left in the main-memory list and positions caches, and their budget (the two
+    // share each shard's list cache budget).
     uint64_t cached = 0, capacity = 0;
     for (size_t i = 0; i < idx.num_shards(); ++i) {
-      const ListCacheStats cs = idx.shard(i).list_cache().stats();
-      cached += cs.bytes;
-      capacity += cs.capacity_bytes;
+      for (const ListCacheStats& cs : {idx.shard(i).list_cache().stats(), idx.shard(i).positions_cache().stats()}) {
+        cached += cs.bytes;
+        capacity += cs.capacity_bytes;
+      }
     }
     out["list_cache_bytes"] = cached;
     out["list_cache_capacity_bytes"] = capacity;

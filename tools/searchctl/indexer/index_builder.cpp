@@ -178,6 +178,7 @@ Result<IndexBuildSummary> BuildIndex(const IndexBuildOptions& options) {
   manifest.bm25 = options.bm25;
   manifest.analyzer = options.analyzer;
   manifest.shards = merged.shards;
+  manifest.positions = options.positions;
   manifest.created_by = options.created_by;
   SEARCH_RETURN_IF_ERROR(manifest.Write(dir->path()));
   if (options.kill_before_publish) ::raise(SIGKILL);

@@ -5,12 +5,14 @@
 //     threads parse and analyze them in parallel. Chunks are committed in input order, which
 //     assigns docIDs (0-based input position among the good documents), records each
 //     document's length (kept in memory, 4 bytes each) and its external id (appended to a temp
-//     file). Each parser thread accumulates an inverted index of its documents and, past its
-//     share of `memory_bytes`, spills it as a sorted run (indexer/run_file.hpp).
+//     file). Each parser thread accumulates an inverted index of its documents (with each
+//     posting's positions: indexes into the analyzed token stream, unless !positions) and, past
+//     its share of `memory_bytes`, spills it as a sorted run (indexer/run_file.hpp).
 //  2. merge: runs are merged term by term (in passes of at most `max_merge_fan_in` runs);
 //     each term's postings get the global df and are cut at the shard boundaries; batches of
 //     terms are encoded in parallel (codec EncodeList, block maxima from BM25 with global
-//     statistics) and added to every shard's ShardWriter in term order. Documents follow.
+//     statistics; EncodePositions for the positions) and added to every shard's ShardWriter in
+//     term order. Documents follow.
 //  3. publish: shards are finished and checksummed, manifest.json is written last, and the
 //     temporary directory is renamed onto the target (indexer/build_dir.hpp). Nothing is ever
 //     left loadable at the target unless the build completed; on error the temp dir is removed.
@@ -35,6 +37,7 @@ struct IndexBuildOptions {
   AnalyzerConfig analyzer;
   Bm25Params bm25;
   bool skip_bad = false;                     // skip (and count) bad lines instead of failing; they get no docID
+  bool positions = true;                     // store term positions (phrase queries need them)
   size_t memory_bytes = size_t{1024} << 20;  // budget for in-memory postings over all threads
   uint32_t threads = 0;                      // parser/encoder threads; 0 = hardware threads
   bool force = false;                        // replace an existing index at `output`

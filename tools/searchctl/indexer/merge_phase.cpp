@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
 #include "core/bm25.hpp"
 #include "index_store/shard_store.hpp"
 #include "indexer/build_phases.hpp"
@@ -29,12 +30,14 @@ struct EncodedPart {
   uint32_t shard = 0;
   TermInfo info;
   std::string bytes;
+  std::string positions;  // the positions blob, in a build with positions
 };
 
 struct TermJob {
   std::string term;
   std::vector<Posting> postings;
   std::vector<size_t> starts;
+  std::vector<uint32_t> positions;  // with positions: indexed by Posting::pos
   std::vector<EncodedPart> parts;
   Status status;
 };
@@ -65,18 +68,20 @@ Result<std::vector<std::unique_ptr<RunReader>>> OpenRuns(const std::vector<std::
 }
 
 // Merges `inputs` into one run at `out_path` and deletes the inputs.
-Status MergeToRun(const std::vector<std::string>& inputs, const std::string& out_path) {
+Status MergeToRun(const std::vector<std::string>& inputs, const std::string& out_path, bool with_positions) {
   SEARCH_ASSIGN_OR_RETURN(auto readers, OpenRuns(inputs));
   SEARCH_ASSIGN_OR_RETURN(auto merger, RunMerger::Create(std::move(readers)));
   SEARCH_ASSIGN_OR_RETURN(auto writer, RunWriter::Create(out_path));
   std::string term;
   std::vector<Posting> postings;
   std::vector<size_t> starts;
+  std::vector<uint32_t> positions;
+  std::vector<uint32_t>* pos = with_positions ? &positions : nullptr;
   for (;;) {
-    SEARCH_ASSIGN_OR_RETURN(bool more, merger->Next(&term, &postings, &starts));
+    SEARCH_ASSIGN_OR_RETURN(bool more, merger->Next(&term, &postings, &starts, pos));
     if (!more) break;
     SEARCH_RETURN_IF_ERROR(MergeSegments(&postings, starts));
-    SEARCH_RETURN_IF_ERROR(writer->AddPostings(term, postings));
+    SEARCH_RETURN_IF_ERROR(writer->AddPostings(term, postings, pos));
   }
   SEARCH_RETURN_IF_ERROR(writer->Finish());
   merger.reset();
@@ -84,9 +89,11 @@ Status MergeToRun(const std::vector<std::string>& inputs, const std::string& out
   return Status::Ok();
 }
 
-// Sorts a term's postings, then encodes the part of each shard that has any.
+// Sorts a term's postings, then encodes the part of each shard that has any (and its positions,
+// when `with_positions`).
 Status EncodeTerm(TermJob* job, const ShardLayout& layout, const float* norms, const Bm25Params& bm25,
-                  std::vector<uint32_t>* docs, std::vector<uint32_t>* tfs) {
+                  bool with_positions, std::vector<uint32_t>* docs, std::vector<uint32_t>* tfs,
+                  std::vector<uint32_t>* positions) {
   job->parts.clear();
   SEARCH_RETURN_IF_ERROR(MergeSegments(&job->postings, job->starts));
   const std::vector<Posting>& p = job->postings;
@@ -101,12 +108,17 @@ Status EncodeTerm(TermJob* job, const ShardLayout& layout, const float* norms, c
     const uint32_t s = layout.ShardOf(p[i].doc);
     docs->clear();
     tfs->clear();
+    positions->clear();
     uint64_t cf = 0;
     size_t j = i;
     for (; j < n && p[j].doc < layout.end[s]; ++j) {
       docs->push_back(p[j].doc);
       tfs->push_back(p[j].tf);
       cf += p[j].tf;
+      if (with_positions) {
+        const uint32_t* first = job->positions.data() + p[j].pos;
+        positions->insert(positions->end(), first, first + p[j].tf);
+      }
     }
     auto bytes = EncodeList(*docs, *tfs, layout.begin[s], scorer);
     if (!bytes.ok()) return bytes.status().WithContext("encode term " + job->term);
@@ -120,6 +132,11 @@ Status EncodeTerm(TermJob* job, const ShardLayout& layout, const float* norms, c
     std::memcpy(&header, part.bytes.data(), sizeof(header));
     part.info.max_score = header.max_score;
     part.info.list_bytes = static_cast<uint32_t>(part.bytes.size());
+    if (with_positions) {
+      auto blob = EncodePositions(*tfs, *positions);
+      if (!blob.ok()) return blob.status().WithContext("encode the positions of term " + job->term);
+      part.positions = std::move(blob).value();
+    }
     i = j;
   }
   return Status::Ok();
@@ -181,7 +198,7 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
   while (runs.size() > fan_in) {
     std::vector<std::string> group(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(fan_in));
     const std::string merged = work_dir + "/runs/merged-" + std::to_string(next_merged++) + ".run";
-    SEARCH_RETURN_IF_ERROR(MergeToRun(group, merged));
+    SEARCH_RETURN_IF_ERROR(MergeToRun(group, merged, options.positions));
     runs.erase(runs.begin(), runs.begin() + static_cast<std::ptrdiff_t>(fan_in));
     runs.push_back(merged);
     ++out->merge_passes;
@@ -198,6 +215,7 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
     meta.stats = stats;
     meta.bm25 = options.bm25;
     meta.analyzer = options.analyzer;
+    meta.positions = options.positions;
     SEARCH_ASSIGN_OR_RETURN(auto w, ShardWriter::Create(index_dir + "/shard-" + std::to_string(i), meta));
     writers.push_back(std::move(w));
     ShardEntry e;
@@ -225,34 +243,40 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
     while (used < kBatchTerms && batch_postings < kBatchPostings) {
       if (used == jobs.size()) jobs.emplace_back();
       TermJob& job = jobs[used];
-      SEARCH_ASSIGN_OR_RETURN(bool more, merger->Next(&job.term, &job.postings, &job.starts));
+      SEARCH_ASSIGN_OR_RETURN(bool more, merger->Next(&job.term, &job.postings, &job.starts,
+                                                      options.positions ? &job.positions : nullptr));
       if (!more) {
         done = true;
         break;
       }
-      batch_postings += job.postings.size();
+      batch_postings += job.postings.size() + job.positions.size();
       ++used;
     }
     progress->merge_bytes.store(merger->bytes_read(), std::memory_order_relaxed);
     ParallelFor(used, threads, [&](size_t i) {
-      thread_local std::vector<uint32_t> docs, tfs;
-      jobs[i].status = EncodeTerm(&jobs[i], layout, norms.data(), options.bm25, &docs, &tfs);
+      thread_local std::vector<uint32_t> docs, tfs, positions;
+      jobs[i].status =
+          EncodeTerm(&jobs[i], layout, norms.data(), options.bm25, options.positions, &docs, &tfs, &positions);
     });
     for (size_t i = 0; i < used; ++i) {
       TermJob& job = jobs[i];
       SEARCH_RETURN_IF_ERROR(job.status);
       for (EncodedPart& part : job.parts) {
-        SEARCH_RETURN_IF_ERROR(writers[part.shard]->AddTerm(job.term, part.info, part.bytes));
+        SEARCH_RETURN_IF_ERROR(writers[part.shard]->AddTerm(job.term, part.info, part.bytes, part.positions));
         ++out->shards[part.shard].num_terms;
         out->shards[part.shard].num_postings += part.info.count;
         std::string().swap(part.bytes);
+        std::string().swap(part.positions);
       }
       ++out->terms;
       out->postings += job.postings.size();
     }
     progress->terms.store(out->terms, std::memory_order_relaxed);
     if (batch_postings >= kBatchPostings) {  // don't keep a huge batch's buffers for small terms
-      for (auto& job : jobs) std::vector<Posting>().swap(job.postings);
+      for (auto& job : jobs) {
+        std::vector<Posting>().swap(job.postings);
+        std::vector<uint32_t>().swap(job.positions);
+      }
     }
   }
   merger.reset();

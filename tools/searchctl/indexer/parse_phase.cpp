@@ -32,6 +32,7 @@ struct ParsedDoc {
   std::string id;
   uint32_t length = 0;
   std::vector<std::pair<uint32_t, uint32_t>> id_tfs;  // (term id in the worker's accumulator, tf)
+  std::vector<uint32_t> positions;  // with positions: each id_tfs term's positions, in that order
 };
 
 struct ParsedChunk {
@@ -40,8 +41,10 @@ struct ParsedChunk {
   std::vector<ParsedDoc> docs;
 };
 
-// Parses one chunk's lines and analyzes every good document; terms get ids from `acc`.
-void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, PostingAccumulator* acc, ParsedChunk* out) {
+// Parses one chunk's lines and analyzes every good document; terms get ids from `acc`. With
+// `positions`, each term's positions (indexes into the analyzed token stream) are kept too.
+void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, bool positions, PostingAccumulator* acc,
+                ParsedChunk* out) {
   out->seq = chunk.seq;
   out->blank_lines = 0;
   out->docs.clear();
@@ -50,6 +53,7 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, PostingAccumul
   DocLine doc;
   std::vector<std::string> tokens;
   std::vector<uint32_t> ids;
+  std::vector<uint64_t> id_pos;  // (term id << 32 | position), sorted: by term, then position
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -74,7 +78,17 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, PostingAccumul
     pd.length = static_cast<uint32_t>(tokens.size());
     ids.clear();
     for (const auto& t : tokens) ids.push_back(acc->TermId(t));
-    std::sort(ids.begin(), ids.end());
+    if (positions) {
+      id_pos.clear();
+      for (size_t i = 0; i < ids.size(); ++i) id_pos.push_back(uint64_t{ids[i]} << 32 | i);
+      std::sort(id_pos.begin(), id_pos.end());
+      for (size_t i = 0; i < id_pos.size(); ++i) {
+        ids[i] = static_cast<uint32_t>(id_pos[i] >> 32);
+        pd.positions.push_back(static_cast<uint32_t>(id_pos[i]));
+      }
+    } else {
+      std::sort(ids.begin(), ids.end());
+    }
     for (size_t i = 0; i < ids.size();) {
       size_t j = i + 1;
       while (j < ids.size() && ids[j] == ids[i]) ++j;
@@ -230,7 +244,7 @@ class ParseState {
         queue_.pop_front();
       }
       queue_cv_.notify_all();
-      ParseChunk(chunk, analyzer_, &acc, &parsed);
+      ParseChunk(chunk, analyzer_, options_.positions, &acc, &parsed);
       auto first = Commit(parsed);
       if (!first.ok()) {
         if (!Aborted()) Fail(first.status());
@@ -238,7 +252,7 @@ class ParseState {
       }
       uint32_t doc = *first;
       for (const ParsedDoc& d : parsed.docs) {
-        if (d.ok) acc.AddDoc(doc++, d.id_tfs);
+        if (d.ok) acc.AddDoc(doc++, d.id_tfs, options_.positions ? d.positions.data() : nullptr);
       }
       if (acc.memory_bytes() >= share_) {
         if (Status s = Spill(&acc); !s.ok()) {

@@ -24,12 +24,13 @@ uint32_t PostingAccumulator::TermId(std::string_view term) {
   return id;
 }
 
-void PostingAccumulator::AddDoc(uint32_t doc, const std::vector<std::pair<uint32_t, uint32_t>>& id_tfs) {
+void PostingAccumulator::AddDoc(uint32_t doc, const std::vector<std::pair<uint32_t, uint32_t>>& id_tfs,
+                                const uint32_t* positions) {
   for (const auto& [id, tf] : id_tfs) {
     Entry& e = entries_[id];
     const size_t before = e.payload.capacity();
-    PutVarint(&e.payload, e.count == 0 ? doc : doc - e.last_doc);
-    PutVarint(&e.payload, tf);
+    EncodePosting(&e.payload, e.count == 0 ? doc : doc - e.last_doc, tf, positions);
+    if (positions != nullptr) positions += tf;
     memory_ += e.payload.capacity() - before;
     e.last_doc = doc;
     ++e.count;

@@ -21,9 +21,12 @@ class PostingAccumulator {
  public:
   // The id of `term`, added to the dictionary if new. REQUIRES: term not empty.
   uint32_t TermId(std::string_view term);
-  // One document's (term id, tf) pairs, each id once, any order.
-  // REQUIRES: doc larger than every doc added before; ids from TermId since the last Spill.
-  void AddDoc(uint32_t doc, const std::vector<std::pair<uint32_t, uint32_t>>& id_tfs);
+  // One document's (term id, tf) pairs, each id once, any order; with `positions`, the terms'
+  // positions in the same order (tf of them per pair, ascending), recorded in the run payloads.
+  // REQUIRES: doc larger than every doc added before; ids from TermId since the last Spill; every
+  // document of one accumulator with positions, or none.
+  void AddDoc(uint32_t doc, const std::vector<std::pair<uint32_t, uint32_t>>& id_tfs,
+              const uint32_t* positions = nullptr);
   // Convenience: (term, tf) pairs.
   void AddDoc(uint32_t doc, const std::vector<std::pair<std::string, uint32_t>>& term_tfs);
 

@@ -23,7 +23,15 @@ bool HeapAfter(const std::vector<std::unique_ptr<RunReader>>& runs, size_t a, si
 }
 }  // namespace
 
-Status DecodePostings(std::string_view payload, uint32_t count, std::vector<Posting>* out) {
+void EncodePosting(std::string* payload, uint32_t doc_delta, uint32_t tf, const uint32_t* positions) {
+  PutVarint(payload, doc_delta);
+  PutVarint(payload, tf);
+  if (positions == nullptr) return;
+  for (uint32_t k = 0; k < tf; ++k) PutVarint(payload, k == 0 ? positions[0] : positions[k] - positions[k - 1] - 1);
+}
+
+Status DecodePostings(std::string_view payload, uint32_t count, std::vector<Posting>* out,
+                      std::vector<uint32_t>* positions) {
   const char* p = payload.data();
   const char* end = p + payload.size();
   uint64_t doc = 0;
@@ -36,7 +44,19 @@ Status DecodePostings(std::string_view payload, uint32_t count, std::vector<Post
     doc = (i == 0) ? delta : doc + delta;
     if ((i > 0 && delta == 0) || doc > UINT32_MAX || tf == 0 || tf > UINT32_MAX)
       return Status::Corruption("run payload holds an invalid posting");
-    out->push_back(Posting{static_cast<uint32_t>(doc), static_cast<uint32_t>(tf)});
+    out->push_back(Posting{static_cast<uint32_t>(doc), static_cast<uint32_t>(tf), 0});
+    if (positions == nullptr) continue;
+    // Each position takes at least one byte: a bogus tf cannot make us allocate past the payload.
+    if (tf > static_cast<uint64_t>(end - p)) return Status::Corruption("run payload ends inside a posting's positions");
+    out->back().pos = positions->size();
+    uint64_t pos = 0;
+    for (uint64_t k = 0; k < tf; ++k) {
+      uint64_t d;
+      if (!GetVarint(&p, end, &d)) return Status::Corruption("run payload ends inside a posting's positions");
+      pos = k == 0 ? d : pos + d + 1;
+      if (pos > UINT32_MAX) return Status::Corruption("run payload holds a position above 2^32 - 1");
+      positions->push_back(static_cast<uint32_t>(pos));
+    }
   }
   if (p != end) return Status::Corruption("run payload has trailing bytes");
   return Status::Ok();
@@ -75,13 +95,14 @@ Status RunWriter::Add(std::string_view term, uint32_t count, std::string_view pa
   return Write(payload.data(), payload.size());
 }
 
-Status RunWriter::AddPostings(std::string_view term, const std::vector<Posting>& postings) {
+Status RunWriter::AddPostings(std::string_view term, const std::vector<Posting>& postings,
+                              const std::vector<uint32_t>* positions) {
   std::string payload;
   payload.reserve(postings.size() * 3);
   uint32_t prev = 0;
   for (size_t i = 0; i < postings.size(); ++i) {
-    PutVarint(&payload, i == 0 ? postings[i].doc : postings[i].doc - prev);
-    PutVarint(&payload, postings[i].tf);
+    EncodePosting(&payload, i == 0 ? postings[i].doc : postings[i].doc - prev, postings[i].tf,
+                  positions == nullptr ? nullptr : positions->data() + postings[i].pos);
     prev = postings[i].doc;
   }
   return Add(term, static_cast<uint32_t>(postings.size()), payload);
@@ -170,9 +191,11 @@ Result<std::unique_ptr<RunMerger>> RunMerger::Create(std::vector<std::unique_ptr
   return m;
 }
 
-Result<bool> RunMerger::Next(std::string* term, std::vector<Posting>* postings, std::vector<size_t>* starts) {
+Result<bool> RunMerger::Next(std::string* term, std::vector<Posting>* postings, std::vector<size_t>* starts,
+                             std::vector<uint32_t>* positions) {
   postings->clear();
   starts->clear();
+  if (positions != nullptr) positions->clear();
   if (heap_.empty()) return false;
   auto after = [this](size_t a, size_t b) { return HeapAfter(runs_, a, b); };
   *term = runs_[heap_.front()]->term();
@@ -181,7 +204,8 @@ Result<bool> RunMerger::Next(std::string* term, std::vector<Posting>* postings, 
     const size_t i = heap_.back();
     RunReader& run = *runs_[i];
     starts->push_back(postings->size());
-    SEARCH_RETURN_IF_ERROR(DecodePostings(run.payload(), run.count(), postings).WithContext("run " + run.path()));
+    SEARCH_RETURN_IF_ERROR(
+        DecodePostings(run.payload(), run.count(), postings, positions).WithContext("run " + run.path()));
     SEARCH_ASSIGN_OR_RETURN(bool has, run.Next());
     if (has) {
       std::push_heap(heap_.begin(), heap_.end(), after);

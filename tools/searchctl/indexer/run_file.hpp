@@ -1,7 +1,10 @@
 // Sorted runs: the index builder's spill files. A run holds terms in ascending byte order, each
 // with its postings in ascending docID order, as
 //   record := varint(term_len > 0) term varint(count) varint(payload_len) payload
-//   payload := count x (varint(doc - previous doc of the record, the first doc as is), varint(tf))
+//   payload := count x (varint(doc - previous doc of the record, the first doc as is), varint(tf)
+//                       [, tf x varint(position delta)])
+// The position deltas are present in every record of a build with positions and in none
+// otherwise (the reader is told which): a posting's first position as is, then gap - 1.
 // and ends with varint(0) (no term is empty), so a truncated run is detected.
 // RunReader streams a run back; RunMerger walks many runs term by term (a heap over cursors).
 // Thread-safety: none of these types are thread-safe; one thread per object.
@@ -21,6 +24,7 @@ namespace search {
 struct Posting {
   uint32_t doc = 0;
   uint32_t tf = 0;
+  uint64_t pos = 0;  // with positions: index of its first position in the positions vector beside
 };
 
 inline void PutVarint(std::string* out, uint64_t v) {
@@ -45,8 +49,13 @@ inline bool GetVarint(const char** p, const char* end, uint64_t* v) {
   return false;
 }
 
-// Decodes a record payload (see above) and appends its postings. Corruption on malformed bytes.
-Status DecodePostings(std::string_view payload, uint32_t count, std::vector<Posting>* out);
+// Decodes a record payload (see above) and appends its postings; with `positions`, the payload has
+// positions, which are appended there (each posting's `pos` pointing at its first). Corruption on
+// malformed bytes.
+Status DecodePostings(std::string_view payload, uint32_t count, std::vector<Posting>* out,
+                      std::vector<uint32_t>* positions = nullptr);
+// Appends one posting to a payload; `positions` (tf of them, ascending) when the run has positions.
+void EncodePosting(std::string* payload, uint32_t doc_delta, uint32_t tf, const uint32_t* positions);
 
 class RunWriter {
  public:
@@ -54,8 +63,10 @@ class RunWriter {
   ~RunWriter();
   // REQUIRES: terms strictly ascending, non-empty; payload encodes `count` postings.
   Status Add(std::string_view term, uint32_t count, std::string_view payload);
-  // Adds postings (ascending docIDs), encoding them.
-  Status AddPostings(std::string_view term, const std::vector<Posting>& postings);
+  // Adds postings (ascending docIDs), encoding them, with their positions (Posting::pos indexes
+  // `positions`) when given.
+  Status AddPostings(std::string_view term, const std::vector<Posting>& postings,
+                     const std::vector<uint32_t>* positions = nullptr);
   // Writes the end marker and closes the file.
   Status Finish();
   uint64_t bytes_written() const { return bytes_; }
@@ -101,8 +112,10 @@ class RunMerger {
   static Result<std::unique_ptr<RunMerger>> Create(std::vector<std::unique_ptr<RunReader>> runs);
   // The next term (ascending) and its postings from every run, as `segments` of `postings`, each
   // sorted by docID: segment i is postings[starts[i], starts[i + 1]) (starts ends with the size).
-  // Returns false after the last term.
-  Result<bool> Next(std::string* term, std::vector<Posting>* postings, std::vector<size_t>* starts);
+  // With `positions` (runs with positions), the term's positions are decoded there (cleared first),
+  // each posting's `pos` pointing at its first. Returns false after the last term.
+  Result<bool> Next(std::string* term, std::vector<Posting>* postings, std::vector<size_t>* starts,
+                    std::vector<uint32_t>* positions = nullptr);
   // Total bytes read from all runs so far.
   uint64_t bytes_read() const;
 

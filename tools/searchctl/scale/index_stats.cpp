@@ -23,7 +23,7 @@ namespace {
 // The column families of a shard (index_store/FORMAT.md), opened read-only and scanned in key
 // order. Going through ShardReader::GetList instead would read a whole 32 KiB table block per
 // small list; a sequential scan reads each block once.
-enum CfIndex { kMeta = 0, kTerms = 1, kLists = 2, kDocs = 3 };
+enum CfIndex { kMeta = 0, kTerms = 1, kLists = 2, kDocs = 3, kPositions = 4 };
 
 class QuietLogger : public rocksdb::Logger {
  public:
@@ -43,7 +43,8 @@ class RawShard {
     options.max_open_files = -1;
     options.verify_sst_unique_id_in_manifest = false;
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* name : {"default", "terms", "lists", "docs"}) cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+      cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
     auto shard = std::unique_ptr<RawShard>(new RawShard());
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, path, cfs, &shard->handles_, &db);
@@ -99,6 +100,7 @@ std::string IndexStats::ToJson() const {
   j["blocks"] = blocks;
   j["max_list"] = max_list;
   j["list_bytes"] = list_bytes;
+  j["positions_bytes"] = positions_bytes;
   j["metadata_bytes"] = metadata_bytes;
   j["docid_payload_bytes"] = docid_payload_bytes;
   j["freq_payload_bytes"] = freq_payload_bytes;
@@ -153,8 +155,12 @@ Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum
       st.postings_by_length[bucket] += v.count();
       return Status::Ok();
     }));
+    SEARCH_RETURN_IF_ERROR(db->Scan(kPositions, [&](std::string_view, std::string_view value) -> Status {
+      st.positions_bytes += value.size();
+      return Status::Ok();
+    }));
     if (checksum) {
-      for (int cf : {kMeta, kTerms, kLists, kDocs}) {
+      for (int cf : {kMeta, kTerms, kLists, kDocs, kPositions}) {
         SEARCH_RETURN_IF_ERROR(db->Scan(cf, [&](std::string_view key, std::string_view value) -> Status {
           crc = CrcValue(crc, static_cast<uint64_t>(key.size()));
           crc = CrcOf(crc, key.data(), key.size());

@@ -27,6 +27,7 @@ struct IndexStats {
   uint64_t lists = 0;  // (term, shard) pairs: a term with postings in 3 shards counts 3 times
   uint64_t postings = 0, blocks = 0, max_list = 0;
   uint64_t list_bytes = 0;          // whole blobs
+  uint64_t positions_bytes = 0;     // positions blobs (0 for an index without positions), uncompressed
   uint64_t metadata_bytes = 0;      // list headers + block entries
   uint64_t docid_payload_bytes = 0;
   uint64_t freq_payload_bytes = 0;
