@@ -138,15 +138,15 @@ class QueryLanguageTest : public ::testing::TestWithParam<int> {
     for (uint32_t s = 0; s < shards; ++s) {
       nodes_.push_back(std::make_unique<Process>());
       ASSERT_TRUE(nodes_.back()->Start({SEARCH_NODE_BIN, "--index", g_indexes->path[which] + "/shard-" + std::to_string(s),
-                                        "--listen", "tcp://127.0.0.1:*", "--threads", "2"},
+                                        "--listen", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:0", "--threads", "2"},
                                        run_->path() + "/node" + std::to_string(s)));
       auto ready = nodes_.back()->WaitReady();
       ASSERT_TRUE(ready.has_value()) << nodes_.back()->Logs();
       endpoints += (endpoints.empty() ? "" : ",") + ready->at("listen").get<std::string>();
     }
     integrator_ = std::make_unique<Process>();
-    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--ping-ms",
-                                    "200", "--cache-mb", "16", "--timeout-ms", "10000"},
+    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--metrics",
+                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--timeout-ms", "10000"},
                                    run_->path() + "/integrator"));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
