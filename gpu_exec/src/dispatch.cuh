@@ -6,7 +6,8 @@
 // synchronizes once.
 //   dispatch_round.cu: uploads, the top-k tail every sequence ends with, RunRound;
 //   dispatch_and.cu:   the and-sequence and the dense or-sequence;
-//   dispatch_or.cu:    the theta round and the pruned or-sequence.
+//   dispatch_or.cu:    the theta round and the pruned or-sequence;
+//   dispatch_tree.cu:  the tree-path sequence (trees and counts).
 // Thread-safety: everything here works on one GpuContext, used by one thread at a time.
 // Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
 #pragma once
@@ -230,11 +231,14 @@ Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector
 Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
 // or on the pruned path (PlanOr chose it).
 Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
+// The tree path (kTree: scores and top-k; kTreeCount: counts only); out->total comes back.
+Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
 
 // The engine's process-wide counters behind EngineTimes.
 struct EngineCounters {
   std::atomic<uint64_t> calls{0}, rounds{0}, enqueue_ns{0}, wait_ns{0}, total_ns{0};
   std::atomic<uint64_t> or_theta{0}, or_pruned{0}, or_dense{0}, or_overflow{0};
+  std::atomic<uint64_t> tree{0}, tree_count_only{0};
   std::atomic<uint64_t> theta_ratio_ppm{0}, theta_ratio_n{0};
 };
 EngineCounters& Counters();

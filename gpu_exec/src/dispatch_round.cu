@@ -147,6 +147,10 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       case PhaseKind::kTheta:
         launched = EnqueueTheta(ctx, shard, st, p);
         break;
+      case PhaseKind::kTree:
+      case PhaseKind::kTreeCount:
+        launched = EnqueueTree(ctx, shard, st, p);
+        break;
     }
     if (!launched.ok()) break;
   }
@@ -185,6 +189,7 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
         s.theta = o.theta;
         continue;
       }
+      if (p.kind == PhaseKind::kTree || p.kind == PhaseKind::kTreeCount) s.result.total = s.count ? o.total : 0;
       s.result.hits.resize(o.hits);
       static_assert(sizeof(DevHit) == sizeof(ScoredDoc));
       for (uint32_t i = 0; i < o.hits; ++i) {

@@ -38,7 +38,7 @@ struct QueryOut {
   uint32_t hits = 0;
   uint32_t error = 0;
   float theta = 0.0f;  // theta phase: the lower bound on the k-th best score (kernel_or.cuh)
-  uint32_t pad = 0;
+  uint32_t total = 0;  // tree phases: the matching documents (kernel_tree.cuh)
   unsigned long long blocks = 0, postings = 0, bytes = 0, freq_blocks = 0, scored = 0;
 };
 
@@ -162,5 +162,34 @@ struct OrPDesc {
 
 // The pruned kernels spread a launch's items over at most this many queries (kernel_or.cuh).
 inline constexpr uint32_t kMaxSpreadQueries = kThreads;
+
+// ------------------------------------------------------------------------------- trees
+
+// A resolved query tree as a postfix program (engine_plan.cpp compiles it, kernel_tree.cuh runs
+// it per document), one uint32 per op: bits 0-1 the kind, 2-4 the occurrence (core Occur: the
+// clause's occurrence in its parent boolean), 5 a flag, 8-15 a term slot.
+//   kTreeBegin  opens a boolean (flag: it has a must or filter clause);
+//   kTreeTerm   a term clause of the open boolean: the present term at `slot` (kTreeAbsent: a term
+//               with no postings here, which matches nothing);
+//   kTreeEnd    closes the open boolean, which is a clause (occurrence) of the one below it; the
+//               root's end (occurrence 0) gives the document's answer.
+inline constexpr uint32_t kTreeBegin = 0, kTreeTerm = 1, kTreeEnd = 2;
+inline constexpr uint32_t kTreeAbsent = 0xff;
+inline constexpr uint32_t kTreeFrames = 9;  // nested booleans: core's kMaxTreeDepth below the root
+SEARCH_HD constexpr uint32_t TreeOp(uint32_t kind, uint32_t occur, uint32_t flag, uint32_t slot) {
+  return kind | (occur << 2) | (flag << 5) | (slot << 8);
+}
+
+// One tree-path query: its present lists at lists[list_off + s], s < m (the slots of the program),
+// its program at progs[prog_off], prog_len ops.
+struct TreeDesc {
+  uint32_t m = 0;
+  uint32_t list_off = 0;
+  uint32_t prog_off = 0;
+  uint32_t prog_len = 0;
+  uint32_t* tfs = nullptr;  // m * num_docs (zeroed): tfs[s * num_docs + i] is slot s's tf at doc_begin + i
+  float* scores = nullptr;  // num_docs: the score, -0.0f where no match; nullptr: count only
+  QueryOut* out = nullptr;  // out->total: the matches
+};
 
 }  // namespace search::gpu::engine_internal

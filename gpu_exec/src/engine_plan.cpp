@@ -21,11 +21,108 @@ Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QSt
   return p;
 }
 
+namespace {
+
+Status Emit(const QueryNode& node, uint32_t occur, uint32_t depth, std::span<const std::string> terms,
+            std::span<const uint32_t> slot_of, std::vector<uint32_t>* prog) {
+  switch (node.kind) {
+    case QueryNode::Kind::kTerm: {
+      if (node.tokens.size() != 1) return Status::InvalidArgument("a term node must hold one token");
+      const auto it = std::lower_bound(terms.begin(), terms.end(), node.tokens[0]);
+      if (it == terms.end() || *it != node.tokens[0])
+        return Status::InvalidArgument("query token '" + node.tokens[0] + "' is not among the query's terms");
+      prog->push_back(TreeOp(kTreeTerm, occur, 0, slot_of[static_cast<size_t>(it - terms.begin())]));
+      return Status::Ok();
+    }
+    case QueryNode::Kind::kPhrase:
+      return GpuUnimplemented("a phrase (the CPU engine reads positions)");
+    case QueryNode::Kind::kBool: {
+      if (depth >= kTreeFrames) return Status::InvalidArgument("query tree nested too deep");
+      bool required = false;
+      for (const QueryNode::Clause& c : node.clauses) {
+        if (c.occur == Occur::kDefault)
+          return Status::InvalidArgument("the tree has a bare clause left: resolve the mode first");
+        if (c.occur > Occur::kFilter) return Status::InvalidArgument("unknown clause occurrence");
+        required = required || c.occur == Occur::kMust || c.occur == Occur::kFilter;
+      }
+      prog->push_back(TreeOp(kTreeBegin, 0, required ? 1u : 0u, 0));
+      for (const QueryNode::Clause& c : node.clauses)
+        SEARCH_RETURN_IF_ERROR(Emit(c.node, static_cast<uint32_t>(c.occur), depth + 1, terms, slot_of, prog));
+      prog->push_back(TreeOp(kTreeEnd, occur, 0, 0));
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument("unknown query node kind");
+}
+
+// The flat query {terms, mode} (kAnd or kOr) as a program: one term clause per term in order.
+std::vector<uint32_t> FlatProgram(std::span<const uint32_t> slot_of, QueryMode mode) {
+  const bool all = mode == QueryMode::kAnd;
+  const uint32_t occur = static_cast<uint32_t>(all ? Occur::kMust : Occur::kShould);
+  std::vector<uint32_t> prog{TreeOp(kTreeBegin, 0, all ? 1u : 0u, 0)};
+  for (uint32_t slot : slot_of) prog.push_back(TreeOp(kTreeTerm, occur, 0, slot));
+  prog.push_back(TreeOp(kTreeEnd, 0, 0, 0));
+  return prog;
+}
+
+// Compiles a tree or count query's program(s); false when it is answered already (an error, or no
+// term present here: no match, total 0).
+bool PrepareTree(const GpuQueryInput& in, QState* s) {
+  if (in.mode != QueryMode::kAnd && in.mode != QueryMode::kOr && in.mode != QueryMode::kAndOr) {
+    s->status = Status::InvalidArgument("unknown query mode");
+    return false;
+  }
+  std::vector<uint32_t> slot_of;
+  uint32_t present = 0;
+  for (const GpuTermInput& t : in.terms) slot_of.push_back(t.list == nullptr ? kTreeAbsent : present++);
+  const QueryMode first = in.mode == QueryMode::kOr ? QueryMode::kOr : QueryMode::kAnd;
+  if (in.tree == nullptr) {
+    s->prog = FlatProgram(slot_of, first);
+    if (in.mode == QueryMode::kAndOr) s->prog_or = FlatProgram(slot_of, QueryMode::kOr);
+  } else {
+    s->status = ValidateTree(*in.tree);
+    if (!s->status.ok()) return false;
+    if (TreeHasPhrase(*in.tree)) {
+      s->status = GpuUnimplemented("a phrase (the CPU engine reads positions)");
+      return false;
+    }
+    const std::vector<std::string> terms = TreeTerms(*in.tree);
+    if (terms.size() != in.terms.size()) {
+      s->status = Status::InvalidArgument("a query tree of " + std::to_string(terms.size()) + " distinct tokens with " +
+                                          std::to_string(in.terms.size()) + " term inputs");
+      return false;
+    }
+    if (in.tree->kind != QueryNode::Kind::kBool) {
+      s->status = Status::InvalidArgument("the root of a query tree is a boolean");
+      return false;
+    }
+    s->status = CompileTree(ResolveMode(*in.tree, first), terms, slot_of, &s->prog);
+    if (s->status.ok() && in.mode == QueryMode::kAndOr)
+      s->status = CompileTree(ResolveMode(*in.tree, QueryMode::kOr), terms, slot_of, &s->prog_or);
+    if (!s->status.ok()) return false;
+  }
+  return present > 0;
+}
+
+}  // namespace
+
+Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms, std::span<const uint32_t> slot_of,
+                   std::vector<uint32_t>* prog) {
+  static_assert(kTreeFrames == kMaxTreeDepth + 1, "a frame per boolean: the root and kMaxTreeDepth below it");
+  prog->clear();
+  if (resolved.kind != QueryNode::Kind::kBool) return Status::InvalidArgument("the root of a query tree is a boolean");
+  if (terms.size() != slot_of.size()) return Status::InvalidArgument("one slot per query term is needed");
+  return Emit(resolved, 0, 0, terms, slot_of, prog);
+}
+
 bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
   s->mode = in.mode;
   s->k = in.k;
   s->n = static_cast<uint32_t>(in.terms.size());
-  s->status = ValidateK(in.k);
+  s->tree = in.tree != nullptr || in.count;
+  s->count = in.count;
+  s->result.has_total = in.count;
+  s->status = in.count && in.k == 0 ? Status::Ok() : ValidateK(in.k);
   if (!s->status.ok()) return false;
   if (in.terms.size() > kGpuMaxTerms) {
     s->status = GpuUnimplemented("query of " + std::to_string(in.terms.size()) + " terms (the GPU engine takes " +
@@ -59,6 +156,7 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
     s->present.push_back(l);
     s->max_score.push_back(SanitizeBoundHD(t.list->max_score()));
   }
+  if (s->tree) return PrepareTree(in, s);
   return !in.terms.empty();
 }
 
@@ -122,7 +220,8 @@ void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vect
     const uint64_t b = kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
                        : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
                        : kind == PhaseKind::kTheta    ? ThetaBytes(st[id], o.or_theta_sample)
-                                                      : 0;
+                       : kind == PhaseKind::kTree || kind == PhaseKind::kTreeCount ? TreeBytes(st[id], num_docs)
+                                                                                   : 0;
     // The pruned kernels spread a launch's work over at most kMaxSpreadQueries queries.
     const size_t max_q = kind == PhaseKind::kOrPruned || kind == PhaseKind::kTheta ? kMaxSpreadQueries : kMaxBatchY;
     if (!cur.empty() && (cur.size() >= max_q || cur_bytes + b > kOrGroupBytes)) {
@@ -181,6 +280,16 @@ uint64_t ThetaBytes(const QState& s, uint32_t sample) {
   const uint64_t cap = SampleCap(sample);
   b += cap * (4 + 4 + 1 + 4 * s.present.size());
   for (const DevList& l : s.present) b += ProbeBytes(l, cap);
+  return b;
+}
+
+uint64_t TreeBytes(const QState& s, uint32_t num_docs) {
+  uint64_t b = uint64_t{num_docs} * 4 * s.present.size() + 4096;
+  if (s.k > 0) {
+    uint64_t postings = 0;
+    for (const DevList& l : s.present) postings += l.count;
+    b += uint64_t{num_docs} * 4 + 16 * std::min<uint64_t>(num_docs, postings) + kHistBins * 4 + s.k * 8;
+  }
   return b;
 }
 

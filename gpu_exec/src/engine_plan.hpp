@@ -9,9 +9,12 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "core/query.hpp"
+#include "core/query_tree.hpp"
 #include "core/status.hpp"
 #include "cpu_exec/cpu_executor.hpp"
 #include "engine_desc.hpp"
@@ -33,8 +36,9 @@ inline constexpr uint64_t kDenseFactor = 2;
 // Device memory one or-sequence may take for its dense accumulators and keys.
 inline constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
 
-// The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds.
-enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta };
+// The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds; a tree or
+// count query runs kTree (with a top-k) or kTreeCount (k == 0: the count alone).
+enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta, kTree, kTreeCount };
 
 // One query's host-side state through the rounds.
 struct QState {
@@ -54,6 +58,12 @@ struct QState {
   std::vector<float> rest;
   uint64_t cap = 0;
   bool overflow = false;  // the pruned attempt overflowed: rerun dense
+  // The tree path (a tree or a count): the program the next tree phase runs (engine_desc.hpp's
+  // ops over the present slots) and, for andor, the or-resolution's, run when the first finds
+  // fewer than k hits.
+  bool tree = false;
+  bool count = false;
+  std::vector<uint32_t> prog, prog_or;
 
   SearchResult result;
   std::chrono::steady_clock::time_point t0;
@@ -73,7 +83,15 @@ struct Phase {
 Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QState>& st);
 
 // Validates one query and fills its state; false when it is already answered (s->status says how).
+// A tree or count query is compiled for the tree path (s->tree, CompileTree).
 bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s);
+
+// The postfix program (engine_desc.hpp's tree ops) of `resolved` (no kDefault left), whose tokens
+// are among the sorted `terms`; slot_of[i] is terms[i]'s present slot (kTreeAbsent: none).
+// InvalidArgument for a bare clause, a token not in `terms`, a root that is no boolean or nesting
+// past kTreeFrames; GpuUnimplemented for a phrase.
+Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms, std::span<const uint32_t> slot_of,
+                   std::vector<uint32_t>* prog);
 
 // Whether an or-query takes the theta round first: several lists, at least min_postings postings,
 // and a list of at least k postings to take the k-th best contribution from (else theta would be
@@ -108,6 +126,8 @@ inline uint64_t SampleCap(uint32_t sample) {
 uint64_t OrQueryBytes(const QState& s, uint32_t num_docs);
 uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs);
 uint64_t ThetaBytes(const QState& s, uint32_t sample);
+// The tree path: per-term tf arrays, and with k > 0 the scores and the top-k keys.
+uint64_t TreeBytes(const QState& s, uint32_t num_docs);
 
 // Appends the phases for `ids`: chunks of at most kMaxBatchY queries (kMaxSpreadQueries for the
 // pruned kinds); or-phases also bounded in memory (kOrGroupBytes).

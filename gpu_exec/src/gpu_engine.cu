@@ -1,8 +1,9 @@
 // gpu_engine.hpp: the host API. Per batch: validate each query and plan its path (engine_plan.hpp),
 // then at most four rounds of launch sequences (dispatch.cuh), each ending in one synchronization:
-// (1) and, or without theta, theta for the other or-queries; (2) those or-queries, andor's or-part
-// (or its theta); (3) andor's or-part that waited for theta; each round also reruns dense the
-// pruned queries of the round before that overflowed (a fourth round only for those of the third).
+// (1) and, or without theta, theta for the other or-queries, trees and counts; (2) those
+// or-queries, andor's or-part (or its theta), the trees' andor or-resolution; (3) andor's or-part
+// that waited for theta; each round also reruns dense the pruned queries of the round before that
+// overflowed (a fourth round only for those of the third).
 // Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
 #pragma nv_diag_suppress 2810
 
@@ -91,12 +92,16 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   out->clear();
   const size_t nq = queries.size();
   std::vector<QState> st(nq);
-  std::vector<uint32_t> and_ids, or_ids;
+  std::vector<uint32_t> and_ids, or_ids, tree_ids;
   for (uint32_t i = 0; i < nq; ++i) {
     QState& s = st[i];
     s.t0 = t0;
     if (!Prepare(shard, queries[i], &s)) {
       s.done = true;
+      continue;
+    }
+    if (s.tree) {
+      tree_ids.push_back(i);
       continue;
     }
     const bool all = s.present.size() == s.n;
@@ -154,6 +159,15 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     c.or_dense.fetch_add(ids.size(), std::memory_order_relaxed);
     AddPhases(PhaseKind::kOrDense, ids, st, shard.num_docs, opt, phases);
   };
+  // Tree-path queries: with a top-k, or counts alone (k == 0).
+  auto plan_tree = [&](const std::vector<uint32_t>& ids, std::vector<Phase>* phases) {
+    std::vector<uint32_t> top, counts;
+    for (uint32_t id : ids) (st[id].k > 0 ? top : counts).push_back(id);
+    c.tree.fetch_add(ids.size(), std::memory_order_relaxed);
+    c.tree_count_only.fetch_add(counts.size(), std::memory_order_relaxed);
+    AddPhases(PhaseKind::kTree, top, st, shard.num_docs, opt, phases);
+    AddPhases(PhaseKind::kTreeCount, counts, st, shard.num_docs, opt, phases);
+  };
   auto run = [&](std::vector<Phase>& phases) -> Status {
     Status r = RunRound(ctx.impl(), dev, phases, st);
     if (!r.ok()) {
@@ -167,6 +181,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   std::vector<uint32_t> wait1, wait2;
   AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, opt, &phases);
   plan_or(or_ids, true, &wait1, &phases);
+  plan_tree(tree_ids, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
   // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
   phases.clear();
@@ -179,6 +194,15 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
       or2.push_back(id);
     }
   plan_or(or2, true, &wait2, &phases);
+  // The tree path's andor: the or-resolution where the and-resolution found fewer than k hits.
+  std::vector<uint32_t> tree2;
+  for (uint32_t id : tree_ids)
+    if (st[id].mode == QueryMode::kAndOr && st[id].status.ok() && st[id].result.hits.size() < st[id].k) {
+      st[id].result.hits.clear();
+      st[id].prog = std::move(st[id].prog_or);
+      tree2.push_back(id);
+    }
+  plan_tree(tree2, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
   // Round 3: andor's or-part that waited for theta (and round 2's overflows).
   phases.clear();
@@ -222,6 +246,8 @@ GpuEngineTimes EngineTimes() {
   t.or_pruned = c.or_pruned.load(std::memory_order_relaxed);
   t.or_dense = c.or_dense.load(std::memory_order_relaxed);
   t.or_overflow = c.or_overflow.load(std::memory_order_relaxed);
+  t.tree = c.tree.load(std::memory_order_relaxed);
+  t.tree_count_only = c.tree_count_only.load(std::memory_order_relaxed);
   t.theta_ratio_ppm = c.theta_ratio_ppm.load(std::memory_order_relaxed);
   t.theta_ratio_n = c.theta_ratio_n.load(std::memory_order_relaxed);
   return t;

@@ -41,17 +41,30 @@
 //          Queries of few postings or without a list of >= k postings skip the theta round (all
 //          lists essential).
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
+//   trees and counts (GpuQueryInput::tree or ::count): exhaustive, no pruning. The tree is
+//          resolved (ResolveMode; andor: the and-resolution, then the or-resolution in a second
+//          round when the first has fewer than k hits, as CpuExecutor decides it per shard) and
+//          compiled on the host into a postfix program (begin boolean, term clause, end boolean);
+//          every present term's list is decoded whole, a warp per block, into a per-term dense
+//          array of tfs over the shard's documents; then a thread per document runs the program
+//          (docs/SCORING.md "Query language": match rules of core/query_tree.hpp; a term scores
+//          Bm25TermScore(idf, tf, norm); a boolean's score is the float sum in clause order of its
+//          matching must and should clauses, a group's sum computed first), writes the document's
+//          score (-0.0f: no match) and counts the matches (a block reduction, one atomic per CTA).
+//          The top-k tail below picks the k best; k == 0 (count only) skips it. The same documents,
+//          order, float bits and totals as cpu_exec's tree evaluator (ExecuteTree).
 //   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
 //          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
 //          docs/SCORING.md's order (score desc, docID asc) whatever the compaction order.
 // A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
 // batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
 // stream-ordered pool (one allocation per sequence); the host synchronizes once per round, at
-// most four rounds per batch: (1) and, or without theta, theta for the other or-queries;
-// (2) those or-queries, andor's or-part (or its theta); (3) andor's or-part that waited for theta;
-// each round also reruns dense the pruned queries of the round before that overflowed (a fourth
-// round only for those of the third).
-// Errors per query: InvalidArgument (k), GpuUnimplemented (> kGpuMaxTerms terms), Corruption (a
+// most four rounds per batch: (1) and, or without theta, theta for the other or-queries, trees
+// and counts; (2) those or-queries, andor's or-part (or its theta), the trees' andor or-part;
+// (3) andor's or-part that waited for theta; each round also reruns dense the pruned queries of
+// the round before that overflowed (a fourth round only for those of the third).
+// Errors per query: InvalidArgument (k; a tree whose terms are not TreeTerms, or with a bare
+// clause left after resolution), GpuUnimplemented (> kGpuMaxTerms terms, a phrase), Corruption (a
 // list past the shard's documents, a block that fails to decode or starts below the shard).
 // The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
 // reported by one engine and not the other; answers of intact lists are identical.
@@ -73,6 +86,7 @@
 #include "codec/block_codec.hpp"
 #include "core/bm25.hpp"
 #include "core/query.hpp"
+#include "core/query_tree.hpp"
 #include "core/status.hpp"
 #include "cpu_exec/cpu_executor.hpp"
 
@@ -99,10 +113,19 @@ struct GpuTermInput {
 };
 
 // One query of a batch: terms in canonical order (as for ExecuteQuery).
+// With `tree` or `count` the query takes the tree path (see "trees and counts" above):
+//   tree   the query's canonical tree (Query::tree, mode not yet resolved; terms and groups only:
+//          a phrase is GpuUnimplemented), and terms[i] is the input of TreeTerms(*tree)[i]
+//          (Query::terms); nullptr with count: the flat query {terms, mode};
+//   count  also return the exact number of matches (has_total, total); k == 0 then asks for the
+//          count alone.
+// The caller keeps *tree alive until ExecuteBatchGpu returns.
 struct GpuQueryInput {
   std::span<const GpuTermInput> terms;
   QueryMode mode = QueryMode::kAnd;
   uint32_t k = 10;
+  const QueryNode* tree = nullptr;
+  bool count = false;
 };
 
 // The shard's document range on the device: d_norms[doc - doc_begin] for doc in
@@ -156,9 +179,9 @@ class GpuContext {
 };
 
 // Runs a batch of queries on ctx's stream and waits for them. out[i] is query i's answer (hits
-// best first, at most k; stats filled as the CPU engine fills them where they apply). A query that
-// fails alone (InvalidArgument k, Unimplemented for more than kGpuMaxTerms terms, Corruption of a
-// block) gets its own error; a CUDA error fails the whole call (Unavailable / ResourceExhausted)
+// best first, at most k; with count, has_total and the exact total; stats filled as the CPU engine
+// fills them where they apply). A query that fails alone (InvalidArgument k, Unimplemented for
+// more than kGpuMaxTerms terms or a phrase, Corruption of a block) gets its own error; a CUDA error fails the whole call (Unavailable / ResourceExhausted)
 // and the caller reruns the batch on the CPU.
 // REQUIRES: every list's docIDs lie in the shard view's range; device blobs stay valid until return.
 Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
@@ -169,11 +192,13 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
 // enqueue >> wait: the host's launches bound the rate; wait >> enqueue: the GPU's work does.
 // Also how or-queries (and andor's or-parts) were run: with a theta round, on the pruned path,
 // on the dense path, and pruned attempts that overflowed their candidate buffer and reran dense
-// (counted in or_dense too).
+// (counted in or_dense too); and the tree path's runs.
 struct GpuEngineTimes {
   uint64_t calls = 0, rounds = 0;
   uint64_t enqueue_ns = 0, wait_ns = 0, total_ns = 0;
   uint64_t or_theta = 0, or_pruned = 0, or_dense = 0, or_overflow = 0;
+  // Tree-path runs (trees and counts; andor's or-resolution counted apart), count-only among them.
+  uint64_t tree = 0, tree_count_only = 0;
   // Quality of theta: over queries with theta > 0 that found k hits, the sum of theta / (k-th
   // best score) in millionths, and their number (1e6 when theta is the k-th best score itself).
   uint64_t theta_ratio_ppm = 0, theta_ratio_n = 0;

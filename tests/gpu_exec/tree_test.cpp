@@ -1,0 +1,414 @@
+// The GPU engine's tree path (ExecuteBatchGpu with GpuQueryInput::tree / ::count) against the CPU
+// engine's tree evaluator (cpu_exec/src/tree_query.hpp, ExecuteTree, andor decided as CpuExecutor
+// decides it per shard) and, over the whole collection, the brute-force evaluator
+// (tests/cpu_exec/tree_reference.hpp): random term trees up to depth 3 with must, should,
+// must_not and filter clauses and absent terms, flat queries with counts, every mode, counts on and
+// off, count only, k from 1 to 1000, in batches mixing all of them, on a shard of a few thousand
+// documents with a small vocabulary and on a shard that starts past docID 0. Equality is exact:
+// the same documents, order, float bits and totals. Also the refusals (phrases, mismatched terms,
+// k) and hand shapes (must_not only, filter only: score 0 in docID order).
+// Skips when no CUDA device is present.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "codec/block_codec.hpp"
+#include "core/bm25.hpp"
+#include "core/query_tree.hpp"
+#include "core/topk.hpp"
+#include "gpu_exec/cuda_util.hpp"
+#include "gpu_exec/gpu_engine.hpp"
+#include "tree_query.hpp"
+#include "tree_reference.hpp"
+
+namespace search::testing {
+namespace {
+
+using cpu_internal::ExecuteTree;
+using cpu_internal::TreeTermInput;
+using gpu::GpuContext;
+using gpu::GpuQueryInput;
+using gpu::GpuTermInput;
+
+// SEARCH_TEST_QUICK (scripts/device-check.sh sets it under compute-sanitizer): fewer batches.
+int Scaled(int n) {
+  const char* v = std::getenv("SEARCH_TEST_QUICK");
+  if (v == nullptr || v[0] == '\0' || v[0] == '0') return n;
+  return std::max(1, n / (v[0] == '1' ? 4 : 16));
+}
+
+struct Docs {
+  std::vector<std::vector<std::string>> tokens;
+  uint64_t total = 0;
+  std::map<std::string, uint32_t> df;
+};
+
+// Zipf-distributed words w0..w<vocab-1>; every 97th document is long (tf in the hundreds).
+Docs MakeDocs(uint32_t n, uint32_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<double> weights(vocab);
+  for (uint32_t i = 0; i < vocab; ++i) weights[i] = 1.0 / (i + 1.0);
+  std::discrete_distribution<uint32_t> word(weights.begin(), weights.end());
+  Docs d;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t len = i % 97 == 0 ? 700 : static_cast<uint32_t>(rng() % 20);
+    std::vector<std::string> t;
+    for (uint32_t j = 0; j < len; ++j) t.push_back(Word(word(rng)));
+    d.tokens.push_back(std::move(t));
+  }
+  for (const auto& t : d.tokens) {
+    d.total += t.size();
+    std::map<std::string, uint32_t> seen;
+    for (const std::string& w : t) ++seen[w];
+    for (const auto& [w, f] : seen) ++d.df[w];
+  }
+  return d;
+}
+
+// One shard [begin, end) of the documents: its lists on the host and the device, its norms.
+struct DevShard {
+  uint32_t begin = 0, end = 0;
+  std::vector<float> norms;
+  std::map<std::string, size_t> index;
+  std::vector<std::vector<uint32_t>> words;  // each list's bytes, 4-byte aligned
+  std::vector<ListView> lists;
+  std::vector<void*> d_blobs;
+  float* d_norms = nullptr;
+  gpu::GpuShardView view;
+  DevShard() = default;
+  DevShard(const DevShard&) = delete;
+  ~DevShard() {
+    for (void* p : d_blobs) (void)cudaFree(p);
+    if (d_norms != nullptr) (void)cudaFree(d_norms);
+  }
+};
+
+void BuildShard(const Docs& docs, uint32_t begin, uint32_t end, DevShard* s) {
+  s->begin = begin;
+  s->end = end;
+  CollectionStats stats;
+  stats.num_docs = docs.tokens.size();
+  stats.total_tokens = docs.total;
+  for (uint32_t d = begin; d < end; ++d)
+    s->norms.push_back(Bm25Norm(static_cast<uint32_t>(docs.tokens[d].size()), stats.avgdl()));
+  std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> post;  // term -> (doc, tf)
+  for (uint32_t d = begin; d < end; ++d) {
+    std::map<std::string, uint32_t> here;
+    for (const std::string& w : docs.tokens[d]) ++here[w];
+    for (const auto& [w, f] : here) post[w].push_back({d, f});
+  }
+  s->words.reserve(post.size());
+  for (const auto& [w, pl] : post) {
+    std::vector<uint32_t> ds, tfs;
+    for (const auto& [d, f] : pl) {
+      ds.push_back(d);
+      tfs.push_back(f);
+    }
+    const float idf = Bm25Idf(stats.num_docs, docs.df.at(w));
+    auto list =
+        EncodeList(ds, tfs, begin, [&](uint32_t d, uint32_t f) { return Bm25TermScore(idf, f, s->norms[d - begin]); });
+    ASSERT_TRUE(list.ok()) << list.status().ToString();
+    std::vector<uint32_t> aligned((list->size() + 3) / 4, 0u);
+    std::memcpy(aligned.data(), list->data(), list->size());
+    s->words.push_back(std::move(aligned));
+    auto lv = ListView::Parse(std::string_view(reinterpret_cast<const char*>(s->words.back().data()), list->size()));
+    ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    s->index[w] = s->lists.size();
+    s->lists.push_back(*lv);
+    void* d_blob = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_blob, list->size()), cudaSuccess);
+    s->d_blobs.push_back(d_blob);
+    ASSERT_EQ(cudaMemcpy(d_blob, list->data(), list->size(), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&s->d_norms), std::max<size_t>(s->norms.size(), 1) * sizeof(float)),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(s->d_norms, s->norms.data(), s->norms.size() * sizeof(float), cudaMemcpyHostToDevice),
+            cudaSuccess);
+  s->view.d_norms = s->d_norms;
+  s->view.doc_begin = begin;
+  s->view.num_docs = end - begin;
+}
+
+// The inputs of a query's terms in shard s, for both engines (global idf; absent: no list).
+struct Inputs {
+  std::vector<TreeTermInput> cpu;
+  std::vector<GpuTermInput> gpu;
+};
+Inputs InputsFor(const DevShard& s, const Docs& docs, const std::vector<std::string>& terms) {
+  Inputs in;
+  in.cpu.resize(terms.size());
+  in.gpu.resize(terms.size());
+  for (size_t i = 0; i < terms.size(); ++i) {
+    auto df = docs.df.find(terms[i]);
+    const float idf = Bm25Idf(docs.tokens.size(), df == docs.df.end() ? 0 : df->second);
+    in.cpu[i].idf = in.gpu[i].idf = idf;
+    auto it = s.index.find(terms[i]);
+    if (it == s.index.end()) continue;
+    in.cpu[i].list = in.gpu[i].list = &s.lists[it->second];
+    in.gpu[i].d_blob = static_cast<const uint8_t*>(s.d_blobs[it->second]);
+  }
+  return in;
+}
+
+// The CPU engine's answer on one shard, as CpuExecutor::RunTree gives it: the tree (or the flat
+// query's) resolution, andor's or-resolution when the and-resolution has fewer than k hits.
+Result<SearchResult> CpuAnswer(const DevShard& s, const Query& q, const Inputs& in) {
+  auto run = [&](QueryMode m) {
+    const QueryNode tree = q.tree != nullptr ? ResolveMode(*q.tree, m) : cpu_internal::FlatTree(q.terms, m);
+    return ExecuteTree(tree, q.terms, in.cpu, s.norms, s.begin, q.k, q.count);
+  };
+  if (q.mode != QueryMode::kAndOr) return run(q.mode);
+  auto a = run(QueryMode::kAnd);
+  if (!a.ok() || a->hits.size() >= q.k) return a;
+  return run(QueryMode::kOr);
+}
+
+std::unique_ptr<GpuContext> MakeContext() {
+  auto c = GpuContext::Create();
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+std::string Describe(const Query& q) {
+  std::ostringstream os;
+  os << (q.tree ? CanonicalKey(*q.tree) : std::string("flat")) << " [";
+  for (const std::string& t : q.terms) os << ' ' << t;
+  os << " ] " << QueryModeName(q.mode) << " k=" << q.k << (q.count ? " count" : "");
+  return os.str();
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!gpu::GpuAvailable()) GTEST_SKIP() << gpu::GpuDescription()
+
+constexpr uint32_t kDocs = 3000, kVocab = 10;
+
+TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  const Docs docs = MakeDocs(kDocs, kVocab, 7);
+  const TreeReference ref(docs.tokens);
+  DevShard whole, tail;
+  BuildShard(docs, 0, kDocs, &whole);
+  BuildShard(docs, kDocs / 3, kDocs, &tail);
+  const DevShard* shards[] = {&whole, &tail};
+  std::mt19937_64 rng(11);
+  RandomTreeGen gen{rng, kVocab, false};
+  const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
+  const uint32_t ks[] = {1, 2, 3, 10, 100, 1000};
+  uint64_t queries = 0, trees = 0, counted = 0, count_only = 0, totals = 0, hits = 0;
+  for (int b = 0; b < Scaled(40); ++b) {
+    // A batch of up to 48 queries of every kind, answered by one ExecuteBatchGpu per shard.
+    std::vector<Query> batch;
+    const size_t n = 1 + rng() % 48;
+    while (batch.size() < n) {
+      const QueryMode mode = modes[rng() % 3];
+      const bool count = rng() % 3 != 0;
+      uint32_t k = count && rng() % 5 == 0 ? 0 : ks[rng() % 6];
+      if (k > 0 && rng() % 4 == 0) k = 1 + static_cast<uint32_t>(rng() % 1000);
+      QueryNode tree;
+      if (rng() % 6 == 0) {  // a bag of words: MakeQuery's flat query (with a count, the tree path)
+        tree.kind = QueryNode::Kind::kBool;
+        for (size_t i = 0, m = 1 + rng() % 4; i < m; ++i) {
+          QueryNode::Clause c;
+          c.node.kind = QueryNode::Kind::kTerm;
+          c.node.tokens = {gen.Token()};
+          tree.clauses.push_back(std::move(c));
+        }
+      } else {
+        tree = gen.Bool(0);
+      }
+      tree = Canonicalize(std::move(tree));
+      if (!ValidateTree(tree).ok()) continue;  // e.g. a group of must_not clauses only left empty
+      Query q = MakeQuery(std::move(tree), mode, k, count);
+      if (q.terms.size() > gpu::kGpuMaxTerms) continue;
+      batch.push_back(std::move(q));
+    }
+    for (const DevShard* s : shards) {
+      std::vector<Inputs> inputs;
+      std::vector<GpuQueryInput> in;
+      for (const Query& q : batch) inputs.push_back(InputsFor(*s, docs, q.terms));
+      for (size_t i = 0; i < batch.size(); ++i)
+        in.push_back(GpuQueryInput{inputs[i].gpu, batch[i].mode, batch[i].k, batch[i].tree.get(), batch[i].count});
+      std::vector<Result<SearchResult>> got;
+      ASSERT_TRUE(gpu::ExecuteBatchGpu(*ctx, s->view, in, &got).ok());
+      ASSERT_EQ(got.size(), batch.size());
+      for (size_t i = 0; i < batch.size(); ++i) {
+        const Query& q = batch[i];
+        const std::string what = Describe(q) + " on [" + std::to_string(s->begin) + ", " + std::to_string(s->end) + ")";
+        ASSERT_TRUE(got[i].ok()) << what << ": " << got[i].status().ToString();
+        ASSERT_EQ(got[i]->has_total, q.count) << what;
+        if (s == &whole) {  // the whole collection: the brute force first
+          const TreeAnswer bf = ref.Search(q);
+          ASSERT_EQ(got[i]->hits, bf.hits) << what << " (brute force)";
+          if (q.count) {
+            ASSERT_EQ(got[i]->total, bf.total) << what << " (brute force)";
+          }
+        }
+        const Result<SearchResult> want = CpuAnswer(*s, q, inputs[i]);
+        ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+        ASSERT_EQ(got[i]->hits, want->hits) << what << " (CPU engine)";
+        ASSERT_EQ(got[i]->total, want->total) << what << " (CPU engine)";
+        ++queries;
+        trees += q.tree != nullptr;
+        counted += q.count;
+        count_only += q.count && q.k == 0;
+        totals += got[i]->total;
+        hits += got[i]->hits.size();
+      }
+    }
+  }
+  // The random queries covered what they are meant to.
+  EXPECT_GT(trees, queries / 2);
+  EXPECT_GT(counted, queries / 3);
+  EXPECT_GT(count_only, 0u);
+  EXPECT_GT(totals, 0u);
+  EXPECT_GT(hits, 0u);
+}
+
+// Runs one query alone on the whole shard.
+Result<SearchResult> RunOne(GpuContext& ctx, const DevShard& s, const Docs& docs, const Query& q,
+                            const std::vector<std::string>* terms = nullptr) {
+  const Inputs in = InputsFor(s, docs, terms != nullptr ? *terms : q.terms);
+  std::vector<GpuQueryInput> batch{GpuQueryInput{in.gpu, q.mode, q.k, q.tree.get(), q.count}};
+  std::vector<Result<SearchResult>> out;
+  SEARCH_RETURN_IF_ERROR(gpu::ExecuteBatchGpu(ctx, s.view, batch, &out));
+  return std::move(out[0]);
+}
+
+Query TreeQuery(const char* shape, QueryMode mode, uint32_t k, bool count) {
+  // shape: clauses "<occ><word>" separated by spaces; occ one of + ~ - # (must should must_not filter).
+  QueryNode root;
+  root.kind = QueryNode::Kind::kBool;
+  std::istringstream is(shape);
+  for (std::string c; is >> c;) {
+    QueryNode::Clause cl;
+    cl.occur = c[0] == '+'   ? Occur::kMust
+               : c[0] == '~' ? Occur::kShould
+               : c[0] == '-' ? Occur::kMustNot
+                             : Occur::kFilter;
+    cl.node.kind = QueryNode::Kind::kTerm;
+    cl.node.tokens = {c.substr(1)};
+    root.clauses.push_back(std::move(cl));
+  }
+  Query q;
+  q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(root)));
+  q.terms = TreeTerms(*q.tree);
+  q.mode = mode;
+  q.k = k;
+  q.count = count;
+  return q;
+}
+
+TEST(GpuTree, HandShapes) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  const Docs docs = MakeDocs(kDocs, kVocab, 7);
+  DevShard s;
+  BuildShard(docs, 0, kDocs, &s);
+  // must_not clauses alone match nothing.
+  auto r = RunOne(*ctx, s, docs, TreeQuery("-w0 -w1", QueryMode::kOr, 10, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->hits.empty());
+  EXPECT_TRUE(r->has_total);
+  EXPECT_EQ(r->total, 0u);
+  // filter alone: every document of w3 with score 0, in docID order; the count is its df.
+  r = RunOne(*ctx, s, docs, TreeQuery("#w3", QueryMode::kAnd, 1000, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, docs.df.at("w3"));
+  ASSERT_EQ(r->hits.size(), std::min<size_t>(1000, docs.df.at("w3")));
+  for (size_t i = 0; i < r->hits.size(); ++i) {
+    EXPECT_EQ(r->hits[i].score, 0.0f);
+    if (i > 0) {
+      EXPECT_LT(r->hits[i - 1].doc, r->hits[i].doc);
+    }
+  }
+  // +w0 -w1: the count by hand.
+  uint64_t want = 0;
+  for (const auto& t : docs.tokens) {
+    bool w0 = false, w1 = false;
+    for (const std::string& w : t) w0 = w0 || w == "w0", w1 = w1 || w == "w1";
+    want += w0 && !w1;
+  }
+  r = RunOne(*ctx, s, docs, TreeQuery("+w0 -w1", QueryMode::kAnd, 0, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->hits.empty());
+  EXPECT_EQ(r->total, want);
+  EXPECT_GT(want, 0u);
+  // Only absent terms: no match, a total of 0.
+  r = RunOne(*ctx, s, docs, TreeQuery("+nosuch0 ~nosuch1", QueryMode::kAndOr, 5, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->hits.empty());
+  EXPECT_TRUE(r->has_total);
+  EXPECT_EQ(r->total, 0u);
+  // A flat query with a count: the tree path, equal to the flat path's hits.
+  Query flat;
+  flat.terms = {"w0", "w2"};
+  flat.mode = QueryMode::kOr;
+  flat.k = 50;
+  auto top = RunOne(*ctx, s, docs, flat);
+  flat.count = true;
+  r = RunOne(*ctx, s, docs, flat);
+  ASSERT_TRUE(top.ok() && r.ok());
+  EXPECT_EQ(r->hits, top->hits);
+  uint64_t both = 0;
+  for (const auto& t : docs.tokens) {
+    bool a = false, b = false;
+    for (const std::string& w : t) a = a || w == "w0", b = b || w == "w2";
+    both += a && b;
+  }
+  EXPECT_EQ(r->total, docs.df.at("w0") + docs.df.at("w2") - both);
+}
+
+TEST(GpuTree, RefusesWhatItDoesNotRun) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  const Docs docs = MakeDocs(500, kVocab, 3);
+  DevShard s;
+  BuildShard(docs, 0, 500, &s);
+  // A phrase: GpuUnimplemented (the caller runs it on the CPU).
+  QueryNode root;
+  root.kind = QueryNode::Kind::kBool;
+  QueryNode::Clause c;
+  c.occur = Occur::kMust;
+  c.node.kind = QueryNode::Kind::kPhrase;
+  c.node.tokens = {"w0", "w1"};
+  root.clauses.push_back(c);
+  Query q;
+  q.tree = std::make_shared<const QueryNode>(root);
+  q.terms = TreeTerms(root);
+  q.mode = QueryMode::kAnd;
+  q.k = 10;
+  auto r = RunOne(*ctx, s, docs, q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(gpu::IsGpuUnimplemented(r.status())) << r.status().ToString();
+  // Term inputs that are not the tree's terms.
+  q = TreeQuery("+w0 ~w1", QueryMode::kAnd, 10, true);
+  const std::vector<std::string> fewer = {"w0"};
+  r = RunOne(*ctx, s, docs, q, &fewer);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_FALSE(gpu::IsGpuUnimplemented(r.status()));
+  // k 0 needs a count; k past kMaxK is refused.
+  q = TreeQuery("+w0", QueryMode::kAnd, 0, false);
+  r = RunOne(*ctx, s, docs, q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  q = TreeQuery("+w0", QueryMode::kAnd, kMaxK + 1, true);
+  r = RunOne(*ctx, s, docs, q);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace search::testing
