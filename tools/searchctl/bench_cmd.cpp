@@ -131,7 +131,9 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
   cmd->add_option("--seconds", a->seconds, "measured duration; raise it when runs disagree")->capture_default_str();
   cmd->add_option("--warmup", a->warmup, "seconds run before measuring, not counted; raise it when runs disagree")
       ->capture_default_str();
-  cmd->add_option("--engine", a->engine, "cpu | gpu: the engine to measure")->capture_default_str();
+  cmd->add_option("--engine", a->engine,
+                  "cpu | gpu: the engine to measure (gpu: terms, groups and counts; a phrase is refused)")
+      ->capture_default_str();
   cmd->add_option("--batch", a->batch,
                   "gpu: queries per launch sequence; lower it to trade throughput for latency")
       ->capture_default_str();
@@ -147,7 +149,8 @@ CLI::App* AddBenchCommand(CLI::App& app, BenchArgs* a) {
                   "engine's measured behaviour). Keys:" + BenchTuningHelp())
       ->allow_extra_args(false);
   cmd->add_option("--verify", a->verify,
-                  "gpu: after the run, check the first N queries' hits against the CPU engine (verify_mismatches); "
+                  "gpu: after the run, check the first N queries' hits and totals against the CPU engine "
+                  "(verify_mismatches); "
                   "set it after changing the GPU engine")
       ->capture_default_str();
   cmd->add_option("--per-query", a->per_query,
@@ -222,9 +225,9 @@ int RunBench(const BenchArgs& a) {
   for (size_t i = 0; i < qs.size(); ++i) {  // every query checked before the run
     auto q = parse_query(i);
     if (!q.ok()) return ReportError("bench", q.status().WithContext("query " + std::to_string(i + 1)), kExitUsage);
-    if (gpu && (q->tree || q->count))
+    if (gpu && q->tree && TreeHasPhrase(*q->tree))
       return ReportError("bench",
-                         Status::InvalidArgument("--engine gpu runs bags of words with --command top; query " +
+                         Status::InvalidArgument("--engine gpu runs terms and groups, not phrases; query " +
                                                  std::to_string(i + 1) + " needs the CPU engine"),
                          kExitUsage);
   }
@@ -451,6 +454,9 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;
     out["gpu_or_dense"] = times1.or_dense - times0.or_dense;
     out["gpu_or_overflow"] = times1.or_overflow - times0.or_overflow;
+    // Runs of the tree path (trees and counts), and the count-only ones among them.
+    out["gpu_tree"] = times1.tree - times0.tree;
+    out["gpu_tree_count_only"] = times1.tree_count_only - times0.tree_count_only;
     const uint64_t ratio_n = times1.theta_ratio_n - times0.theta_ratio_n;
     if (ratio_n > 0)  // mean theta / k-th best score of the or-queries with theta
       out["gpu_or_theta_ratio"] = static_cast<double>(times1.theta_ratio_ppm - times0.theta_ratio_ppm) / 1e6 / ratio_n;
@@ -541,7 +547,8 @@ int RunBench(const BenchArgs& a) {
             const Result<SearchResult> want = idx.Search(queries[j]);
             if (!want.ok() || !got[j].ok()) {
               st = !want.ok() ? want.status() : got[j].status();
-            } else if (want->hits != got[j]->hits) {
+            } else if (want->hits != got[j]->hits || want->has_total != got[j]->has_total ||
+                       want->total != got[j]->total) {
               mismatches.fetch_add(1);
             }
           }

@@ -66,6 +66,7 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
                            std::vector<Result<SearchResult>>* out) const {
   const size_t n = queries.size();
   out->assign(n, SearchResult{});
+  for (size_t q = 0; q < n; ++q) (*out)[q]->has_total = queries[q].count;
   std::vector<std::vector<std::vector<ScoredDoc>>> per_shard(n);
   for (const auto& shard : shards_) {
     const ShardMeta& meta = shard->reader->meta();
@@ -97,6 +98,8 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
       batch[q].terms = inputs[q];
       batch[q].mode = mode;
       batch[q].k = query.k;
+      batch[q].tree = query.tree.get();  // trees and counts: the engine's tree path
+      batch[q].count = query.count;
     }
     std::vector<Result<SearchResult>> results;
     SEARCH_RETURN_IF_ERROR(gpu::ExecuteBatchGpu(ctx, shard->view, batch, &results));
@@ -108,6 +111,7 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
         (*out)[q] = results[q].status();
       } else {
         (*out)[q]->stats += results[q]->stats;
+        (*out)[q]->total += results[q]->total;  // exact per shard: summed
         per_shard[q].push_back(std::move(results[q]->hits));
       }
     }
@@ -126,8 +130,30 @@ Status GpuSearcher::SearchBatch(gpu::GpuContext& ctx, std::span<const Query> que
     return Status::Ok();
   }
   const QueryMode mode = queries[0].mode;
-  for (const Query& q : queries)
-    if (q.mode != mode) return Status::InvalidArgument("a GPU batch takes queries of one mode");
+  bool one_mode = true;
+  for (const Query& q : queries) one_mode = one_mode && q.mode == mode;
+  if (one_mode) return SearchMode(ctx, queries, mode, out);
+  // Mixed modes (MakeQuery gives a bag of words of + or bare clauses its own flat mode): a batch
+  // per mode.
+  out->assign(queries.size(), Status::InvalidArgument("unknown query mode"));
+  for (QueryMode m : {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr}) {
+    std::vector<Query> part;
+    std::vector<size_t> where;
+    for (size_t i = 0; i < queries.size(); ++i)
+      if (queries[i].mode == m) {
+        part.push_back(queries[i]);
+        where.push_back(i);
+      }
+    if (part.empty()) continue;
+    std::vector<Result<SearchResult>> got;
+    SEARCH_RETURN_IF_ERROR(SearchMode(ctx, part, m, &got));
+    for (size_t j = 0; j < where.size(); ++j) (*out)[where[j]] = std::move(got[j]);
+  }
+  return Status::Ok();
+}
+
+Status GpuSearcher::SearchMode(gpu::GpuContext& ctx, std::span<const Query> queries, QueryMode mode,
+                               std::vector<Result<SearchResult>>* out) const {
   if (mode != QueryMode::kAndOr || shards_.size() == 1) return RunAll(ctx, queries, mode, out);
   // andor over several shards: and everywhere; or everywhere for the queries whose merged
   // and-hits are fewer than k.

@@ -2,7 +2,9 @@
 // gets a GpuListCache (device copies of its lists, LRU under a byte budget, norms resident); a
 // batch of analyzed queries runs shard by shard through gpu::ExecuteBatchGpu, one launch sequence
 // per shard for the whole batch (Ao 2011 §3.1), and the shards' top-k are merged as LocalIndex
-// merges them (andor decided on the merged and-hits).
+// merges them (andor decided on the merged and-hits). Trees and counts (Query::tree, ::count) take
+// the engine's tree path; the shards' exact totals are summed. A phrase is the engine's
+// GpuUnimplemented error for that query (searchctl runs phrases on the CPU engine).
 // Thread-safety: SearchBatch may run on many threads at once, each with its own GpuContext.
 #pragma once
 
@@ -24,7 +26,8 @@ class GpuSearcher {
   static Result<std::unique_ptr<GpuSearcher>> Create(const LocalIndex& index, size_t cache_bytes_per_shard);
   ~GpuSearcher();
 
-  // Answers queries[i] into (*out)[i]. A CUDA error fails the whole call.
+  // Answers queries[i] into (*out)[i] (queries of several modes run as a batch per mode). A CUDA
+  // error fails the whole call.
   Status SearchBatch(gpu::GpuContext& ctx, std::span<const Query> queries, std::vector<Result<SearchResult>>* out) const;
 
   void DropResident() const;         // empties every shard's GPU cache (a cold start)
@@ -33,6 +36,10 @@ class GpuSearcher {
  private:
   struct Shard;
   GpuSearcher() = default;
+  // The queries of one mode (andor over several shards: and everywhere, then or for the queries
+  // whose merged and-hits are fewer than k).
+  Status SearchMode(gpu::GpuContext& ctx, std::span<const Query> queries, QueryMode mode,
+                    std::vector<Result<SearchResult>>* out) const;
   // One mode on every shard for the whole batch; per-query hits merged over shards.
   Status RunAll(gpu::GpuContext& ctx, std::span<const Query> queries, QueryMode mode,
                 std::vector<Result<SearchResult>>* out) const;
