@@ -5,7 +5,8 @@
 // answer must equal LocalIndex's over the same index for the same parsed query: the same ids and
 // docIDs in order, the same scores, the same exact totals; and the 1-shard and 3-shard indexes must
 // agree with each other. A query the index cannot answer (a phrase without positions) must be the
-// same refusal, as a 400. Every process exits 0 on SIGTERM (TearDown).
+// same refusal, as a 400; on an index built without positions every phrase is. Every process exits 0
+// on SIGTERM.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -109,6 +110,37 @@ json RandomDsl(const Corpus& c, std::mt19937& rng, int depth) {
   return json{{"bool", b}};
 }
 
+// Starts one search-node per shard of `index` and a search-integrator over them; *port: its HTTP
+// port, once /health is green.
+void StartCluster(const std::string& index, uint32_t shards, const TempDir& run,
+                  std::vector<std::unique_ptr<Process>>* nodes, std::unique_ptr<Process>* integrator, int* port) {
+  std::string endpoints;
+  for (uint32_t s = 0; s < shards; ++s) {
+    nodes->push_back(std::make_unique<Process>());
+    ASSERT_TRUE(nodes->back()->Start({SEARCH_NODE_BIN, "--index", index + "/shard-" + std::to_string(s), "--listen",
+                                      "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:0", "--threads", "2"},
+                                     run.path() + "/node" + std::to_string(s)));
+    auto ready = nodes->back()->WaitReady();
+    ASSERT_TRUE(ready.has_value()) << nodes->back()->Logs();
+    endpoints += (endpoints.empty() ? "" : ",") + ready->at("listen").get<std::string>();
+  }
+  *integrator = std::make_unique<Process>();
+  ASSERT_TRUE((*integrator)->Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--metrics",
+                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--timeout-ms", "10000"},
+                                   run.path() + "/integrator"));
+  auto ready = (*integrator)->WaitReady();
+  ASSERT_TRUE(ready.has_value()) << (*integrator)->Logs();
+  const std::string http = ready->at("http").get<std::string>();
+  *port = std::stoi(http.substr(http.rfind(':') + 1));
+  const auto end = Clock::now() + 15s;
+  while (Clock::now() < end) {
+    auto h = Fetch(*port, "/health");
+    if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") return;
+    std::this_thread::sleep_for(20ms);
+  }
+  FAIL() << "the cluster did not turn green: " << Fetch(*port, "/health").raw << (*integrator)->Logs();
+}
+
 class QueryLanguageTest : public ::testing::TestWithParam<int> {
  protected:
   static void SetUpTestSuite() {
@@ -132,33 +164,8 @@ class QueryLanguageTest : public ::testing::TestWithParam<int> {
   void SetUp() override {
     ASSERT_NE(g_indexes->local[1], nullptr);
     const int which = GetParam();
-    const uint32_t shards = which == 0 ? 1 : 3;
     run_ = std::make_unique<TempDir>();
-    std::string endpoints;
-    for (uint32_t s = 0; s < shards; ++s) {
-      nodes_.push_back(std::make_unique<Process>());
-      ASSERT_TRUE(nodes_.back()->Start({SEARCH_NODE_BIN, "--index", g_indexes->path[which] + "/shard-" + std::to_string(s),
-                                        "--listen", "tcp://127.0.0.1:*", "--metrics", "127.0.0.1:0", "--threads", "2"},
-                                       run_->path() + "/node" + std::to_string(s)));
-      auto ready = nodes_.back()->WaitReady();
-      ASSERT_TRUE(ready.has_value()) << nodes_.back()->Logs();
-      endpoints += (endpoints.empty() ? "" : ",") + ready->at("listen").get<std::string>();
-    }
-    integrator_ = std::make_unique<Process>();
-    ASSERT_TRUE(integrator_->Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--metrics",
-                                    "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--timeout-ms", "10000"},
-                                   run_->path() + "/integrator"));
-    auto ready = integrator_->WaitReady();
-    ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
-    const std::string http = ready->at("http").get<std::string>();
-    port_ = std::stoi(http.substr(http.rfind(':') + 1));
-    const auto end = Clock::now() + 15s;
-    while (Clock::now() < end) {
-      auto h = Fetch(port_, "/health");
-      if (h.status == 200 && h.body.is_object() && h.body["status"] == "green") break;
-      std::this_thread::sleep_for(20ms);
-    }
-    ASSERT_EQ(Fetch(port_, "/health").body["status"], "green") << integrator_->Logs();
+    ASSERT_NO_FATAL_FAILURE(StartCluster(g_indexes->path[which], which == 0 ? 1 : 3, *run_, &nodes_, &integrator_, &port_));
   }
   void TearDown() override { StopGracefully(integrator_.get(), nodes_); }
 
@@ -289,6 +296,54 @@ TEST_P(QueryLanguageTest, DslSearchesAndCountsEqualLocalIndex) {
   EXPECT_EQ(r.status, 400) << r.raw;
   EXPECT_NE(r.raw.find("range"), std::string::npos) << r.raw;
   EXPECT_NE(r.raw.find("must[0]"), std::string::npos) << r.raw;
+}
+
+// An index built without positions (searchctl index --no-positions): a phrase, by the syntax, the
+// DSL or a count, is a 400 that says why (the node's refusal, asked of no other replica); everything
+// else is answered as LocalIndex answers it.
+TEST(QueryLanguageNoPositionsTest, PhrasesAre400AndTheRestIsAnswered) {
+  TempDir dir;
+  const Corpus corpus = WriteCorpus(dir.path(), 600, 7);
+  IndexBuildOptions o;
+  o.input = corpus.jsonl_path;
+  o.output = dir.path() + "/index";
+  o.shards = 2;
+  o.threads = 2;
+  o.memory_bytes = size_t{64} << 20;
+  o.positions = false;
+  auto built = BuildIndex(o);
+  ASSERT_TRUE(built.ok()) << built.status().ToString();
+  auto local = LocalIndex::Open(o.output);
+  ASSERT_TRUE(local.ok()) << local.status().ToString();
+  std::vector<std::unique_ptr<Process>> nodes;
+  std::unique_ptr<Process> integrator;
+  int port = 0;
+  ASSERT_NO_FATAL_FAILURE(StartCluster(o.output, 2, dir, &nodes, &integrator, &port));
+  const Analyzer& an = (*local)->analyzer();
+
+  const std::string phrase = "+w1 \"w2 w3\"";
+  const Expected refused = Answer(**local, ParseQuerySyntax(phrase, an), QueryMode::kAnd, 10, false);
+  ASSERT_FALSE(refused.status.ok());
+  EXPECT_NE(refused.status.message().find("positions"), std::string::npos) << refused.status.ToString();
+  HttpResult r = Fetch(port, "/search", {{"q", phrase}});
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_EQ(r.body["error"]["reason"], refused.status.message()) << r.raw;
+  r = Fetch(port, "/_count", {{"q", phrase}});
+  EXPECT_EQ(r.status, 400) << r.raw;
+  const std::string dsl = R"({"query": {"match_phrase": {"contents": "w2 w3"}}})";
+  r = Fetch(port, "/_search", {}, &dsl);
+  EXPECT_EQ(r.status, 400) << r.raw;
+  EXPECT_NE(r.raw.find("positions"), std::string::npos) << r.raw;
+
+  for (const char* q : {"+w1 -w2", "w1 (w2 -w3)", "w4 w5"}) {
+    const Expected want = Answer(**local, ParseQuerySyntax(q, an), QueryMode::kOr, 10, true);
+    ASSERT_TRUE(want.status.ok()) << q << ": " << want.status.ToString();
+    r = Fetch(port, "/search", {{"q", q}, {"mode", "or"}, {"track_total_hits", "true"}});
+    ASSERT_EQ(r.status, 200) << q << ": " << r.raw;
+    ASSERT_NO_FATAL_FAILURE(ExpectSameHits(r.body["hits"]["hits"], want.hits, q));
+    EXPECT_EQ(r.body["hits"]["total"]["value"], want.total) << q;
+  }
+  StopGracefully(integrator.get(), nodes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shards, QueryLanguageTest, ::testing::Values(0, 1),
