@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -223,6 +226,117 @@ TEST(QueryTreeTest, MakeQueryKeepsTheCanonicalTree) {
   EXPECT_EQ(CanonicalKey(*q.tree), "(+\"b a\" -c)");
   EXPECT_EQ(q.terms, (std::vector<std::string>{"a", "b", "c"}));
   EXPECT_EQ(q.mode, QueryMode::kAndOr);
+}
+
+// An independent evaluator of a resolved tree over one document (a token sequence): whether it
+// matches and its score in double (term: weight * tf, phrase: the sum of its tokens' weights * tf,
+// boolean: the sum over matching must and should clauses), so that clause order does not matter.
+double Weight(const std::string& t) {
+  return 1.0 + static_cast<double>(t[0] - 'a') / 8.0;
+}
+
+bool Eval(const QueryNode& n, const std::vector<std::string>& doc, double* score) {
+  *score = 0.0;
+  if (n.kind != QueryNode::Kind::kBool) {
+    const size_t len = n.tokens.size();
+    uint32_t tf = 0;
+    for (size_t p = 0; p + len <= doc.size(); ++p)
+      tf += std::equal(n.tokens.begin(), n.tokens.end(), doc.begin() + static_cast<std::ptrdiff_t>(p)) ? 1 : 0;
+    double idf = 0.0;
+    for (const std::string& t : n.tokens) idf += Weight(t);
+    *score = idf * tf;
+    return tf > 0;
+  }
+  bool required = false, any_should = false;
+  for (const QueryNode::Clause& c : n.clauses) {
+    double s = 0.0;
+    const bool m = Eval(c.node, doc, &s);
+    switch (c.occur) {
+      case Occur::kMust:
+        if (!m) return false;
+        required = true;
+        *score += s;
+        break;
+      case Occur::kFilter:
+        if (!m) return false;
+        required = true;
+        break;
+      case Occur::kMustNot:
+        if (m) return false;
+        break;
+      case Occur::kShould:
+        if (m) {
+          any_should = true;
+          *score += s;
+        }
+        break;
+      case Occur::kDefault:
+        ADD_FAILURE() << "unresolved";
+        return false;
+    }
+  }
+  return required || any_should;
+}
+
+// Random raw trees with what Canonicalize removes: one-token phrases, repeated clauses, groups of
+// one clause, nested groups.
+QueryNode RandomTree(std::mt19937& rng, uint32_t depth) {
+  const uint32_t n = 1 + rng() % 4;
+  std::vector<QueryNode::Clause> cs;
+  for (uint32_t i = 0; i < n; ++i) {
+    const Occur o = static_cast<Occur>(rng() % 5);
+    const uint32_t what = rng() % 6;
+    QueryNode node;
+    if (what <= 2 || depth >= 3) {
+      node = Term(std::string(1, static_cast<char>('a' + rng() % 4)));
+    } else if (what == 3) {
+      std::vector<std::string> toks(1 + rng() % 3);
+      for (std::string& t : toks) t = std::string(1, static_cast<char>('a' + rng() % 4));
+      node = Phrase(toks);
+    } else {
+      node = RandomTree(rng, depth + 1);
+    }
+    cs.push_back(C(o, node));
+    if (rng() % 5 == 0) cs.push_back(cs.back());  // a repeated clause
+  }
+  std::shuffle(cs.begin(), cs.end(), rng);
+  return Bool(cs);
+}
+
+void Shuffle(QueryNode* n, std::mt19937& rng) {
+  std::shuffle(n->clauses.begin(), n->clauses.end(), rng);
+  for (QueryNode::Clause& c : n->clauses) Shuffle(&c.node, rng);
+}
+
+TEST(QueryTreeTest, CanonicalizeKeepsEveryAnswer) {
+  std::mt19937 rng(48);
+  std::vector<std::vector<std::string>> docs;
+  for (int d = 0; d < 60; ++d) {
+    std::vector<std::string> doc(rng() % 9);
+    for (std::string& t : doc) t = std::string(1, static_cast<char>('a' + rng() % 5));
+    docs.push_back(doc);
+  }
+  for (int i = 0; i < 3000; ++i) {
+    const QueryNode raw = RandomTree(rng, 0);
+    const QueryNode canon = Canonicalize(raw);
+    ASSERT_EQ(Canonicalize(canon), canon) << CanonicalKey(raw);
+    EXPECT_EQ(TreeTerms(canon), TreeTerms(raw)) << CanonicalKey(raw);
+    QueryNode shuffled = raw;
+    Shuffle(&shuffled, rng);
+    EXPECT_EQ(Canonicalize(shuffled), canon) << CanonicalKey(raw);
+    for (QueryMode mode : {QueryMode::kAnd, QueryMode::kOr}) {
+      const QueryNode r = ResolveMode(raw, mode), c = ResolveMode(canon, mode);
+      for (const auto& doc : docs) {
+        double sr = 0, sc = 0;
+        const bool mr = Eval(r, doc, &sr), mc = Eval(c, doc, &sc);
+        ASSERT_EQ(mr, mc) << CanonicalKey(raw) << " vs " << CanonicalKey(canon);
+        if (mr) {
+          // Identical clauses count once: the raw tree may add a repeated clause twice.
+          if (sr != sc) EXPECT_GT(sr, sc) << CanonicalKey(raw);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
