@@ -16,6 +16,7 @@
 #include "and_query.hpp"
 #include "or_query.hpp"
 #include "query_engine.hpp"
+#include "tree_phrase.hpp"
 #include "tree_prune.hpp"
 #include "tree_query.hpp"
 
@@ -381,11 +382,15 @@ Result<SearchResult> CpuExecutor::RunTree(const Query& query, const std::vector<
     if (!flat) mode = query.mode;
   }
   auto run = [&](QueryMode m) -> Result<SearchResult> {
-    // A boolean of terms: the count without scoring, the top k pruned (tree_prune.hpp).
-    SEARCH_ASSIGN_OR_RETURN(
-        std::optional<SearchResult> fast,
-        cpu_internal::ExecuteTermBoolean(flat ? cpu_internal::FlatTree(query.terms, m) : ResolveMode(*query.tree, m),
-                                         query.terms, inputs, norms, meta.doc_begin, query.k, query.count, meta.bm25));
+    // A boolean of terms: the count without scoring, the top k pruned (tree_prune.hpp); a sole
+    // phrase (tree_phrase.hpp).
+    const QueryNode resolved = flat ? cpu_internal::FlatTree(query.terms, m) : ResolveMode(*query.tree, m);
+    SEARCH_ASSIGN_OR_RETURN(std::optional<SearchResult> fast,
+                            cpu_internal::ExecuteTermBoolean(resolved, query.terms, inputs, norms, meta.doc_begin,
+                                                             query.k, query.count, meta.bm25));
+    if (fast.has_value()) return std::move(*fast);
+    SEARCH_ASSIGN_OR_RETURN(fast, cpu_internal::ExecuteSolePhrase(resolved, query.terms, inputs, norms, meta.doc_begin,
+                                                                  query.k, query.count, meta.bm25));
     if (fast.has_value()) return std::move(*fast);
     if (!flat) {
       return cpu_internal::ExecuteTree(ResolveMode(*query.tree, m), query.terms, inputs, norms, meta.doc_begin,

@@ -24,7 +24,9 @@
 #include "core/analyzer.hpp"
 #include "core/query_tree.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "index_store/list_cache.hpp"
 #include "indexer/index_builder.hpp"
+#include "tree_phrase.hpp"
 #include "tree_prune.hpp"
 #include "tree_reference.hpp"
 
@@ -147,13 +149,25 @@ class TreePruneTest : public ::testing::Test {
       inputs[i].list = &held.back()->view;
       inputs[i].idf = Bm25Idf(meta.stats.num_docs, (*info)->df);
     }
+    std::vector<std::shared_ptr<const CachedPositions>> held_positions;
+    const bool phrase = TreeHasPhrase(*q.tree);
+    for (size_t i = 0; i < q.terms.size() && phrase; ++i) {
+      if (inputs[i].list == nullptr) continue;
+      auto positions = shard.GetPositions(q.terms[i]);
+      ASSERT_TRUE(positions.ok()) << positions.status().ToString();
+      held_positions.push_back(*positions);
+      inputs[i].positions = &held_positions.back()->view;
+    }
     const std::span<const float> norms(shard.norms(), meta.doc_end - meta.doc_begin);
-    auto got = cpu_internal::ExecuteTermBoolean(ResolveMode(*q.tree, q.mode), q.terms, inputs, norms, meta.doc_begin,
-                                                q.k, q.count, meta.bm25);
+    const QueryNode resolved = ResolveMode(*q.tree, q.mode);
+    auto got = phrase ? cpu_internal::ExecuteSolePhrase(resolved, q.terms, inputs, norms, meta.doc_begin, q.k, q.count,
+                                                        meta.bm25)
+                      : cpu_internal::ExecuteTermBoolean(resolved, q.terms, inputs, norms, meta.doc_begin, q.k,
+                                                         q.count, meta.bm25);
     ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
     ASSERT_TRUE(got->has_value()) << Describe(q) << ": not taken by the fast paths";
-    ASSERT_EQ((*got)->hits, want.hits) << Describe(q) << " (ExecuteTermBoolean)";
-    if (q.count) ASSERT_EQ((*got)->total, want.total) << Describe(q) << " (ExecuteTermBoolean)";
+    ASSERT_EQ((*got)->hits, want.hits) << Describe(q) << " (directly)";
+    if (q.count) ASSERT_EQ((*got)->total, want.total) << Describe(q) << " (directly)";
   }
 
   static TempDir* dir_;
@@ -169,7 +183,7 @@ constexpr QueryMode kModes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAnd
 
 // The benchmark categories over pairs of frequent, middling, rare and absent words, both ways round.
 TEST_F(TreePruneTest, BenchmarkShapesEqualBruteForce) {
-  const std::vector<std::string> words = {"w0", "w1", "w3", "w7", "w15", "w39", "nosuch"};
+  const std::vector<std::string> words = {"w0", "w1", "w5", "w15", "w39", "nosuch"};
   for (const std::string& a : words) {
     for (const std::string& b : words) {
       if (a == b) continue;
@@ -233,6 +247,37 @@ TEST_F(TreePruneTest, RandomTermBooleansEqualBruteForce) {
     ExpectExact(q, direct);
     if (HasFatalFailure()) return;
   }
+}
+
+// A sole phrase (the phrase category): 2-5 tokens, mostly frequent ones so that phrases match,
+// repeated tokens ("w0 w0", overlaps counted), absent tokens; must, should, filter or bare.
+TEST_F(TreePruneTest, SolePhrasesEqualBruteForce) {
+  std::mt19937_64 rng(4848);
+  const Occur occurs[] = {Occur::kDefault, Occur::kMust, Occur::kShould, Occur::kFilter};
+  uint64_t matched = 0;
+  for (int i = 0; i < 500; ++i) {
+    QueryNode phrase{QueryNode::Kind::kPhrase, {}, {}};
+    const size_t len = 2 + rng() % 4;
+    for (size_t t = 0; t < len; ++t) {
+      if (t > 0 && rng() % 4 == 0) {
+        phrase.tokens.push_back(phrase.tokens[rng() % t]);
+      } else {
+        phrase.tokens.push_back(rng() % 40 == 0 ? "nosuch" : Word(static_cast<uint32_t>(rng() % (rng() % 3 == 0 ? kVocab : 5))));
+      }
+    }
+    QueryNode tree{QueryNode::Kind::kBool, {}, {{occurs[rng() % 4], phrase}}};
+    const QueryMode mode = kModes[rng() % 3];
+    const bool count = rng() % 2 == 0;
+    const uint32_t ks[] = {1, 2, 3, 5, 10, 37, 100, 1000, 1 + static_cast<uint32_t>(rng() % 1000)};
+    const uint32_t k = count && rng() % 4 == 0 ? 0 : ks[rng() % 9];
+    const Query q = MakeQuery(tree, mode, k, count);
+    ASSERT_NE(q.tree, nullptr);
+    ASSERT_EQ(q.tree->clauses.size(), 1u);
+    ExpectExact(q, q.tree->clauses[0].node.kind == QueryNode::Kind::kPhrase);
+    if (HasFatalFailure()) return;
+    matched += reference_->Search(q).total;
+  }
+  EXPECT_GT(matched, 0u);
 }
 
 }  // namespace
