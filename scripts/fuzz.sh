@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(analyzer search_params wire jsonl block_codec ciff query_parser query_dsl)
+all_targets=(analyzer search_params wire jsonl block_codec ciff query_parser query_dsl positions_codec)
 which=${1:-all}
 seconds=${2:-600}
 build=${BUILD_DIR:-build-fuzz}
