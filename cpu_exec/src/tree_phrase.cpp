@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "and_query.hpp"
 #include "block_cursor.hpp"
 #include "codec/positions_codec.hpp"
 #include "core/score_slack.hpp"
@@ -20,13 +21,60 @@ namespace {
 // phrase's own score (a few ulps; the tree evaluator's PhraseNode uses the same margin).
 constexpr float kPhraseBoundMargin = 1.0f + 1e-5f;
 
+// Values readable past the end of a start list or of a token's positions (eight-lane loads).
+constexpr uint32_t kMergePad = 8;
+// Positions above this take the scalar merge (start + shift never wraps in 32 bits below it).
+constexpr uint32_t kMaxSimdPosition = 0xffffff00u;
+
+// Keeps the starts s[0, live) for which s + shift is in b[0, nb) (both strictly ascending, both
+// readable kMergePad values past their ends); returns how many, compacted in order. AVX2: eight
+// against eight (MatchLanes), lanes past either end masked (b's by a value no start + shift can
+// equal: every value <= kMaxSimdPosition); else a branch-free merge.
+uint32_t KeepShifted(uint32_t* s, uint32_t live, const uint32_t* b, uint32_t nb, uint32_t shift, bool simd) {
+  uint32_t x = 0, y = 0, out = 0;
+#if defined(__AVX2__)
+  if (simd && live + nb >= 16) {
+    const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i none = _mm256_set1_epi32(-1);
+    unsigned acc = 0;
+    while (x < live && y < nb) {
+      const uint32_t va_n = std::min(8u, live - x), vb_n = std::min(8u, nb - y);
+      const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + x)), v_shift);
+      __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + y));
+      // Lanes at or past vb_n read as 0xffffffff.
+      vb = _mm256_blendv_epi8(none, vb, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(vb_n)), lane));
+      acc |= MatchLanes(va, vb);
+      const uint32_t la = s[x + va_n - 1] + shift, lb = b[y + vb_n - 1];
+      if (lb <= la) y += vb_n;
+      if (la <= lb || y >= nb) {
+        for (unsigned keep = acc & ((1u << va_n) - 1); keep != 0; keep &= keep - 1)
+          s[out++] = s[x + static_cast<uint32_t>(__builtin_ctz(keep))];
+        x += va_n;
+        acc = 0;
+      }
+    }
+    return out;
+  }
+#endif
+  while (x < live && y < nb) {
+    const uint64_t want = uint64_t{s[x]} + shift, have = b[y];
+    s[out] = s[x];
+    out += static_cast<uint32_t>(want == have);
+    x += static_cast<uint32_t>(want <= have);
+    y += static_cast<uint32_t>(have <= want);
+  }
+  return out;
+}
+
 // One distinct token of the phrase: its cursor and its positions, decoded a block at a time.
 struct Token {
   BlockCursor cursor;
   const PositionsView* positions = nullptr;
   float ratio = 0.0f;  // idf_phrase / idf_token (0 when idf_token is 0: no bound from this token)
   uint32_t decoded_block = kEndDoc;
-  std::vector<uint32_t> offsets, pos;
+  std::vector<uint32_t> offsets, pos;  // pos: the block's positions, then kMergePad readable values
+  size_t pos_size = 0;                 // the block's positions in pos
 };
 
 class SolePhrase {
@@ -43,49 +91,85 @@ class SolePhrase {
   // Visits every match; k == 0: the count only.
   void Run(uint32_t k, bool count, uint64_t* total, std::vector<ScoredDoc>* hits) {
     TopKHeap topk(std::max(k, 1u));
-    const float slack = ScoreSlack(order_.size());
-    float thr = -std::numeric_limits<float>::infinity();
-    bool full = false;  // k > 0 and the heap is full
-    uint32_t bound_end = 0;  // without a count: [.., bound_end] was checked against the block bound
-    uint64_t matches = 0;
+    topk_ = &topk;
+    k_ = k;
+    count_ = count;
+    slack_ = ScoreSlack(order_.size());
+#if defined(__AVX2__)
+    if (order_.size() == 2) {
+      RunPair();
+    } else {
+      RunLeapfrog();
+    }
+#else
+    RunLeapfrog();
+#endif
+    *total = matches_;
+    if (k > 0) *hits = topk.TakeSorted();
+  }
+
+ private:
+  // Without a count and with the heap full: *d moved past docID ranges whose block-max bound
+  // cannot win (metadata only). False when nothing from *d on can match.
+  bool SkipRanges(uint32_t* d) {
+    while (full_ && !count_ && *d > bound_end_) {
+      uint32_t end = kEndDoc;
+      float bound = std::numeric_limits<float>::infinity();
+      for (Token* t : order_) {
+        BlockCursor& c = t->cursor;
+        c.shallow_seek(*d);
+        if (c.blocks_exhausted()) return false;
+        end = std::min(end, c.block_last_doc());
+        if (t->ratio > 0.0f) bound = std::min(bound, c.block_max_score() * t->ratio * kPhraseBoundMargin);
+      }
+      if (!scored_) bound = 0.0f;
+      if (bound * slack_ > thr_) {
+        bound_end_ = end;
+        return true;
+      }
+      if (end == kEndDoc) return false;
+      *d = end + 1;
+    }
+    return true;
+  }
+
+  // Every distinct token's cursor is on document d: counts and scores it. False on Corruption.
+  bool Visit(uint32_t d) {
+    // Whether d can enter the top k; if not, only its existence matters (with a count).
+    bool competitive = k_ > 0 && !full_;
+    if (k_ > 0 && full_ && scored_) {
+      float bound = std::numeric_limits<float>::infinity();
+      for (Token* t : order_)
+        if (t->ratio > 0.0f) bound = std::min(bound, t->cursor.score() * t->ratio * kPhraseBoundMargin);
+      competitive = !(bound * slack_ <= thr_);
+    }
+    if (!competitive && !count_) return true;
+    const uint32_t tf = Tf(!competitive);
+    if (!env_->error->ok()) return false;
+    if (tf == 0) return true;
+    ++matches_;
+    if (competitive) {
+      const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
+      topk_->Push(d, s);
+      ++env_->stats->postings_scored;
+      full_ = topk_->full();
+      thr_ = topk_->Threshold();
+    }
+    return true;
+  }
+
+  // Any number of distinct tokens: leapfrog to each common document.
+  void RunLeapfrog() {
     const size_t m = order_.size();
     uint32_t d = 0;
     for (;;) {
-      if (full && !count && d > bound_end) {
-        // Skip docID ranges whose block-max bound cannot win (metadata only).
-        uint32_t end = kEndDoc;
-        float bound = std::numeric_limits<float>::infinity();
-        for (Token* t : order_) {
-          BlockCursor& c = t->cursor;
-          c.shallow_seek(d);
-          if (c.blocks_exhausted()) {
-            end = kEndDoc;
-            bound = 0.0f;
-            d = kEndDoc;
-            break;
-          }
-          end = std::min(end, c.block_last_doc());
-          if (t->ratio > 0.0f) bound = std::min(bound, c.block_max_score() * t->ratio * kPhraseBoundMargin);
-        }
-        if (d == kEndDoc) break;
-        if (!scored_) bound = 0.0f;
-        if (bound * slack <= thr) {
-          if (end == kEndDoc) break;
-          d = end + 1;
-          continue;
-        }
-        bound_end = end;
-      }
-      // Leapfrog: every distinct token's cursor on one document >= d.
+      if (!SkipRanges(&d)) return;
       size_t agreed = 0;
       for (size_t i = 0; agreed < m; i = i + 1 == m ? 0 : i + 1) {
         BlockCursor& c = order_[i]->cursor;
         c.next_geq(d);
         const uint32_t x = c.doc();
-        if (x == kEndDoc) {
-          d = kEndDoc;
-          break;
-        }
+        if (x == kEndDoc) return;
         if (x != d) {
           d = x;
           agreed = 1;
@@ -93,38 +177,61 @@ class SolePhrase {
           ++agreed;
         }
       }
-      if (d == kEndDoc) break;
-      // Whether d can enter the top k; if not, only its existence matters (with a count).
-      bool competitive = k > 0 && !full;
-      if (k > 0 && full && scored_) {
-        float bound = std::numeric_limits<float>::infinity();
-        for (Token* t : order_)
-          if (t->ratio > 0.0f) bound = std::min(bound, t->cursor.score() * t->ratio * kPhraseBoundMargin);
-        competitive = !(bound * slack <= thr);
-      }
-      if (competitive || count) {
-        const uint32_t tf = Tf(!competitive);
-        if (!env_->error->ok()) break;
-        if (tf > 0) {
-          ++matches;
-          if (competitive) {
-            const float s =
-                scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
-            topk.Push(d, s);
-            ++env_->stats->postings_scored;
-            full = topk.full();
-            thr = topk.Threshold();
-          }
-        }
-      }
-      if (d + 1 == kEndDoc) break;
+      if (!Visit(d) || d + 1 == kEndDoc) return;
       ++d;
     }
-    *total = matches;
-    if (k > 0) *hits = topk.TakeSorted();
   }
 
- private:
+#if defined(__AVX2__)
+  // Two distinct tokens: their decoded blocks intersected eight docIDs against eight (as the
+  // and-path's AndFillBlock), each common document visited with both cursors set on it.
+  void RunPair() {
+    BlockCursor& a = order_[0]->cursor;
+    BlockCursor& b = order_[1]->cursor;
+    uint32_t d = 0;
+    for (;;) {
+      if (!SkipRanges(&d)) return;
+      a.next_geq(d);
+      if (a.doc() == kEndDoc) return;
+      b.next_geq(a.doc());
+      if (b.doc() == kEndDoc) return;
+      if (b.doc() > a.doc()) {
+        d = b.doc();
+        if (d > a.block_last_doc()) continue;  // a's block holds nothing more in common
+        a.next_geq(d);
+      }
+      const uint32_t* ad = a.block_docs();
+      const uint32_t* bd = b.block_docs();
+      const uint32_t na = a.block_count(), nb = b.block_count();
+      uint32_t i = a.pos(), j = b.pos();
+      while (i < na && j < nb) {
+        const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
+        const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
+        unsigned mask = MatchLanes(va, vb);
+        if (mask != 0) {
+          if (na - i < 8) mask &= (1u << (na - i)) - 1;  // a's padding may equal b's
+          for (; mask != 0; mask &= mask - 1) {
+            const uint32_t ia = i + static_cast<uint32_t>(__builtin_ctz(mask));
+            const uint32_t x = ad[ia];
+            const unsigned mb = static_cast<unsigned>(_mm256_movemask_ps(
+                _mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
+            a.set_pos(ia);
+            b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
+            if (!Visit(x)) return;
+          }
+        }
+        // The chunk with the smaller last value is done (both when equal); padding reads as kEndDoc.
+        const uint32_t la = ad[i + 7], lb = bd[j + 7];
+        i += la <= lb ? 8u : 0u;
+        j += lb <= la ? 8u : 0u;
+      }
+      const uint32_t done = std::min(ad[na - 1], bd[nb - 1]);  // every common document up to it is done
+      if (done + 1 == kEndDoc) return;
+      d = done + 1;
+    }
+  }
+#endif
+
   // The positions of token t at its cursor's document; false on Corruption (recorded).
   bool PositionsOf(Token& t, const uint32_t** begin, const uint32_t** end) {
     BlockCursor& c = t.cursor;
@@ -140,10 +247,12 @@ class SolePhrase {
         return false;
       }
       t.decoded_block = j;
+      t.pos_size = t.pos.size();
+      t.pos.resize(t.pos_size + kMergePad, 0);
     }
     const uint32_t p = c.pos();
     const uint32_t from = t.offsets[p], to = t.offsets[p + 1];
-    if (from > to || to > t.pos.size() || to - from != c.freq()) {
+    if (from > to || to > t.pos_size || to - from != c.freq()) {
       if (env_->error->ok())
         *env_->error =
             Status::Corruption("positions of docID " + std::to_string(c.doc()) + " disagree with its term frequency");
@@ -160,28 +269,26 @@ class SolePhrase {
   uint32_t Tf(bool any) {
     const size_t n = slots_.size();
     size_t rare = 0;
+    bool simd = true;
     for (size_t i = 0; i < n; ++i) {
-      if (!PositionsOf(*tokens_[slots_[i]], &spans_[i].first, &spans_[i].second)) return 0;
-      if (spans_[i].second - spans_[i].first < spans_[rare].second - spans_[rare].first) rare = i;
+      auto& [first, last] = spans_[i];
+      if (!PositionsOf(*tokens_[slots_[i]], &first, &last)) return 0;
+      if (last - first < spans_[rare].second - spans_[rare].first) rare = i;
+      simd &= first == last || last[-1] <= kMaxSimdPosition;
     }
-    starts_.clear();
-    for (const uint32_t* q = spans_[rare].first; q != spans_[rare].second; ++q)
-      if (*q >= rare) starts_.push_back(*q - static_cast<uint32_t>(rare));
-    uint32_t live = static_cast<uint32_t>(starts_.size());
+    const uint32_t* r = spans_[rare].first;
+    const size_t nr = static_cast<size_t>(spans_[rare].second - r);
+    if (starts_.size() < nr + kMergePad) starts_.resize(nr + kMergePad);
     uint32_t* s = starts_.data();
+    uint32_t live = 0;
+    for (size_t q = 0; q < nr; ++q) {
+      s[live] = r[q] - static_cast<uint32_t>(rare);
+      live += static_cast<uint32_t>(r[q] >= rare);
+    }
     for (size_t i = 0; i < n && live > 0; ++i) {
       if (i == rare) continue;
-      const uint32_t* b = spans_[i].first;
-      const uint32_t nb = static_cast<uint32_t>(spans_[i].second - b);
-      uint32_t x = 0, y = 0, out = 0;
-      while (x < live && y < nb) {
-        const uint64_t want = uint64_t{s[x]} + i, have = b[y];
-        s[out] = s[x];
-        out += static_cast<uint32_t>(want == have);
-        x += static_cast<uint32_t>(want <= have);
-        y += static_cast<uint32_t>(have <= want);
-      }
-      live = out;
+      live = KeepShifted(s, live, spans_[i].first, static_cast<uint32_t>(spans_[i].second - spans_[i].first),
+                         static_cast<uint32_t>(i), simd);
     }
     return any ? std::min(live, 1u) : live;
   }
@@ -194,6 +301,15 @@ class SolePhrase {
   float idf_;
   bool scored_;
   const CursorEnv* env_;
+  // Run's state.
+  TopKHeap* topk_ = nullptr;
+  uint32_t k_ = 0;
+  bool count_ = false;
+  float slack_ = 1.0f;
+  float thr_ = -std::numeric_limits<float>::infinity();
+  bool full_ = false;        // k > 0 and the heap is full
+  uint32_t bound_end_ = 0;   // SkipRanges checked the block bound through this docID
+  uint64_t matches_ = 0;
 };
 
 }  // namespace
