@@ -3,10 +3,12 @@
 
 #include <rocksdb/cache.h>
 #include <rocksdb/convenience.h>
+#include <rocksdb/db.h>
 #include <rocksdb/env.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/table.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdarg>
 #include <cstdio>
@@ -281,6 +283,46 @@ class StderrLogger final : public rocksdb::Logger {
 
 std::shared_ptr<rocksdb::Logger> MakeStderrLogger(std::string name) {
   return std::make_shared<StderrLogger>(std::move(name));
+}
+
+namespace {
+
+// The format version key of a shard whose column families are not this version's: opened with the
+// meta column family alone. Ok when the version is current.
+Status CheckVersionOfPartialShard(const rocksdb::DBOptions& db_options, const std::string& path) {
+  const auto cf_options = CfOptions(rocksdb::NewLRUCache(size_t{1} << 20));
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  descriptors.emplace_back(CfNames()[kMetaIdx], cf_options[kMetaIdx]);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  SEARCH_RETURN_IF_ERROR(
+      FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles, &raw), "open shard " + path));
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::PinnableSlice value;
+  const auto s = db->Get(rocksdb::ReadOptions(), handles[0], rocksdb::Slice(kKeyFormatVersion.data(), kKeyFormatVersion.size()), &value);
+  Status st;
+  if (s.ok() && value.size() == 4 && GetLe32(value.data()) != kIndexFormatVersion)
+    st = FormatVersionMismatch("shard " + path + ": ", GetLe32(value.data()));
+  value.Reset();
+  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+  (void)db->Close();
+  return st;
+}
+
+}  // namespace
+
+Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path) {
+  std::vector<std::string> present;
+  SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &present),
+                                   "shard " + path + " is not a RocksDB database"));
+  for (const auto& name : CfNames()) {
+    if (std::find(present.begin(), present.end(), name) == present.end()) {
+      if (std::find(present.begin(), present.end(), CfNames()[kMetaIdx]) != present.end())
+        SEARCH_RETURN_IF_ERROR(CheckVersionOfPartialShard(db_options, path));
+      return Status::Corruption("shard " + path + " lacks column family '" + name + "': not an index shard");
+    }
+  }
+  return Status::Ok();
 }
 
 Status FromRocks(const rocksdb::Status& s, std::string_view context) {

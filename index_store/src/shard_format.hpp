@@ -17,6 +17,7 @@
 #include "index_store/shard_store.hpp"
 
 namespace rocksdb {
+struct DBOptions;
 class Cache;
 class Logger;
 }  // namespace rocksdb
@@ -80,6 +81,11 @@ bool CfHasFilter(int idx);
 // A logger that writes WARN and above to stderr, prefixed with `name`: no LOG file is written
 // into the shard directory (which may be read-only when served).
 std::shared_ptr<rocksdb::Logger> MakeStderrLogger(std::string name);
+
+// Checks that the database at `path` has every column family of this format version. A shard of
+// another version (version 1 had no positions) gives FormatVersionMismatch's InvalidArgument, read
+// from its meta column family alone; other gaps are Corruption ("not an index shard").
+Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path);
 
 // A term for an error message: quoted, non-printable bytes as \xNN, long terms cut at 64 bytes.
 std::string QuoteTerm(std::string_view term);

@@ -37,29 +37,6 @@ Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const 
   return std::string(value.data() + 4, value.size() - 4);
 }
 
-// The format version key of a shard whose column families are not this version's (format 1 had
-// no positions): opened with the meta column family alone, so that an older index is reported as
-// such (InvalidArgument, rebuild) rather than as a damaged one. Ok when the version is current.
-Status CheckVersionOfPartialShard(const rocksdb::DBOptions& db_options, const std::string& path) {
-  const auto cf_options = CfOptions(rocksdb::NewLRUCache(size_t{1} << 20));
-  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  descriptors.emplace_back(CfNames()[kMetaIdx], cf_options[kMetaIdx]);
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  SEARCH_RETURN_IF_ERROR(
-      FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &handles, &raw), "open shard " + path));
-  std::unique_ptr<rocksdb::DB> db(raw);
-  rocksdb::PinnableSlice value;
-  const auto s = db->Get(rocksdb::ReadOptions(), handles[0], ToSlice(kKeyFormatVersion), &value);
-  Status st;
-  if (s.ok() && value.size() == 4 && GetLe32(value.data()) != kIndexFormatVersion)
-    st = FormatVersionMismatch("shard " + path + ": ", GetLe32(value.data()));
-  value.Reset();
-  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
-  (void)db->Close();
-  return st;
-}
-
 // Sum of the values' sizes and the number of entries of a column family's tables.
 std::pair<uint64_t, uint64_t> CfValueBytes(rocksdb::DB* db, rocksdb::ColumnFamilyHandle* cf) {
   rocksdb::TablePropertiesCollection props;
@@ -221,16 +198,7 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   db_options.skip_stats_update_on_db_open = true;
   db_options.verify_sst_unique_id_in_manifest = false;  // ingested files have none (shard_writer.cpp)
 
-  std::vector<std::string> present;
-  SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &present),
-                                   "shard " + path + " is not a RocksDB database"));
-  for (const auto& name : CfNames()) {
-    if (std::find(present.begin(), present.end(), name) == present.end()) {
-      if (std::find(present.begin(), present.end(), CfNames()[kMetaIdx]) != present.end())
-        SEARCH_RETURN_IF_ERROR(CheckVersionOfPartialShard(db_options, path));
-      return Status::Corruption("shard " + path + " lacks column family '" + name + "': not an index shard");
-    }
-  }
+  SEARCH_RETURN_IF_ERROR(CheckColumnFamilies(db_options, path));
 
   auto impl = std::make_unique<Impl>();
   impl->path = path;

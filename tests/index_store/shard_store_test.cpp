@@ -292,6 +292,11 @@ TEST(ShardStoreTest, VersionOneShardSaysRebuild) {
       << r.status().message();
   EXPECT_NE(r.status().message().find("rebuild"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("searchctl index"), std::string::npos) << r.status().message();
+  // Sizing the list cache (search-node does it before opening) says the same.
+  auto need = ShardListCacheNeed(dir / "v1");
+  ASSERT_FALSE(need.ok());
+  EXPECT_EQ(need.status().code(), StatusCode::kInvalidArgument) << need.status().ToString();
+  EXPECT_NE(need.status().message().find("rebuild"), std::string::npos) << need.status().message();
 }
 
 TEST(ShardStoreTest, PositionsRoundTrip) {
