@@ -134,26 +134,28 @@ class SolePhrase {
   }
 
   // Every distinct token's cursor is on document d: counts and scores it. False on Corruption.
+  // With a count every common document's tf is needed anyway, so the exact score decides; without
+  // one, a document whose bound cannot enter the top k is skipped before its positions are read.
   bool Visit(uint32_t d) {
-    // Whether d can enter the top k; if not, only its existence matters (with a count).
-    bool competitive = k_ > 0 && !full_;
-    if (k_ > 0 && full_ && scored_) {
+    if (!count_ && full_) {
+      if (!scored_) return true;
       float bound = std::numeric_limits<float>::infinity();
       for (Token* t : order_)
         if (t->ratio > 0.0f) bound = std::min(bound, t->cursor.score() * t->ratio * kPhraseBoundMargin);
-      competitive = !(bound * slack_ <= thr_);
+      if (bound * slack_ <= thr_) return true;
     }
-    if (!competitive && !count_) return true;
-    const uint32_t tf = Tf(!competitive);
+    const uint32_t tf = Tf();
     if (!env_->error->ok()) return false;
     if (tf == 0) return true;
     ++matches_;
-    if (competitive) {
+    if (k_ > 0) {
       const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
-      topk_->Push(d, s);
-      ++env_->stats->postings_scored;
-      full_ = topk_->full();
-      thr_ = topk_->Threshold();
+      if (!full_ || s > thr_) {  // a later docID enters only above the k-th (TopKHeap would refuse it)
+        topk_->Push(d, s);
+        ++env_->stats->postings_scored;
+        full_ = topk_->full();
+        thr_ = topk_->Threshold();
+      }
     }
     return true;
   }
@@ -265,8 +267,8 @@ class SolePhrase {
 
   // The phrase's tf at the document every cursor is on: the starts s with slot i at s + i for
   // every i. The rarest slot's positions, shifted to starts, are filtered through every other
-  // slot by a branch-free merge. `any`: stop at 1 (existence). 0 on Corruption (recorded).
-  uint32_t Tf(bool any) {
+  // slot (KeepShifted). 0 on Corruption (recorded).
+  uint32_t Tf() {
     const size_t n = slots_.size();
     size_t rare = 0;
     bool simd = true;
@@ -290,7 +292,7 @@ class SolePhrase {
       live = KeepShifted(s, live, spans_[i].first, static_cast<uint32_t>(spans_[i].second - spans_[i].first),
                          static_cast<uint32_t>(i), simd);
     }
-    return any ? std::min(live, 1u) : live;
+    return live;
   }
 
   std::vector<std::unique_ptr<Token>> tokens_;

@@ -1,19 +1,18 @@
 // A sole phrase on the CPU, fast and exact: a resolved root boolean whose one clause is a phrase
 // (kMust, kShould or kFilter), the search-benchmark-game's phrase category. Same matching, tf,
 // idf and score as the tree evaluator (tree_query.hpp, docs/SCORING.md "Query language"):
-//   documents  the phrase's distinct tokens' lists intersected a block at a time: the shortest
-//              list's decoded block filtered through the others (FilterDocs, docIDs only);
+//   documents  two distinct tokens: their decoded blocks intersected eight docIDs against eight;
+//              more: a leapfrog of next_geq over their cursors;
 //   positions  per common document, each token's positions from its block's decoded positions
 //              (PositionsView::DecodeBlock, once per block), checked against the list's tf;
 //   tf         the starts p with token i at p + i for every i: the rarest slot's positions,
-//              shifted to starts, filtered through every other slot by a branch-free merge; a
-//              count-only document stops at the first start;
-//   top k      scored documents pushed into TopKHeap. Once the heap is full, a document whose
-//              bound (each token's exact score there times idf_phrase / idf_token, the smallest,
-//              times a margin: BM25 grows with tf and a phrase's tf is at most each token's) times
-//              ScoreSlack cannot beat the k-th is only counted (existence) or, without a count,
-//              skipped before its positions are read; without a count, whole docID ranges whose
-//              block-max bound cannot win are skipped undecoded.
+//              shifted to starts, filtered through every other slot (eight against eight);
+//   top k      TopKHeap. With a count every common document's tf is computed and its exact score
+//              decides. Without one, once the heap is full, a document whose bound (each token's
+//              exact score there times idf_phrase / idf_token, the smallest, times a margin: BM25
+//              grows with tf and a phrase's tf is at most each token's) times ScoreSlack cannot
+//              beat the k-th is skipped before its positions are read, and whole docID ranges
+//              whose block-max bound cannot win are skipped undecoded.
 // Thread-safety: reentrant; cursors and buffers belong to one call.
 #pragma once
 
