@@ -137,16 +137,6 @@ class TreeQueryTest : public ::testing::Test {
     }
   }
 
-  // Whether the indexes carry positions (phrases run); until indexing writes them, phrase cases
-  // are left out.
-  static bool PhrasesRun() {
-    QueryNode tree;
-    tree.kind = QueryNode::Kind::kBool;
-    tree.clauses.push_back({Occur::kDefault, QueryNode{QueryNode::Kind::kPhrase, {"w0", "w1"}, {}}});
-    const Query q = MakeQuery(tree, QueryMode::kAnd, 10, false);
-    return (*indexes_)[0]->Search(q).ok();
-  }
-
   static std::vector<std::string>* texts_;
   static TempDir* dir_;
   static std::vector<std::unique_ptr<LocalIndex>>* indexes_;
@@ -161,19 +151,92 @@ TreeReference* TreeQueryTest::reference_ = nullptr;
 constexpr QueryMode kModes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
 
 TEST_F(TreeQueryTest, RandomTreesEqualBruteForce) {
-  const bool phrases = PhrasesRun();
-  if (!phrases) std::printf("note: the index has no positions; phrase cases left out\n");
   std::mt19937_64 rng(99);
-  RandomTreeGen gen{rng, kVocab, phrases};
+  RandomTreeGen gen{rng, kVocab, true};
   const uint32_t ks[] = {1, 2, 3, 5, 10, 37, 100, 1000};
+  uint64_t phrase_matches = 0;
   for (int i = 0; i < 600; ++i) {
     QueryNode raw = gen.Bool(0);
     ASSERT_TRUE(ValidateTree(raw).ok()) << CanonicalKey(raw);
     const QueryMode mode = kModes[rng() % 3];
     const bool count = rng() % 2 == 0;
     const uint32_t k = count && rng() % 5 == 0 ? 0 : ks[rng() % 8];
-    ExpectExact(MakeQuery(raw, mode, k, count));
+    const Query q = MakeQuery(raw, mode, k, count);
+    ExpectExact(q);
     if (HasFatalFailure()) return;
+    if (q.tree != nullptr && TreeHasPhrase(*q.tree)) phrase_matches += reference_->Search(q).total;
+  }
+  EXPECT_GT(phrase_matches, 0u);  // phrases matched documents, through the index's positions
+}
+
+// A second corpus of another shape: 6 words, documents up to 60 words (long runs of repeats), a
+// few of 400 words (lists of many blocks; positions blocks of many values).
+TEST(TreeQuerySecondCorpus, RandomTreesEqualBruteForce) {
+  std::vector<std::string> texts = RandomTexts(900, 6, 60, 17);
+  for (size_t d = 0; d < texts.size(); d += 150) texts[d] = RandomTexts(1, 6, 400, d + 1)[0];
+  TempDir dir;
+  std::vector<std::unique_ptr<LocalIndex>> indexes;
+  for (uint32_t shards : {1u, 2u, 5u}) {
+    const std::string d = dir.path() + "/index-" + std::to_string(shards);
+    BuildTestIndex(texts, shards, d);
+    auto index = LocalIndex::Open(d);
+    ASSERT_TRUE(index.ok()) << index.status().ToString();
+    indexes.push_back(std::move(index).value());
+  }
+  Analyzer analyzer;
+  std::vector<std::vector<std::string>> tokens;
+  for (const std::string& t : texts) tokens.push_back(analyzer.Analyze(t));
+  const TreeReference reference(std::move(tokens));
+  std::mt19937_64 rng(5);
+  RandomTreeGen gen{rng, 6, true};
+  const uint32_t ks[] = {1, 4, 10, 100, 1000};
+  for (int i = 0; i < 300; ++i) {
+    const QueryMode mode = kModes[rng() % 3];
+    const bool count = rng() % 2 == 0;
+    const uint32_t k = count && rng() % 5 == 0 ? 0 : ks[rng() % 5];
+    const Query q = MakeQuery(gen.Bool(0), mode, k, count);
+    const TreeAnswer want = reference.Search(q);
+    for (const auto& index : indexes) {
+      auto got = index->Search(q);
+      ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
+      ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
+      if (q.count) ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+    }
+  }
+}
+
+// An index built without positions answers terms and booleans but refuses phrases (InvalidArgument,
+// the reader's reason), even a phrase of tokens it does not hold.
+TEST_F(TreeQueryTest, PhrasesNeedPositions) {
+  const std::string dir = dir_->path() + "/no-positions";
+  const std::string input = dir + ".jsonl";
+  {
+    std::ofstream out(input, std::ios::binary | std::ios::trunc);
+    for (size_t d = 0; d < 200; ++d) out << "{\"id\": \"d" << d << "\", \"contents\": \"" << (*texts_)[d] << "\"}\n";
+  }
+  IndexBuildOptions o;
+  o.input = input;
+  o.output = dir;
+  o.shards = 2;
+  o.threads = 2;
+  o.positions = false;
+  ASSERT_TRUE(BuildIndex(o).ok());
+  auto index = LocalIndex::Open(dir);
+  ASSERT_TRUE(index.ok()) << index.status().ToString();
+  auto term = [](const std::string& t) { return QueryNode{QueryNode::Kind::kTerm, {t}, {}}; };
+  auto phrase = [](std::vector<std::string> t) { return QueryNode{QueryNode::Kind::kPhrase, std::move(t), {}}; };
+  QueryNode terms_only{QueryNode::Kind::kBool, {}, {{Occur::kMust, term("w0")}, {Occur::kMustNot, term("w1")}}};
+  auto ok = (*index)->Search(MakeQuery(terms_only, QueryMode::kAnd, 10, true));
+  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
+  EXPECT_GT(ok->total, 0u);
+  for (const QueryNode& p : {phrase({"w0", "w1"}), phrase({"nosuch1", "nosuch2"})}) {
+    QueryNode tree{QueryNode::Kind::kBool, {}, {{Occur::kShould, term("w2")}, {Occur::kMust, p}}};
+    for (bool count : {false, true}) {
+      auto r = (*index)->Search(MakeQuery(tree, QueryMode::kOr, 10, count));
+      ASSERT_FALSE(r.ok()) << CanonicalKey(p);
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(r.status().message().find("positions"), std::string::npos) << r.status().ToString();
+    }
   }
 }
 

@@ -102,8 +102,8 @@ TEST_F(SearchctlTest, QuerySyntaxAndCount) {
   ASSERT_EQ(Index(tmp_ / "idx", {"--shards", "2"}).exit_code, 0);
   auto index = LocalIndex::Open(tmp_ / "idx");
   ASSERT_TRUE(index.ok()) << index.status().ToString();
-  const std::vector<std::string> queries = {"+w1 -w2", "w1 w2 -w0", "(w1 +w3) -(w0 w2)", "+w4 w5 w6",
-                                            "-w1",     "w7 zzz",    "W5, w9"};
+  const std::vector<std::string> queries = {"+w1 -w2", "w1 w2 -w0", "(w1 +w3) -(w0 w2)", "+w4 w5 w6", "-w1",
+                                            "w7 zzz",  "W5, w9",    "\"w0 w1\" w2",       "+\"w1 w0\" -w3 w0-w2"};
   std::string file;
   for (const auto& q : queries) file += q + "\n";
   testing::WriteText(tmp_ / "q.txt", file);
@@ -168,6 +168,14 @@ TEST_F(SearchctlTest, QuerySyntaxAndCount) {
   auto k0 = Ctl({"query", "--index", tmp_ / "idx", "--k", "0", "--query", "w1"});
   EXPECT_EQ(k0.exit_code, 2);
   EXPECT_NE(k0.err.find("k must be between"), std::string::npos) << k0.err;
+  // An index without positions answers terms and refuses phrases, saying why.
+  ASSERT_EQ(Index(tmp_ / "nopos", {"--no-positions"}).exit_code, 0);
+  auto terms = Ctl({"query", "--index", tmp_ / "nopos", "--count", "--k", "0", "--query", "+w1 -w2"});
+  ASSERT_EQ(terms.exit_code, 0) << terms.err;
+  EXPECT_EQ(Json::parse(terms.out).at("total").get<uint64_t>(), by_hand);
+  auto phrase = Ctl({"query", "--index", tmp_ / "nopos", "--query", "w1 \"w2 w3\""});
+  EXPECT_EQ(phrase.exit_code, 1);
+  EXPECT_NE(phrase.err.find("positions"), std::string::npos) << phrase.err;
 }
 
 TEST_F(SearchctlTest, BadArgumentsAreRejected) {
