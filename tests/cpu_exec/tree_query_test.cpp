@@ -106,6 +106,7 @@ class TreeQueryTest : public ::testing::Test {
   static void SetUpTestSuite() {
     texts_ = new std::vector<std::string>(RandomTexts(kDocs, kVocab, 30, 4242));
     dir_ = new TempDir();
+    indexes_ = new std::vector<std::unique_ptr<LocalIndex>>();
     for (uint32_t shards : {1u, 2u, 5u}) {
       const std::string d = dir_->path() + "/index-" + std::to_string(shards);
       BuildTestIndex(*texts_, shards, d);
@@ -119,7 +120,7 @@ class TreeQueryTest : public ::testing::Test {
     reference_ = new TreeReference(std::move(tokens));
   }
   static void TearDownTestSuite() {
-    indexes_->clear();
+    delete indexes_;
     delete reference_;
     delete dir_;
     delete texts_;
@@ -145,7 +146,7 @@ class TreeQueryTest : public ::testing::Test {
 
 std::vector<std::string>* TreeQueryTest::texts_ = nullptr;
 TempDir* TreeQueryTest::dir_ = nullptr;
-std::vector<std::unique_ptr<LocalIndex>>* TreeQueryTest::indexes_ = new std::vector<std::unique_ptr<LocalIndex>>();
+std::vector<std::unique_ptr<LocalIndex>>* TreeQueryTest::indexes_ = nullptr;
 TreeReference* TreeQueryTest::reference_ = nullptr;
 
 constexpr QueryMode kModes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
