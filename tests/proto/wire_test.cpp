@@ -299,9 +299,32 @@ TEST(WireTest, TruncatedFramesAreRejected) {
   for (size_t len = 0; len < req.size(); ++len) EXPECT_FALSE(DecodeEnvelope(std::string_view(req.data(), len)).ok());
 }
 
+// A request with a tree of every node kind and occurrence, counted, for the bit-flip test.
+SearchRequestMsg TreeSeed() {
+  QueryNode group;
+  group.clauses = {{Occur::kShould, QueryNode{QueryNode::Kind::kTerm, {"uk"}, {}}},
+                   {Occur::kFilter, QueryNode{QueryNode::Kind::kTerm, {"band"}, {}}}};
+  QueryNode root;
+  root.clauses = {{Occur::kMust, QueryNode{QueryNode::Kind::kPhrase, {"the", "who", "the"}, {}}},
+                  {Occur::kMustNot, QueryNode{QueryNode::Kind::kTerm, {"car"}, {}}},
+                  {Occur::kDefault, group}};
+  SearchRequestMsg m;
+  m.request_id = 5;
+  m.tree = std::make_shared<const QueryNode>(Canonicalize(root));
+  m.terms = TreeTerms(*m.tree);
+  m.count = true;
+  m.k = 0;
+  return m;
+}
+
 TEST(WireTest, BitFlippedFramesNeverCrash) {
   std::mt19937_64 rng(6);
+  SearchResponseMsg counted = RandomResponse(rng, 4);
+  counted.has_total = true;
+  counted.total = 77;
+  counted.or_total = 99;
   std::vector<std::string> seeds = {EncodeSearchRequest(RandomRequest(rng)), EncodeSearchResponse(RandomResponse(rng, 30)),
+                                    EncodeSearchRequest(TreeSeed()), EncodeSearchResponse(counted),
                                     EncodePing(PingMsg{1}), EncodePong(PongMsg{.request_id = 2, .health = ShardHealthMsg{.state = "serving", .analyzer_json = "{}"}, .status = {}})};
   int rejected = 0, accepted = 0;
   for (int i = 0; i < 20000; ++i) {
