@@ -77,6 +77,38 @@ struct Token {
   size_t pos_size = 0;                 // the block's positions in pos
 };
 
+// How many a[x] (x < na) have a[x] + shift in b[0, nb) (both strictly ascending, both readable
+// kMergePad values past their ends): the two-slot phrase's tf without writing starts.
+uint32_t CountShifted(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t shift, bool simd) {
+  uint32_t x = 0, y = 0, hits = 0;
+#if defined(__AVX2__)
+  if (simd && na + nb >= 16) {
+    const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i none = _mm256_set1_epi32(-1);
+    while (x < na && y < nb) {
+      const uint32_t va_n = std::min(8u, na - x), vb_n = std::min(8u, nb - y);
+      const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + x)), v_shift);
+      __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + y));
+      vb = _mm256_blendv_epi8(none, vb, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(vb_n)), lane));
+      // A start matches one value of b at most, so counting per chunk pair counts each once.
+      hits += static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << va_n) - 1)));
+      const uint32_t la = a[x + va_n - 1] + shift, lb = b[y + vb_n - 1];
+      if (lb <= la) y += vb_n;
+      if (la <= lb) x += va_n;
+    }
+    return hits;
+  }
+#endif
+  while (x < na && y < nb) {
+    const uint64_t want = uint64_t{a[x]} + shift, have = b[y];
+    hits += static_cast<uint32_t>(want == have);
+    x += static_cast<uint32_t>(want <= have);
+    y += static_cast<uint32_t>(have <= want);
+  }
+  return hits;
+}
+
 class SolePhrase {
  public:
   SolePhrase(std::vector<std::unique_ptr<Token>> tokens, std::vector<uint32_t> slots, float idf, bool scored,
@@ -277,6 +309,10 @@ class SolePhrase {
       if (!PositionsOf(*tokens_[slots_[i]], &first, &last)) return 0;
       if (last - first < spans_[rare].second - spans_[rare].first) rare = i;
       simd &= first == last || last[-1] <= kMaxSimdPosition;
+    }
+    if (n == 2) {
+      return CountShifted(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first),
+                          spans_[1].first, static_cast<uint32_t>(spans_[1].second - spans_[1].first), 1, simd);
     }
     const uint32_t* r = spans_[rare].first;
     const size_t nr = static_cast<size_t>(spans_[rare].second - r);
