@@ -212,10 +212,11 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
   first.assign(total, 0);
   const uint32_t* off = offsets->data();
   for (uint32_t i = 0; i < n; ++i) first[off[i]] = 1;  // tf >= 1: every offset below total
-  uint64_t v = 0, high = 0;
+  uint64_t w = 0, high = 0;  // w: the last position + 1 (two dependent operations an element)
   for (uint64_t k = 0; k < total; ++k) {
     const uint64_t keep = uint64_t{first[k]} - 1;  // 0 at a posting's first position, else all ones
-    v = uint64_t{out[k]} + ((v + 1) & keep);
+    w = (w & keep) + uint64_t{out[k]} + 1;
+    const uint64_t v = w - 1;  // off the dependency chain
     high |= v;
     out[k] = static_cast<uint32_t>(v);
   }
