@@ -874,6 +874,20 @@ TEST_F(SearchctlTest, GzipInputAndAnalyzerOptionsThroughTheCli) {
   auto stop = Ctl({"query", "--index", tmp_ / "idx", "--mode", "or", "--query", "the ONE"});
   ASSERT_EQ(stop.exit_code, 0);
   EXPECT_TRUE(Json::parse(stop.out)["hits"].empty());
+  // Phrases are analyzed like documents: stems match, and a stopword leaves no gap on either side
+  // ("runs the fast" is the phrase "run fast", at positions 1-2 of r1's "he run fast race").
+  testing::WriteText(tmp_ / "p.jsonl", "{\"id\": \"r1\", \"contents\": \"He runs the fast race\"}\n"
+                                       "{\"id\": \"r2\", \"contents\": \"fast runs\"}\n");
+  ASSERT_EQ(Ctl({"index", "--input", tmp_ / "p.jsonl", "--out", tmp_ / "pidx", "--stem", "english", "--stopwords",
+                 tmp_ / "stop.txt"})
+                .exit_code,
+            0);
+  auto phrase = Ctl({"query", "--index", tmp_ / "pidx", "--count", "--query", "\"Running the FAST\""});
+  ASSERT_EQ(phrase.exit_code, 0) << phrase.err;
+  const Json p = Json::parse(phrase.out);
+  EXPECT_EQ(p.at("total"), 1);
+  ASSERT_EQ(p["hits"].size(), 1u);
+  EXPECT_EQ(p["hits"][0]["id"], "r1");
 }
 
 }  // namespace
