@@ -70,11 +70,13 @@ uint32_t KeepShifted(uint32_t* s, uint32_t live, const uint32_t* b, uint32_t nb,
 // One distinct token of the phrase: its cursor and its positions, decoded a block at a time.
 struct Token {
   BlockCursor cursor;
+  const ListView* list = nullptr;
   const PositionsView* positions = nullptr;
   float ratio = 0.0f;  // idf_phrase / idf_token (0 when idf_token is 0: no bound from this token)
   uint32_t decoded_block = kEndDoc;
   std::vector<uint32_t> offsets, pos;  // pos: the block's positions, then kMergePad readable values
   size_t pos_size = 0;                 // the block's positions in pos
+  bool simd_ok = false;                // EnsureBlock: every position <= kMaxSimdPosition
 };
 
 // How many a[x] (x < na) have a[x] + shift in b[0, nb) (both strictly ascending, both readable
@@ -222,6 +224,9 @@ class SolePhrase {
   void RunPair() {
     BlockCursor& a = order_[0]->cursor;
     BlockCursor& b = order_[1]->cursor;
+    // With a count, a two-slot phrase of two tokens ("a b") takes a block pair's common documents
+    // together (VisitBatch); otherwise each goes through Visit.
+    const bool batch = count_ && slots_.size() == 2 && slots_[0] != slots_[1];
     uint32_t d = 0;
     for (;;) {
       if (!SkipRanges(&d)) return;
@@ -238,6 +243,7 @@ class SolePhrase {
       const uint32_t* bd = b.block_docs();
       const uint32_t na = a.block_count(), nb = b.block_count();
       uint32_t i = a.pos(), j = b.pos();
+      uint32_t batched = 0;
       while (i < na && j < nb) {
         const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
         const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
@@ -249,8 +255,15 @@ class SolePhrase {
             const uint32_t x = ad[ia];
             const unsigned mb = static_cast<unsigned>(_mm256_movemask_ps(
                 _mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
+            const uint32_t ib = j + static_cast<uint32_t>(__builtin_ctz(mb));
+            if (batch) {
+              batch_a_[batched] = ia;
+              batch_b_[batched] = ib;
+              ++batched;
+              continue;
+            }
             a.set_pos(ia);
-            b.set_pos(j + static_cast<uint32_t>(__builtin_ctz(mb)));
+            b.set_pos(ib);
             if (!Visit(x)) return;
           }
         }
@@ -259,6 +272,7 @@ class SolePhrase {
         i += la <= lb ? 8u : 0u;
         j += lb <= la ? 8u : 0u;
       }
+      if (batched > 0 && !VisitBatch(batched)) return;
       const uint32_t done = std::min(ad[na - 1], bd[nb - 1]);  // every common document up to it is done
       if (done + 1 == kEndDoc) return;
       d = done + 1;
@@ -266,32 +280,77 @@ class SolePhrase {
   }
 #endif
 
-  // The positions of token t at its cursor's document; false on Corruption (recorded).
-  bool PositionsOf(Token& t, const uint32_t** begin, const uint32_t** end) {
+  // Token t's positions block at its cursor's block position, decoded and checked once: posting
+  // counts, and every posting's positions count equal to its tf in the list; simd_ok: every
+  // position <= kMaxSimdPosition. False on Corruption (recorded).
+  bool EnsureBlock(Token& t) {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
-    if (t.decoded_block != j) {
-      Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
-      if (st.ok() && t.offsets.size() != c.block_count() + 1)
-        st = Status::Corruption("positions block " + std::to_string(j) + " holds " +
-                                std::to_string(t.offsets.size() - 1) + " postings, the list's block " +
-                                std::to_string(c.block_count()));
-      if (!st.ok()) {
-        if (env_->error->ok()) *env_->error = st;
-        return false;
-      }
-      t.decoded_block = j;
-      t.pos_size = t.pos.size();
-      t.pos.resize(t.pos_size + kMergePad, 0);
+    if (t.decoded_block == j) return true;
+    Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
+    const uint32_t n = c.block_count();
+    if (st.ok() && t.offsets.size() != n + 1)
+      st = Status::Corruption("positions block " + std::to_string(j) + " holds " +
+                              std::to_string(t.offsets.size() - 1) + " postings, the list's block " +
+                              std::to_string(n));
+    if (st.ok()) {
+      alignas(32) uint32_t freqs[kBlockSize];
+      t.list->DecodeFreqs(j, freqs);
+      ++env_->stats->freq_blocks_decoded;
+      uint32_t bad = 0;
+      for (uint32_t i = 0; i < n; ++i) bad |= (t.offsets[i + 1] - t.offsets[i]) ^ freqs[i];
+      if (bad != 0) st = Status::Corruption("positions of a block disagree with its term frequencies");
     }
-    const uint32_t p = c.pos();
-    const uint32_t from = t.offsets[p], to = t.offsets[p + 1];
-    if (from > to || to > t.pos_size || to - from != c.freq()) {
-      if (env_->error->ok())
-        *env_->error =
-            Status::Corruption("positions of docID " + std::to_string(c.doc()) + " disagree with its term frequency");
+    if (!st.ok()) {
+      if (env_->error->ok()) *env_->error = st;
       return false;
     }
+    t.decoded_block = j;
+    t.pos_size = t.pos.size();
+    uint32_t top = 0;
+    for (size_t i = 0; i < t.pos_size; ++i) top = std::max(top, t.pos[i]);
+    t.simd_ok = top <= kMaxSimdPosition;
+    t.pos.resize(t.pos_size + kMergePad, 0);
+    return true;
+  }
+
+  // The `count` common documents of the two cursors' current blocks at block indexes batch_a_ /
+  // batch_b_ (ascending): each one's tf, counted, and scored into the top k. False on Corruption.
+  bool VisitBatch(uint32_t count) {
+    Token& ta = *order_[0];
+    Token& tb = *order_[1];
+    if (!EnsureBlock(ta) || !EnsureBlock(tb)) return false;
+    const bool a_first = tokens_[slots_[0]].get() == &ta;  // slot 0 is the shorter list's token
+    const bool simd = ta.simd_ok && tb.simd_ok;
+    const uint32_t* oa = ta.offsets.data();
+    const uint32_t* ob = tb.offsets.data();
+    const uint32_t* docs = ta.cursor.block_docs();
+    for (uint32_t m = 0; m < count; ++m) {
+      const uint32_t ia = batch_a_[m], ib = batch_b_[m];
+      const uint32_t* pa = ta.pos.data() + oa[ia];
+      const uint32_t* pb = tb.pos.data() + ob[ib];
+      const uint32_t na = oa[ia + 1] - oa[ia], nb = ob[ib + 1] - ob[ib];
+      const uint32_t tf = a_first ? CountShifted(pa, na, pb, nb, 1, simd) : CountShifted(pb, nb, pa, na, 1, simd);
+      if (tf == 0) continue;
+      ++matches_;
+      if (k_ == 0) continue;
+      const uint32_t d = docs[ia];
+      const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
+      if (!full_ || s > thr_) {
+        topk_->Push(d, s);
+        ++env_->stats->postings_scored;
+        full_ = topk_->full();
+        thr_ = topk_->Threshold();
+      }
+    }
+    return true;
+  }
+
+  // The positions of token t at its cursor's document; false on Corruption (recorded).
+  bool PositionsOf(Token& t, const uint32_t** begin, const uint32_t** end) {
+    if (!EnsureBlock(t)) return false;
+    const uint32_t p = t.cursor.pos();
+    const uint32_t from = t.offsets[p], to = t.offsets[p + 1];  // EnsureBlock checked to - from
     *begin = t.pos.data() + from;
     *end = t.pos.data() + to;
     return true;
@@ -308,7 +367,7 @@ class SolePhrase {
       auto& [first, last] = spans_[i];
       if (!PositionsOf(*tokens_[slots_[i]], &first, &last)) return 0;
       if (last - first < spans_[rare].second - spans_[rare].first) rare = i;
-      simd &= first == last || last[-1] <= kMaxSimdPosition;
+      simd &= tokens_[slots_[i]]->simd_ok;
     }
     if (n == 2) {
       return CountShifted(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first),
@@ -348,6 +407,7 @@ class SolePhrase {
   bool full_ = false;        // k > 0 and the heap is full
   uint32_t bound_end_ = 0;   // SkipRanges checked the block bound through this docID
   uint64_t matches_ = 0;
+  uint32_t batch_a_[kBlockSize], batch_b_[kBlockSize];  // RunPair's common documents of a block pair
 };
 
 }  // namespace
@@ -403,6 +463,7 @@ Result<std::optional<SearchResult>> ExecuteSolePhrase(const QueryNode& tree, std
     for (const TreeTermInput* in : distinct) {
       auto t = std::make_unique<Token>();
       t->cursor.reset(in->list, in->idf, 0, &env);
+      t->list = in->list;
       t->positions = in->positions;
       t->ratio = in->idf > 0.0f ? idf / in->idf : 0.0f;
       tokens.push_back(std::move(t));
