@@ -84,10 +84,16 @@ struct Token {
 uint32_t CountShifted(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t shift, bool simd) {
   uint32_t x = 0, y = 0, hits = 0;
 #if defined(__AVX2__)
-  if (simd && na + nb >= 16) {
+  if (simd) {
     const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     const __m256i none = _mm256_set1_epi32(-1);
+    if (na <= 8 && nb <= 8) {  // one compare, no loop (the usual tfs)
+      const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)), v_shift);
+      __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+      vb = _mm256_blendv_epi8(none, vb, _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(nb)), lane));
+      return static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << na) - 1)));
+    }
     while (x < na && y < nb) {
       const uint32_t va_n = std::min(8u, na - x), vb_n = std::min(8u, nb - y);
       const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + x)), v_shift);
