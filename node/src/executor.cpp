@@ -23,12 +23,7 @@ ExecTiming& ExecTiming::operator+=(const ExecTiming& o) {
 }
 
 std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query) {
-  if (query.tree != nullptr) {
-    if (TreeHasPhrase(*query.tree)) return GpuUnsupportedReason::kPhrase;
-    if (!AsFlatQuery(*query.tree, query.mode, nullptr, nullptr)) return GpuUnsupportedReason::kTree;
-    if (!query.count) return GpuUnsupportedReason::kTree;  // a flat tree sent as a tree: run as given
-  }
-  if (query.count) return GpuUnsupportedReason::kCount;
+  if (query.tree != nullptr && TreeHasPhrase(*query.tree)) return GpuUnsupportedReason::kPhrase;
   return std::nullopt;
 }
 

@@ -143,7 +143,7 @@ Result<ExecOutput> GpuExecutorAdapter::Execute(const Query& query, Deadline dead
   if (const auto why = GpuUnsupported(query)) {  // a shape the GPU engine does not run: the CPU's
     if (force_gpu) {
       return Status::Unavailable("the GPU engine does not run this query (" +
-                                 std::string(GpuUnsupportedReasonLabel(*why)) + "): it runs bags of words only");
+                                 std::string(GpuUnsupportedReasonLabel(*why)) + ")");
     }
     if (gpu_metrics_ != nullptr) gpu_metrics_->CountUnsupported(*why);
     return cpu_.Execute(query, deadline, flags);
@@ -151,7 +151,7 @@ Result<ExecOutput> GpuExecutorAdapter::Execute(const Query& query, Deadline dead
   if (deadline != kNoDeadline && std::chrono::steady_clock::now() >= deadline) {
     return Status::DeadlineExceeded("deadline passed before execution");
   }
-  SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
+  if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
   BatchItem item;
   item.query = &query;
   RunBatch(std::span<BatchItem>(&item, 1), /*count_fallbacks=*/!force_gpu);
@@ -266,7 +266,7 @@ struct GpuExecutorAdapter::Prepared {
   std::vector<std::shared_ptr<const CachedList>> lists;
   std::vector<float> idf;
   size_t fetched = 0;
-  bool empty = false;  // an and-query with a term absent here: answered without the GPU
+  bool empty = false;  // a flat and-query with a term absent here: answered without the GPU
   std::vector<std::shared_ptr<const gpu::DeviceList>> handles;  // pin the lists until the engine is done
   std::vector<gpu::GpuTermInput> inputs;
 };
@@ -281,7 +281,9 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, const std::vector<Pre
   for (size_t i = 0; i < n; ++i) {
     SEARCH_ASSIGN_OR_RETURN(PreparedTerm t, LookUpTerm(*shard_, query.terms[i], looked_up ? &(*prepared)[i] : nullptr));
     if (!t.present) {
-      if (query.mode == QueryMode::kAnd) {  // an and-query with a term absent here matches nothing here
+      // A flat and-query with a term absent here matches nothing here. Not a tree: `+a -absent`,
+      // or `a absent` under or, still matches.
+      if (query.tree == nullptr && query.mode == QueryMode::kAnd) {
         p->empty = true;
         return Status::Ok();
       }
@@ -301,6 +303,8 @@ Result<ExecOutput> GpuExecutorAdapter::ToOutput(const SearchResult& r, size_t fe
   out.processor = Processor::kGpu;
   out.stats = r.stats;
   out.stats.lists = fetched;
+  out.has_total = r.has_total;
+  out.total = r.total;
   out.hits.reserve(r.hits.size());
   for (const ScoredDoc& d : r.hits) out.hits.push_back(HitMsg{d.doc, d.score, {}});
   if (resolve_ids) SEARCH_RETURN_IF_ERROR(ResolveExternalIds(*shard_, &out.hits));
@@ -336,12 +340,12 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     BatchItem& item = items[i];
     item.retry_on_cpu = false;
     const Query& q = *item.query;
-    if (const auto why = GpuUnsupported(q)) {  // callers keep these on the CPU (ScheduledExecutor)
+    if (const auto why = GpuUnsupported(q)) {  // phrases: callers keep these on the CPU (ScheduledExecutor)
       gpu_failed(item, gpu::GpuUnimplemented("the GPU engine does not run this query (" +
                                              std::string(GpuUnsupportedReasonLabel(*why)) + ")"));
       continue;
     }
-    if (Status k = ValidateK(q.k); !k.ok()) {
+    if (Status k = q.count && q.k == 0 ? Status::Ok() : ValidateK(q.k); !k.ok()) {  // k 0: the count alone
       item.result = k;
       continue;
     }
@@ -357,6 +361,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     if (prep[i].empty) {
       ExecOutput empty;
       empty.processor = Processor::kGpu;
+      empty.has_total = q.count;  // total 0
       empty.stats.lists = prep[i].fetched;
       empty.stats.micros = MicrosSince(t0);
       item.result = std::move(empty);
@@ -407,7 +412,10 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
   if (!run.empty()) {
     std::vector<gpu::GpuQueryInput> batch;
     batch.reserve(run.size());
-    for (size_t i : run) batch.push_back(gpu::GpuQueryInput{prep[i].inputs, items[i].query->mode, items[i].query->k});
+    for (size_t i : run) {  // inputs in query.terms' order (a tree's TreeTerms); items' queries outlive the call
+      const Query& q = *items[i].query;
+      batch.push_back(gpu::GpuQueryInput{prep[i].inputs, q.mode, q.k, q.tree.get(), q.count});
+    }
     st = gpu::ExecuteBatchGpu(*ctx, view_, batch, &results);
     if (st.ok() && results.size() != run.size()) st = Status::Internal("GPU batch answered the wrong number of queries");
   }
@@ -438,6 +446,8 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
 
 Result<BatchExecutor::Prefix> GpuExecutorAdapter::IntersectPrefix(const Query& query, double crossover) {
   if (query.mode == QueryMode::kOr) return Status::InvalidArgument("an or-query has no intersection");
+  if (query.tree != nullptr || query.count)  // the scheduler steps flat queries only
+    return Status::InvalidArgument("a query tree or a count has no intersection prefix");
   Prepared p;
   SEARCH_RETURN_IF_ERROR(PrepareHost(query, nullptr, &p));
   Prefix out;

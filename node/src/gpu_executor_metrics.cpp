@@ -18,7 +18,7 @@ constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
 // Labels: reason (GpuUnsupportedReason labels).
 constexpr Family kGpuUnsupported{"search_node_gpu_unsupported_total",
                                  "Queries a GPU node ran on the CPU engine because the GPU engine does not run "
-                                 "their shape (phrase, a query tree that is not a bag of words, a count), by reason."};
+                                 "their shape (a query tree with a phrase), by reason."};
 // Labels: part (GpuBatchPart labels).
 constexpr Family kGpuBatchCpu{
     "search_gpu_batch_cpu_seconds_total",
@@ -41,9 +41,9 @@ std::string_view GpuFallbackReasonLabel(GpuFallbackReason r) {
 }
 
 std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r) {
-  static constexpr std::array<std::string_view, kNumGpuUnsupportedReasons> kNames = {"phrase", "tree", "count"};
+  static constexpr std::array<std::string_view, kNumGpuUnsupportedReasons> kNames = {"phrase"};
   const auto i = static_cast<size_t>(r);
-  return i < kNames.size() ? kNames[i] : "tree";
+  return i < kNames.size() ? kNames[i] : "phrase";
 }
 
 std::string_view GpuBatchPartLabel(GpuBatchPart p) {

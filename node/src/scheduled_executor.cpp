@@ -335,18 +335,18 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
     return Status::DeadlineExceeded("deadline passed before execution");
   }
   if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
-  // A shape the GPU engine does not run: the CPU engine's alone (a GPU node counts it).
+  // A shape the GPU engine does not run (a phrase): the CPU engine's alone (a GPU node counts it).
   const std::optional<GpuUnsupportedReason> unsupported = GpuUnsupported(query);
   const bool cpu_only = unsupported.has_value();
   if (cpu_only && gpu_ != nullptr) {
     if (force_gpu) {
       return Status::Unavailable("the GPU engine does not run this query (" +
-                                 std::string(GpuUnsupportedReasonLabel(*unsupported)) + "): it runs bags of words only");
+                                 std::string(GpuUnsupportedReasonLabel(*unsupported)) + ")");
     }
     if (gpu_metrics_ != nullptr) gpu_metrics_->CountUnsupported(*unsupported);
   }
   const SchedTime t_features = SchedClock::now();
-  // The CPU engine looks a tree's terms up itself: nothing kept for a GPU batch.
+  // A phrase's terms the CPU engine looks up itself (with their positions): nothing kept for a batch.
   SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, cpu_only ? nullptr : &call->prepared));
 
   call->query = &query;
@@ -362,8 +362,13 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   if (cpu_only) {
     j.gpu_us = 1e12;  // CPU work for the policy: its queue, never a GPU batch, never stolen
     j.pinned = Unit::kCpu;
-    task->model_sample = false;
   }
+  // Trees and counts run on either engine, but the model's features (list lengths, terms, mode)
+  // describe a pruned bag of words: the GPU evaluates a tree or a count exhaustively (its cost
+  // ~ the shard's documents x the terms), the CPU a tree by its own rules. Their runs are not
+  // samples for the model (it still predicts them); neither are phrases'.
+  const bool shaped = query.tree != nullptr || query.count;
+  if (shaped) task->model_sample = false;
   if (force_cpu) j.pinned = Unit::kCpu;
   if (force_gpu) j.pinned = Unit::kGpu;
   const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
@@ -376,7 +381,7 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   }
   // Hybrid and griffin: an and-query whose first intersection suits the GPU but with a list past
   // the crossover ahead intersects on the GPU (if the GPU takes it) and finishes on the CPU.
-  call->step = !cpu_only && (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) &&
+  call->step = !shaped && (mode() == SchedMode::kGriffin || mode() == SchedMode::kHybrid) &&
                query.mode != QueryMode::kOr &&
                f.terms >= 3 && ratio < options_.crossover && !force_cpu && !force_gpu &&
                static_cast<double>(f.longest) >= options_.crossover * static_cast<double>(f.shortest);

@@ -638,7 +638,8 @@ double HybridScheduler::RunGpuBatch(std::vector<SchedTask*>& batch, const std::f
     std::vector<CostSample> seen;
     seen.reserve(batch.size());
     for (const SchedTask* t : batch)
-      if (t->outcome == GpuOutcome::kDone && t->status.ok()) seen.push_back(CostSample{t->features, share(*t)});
+      if (t->outcome == GpuOutcome::kDone && t->status.ok() && t->model_sample)
+        seen.push_back(CostSample{t->features, share(*t)});
     if (!seen.empty()) {
       ModelTally tally;
       const double error = model_->ObserveBatch(Unit::kGpu, seen, &tally);

@@ -2,6 +2,7 @@
 // the bit, external ids) over random queries, from several threads; with a list cache too small
 // for the lists every query still comes back right through the CPU fallback, counted in
 // search_gpu_fallbacks_total{reason="out_of_memory"}; too many terms fall back as "unsupported";
+// query trees and counts on the GPU, phrases on the CPU;
 // kFlagForceCpu / kFlagForceGpu; ShardHealth.gpu through a NodeServer; the GPU cache metrics.
 // Skips without a GPU, except the check that Create then says Unavailable.
 #include "node/gpu_executor_adapter.hpp"
@@ -242,39 +243,199 @@ TEST_F(GpuExecutorAdapterTest, TooManyTermsFallBackAsUnsupported) {
   EXPECT_FALSE(gpu->Execute(q, kNoDeadline, kFlagForceGpu).ok());
 }
 
-// Trees, phrases and counts, which the GPU engine does not run: Execute answers them on the CPU
-// with the CPU's exact answers and totals, counts them by reason (not as GPU failures), and refuses
-// them with kFlagForceGpu; in a batch they are GPU failures to rerun on the CPU.
-TEST_F(GpuExecutorAdapterTest, TreesAndCountsRunOnTheCpu) {
+// A random query tree to depth 3 over the shard's words (hot ones often) and words absent from it:
+// 1..4 clauses a boolean, every occurrence (+, -, filter, should, bare).
+QueryNode RandomTermTree(std::mt19937_64& rng, int depth) {
+  QueryNode n;
+  if (depth == 0 || rng() % 10 < 6) {
+    n.kind = QueryNode::Kind::kTerm;
+    const uint64_t r = rng() % 20;
+    n.tokens = {r == 0 ? std::string("absent") : r == 1 ? std::string("absent2")
+                       : testing::Word(static_cast<uint32_t>(rng() % (r < 8 ? kVocab : 40)))};
+    return n;
+  }
+  for (uint64_t i = 1 + rng() % 4; i > 0; --i)
+    n.clauses.push_back({static_cast<Occur>(rng() % 5), RandomTermTree(rng, depth - 1)});
+  return n;
+}
+
+// k as RandomQuery draws it (1..1000, small ones often); 0 for a quarter of the counts.
+uint32_t RandomK(std::mt19937_64& rng, bool count) {
+  if (count && rng() % 4 == 0) return 0;
+  const uint32_t r = static_cast<uint32_t>(rng() % 10);
+  return r == 0 ? 1 : r < 7 ? 1 + static_cast<uint32_t>(rng() % 50) : 1 + static_cast<uint32_t>(rng() % 1000);
+}
+
+// Trees of terms (+, -, filter, groups, absent terms) and counts (on, off, the count alone) run on
+// the GPU engine, alone (Execute) and in batches, with the CPU adapter's hits (bit for bit, ids)
+// and exact totals; only trees of more than kGpuMaxTerms terms fall back (unsupported). Shapes
+// whose absent term would empty a flat and-query still match as trees.
+TEST_F(GpuExecutorAdapterTest, TreesAndCountsRunOnTheGpu) {
   Metrics metrics("node");
   auto gpu = MakeAdapter(size_t{64} << 20, &metrics);
   ASSERT_NE(gpu, nullptr);
   CpuExecutorAdapter cpu(reader_);
   std::mt19937_64 rng(77);
-  uint64_t answered = 0;
-  for (uint64_t i = 0; i < 60; ++i) {
-    const Query q = ToQuery(testing::RandomTreeRequest(rng, i, i % 6 == 0));
+  std::vector<Query> qs;
+  for (int i = 0; i < Scaled(400); ++i) {
+    Query q;
+    q.count = rng() % 2 == 0;
+    q.mode = static_cast<QueryMode>(rng() % 3);
+    q.k = RandomK(rng, q.count);
+    if (i % 5 == 4) {  // a bag of words with a count, flat (tree null)
+      q.terms = RandomQuery(rng).terms;
+      q.count = true;
+    } else {
+      QueryNode root;
+      for (uint64_t c = 1 + rng() % 4; c > 0; --c)
+        root.clauses.push_back({static_cast<Occur>(rng() % 5), RandomTermTree(rng, 2)});
+      q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(root)));
+      q.terms = TreeTerms(*q.tree);
+    }
+    qs.push_back(std::move(q));
+  }
+  // Hand shapes: an absent must_not, an absent should under or, an absent term under and (flat and
+  // as a tree), each with a count and alone.
+  auto tree_of = [](std::vector<QueryNode::Clause> clauses) {
+    QueryNode root;
+    root.clauses = std::move(clauses);
+    return std::make_shared<const QueryNode>(Canonicalize(std::move(root)));
+  };
+  auto term = [](std::string t) {
+    QueryNode n;
+    n.kind = QueryNode::Kind::kTerm;
+    n.tokens = {std::move(t)};
+    return n;
+  };
+  const std::string hot = testing::Word(1);
+  for (bool count : {false, true}) {
+    for (uint32_t k : {0u, 10u}) {
+      if (k == 0 && !count) continue;
+      Query q;
+      q.count = count;
+      q.k = k;
+      q.mode = QueryMode::kAnd;
+      q.tree = tree_of({{Occur::kMust, term(hot)}, {Occur::kMustNot, term("absent")}});
+      q.terms = TreeTerms(*q.tree);
+      qs.push_back(q);
+      q.mode = QueryMode::kOr;
+      q.tree = tree_of({{Occur::kDefault, term(hot)}, {Occur::kDefault, term("absent")}});
+      q.terms = TreeTerms(*q.tree);
+      qs.push_back(q);
+      q.mode = QueryMode::kAnd;
+      qs.push_back(q);  // the same tree under and: matches nothing
+      q.tree = nullptr;  // and flat
+      qs.push_back(q);
+    }
+  }
+  uint64_t too_many = 0, trees = 0, counts = 0, count_only = 0, matched_total = 0;
+  auto what = [](const Query& q) {
+    return (q.tree ? CanonicalKey(*q.tree) + " " + std::string(QueryModeName(q.mode)) + " k=" + std::to_string(q.k)
+                   : Describe(q)) +
+           (q.count ? " count" : "");
+  };
+  // Execute, one at a time.
+  for (const Query& q : qs) {
+    auto want = cpu.Execute(q, kNoDeadline, 0);
+    auto got = gpu->Execute(q, kNoDeadline, 0);
+    if (!want.ok()) {
+      EXPECT_EQ(got.status().code(), want.status().code()) << what(q) << ": " << want.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(got.ok()) << what(q) << ": " << got.status().ToString();
+    EXPECT_TRUE(SameHits(got->hits, want->hits)) << what(q);
+    EXPECT_EQ(got->has_total, q.count) << what(q);
+    EXPECT_EQ(got->has_total, want->has_total) << what(q);
+    EXPECT_EQ(got->total, want->total) << what(q);
+    const bool fits = q.terms.size() <= gpu::kGpuMaxTerms;
+    too_many += !fits;
+    EXPECT_EQ(got->processor, fits ? Processor::kGpu : Processor::kCpu) << what(q);
+    trees += fits && q.tree != nullptr;
+    counts += fits && q.count;
+    count_only += fits && q.count && q.k == 0;
+    matched_total += want->total;
+  }
+  EXPECT_GT(trees, static_cast<uint64_t>(Scaled(400)) / 2);
+  EXPECT_GT(counts, 0u);
+  EXPECT_GT(count_only, 0u);
+  EXPECT_GT(matched_total, 0u);
+  EXPECT_EQ(gpu->fallbacks_total(), too_many);
+  // The same queries in batches of up to 16.
+  for (size_t b = 0; b < qs.size(); b += 16) {
+    const size_t n = std::min<size_t>(16, qs.size() - b);
+    std::vector<BatchItem> items(n);
+    for (size_t i = 0; i < n; ++i) items[i].query = &qs[b + i];
+    gpu->ExecuteBatch(items);
+    for (size_t i = 0; i < n; ++i) {
+      const Query& q = qs[b + i];
+      auto want = cpu.Execute(q, kNoDeadline, 0);
+      if (!want.ok()) continue;
+      if (q.terms.size() > gpu::kGpuMaxTerms) {
+        EXPECT_TRUE(items[i].retry_on_cpu) << what(q);
+        continue;
+      }
+      ASSERT_TRUE(items[i].result.ok()) << what(q) << ": " << items[i].result.status().ToString();
+      EXPECT_EQ(items[i].result->processor, Processor::kGpu);
+      EXPECT_TRUE(SameHits(items[i].result->hits, want->hits)) << what(q);
+      EXPECT_EQ(items[i].result->has_total, want->has_total) << what(q);
+      EXPECT_EQ(items[i].result->total, want->total) << what(q);
+    }
+  }
+  EXPECT_EQ(gpu->fallbacks_total(), 2 * too_many);
+  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), 2 * too_many);
+  // Nothing here is a phrase: no query was kept off the GPU for its shape.
+  EXPECT_EQ(testing::SeriesValue(metrics.SerializeText(), R"(search_node_gpu_unsupported_total{reason="phrase"})"), 0);
+}
+
+// Phrases, which the GPU engine does not run: Execute answers them as the CPU does (this shard has
+// no positions: the CPU's InvalidArgument), counts them under reason "phrase" (not as GPU
+// failures), and refuses them with kFlagForceGpu; in a batch they are GPU failures to rerun on the
+// CPU. Trees without a phrase from the same generator run on the GPU.
+TEST_F(GpuExecutorAdapterTest, PhrasesRunOnTheCpu) {
+  Metrics metrics("node");
+  auto gpu = MakeAdapter(size_t{64} << 20, &metrics);
+  ASSERT_NE(gpu, nullptr);
+  CpuExecutorAdapter cpu(reader_);
+  std::mt19937_64 rng(78);
+  uint64_t phrases = 0, others = 0;
+  for (uint64_t i = 0; i < 80; ++i) {
+    const Query q = ToQuery(testing::RandomTreeRequest(rng, i, true));
+    const bool phrase = TreeHasPhrase(*q.tree);
     auto want = cpu.Execute(q, kNoDeadline, 0);
     auto got = gpu->Execute(q, kNoDeadline, 0);
     ASSERT_EQ(got.ok(), want.ok()) << CanonicalKey(*q.tree);
-    if (!want.ok()) continue;  // a phrase: this shard has no positions
-    ++answered;
-    EXPECT_TRUE(SameHits(got->hits, want->hits)) << CanonicalKey(*q.tree);
-    EXPECT_EQ(got->total, want->total);
-    EXPECT_EQ(got->processor, Processor::kCpu);
-    EXPECT_EQ(gpu->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable);
+    if (!want.ok()) {
+      EXPECT_EQ(got.status().code(), want.status().code()) << CanonicalKey(*q.tree);
+    } else {
+      EXPECT_TRUE(SameHits(got->hits, want->hits)) << CanonicalKey(*q.tree);
+      EXPECT_EQ(got->total, want->total);
+      EXPECT_EQ(got->processor, phrase ? Processor::kCpu : Processor::kGpu) << CanonicalKey(*q.tree);
+    }
+    if (!phrase && !want.ok()) continue;
+    auto forced = gpu->Execute(q, kNoDeadline, kFlagForceGpu);
     BatchItem item;
     item.query = &q;
     gpu->ExecuteBatch(std::span<BatchItem>(&item, 1));
-    EXPECT_TRUE(item.retry_on_cpu);
+    if (phrase) {
+      ++phrases;
+      EXPECT_EQ(forced.status().code(), StatusCode::kUnavailable);
+      EXPECT_TRUE(item.retry_on_cpu);
+      EXPECT_TRUE(!item.result.ok() && gpu::IsGpuUnimplemented(item.result.status()));
+    } else {
+      ++others;
+      EXPECT_TRUE(forced.ok()) << forced.status().ToString();
+      EXPECT_FALSE(item.retry_on_cpu);
+      EXPECT_TRUE(item.result.ok()) << item.result.status().ToString();
+    }
   }
-  EXPECT_GT(answered, 40u);
-  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), answered);  // the batch items only
-  double counted = 0;
-  for (const char* r : {"phrase", "tree", "count"})
-    counted += testing::SeriesValue(metrics.SerializeText(),
-                                    std::string("search_node_gpu_unsupported_total{reason=\"") + r + "\"}");
-  EXPECT_EQ(counted, 60);
+  EXPECT_GT(phrases, 10u);
+  EXPECT_GT(others, 10u);
+  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), phrases);  // the batch items only
+  EXPECT_EQ(gpu->fallbacks_total(), phrases);
+  const std::string text = metrics.SerializeText();
+  EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"),
+            static_cast<double>(phrases));
+  EXPECT_EQ(testing::Count(text, "search_node_gpu_unsupported_total{reason="), 1u);
 }
 
 TEST_F(GpuExecutorAdapterTest, FlagsAndArguments) {

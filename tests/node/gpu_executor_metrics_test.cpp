@@ -42,14 +42,14 @@ TEST(GpuExecutorMetricsTest, UnsupportedShapesCountByReason) {
   GpuExecutorMetrics again(m.registry());
   g.CountUnsupported(GpuUnsupportedReason::kPhrase);
   again.CountUnsupported(GpuUnsupportedReason::kPhrase);
-  g.CountUnsupported(GpuUnsupportedReason::kCount);
+  g.CountUnsupported(GpuUnsupportedReason::kPhrase);
   const std::string t = m.SerializeText();
   EXPECT_EQ(Count(t, "# HELP search_node_gpu_unsupported_total "), 1u);
-  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="phrase"})"), 2);
-  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="tree"})"), 0);
-  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="count"})"), 1);
+  EXPECT_EQ(testing::SeriesValue(t, R"(search_node_gpu_unsupported_total{reason="phrase"})"), 3);
+  // The GPU engine runs trees and counts: phrase is the only reason (one series).
+  EXPECT_EQ(Count(t, "search_node_gpu_unsupported_total{reason="), 1u);
   EXPECT_EQ(testing::SeriesValue(t, "search_fallback_cpu_total"), 0);  // not a GPU failure
-  EXPECT_EQ(GpuUnsupportedReasonLabel(GpuUnsupportedReason::kTree), "tree");
+  EXPECT_EQ(GpuUnsupportedReasonLabel(GpuUnsupportedReason::kPhrase), "phrase");
 }
 
 TEST(GpuExecutorMetricsTest, BatchTimesFollowTheExecutorsTotals) {

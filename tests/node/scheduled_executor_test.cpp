@@ -37,7 +37,9 @@ class FakeGpu final : public BatchExecutor {
     for (size_t i = 0; i < items.size(); ++i) {
       BatchItem& it = items[i];
       runs.fetch_add(1);
-      if (GpuUnsupported(*it.query).has_value()) unsupported.fetch_add(1);  // the scheduler keeps them off
+      if (GpuUnsupported(*it.query).has_value()) unsupported.fetch_add(1);  // phrases: the scheduler keeps them off
+      if (it.query->tree != nullptr) trees.fetch_add(1);
+      if (it.query->count) counts.fetch_add(1);
       if (it.prepared != nullptr) {  // the caller's lookups must be the shard's own
         prepared.fetch_add(1);
         if (!SameAsShard(*it.query, *it.prepared)) prepared_wrong.fetch_add(1);
@@ -81,6 +83,7 @@ class FakeGpu final : public BatchExecutor {
   // is under crossover times the running intersection.
   Result<Prefix> IntersectPrefix(const Query& q, double crossover) override {
     steps.fetch_add(1);
+    if (q.tree != nullptr || q.count) shaped_steps.fetch_add(1);  // the scheduler steps flat queries only
     if (fail_steps) return Status::Unavailable("injected CUDA error in a step");
     std::vector<std::vector<uint32_t>> lists;
     for (const std::string& t : q.terms) {
@@ -119,7 +122,9 @@ class FakeGpu final : public BatchExecutor {
   std::atomic<size_t> max_lists_done{0};
   std::atomic<int> batches{0}, runs{0}, failed{0};
   std::atomic<int> unresolved{0};  // answers handed back without external ids
-  std::atomic<int> unsupported{0};  // items the GPU engine does not run (trees, counts): must stay 0
+  std::atomic<int> unsupported{0};  // items the GPU engine does not run (phrases): must stay 0
+  std::atomic<int> trees{0}, counts{0};  // items with a query tree; with a count
+  std::atomic<int> shaped_steps{0};      // IntersectPrefix calls for a tree or a count: must stay 0
   std::atomic<int> prepared{0}, prepared_wrong{0};  // items with the caller's lookups; those unlike the shard's
   std::atomic<size_t> max_batch{0};
 
@@ -459,31 +464,45 @@ TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {
     EXPECT_EQ(value(std::string("search_sched_host_seconds_count{phase=\"") + phase + "\"}"), cpu + on_gpu) << phase;
 }
 
-// Trees, phrases and counts, which the GPU engine does not run, run on the CPU engine in every
-// mode (pinned there, never in a GPU batch), with the CPU engine's exact answers and totals; a GPU
-// node counts them by reason; forcing them onto the GPU is Unavailable; bags of words still reach
-// the GPU.
-TEST_F(ScheduledExecutorTest, TreesAndCountsRunOnTheCpuEngineAndAreCounted) {
+// Trees (+, -, filter, groups) and counts run on the GPU like bags of words: in gpu mode every one
+// reaches the fake GPU's batches, and with kFlagForceGpu in every mode; never a Griffin step.
+// Phrases, which the GPU engine does not run, stay on the CPU engine in every mode (pinned there,
+// never in a GPU batch), are counted by a GPU node (reason "phrase", once per query) and refused
+// with kFlagForceGpu. Answers and totals are the CPU engine's.
+TEST_F(ScheduledExecutorTest, TreesAndCountsReachTheGpuPhrasesStayOnTheCpu) {
   std::mt19937_64 rng(31);
   std::vector<Query> qs;
-  for (uint64_t i = 0; i < 120; ++i) qs.push_back(ToQuery(testing::RandomTreeRequest(rng, i, i % 8 == 0)));
-  for (int i = 0; i < 40; ++i) qs.push_back(testing::RandomQuery(rng, kVocab));  // bags of words: the GPU's
+  for (uint64_t i = 0; i < 120; ++i) qs.push_back(ToQuery(testing::RandomTreeRequest(rng, i, i % 4 == 0)));
+  for (int i = 0; i < 40; ++i) {  // bags of words, half of them with a count (some the count alone)
+    Query q = testing::RandomQuery(rng, kVocab);
+    q.count = i % 2 == 0;
+    if (i % 8 == 0) q.k = 0;
+    qs.push_back(std::move(q));
+  }
   CpuExecutorAdapter ref(reader_);
-  std::array<double, kNumGpuUnsupportedReasons> want_reasons{};
-  for (const Query& q : qs)
-    if (auto why = GpuUnsupported(q)) ++want_reasons[static_cast<size_t>(*why)];
-  ASSERT_GT(want_reasons[static_cast<size_t>(GpuUnsupportedReason::kTree)], 0);
-  ASSERT_GT(want_reasons[static_cast<size_t>(GpuUnsupportedReason::kCount)], 0);
+  int phrases = 0, trees = 0, counts = 0;
+  for (const Query& q : qs) {
+    if (GpuUnsupported(q)) {
+      ++phrases;
+      continue;
+    }
+    trees += q.tree != nullptr;
+    counts += q.count;
+  }
+  ASSERT_GT(phrases, 0);
+  ASSERT_GT(trees, 0);
+  ASSERT_GT(counts, 0);
   for (SchedMode mode : {SchedMode::kGpu, SchedMode::kHybrid, SchedMode::kGriffin}) {
     SCOPED_TRACE(SchedModeName(mode));
     Metrics metrics("node");
     FakeGpu gpu(reader_);
     auto e = ScheduledExecutor::Create(reader_, &gpu, &metrics, Options(mode));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
-    const int runs_before = gpu.runs.load();
-    int on_gpu = 0;
+    const int trees_before = gpu.trees.load(), counts_before = gpu.counts.load();
+    int forced_trees = 0, forced_counts = 0;
     for (const Query& q : qs) {
-      const std::string what = (q.tree ? CanonicalKey(*q.tree) : testing::Describe(q)) + (q.count ? " count" : "");
+      const std::string what = (q.tree ? CanonicalKey(*q.tree) : testing::Describe(q)) + (q.count ? " count" : "") +
+                               " k " + std::to_string(q.k);
       auto want = ref.Execute(q, kNoDeadline, 0);
       auto got = (*e)->Execute(q, kNoDeadline, 0);
       if (!want.ok()) {
@@ -494,24 +513,36 @@ TEST_F(ScheduledExecutorTest, TreesAndCountsRunOnTheCpuEngineAndAreCounted) {
       EXPECT_TRUE(testing::SameHits(got->hits, want->hits)) << what;
       EXPECT_EQ(got->has_total, want->has_total) << what;
       EXPECT_EQ(got->total, want->total) << what;
+      auto forced = (*e)->Execute(q, kNoDeadline, kFlagForceGpu);
       if (GpuUnsupported(q)) {
         EXPECT_EQ(got->processor, Processor::kCpu) << what;
-        EXPECT_EQ((*e)->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable) << what;
+        EXPECT_EQ(forced.status().code(), StatusCode::kUnavailable) << what;
+        continue;
       }
-      on_gpu += got->processor == Processor::kGpu;
+      if (mode == SchedMode::kGpu) {
+        EXPECT_EQ(got->processor, Processor::kGpu) << what;
+      }
+      ASSERT_TRUE(forced.ok()) << what << ": " << forced.status().ToString();
+      EXPECT_EQ(forced->processor, Processor::kGpu) << what;
+      EXPECT_TRUE(testing::SameHits(forced->hits, want->hits)) << what;
+      EXPECT_EQ(forced->total, want->total) << what;
+      forced_trees += q.tree != nullptr;
+      forced_counts += q.count;
     }
     EXPECT_EQ(gpu.unsupported.load(), 0);
-    if (mode == SchedMode::kGpu) {
-      EXPECT_GT(on_gpu, 0);  // the bags of words
-      EXPECT_GT(gpu.runs.load(), runs_before);
-    }
+    EXPECT_EQ(gpu.shaped_steps.load(), 0);
+    EXPECT_EQ(gpu.prepared_wrong.load(), 0);
+    EXPECT_EQ(forced_trees, trees);
+    EXPECT_EQ(forced_counts, counts);
+    // The forced runs at least; in gpu mode the unforced ones too.
+    const int factor = mode == SchedMode::kGpu ? 2 : 1;
+    EXPECT_GE(gpu.trees.load() - trees_before, factor * trees);
+    EXPECT_GE(gpu.counts.load() - counts_before, factor * counts);
     const std::string text = metrics.SerializeText();
-    for (size_t r = 0; r < kNumGpuUnsupportedReasons; ++r) {
-      const std::string series = std::string("search_node_gpu_unsupported_total{reason=\"") +
-                                 std::string(GpuUnsupportedReasonLabel(static_cast<GpuUnsupportedReason>(r))) + "\"}";
-      // Each query counted once by Execute (the forced runs are refused before they count).
-      EXPECT_EQ(testing::SeriesValue(text, series), want_reasons[r]) << series;
-    }
+    // Each phrase counted once by Execute (the forced runs are refused before they count); no
+    // other reason exists.
+    EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"), phrases);
+    EXPECT_EQ(testing::Count(text, "search_node_gpu_unsupported_total{reason="), 1u);
   }
   // A node without a GPU has nothing to count; its answers are the same.
   Metrics metrics("node");
@@ -526,7 +557,7 @@ TEST_F(ScheduledExecutorTest, TreesAndCountsRunOnTheCpuEngineAndAreCounted) {
       EXPECT_EQ(got->total, want->total);
     }
   }
-  EXPECT_LE(testing::SeriesValue(metrics.SerializeText(), R"(search_node_gpu_unsupported_total{reason="tree"})"), 0);
+  EXPECT_LE(testing::SeriesValue(metrics.SerializeText(), R"(search_node_gpu_unsupported_total{reason="phrase"})"), 0);
 }
 
 TEST_F(ScheduledExecutorTest, FlagsAndBadInput) {

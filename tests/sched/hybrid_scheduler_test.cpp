@@ -180,6 +180,30 @@ TEST(HybridSchedulerTest, EveryModeAnswersEveryTaskOnce) {
   }
 }
 
+// SchedTask::model_sample false (query trees, counts, phrases): the job runs as any other, on
+// either processor, and neither processor's model learns from it; the others still teach it.
+TEST(HybridSchedulerTest, TasksThatAreNotModelSamplesTeachNeitherModel) {
+  for (SchedMode mode : {SchedMode::kCpu, SchedMode::kGpu}) {
+    SCOPED_TRACE(SchedModeName(mode));
+    FakeRunner r;
+    CostModel model;
+    HybridScheduler s(Options(mode), &r, &model, nullptr);
+    s.Start();
+    RunClients(s, 200, 4, [&](int i, Work&, SchedTask& t) {
+      t.job.cpu_us = 20;
+      t.job.gpu_us = 20;
+      t.features.total = static_cast<uint64_t>(i) * 1000;
+      t.features.shortest = 100;
+      t.features.terms = 2;
+      t.model_sample = i % 4 == 0;  // 50 of 200
+    });
+    s.Stop();
+    EXPECT_EQ(r.cpu_runs + r.gpu_runs, 200);
+    EXPECT_EQ(mode == SchedMode::kGpu ? r.gpu_runs.load() : r.cpu_runs.load(), 200);
+    EXPECT_EQ(model.samples(Unit::kCpu, QueryMode::kAnd) + model.samples(Unit::kGpu, QueryMode::kAnd), 50u);
+  }
+}
+
 // The trace (search-node --tuning trace=FILE): one CSV line per every-th finished job, with where it ran and what the model
 // learned; a bad path or every = 0 is refused.
 TEST(HybridSchedulerTest, TraceRecordsEveryNthFinishedJob) {

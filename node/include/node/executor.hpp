@@ -52,10 +52,9 @@ struct ExecOutput {
   ExecTiming timing;
 };
 
-// Whether the GPU engine cannot run `query`, and why (the first that applies: a phrase, a tree that
-// is not a bag of words, a count). The GPU engine runs the flat bag of words only (query.tree null
-// and no count); a GPU node runs the others on the CPU engine and counts them
-// (search_node_gpu_unsupported_total).
+// Whether the GPU engine cannot run `query`, and why: a query tree with a phrase (kPhrase). The GPU
+// engine runs bags of words, trees of terms (+, -, filters, groups) and counts; a GPU node runs
+// phrases on the CPU engine and counts them (search_node_gpu_unsupported_total).
 std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query);
 
 // Fills the hits' external ids from the shard (one RocksDB MultiGet for the whole top-k).

@@ -9,9 +9,10 @@
 // CPU reports Corruption itself if the bytes are bad) and is counted in
 // search_gpu_fallbacks_total{reason} (and search_fallback_cpu_total). Host-side lookup errors
 // (the CPU would hit them too) are returned as they are.
-// Query shapes the GPU engine does not run (GpuUnsupported: trees, phrases, counts): Execute runs
-// them on the CPU and counts them in search_node_gpu_unsupported_total{reason}; in a batch they
-// are GPU failures (retry_on_cpu; the node's scheduler never sends them).
+// Query trees of terms and counts run on the GPU engine (gpu::GpuQueryInput::tree/count; k 0 with
+// count: the count alone). Phrases, which it does not run (GpuUnsupported): Execute runs them on
+// the CPU and counts them in search_node_gpu_unsupported_total{reason}; in a batch they are GPU
+// failures (retry_on_cpu; the node's scheduler never sends them).
 // Flags: kFlagForceCpu runs on the CPU; kFlagForceGpu runs on the GPU or returns the GPU's error
 // (no fallback; Unavailable for an unsupported shape); both at once is InvalidArgument.
 // Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most

@@ -31,14 +31,12 @@ inline constexpr size_t kNumGpuFallbackReasons = 5;
 std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 
 // Why a GPU node ran a query on the CPU engine from the start (search_node_gpu_unsupported_total
-// {reason}): the GPU engine runs bags of words only. A query counts under its first reason here.
+// {reason}): the GPU engine runs trees of terms and counts, not phrases.
 enum class GpuUnsupportedReason : uint8_t {
   kPhrase = 0,  // its tree holds a phrase
-  kTree,        // a query tree that is not a bag of words (+, -, groups, filters)
-  kCount,       // a bag of words asking for the exact count
 };
-inline constexpr size_t kNumGpuUnsupportedReasons = 3;
-std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r);  // "phrase", "tree", "count"
+inline constexpr size_t kNumGpuUnsupportedReasons = 1;
+std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r);  // "phrase"
 
 // The parts of a GPU executor batch's time (search_gpu_batch_{cpu_,}seconds_total{part}).
 enum class GpuBatchPart : uint8_t { kPrepare, kAcquire, kEngine, kFinish };

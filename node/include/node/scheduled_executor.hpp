@@ -25,10 +25,11 @@
 // sched.policy.gpu_alone_us = -1 (the node's setting) calibration also times up
 // to 16 of its and-queries alone on the GPU, lists resident, and the median becomes the bound of
 // hybrid's cheap jobs (SchedPolicy::Cheap); 0 leaves them off, a positive value is used as given.
-// Query shapes the GPU engine does not run (GpuUnsupported: a query tree with a phrase, a tree
-// that is not a bag of words, a count) run on the CPU engine: pinned to the CPU, predicted there
-// alone (no GPU estimate, no Griffin step), not samples for the cost model (their features do not
-// describe their cost), and counted on a GPU node in search_node_gpu_unsupported_total{reason}.
+// Query trees and counts run on either engine (no Griffin step: the intersection prefix is a flat
+// query's) and are not samples for the cost model (SchedTask::model_sample: their features do not
+// describe their cost). Shapes the GPU engine does not run (GpuUnsupported: a query tree with a
+// phrase) run on the CPU engine: pinned to the CPU, predicted there alone (no GPU estimate), and
+// counted on a GPU node in search_node_gpu_unsupported_total{reason}.
 // Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none,
 // or when the GPU engine cannot run the query).
 // Never a wrong or lost answer: a GPU failure reruns the query on the CPU.

@@ -44,8 +44,8 @@ struct SchedTask {
   // hand it to the CPU (kMigrate). Hybrid allows it only while a CPU worker would take it at once
   // (within the CPU slots, nothing queued ahead of it).
   bool may_migrate = true;
-  // False: the cost model does not learn from this task's run (a query whose cost its features
-  // do not describe, such as a query tree with phrases or a count); it is still predicted.
+  // False: the cost model does not learn from this task's run, on either processor (a query whose
+  // cost its features do not describe, such as a query tree or a count); it is still predicted.
   bool model_sample = true;
   // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
   // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or Stop()), never
