@@ -8,6 +8,10 @@
 
 #include "codec/block_codec.hpp"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 namespace search {
 namespace {
 
@@ -205,13 +209,56 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
     at += StoredBytes(m, bits);
   }
   if (at != end) return corrupt("bytes left over after the positions");
-  // Deltas to positions in one branch-free pass (a posting's first delta restarts the sum: a
-  // data-dependent loop per posting mispredicts on short postings); a position past 2^32-1 is
-  // corruption (a sum above 32 bits shows in `high`).
+  // Deltas to positions; a position past 2^32-1 is corruption. A posting's first delta is its
+  // first position, each next one the gap - 1. S[k] = the sum of (delta + 1) through k; a
+  // posting starting at b holds positions S[k] - base, base = S[b] - delta[b]. When the block's S
+  // fits in 32 bits (no position can then pass 2^32-1), eight lanes at a time: S by a prefix sum,
+  // base by a prefix maximum (bases grow with b); otherwise one branch-free pass in 64 bits.
   thread_local std::vector<uint8_t> first;
   first.assign(total, 0);
   const uint32_t* off = offsets->data();
   for (uint32_t i = 0; i < n; ++i) first[off[i]] = 1;  // tf >= 1: every offset below total
+  uint64_t sum = total;
+  for (uint64_t k = 0; k < total; ++k) sum += out[k];
+  if (sum <= UINT32_MAX) {
+    uint64_t k = 0;
+    uint32_t s_run = 0, base_run = 0;
+#if defined(__AVX2__)
+    const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+    const __m256i high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+    const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+    __m256i carry_s = zero, carry_b = zero;
+    for (; k + 8 <= total; k += 8) {
+      const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + k));
+      __m256i x = _mm256_add_epi32(d, one);
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      const __m256i sv = _mm256_add_epi32(x, carry_s);
+      uint64_t f8;
+      std::memcpy(&f8, first.data() + k, 8);
+      const __m256i starts =
+          _mm256_cmpgt_epi32(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(f8))), zero);
+      __m256i m = _mm256_and_si256(starts, _mm256_sub_epi32(sv, d));
+      m = _mm256_max_epu32(m, _mm256_slli_si256(m, 4));
+      m = _mm256_max_epu32(m, _mm256_slli_si256(m, 8));
+      m = _mm256_max_epu32(m, _mm256_and_si256(_mm256_permutevar8x32_epi32(m, lane3), high_half));
+      const __m256i bv = _mm256_max_epu32(m, carry_b);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_sub_epi32(sv, bv));
+      carry_s = _mm256_permutevar8x32_epi32(sv, lane7);
+      carry_b = _mm256_permutevar8x32_epi32(bv, lane7);
+    }
+    s_run = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry_s));
+    base_run = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry_b));
+#endif
+    for (; k < total; ++k) {
+      const uint32_t d = out[k];
+      s_run += d + 1;
+      if (first[k] != 0) base_run = s_run - d;
+      out[k] = s_run - base_run;
+    }
+    return Status::Ok();
+  }
   uint64_t w = 0, high = 0;  // w: the last position + 1 (two dependent operations an element)
   for (uint64_t k = 0; k < total; ++k) {
     const uint64_t keep = uint64_t{first[k]} - 1;  // 0 at a posting's first position, else all ones
