@@ -33,8 +33,7 @@ Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const 
                                    const rocksdb::PinnableSlice& value) {
   if (s.IsNotFound()) return Status::Corruption("shard " + path + " lacks doc " + std::to_string(doc));
   SEARCH_RETURN_IF_ERROR(FromRocks(s, "doc " + std::to_string(doc)));
-  if (value.size() < 4) return Status::Corruption("shard " + path + ": doc " + std::to_string(doc) + " value too short");
-  return std::string(value.data() + 4, value.size() - 4);
+  return std::string(value.data(), value.size());
 }
 
 // Sum of the values' sizes and the number of entries of a column family's tables.

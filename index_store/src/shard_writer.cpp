@@ -258,11 +258,7 @@ Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t 
   if (doc > w.next_doc)
     return Status::InvalidArgument("doc " + std::to_string(doc) + " added before doc " + std::to_string(w.next_doc) +
                                    ": every doc of the range must be added, ascending");
-  std::string value;
-  value.reserve(4 + external_id.size());
-  PutLe32(&value, length);
-  value.append(external_id);
-  SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kDocsIdx]->Put(Be32Key(doc), value)));
+  SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kDocsIdx]->Put(Be32Key(doc), external_id)));
   w.len_chunk.push_back(length);
   if (w.len_chunk.size() == kLenChunk) SEARCH_RETURN_IF_ERROR(w.Track(w.FlushLenChunk()));
   ++w.next_doc;

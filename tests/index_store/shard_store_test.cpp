@@ -37,6 +37,23 @@ void PutRaw(const std::string& path, const std::string& cf, const std::string& k
   delete db;
 }
 
+// As PutRaw, deleting the key instead.
+void DeleteRaw(const std::string& path, const std::string& cf, const std::string& key) {
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+    cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* db = nullptr;
+  ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &db).ok());
+  size_t idx = 0;
+  while (cfs[idx].name != cf) ++idx;
+  ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), handles[idx], key).ok());
+  ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), handles[idx]).ok());
+  for (auto* h : handles) ASSERT_TRUE(db->DestroyColumnFamilyHandle(h).ok());
+  ASSERT_TRUE(db->Close().ok());
+  delete db;
+}
+
 void ExpectSameInfo(const TermInfo& a, const TermInfo& b, const std::string& term) {
   EXPECT_EQ(a.df, b.df) << term;
   EXPECT_EQ(a.count, b.count) << term;
@@ -460,9 +477,9 @@ TEST(ShardStoreTest, ExternalIdsAreReadOnceThenRemembered) {
     EXPECT_EQ(st.reads, 5u);
     EXPECT_EQ(st.memo_hits, 7u);
   }
-  // Doc 600's entry too short to hold a length: Corruption, each time it is asked for.
+  // Doc 600's entry missing (a damaged table): Corruption, each time it is asked for.
   const std::string key = {'\0', '\0', static_cast<char>(600 >> 8), static_cast<char>(600 & 0xff)};
-  PutRaw(dir / "s", "docs", key, "ab");
+  DeleteRaw(dir / "s", "docs", key);
   auto r = ShardReader::Open(dir / "s");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   std::vector<std::string> ids;
