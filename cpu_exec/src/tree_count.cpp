@@ -72,7 +72,8 @@ Result<uint64_t> CountTermBoolean(std::span<const TermClause> clauses, uint32_t 
       case Occur::kMustNot:
         if (l != nullptr) excl.push_back(l);
         break;
-      case Occur::kDefault: return Status::InvalidArgument("the tree has a bare clause left: resolve the mode first");
+      case Occur::kDefault:
+        return Status::InvalidArgument("the tree has a bare clause left: resolve the mode first");
     }
   }
   for (auto* v : {&req, &should, &excl}) {  // a token named twice is one list
@@ -100,7 +101,7 @@ Result<uint64_t> CountTermBoolean(std::span<const TermClause> clauses, uint32_t 
     return c;
   };
   uint64_t total = 0;
-  constexpr uint32_t kSkewed = 32;  // |a| + |b| - |a ∩ b| when the longer is this many times longer
+  constexpr uint32_t kSkewed = 32;            // |a| + |b| - |a ∩ b| when the longer is this many times longer
   if (req.size() == 1 && excl.size() == 1) {  // |a| - |a ∩ b|, the intersection driven by the shorter
     std::vector<BlockCursor*> r = {open(req[0]), open(excl[0])};
     if (excl[0]->count() < req[0]->count()) std::swap(r[0], r[1]);

@@ -296,9 +296,9 @@ class SolePhrase {
     Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
     const uint32_t n = c.block_count();
     if (st.ok() && t.offsets.size() != n + 1)
-      st = Status::Corruption("positions block " + std::to_string(j) + " holds " +
-                              std::to_string(t.offsets.size() - 1) + " postings, the list's block " +
-                              std::to_string(n));
+      st =
+          Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
+                             " postings, the list's block " + std::to_string(n));
     if (st.ok()) {
       alignas(32) uint32_t freqs[kBlockSize];
       t.list->DecodeFreqs(j, freqs);
@@ -376,8 +376,8 @@ class SolePhrase {
       simd &= tokens_[slots_[i]]->simd_ok;
     }
     if (n == 2) {
-      return CountShifted(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first),
-                          spans_[1].first, static_cast<uint32_t>(spans_[1].second - spans_[1].first), 1, simd);
+      return CountShifted(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first), spans_[1].first,
+                          static_cast<uint32_t>(spans_[1].second - spans_[1].first), 1, simd);
     }
     const uint32_t* r = spans_[rare].first;
     const size_t nr = static_cast<size_t>(spans_[rare].second - r);
@@ -410,8 +410,8 @@ class SolePhrase {
   bool count_ = false;
   float slack_ = 1.0f;
   float thr_ = -std::numeric_limits<float>::infinity();
-  bool full_ = false;        // k > 0 and the heap is full
-  uint32_t bound_end_ = 0;   // SkipRanges checked the block bound through this docID
+  bool full_ = false;       // k > 0 and the heap is full
+  uint32_t bound_end_ = 0;  // SkipRanges checked the block bound through this docID
   uint64_t matches_ = 0;
   uint32_t batch_a_[kBlockSize], batch_b_[kBlockSize];  // RunPair's common documents of a block pair
 };

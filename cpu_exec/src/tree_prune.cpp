@@ -28,10 +28,18 @@ std::vector<ScoredDoc> TopRequired(std::span<const TermClause> clauses, const Cu
     BlockCursor* cur = &cursors[next++];
     cur->reset(l, c.input->idf, c.index, env);
     switch (c.occur) {
-      case Occur::kMust: scored[c.index] = true; [[fallthrough]];
-      case Occur::kFilter: req.push_back(cur); break;
-      case Occur::kShould: should.push_back(cur); break;
-      default: excl.push_back(cur); break;
+      case Occur::kMust:
+        scored[c.index] = true;
+        [[fallthrough]];
+      case Occur::kFilter:
+        req.push_back(cur);
+        break;
+      case Occur::kShould:
+        should.push_back(cur);
+        break;
+      default:
+        excl.push_back(cur);
+        break;
     }
   }
   std::sort(req.begin(), req.end(), [](const BlockCursor* a, const BlockCursor* b) {

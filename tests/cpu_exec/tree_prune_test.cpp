@@ -8,6 +8,8 @@
 // bit-identical scores, equal totals. The 1-shard index is also run through ExecuteTermBoolean
 // directly (modes and / or), which must take every such shape: a fallback to the tree evaluator
 // would hide a fast path's bug from the end-to-end check.
+#include "tree_prune.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,7 +29,6 @@
 #include "index_store/list_cache.hpp"
 #include "indexer/index_builder.hpp"
 #include "tree_phrase.hpp"
-#include "tree_prune.hpp"
 #include "tree_reference.hpp"
 
 namespace search {
@@ -84,7 +85,9 @@ std::string Describe(const Query& q) {
   return s + " mode=" + std::string(QueryModeName(q.mode)) + " k=" + std::to_string(q.k) + (q.count ? " count" : "");
 }
 
-QueryNode Term(const std::string& t) { return QueryNode{QueryNode::Kind::kTerm, {t}, {}}; }
+QueryNode Term(const std::string& t) {
+  return QueryNode{QueryNode::Kind::kTerm, {t}, {}};
+}
 
 class TreePruneTest : public ::testing::Test {
  protected:
@@ -94,7 +97,8 @@ class TreePruneTest : public ::testing::Test {
     const std::string input = dir_->path() + "/corpus.jsonl";
     {
       std::ofstream out(input, std::ios::binary | std::ios::trunc);
-      for (size_t d = 0; d < texts.size(); ++d) out << "{\"id\": \"d" << d << "\", \"contents\": \"" << texts[d] << "\"}\n";
+      for (size_t d = 0; d < texts.size(); ++d)
+        out << "{\"id\": \"d" << d << "\", \"contents\": \"" << texts[d] << "\"}\n";
     }
     for (uint32_t shards : {1u, 2u, 5u}) {
       IndexBuildOptions o;
@@ -162,8 +166,8 @@ class TreePruneTest : public ::testing::Test {
     const QueryNode resolved = ResolveMode(*q.tree, q.mode);
     auto got = phrase ? cpu_internal::ExecuteSolePhrase(resolved, q.terms, inputs, norms, meta.doc_begin, q.k, q.count,
                                                         meta.bm25)
-                      : cpu_internal::ExecuteTermBoolean(resolved, q.terms, inputs, norms, meta.doc_begin, q.k,
-                                                         q.count, meta.bm25);
+                      : cpu_internal::ExecuteTermBoolean(resolved, q.terms, inputs, norms, meta.doc_begin, q.k, q.count,
+                                                         meta.bm25);
     ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
     ASSERT_TRUE(got->has_value()) << Describe(q) << ": not taken by the fast paths";
     ASSERT_EQ((*got)->hits, want.hits) << Describe(q) << " (directly)";
@@ -262,7 +266,8 @@ TEST_F(TreePruneTest, SolePhrasesEqualBruteForce) {
       if (t > 0 && rng() % 4 == 0) {
         phrase.tokens.push_back(phrase.tokens[rng() % t]);
       } else {
-        phrase.tokens.push_back(rng() % 40 == 0 ? "nosuch" : Word(static_cast<uint32_t>(rng() % (rng() % 3 == 0 ? kVocab : 5))));
+        phrase.tokens.push_back(rng() % 40 == 0 ? "nosuch"
+                                                : Word(static_cast<uint32_t>(rng() % (rng() % 3 == 0 ? kVocab : 5))));
       }
     }
     QueryNode tree{QueryNode::Kind::kBool, {}, {{occurs[rng() % 4], phrase}}};

@@ -102,9 +102,11 @@ class CpuExecutor {
   // `prepared` (optional): one entry per term of query.terms, in its order, looked up in this
   // shard without an error; the lookups are then not repeated.
   // A query with a tree (core/query_tree.hpp; query.terms = TreeTerms) or a count runs through the
-  // exhaustive tree evaluator (src/tree_query.hpp): mode and / or resolves the tree's bare
-  // clauses, andor runs the and-resolution and the or-resolution when that has fewer than k hits
-  // (this shard alone: LocalIndex decides across shards). With count, has_total and total are the
+  // tree paths: a boolean of terms through src/tree_prune.hpp (counts by docID-set algebra, top k
+  // with block-max pruning), a sole phrase through src/tree_phrase.hpp, any other tree through the
+  // tree evaluator (src/tree_query.hpp); mode and / or resolves the tree's bare clauses, andor
+  // runs the and-resolution and the or-resolution when that has fewer than k hits (this shard
+  // alone: LocalIndex decides across shards). With count, has_total and total are the
   // exact number of matches of the answer used, and k == 0 asks for the count only. A flat query
   // without count keeps the block-max paths above. A phrase on a shard without positions is the
   // InvalidArgument the shard's lookup gives.
