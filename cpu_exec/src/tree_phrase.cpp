@@ -56,6 +56,8 @@ uint32_t KeepShifted(uint32_t* s, uint32_t live, const uint32_t* b, uint32_t nb,
     }
     return out;
   }
+#else
+  (void)simd;
 #endif
   while (x < live && y < nb) {
     const uint64_t want = uint64_t{s[x]} + shift, have = b[y];
@@ -107,6 +109,8 @@ uint32_t CountShifted(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_
     }
     return hits;
   }
+#else
+  (void)simd;
 #endif
   while (x < na && y < nb) {
     const uint64_t want = uint64_t{a[x]} + shift, have = b[y];
