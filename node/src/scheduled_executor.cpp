@@ -20,6 +20,10 @@ const Logger& Log() {
   return kLog;
 }
 
+// The GPU tree and count path's cost per document and term, in microseconds of a batched GPU
+// (an exhaustive pass: BENCHMARKS.md "Query language").
+constexpr double kGpuTreeUsPerDocTerm = 6.6e-6;
+
 double MicrosSince(SchedTime t0) { return std::chrono::duration<double, std::micro>(SchedClock::now() - t0).count(); }
 
 }  // namespace
@@ -369,6 +373,15 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   // samples for the model (it still predicts them); neither are phrases'.
   const bool shaped = query.tree != nullptr || query.count;
   if (shaped) task->model_sample = false;
+  if (shaped && gpu_ != nullptr && !cpu_only) {
+    // The GPU's tree and count path decodes every list whole and evaluates every document, so its
+    // time grows with the shard's documents times the terms, whatever the model predicts for a
+    // pruned bag of words: the policy sees at least that (BENCHMARKS.md "Query language" measured
+    // the CPU engine ahead on every tree and count shape at GOV2 scale).
+    const ShardMeta& meta = shard_->meta();
+    const double doc_terms = static_cast<double>(meta.doc_end - meta.doc_begin) * std::max<size_t>(1, query.terms.size());
+    j.gpu_us = std::max(j.gpu_us, doc_terms * kGpuTreeUsPerDocTerm);
+  }
   if (force_cpu) j.pinned = Unit::kCpu;
   if (force_gpu) j.pinned = Unit::kGpu;
   const double ratio = static_cast<double>(f.second) / std::max<double>(1.0, static_cast<double>(f.shortest));
