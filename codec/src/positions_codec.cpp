@@ -271,4 +271,73 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
   return Status::Ok();
 }
 
+Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> postings, std::vector<uint32_t>* offsets,
+                                     std::vector<uint32_t>* positions) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodePostings: block out of range");
+  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  for (size_t q = 0; q < postings.size(); ++q) {
+    if (postings[q] >= n || (q > 0 && postings[q] <= postings[q - 1]))
+      return Status::InvalidArgument("PositionsView::DecodePostings: postings not strictly ascending below " +
+                                     std::to_string(n));
+  }
+  const uint64_t start = BlockStart(j);
+  const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
+  const char* p = bytes_.data();
+  const auto corrupt = [j](const std::string& what) {
+    return Status::Corruption("PositionsView: block " + std::to_string(j) + ": " + what);
+  };
+  // The same checks, in the same order, as DecodeBlock's, the runs walked without unpacking.
+  uint64_t at = start;
+  const auto freq_bits = static_cast<uint8_t>(p[at++]);
+  if (freq_bits > 31) return corrupt("tf width above 31");
+  if (at + StoredBytes(n, freq_bits) > end) return corrupt("tfs past the block's end");
+  uint32_t tfs[kBlockSize];
+  UnpackStored(p + at, n, freq_bits, tfs);
+  at += StoredBytes(n, freq_bits);
+  offsets->resize(n + 1);
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    (*offsets)[i] = static_cast<uint32_t>(total);
+    total += uint64_t{tfs[i]} + 1;
+  }
+  const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
+  if (at + runs > end) return corrupt("run widths past the block's end");
+  if (total > UINT32_MAX) return corrupt("more than 2^32-1 positions");
+  (*offsets)[n] = static_cast<uint32_t>(total);
+  const uint64_t widths_at = at;
+  at += runs;
+  thread_local std::vector<uint64_t> run_at;
+  run_at.resize(runs);
+  for (uint64_t r = 0; r < runs; ++r) {
+    const auto m = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, total - r * kBlockSize));
+    const auto bits = static_cast<uint8_t>(p[widths_at + r]);
+    if (bits > 32) return corrupt("run width above 32");
+    if (at + StoredBytes(m, bits) > end) return corrupt("positions past the block's end");
+    run_at[r] = at;
+    at += StoredBytes(m, bits);
+  }
+  if (at != end) return corrupt("bytes left over after the positions");
+  positions->resize(total);
+  uint32_t* out = positions->data();
+  const uint32_t* off = offsets->data();
+  uint64_t unpacked = 0;  // runs [0, unpacked) are done or not needed (the postings ascend)
+  for (const uint32_t i : postings) {
+    const uint32_t from = off[i], to = off[i + 1];  // tf >= 1: from < to
+    for (uint64_t r = std::max<uint64_t>(unpacked, from / kBlockSize); r <= (to - 1) / kBlockSize; ++r) {
+      const auto m = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, total - r * kBlockSize));
+      UnpackStored(p + run_at[r], m, static_cast<uint8_t>(p[widths_at + r]), out + r * kBlockSize);
+      unpacked = r + 1;
+    }
+    // The posting's first delta is its first position, each next one the gap - 1.
+    uint64_t w = 0, high = 0;
+    for (uint32_t k = from; k < to; ++k) {
+      w = (k == from ? 0 : w) + uint64_t{out[k]} + 1;
+      high |= w - 1;
+      out[k] = static_cast<uint32_t>(w - 1);
+    }
+    if (high > UINT32_MAX) return corrupt("position above 2^32-1");
+  }
+  return Status::Ok();
+}
+
 }  // namespace search

@@ -324,12 +324,54 @@ class SolePhrase {
     return true;
   }
 
+  // Token t's positions at its cursor's block for the postings idx[0, count) (ascending) only
+  // (PositionsView::DecodePostings), checked as EnsureBlock checks a whole block; simd_ok over
+  // those postings. Leaves t's block marked undecoded (the other postings' positions are not).
+  // False on Corruption (recorded).
+  bool EnsurePostings(Token& t, const uint32_t* idx, uint32_t count) {
+    BlockCursor& c = t.cursor;
+    const uint32_t j = c.block();
+    if (t.decoded_block == j) return true;
+    Status st = t.positions->DecodePostings(j, std::span<const uint32_t>(idx, count), &t.offsets, &t.pos);
+    const uint32_t n = c.block_count();
+    if (st.ok() && t.offsets.size() != n + 1)
+      st =
+          Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
+                             " postings, the list's block " + std::to_string(n));
+    if (st.ok()) {
+      alignas(32) uint32_t freqs[kBlockSize];
+      t.list->DecodeFreqs(j, freqs);
+      ++env_->stats->freq_blocks_decoded;
+      uint32_t bad = 0;
+      for (uint32_t i = 0; i < n; ++i) bad |= (t.offsets[i + 1] - t.offsets[i]) ^ freqs[i];
+      if (bad != 0) st = Status::Corruption("positions of a block disagree with its term frequencies");
+    }
+    if (!st.ok()) {
+      if (env_->error->ok()) *env_->error = st;
+      return false;
+    }
+    t.decoded_block = kEndDoc;
+    t.pos_size = t.pos.size();
+    uint32_t top = 0;
+    for (uint32_t m = 0; m < count; ++m)
+      for (uint32_t q = t.offsets[idx[m]]; q < t.offsets[idx[m] + 1]; ++q) top = std::max(top, t.pos[q]);
+    t.simd_ok = top <= kMaxSimdPosition;
+    t.pos.resize(t.pos_size + kMergePad, 0);
+    return true;
+  }
+
   // The `count` common documents of the two cursors' current blocks at block indexes batch_a_ /
   // batch_b_ (ascending): each one's tf, counted, and scored into the top k. False on Corruption.
+  // Only those documents' positions are decoded.
   bool VisitBatch(uint32_t count) {
     Token& ta = *order_[0];
     Token& tb = *order_[1];
-    if (!EnsureBlock(ta) || !EnsureBlock(tb)) return false;
+    // A block that goes on past the other's last document meets the next batch too: decoded whole,
+    // once; a block that ends here: only the batch's postings.
+    const uint32_t la = ta.cursor.block_last_doc(), lb = tb.cursor.block_last_doc();
+    const bool few = count * 8 <= kBlockSize;
+    if (!(la > lb || !few ? EnsureBlock(ta) : EnsurePostings(ta, batch_a_, count))) return false;
+    if (!(lb > la || !few ? EnsureBlock(tb) : EnsurePostings(tb, batch_b_, count))) return false;
     const bool a_first = tokens_[slots_[0]].get() == &ta;  // slot 0 is the shorter list's token
     const bool simd = ta.simd_ok && tb.simd_ok;
     const uint32_t* oa = ta.offsets.data();

@@ -215,5 +215,79 @@ TEST(PositionsCodecTest, DamagedStructureNeverDecodesOutOfContract) {
   EXPECT_GT(decoded, 0);
 }
 
+// DecodePostings against DecodeBlock's slice, on intact and on damaged (CRC repaired) blobs: for
+// every posting alone, all postings, and random ascending subsets, offsets and the listed
+// postings' positions equal DecodeBlock's when it succeeds; a Corruption from DecodePostings is
+// one from DecodeBlock too, and with every posting listed the two agree on the status.
+TEST(PositionsCodecTest, DecodePostingsEqualsDecodeBlockSlices) {
+  std::mt19937 rng(11);
+  std::vector<uint32_t> offsets, positions, sub_offsets, sub_positions, which;
+  int compared = 0, corrupt = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const uint32_t n = 1 + rng() % 400;
+    const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    std::string bytes = *blob;
+    if (iter % 2 == 1) {
+      for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e)
+        if (bytes.size() > 8) bytes[8 + rng() % (bytes.size() - 8)] = static_cast<char>(rng());
+      RepairCrc(&bytes, n);
+    }
+    auto view = PositionsView::Parse(bytes, n);
+    if (!view.ok()) continue;
+    for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+      const Status full = view->DecodeBlock(j, &offsets, &positions);
+      const uint32_t bn = std::min(128u, n - 128 * j);
+      std::vector<std::vector<uint32_t>> subsets;
+      for (uint32_t i = 0; i < bn; ++i) subsets.push_back({i});
+      subsets.emplace_back();
+      for (uint32_t i = 0; i < bn; ++i) subsets.back().push_back(i);
+      for (int r = 0; r < 4; ++r) {
+        subsets.emplace_back();
+        const uint32_t keep = 1 + rng() % 4;
+        for (uint32_t i = 0; i < bn; ++i)
+          if (rng() % keep == 0) subsets.back().push_back(i);
+      }
+      for (const auto& sub : subsets) {
+        const Status st = view->DecodePostings(j, sub, &sub_offsets, &sub_positions);
+        if (full.ok()) {
+          ASSERT_TRUE(st.ok()) << st.ToString();
+          ASSERT_EQ(sub_offsets, offsets);
+          ASSERT_EQ(sub_positions.size(), positions.size());
+          for (const uint32_t i : sub)
+            for (uint32_t k = offsets[i]; k < offsets[i + 1]; ++k)
+              ASSERT_EQ(sub_positions[k], positions[k]) << "block " << j << " posting " << i;
+          ++compared;
+        } else {
+          ASSERT_EQ(full.code(), StatusCode::kCorruption);
+          if (!st.ok()) {
+            EXPECT_EQ(st.code(), StatusCode::kCorruption);
+            ++corrupt;
+          }
+          if (sub.size() == bn) {
+            EXPECT_FALSE(st.ok()) << "every posting listed, DecodeBlock: " << full.ToString();
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 1000);
+  EXPECT_GT(corrupt, 0);
+  // Arguments: the block, and postings strictly ascending below the block's count.
+  auto blob = EncodePositions(std::vector<uint32_t>{1, 2}, std::vector<uint32_t>{5, 1, 3});
+  ASSERT_TRUE(blob.ok());
+  auto view = PositionsView::Parse(*blob, 2);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->DecodePostings(1, {}, &offsets, &positions).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(view->DecodePostings(0, std::vector<uint32_t>{1, 0}, &offsets, &positions).code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(view->DecodePostings(0, std::vector<uint32_t>{2}, &offsets, &positions).code(),
+            StatusCode::kInvalidArgument);
+  ASSERT_TRUE(view->DecodePostings(0, std::vector<uint32_t>{1}, &offsets, &positions).ok());
+  EXPECT_EQ(positions[1], 1u);
+  EXPECT_EQ(positions[2], 3u);
+}
+
 }  // namespace
 }  // namespace search

@@ -41,6 +41,17 @@ class PositionsView {
   // block's bytes disagree with its table entry. REQUIRES: j < num_blocks().
   Status DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const;
 
+  // Decodes only the positions of the postings `postings` (block indexes, strictly ascending, each
+  // below the block's n) of block j: offsets as DecodeBlock, and for each listed posting i,
+  // positions[offsets[i] .. offsets[i+1]) equal to DecodeBlock's; the other entries of positions
+  // are unspecified (positions.size() is offsets[n]). Only the runs holding the listed postings'
+  // positions are unpacked. Corruption whenever the block's layout is (every DecodeBlock check
+  // but the positions' values) or a listed posting's position passes 2^32-1: Ok here and
+  // Corruption from DecodeBlock only for a position past 2^32-1 of a posting not listed.
+  // InvalidArgument for j >= num_blocks() or postings not strictly ascending below n.
+  Status DecodePostings(uint32_t j, std::span<const uint32_t> postings, std::vector<uint32_t>* offsets,
+                        std::vector<uint32_t>* positions) const;
+
   std::string_view bytes() const { return bytes_; }
 
  private:
