@@ -65,6 +65,10 @@ uint32_t WidthOf(const uint32_t* v, uint32_t n) {
   return BitWidth(acc);
 }
 
+Status BlockCorruption(uint32_t j, const std::string& what) {
+  return Status::Corruption("PositionsView: block " + std::to_string(j) + ": " + what);
+}
+
 }  // namespace
 
 Result<std::string> EncodePositions(std::span<const uint32_t> tfs, std::span<const uint32_t> positions) {
@@ -168,20 +172,16 @@ uint32_t PositionsView::BlockStart(uint32_t j) const {
   return j == 0 ? kHeaderBytes + 4 * (num_blocks_ - 1) : Load32(bytes_.data() + kHeaderBytes + 4 * (j - 1));
 }
 
-Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
-  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
+Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets, BlockLayout* out) const {
   const uint64_t start = BlockStart(j);
   const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
   const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
   const char* p = bytes_.data();
-  const auto corrupt = [j](const std::string& what) {
-    return Status::Corruption("PositionsView: block " + std::to_string(j) + ": " + what);
-  };
   // Parse guarantees end - start >= 2 for every block.
   uint64_t at = start;
   const auto freq_bits = static_cast<uint8_t>(p[at++]);
-  if (freq_bits > 31) return corrupt("tf width above 31");
-  if (at + StoredBytes(n, freq_bits) > end) return corrupt("tfs past the block's end");
+  if (freq_bits > 31) return BlockCorruption(j, "tf width above 31");
+  if (at + StoredBytes(n, freq_bits) > end) return BlockCorruption(j, "tfs past the block's end");
   uint32_t tfs[kBlockSize];
   UnpackStored(p + at, n, freq_bits, tfs);
   at += StoredBytes(n, freq_bits);
@@ -193,11 +193,22 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
   }
   const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
   // Each run has a width byte inside the block, which bounds `total` by 128 * the block's size.
-  if (at + runs > end) return corrupt("run widths past the block's end");
-  if (total > UINT32_MAX) return corrupt("more than 2^32-1 positions");
+  if (at + runs > end) return BlockCorruption(j, "run widths past the block's end");
+  if (total > UINT32_MAX) return BlockCorruption(j, "more than 2^32-1 positions");
   (*offsets)[n] = static_cast<uint32_t>(total);
-  const uint64_t widths_at = at;
-  at += runs;
+  *out = BlockLayout{end, total, runs, at, at + runs};
+  return Status::Ok();
+}
+
+Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
+  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  BlockLayout layout;
+  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, offsets, &layout));
+  const char* p = bytes_.data();
+  const uint64_t end = layout.end, total = layout.total, runs = layout.runs, widths_at = layout.widths_at;
+  uint64_t at = layout.runs_at;
+  const auto corrupt = [j](const std::string& what) { return BlockCorruption(j, what); };
   positions->resize(total);
   uint32_t* out = positions->data();
   for (uint64_t r = 0; r < runs; ++r) {
@@ -280,32 +291,13 @@ Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> posti
       return Status::InvalidArgument("PositionsView::DecodePostings: postings not strictly ascending below " +
                                      std::to_string(n));
   }
-  const uint64_t start = BlockStart(j);
-  const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
-  const char* p = bytes_.data();
-  const auto corrupt = [j](const std::string& what) {
-    return Status::Corruption("PositionsView: block " + std::to_string(j) + ": " + what);
-  };
   // The same checks, in the same order, as DecodeBlock's, the runs walked without unpacking.
-  uint64_t at = start;
-  const auto freq_bits = static_cast<uint8_t>(p[at++]);
-  if (freq_bits > 31) return corrupt("tf width above 31");
-  if (at + StoredBytes(n, freq_bits) > end) return corrupt("tfs past the block's end");
-  uint32_t tfs[kBlockSize];
-  UnpackStored(p + at, n, freq_bits, tfs);
-  at += StoredBytes(n, freq_bits);
-  offsets->resize(n + 1);
-  uint64_t total = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    (*offsets)[i] = static_cast<uint32_t>(total);
-    total += uint64_t{tfs[i]} + 1;
-  }
-  const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
-  if (at + runs > end) return corrupt("run widths past the block's end");
-  if (total > UINT32_MAX) return corrupt("more than 2^32-1 positions");
-  (*offsets)[n] = static_cast<uint32_t>(total);
-  const uint64_t widths_at = at;
-  at += runs;
+  BlockLayout layout;
+  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, offsets, &layout));
+  const char* p = bytes_.data();
+  const uint64_t end = layout.end, total = layout.total, runs = layout.runs, widths_at = layout.widths_at;
+  uint64_t at = layout.runs_at;
+  const auto corrupt = [j](const std::string& what) { return BlockCorruption(j, what); };
   thread_local std::vector<uint64_t> run_at;
   run_at.resize(runs);
   for (uint64_t r = 0; r < runs; ++r) {

@@ -56,6 +56,16 @@ class PositionsView {
 
  private:
   uint32_t BlockStart(uint32_t j) const;  // byte offset of block j in the blob
+  // Block j's layout after its tfs and run widths are checked (DecodeBlock's and DecodePostings's
+  // shared first steps): offsets gets the postings' position offsets, as DecodeBlock documents.
+  struct BlockLayout {
+    uint64_t end = 0;        // one past the block's last byte
+    uint64_t total = 0;      // positions in the block
+    uint64_t runs = 0;       // runs of up to 128 packed positions
+    uint64_t widths_at = 0;  // byte offset of the runs' width bytes
+    uint64_t runs_at = 0;    // byte offset of the first run
+  };
+  Status ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets, BlockLayout* out) const;
 
   std::string_view bytes_;
   uint32_t count_ = 0;
