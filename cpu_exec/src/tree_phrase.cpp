@@ -290,15 +290,10 @@ class SolePhrase {
   }
 #endif
 
-  // Token t's positions block at its cursor's block position, decoded and checked once: posting
-  // counts, and every posting's positions count equal to its tf in the list; simd_ok: every
-  // position <= kMaxSimdPosition. False on Corruption (recorded).
-  bool EnsureBlock(Token& t) {
-    BlockCursor& c = t.cursor;
-    const uint32_t j = c.block();
-    if (t.decoded_block == j) return true;
-    Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
-    const uint32_t n = c.block_count();
+  // The checks after a positions decode of token t's block j (n postings): the decode's status, the
+  // block's posting count, and each posting's number of positions against the list's tf. False,
+  // with the first error recorded, when one fails.
+  bool CheckDecoded(Token& t, uint32_t j, uint32_t n, Status st) {
     if (st.ok() && t.offsets.size() != n + 1)
       st =
           Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
@@ -315,6 +310,18 @@ class SolePhrase {
       if (env_->error->ok()) *env_->error = st;
       return false;
     }
+    return true;
+  }
+
+  // Token t's positions block at its cursor's block position, decoded and checked once: posting
+  // counts, and every posting's positions count equal to its tf in the list; simd_ok: every
+  // position <= kMaxSimdPosition. False on Corruption (recorded).
+  bool EnsureBlock(Token& t) {
+    BlockCursor& c = t.cursor;
+    const uint32_t j = c.block();
+    if (t.decoded_block == j) return true;
+    Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
+    if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
     t.decoded_block = j;
     t.pos_size = t.pos.size();
     uint32_t top = 0;
@@ -333,23 +340,7 @@ class SolePhrase {
     const uint32_t j = c.block();
     if (t.decoded_block == j) return true;
     Status st = t.positions->DecodePostings(j, std::span<const uint32_t>(idx, count), &t.offsets, &t.pos);
-    const uint32_t n = c.block_count();
-    if (st.ok() && t.offsets.size() != n + 1)
-      st =
-          Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
-                             " postings, the list's block " + std::to_string(n));
-    if (st.ok()) {
-      alignas(32) uint32_t freqs[kBlockSize];
-      t.list->DecodeFreqs(j, freqs);
-      ++env_->stats->freq_blocks_decoded;
-      uint32_t bad = 0;
-      for (uint32_t i = 0; i < n; ++i) bad |= (t.offsets[i + 1] - t.offsets[i]) ^ freqs[i];
-      if (bad != 0) st = Status::Corruption("positions of a block disagree with its term frequencies");
-    }
-    if (!st.ok()) {
-      if (env_->error->ok()) *env_->error = st;
-      return false;
-    }
+    if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
     t.decoded_block = kEndDoc;
     t.pos_size = t.pos.size();
     uint32_t top = 0;

@@ -132,7 +132,9 @@ class TreePruneTest : public ::testing::Test {
       ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
       ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
       ASSERT_EQ(got->has_total, q.count) << Describe(q);
-      if (q.count) ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      if (q.count) {
+        ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      }
     }
     if (direct && q.tree != nullptr && q.mode != QueryMode::kAndOr) ExpectDirect(q, want);
   }
@@ -171,7 +173,9 @@ class TreePruneTest : public ::testing::Test {
     ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
     ASSERT_TRUE(got->has_value()) << Describe(q) << ": not taken by the fast paths";
     ASSERT_EQ((*got)->hits, want.hits) << Describe(q) << " (directly)";
-    if (q.count) ASSERT_EQ((*got)->total, want.total) << Describe(q) << " (directly)";
+    if (q.count) {
+      ASSERT_EQ((*got)->total, want.total) << Describe(q) << " (directly)";
+    }
   }
 
   static TempDir* dir_;

@@ -134,7 +134,9 @@ class TreeQueryTest : public ::testing::Test {
       ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
       ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
       ASSERT_EQ(got->has_total, q.count) << Describe(q);
-      if (q.count) ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      if (q.count) {
+        ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      }
     }
   }
 
@@ -201,7 +203,9 @@ TEST(TreeQuerySecondCorpus, RandomTreesEqualBruteForce) {
       auto got = index->Search(q);
       ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
       ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
-      if (q.count) ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      if (q.count) {
+        ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
+      }
     }
   }
 }
