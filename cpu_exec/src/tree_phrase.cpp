@@ -496,12 +496,8 @@ Result<std::optional<SearchResult>> ExecuteSolePhrase(const QueryNode& tree, std
   }
   if (!absent) {
     Status error;
-    CursorEnv env;
-    env.norms = norms.data();
-    env.doc_begin = doc_begin;
-    env.k1 = params.k1;
-    env.stats = &result.stats;
-    env.error = &error;
+    CursorEnv env{
+        .norms = norms.data(), .doc_begin = doc_begin, .k1 = params.k1, .stats = &result.stats, .error = &error};
     std::vector<std::unique_ptr<Token>> tokens;
     for (const TreeTermInput* in : distinct) {
       auto t = std::make_unique<Token>();

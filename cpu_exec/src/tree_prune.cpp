@@ -222,12 +222,8 @@ Result<std::optional<SearchResult>> ExecuteTermBoolean(const QueryNode& tree, st
       result.stats += top.stats;
     } else {
       Status error;
-      CursorEnv env;
-      env.norms = norms.data();
-      env.doc_begin = doc_begin;
-      env.k1 = params.k1;
-      env.stats = &result.stats;
-      env.error = &error;
+      CursorEnv env{
+          .norms = norms.data(), .doc_begin = doc_begin, .k1 = params.k1, .stats = &result.stats, .error = &error};
       result.hits = TopRequired(clauses, &env, k);
       if (!error.ok()) return error;
     }

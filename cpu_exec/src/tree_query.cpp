@@ -195,8 +195,8 @@ class PhraseNode final : public Node {
     const uint32_t from = t.offsets[p], to = t.offsets[p + 1];
     if (from > to || to > t.pos.size() || to - from != c.freq()) {
       if (env_->error->ok())
-        *env_->error = Status::Corruption("positions of docID " + std::to_string(c.doc()) +
-                                          " disagree with its term frequency");
+        *env_->error =
+            Status::Corruption("positions of docID " + std::to_string(c.doc()) + " disagree with its term frequency");
       return false;
     }
     *begin = t.pos.data() + from;
@@ -251,10 +251,17 @@ class BoolNode final : public Node {
     for (Child& c : clauses_) {
       switch (c.occur) {
         case Occur::kMust:
-        case Occur::kFilter: required_.push_back(c.node.get()); break;
-        case Occur::kShould: should_.push_back(c.node.get()); break;
-        case Occur::kMustNot: must_not_.push_back(c.node.get()); break;
-        case Occur::kDefault: break;  // refused before construction
+        case Occur::kFilter:
+          required_.push_back(c.node.get());
+          break;
+        case Occur::kShould:
+          should_.push_back(c.node.get());
+          break;
+        case Occur::kMustNot:
+          must_not_.push_back(c.node.get());
+          break;
+        case Occur::kDefault:
+          break;  // refused before construction
       }
     }
     std::sort(required_.begin(), required_.end(), [](const Node* a, const Node* b) { return a->Cost() < b->Cost(); });
@@ -367,7 +374,8 @@ class Builder {
         if (in->list == nullptr) return std::unique_ptr<Node>(new NeverNode());
         return std::unique_ptr<Node>(new TermNode(in->list, in->idf, env_));
       }
-      case QueryNode::Kind::kPhrase: return BuildPhrase(node);
+      case QueryNode::Kind::kPhrase:
+        return BuildPhrase(node);
       case QueryNode::Kind::kBool: {
         std::vector<BoolNode::Child> children;
         children.reserve(node.clauses.size());
@@ -460,12 +468,8 @@ Result<SearchResult> ExecuteTree(const QueryNode& tree, std::span<const std::str
     if (in.list != nullptr) ++result.stats.lists;
   }
   Status error;
-  CursorEnv env;
-  env.norms = norms.data();
-  env.doc_begin = doc_begin;
-  env.k1 = params.k1;
-  env.stats = &result.stats;
-  env.error = &error;
+  CursorEnv env{
+      .norms = norms.data(), .doc_begin = doc_begin, .k1 = params.k1, .stats = &result.stats, .error = &error};
   Builder builder(terms, inputs, &env);
   SEARCH_ASSIGN_OR_RETURN(std::unique_ptr<Node> root, builder.Build(tree));
   uint64_t total = 0;
