@@ -105,6 +105,8 @@ struct Fanout::Impl {
   std::set<std::pair<Clock::time_point, uint64_t>> by_deadline;
   std::set<std::tuple<Clock::time_point, uint64_t, size_t>> hedges;  // (when, request, shard)
   std::vector<ReplicaLoad> load;
+  std::vector<char> ping_owed;  // per replica: handshake done, its first ping not yet taken (SendPing)
+  static constexpr std::chrono::milliseconds kOwedPingRetry{5};
   std::atomic<uint64_t> retries{0}, hedged{0};
 
   mutable std::mutex health_mu;
@@ -210,8 +212,11 @@ struct Fanout::Impl {
       for (auto [sh, up] : changes) listener->OnShardUp(sh, up);
   }
 
-  void SendPing(size_t r, std::atomic<uint64_t>& next_id) {
-    SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}));
+  // A ping the socket refused (IMMEDIATE: the pipe of a handshake just done may reach the socket
+  // after the monitor's event) is owed, and Run retries it within milliseconds rather than leaving
+  // the replica unknown until the next tick, a whole ping interval away.
+  bool SendPing(size_t r, std::atomic<uint64_t>& next_id) {
+    return SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}));
   }
 
   // Sends the call to the best replica of shard `sh` not tried yet: up before merely connected,
@@ -479,8 +484,9 @@ struct Fanout::Impl {
           std::lock_guard lock(health_mu);
           live[r].connected = true;
         }
-        SendPing(r, next_id);  // learn its health now rather than at the next tick
+        ping_owed[r] = !SendPing(r, next_id);  // learn its health now rather than at the next tick
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
+        ping_owed[r] = false;
         uint32_t shard;
         {
           std::lock_guard lock(health_mu);
@@ -546,6 +552,13 @@ struct Fanout::Impl {
         next_ping = now + opt.ping_interval;
       }
       auto wake = next_ping;
+      bool owed = false;
+      for (size_t i = 0; i < n; ++i)
+        if (ping_owed[i]) {
+          ping_owed[i] = !SendPing(i, next_id);
+          owed = owed || ping_owed[i];
+        }
+      if (owed) wake = std::min(wake, now + kOwedPingRetry);
       if (!by_deadline.empty()) wake = std::min(wake, by_deadline.begin()->first);
       if (!hedges.empty()) wake = std::min(wake, std::get<0>(*hedges.begin()));
       auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
@@ -616,6 +629,7 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
   }
   im.live.resize(im.replica_ep.size());
   im.load.resize(im.replica_ep.size());
+  im.ping_owed.assign(im.replica_ep.size(), 0);
   im.shard_up.assign(o.endpoints.size(), false);
   for (size_t i = 0; i < im.replica_ep.size(); ++i) {
     const std::string& ep = im.replica_ep[i];
