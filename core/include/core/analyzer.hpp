@@ -7,6 +7,7 @@
 // (each thread lazily gets its own stemmer instance).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,11 @@ class Analyzer {
   // Query terms: analyzed, then deduplicated and sorted ascending (a repeated term counts once).
   // The sorted order is the canonical order in which every engine sums a document's score.
   std::vector<std::string> AnalyzeQuery(std::string_view text) const;
+  // Analyze with where each term came from: fn(term, begin, end) for each term of `text` in text
+  // order, [begin, end) the byte range of the token that produced it (the term as Analyze gives it:
+  // lowercased, stemmed; stopwords give no call). The highlighter's offsets (core/highlight.hpp).
+  void AnalyzeWithOffsets(std::string_view text,
+                          const std::function<void(std::string_view term, size_t begin, size_t end)>& fn) const;
 
   const AnalyzerConfig& config() const { return config_; }
 

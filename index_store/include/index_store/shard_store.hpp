@@ -111,6 +111,15 @@ class ShardReader {
   // top-k's ids at once); the same errors as GetExternalId.
   Status GetExternalIds(std::span<const uint32_t> docs, std::vector<std::string>* ids) const;
   ExternalIdStats external_id_stats() const;
+  // Whether the shard stores its documents' sources (ShardMeta::sources; an index built with
+  // --no-source, import-ciff and generate have none).
+  bool has_sources() const;
+  // The stored sources of `docs` (global docIDs of this shard, any order, repeats allowed), in
+  // order: (*sources)[i] is the JSON object of docs[i] byte for byte as it was indexed. Decoded
+  // source blocks are cached (bounded), so the hits that recur cost no decompression.
+  // InvalidArgument for a doc outside the shard; NotFound when !has_sources();
+  // Corruption when a stored block fails validation (never wrong text).
+  Status GetSources(std::span<const uint32_t> docs, std::vector<std::string>* sources) const;
   // Per-document BM25 length norms (core/bm25.hpp Bm25Norm), indexed by doc - doc_begin.
   const float* norms() const;
   uint32_t DocLength(uint32_t doc) const;  // REQUIRES: doc in [doc_begin, doc_end)
