@@ -99,23 +99,54 @@ Result<Analyzer> Analyzer::Create(AnalyzerConfig config) {
   return a;
 }
 
-void Analyzer::Analyze(std::string_view text, std::vector<std::string>* out) const {
-  const Impl& impl = *impl_;
-  sb_stemmer* stemmer = impl.stem_language.empty() ? nullptr : t_stemmers.Get(impl.stem_language);
-  Tokenize(text, [&](std::string_view tok) {
-    if (!impl.stopwords.empty() && impl.stopwords.count(std::string(tok)) != 0) return;
+namespace {
+
+// The one analysis loop behind Analyze and AnalyzeWithOffsets, so the two agree by construction:
+// fn(term, begin, end) for each term of `text`, [begin, end) its token's bytes. Tokens as
+// Analyzer::Tokenize cuts them; stopwords dropped before stemming.
+template <class Fn>
+void ForEachTerm(const std::unordered_set<std::string>& stopwords, const std::string& stem_language,
+                 std::string_view text, Fn&& fn) {
+  sb_stemmer* stemmer = stem_language.empty() ? nullptr : t_stemmers.Get(stem_language);
+  std::string token;
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    while (i < n && !IsTokenByte(static_cast<unsigned char>(text[i]))) ++i;
+    if (i >= n) break;
+    const size_t begin = i;
+    token.clear();
+    while (i < n && IsTokenByte(static_cast<unsigned char>(text[i]))) {
+      unsigned char c = static_cast<unsigned char>(text[i]);
+      token.push_back(static_cast<char>((c >= 'A' && c <= 'Z') ? c + 32 : c));
+      ++i;
+    }
+    if (!stopwords.empty() && stopwords.count(token) != 0) continue;
     if (stemmer == nullptr) {
-      out->emplace_back(tok);
-      return;
+      fn(std::string_view(token), begin, i);
+      continue;
     }
-    const sb_symbol* s = sb_stemmer_stem(stemmer, reinterpret_cast<const sb_symbol*>(tok.data()),
-                                         static_cast<int>(tok.size()));
+    const sb_symbol* s = sb_stemmer_stem(stemmer, reinterpret_cast<const sb_symbol*>(token.data()),
+                                         static_cast<int>(token.size()));
     if (s == nullptr) {  // out of memory inside libstemmer: keep the unstemmed token
-      out->emplace_back(tok);
-      return;
+      fn(std::string_view(token), begin, i);
+      continue;
     }
-    out->emplace_back(reinterpret_cast<const char*>(s), static_cast<size_t>(sb_stemmer_length(stemmer)));
-  });
+    fn(std::string_view(reinterpret_cast<const char*>(s), static_cast<size_t>(sb_stemmer_length(stemmer))), begin,
+       i);
+  }
+}
+
+}  // namespace
+
+void Analyzer::Analyze(std::string_view text, std::vector<std::string>* out) const {
+  ForEachTerm(impl_->stopwords, impl_->stem_language, text,
+              [&](std::string_view term, size_t, size_t) { out->emplace_back(term); });
+}
+
+void Analyzer::AnalyzeWithOffsets(
+    std::string_view text, const std::function<void(std::string_view term, size_t begin, size_t end)>& fn) const {
+  ForEachTerm(impl_->stopwords, impl_->stem_language, text, fn);
 }
 
 std::vector<std::string> Analyzer::AnalyzeQuery(std::string_view text) const {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <random>
+#include <tuple>
 #include <thread>
 
 namespace search {
@@ -84,6 +86,70 @@ TEST(AnalyzerTest, ConcurrentStemmingIsSafe) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(bad.load(), 0);
+}
+
+// AnalyzeWithOffsets against an independent reading: the terms are Analyze's, in order; each range
+// is one whole token of the text (token bytes inside, separators or the text's ends around it), the
+// ranges increase, and the token in a range analyzes alone to its term. Random texts mixing ASCII
+// words, stopwords, stemmable forms, punctuation and high bytes, under four analyzer configurations.
+TEST(AnalyzerTest, OffsetsAgreeWithAnalyzeOnRandomTexts) {
+  std::vector<Analyzer> analyzers;
+  analyzers.emplace_back();
+  for (int cfg = 1; cfg < 4; ++cfg) {
+    AnalyzerConfig c;
+    if (cfg & 1) c.stem_language = "english";
+    if (cfg & 2) c.stopwords = {"the", "of", "a", "running"};
+    auto a = Analyzer::Create(c);
+    ASSERT_TRUE(a.ok());
+    analyzers.push_back(*a);
+  }
+  const std::vector<std::string> pieces = {"The", "running", "runs", "Dogs", "of", "a", "A", "x", "42", "ß",
+                                           "Caf\xC3\xA9", "\xE2\x82\xAC", "\xFF", " ", "  ", ",", "-", ".\n",
+                                           "<&>", "\"", "'", "\t", "ponies", "relational"};
+  std::mt19937 rng(51);
+  for (int iter = 0; iter < 2000; ++iter) {
+    std::string text;
+    const int n = static_cast<int>(rng() % 30);
+    for (int i = 0; i < n; ++i) {
+      if (rng() % 8 == 0) {
+        text.push_back(static_cast<char>(rng() % 256));
+      } else {
+        text += pieces[rng() % pieces.size()];
+      }
+    }
+    for (const Analyzer& a : analyzers) {
+      std::vector<std::string> terms;
+      size_t last_end = 0;
+      a.AnalyzeWithOffsets(text, [&](std::string_view term, size_t begin, size_t end) {
+        terms.emplace_back(term);
+        ASSERT_LT(begin, end);
+        ASSERT_LE(end, text.size());
+        ASSERT_LE(last_end, begin);
+        last_end = end;
+        EXPECT_TRUE(begin == 0 || !IsTokenByte(static_cast<unsigned char>(text[begin - 1])));
+        EXPECT_TRUE(end == text.size() || !IsTokenByte(static_cast<unsigned char>(text[end])));
+        for (size_t i = begin; i < end; ++i) EXPECT_TRUE(IsTokenByte(static_cast<unsigned char>(text[i])));
+        EXPECT_EQ(a.Analyze(text.substr(begin, end - begin)), (std::vector<std::string>{std::string(term)}));
+      });
+      EXPECT_EQ(terms, a.Analyze(text)) << "text: " << text;
+    }
+    std::vector<std::string> tokens;  // the default analyzer is the bare tokenizer
+    Analyzer::Tokenize(text, [&](std::string_view t) { tokens.emplace_back(t); });
+    EXPECT_EQ(tokens, analyzers[0].Analyze(text));
+  }
+}
+
+TEST(AnalyzerTest, OffsetsPointAtTheSurfaceForms) {
+  AnalyzerConfig c;
+  c.stem_language = "english";
+  c.stopwords = {"the"};
+  auto a = Analyzer::Create(c);
+  ASSERT_TRUE(a.ok());
+  std::vector<std::tuple<std::string, size_t, size_t>> got;
+  a->AnalyzeWithOffsets("The Running, caf\xC3\xA9!", [&](std::string_view t, size_t b, size_t e) {
+    got.emplace_back(std::string(t), b, e);
+  });
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, size_t, size_t>>{{"run", 4, 11}, {"caf\xC3\xA9", 13, 18}}));
 }
 
 }  // namespace
