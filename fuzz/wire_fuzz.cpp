@@ -1,6 +1,6 @@
 // Fuzz target: Cap'n Proto frame decoding (proto/wire.hpp DecodeEnvelope) on arbitrary bytes, the
-// path every ZeroMQ message from the network takes in the node (SearchRequest, Ping) and in the
-// integrator (SearchResponse, Pong). A decoded message must satisfy the documented validation
+// path every ZeroMQ message from the network takes in the node (SearchRequest, FetchRequest, Ping)
+// and in the integrator (SearchResponse, FetchResponse, Pong). A decoded message must satisfy the documented validation
 // (terms canonical and bounded, k in range, 0 only with a count, a query tree valid, canonical and
 // with exactly the terms as its tokens, at most kMaxK hits, totals only with a count), agree with
 // the recovered header, and survive a round trip: encoded again, it decodes to the same values.
@@ -87,6 +87,12 @@ void CheckRoundTrip(const EnvelopeMsg& a) {
     FUZZ_CHECK(r->has_total == s.has_total && r->total == s.total && r->or_total == s.or_total);
   } else if (const auto* r = std::get_if<PingMsg>(&a.body)) {
     FUZZ_CHECK(*r == std::get<PingMsg>(b.body));
+  } else if (const auto* r = std::get_if<FetchRequestMsg>(&a.body)) {
+    FUZZ_CHECK(*r == std::get<FetchRequestMsg>(b.body));
+  } else if (const auto* r = std::get_if<FetchResponseMsg>(&a.body)) {
+    const auto& s = std::get<FetchResponseMsg>(b.body);
+    FUZZ_CHECK(r->request_id == s.request_id && r->shard_id == s.shard_id && r->docs == s.docs);
+    FUZZ_CHECK(SameStatus(WireStatus(r->status), s.status));
   } else {
     const auto& p = std::get<PongMsg>(a.body);
     const auto& q = std::get<PongMsg>(b.body);
@@ -114,6 +120,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(rec.kind == e.kind() && rec.request_id == RequestId(e) && rec.major == e.major);
   if (const auto* r = std::get_if<SearchRequestMsg>(&e.body)) CheckRequest(*r);
   if (const auto* r = std::get_if<SearchResponseMsg>(&e.body)) CheckResponse(*r);
+  if (const auto* r = std::get_if<FetchRequestMsg>(&e.body)) {
+    FUZZ_CHECK(ValidateFetchRequest(*r).ok());
+    FUZZ_CHECK(!r->docs.empty() && r->docs.size() <= kMaxK);
+  }
+  if (const auto* r = std::get_if<FetchResponseMsg>(&e.body)) {
+    FUZZ_CHECK(r->docs.size() <= kMaxK);
+    for (const auto& d : r->docs) FUZZ_CHECK(d.highlights.size() <= kMaxHighlightFragments);
+  }
   CheckRoundTrip(e);
   return 0;
 }

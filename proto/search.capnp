@@ -10,6 +10,12 @@
 # A request with a tree or a count needs a node of minor version 1 or later: a 1.0 node would
 # ignore both and answer the bag of words, so the integrator fails a shard whose reply to such a
 # request comes in an envelope of minor 0 (it names the version) instead of merging a wrong answer.
+# Minor 2 adds the fetch phase (query-then-fetch, as Elasticsearch's): after merging the shards' top-k
+# the integrator sends a FetchRequest to each shard that owns some of the final hits only, under the
+# same deadline, and the node answers a FetchResponse with each document's stored source and
+# highlight fragments. A node of minor 1 or older cannot read a FetchRequest (an unknown union
+# member) and drops it: the integrator's fetch from it times out, and its hits come back without
+# source ("fetch failed"), as for any shard that fails at fetch.
 # Limits: receivers parse with capnp::ReaderOptions{traversalLimitInWords = 8 Mi words,
 # nestingLimit = 16}; a message that fails to parse is answered with an error when a request id can
 # be recovered and dropped (and counted) otherwise. Frames are copied into word-aligned buffers
@@ -20,8 +26,9 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("search::wire");
 
 const protocolMajor :UInt16 = 1;
-const protocolMinor :UInt16 = 1;  # 1: query trees, counts and totals (SearchRequest.tree/count,
+const protocolMinor :UInt16 = 2;  # 1: query trees, counts and totals (SearchRequest.tree/count,
                                   # SearchResponse.total/hasTotal/orTotal)
+                                  # 2: the fetch phase (FetchRequest, FetchResponse)
 
 enum Mode {
   and @0;    # every term
@@ -152,6 +159,47 @@ struct Pong {
   status @2 :ErrorInfo;
 }
 
+# Minor 2. What to highlight: the analyzed query terms and phrases (core/highlight.hpp
+# HighlightTerms, computed once at the integrator from the query's canonical tree: every term and
+# phrase not under a mustNot clause). The node marks them in each document's "contents" string.
+struct HighlightPhrase {
+  tokens @0 :List(Text);       # 2..64 analyzed tokens, in text order
+}
+
+# Minor 2: the fetch phase. The integrator asks one shard for the documents of the final top-k that
+# it owns, after the merge, under the search's deadline.
+struct FetchRequest {
+  requestId @0 :UInt64;        # chosen by the integrator; echoed in the response
+  deadlineUnixMicros @1 :Int64;# absolute wall-clock deadline; 0 = none (as SearchRequest's)
+  docs @2 :List(UInt32);       # global docIDs of this shard, 1..10000 of them, any order, repeats allowed
+  source @3 :Bool;             # send each document's stored source
+  highlight @4 :Bool;          # send highlight fragments of each document's "contents"
+  highlightTerms @5 :List(Text);              # with highlight: the analyzed terms to mark (<= 1024,
+  highlightPhrases @6 :List(HighlightPhrase); # each 1..1024 bytes) and phrases (<= 1024)
+}
+
+struct FetchedDoc {
+  doc @0 :UInt32;              # the global docID asked for
+  source @1 :Data;             # with FetchRequest.source and hasSource: the JSON object byte for byte
+                               # as it was indexed (Data: no re-encoding, any bytes)
+  hasSource @2 :Bool;          # false: the shard stores no sources (an index built with --no-source,
+                               # import-ciff, generate): "not stored", not an error
+  highlights @3 :List(Text);   # with FetchRequest.highlight: up to 3 fragments of the source's
+                               # "contents" string, best first, HTML-escaped with each match in
+                               # <em>...</em> (core/highlight.hpp); none without a match, without a
+                               # source or without a string "contents"
+}
+
+struct FetchResponse {
+  requestId @0 :UInt64;
+  shardId @1 :UInt32;
+  status @2 :ErrorInfo;        # ok, or the error (then docs is empty): corruption when a stored source
+                               # block fails its checks (never wrong text), invalidArgument for a doc
+                               # outside the shard, deadlineExceeded, resourceExhausted when the answer
+                               # would pass the frame limit (16 MiB)
+  docs @3 :List(FetchedDoc);   # one per FetchRequest.docs, in its order
+}
+
 struct Envelope {
   major @0 :UInt16;
   minor @1 :UInt16;
@@ -160,5 +208,7 @@ struct Envelope {
     searchResponse @3 :SearchResponse;
     ping @4 :Ping;
     pong @5 :Pong;
+    fetchRequest @6 :FetchRequest;    # minor 2
+    fetchResponse @7 :FetchResponse;  # minor 2
   }
 }

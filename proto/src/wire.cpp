@@ -367,6 +367,104 @@ PongMsg Read(wire::Pong::Reader r) {
   return m;
 }
 
+void FillTexts(capnp::List<capnp::Text>::Builder out, const std::vector<std::string>& in) {
+  for (size_t i = 0; i < in.size(); ++i) out.set(static_cast<unsigned>(i), TextOf(in[i]));
+}
+
+void Fill(wire::FetchRequest::Builder b, const FetchRequestMsg& m) {
+  b.setRequestId(m.request_id);
+  b.setDeadlineUnixMicros(m.deadline_unix_micros);
+  auto docs = b.initDocs(static_cast<unsigned>(m.docs.size()));
+  for (size_t i = 0; i < m.docs.size(); ++i) docs.set(static_cast<unsigned>(i), m.docs[i]);
+  b.setSource(m.source);
+  b.setHighlight(m.highlight);
+  FillTexts(b.initHighlightTerms(static_cast<unsigned>(m.highlight_terms.size())), m.highlight_terms);
+  auto phrases = b.initHighlightPhrases(static_cast<unsigned>(m.highlight_phrases.size()));
+  for (size_t i = 0; i < m.highlight_phrases.size(); ++i) {
+    const auto& tokens = m.highlight_phrases[i];
+    FillTexts(phrases[static_cast<unsigned>(i)].initTokens(static_cast<unsigned>(tokens.size())), tokens);
+  }
+}
+
+void Fill(wire::FetchResponse::Builder b, const FetchResponseMsg& m) {
+  b.setRequestId(m.request_id);
+  b.setShardId(m.shard_id);
+  SetError(b.initStatus(), m.status);
+  auto docs = b.initDocs(static_cast<unsigned>(m.docs.size()));
+  for (size_t i = 0; i < m.docs.size(); ++i) {
+    const FetchedDocMsg& d = m.docs[i];
+    auto o = docs[static_cast<unsigned>(i)];
+    o.setDoc(d.doc);
+    o.setHasSource(d.has_source);
+    if (!d.source.empty())
+      o.setSource(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(d.source.data()), d.source.size()));
+    FillTexts(o.initHighlights(static_cast<unsigned>(d.highlights.size())), d.highlights);
+  }
+}
+
+// A list of texts of at most `limit` entries (`what` names them in the error).
+Status ReadTexts(capnp::List<capnp::Text>::Reader in, size_t limit, const char* what, std::vector<std::string>* out) {
+  if (in.size() > limit) {
+    return Status::InvalidArgument(std::string("too many ") + what + ": " + std::to_string(in.size()) + " (limit " +
+                                   std::to_string(limit) + ")");
+  }
+  out->reserve(in.size());
+  for (auto t : in) out->push_back(ToString(t));
+  return Status::Ok();
+}
+
+Result<FetchRequestMsg> Read(wire::FetchRequest::Reader r) {
+  FetchRequestMsg m;
+  m.request_id = r.getRequestId();
+  m.deadline_unix_micros = r.getDeadlineUnixMicros();
+  auto docs = r.getDocs();
+  if (docs.size() > kMaxK) {
+    return Status::InvalidArgument("too many docs to fetch: " + std::to_string(docs.size()) + " (limit " +
+                                   std::to_string(kMaxK) + ")");
+  }
+  m.docs.reserve(docs.size());
+  for (uint32_t d : docs) m.docs.push_back(d);
+  m.source = r.getSource();
+  m.highlight = r.getHighlight();
+  SEARCH_RETURN_IF_ERROR(ReadTexts(r.getHighlightTerms(), kMaxTerms, "highlight terms", &m.highlight_terms));
+  auto phrases = r.getHighlightPhrases();
+  if (phrases.size() > kMaxTerms) {
+    return Status::InvalidArgument("too many highlight phrases: " + std::to_string(phrases.size()) + " (limit " +
+                                   std::to_string(kMaxTerms) + ")");
+  }
+  m.highlight_phrases.reserve(phrases.size());
+  for (auto p : phrases) {
+    m.highlight_phrases.emplace_back();
+    SEARCH_RETURN_IF_ERROR(
+        ReadTexts(p.getTokens(), kMaxPhraseTokens, "highlight phrase tokens", &m.highlight_phrases.back()));
+  }
+  SEARCH_RETURN_IF_ERROR(ValidateFetchRequest(m));
+  return m;
+}
+
+Result<FetchResponseMsg> Read(wire::FetchResponse::Reader r) {
+  FetchResponseMsg m;
+  m.request_id = r.getRequestId();
+  m.shard_id = r.getShardId();
+  m.status = FromWire(r.getStatus());
+  auto docs = r.getDocs();
+  if (docs.size() > kMaxK) {
+    return Status::InvalidArgument("too many fetched docs: " + std::to_string(docs.size()) + " (limit " +
+                                   std::to_string(kMaxK) + ")");
+  }
+  m.docs.reserve(docs.size());
+  for (auto d : docs) {
+    FetchedDocMsg o;
+    o.doc = d.getDoc();
+    o.has_source = d.getHasSource();
+    auto src = d.getSource();
+    o.source.assign(reinterpret_cast<const char*>(src.begin()), src.size());
+    SEARCH_RETURN_IF_ERROR(ReadTexts(d.getHighlights(), kMaxHighlightFragments, "highlight fragments", &o.highlights));
+    m.docs.push_back(std::move(o));
+  }
+  return m;
+}
+
 Result<EnvelopeMsg> ReadEnvelope(wire::Envelope::Reader env, RecoveredHeader* rec) {
   struct {
     uint16_t major, minor;
@@ -391,6 +489,14 @@ Result<EnvelopeMsg> ReadEnvelope(wire::Envelope::Reader env, RecoveredHeader* re
       rec->kind = MessageKind::kPong;
       rec->request_id = body.getPong().getRequestId();
       break;
+    case wire::Envelope::Body::FETCH_REQUEST:
+      rec->kind = MessageKind::kFetchRequest;
+      rec->request_id = body.getFetchRequest().getRequestId();
+      break;
+    case wire::Envelope::Body::FETCH_RESPONSE:
+      rec->kind = MessageKind::kFetchResponse;
+      rec->request_id = body.getFetchResponse().getRequestId();
+      break;
     default:
       return Status::InvalidArgument("unknown message type " + std::to_string(static_cast<uint16_t>(body.which())));
   }
@@ -414,6 +520,16 @@ Result<EnvelopeMsg> ReadEnvelope(wire::Envelope::Reader env, RecoveredHeader* re
       return EnvelopeMsg{major, minor, PingMsg{body.getPing().getRequestId()}};
     case wire::Envelope::Body::PONG:
       return EnvelopeMsg{major, minor, Read(body.getPong())};
+    case wire::Envelope::Body::FETCH_REQUEST: {
+      auto m = Read(body.getFetchRequest());
+      if (!m.ok()) return m.status();
+      return EnvelopeMsg{major, minor, std::move(m).value()};
+    }
+    case wire::Envelope::Body::FETCH_RESPONSE: {
+      auto m = Read(body.getFetchResponse());
+      if (!m.ok()) return m.status();
+      return EnvelopeMsg{major, minor, std::move(m).value()};
+    }
   }
   return Status::InvalidArgument("unknown message type");
 }
@@ -427,6 +543,8 @@ std::string_view MessageKindName(MessageKind kind) {
     case MessageKind::kSearchResponse: return "searchResponse";
     case MessageKind::kPing: return "ping";
     case MessageKind::kPong: return "pong";
+    case MessageKind::kFetchRequest: return "fetchRequest";
+    case MessageKind::kFetchResponse: return "fetchResponse";
   }
   return "unknown";
 }
@@ -462,6 +580,33 @@ Status ValidateSearchRequest(const SearchRequestMsg& m) {
   return Status::Ok();
 }
 
+Status ValidateFetchRequest(const FetchRequestMsg& m) {
+  if (m.docs.empty()) return Status::InvalidArgument("a fetch asks for no docs");
+  if (m.docs.size() > kMaxK) {
+    return Status::InvalidArgument("too many docs to fetch: " + std::to_string(m.docs.size()) + " (limit " +
+                                   std::to_string(kMaxK) + ")");
+  }
+  if (m.highlight_terms.size() > kMaxTerms || m.highlight_phrases.size() > kMaxTerms)
+    return Status::InvalidArgument("too many highlight terms or phrases (limit " + std::to_string(kMaxTerms) + " each)");
+  auto check_token = [](const std::string& t) {
+    if (t.empty()) return Status::InvalidArgument("empty highlight token");
+    if (t.size() > kMaxTermBytes) {
+      return Status::InvalidArgument("highlight token of " + std::to_string(t.size()) + " bytes (limit " +
+                                     std::to_string(kMaxTermBytes) + ")");
+    }
+    return Status::Ok();
+  };
+  for (const std::string& t : m.highlight_terms) SEARCH_RETURN_IF_ERROR(check_token(t));
+  for (const auto& p : m.highlight_phrases) {
+    if (p.size() < 2 || p.size() > kMaxPhraseTokens) {
+      return Status::InvalidArgument("highlight phrase of " + std::to_string(p.size()) + " tokens (2.." +
+                                     std::to_string(kMaxPhraseTokens) + ")");
+    }
+    for (const std::string& t : p) SEARCH_RETURN_IF_ERROR(check_token(t));
+  }
+  return Status::Ok();
+}
+
 bool SearchRequestMsg::operator==(const SearchRequestMsg& o) const {
   const bool same_tree = tree == nullptr || o.tree == nullptr ? tree == o.tree : *tree == *o.tree;
   return request_id == o.request_id && terms == o.terms && mode == o.mode && k == o.k &&
@@ -493,8 +638,13 @@ std::string EncodeEnvelope(const EnvelopeMsg& msg) {
           Fill(body.initSearchResponse(), m);
         } else if constexpr (std::is_same_v<T, PingMsg>) {
           body.initPing().setRequestId(m.request_id);
-        } else {
+        } else if constexpr (std::is_same_v<T, PongMsg>) {
           Fill(body.initPong(), m);
+        } else if constexpr (std::is_same_v<T, FetchRequestMsg>) {
+          Fill(body.initFetchRequest(), m);
+        } else {
+          static_assert(std::is_same_v<T, FetchResponseMsg>);
+          Fill(body.initFetchResponse(), m);
         }
       },
       msg.body);
@@ -505,6 +655,8 @@ std::string EncodeSearchRequest(const SearchRequestMsg& msg) { return EncodeEnve
 std::string EncodeSearchResponse(const SearchResponseMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
 std::string EncodePing(const PingMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
 std::string EncodePong(const PongMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+std::string EncodeFetchRequest(const FetchRequestMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
+std::string EncodeFetchResponse(const FetchResponseMsg& msg) { return EncodeEnvelope(EnvelopeMsg{.body = msg}); }
 
 Result<EnvelopeMsg> DecodeEnvelope(std::span<const std::byte> frame, RecoveredHeader* recovered) {
   RecoveredHeader local;

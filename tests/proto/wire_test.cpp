@@ -421,7 +421,8 @@ TEST(WireTest, BagOfWordsRequestsCarryNoTree) {
   m.terms = {"a", "b"};
   m.count = true;
   m.k = 0;
-  const auto& got = std::get<SearchRequestMsg>(DecodeOk(EncodeSearchRequest(m)).body);
+  const EnvelopeMsg env = DecodeOk(EncodeSearchRequest(m));
+  const auto& got = std::get<SearchRequestMsg>(env.body);
   EXPECT_EQ(got.tree, nullptr);
   EXPECT_TRUE(got.count);
   EXPECT_EQ(got.k, 0u);
@@ -590,6 +591,125 @@ TEST(WireTest, PointerAmplificationHitsTheTraversalLimit) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("malformed message"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("traversal limit"), std::string::npos) << r.status().message();
+}
+
+// ---- the fetch phase (minor 2) -------------------------------------------------------------------
+
+FetchRequestMsg RandomFetch(std::mt19937_64& rng) {
+  FetchRequestMsg m;
+  m.request_id = rng();
+  m.deadline_unix_micros = static_cast<int64_t>(rng() >> 1);
+  for (int i = 1 + static_cast<int>(rng() % 50); i > 0; --i) m.docs.push_back(static_cast<uint32_t>(rng()));
+  m.source = rng() % 2 == 0;
+  m.highlight = rng() % 2 == 0;
+  for (int i = static_cast<int>(rng() % 5); i > 0; --i) m.highlight_terms.push_back(RandomTerm(rng));
+  for (int i = static_cast<int>(rng() % 3); i > 0; --i) {
+    m.highlight_phrases.emplace_back();
+    for (int t = 2 + static_cast<int>(rng() % 4); t > 0; --t) m.highlight_phrases.back().push_back(RandomTerm(rng));
+  }
+  return m;
+}
+
+TEST(WireTest, FetchRequestRoundTrip) {
+  std::mt19937_64 rng(51);
+  for (int i = 0; i < 200; ++i) {
+    const FetchRequestMsg m = RandomFetch(rng);
+    RecoveredHeader rec;
+    auto env = DecodeEnvelope(EncodeFetchRequest(m), &rec);
+    ASSERT_TRUE(env.ok()) << env.status().ToString();
+    ASSERT_EQ(env->kind(), MessageKind::kFetchRequest);
+    EXPECT_EQ(env->minor, kProtocolMinor);
+    EXPECT_EQ(std::get<FetchRequestMsg>(env->body), m);
+    EXPECT_EQ(rec.kind, MessageKind::kFetchRequest);
+    EXPECT_EQ(rec.request_id, m.request_id);
+  }
+  EXPECT_EQ(MessageKindName(MessageKind::kFetchRequest), "fetchRequest");
+  EXPECT_EQ(MessageKindName(MessageKind::kFetchResponse), "fetchResponse");
+}
+
+TEST(WireTest, FetchResponseCarriesSourcesByteForByte) {
+  FetchResponseMsg m;
+  m.request_id = 77;
+  m.shard_id = 3;
+  // Any bytes: NULs, invalid UTF-8, escapes, a large document.
+  FetchedDocMsg a{5, true, std::string("{\"id\":\"a\",\"contents\":\"caf\xc3\xa9 \\u00e9 \\\"q\\\"\"}"), {"<em>caf\xc3\xa9</em>"}};
+  FetchedDocMsg b{9, true, std::string("\x00\xff{}", 4), {}};
+  FetchedDocMsg c{11, false, "", {}};  // not stored
+  FetchedDocMsg d{12, true, std::string(size_t{3} << 20, 'x'), {"one", "two", "three"}};
+  m.docs = {a, b, c, d};
+  auto env = DecodeEnvelope(EncodeFetchResponse(m));
+  ASSERT_TRUE(env.ok()) << env.status().ToString();
+  ASSERT_EQ(env->kind(), MessageKind::kFetchResponse);
+  const auto& got = std::get<FetchResponseMsg>(env->body);
+  EXPECT_EQ(got.request_id, 77u);
+  EXPECT_EQ(got.shard_id, 3u);
+  EXPECT_TRUE(got.status.ok());
+  ASSERT_EQ(got.docs.size(), 4u);
+  EXPECT_EQ(got.docs[0], a);
+  EXPECT_EQ(got.docs[1], b);
+  EXPECT_EQ(got.docs[1].source.size(), 4u);
+  EXPECT_EQ(got.docs[2], c);
+  EXPECT_FALSE(got.docs[2].has_source);
+  EXPECT_EQ(got.docs[3], d);
+
+  FetchResponseMsg err;
+  err.request_id = 8;
+  err.status = Status::Corruption("source block 4 fails its checksum");
+  auto e = DecodeEnvelope(EncodeFetchResponse(err));
+  ASSERT_TRUE(e.ok());
+  const auto& ge = std::get<FetchResponseMsg>(e->body);
+  EXPECT_EQ(ge.status.code(), StatusCode::kCorruption);
+  EXPECT_EQ(ge.status.message(), "source block 4 fails its checksum");
+}
+
+TEST(WireTest, BadFetchRequestsAreRejectedWithTheirReason) {
+  auto rejected = [](const FetchRequestMsg& m, const std::string& why) {
+    RecoveredHeader rec;
+    auto env = DecodeEnvelope(EncodeFetchRequest(m), &rec);
+    ASSERT_FALSE(env.ok()) << why;
+    EXPECT_EQ(env.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(env.status().message().find(why), std::string::npos) << env.status().message();
+    // Still answerable: the header names the kind and the id.
+    EXPECT_EQ(rec.kind, MessageKind::kFetchRequest);
+    EXPECT_EQ(rec.request_id, m.request_id);
+  };
+  FetchRequestMsg ok;
+  ok.request_id = 4;
+  ok.docs = {1};
+  ASSERT_TRUE(ValidateFetchRequest(ok).ok());
+  FetchRequestMsg m = ok;
+  m.docs.clear();
+  rejected(m, "no docs");
+  m = ok;
+  m.docs.assign(kMaxK + 1, 7);
+  rejected(m, "too many docs");
+  m = ok;
+  m.highlight_terms = {""};
+  rejected(m, "empty highlight token");
+  m = ok;
+  m.highlight_terms = {std::string(kMaxTermBytes + 1, 'a')};
+  rejected(m, "highlight token of");
+  m = ok;
+  m.highlight_phrases = {{"one"}};
+  rejected(m, "highlight phrase of 1 tokens");
+  m = ok;
+  m.highlight_phrases = {std::vector<std::string>(kMaxPhraseTokens + 1, "a")};
+  rejected(m, "highlight phrase tokens");
+  m = ok;
+  m.highlight_terms.assign(kMaxTerms + 1, "a");
+  rejected(m, "too many highlight terms");
+}
+
+TEST(WireTest, FetchResponseLimits) {
+  FetchResponseMsg m;
+  m.docs.resize(kMaxK + 1);
+  auto env = DecodeEnvelope(EncodeFetchResponse(m));
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("too many fetched docs"), std::string::npos);
+  m.docs.assign(1, FetchedDocMsg{1, true, "{}", std::vector<std::string>(kMaxHighlightFragments + 1, "f")});
+  env = DecodeEnvelope(EncodeFetchResponse(m));
+  ASSERT_FALSE(env.ok());
+  EXPECT_NE(env.status().message().find("too many highlight fragments"), std::string::npos);
 }
 
 }  // namespace

@@ -16,7 +16,11 @@
 //     (kMaxTreeClauses + 1 nodes, depth kMaxTreeDepth, checked while rebuilding so no input
 //     recurses deeper), then must pass ValidateTree, be canonical (Canonicalize leaves it as it is)
 //     and have exactly `terms` as its tokens (TreeTerms);
-//   - a SearchResponse carries at most kMaxK hits.
+//   - a SearchResponse carries at most kMaxK hits;
+//   - a FetchRequest (minor 2) asks for 1..kMaxK docs; its highlight terms and phrases follow the
+//     limits of a SearchRequest's terms (<= kMaxTerms each, 1..kMaxTermBytes bytes a token,
+//     phrases of 2..kMaxPhraseTokens tokens); a FetchResponse carries at most kMaxK docs, each
+//     with at most kMaxHighlightFragments fragments.
 // When decoding fails after the envelope parsed, DecodeEnvelope reports the message kind and
 // request id it could still read, so the receiver can answer with an error for that request.
 // Thread-safety: free functions over values; reentrant.
@@ -39,10 +43,13 @@
 namespace search {
 
 inline constexpr uint16_t kProtocolMajor = 1;  // = search.capnp protocolMajor
-inline constexpr uint16_t kProtocolMinor = 1;  // = search.capnp protocolMinor
+inline constexpr uint16_t kProtocolMinor = 2;  // = search.capnp protocolMinor
 // The first minor version with query trees and counts: a reply in an older envelope to a request
 // with a tree or a count comes from a node that ignored them (search.capnp).
 inline constexpr uint16_t kMinorQueryTrees = 1;
+// The first minor version with the fetch phase (FetchRequest, FetchResponse).
+inline constexpr uint16_t kMinorFetch = 2;
+inline constexpr size_t kMaxHighlightFragments = 16;
 inline constexpr size_t kMaxFrameBytes = size_t{16} << 20;
 inline constexpr uint64_t kTraversalLimitWords = uint64_t{8} << 20;
 inline constexpr int kNestingLimit = 16;
@@ -132,13 +139,48 @@ struct PongMsg {
   Status status;
 };
 
-enum class MessageKind : uint8_t { kUnknown = 0, kSearchRequest, kSearchResponse, kPing, kPong };
+// The fetch phase (minor 2): the stored sources and highlight fragments of some of a shard's docs.
+struct FetchRequestMsg {
+  uint64_t request_id = 0;
+  int64_t deadline_unix_micros = 0;  // absolute wall clock; 0 = none
+  std::vector<uint32_t> docs;        // global docIDs of the shard, 1..kMaxK, any order
+  bool source = false;               // send the stored sources
+  bool highlight = false;            // send highlight fragments of "contents"
+  std::vector<std::string> highlight_terms;                 // analyzed (HighlightTerms::terms)
+  std::vector<std::vector<std::string>> highlight_phrases;  // analyzed (HighlightTerms::phrases)
+  bool operator==(const FetchRequestMsg&) const = default;
+};
+
+struct FetchedDocMsg {
+  uint32_t doc = 0;
+  bool has_source = false;  // false: the shard stores no sources ("not stored")
+  std::string source;       // with has_source and the request's source: the JSON object, byte for byte
+  std::vector<std::string> highlights;  // best first
+  bool operator==(const FetchedDocMsg&) const = default;
+};
+
+struct FetchResponseMsg {
+  uint64_t request_id = 0;
+  uint32_t shard_id = 0;
+  Status status;                     // OK, or the error (then docs is empty)
+  std::vector<FetchedDocMsg> docs;   // one per requested doc, in the request's order
+};
+
+enum class MessageKind : uint8_t {
+  kUnknown = 0,
+  kSearchRequest,
+  kSearchResponse,
+  kPing,
+  kPong,
+  kFetchRequest,
+  kFetchResponse
+};
 std::string_view MessageKindName(MessageKind kind);
 
 struct EnvelopeMsg {
   uint16_t major = kProtocolMajor;  // what the sender speaks; tests set older versions
   uint16_t minor = kProtocolMinor;
-  std::variant<SearchRequestMsg, SearchResponseMsg, PingMsg, PongMsg> body;
+  std::variant<SearchRequestMsg, SearchResponseMsg, PingMsg, PongMsg, FetchRequestMsg, FetchResponseMsg> body;
   MessageKind kind() const { return static_cast<MessageKind>(body.index() + 1); }
 };
 
@@ -155,6 +197,8 @@ std::string EncodeSearchRequest(const SearchRequestMsg& msg);
 std::string EncodeSearchResponse(const SearchResponseMsg& msg);
 std::string EncodePing(const PingMsg& msg);
 std::string EncodePong(const PongMsg& msg);
+std::string EncodeFetchRequest(const FetchRequestMsg& msg);
+std::string EncodeFetchResponse(const FetchResponseMsg& msg);
 
 // Decodes and validates one frame (rules above). InvalidArgument on any problem; `recovered`, when
 // given, is filled with whatever header fields could be read (also on success).
@@ -165,5 +209,7 @@ inline Result<EnvelopeMsg> DecodeEnvelope(std::string_view frame, RecoveredHeade
 
 // Checks a request's fields as DecodeEnvelope does (terms, k, mode, tree).
 Status ValidateSearchRequest(const SearchRequestMsg& msg);
+// Checks a fetch request's fields as DecodeEnvelope does (docs, highlight terms and phrases).
+Status ValidateFetchRequest(const FetchRequestMsg& msg);
 
 }  // namespace search
