@@ -1,7 +1,13 @@
-// The status page at GET /: plain HTML and a small script that fetches /health and /stats once a
-// second and shows health, shards, QPS, latency percentiles and the result cache, with sparklines
-// of the last two minutes. No external assets, so it works on an isolated host. The element ids
-// (qps, p50, p95, p99, p999, hit, refreshes, updated, shards...) are what tests/browser reads.
+// The page at GET /: plain HTML and a small script. On the left a search box (query, mode, k) that
+// calls GET /search with highlight=true and track_total_hits=true and lists the hits: id, score,
+// highlighted snippet, the _source, total hits, took and shard coverage, or the 400's reason.
+// GET /?q=...&mode=...&k=... fills the box and searches at load. On the right the live status:
+// it fetches /health and /stats once a second and shows health, shards, QPS, latency percentiles
+// and the result cache, with sparklines of the last two minutes. No external assets, so it works
+// on an isolated host. Only the highlight fragments are parsed as HTML, and of them only text and
+// <em> survive; ids, _source and every other field are inserted as text. The element ids (q, mode,
+// k, search-form, results with li.hit rows, total, took, coverage; qps, p50, p95, p99, p999, hit,
+// refreshes, updated, shards...) are what tests/browser reads.
 #include "integrator/http_front.hpp"
 
 namespace search {
@@ -34,9 +40,50 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .tile .small { color: #444; font-size: .85em; font-variant-numeric: tabular-nums; }
 svg.spark { display: block; width: 100%; height: 2.5em; margin-top: .3em; background: #fafafa; }
 svg.spark polyline { fill: #e3f2fd; stroke: #1565c0; stroke-width: 1.5; vector-effect: non-scaling-stroke; }
+.cols { display: grid; grid-template-columns: minmax(0, 5fr) minmax(0, 6fr); gap: 2.5em; align-items: start; }
+@media (max-width: 1000px) { .cols { grid-template-columns: minmax(0, 1fr); } }
+#status-pane { overflow-x: auto; }
+#status-pane table { font-size: .88em; }
+#status-pane th, #status-pane td { padding: .2em .45em; }
+#search-form { display: flex; flex-wrap: wrap; gap: .5em; align-items: center; margin: .4em 0; }
+#search-form input, #search-form select, #search-form button { font: inherit; padding: .25em .4em; }
+#q { flex: 1 1 14em; min-width: 10em; }
+#k { width: 5em; }
+#search-meta { color: #444; margin: .3em 0; font-variant-numeric: tabular-nums; }
+#search-err { color: #c62828; }
+#search-warn { color: #8a6d00; }
+#results { padding-left: 1.8em; margin: .4em 0; }
+li.hit { margin: 0 0 .8em; }
+.hit-head { display: flex; gap: .8em; align-items: baseline; }
+.hit-id { font-weight: 600; overflow-wrap: anywhere; }
+.hit-score, .hit-where { color: #666; font-size: .85em; font-variant-numeric: tabular-nums; }
+.snippet { margin: .15em 0; color: #333; overflow-wrap: anywhere; }
+.snippet em { font-style: normal; font-weight: 600; background: #fff59d; }
+.source-missing { color: #8a6d00; font-size: .85em; }
+details.source summary { color: #1565c0; cursor: pointer; font-size: .85em; }
+details.source pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fafafa; border: 1px solid #eee;
+  padding: .4em; margin: .2em 0; max-height: 20em; overflow-y: auto; font-size: .85em; }
 </style>
 </head>
 <body>
+<div class="cols">
+<section id="search-pane">
+<h1>search</h1>
+<form id="search-form" autocomplete="off">
+<input id="q" name="q" type="search" placeholder="words, +must, -must_not, &quot;a phrase&quot;, (groups)"
+ aria-label="query">
+<select id="mode" name="mode" aria-label="mode"><option value="and" selected>and</option>
+<option value="or">or</option><option value="andor">andor</option></select>
+<label>k <input id="k" name="k" type="number" min="0" max="10000" value="10"></label>
+<button id="search-submit" type="submit">search</button>
+</form>
+<p id="search-meta"><span id="total"></span> <span id="total-label"></span> <span id="took"></span>
+<span id="coverage"></span> <span id="cached"></span></p>
+<div id="search-err"></div>
+<div id="search-warn"></div>
+<ol id="results" data-state="idle" data-seq="0"></ol>
+</section>
+<section id="status-pane">
 <h1>search cluster <span id="status" class="badge unknown">...</span></h1>
 <p class="meta"><span id="shards-up">? shards</span> &middot; updated <span id="updated">never</span>
 &middot; refresh #<span id="refreshes">0</span> (every 1 s)</p>
@@ -71,6 +118,8 @@ evictions <span id="evictions"></span></div>
 <code>+must</code>, <code>-must_not</code>, <code>"a phrase"</code>, <code>(groups)</code>), <code>POST /search</code>
 (Elasticsearch query DSL), <code>GET /count?q=...</code>, <code>/_search</code>, <code>/_count</code>,
 <a href="/health">/health</a>, <a href="/stats">/stats</a>.</p>
+</section>
+</div>
 <script>
 const kPoints = 120;  // sparkline history: two minutes at one refresh a second
 const hist = { qps: [], p99: [], hit: [] };
@@ -139,6 +188,114 @@ async function refresh() {
   }
 }
 refresh();
+
+// ---- the search box
+let searchSeq = 0;  // an answer to an older submit than the latest is dropped
+const kSnippetChars = 300;  // shown from _source.contents when there is no highlight
+function el(tag, cls, text) {
+  const e = document.createElement(tag); if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+// A highlight fragment is HTML-escaped text with <em> markers. It is parsed inert (a template
+// runs no script and loads nothing) and rebuilt from its text and <em> elements alone, so even
+// a fragment that broke that contract could not inject markup.
+function fragmentNodes(html) {
+  const t = document.createElement('template'); t.innerHTML = html;
+  const out = document.createDocumentFragment();
+  const copy = (from, to) => {
+    for (const n of from.childNodes) {
+      if (n.nodeType === Node.TEXT_NODE) to.appendChild(document.createTextNode(n.nodeValue));
+      else if (n.nodeType === Node.ELEMENT_NODE && n.tagName === 'EM') copy(n, to.appendChild(el('em')));
+      else if (n.nodeType === Node.ELEMENT_NODE) to.appendChild(document.createTextNode(n.textContent));
+    }
+  };
+  copy(t.content, out);
+  return out;
+}
+function showHit(list, h) {
+  const li = el('li', 'hit'); li.dataset.id = String(h._id);
+  const head = li.appendChild(el('div', 'hit-head'));
+  head.appendChild(el('span', 'hit-id', String(h._id)));
+  const sc = head.appendChild(el('span', 'hit-score', typeof h._score === 'number' ? h._score.toFixed(4) : ''));
+  sc.dataset.score = String(h._score); sc.title = 'score ' + h._score;
+  head.appendChild(el('span', 'hit-where', 'shard ' + h._shard + ', doc ' + h._doc));
+  const frags = h.highlight && Array.isArray(h.highlight.contents) ? h.highlight.contents : [];
+  const src = h._source;
+  if (frags.length > 0) {
+    const sn = li.appendChild(el('div', 'snippet'));
+    frags.forEach((f, i) => { if (i > 0) sn.appendChild(document.createTextNode(' \u2026 ')); sn.appendChild(fragmentNodes(String(f))); });
+  } else if (src && typeof src.contents === 'string') {
+    const c = src.contents;
+    li.appendChild(el('div', 'snippet', c.length > kSnippetChars ? c.slice(0, kSnippetChars) + '\u2026' : c));
+  }
+  if (src !== undefined) {
+    const d = li.appendChild(el('details', 'source'));
+    d.appendChild(el('summary', '', '_source'));
+    d.appendChild(el('pre', '', JSON.stringify(src, null, 1)));
+  } else if (h._source_missing) {
+    li.appendChild(el('div', 'source-missing', 'source ' + h._source_missing));
+  }
+  list.appendChild(li);
+}
+function clearSearch() {
+  for (const id of ['total', 'total-label', 'took', 'coverage', 'cached', 'search-err', 'search-warn']) set(id, '');
+  $('results').replaceChildren();
+}
+async function search(q, mode, k) {
+  const seq = ++searchSeq;
+  const list = $('results');
+  list.dataset.state = 'loading';
+  const params = new URLSearchParams({q: q, mode: mode, k: k, highlight: 'true', track_total_hits: 'true'});
+  let a = null, status = 0, failure = '';
+  try {
+    const r = await fetch('/search?' + params.toString());
+    status = r.status;
+    const text = await r.text();
+    try { a = JSON.parse(text); } catch (e) { failure = 'HTTP ' + r.status + ': not JSON: ' + text.slice(0, 200); }
+  } catch (e) {
+    failure = 'integrator unreachable: ' + e.message;
+  }
+  if (seq !== searchSeq) return;  // a newer search was submitted meanwhile
+  clearSearch();
+  if (!failure && (status !== 200 || !a || a.error || !a.hits)) {
+    const why = a && a.error ? (a.error.reason || a.error.type || JSON.stringify(a.error)) : 'no hits in the answer';
+    failure = 'HTTP ' + status + ': ' + why;
+  }
+  if (failure) {
+    set('search-err', failure);
+    list.dataset.state = 'error'; list.dataset.seq = String(seq);
+    return;
+  }
+  const t = a.hits.total;
+  if (t && typeof t === 'object') {
+    set('total', String(t.value));
+    set('total-label', t.relation === 'eq' ? 'hits,' : 'or more hits (not every shard answered),');
+  } else {
+    set('total', '');
+    set('total-label', a.hits.hits.length + ' shown (total not counted),');
+  }
+  set('took', 'took ' + (typeof a.took_us === 'number' ? fix(a.took_us / 1000, 2) : a.took) + ' ms,');
+  const c = a.coverage, sh = a._shards;
+  if (c) set('coverage', 'shards ' + c.shards + '/' + c.shards_total + ', documents ' + fix(c.percent, 1) + '%');
+  if (a.cached) set('cached', '(cached)');
+  const fails = sh && Array.isArray(sh.failures) ? sh.failures : [];
+  if (fails.length > 0) set('search-warn', fails.map(f => 'shard ' + f.shard + ': ' + f.reason).join('; '));
+  for (const h of a.hits.hits) showHit(list, h);
+  list.dataset.state = 'done'; list.dataset.seq = String(seq);
+}
+$('search-form').addEventListener('submit', ev => {
+  ev.preventDefault();
+  const q = $('q').value, mode = $('mode').value, k = $('k').value.trim() || '10';
+  history.replaceState(null, '', '?' + new URLSearchParams({q: q, mode: mode, k: k}).toString());
+  search(q, mode, k);
+});
+{  // GET /?q=...&mode=...&k=... searches at load: a result page can be linked
+  const u = new URLSearchParams(location.search);
+  if (u.has('mode')) $('mode').value = u.get('mode');
+  if (u.has('k')) $('k').value = u.get('k');
+  if (u.has('q')) { $('q').value = u.get('q'); search($('q').value, $('mode').value, $('k').value.trim() || '10'); }
+}
 </script>
 </body>
 </html>

@@ -1,0 +1,364 @@
+#!/usr/bin/env python3
+"""The search box of the integrator's page (GET /) in a real browser, against a real cluster.
+
+Indexes a small JSON-lines corpus of known documents (extra fields, unicode, markup in ids and
+text, a long document) into 2 shards with `searchctl index`, starts a local cluster with
+scripts/cluster.sh on its own port range, and drives headless Chromium over the DevTools protocol
+(the client of status_page_test.py): it types a query into the box (Input.insertText after
+focusing), picks the mode, types k, clicks the submit button (mouse events at its position) and
+waits for the results. Then it checks the DOM against GET /search sent by this script with the
+same parameters and against the corpus itself:
+  - the hit rows (li.hit) carry the answer's ids in the answer's order and its scores; the ids are
+    exactly the documents holding a query term, ranked, cut at k; total hits is the brute-force
+    count with relation eq; took is a number; coverage says 2/2 shards, 100% of documents;
+  - ids and _source are text: an id and a contents field full of markup show literally, add no
+    element and run no script; each hit's _source (shown whole) equals the input line's object;
+  - the snippets are the answer's highlight fragments: every <em> in the DOM wraps a query term,
+    the same marks as the answer's, and both query terms are marked somewhere;
+  - a query the integrator refuses shows the 400's reason and no rows;
+  - the live status beside it is still there and green.
+It saves the page with the results as a screenshot (PNG, DevTools) and checks it is a nonblank PNG
+of the window size. Exit 77 (CTest SKIP) when Chromium is not installed. The cluster and the browser
+are stopped on any exit (normal, failure, SIGTERM/SIGINT).
+
+usage: search_page_test.py --source REPO --build BUILD [--screenshot PNG] [--base-port P]
+  base port: --base-port, else $SEARCH_BROWSER_BASE_PORT + 20, else 9620 (uses P .. P+13).
+  chromium: $CHROMIUM, else `chromium` or `chromium-browser` on PATH.
+"""
+import argparse
+import base64
+import html
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import time
+import traceback
+import urllib.error
+import urllib.parse
+import urllib.request
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import status_page_test as sp  # noqa: E402  (the DevTools client, cluster and browser handling)
+from status_page_test import Failed, get_json, png_check, run  # noqa: E402
+
+SHARDS = 2
+QUERY = "Gold heart"  # typed as a user would; the analyzer lowercases
+TERMS = {"gold", "heart"}
+MODE, K = "or", 5
+BAD_QUERY = "gold (heart"  # an unclosed group: the integrator answers 400 with a reason
+TOKEN = re.compile(rb"[A-Za-z0-9\x80-\xff]+")  # the default analyzer (core/analyzer.hpp)
+XSS_ID = '<b id="xss-id">bold</b> & "quotes"'
+ALLOWED_TAGS = {"LI", "DIV", "SPAN", "EM", "DETAILS", "SUMMARY", "PRE"}
+
+
+def log(msg):
+    print("[search_page_test %5.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
+
+
+T0 = time.monotonic()
+sp.log = log  # the shared helpers log under this test's name
+
+
+def corpus():
+    """The documents: a few that hold the query terms, many that hold neither."""
+    long_text = " ".join(
+        ["The assayer weighed the gold dust twice before the ledger was signed."] +
+        ["Caravans crossed the dunes for weeks, trading salt, cloth and spice in every oasis town."] * 12 +
+        ["At the end of the road the old trader said his heart had always stayed in the mountains."] +
+        ["Winter came early and the passes closed under snow."] * 8 +
+        ["He left a small purse of gold and a letter for the heart of the family."])
+    docs = [
+        {"id": "gold-1", "title": "Heart of gold", "year": 1972,
+         "contents": "A heart of gold: the miner found gold in the river, and his heart was glad."},
+        {"id": "gold-2", "title": "Metals", "tags": ["chemistry", "au"],
+         "contents": "Gold is a soft, yellow metal. Gold coins and gold leaf are made from it."},
+        {"id": "heart-1", "contents": "The heart pumps blood; a strong heart beats slowly at rest."},
+        {"id": XSS_ID, "note": "<img src=x onerror=\"window.pwned=2\">",
+         "contents": "<script>window.pwned = 1</script> Markup & <i>gold</i> stays text: "
+                     "a \"heart\" of <b>gold</b> & nothing runs."},
+        {"id": "unicode-1", "contents": "Caf\u00e9 Z\u00fcrich \u2014 goldene Herzen? No: gold and heart, "
+                                        "na\u00efve r\u00e9sum\u00e9 \u2713 \U0001F600."},
+        {"id": "long-1", "contents": long_text},
+        {"id": "neither", "contents": "Silver and bronze medals, but no yellow metal here."},
+    ]
+    words = ("river stone table window garden silver bronze winter summer road market bread apple "
+             "music paper letter house cloud rain salt spice cloth dune oasis mountain valley forest "
+             "copper iron bridge tower lamp candle harbor ship sail wind storm field wheat barley "
+             "horse cart wheel clock bell song story book pen ink desk chair door key lock").split()
+    rng = random.Random(7)
+    fillers = [{"id": "filler-%03d" % i, "contents": " ".join(rng.choice(words) for _ in range(rng.randint(5, 40)))
+                + "."} for i in range(300)]
+    for i, d in enumerate(docs):  # spread over the input, so over both shards' docID ranges
+        fillers.insert(i * 47, d)
+    return fillers
+
+
+def tokens(text):
+    return {t.lower().decode("utf-8", "replace") for t in TOKEN.findall(text.encode("utf-8"))}
+
+
+def em_texts(fragment):
+    return re.findall(r"<em>(.*?)</em>", fragment, flags=re.S)
+
+
+class SearchTest(sp.Test):
+    def main(self):
+        a = self.args
+        busy = [p for p in range(self.port, self.port + 10 + 2 * SHARDS) if not sp.port_free(p)]
+        if busy:
+            raise Failed("ports %s are in use: choose another range with --base-port or "
+                         "SEARCH_BROWSER_BASE_PORT" % busy)
+        docs = corpus()
+        self.docs = {d["id"]: d for d in docs}
+        jsonl, index = os.path.join(self.tmp, "docs.jsonl"), os.path.join(self.tmp, "index")
+        with open(jsonl, "w", encoding="utf-8") as f:
+            for d in docs:
+                f.write(json.dumps(d, ensure_ascii=False) + "\n")
+        run([a.searchctl, "index", "--input", jsonl, "--out", index, "--shards", str(SHARDS), "--quiet"])
+        self.cluster_started = True
+        print(run([self.cluster_sh, "start", "--index", index, "--base-port", str(self.port),
+                   "--build", a.build, "--run-dir", self.run_dir], timeout=90).strip())
+        self.base = "http://127.0.0.1:%d" % self.port
+
+        dt = self.start_browser()
+        try:
+            dt.call("Emulation.setDeviceMetricsOverride", width=sp.WINDOW[0], height=sp.WINDOW[1],
+                    deviceScaleFactor=1, mobile=False)
+            dt.call("Page.navigate", url=self.base + "/")
+            self.wait(dt, "document.readyState === 'complete' && !!document.getElementById('search-form') "
+                          "&& document.getElementById('status').textContent === 'green'", "the page and green status")
+
+            page = self.submit(dt, QUERY, MODE, K, seq=1)
+            want = self.api(QUERY, MODE, K)  # after the page's, which so is no cache hit
+            self.check_api(want, docs)
+            self.has_highlight = any("highlight" in h for h in want["hits"]["hits"])
+            self.has_source = any("_source" in h for h in want["hits"]["hits"])
+            log("GET /search: ids %s, total %s, highlight %s, _source %s"
+                % ([h["_id"] for h in want["hits"]["hits"]], want["hits"]["total"], self.has_highlight,
+                   self.has_source))
+            self.check_page(page, want)
+            shot = os.path.abspath(a.screenshot)
+            os.makedirs(os.path.dirname(shot), exist_ok=True)
+            with open(shot, "wb") as f:
+                f.write(base64.b64decode(dt.call("Page.captureScreenshot", format="png")["data"]))
+            w, h, distinct = png_check(shot)
+            log("screenshot %s: %dx%d PNG, %d bytes, %d distinct byte values"
+                % (shot, w, h, os.path.getsize(shot), distinct))
+
+            bad = self.api_error(BAD_QUERY, MODE, K)
+            page = self.submit(dt, BAD_QUERY, MODE, K, seq=2)
+            if page["state"] != "error" or page["rows"]:
+                raise Failed("a refused query: state %r, %d rows" % (page["state"], len(page["rows"])))
+            if page["ids"]["search-err"] != "HTTP 400: " + bad["error"]["reason"]:
+                raise Failed("a refused query shows %r, want the 400's reason %r"
+                             % (page["ids"]["search-err"], bad["error"]["reason"]))
+            if page["ids"]["total"] or page["ids"]["took"]:
+                raise Failed("a refused query still shows the last answer's total/took: %s" % page["ids"])
+            log("refused query: page shows %r" % page["ids"]["search-err"])
+        finally:
+            dt.close()
+            sp.kill_group(self.browser)
+            self.browser = None
+
+    # ---- the API, from this script
+    def url(self, q, mode, k):
+        return self.base + "/search?" + urllib.parse.urlencode(
+            {"q": q, "mode": mode, "k": k, "highlight": "true", "track_total_hits": "true"})
+
+    def api(self, q, mode, k):
+        try:
+            return get_json(self.url(q, mode, k))
+        except urllib.error.HTTPError as e:
+            raise Failed("GET /search %r: HTTP %d: %s" % (q, e.code, e.read()[:500]))
+
+    def api_error(self, q, mode, k):
+        try:
+            get_json(self.url(q, mode, k))
+        except urllib.error.HTTPError as e:
+            if e.code != 400:
+                raise Failed("GET /search %r: HTTP %d, want 400" % (q, e.code))
+            return json.loads(e.read())
+        raise Failed("GET /search %r answered 200, want 400" % q)
+
+    def check_api(self, want, docs):
+        """The answer itself against the corpus: the documents holding a term, all counted."""
+        matching = [d["id"] for d in docs if tokens(d["contents"]) & TERMS]
+        hits = want["hits"]["hits"]
+        if want["hits"]["total"] != {"value": len(matching), "relation": "eq"}:
+            raise Failed("GET /search total %s, want %d (eq): %s" % (want["hits"]["total"], len(matching), matching))
+        if len(hits) != min(K, len(matching)) or not {h["_id"] for h in hits} <= set(matching):
+            raise Failed("GET /search ids %s, want %d of %s" % ([h["_id"] for h in hits], K, matching))
+        if len(matching) <= K:
+            raise Failed("the corpus should hold more matches than k")
+
+    # ---- the browser
+    def evaluate(self, dt, expr):
+        r = dt.call("Runtime.evaluate", expression=expr, returnByValue=True)
+        if "exceptionDetails" in r:
+            raise Failed("page script error: %s" % r["exceptionDetails"])
+        return r["result"].get("value")
+
+    def wait(self, dt, expr, what, seconds=20):
+        deadline = time.monotonic() + seconds
+        while not self.evaluate(dt, expr):
+            if time.monotonic() > deadline:
+                raise Failed("%s not seen after %d s" % (what, seconds))
+            time.sleep(0.1)
+
+    def submit(self, dt, q, mode, k, seq):
+        """Types q and k, picks mode, clicks submit; returns the DOM once answer `seq` is shown."""
+        for field, text in (("q", q), ("k", str(k))):
+            self.evaluate(dt, "(() => { const e = document.getElementById('%s'); e.focus(); e.select(); })()" % field)
+            dt.call("Input.insertText", text=text)
+            got = self.evaluate(dt, "document.getElementById('%s').value" % field)
+            if got != text:
+                raise Failed("typed %r into #%s, the box holds %r" % (text, field, got))
+        self.evaluate(dt, "(() => { const m = document.getElementById('mode'); m.value = %s; "
+                          "m.dispatchEvent(new Event('change')); })()" % json.dumps(mode))
+        box = self.evaluate(dt, "(() => { const r = document.getElementById('search-submit')"
+                                ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
+        for kind in ("mousePressed", "mouseReleased"):
+            dt.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+        self.wait(dt, "(() => { const r = document.getElementById('results'); return r.dataset.seq === '%d' && "
+                      "(r.dataset.state === 'done' || r.dataset.state === 'error'); })()" % seq,
+                  "answer #%d in the page" % seq)
+        return self.read(dt)
+
+    def read(self, dt):
+        expr = r"""JSON.stringify({
+  state: document.getElementById('results').dataset.state,
+  search: location.search,
+  pwned: typeof window.pwned,
+  ids: Object.fromEntries(['total', 'total-label', 'took', 'coverage', 'search-err', 'search-warn', 'status']
+                          .map(i => [i, document.getElementById(i).textContent])),
+  tags: Array.from(document.querySelectorAll('#results *')).map(e => e.tagName),
+  rows: Array.from(document.querySelectorAll('#results > li.hit')).map(li => ({
+    data_id: li.dataset.id,
+    id: li.querySelector('.hit-id').textContent,
+    id_children: li.querySelector('.hit-id').children.length,
+    score: li.querySelector('.hit-score').dataset.score,
+    snippet: li.querySelector('.snippet') ? li.querySelector('.snippet').textContent : null,
+    snippet_tags: li.querySelector('.snippet') ?
+        Array.from(li.querySelector('.snippet').querySelectorAll('*')).map(e => e.tagName) : [],
+    ems: Array.from(li.querySelectorAll('.snippet em')).map(e => e.textContent),
+    source: li.querySelector('details.source pre') ? li.querySelector('details.source pre').textContent : null,
+    missing: li.querySelector('.source-missing') ? li.querySelector('.source-missing').textContent : null}))})"""
+        return json.loads(self.evaluate(dt, expr))
+
+    def check_page(self, page, want):
+        ids = page["ids"]
+        log("page: %s" % json.dumps({k: v for k, v in page.items() if k != "rows"}))
+        if page["state"] != "done" or ids["search-err"]:
+            raise Failed("the search shows state %r, error %r" % (page["state"], ids["search-err"]))
+        if urllib.parse.parse_qs(page["search"].lstrip("?")) != {"q": [QUERY], "mode": [MODE], "k": [str(K)]}:
+            raise Failed("the page's address %r does not hold the query typed" % page["search"])
+        hits, rows = want["hits"]["hits"], page["rows"]
+        if [r["id"] for r in rows] != [h["_id"] for h in hits]:
+            raise Failed("page ids %s, GET /search ids %s" % ([r["id"] for r in rows], [h["_id"] for h in hits]))
+        for r, h in zip(rows, hits):
+            if r["data_id"] != h["_id"] or float(r["score"]) != h["_score"]:
+                raise Failed("row %r: data-id %r score %r, want score %r" % (r["id"], r["data_id"], r["score"],
+                                                                            h["_score"]))
+        total = want["hits"]["total"]
+        if ids["total"] != str(total["value"]) or not ids["total-label"].startswith("hits"):
+            raise Failed("page total %r %r, want %s" % (ids["total"], ids["total-label"], total))
+        m = re.fullmatch(r"took (\d+(?:\.\d+)?) ms,", ids["took"])
+        if not m:
+            raise Failed("took %r is not 'took N ms,'" % ids["took"])
+        if ids["coverage"] != "shards %d/%d, documents 100.0%%" % (SHARDS, SHARDS):
+            raise Failed("coverage %r" % ids["coverage"])
+        if ids["status"] != "green" or ids["search-warn"]:
+            raise Failed("status %r, search warning %r" % (ids["status"], ids["search-warn"]))
+
+        # Markup in ids and sources is text: no element beyond the page's own, no script run.
+        if page["pwned"] != "undefined":
+            raise Failed("a document's markup ran a script (window.pwned is %s)" % page["pwned"])
+        stray = set(page["tags"]) - ALLOWED_TAGS
+        if stray:
+            raise Failed("the results hold elements %s: markup from a document was inserted as HTML" % stray)
+        xss = [r for r in rows if r["id"] == XSS_ID]
+        if not xss or xss[0]["id_children"]:
+            raise Failed("the id %r is not shown as text in the rows: %s" % (XSS_ID, [r["id"] for r in rows]))
+
+        for r, h in zip(rows, hits):
+            doc = self.docs[h["_id"]]
+            if "_source" in h:
+                if h["_source"] != doc or r["source"] is None or json.loads(r["source"]) != doc:
+                    raise Failed("row %r: _source shown %r, answer %r, input %r"
+                                 % (r["id"], r["source"], h.get("_source"), doc))
+            elif self.has_source:
+                raise Failed("hit %r has no _source while others do: %s" % (h["_id"], h))
+            frags = h.get("highlight", {}).get("contents", [])
+            if not frags:
+                continue
+            marks = [t for f in frags for t in em_texts(f)]
+            if r["ems"] != [html.unescape(t) for t in marks] or not marks:
+                raise Failed("row %r: <em> marks %s in the DOM, %s in the answer" % (r["id"], r["ems"], marks))
+            if set(r["snippet_tags"]) != {"EM"}:
+                raise Failed("row %r: snippet elements %s, want <em> alone" % (r["id"], r["snippet_tags"]))
+            text = " \u2026 ".join(html.unescape(re.sub(r"</?em>", "", f)) for f in frags)
+            if r["snippet"] != text:
+                raise Failed("row %r: snippet text %r, want the fragments' text %r" % (r["id"], r["snippet"], text))
+        marked = {t.lower() for r in rows for t in r["ems"]}
+        if self.has_highlight:
+            if not marked or not marked <= TERMS or marked != TERMS:
+                raise Failed("<em> marks %s on the page, want exactly the query terms %s" % (marked, TERMS))
+            if "<script>" not in (xss[0]["snippet"] or ""):
+                raise Failed("the markup in %r's contents is not shown as text: %r" % (XSS_ID, xss[0]["snippet"]))
+        log("page matches GET /search: %d rows %s, total %s, %s %s; <em> marks %s%s"
+            % (len(rows), [r["id"] for r in rows], ids["total"], ids["took"], ids["coverage"], sorted(marked),
+               "" if self.has_highlight else " (the answer has no highlight yet: marks not checked)"))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--source", required=True, help="repository root (for scripts/cluster.sh)")
+    ap.add_argument("--build", required=True, help="build dir holding node/search-node and integrator/...")
+    ap.add_argument("--searchctl", help="searchctl binary (default BUILD/tools/searchctl/searchctl)")
+    ap.add_argument("--screenshot", help="PNG to write (default BUILD/tests/browser/search_page.png)")
+    ap.add_argument("--base-port", type=int, default=int(os.environ.get("SEARCH_BROWSER_BASE_PORT", "9600")) + 20)
+    args = ap.parse_args()
+    args.source, args.build = os.path.abspath(args.source), os.path.abspath(args.build)
+    args.searchctl = args.searchctl or os.path.join(args.build, "tools", "searchctl", "searchctl")
+    args.screenshot = args.screenshot or os.path.join(args.build, "tests", "browser", "search_page.png")
+
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium or not os.access(chromium, os.X_OK):
+        print("SKIP: chromium not found (install Debian's chromium or set CHROMIUM)")
+        return sp.SKIP
+    for b in (args.searchctl, os.path.join(args.build, "node", "search-node"),
+              os.path.join(args.build, "integrator", "search-integrator")):
+        if not os.access(b, os.X_OK):
+            print("FAIL: %s not built" % b)
+            return 1
+    if not 1024 <= args.base_port <= 65535 - 20:
+        print("FAIL: bad base port %d" % args.base_port)
+        return 1
+
+    def on_signal(signum, _frame):
+        raise SystemExit(128 + signum)  # unwinds through Test.cleanup
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+
+    t = SearchTest(args, chromium)
+    try:
+        t.main()
+        log("PASS (screenshot: %s)" % os.path.abspath(args.screenshot))
+        return 0
+    except Failed as e:
+        log("FAIL: %s" % e)
+        return 1
+    except Exception:  # a crash here is a failure too, with its traceback
+        traceback.print_exc()
+        log("FAIL: unexpected exception")
+        return 1
+    finally:
+        t.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
