@@ -38,7 +38,30 @@ struct HighlightOptions {
 // or a UTF-8 sequence, HTML-escaped (& < > " ') with each match wrapped in <em>...</em>. Fragments
 // are chosen by the number of distinct query terms and phrases they hold (more first, then earlier),
 // never overlap, and are returned best first. A text with no match gives no fragment.
+//
+// Precisely (docs/SCORING.md "Highlighting"): a match is an occurrence of a query term, or of a
+// phrase (its tokens at consecutive positions of the analyzed stream), spanning the bytes from its
+// first token's begin to its last token's end. Overlapping matches merge into one marked span, one
+// <em>. A fragment's core is a run of consecutive marked spans starting at one span and taking the
+// following ones while the run fits in fragment_chars bytes (a single span longer than that is a
+// core alone); greedily, the core holding the most distinct terms and phrases (ties: the earlier)
+// is taken, spans already taken are excluded (a core stops before them), up to max_fragments times.
+// Each core then grows with context on both sides to about fragment_chars bytes (halfway to a
+// neighbouring core at most), never splitting a token or a marked span: it starts at a token's
+// first byte and ends at a token's last, taking along punctuation (separators other than white
+// space) right next to those while within fragment_chars. Every marked span inside a fragment is
+// marked, core or context.
 std::vector<std::string> Highlight(std::string_view text, const Analyzer& analyzer, const HighlightTerms& query,
                                    const HighlightOptions& options = {});
+
+// One fragment with where it came from (Highlight returns the html of these, in this order).
+struct HighlightFragment {
+  size_t begin = 0;       // the text's bytes [begin, end) it shows
+  size_t end = 0;
+  uint32_t distinct = 0;  // distinct query terms and phrases in its core, what ranked it (context may hold more)
+  std::string html;
+};
+std::vector<HighlightFragment> HighlightFragments(std::string_view text, const Analyzer& analyzer,
+                                                  const HighlightTerms& query, const HighlightOptions& options = {});
 
 }  // namespace search
