@@ -139,5 +139,6 @@ void TermLruCache<Entry>::Clear() {
 
 template class TermLruCache<CachedList>;
 template class TermLruCache<CachedPositions>;
+template class TermLruCache<CachedSourceBlock>;
 
 }  // namespace search

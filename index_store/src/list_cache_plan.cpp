@@ -20,7 +20,8 @@ Result<uint64_t> ShardListCacheNeed(const std::string& shard_dir) {
   db_options.info_log_level = rocksdb::InfoLogLevel::WARN_LEVEL;
   db_options.skip_stats_update_on_db_open = true;
   db_options.verify_sst_unique_id_in_manifest = false;  // ingested files have none (shard_writer.cpp)
-  SEARCH_RETURN_IF_ERROR(CheckColumnFamilies(db_options, shard_dir));  // an older index says so
+  bool has_source = false;
+  SEARCH_RETURN_IF_ERROR(CheckColumnFamilies(db_options, shard_dir, &has_source));  // an older index says so
   const auto cf_options = CfOptions(rocksdb::NewLRUCache(size_t{1} << 20));
   // Read-only opens may name a subset of the column families: the meta one, lists and positions.
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;

@@ -100,6 +100,7 @@ std::string Manifest::ToJson() const {
          {"analyzer", store::AnalyzerToJson(analyzer)},
          {"shards", std::move(shards_json)},
          {"positions", positions},
+         {"sources", sources},
          {"created_by", created_by}};
   // Invalid UTF-8 (in a path, say) is replaced rather than thrown; Write then refuses the result.
   return j.dump(2, ' ', false, Json::error_handler_t::replace) + "\n";
@@ -116,7 +117,8 @@ Result<Manifest> Manifest::FromJson(std::string_view text) {
   if (!j.is_object()) return Status::Corruption("manifest is not a JSON object");
   Manifest m;
   SEARCH_ASSIGN_OR_RETURN(uint64_t version, store::GetUint(j, "format_version", where, UINT32_MAX));
-  if (version != kIndexFormatVersion) return store::FormatVersionMismatch("", version);
+  if (version < kOldestIndexFormatVersion || version > kIndexFormatVersion)
+    return store::FormatVersionMismatch("", version);
   m.format_version = static_cast<uint32_t>(version);
   SEARCH_ASSIGN_OR_RETURN(const Json* stats, store::GetObject(j, "stats", where));
   SEARCH_ASSIGN_OR_RETURN(m.stats, store::StatsFromJson(*stats, where + " stats"));
@@ -126,6 +128,9 @@ Result<Manifest> Manifest::FromJson(std::string_view text) {
   SEARCH_ASSIGN_OR_RETURN(m.analyzer, store::AnalyzerFromJson(*analyzer, where));
   SEARCH_ASSIGN_OR_RETURN(m.created_by, store::GetString(j, "created_by", where));
   SEARCH_ASSIGN_OR_RETURN(m.positions, store::GetBool(j, "positions", where));
+  if (m.format_version >= 3) {  // version 2: no sources
+    SEARCH_ASSIGN_OR_RETURN(m.sources, store::GetBool(j, "sources", where));
+  }
   SEARCH_ASSIGN_OR_RETURN(const Json* shards, store::GetField(j, "shards", where));
   if (!shards->is_array() || shards->empty()) return Status::Corruption("manifest: field 'shards' must be a non-empty array");
   if (shards->size() > kMaxShards)

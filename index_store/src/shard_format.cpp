@@ -18,7 +18,7 @@
 namespace search::store {
 
 const std::vector<std::string>& CfNames() {
-  static const std::vector<std::string> kNames = {kCfMeta, kCfTerms, kCfLists, kCfDocs, kCfPositions};
+  static const std::vector<std::string> kNames = {kCfMeta, kCfTerms, kCfLists, kCfDocs, kCfPositions, kCfSource};
   return kNames;
 }
 
@@ -58,8 +58,8 @@ Result<TermInfo> DecodeTermInfo(std::string_view value) {
 
 Status FormatVersionMismatch(std::string_view where, uint64_t version) {
   std::string msg = std::string(where) + "index format version " + std::to_string(version) + ", this build reads " +
-                    std::to_string(kIndexFormatVersion);
-  if (version < kIndexFormatVersion) {
+                    std::to_string(kOldestIndexFormatVersion) + " to " + std::to_string(kIndexFormatVersion);
+  if (version < kOldestIndexFormatVersion) {
     msg += ": the index was built by an older version of searchctl; rebuild it (run `searchctl index` again, or "
            "import-ciff / generate for those indexes)";
   } else {
@@ -149,7 +149,8 @@ std::string ShardMetaToJson(const ShardMeta& m) {
          {"analyzer", AnalyzerToJson(m.analyzer)},
          {"num_terms", m.num_terms},
          {"num_postings", m.num_postings},
-         {"positions", m.positions}};
+         {"positions", m.positions},
+         {"sources", m.sources}};
   return j.dump();
 }
 
@@ -178,6 +179,9 @@ Result<ShardMeta> ShardMetaFromJson(std::string_view text) {
   SEARCH_ASSIGN_OR_RETURN(m.num_terms, GetUint(j, "num_terms", where));
   SEARCH_ASSIGN_OR_RETURN(m.num_postings, GetUint(j, "num_postings", where));
   SEARCH_ASSIGN_OR_RETURN(m.positions, GetBool(j, "positions", where));
+  if (m.format_version >= 3) {  // version 2: no sources
+    SEARCH_ASSIGN_OR_RETURN(m.sources, GetBool(j, "sources", where));
+  }
   if (m.num_shards == 0 || m.shard_id >= m.num_shards)
     return Status::Corruption(where + ": shard_id " + std::to_string(m.shard_id) + " not below num_shards " +
                               std::to_string(m.num_shards));
@@ -253,6 +257,12 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
       case kDocsIdx:
         t.block_size = 4 << 10;
         break;
+      case kSourceIdx:
+        // Values are source blocks, compressed by the writer (zstd, FORMAT.md "Sources"): RocksDB
+        // would only spend time on them. One block read per value that is not cached above.
+        cf.compression = rocksdb::kNoCompression;
+        t.block_size = 4 << 10;
+        break;
       default:  // meta: a few keys plus 16 KiB length chunks, read once at open
         t.block_size = 16 << 10;
         break;
@@ -301,7 +311,8 @@ Status CheckVersionOfPartialShard(const rocksdb::DBOptions& db_options, const st
   rocksdb::PinnableSlice value;
   const auto s = db->Get(rocksdb::ReadOptions(), handles[0], rocksdb::Slice(kKeyFormatVersion.data(), kKeyFormatVersion.size()), &value);
   Status st;
-  if (s.ok() && value.size() == 4 && GetLe32(value.data()) != kIndexFormatVersion)
+  if (s.ok() && value.size() == 4 &&
+      (GetLe32(value.data()) < kOldestIndexFormatVersion || GetLe32(value.data()) > kIndexFormatVersion))
     st = FormatVersionMismatch("shard " + path + ": ", GetLe32(value.data()));
   value.Reset();
   for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
@@ -311,11 +322,13 @@ Status CheckVersionOfPartialShard(const rocksdb::DBOptions& db_options, const st
 
 }  // namespace
 
-Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path) {
+Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path, bool* has_source) {
   std::vector<std::string> present;
   SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::ListColumnFamilies(db_options, path, &present),
                                    "shard " + path + " is not a RocksDB database"));
+  *has_source = std::find(present.begin(), present.end(), CfNames()[kSourceIdx]) != present.end();
   for (const auto& name : CfNames()) {
+    if (name == CfNames()[kSourceIdx]) continue;  // version 2 has none; the version key decides
     if (std::find(present.begin(), present.end(), name) == present.end()) {
       if (std::find(present.begin(), present.end(), CfNames()[kMetaIdx]) != present.end())
         SEARCH_RETURN_IF_ERROR(CheckVersionOfPartialShard(db_options, path));

@@ -30,14 +30,17 @@ inline constexpr const char* kCfTerms = "terms";
 inline constexpr const char* kCfLists = "lists";
 inline constexpr const char* kCfDocs = "docs";
 inline constexpr const char* kCfPositions = "positions";  // since format version 2
-inline constexpr int kNumCfs = 5;
-inline constexpr int kMetaIdx = 0, kTermsIdx = 1, kListsIdx = 2, kDocsIdx = 3, kPositionsIdx = 4;
+inline constexpr const char* kCfSource = "source";        // since format version 3
+inline constexpr int kNumCfs = 6;
+inline constexpr int kMetaIdx = 0, kTermsIdx = 1, kListsIdx = 2, kDocsIdx = 3, kPositionsIdx = 4, kSourceIdx = 5;
 const std::vector<std::string>& CfNames();
 
 // Keys of the meta ("default") column family. "len/" sorts before "meta/", so the writer can
 // stream length chunks first and append the meta keys at Finish.
 inline constexpr std::string_view kKeyFormatVersion = "meta/format_version";  // u32 LE
 inline constexpr std::string_view kKeyShardMeta = "meta/shard";               // JSON
+inline constexpr std::string_view kKeySourceBlocks = "meta/source_blocks";    // u32 LE first docs
+inline constexpr std::string_view kKeySourceDict = "meta/source_dict";        // u32 LE crc + dict
 inline constexpr std::string_view kLenPrefix = "len/";                        // + be32 chunk
 inline constexpr uint32_t kLenChunk = 4096;                                   // lengths per chunk
 
@@ -82,10 +85,11 @@ bool CfHasFilter(int idx);
 // into the shard directory (which may be read-only when served).
 std::shared_ptr<rocksdb::Logger> MakeStderrLogger(std::string name);
 
-// Checks that the database at `path` has every column family of this format version. A shard of
-// another version (version 1 had no positions) gives FormatVersionMismatch's InvalidArgument, read
-// from its meta column family alone; other gaps are Corruption ("not an index shard").
-Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path);
+// Checks that the database at `path` has every column family a readable format version needs
+// (all but `source`, which version 2 lacks; *has_source says whether it is there). A shard of an
+// unreadable version (version 1 had no positions) gives FormatVersionMismatch's InvalidArgument,
+// read from its meta column family alone; other gaps are Corruption ("not an index shard").
+Status CheckColumnFamilies(const rocksdb::DBOptions& db_options, const std::string& path, bool* has_source);
 
 // A term for an error message: quoted, non-printable bytes as \xNN, long terms cut at 64 bytes.
 std::string QuoteTerm(std::string_view term);

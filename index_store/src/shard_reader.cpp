@@ -15,7 +15,9 @@
 
 #include "index_store/shard_store.hpp"
 
+#include "codec/block_codec.hpp"
 #include "core/large_buffer.hpp"
+#include "index_store/source_block.hpp"
 #include "json_fields.hpp"
 #include "shard_format.hpp"
 
@@ -27,6 +29,9 @@ using namespace store;  // NOLINT(google-build-using-namespace)
 namespace {
 
 rocksdb::Slice ToSlice(std::string_view s) { return {s.data(), s.size()}; }
+
+// The source cache's shards: GetSources is called by the node's workers at once.
+constexpr size_t kSourceCacheShards = 8;
 
 // A docs-table read's answer for `doc`: its external id, or the error the read or the value gives.
 Result<std::string> ExternalIdFrom(const std::string& path, uint32_t doc, const rocksdb::Status& s,
@@ -116,6 +121,10 @@ struct ShardReader::Impl {
   LargeBuffer norms;              // floats, by doc - doc_begin
   std::unique_ptr<ListCache> list_cache;
   std::unique_ptr<PositionsCache> positions_cache;
+  bool has_source_cf = false;              // version 3 (version 2 has no source column family)
+  std::vector<uint32_t> source_starts;     // first doc of every source block, ascending
+  std::shared_ptr<const SourceDict> source_dict;  // null when the blocks use none
+  std::unique_ptr<SourceCache> source_cache;
   rocksdb::ReadOptions point_read;  // terms, docs
   rocksdb::ReadOptions list_read;   // lists: not kept in the block cache (the ListCache keeps them)
 
@@ -133,7 +142,10 @@ struct ShardReader::Impl {
     SEARCH_RETURN_IF_ERROR(FromRocks(s, "read format version of " + path));
     if (value.size() != 4) return Status::Corruption("shard " + path + ": format version value is not 4 bytes");
     const uint32_t version = GetLe32(value.data());
-    if (version != kIndexFormatVersion) return FormatVersionMismatch("shard " + path + ": ", version);
+    if (version < kOldestIndexFormatVersion || version > kIndexFormatVersion)
+      return FormatVersionMismatch("shard " + path + ": ", version);
+    if (version >= 3 && !has_source_cf)
+      return Status::Corruption("shard " + path + " lacks column family 'source': not an index shard");
     value.Reset();
     s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeyShardMeta), &value);
     if (s.IsNotFound()) return Status::Corruption("shard " + path + " has no shard metadata");
@@ -144,6 +156,43 @@ struct ShardReader::Impl {
       return Status::Corruption("shard " + path + ": metadata format_version disagrees with the version key");
     meta = std::move(m).value();
     return Status::Ok();
+  }
+
+  // Reads the source block index and the dictionary (FORMAT.md "Sources").
+  Status LoadSources() {
+    rocksdb::PinnableSlice value;
+    auto s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeySourceBlocks), &value);
+    if (s.IsNotFound()) return Status::Corruption("shard " + path + " stores sources but has no source block index");
+    SEARCH_RETURN_IF_ERROR(FromRocks(s, "read the source block index of " + path));
+    if (value.size() % 4 != 0) return Status::Corruption("shard " + path + ": source block index size not a multiple of 4");
+    source_starts.resize(value.size() / 4);
+    for (size_t i = 0; i < source_starts.size(); ++i) {
+      source_starts[i] = GetLe32(value.data() + 4 * i);
+      const bool ordered = i == 0 ? source_starts[0] == meta.doc_begin : source_starts[i] > source_starts[i - 1];
+      if (!ordered || source_starts[i] >= meta.doc_end)
+        return Status::Corruption("shard " + path + ": source block index out of order or outside the shard");
+    }
+    if (source_starts.empty() != (meta.doc_begin == meta.doc_end))
+      return Status::Corruption("shard " + path + ": source block index does not cover the shard");
+    value.Reset();
+    s = db->Get(point_read, handles[kMetaIdx], ToSlice(kKeySourceDict), &value);
+    if (s.IsNotFound()) return Status::Ok();
+    SEARCH_RETURN_IF_ERROR(FromRocks(s, "read the source dictionary of " + path));
+    if (value.size() < 4 || Crc32c(value.data() + 4, value.size() - 4) != GetLe32(value.data()))
+      return Status::Corruption("shard " + path + ": source dictionary fails its CRC");
+    auto dict = SourceDict::Make(std::string_view(value.data() + 4, value.size() - 4), /*level=*/3);
+    if (!dict.ok()) return dict.status().WithContext("shard " + path);
+    source_dict = std::move(dict).value();
+    return Status::Ok();
+  }
+
+  // The source block holding `doc` (in the shard): its index into source_starts.
+  size_t SourceBlockOf(uint32_t doc) const {
+    return static_cast<size_t>(std::upper_bound(source_starts.begin(), source_starts.end(), doc) -
+                               source_starts.begin()) - 1;
+  }
+  uint32_t SourceBlockCount(size_t b) const {
+    return (b + 1 < source_starts.size() ? source_starts[b + 1] : meta.doc_end) - source_starts[b];
   }
 
   // Reads the "len/<chunk>" values into `lengths` and computes the BM25 norms.
@@ -197,14 +246,17 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   db_options.skip_stats_update_on_db_open = true;
   db_options.verify_sst_unique_id_in_manifest = false;  // ingested files have none (shard_writer.cpp)
 
-  SEARCH_RETURN_IF_ERROR(CheckColumnFamilies(db_options, path));
+  bool has_source_cf = false;
+  SEARCH_RETURN_IF_ERROR(CheckColumnFamilies(db_options, path, &has_source_cf));
 
   auto impl = std::make_unique<Impl>();
   impl->path = path;
+  impl->has_source_cf = has_source_cf;
   impl->block_cache = rocksdb::NewLRUCache(options.block_cache_bytes);
   const auto cf_options = CfOptions(impl->block_cache);
   std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
-  for (int i = 0; i < kNumCfs; ++i) descriptors.emplace_back(CfNames()[i], cf_options[i]);
+  for (int i = 0; i < kNumCfs; ++i)
+    if (i != kSourceIdx || has_source_cf) descriptors.emplace_back(CfNames()[i], cf_options[i]);
   rocksdb::DB* raw = nullptr;
   SEARCH_RETURN_IF_ERROR(FromRocks(rocksdb::DB::OpenForReadOnly(db_options, path, descriptors, &impl->handles, &raw),
                                    "open shard " + path));
@@ -212,6 +264,9 @@ Result<std::unique_ptr<ShardReader>> ShardReader::Open(const std::string& path, 
   impl->list_read.fill_cache = false;
   SEARCH_RETURN_IF_ERROR(impl->LoadMeta());
   SEARCH_RETURN_IF_ERROR(impl->LoadLengths());
+  if (impl->meta.sources) SEARCH_RETURN_IF_ERROR(impl->LoadSources());
+  impl->source_cache = std::make_unique<SourceCache>(impl->meta.sources ? options.source_cache_bytes : 0,
+                                                     kSourceCacheShards);
   // The list cache budget is shared by lists and positions in proportion to what each would take
   // whole (as ShardListCacheNeed counts them), so that both fit whenever the sum does.
   size_t positions_bytes = 0;
@@ -363,6 +418,70 @@ Status ShardReader::ForEachTerm(const std::function<bool(std::string_view, const
 ListCache& ShardReader::list_cache() const { return *impl_->list_cache; }
 
 PositionsCache& ShardReader::positions_cache() const { return *impl_->positions_cache; }
+
+bool ShardReader::has_sources() const { return impl_->meta.sources; }
+
+Status ShardReader::GetSources(std::span<const uint32_t> docs, std::vector<std::string>* sources) const {
+  sources->clear();
+  const Impl& r = *impl_;
+  if (!r.meta.sources)
+    return Status::NotFound("shard " + std::to_string(r.meta.shard_id) +
+                            " stores no sources (an index built with --no-source, import-ciff or generate)");
+  for (uint32_t doc : docs)
+    if (doc < r.meta.doc_begin || doc >= r.meta.doc_end)
+      return Status::InvalidArgument("doc " + std::to_string(doc) + " is not in shard " +
+                                     std::to_string(r.meta.shard_id) + " [" + std::to_string(r.meta.doc_begin) + ", " +
+                                     std::to_string(r.meta.doc_end) + ")");
+  // Each doc's block; the distinct blocks from the cache, the missing ones by one MultiGet.
+  std::vector<size_t> block_of(docs.size());
+  std::vector<size_t> distinct;
+  std::vector<std::shared_ptr<const CachedSourceBlock>> blocks;
+  std::vector<size_t> doc_slot(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i) {
+    block_of[i] = r.SourceBlockOf(docs[i]);
+    const auto it = std::find(distinct.begin(), distinct.end(), block_of[i]);
+    doc_slot[i] = static_cast<size_t>(it - distinct.begin());
+    if (it == distinct.end()) distinct.push_back(block_of[i]);
+  }
+  blocks.resize(distinct.size());
+  std::vector<size_t> missing;
+  std::vector<std::string> keys;
+  for (size_t j = 0; j < distinct.size(); ++j) {
+    std::string key = Be32Key(r.source_starts[distinct[j]]);
+    blocks[j] = r.source_cache->Lookup(key);
+    if (!blocks[j]) {
+      missing.push_back(j);
+      keys.push_back(std::move(key));
+    }
+  }
+  if (!missing.empty()) {
+    std::vector<rocksdb::Slice> slices(keys.size());
+    for (size_t m = 0; m < keys.size(); ++m) slices[m] = ToSlice(keys[m]);
+    std::vector<rocksdb::PinnableSlice> values(keys.size());
+    std::vector<rocksdb::Status> statuses(keys.size());
+    r.db->MultiGet(r.list_read, r.handles[kSourceIdx], keys.size(), slices.data(), values.data(), statuses.data());
+    for (size_t m = 0; m < missing.size(); ++m) {
+      const size_t b = distinct[missing[m]];
+      const std::string what = "shard " + r.path + ": source block of docs [" + std::to_string(r.source_starts[b]) +
+                               ", " + std::to_string(r.source_starts[b] + r.SourceBlockCount(b)) + ")";
+      if (statuses[m].IsNotFound()) return Status::Corruption(what + " is missing");
+      SEARCH_RETURN_IF_ERROR(FromRocks(statuses[m], what));
+      auto entry = std::make_shared<CachedSourceBlock>();
+      entry->term = std::move(keys[m]);
+      Status st = DecodeSourceBlock(std::string_view(values[m].data(), values[m].size()), r.source_dict.get(),
+                                    &entry->block);
+      if (!st.ok()) return st.WithContext(what);
+      if (entry->block.count() != r.SourceBlockCount(b))
+        return Status::Corruption(what + " holds " + std::to_string(entry->block.count()) + " documents");
+      r.source_cache->Insert(entry);
+      blocks[missing[m]] = std::move(entry);
+    }
+  }
+  sources->reserve(docs.size());
+  for (size_t i = 0; i < docs.size(); ++i)
+    sources->emplace_back(blocks[doc_slot[i]]->block.doc(docs[i] - r.source_starts[block_of[i]]));
+  return Status::Ok();
+}
 
 ExternalIdStats ShardReader::external_id_stats() const {
   return ExternalIdStats{impl_->id_memo_hits.load(std::memory_order_relaxed),

@@ -10,9 +10,11 @@
 #include <filesystem>
 #include <system_error>
 
+#include "codec/block_codec.hpp"
 #include "codec/positions_codec.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/shard_store.hpp"
+#include "index_store/source_block.hpp"
 #include "shard_format.hpp"
 
 namespace search {
@@ -83,6 +85,27 @@ Status ValidateMeta(const ShardMeta& m) {
   return Status::Ok();
 }
 
+// Sources (FORMAT.md "Sources"): zstd level of the blocks, the dictionary's size bound, and how many
+// bytes of the shard's first sources are held back to train it on (the whole shard when smaller).
+constexpr int kSourceZstdLevel = 3;
+constexpr size_t kSourceDictBytes = size_t{64} << 10;
+constexpr size_t kSourceTrainBytes = size_t{4} << 20;
+
+// Documents' sources gathered for a block (or, before the dictionary is decided, for several).
+struct SourceRun {
+  uint32_t first_doc = 0;
+  std::string text;
+  std::vector<uint32_t> ends;
+  std::vector<std::string_view> Docs(size_t from, size_t to) const {
+    std::vector<std::string_view> out;
+    for (size_t i = from; i < to; ++i) {
+      const uint32_t b = i == 0 ? 0 : ends[i - 1];
+      out.emplace_back(text.data() + b, ends[i] - b);
+    }
+    return out;
+  }
+};
+
 // fsyncs every regular file directly in `dir`, then `dir` itself.
 Status SyncDirectoryFiles(const std::string& dir) {
   std::error_code ec;
@@ -113,6 +136,80 @@ struct ShardWriter::Impl {
   Status failed;  // the first write error; the writer is unusable after one
 
   std::string aligned;  // scratch copy when list bytes are not 4-byte aligned
+
+  // Sources: the block being filled; the closed blocks held until the dictionary is decided.
+  SourceBlockEncoder source_encoder{kSourceZstdLevel};
+  SourceRun source_block;
+  std::vector<SourceRun> held_blocks;
+  size_t held_bytes = 0;
+  bool dict_decided = false;
+  std::shared_ptr<const SourceDict> dict;  // null: blocks without a dictionary
+  std::vector<uint32_t> block_starts;      // first doc of every written block
+  std::string encoded;                     // scratch
+
+  Status WriteBlock(const SourceRun& run, std::string_view value) {
+    block_starts.push_back(run.first_doc);
+    return sinks[kSourceIdx]->Put(Be32Key(run.first_doc), value);
+  }
+
+  // Trains a dictionary on the held sources, keeps it if the held blocks plus the dictionary are
+  // smaller with it than without, and writes the held blocks.
+  Status DecideDict() {
+    dict_decided = true;
+    std::vector<std::string_view> samples;
+    for (const SourceRun& b : held_blocks)
+      for (std::string_view d : b.Docs(0, b.ends.size())) samples.push_back(d);
+    const std::string trained = SourceDict::Train(samples, kSourceDictBytes);
+    std::vector<std::string> plain(held_blocks.size());
+    size_t plain_bytes = 0;
+    for (size_t i = 0; i < held_blocks.size(); ++i) {
+      const auto docs = held_blocks[i].Docs(0, held_blocks[i].ends.size());
+      SEARCH_RETURN_IF_ERROR(source_encoder.Encode(docs, nullptr, &plain[i]));
+      plain_bytes += plain[i].size();
+    }
+    std::vector<std::string> with(held_blocks.size());
+    if (!trained.empty()) {
+      auto made = SourceDict::Make(trained, kSourceZstdLevel);
+      if (made.ok()) {
+        size_t with_bytes = trained.size() + 4;
+        for (size_t i = 0; i < held_blocks.size() && with_bytes < plain_bytes; ++i) {
+          const auto docs = held_blocks[i].Docs(0, held_blocks[i].ends.size());
+          SEARCH_RETURN_IF_ERROR(source_encoder.Encode(docs, made->get(), &with[i]));
+          with_bytes += with[i].size();
+        }
+        if (with_bytes < plain_bytes) dict = std::move(made).value();
+      }
+    }
+    for (size_t i = 0; i < held_blocks.size(); ++i)
+      SEARCH_RETURN_IF_ERROR(WriteBlock(held_blocks[i], dict ? with[i] : plain[i]));
+    held_blocks.clear();
+    held_bytes = 0;
+    return Status::Ok();
+  }
+
+  // Closes the block being filled (if any): held while the dictionary is undecided, else written.
+  Status CloseSourceBlock() {
+    if (source_block.ends.empty()) return Status::Ok();
+    SourceRun run = std::move(source_block);
+    source_block = SourceRun{};
+    if (!dict_decided) {
+      held_bytes += run.text.size();
+      held_blocks.push_back(std::move(run));
+      if (held_bytes >= kSourceTrainBytes) return DecideDict();
+      return Status::Ok();
+    }
+    SEARCH_RETURN_IF_ERROR(source_encoder.Encode(run.Docs(0, run.ends.size()), dict.get(), &encoded));
+    return WriteBlock(run, encoded);
+  }
+
+  Status AddSource(uint32_t doc, std::string_view source) {
+    if (source_block.ends.empty()) source_block.first_doc = doc;
+    source_block.text.append(source);
+    source_block.ends.push_back(static_cast<uint32_t>(source_block.text.size()));
+    if (source_block.text.size() >= kSourceBlockTargetBytes || source_block.ends.size() >= kSourceBlockMaxDocs)
+      return CloseSourceBlock();
+    return Status::Ok();
+  }
 
   ~Impl() {
     if (db) {
@@ -246,7 +343,8 @@ Status ShardWriter::AddTerm(std::string_view term, const TermInfo& info, std::st
   return Status::Ok();
 }
 
-Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t length) {
+Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t length,
+                           std::optional<std::string_view> source) {
   Impl& w = *impl_;
   SEARCH_RETURN_IF_ERROR(w.Check());
   if (doc < w.meta.doc_begin || doc >= w.meta.doc_end)
@@ -258,7 +356,15 @@ Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t 
   if (doc > w.next_doc)
     return Status::InvalidArgument("doc " + std::to_string(doc) + " added before doc " + std::to_string(w.next_doc) +
                                    ": every doc of the range must be added, ascending");
+  if (w.meta.sources != source.has_value())
+    return Status::InvalidArgument("doc " + std::to_string(doc) +
+                                   (w.meta.sources ? ": the shard stores sources, the doc has none"
+                                                   : ": a source given to a shard built without sources"));
+  if (source && source->size() > kMaxSourceBytes)
+    return Status::InvalidArgument("doc " + std::to_string(doc) + ": its source of " + std::to_string(source->size()) +
+                                   " bytes exceeds the limit of " + std::to_string(kMaxSourceBytes));
   SEARCH_RETURN_IF_ERROR(w.Track(w.sinks[kDocsIdx]->Put(Be32Key(doc), external_id)));
+  if (source) SEARCH_RETURN_IF_ERROR(w.Track(w.AddSource(doc, *source)));
   w.len_chunk.push_back(length);
   if (w.len_chunk.size() == kLenChunk) SEARCH_RETURN_IF_ERROR(w.Track(w.FlushLenChunk()));
   ++w.next_doc;
@@ -281,6 +387,20 @@ Status ShardWriter::Finish() {
   PutLe32(&version, kIndexFormatVersion);
   SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeyFormatVersion, version));
   SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeyShardMeta, ShardMetaToJson(meta)));
+  if (meta.sources) {
+    SEARCH_RETURN_IF_ERROR(w.CloseSourceBlock());
+    if (!w.dict_decided) SEARCH_RETURN_IF_ERROR(w.DecideDict());
+    std::string starts;
+    starts.reserve(4 * w.block_starts.size());
+    for (uint32_t b : w.block_starts) PutLe32(&starts, b);
+    SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeySourceBlocks, starts));
+    if (w.dict) {
+      std::string value;
+      PutLe32(&value, Crc32c(w.dict->bytes().data(), w.dict->bytes().size()));
+      value.append(w.dict->bytes());
+      SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeySourceDict, value));
+    }
+  }
 
   std::vector<rocksdb::IngestExternalFileArg> args;
   for (auto& sink : w.sinks) {

@@ -147,11 +147,11 @@ TEST(ManifestTest, BadManifestsAreRejectedClearly) {
     return j;
   };
   ExpectRejected(with("/format_version"_json_pointer, "1"), StatusCode::kCorruption, "'format_version'");
-  ExpectRejected(with("/format_version"_json_pointer, 3), StatusCode::kInvalidArgument,
-                 "index format version 3, this build reads 2");
+  ExpectRejected(with("/format_version"_json_pointer, 4), StatusCode::kInvalidArgument,
+                 "index format version 4, this build reads 2 to 3");
   // A version-1 index (before positions) is to be rebuilt, and the error says how.
   ExpectRejected(with("/format_version"_json_pointer, 1), StatusCode::kInvalidArgument,
-                 "index format version 1, this build reads 2: the index was built by an older version of "
+                 "index format version 1, this build reads 2 to 3: the index was built by an older version of "
                  "searchctl; rebuild it (run `searchctl index` again");
   ExpectRejected(with("/positions"_json_pointer, 1), StatusCode::kCorruption, "'positions'");
   ExpectRejected(with("/stats/num_docs"_json_pointer, -5), StatusCode::kCorruption, "'num_docs'");

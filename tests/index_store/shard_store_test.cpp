@@ -23,7 +23,7 @@ using testing::WriteShard;
 // one value, simulating damage or a different build.
 void PutRaw(const std::string& path, const std::string& cf, const std::string& key, const std::string& value) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+  for (const char* name : {"default", "terms", "lists", "docs", "positions", "source"})
     cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
@@ -40,7 +40,7 @@ void PutRaw(const std::string& path, const std::string& cf, const std::string& k
 // As PutRaw, deleting the key instead.
 void DeleteRaw(const std::string& path, const std::string& cf, const std::string& key) {
   std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+  for (const char* name : {"default", "terms", "lists", "docs", "positions", "source"})
     cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
   rocksdb::DB* db = nullptr;
@@ -273,12 +273,12 @@ TEST(ShardStoreTest, FormatVersionMismatchRejected) {
   TempDir dir;
   const Corpus c = MakeCorpus(5, 0, 300, 300, 20);
   ASSERT_TRUE(WriteShard(c, dir / "s").ok());
-  std::string v3("\x03\x00\x00\x00", 4);
-  PutRaw(dir / "s", "default", "meta/format_version", v3);
+  std::string v4("\x04\x00\x00\x00", 4);
+  PutRaw(dir / "s", "default", "meta/format_version", v4);
   auto r = ShardReader::Open(dir / "s");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("index format version 3, this build reads 2"), std::string::npos)
+  EXPECT_NE(r.status().message().find("index format version 4, this build reads 2 to 3"), std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("newer version"), std::string::npos) << r.status().message();
 }
@@ -305,7 +305,7 @@ TEST(ShardStoreTest, VersionOneShardSaysRebuild) {
   auto r = ShardReader::Open(dir / "v1");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("index format version 1, this build reads 2"), std::string::npos)
+  EXPECT_NE(r.status().message().find("index format version 1, this build reads 2 to 3"), std::string::npos)
       << r.status().message();
   EXPECT_NE(r.status().message().find("rebuild"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("searchctl index"), std::string::npos) << r.status().message();
@@ -535,7 +535,7 @@ TEST(ShardStoreTest, FlippedSstByteIsCorruption) {
   std::string largest;
   {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-    for (const char* name : {"default", "terms", "lists", "docs", "positions"})
+    for (const char* name : {"default", "terms", "lists", "docs", "positions", "source"})
       cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
     std::vector<rocksdb::ColumnFamilyHandle*> handles;
     rocksdb::DB* db = nullptr;

@@ -9,6 +9,7 @@
 // one shard: one exact LRU over the whole budget.
 // PositionsCache is the same LRU over CachedPositions (a term's positions blob, parsed): a shard's
 // reader keeps lists and positions in two of them, the list cache budget shared between them.
+// SourceCache is the same LRU over decoded source blocks (CachedSourceBlock), for GetSources.
 // Thread-safety: all methods are thread-safe (a mutex per shard; lookups are short).
 #pragma once
 
@@ -25,6 +26,7 @@
 #include "codec/block_codec.hpp"
 #include "codec/positions_codec.hpp"
 #include "core/large_buffer.hpp"
+#include "index_store/source_block.hpp"
 
 namespace search {
 
@@ -52,6 +54,14 @@ struct CachedPositions {
   // when they fail validation.
   static Result<std::shared_ptr<const CachedPositions>> Make(std::string_view term, std::string_view bytes,
                                                              uint32_t count);
+};
+
+// A decoded source block (source_block.hpp) of a shard, keyed ("term") by its first docID as 4
+// big-endian bytes.
+struct CachedSourceBlock {
+  std::string term;
+  DecodedSourceBlock block;
+  size_t charge() const { return sizeof(CachedSourceBlock) + block.bytes(); }
 };
 
 struct ListCacheStats {
@@ -99,6 +109,12 @@ class ListCache final : public TermLruCache<CachedList> {
 };
 
 class PositionsCache final : public TermLruCache<CachedPositions> {
+ public:
+  using TermLruCache::TermLruCache;
+};
+
+// The ShardReader's cache of decoded source blocks (GetSources).
+class SourceCache final : public TermLruCache<CachedSourceBlock> {
  public:
   using TermLruCache::TermLruCache;
 };

@@ -32,6 +32,7 @@ struct Manifest {
   AnalyzerConfig analyzer;
   std::vector<ShardEntry> shards;
   bool positions = false;  // every shard has positions (codec/FORMAT.md "Positions")
+  bool sources = false;    // every shard stores its documents' sources (FORMAT.md "Sources")
   std::string created_by;  // tool and version
 
   static Result<Manifest> Read(const std::string& index_dir);

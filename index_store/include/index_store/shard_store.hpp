@@ -25,9 +25,12 @@
 
 namespace search {
 
-// 2: the positions column family and the `positions` flag (1 had neither). Readers accept exactly
-// this version; another is InvalidArgument saying to rebuild the index.
-inline constexpr uint32_t kIndexFormatVersion = 2;
+// 3: the source column family and the `sources` flag; 2: the positions column family and the
+// `positions` flag (1 had neither). Writers write kIndexFormatVersion; readers accept
+// kOldestIndexFormatVersion to kIndexFormatVersion (a version-2 index opens without sources);
+// another is InvalidArgument saying to rebuild the index.
+inline constexpr uint32_t kIndexFormatVersion = 3;
+inline constexpr uint32_t kOldestIndexFormatVersion = 2;
 
 struct TermInfo {
   uint32_t df = 0;          // global document frequency (all shards)
@@ -49,6 +52,7 @@ struct ShardMeta {
   uint64_t num_terms = 0;     // terms with postings in this shard
   uint64_t num_postings = 0;  // postings in this shard
   bool positions = false;     // whether every term has a positions blob (codec/FORMAT.md "Positions")
+  bool sources = false;       // whether every document's source is stored (FORMAT.md "Sources")
 };
 
 class ShardWriter {
@@ -62,8 +66,11 @@ class ShardWriter {
   // empty otherwise. InvalidArgument otherwise.
   Status AddTerm(std::string_view term, const TermInfo& info, std::string_view list_bytes,
                  std::string_view positions = {});
-  // REQUIRES: every doc in [doc_begin, doc_end) exactly once, ascending.
-  Status AddDoc(uint32_t doc, std::string_view external_id, uint32_t length);
+  // REQUIRES: every doc in [doc_begin, doc_end) exactly once, ascending; `source` (the document's
+  // JSON object, stored byte for byte, at most kMaxSourceBytes of source_block.hpp) when
+  // meta.sources, absent otherwise. InvalidArgument otherwise.
+  Status AddDoc(uint32_t doc, std::string_view external_id, uint32_t length,
+                std::optional<std::string_view> source = std::nullopt);
   // Writes the metadata, compacts, syncs and closes. num_terms/num_postings are filled in.
   Status Finish();
 
@@ -83,6 +90,7 @@ struct ShardReaderOptions {
   size_t list_cache_bytes = size_t{256} << 20;   // main-memory cache of decoded-ready lists
   size_t list_cache_shards = 0;                   // its shards (ListCache); 0 = by its budget
   size_t block_cache_bytes = size_t{64} << 20;   // RocksDB's shared block cache
+  size_t source_cache_bytes = size_t{4} << 20;   // decoded source blocks (GetSources)
 };
 
 class ShardReader {
