@@ -3,6 +3,8 @@
 #include <libstemmer.h>
 
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -12,22 +14,78 @@ namespace search {
 
 namespace {
 
-// One sb_stemmer per (thread, language): libstemmer instances are not thread-safe.
-class ThreadStemmers {
+// One language's stemmer for one thread (libstemmer instances are not thread-safe), with a
+// direct-mapped cache of recent stems: text repeats its words (Zipf), and a cache hit costs a hash
+// and a compare where libstemmer costs ~100 ns a word. Stemming is a pure function of the token,
+// so the cache never changes a term.
+class ThreadStemmer {
  public:
-  ~ThreadStemmers() {
-    for (auto& [lang, s] : stemmers_) sb_stemmer_delete(s);
+  explicit ThreadStemmer(const std::string& lang) : stemmer_(sb_stemmer_new(lang.c_str(), "UTF_8")) {}
+  ~ThreadStemmer() {
+    if (stemmer_ != nullptr) sb_stemmer_delete(stemmer_);
   }
-  sb_stemmer* Get(const std::string& lang) {
-    auto it = stemmers_.find(lang);
-    if (it != stemmers_.end()) return it->second;
-    sb_stemmer* s = sb_stemmer_new(lang.c_str(), "UTF_8");
-    stemmers_.emplace(lang, s);
-    return s;
+  ThreadStemmer(const ThreadStemmer&) = delete;
+  ThreadStemmer& operator=(const ThreadStemmer&) = delete;
+
+  // The stem of `token` into *out. False when libstemmer failed (out of memory): keep the token.
+  bool Stem(std::string_view token, std::string* out) {
+    if (stemmer_ == nullptr) return false;
+    Slot* slot = nullptr;
+    if (token.size() <= kSlotBytes) {
+      if (cache_ == nullptr) cache_ = std::make_unique<Slot[]>(kSlots);
+      slot = &cache_[std::hash<std::string_view>{}(token) & (kSlots - 1)];
+      if (slot->token_len == token.size() && std::memcmp(slot->token, token.data(), token.size()) == 0 &&
+          slot->stem_len != kEmpty) {
+        out->assign(slot->stem, slot->stem_len);
+        return true;
+      }
+    }
+    const sb_symbol* s = sb_stemmer_stem(stemmer_, reinterpret_cast<const sb_symbol*>(token.data()),
+                                         static_cast<int>(token.size()));
+    if (s == nullptr) return false;
+    out->assign(reinterpret_cast<const char*>(s), static_cast<size_t>(sb_stemmer_length(stemmer_)));
+    if (slot != nullptr) {
+      if (out->size() <= kSlotBytes) {
+        slot->token_len = static_cast<uint8_t>(token.size());
+        std::memcpy(slot->token, token.data(), token.size());
+        slot->stem_len = static_cast<uint8_t>(out->size());
+        std::memcpy(slot->stem, out->data(), out->size());
+      } else {
+        slot->stem_len = kEmpty;
+      }
+    }
+    return true;
   }
 
  private:
-  std::unordered_map<std::string, sb_stemmer*> stemmers_;
+  // A slot is one cache line: a token and its stem of up to kSlotBytes each (longer ones, rare,
+  // are stemmed every time). 4096 slots, 256 KiB per thread and language, hold the frequent part
+  // of a language's running text (bench/core/highlight_bench, BM_Analyze with stemming).
+  static constexpr size_t kSlots = 4096;  // a power of two
+  static constexpr size_t kSlotBytes = 31;
+  static constexpr uint8_t kEmpty = 0xFF;
+  struct Slot {
+    uint8_t token_len = 0;
+    uint8_t stem_len = kEmpty;
+    char token[kSlotBytes];
+    char stem[kSlotBytes];
+  };
+  static_assert(sizeof(Slot) == 64);
+  sb_stemmer* stemmer_;
+  std::unique_ptr<Slot[]> cache_;  // allocated on first use
+};
+
+// This thread's stemmer for each language it has used.
+class ThreadStemmers {
+ public:
+  ThreadStemmer* Get(const std::string& lang) {
+    auto it = stemmers_.find(lang);
+    if (it != stemmers_.end()) return it->second.get();
+    return stemmers_.emplace(lang, std::make_unique<ThreadStemmer>(lang)).first->second.get();
+  }
+
+ private:
+  std::unordered_map<std::string, std::unique_ptr<ThreadStemmer>> stemmers_;
 };
 
 thread_local ThreadStemmers t_stemmers;
@@ -104,36 +162,37 @@ namespace {
 // The one analysis loop behind Analyze and AnalyzeWithOffsets, so the two agree by construction:
 // fn(term, begin, end) for each term of `text`, [begin, end) its token's bytes. Tokens as
 // Analyzer::Tokenize cuts them; stopwords dropped before stemming.
+// IsTokenByte as a table: the tokenizer's inner loop.
+const std::array<bool, 256> kTokenBytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[c] = IsTokenByte(static_cast<unsigned char>(c));
+  return t;
+}();
+
 template <class Fn>
 void ForEachTerm(const std::unordered_set<std::string>& stopwords, const std::string& stem_language,
                  std::string_view text, Fn&& fn) {
-  sb_stemmer* stemmer = stem_language.empty() ? nullptr : t_stemmers.Get(stem_language);
+  ThreadStemmer* stemmer = stem_language.empty() ? nullptr : t_stemmers.Get(stem_language);
   std::string token;
+  std::string stem;  // per call, so that fn may analyze again on this thread
   const size_t n = text.size();
   size_t i = 0;
   while (i < n) {
-    while (i < n && !IsTokenByte(static_cast<unsigned char>(text[i]))) ++i;
+    while (i < n && !kTokenBytes[static_cast<unsigned char>(text[i])]) ++i;
     if (i >= n) break;
     const size_t begin = i;
-    token.clear();
-    while (i < n && IsTokenByte(static_cast<unsigned char>(text[i]))) {
-      unsigned char c = static_cast<unsigned char>(text[i]);
-      token.push_back(static_cast<char>((c >= 'A' && c <= 'Z') ? c + 32 : c));
-      ++i;
+    while (i < n && kTokenBytes[static_cast<unsigned char>(text[i])]) ++i;
+    token.assign(text.data() + begin, i - begin);
+    for (char& ch : token) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c >= 'A' && c <= 'Z') ch = static_cast<char>(c + 32);
     }
     if (!stopwords.empty() && stopwords.count(token) != 0) continue;
-    if (stemmer == nullptr) {
+    if (stemmer != nullptr && stemmer->Stem(token, &stem)) {
+      fn(std::string_view(stem), begin, i);
+    } else {
       fn(std::string_view(token), begin, i);
-      continue;
     }
-    const sb_symbol* s = sb_stemmer_stem(stemmer, reinterpret_cast<const sb_symbol*>(token.data()),
-                                         static_cast<int>(token.size()));
-    if (s == nullptr) {  // out of memory inside libstemmer: keep the unstemmed token
-      fn(std::string_view(token), begin, i);
-      continue;
-    }
-    fn(std::string_view(reinterpret_cast<const char*>(s), static_cast<size_t>(sb_stemmer_length(stemmer))), begin,
-       i);
   }
 }
 

@@ -1,6 +1,7 @@
 #include "core/highlight.hpp"
 
 #include <algorithm>
+#include <array>
 #include <unordered_map>
 
 namespace search {
@@ -163,10 +164,21 @@ std::vector<HighlightFragment> HighlightFragments(std::string_view text, const A
     size_t end;
   };
   std::vector<Occurrence> occ;
+  // A filter on (length, first byte, last byte) of the query tokens: most terms skip the hash.
+  std::array<uint64_t, 16> filter{};
+  auto filter_bit = [](std::string_view t) {
+    return (t.size() * 131 + static_cast<unsigned char>(t.front()) * 31 + static_cast<unsigned char>(t.back())) & 1023;
+  };
+  for (const auto& [t, id] : token_ids) {
+    if (!t.empty()) filter[filter_bit(t) >> 6] |= uint64_t{1} << (filter_bit(t) & 63);
+  }
   uint32_t pos = 0;
   analyzer.AnalyzeWithOffsets(text, [&](std::string_view term, size_t begin, size_t end) {
-    auto it = token_ids.find(term);
-    if (it != token_ids.end()) occ.push_back({pos, it->second, begin, end});
+    const size_t bit = filter_bit(term);  // a term is never empty
+    if ((filter[bit >> 6] >> (bit & 63)) & 1) {
+      auto it = token_ids.find(term);
+      if (it != token_ids.end()) occ.push_back({pos, it->second, begin, end});
+    }
     ++pos;
   });
   if (occ.empty()) return result;
