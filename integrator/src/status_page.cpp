@@ -114,7 +114,8 @@ evictions <span id="evictions"></span></div>
 <tr><th>shard</th><th>endpoint</th><th>state</th><th>last seen ms</th><th>node state</th><th>docs</th>
 <th>in flight</th><th>queued</th><th>gpu</th><th>last error</th></tr>
 </table>
-<p>API: <code>GET /search?q=...&amp;k=10&amp;mode=and|or|andor&amp;track_total_hits=true</code> (q: words,
+<p>API: <code>GET /search?q=...&amp;k=10&amp;mode=and|or|andor</code>, <code>&amp;track_total_hits=true</code>,
+<code>&amp;highlight=true</code>, <code>&amp;_source=false</code> (q: words,
 <code>+must</code>, <code>-must_not</code>, <code>"a phrase"</code>, <code>(groups)</code>), <code>POST /search</code>
 (Elasticsearch query DSL), <code>GET /count?q=...</code>, <code>/_search</code>, <code>/_count</code>,
 <a href="/health">/health</a>, <a href="/stats">/stats</a>.</p>

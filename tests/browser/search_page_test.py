@@ -48,7 +48,7 @@ from status_page_test import Failed, get_json, png_check, run  # noqa: E402
 SHARDS = 2
 QUERY = "Gold heart"  # typed as a user would; the analyzer lowercases
 TERMS = {"gold", "heart"}
-MODE, K = "or", 5
+MODE, K = "or", 6
 BAD_QUERY = "gold (heart"  # an unclosed group: the integrator answers 400 with a reason
 TOKEN = re.compile(rb"[A-Za-z0-9\x80-\xff]+")  # the default analyzer (core/analyzer.hpp)
 XSS_ID = '<b id="xss-id">bold</b> & "quotes"'
@@ -66,11 +66,11 @@ sp.log = log  # the shared helpers log under this test's name
 def corpus():
     """The documents: a few that hold the query terms, many that hold neither."""
     long_text = " ".join(
-        ["The assayer weighed the gold dust twice before the ledger was signed."] +
+        ["The assayer weighed the gold dust twice; gold was his heart's whole trade."] +
         ["Caravans crossed the dunes for weeks, trading salt, cloth and spice in every oasis town."] * 12 +
-        ["At the end of the road the old trader said his heart had always stayed in the mountains."] +
+        ["At the end of the road the old trader said his heart had stayed with the gold in the mountains."] +
         ["Winter came early and the passes closed under snow."] * 8 +
-        ["He left a small purse of gold and a letter for the heart of the family."])
+        ["He left a purse of gold and a letter for the heart of the family: gold for the heart."])
     docs = [
         {"id": "gold-1", "title": "Heart of gold", "year": 1972,
          "contents": "A heart of gold: the miner found gold in the river, and his heart was glad."},
@@ -83,6 +83,7 @@ def corpus():
         {"id": "unicode-1", "contents": "Caf\u00e9 Z\u00fcrich \u2014 goldene Herzen? No: gold and heart, "
                                         "na\u00efve r\u00e9sum\u00e9 \u2713 \U0001F600."},
         {"id": "long-1", "contents": long_text},
+        {"id": "heart-2", "title": "Anatomy", "contents": "Four chambers make the heart; the heart never rests."},
         {"id": "neither", "contents": "Silver and bronze medals, but no yellow metal here."},
     ]
     words = ("river stone table window garden silver bronze winter summer road market bread apple "
@@ -141,6 +142,7 @@ class SearchTest(sp.Test):
                 % ([h["_id"] for h in want["hits"]["hits"]], want["hits"]["total"], self.has_highlight,
                    self.has_source))
             self.check_page(page, want)
+            self.open_first_source(dt, want)
             shot = os.path.abspath(a.screenshot)
             os.makedirs(os.path.dirname(shot), exist_ok=True)
             with open(shot, "wb") as f:
@@ -219,14 +221,30 @@ class SearchTest(sp.Test):
                 raise Failed("typed %r into #%s, the box holds %r" % (text, field, got))
         self.evaluate(dt, "(() => { const m = document.getElementById('mode'); m.value = %s; "
                           "m.dispatchEvent(new Event('change')); })()" % json.dumps(mode))
-        box = self.evaluate(dt, "(() => { const r = document.getElementById('search-submit')"
-                                ".getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()")
-        for kind in ("mousePressed", "mouseReleased"):
-            dt.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+        self.click(dt, "#search-submit")
         self.wait(dt, "(() => { const r = document.getElementById('results'); return r.dataset.seq === '%d' && "
                       "(r.dataset.state === 'done' || r.dataset.state === 'error'); })()" % seq,
                   "answer #%d in the page" % seq)
         return self.read(dt)
+
+    def click(self, dt, selector):
+        box = self.evaluate(dt, "(() => { const r = document.querySelector(%s).getBoundingClientRect(); "
+                                "return [r.x + Math.min(r.width / 2, 20), r.y + r.height / 2]; })()" % json.dumps(selector))
+        for kind in ("mousePressed", "mouseReleased"):
+            dt.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
+
+    def open_first_source(self, dt, want):
+        """Clicks the first hit's "_source": the whole stored document shows, as given."""
+        first = want["hits"]["hits"][0]
+        if "_source" not in first:
+            return
+        self.click(dt, "#results > li.hit details.source summary")
+        self.wait(dt, "document.querySelector('#results > li.hit details.source').open && "
+                      "document.querySelector('#results > li.hit details.source pre').offsetHeight > 0",
+                  "the first hit's _source opened")
+        shown = self.evaluate(dt, "document.querySelector('#results > li.hit details.source pre').textContent")
+        if json.loads(shown) != self.docs[first["_id"]]:
+            raise Failed("the first hit's _source shows %r, want %r" % (shown, self.docs[first["_id"]]))
 
     def read(self, dt):
         expr = r"""JSON.stringify({
