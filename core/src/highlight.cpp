@@ -85,7 +85,6 @@ struct Match {
   size_t begin;
   size_t end;
   uint32_t item;  // index of the distinct term or phrase
-  bool operator<(const Match& o) const { return begin != o.begin ? begin < o.begin : end < o.end; }
 };
 
 struct Span {
@@ -124,7 +123,8 @@ std::vector<HighlightFragment> HighlightFragments(std::string_view text, const A
   if (query.empty() || options.max_fragments == 0 || text.empty()) return result;
 
   // Items: the distinct terms (0 .. T-1), then the distinct phrases. Query tokens get ids; a token's
-  // item is the term it is, if any; phrases are lists of token ids, indexed by their first token.
+  // item is the term it is, if any; the phrases form a trie over token ids, so that matching at a
+  // position costs at most the longest phrase's length in steps, however many phrases share a prefix.
   std::vector<std::string_view> terms(query.terms.begin(), query.terms.end());
   SortUnique(&terms);
   std::vector<const std::vector<std::string>*> phrases;
@@ -137,23 +137,23 @@ std::vector<HighlightFragment> HighlightFragments(std::string_view text, const A
   const uint32_t num_items = static_cast<uint32_t>(terms.size() + phrases.size());
 
   std::unordered_map<std::string_view, uint32_t> token_ids;
-  std::vector<int32_t> token_item;                 // by token id: the term item, or -1
-  std::vector<std::vector<uint32_t>> starting;     // by token id: phrases (index) that start with it
-  std::vector<std::vector<uint32_t>> phrase_tids;  // by phrase: its token ids
+  std::vector<int32_t> token_item;  // by token id: the term item, or -1
   auto token_id = [&](std::string_view t) {
     auto [it, inserted] = token_ids.emplace(t, static_cast<uint32_t>(token_item.size()));
-    if (inserted) {
-      token_item.push_back(-1);
-      starting.emplace_back();
-    }
+    if (inserted) token_item.push_back(-1);
     return it->second;
   };
   for (size_t i = 0; i < terms.size(); ++i) token_item[token_id(terms[i])] = static_cast<int32_t>(i);
+  std::vector<int32_t> trie_item = {-1};              // by trie node (0 the root): the phrase ending there
+  std::unordered_map<uint64_t, uint32_t> trie_edges;  // (node << 32 | token id) -> child node
   for (size_t p = 0; p < phrases.size(); ++p) {
-    std::vector<uint32_t> tids;
-    for (const std::string& t : *phrases[p]) tids.push_back(token_id(t));
-    starting[tids[0]].push_back(static_cast<uint32_t>(p));
-    phrase_tids.push_back(std::move(tids));
+    uint32_t node = 0;
+    for (const std::string& t : *phrases[p]) {
+      auto [it, inserted] = trie_edges.emplace(uint64_t{node} << 32 | token_id(t), trie_item.size());
+      if (inserted) trie_item.push_back(-1);
+      node = it->second;
+    }
+    trie_item[node] = static_cast<int32_t>(terms.size() + p);
   }
 
   // The analyzed stream's occurrences of query tokens, with their positions.
@@ -183,25 +183,22 @@ std::vector<HighlightFragment> HighlightFragments(std::string_view text, const A
   });
   if (occ.empty()) return result;
 
+  // Matches in (begin, end) order: at each occurrence its term, then the phrases starting there,
+  // shortest first.
   std::vector<Match> matches;
-  bool sorted = true;  // terms alone come in text order
   for (size_t k = 0; k < occ.size(); ++k) {
     const int32_t item = token_item[occ[k].tid];
     if (item >= 0) matches.push_back({occ[k].begin, occ[k].end, static_cast<uint32_t>(item)});
-    for (uint32_t p : starting[occ[k].tid]) {
-      const std::vector<uint32_t>& tids = phrase_tids[p];
-      if (k + tids.size() > occ.size()) continue;
-      bool ok = true;
-      for (size_t i = 1; i < tids.size() && ok; ++i) {
-        ok = occ[k + i].tid == tids[i] && occ[k + i].pos == occ[k].pos + i;
-      }
-      if (!ok) continue;
-      matches.push_back({occ[k].begin, occ[k + tids.size() - 1].end, static_cast<uint32_t>(terms.size() + p)});
-      sorted = false;
+    if (trie_edges.empty()) continue;
+    uint32_t node = 0;
+    for (size_t i = 0; k + i < occ.size() && occ[k + i].pos == occ[k].pos + i; ++i) {
+      auto it = trie_edges.find(uint64_t{node} << 32 | occ[k + i].tid);
+      if (it == trie_edges.end()) break;
+      node = it->second;
+      if (trie_item[node] >= 0) matches.push_back({occ[k].begin, occ[k + i].end, static_cast<uint32_t>(trie_item[node])});
     }
   }
   if (matches.empty()) return result;
-  if (!sorted) std::sort(matches.begin(), matches.end());
 
   // Marked spans: overlapping matches merged.
   std::vector<Span> spans;

@@ -111,6 +111,15 @@ TEST(HighlightTest, OverlappingPhrasesAndTermsMergeIntoOneMark) {
   EXPECT_EQ(One("x b c d e", a, Terms({"c", "e"}, {{"b", "c"}, {"c", "d"}})), (Frags{"x <em>b c d</em> <em>e</em>"}));
 }
 
+TEST(HighlightTest, PhrasesSharingAPrefix) {
+  Analyzer a;
+  const HighlightTerms q = Terms({}, {{"a", "b"}, {"a", "b", "c"}, {"b", "d"}, {"a", "b", "c", "e"}});
+  auto frags = HighlightFragments("x a b c y a b d z a c", a, q);
+  ASSERT_EQ(frags.size(), 1u);
+  EXPECT_EQ(frags[0].html, "x <em>a b c</em> y <em>a b d</em> z a c");
+  EXPECT_EQ(frags[0].distinct, 3u);  // "a b", "a b c", "b d"
+}
+
 TEST(HighlightTest, Utf8WordsStayWhole) {
   Analyzer a;
   // "Café" is one token (high bytes are token bytes); marks and cuts never fall inside it.

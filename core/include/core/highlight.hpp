@@ -51,6 +51,8 @@ struct HighlightOptions {
 // first byte and ends at a token's last, taking along punctuation (separators other than white
 // space) right next to those while within fragment_chars. Every marked span inside a fragment is
 // marked, core or context.
+// Cost: one analysis of the text, then linear in its matches (at most kMaxPhraseTokens trie steps
+// per query-token occurrence) and max_fragments passes over the marked spans.
 std::vector<std::string> Highlight(std::string_view text, const Analyzer& analyzer, const HighlightTerms& query,
                                    const HighlightOptions& options = {});
 
