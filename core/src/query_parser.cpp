@@ -336,6 +336,39 @@ class DslWalker {
 
 }  // namespace
 
+namespace {
+
+// The DSL's "highlight" value (see ParseHighlightDsl); `path` names it in errors.
+Status CheckHighlight(const json& v, const std::string& path) {
+  if (!v.is_object()) return DslError(path, "must be an object {\"fields\": {\"contents\": {}}}, got " + TypeName(v));
+  const json* fields = nullptr;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    if (it.key() != "fields")
+      return DslError(path, "unsupported key '" + Echo(it.key()) + "' (supported: fields; fragments are ~150 "
+                            "characters, at most 3, marked <em>...</em>)");
+    fields = &it.value();
+  }
+  if (fields == nullptr) return DslError(path + ".fields", "missing: name the field to highlight, {\"contents\": {}}");
+  if (!fields->is_object() || fields->empty())
+    return DslError(path + ".fields", "must be a non-empty object {\"contents\": {}}, got " + Echo(fields->dump()));
+  for (auto it = fields->begin(); it != fields->end(); ++it) {
+    const std::string sub = path + ".fields." + Echo(it.key());
+    if (it.key() != "contents") return DslError(sub, "only the field 'contents' can be highlighted");
+    if (!it.value().is_object() || !it.value().empty())
+      return DslError(sub, "highlight options are not supported: give {} (got " + Echo(it.value().dump()) + ")");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<bool> ParseHighlightDsl(std::string_view text) {
+  const json v = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (v.is_discarded()) return Status::InvalidArgument("not valid JSON");
+  SEARCH_RETURN_IF_ERROR(CheckHighlight(v, "highlight"));
+  return true;
+}
+
 Result<QueryNode> ParseQuerySyntax(std::string_view text, const Analyzer& analyzer) {
   return SyntaxParser(text, analyzer).Parse();
 }
@@ -383,8 +416,16 @@ Result<SearchBody> ParseSearchDsl(std::string_view text, const Analyzer& analyze
         return DslError("track_total_hits", "only true or false is supported, not a number (" + Echo(v.dump()) + ")");
       if (!v.is_boolean()) return DslError("track_total_hits", "must be true or false, got " + TypeName(v));
       body.track_total_hits = v.get<bool>();
+    } else if (key == "_source") {
+      if (!v.is_boolean())
+        return DslError("_source", "only true or false is supported (source filtering is not), got " + Echo(v.dump()));
+      body.source = v.get<bool>();
+    } else if (key == "highlight") {
+      SEARCH_RETURN_IF_ERROR(CheckHighlight(v, "highlight"));
+      body.highlight = true;
     } else {
-      return Status::InvalidArgument("unsupported key '" + Echo(key) + "' (supported: query, size, track_total_hits)");
+      return Status::InvalidArgument("unsupported key '" + Echo(key) +
+                                     "' (supported: query, size, track_total_hits, _source, highlight)");
     }
   }
   if (query == nullptr) return DslError("query", "missing: a search body needs a query");

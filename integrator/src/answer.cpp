@@ -17,7 +17,10 @@ bool HitRanksBefore(const MergedHit& a, const MergedHit& b) {
 
 json ShardsJson(const ShardsSummary& s) {
   json failures = json::array();
-  for (const auto& f : s.failures) failures.push_back({{"shard", f.shard}, {"reason", f.reason}});
+  for (const auto& f : s.failures) {
+    failures.push_back({{"shard", f.shard}, {"reason", f.reason}});
+    if (f.fetch) failures.back()["phase"] = "fetch";
+  }
   return {{"total", s.total},
           {"successful", s.successful},
           {"failed", s.failures.size()},
@@ -54,10 +57,37 @@ std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>&
   return all;
 }
 
+namespace {
+
+// The hits array as JSON text: each hit's fields through nlohmann, then its _source spliced in as
+// stored (byte for byte: a client compares it with what it indexed).
+std::string HitsJson(const std::vector<MergedHit>& hits) {
+  std::string out = "[";
+  for (const auto& h : hits) {
+    json o = {{"_id", h.external_id}, {"_score", ScoreValue(h.score)}, {"_shard", h.shard}, {"_doc", h.doc}};
+    if (!h.source_missing.empty()) o["_source_missing"] = h.source_missing;
+    if (!h.highlights.empty()) o["highlight"] = {{"contents", h.highlights}};
+    // Replace invalid UTF-8 in external ids and fragments instead of throwing.
+    std::string t = o.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (h.has_source && !h.source.empty()) {
+      t.pop_back();  // the object's '}'
+      t += ",\"_source\":";
+      t += h.source;
+      t += '}';
+    }
+    if (out.size() > 1) out += ',';
+    out += t;
+  }
+  out += ']';
+  return out;
+}
+
+}  // namespace
+
 std::string SearchAnswerJson(const SearchAnswer& a) {
-  json hits = json::array();
-  for (const auto& h : a.hits)
-    hits.push_back({{"_id", h.external_id}, {"_score", ScoreValue(h.score)}, {"_shard", h.shard}, {"_doc", h.doc}});
+  // hits.hits is a placeholder string here, replaced by HitsJson's text after the dump: the only
+  // `"hits":"\u0001"` of the text (any string holding those bytes is dumped with its quotes escaped).
+  const json hits = "\x01";
   json out = {{"took", a.took_us / 1000},
               {"took_us", a.took_us},
               {"timed_out", a.timed_out},
@@ -66,12 +96,15 @@ std::string SearchAnswerJson(const SearchAnswer& a) {
               {"coverage", CoverageJson(a)},
               {"hits",
                {{"total", a.total.has_value()
-                              ? json{{"value", *a.total}, {"relation", a.complete() ? "eq" : "gte"}}
+                              ? json{{"value", *a.total}, {"relation", a.query_complete() ? "eq" : "gte"}}
                               : json(a.hits.size())},
                 {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
-                {"hits", std::move(hits)}}}};
-  // Replace invalid UTF-8 in external ids instead of throwing.
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+                {"hits", hits}}}};
+  std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+  static constexpr std::string_view kPlaceholder = "\"hits\":\"\\u0001\"";
+  const size_t at = text.find(kPlaceholder);
+  if (at != std::string::npos) text.replace(at + 7, kPlaceholder.size() - 7, HitsJson(a.hits));
+  return text;
 }
 
 std::string CountAnswerJson(const SearchAnswer& a) {

@@ -24,6 +24,11 @@ using Clock = std::chrono::steady_clock;
 struct Fanout::Call {
   uint64_t id = 0;
   std::string frame;  // the encoded SearchRequest
+  // A fetch: the encoded FetchRequest of each shard (endpoint order); empty: the shard is not asked.
+  bool fetch = false;
+  std::vector<std::string> shard_frames;
+  std::vector<size_t> shard_docs;  // the docs each shard's FetchRequest asks for
+  const std::string& FrameFor(size_t shard) const { return fetch ? shard_frames[shard] : frame; }
   bool needs_trees = false;  // the request has a tree or a count: a reply from a minor-0 node ignored them
   Clock::time_point deadline;
   std::mutex mu;
@@ -236,7 +241,7 @@ struct Fanout::Impl {
     for (const auto& [key, r] : order) {
       c.tried.push_back(r);
       c.sent.push_back(now);
-      if (!SendFrame(dealers[r], p.call->frame)) {  // IMMEDIATE: not connected
+      if (!SendFrame(dealers[r], p.call->FrameFor(sh))) {  // IMMEDIATE: not connected
         c.open.push_back(false);
         continue;
       }
@@ -277,7 +282,9 @@ struct Fanout::Impl {
       }
       for (size_t i = 0; i < num_shards(); ++i) {
         ShardCallResult& r = p.shards[i];
-        if (now >= call->deadline) {
+        if (call->fetch && call->shard_frames[i].empty()) {
+          r.state = ShardCallState::kOk;  // not asked
+        } else if (now >= call->deadline) {
           r.state = ShardCallState::kTimedOut;
           r.reason = "deadline passed before the request was sent";
         } else if (!SendToReplica(call->id, p, i, now)) {
@@ -357,6 +364,12 @@ struct Fanout::Impl {
     }
     ShardCallResult& res = p.shards[sh];
     res.shard = resp.shard_id;
+    if (p.call->fetch) {
+      ReplicaFailed(it, sh, ShardCallState::kFailed,
+                    "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] +
+                        ") answered a fetch with a search response: " + resp.status.ToString());
+      return;
+    }
     if (resp.status.ok() && p.call->needs_trees && minor < kMinorQueryTrees) {
       // A node of wire 1.0 answered the bag of words and no count: wrong for this request.
       ReplicaFailed(it, sh, ShardCallState::kFailed,
@@ -401,6 +414,51 @@ struct Fanout::Impl {
                     "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ") answered " +
                         resp.status.ToString());
     }
+  }
+
+  void HandleFetchResponse(size_t r, FetchResponseMsg&& resp) {
+    MarkSeen(r);
+    const size_t sh = shard_of[r];
+    auto it = pending.find(resp.request_id);
+    if (it == pending.end()) {
+      if (listener) listener->OnLateReply(sh);
+      return;
+    }
+    Pending& p = it->second;
+    Clock::time_point sent;
+    const bool owed = CloseReplica(p.calls[sh], r, &sent);
+    if (owed) {
+      load[r].Add(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
+    }
+    if (!owed || p.shards[sh].state != ShardCallState::kPending) {
+      if (listener) listener->OnLateReply(sh);
+      return;
+    }
+    ShardCallResult& res = p.shards[sh];
+    res.shard = resp.shard_id;
+    const std::string who = "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ")";
+    if (!p.call->fetch) {
+      ReplicaFailed(it, sh, ShardCallState::kFailed, who + " answered a search with a fetch response");
+      return;
+    }
+    if (resp.status.ok() && resp.docs.size() != p.call->shard_docs[sh]) {
+      ReplicaFailed(it, sh, ShardCallState::kFailed, who + " answered a fetch with " +
+                                                         std::to_string(resp.docs.size()) + " docs, not as asked");
+      return;
+    }
+    if (!resp.status.ok()) {
+      const bool late = resp.status.code() == StatusCode::kDeadlineExceeded;
+      ReplicaFailed(it, sh, late ? ShardCallState::kTimedOut : ShardCallState::kFailed,
+                    who + " answered the fetch " + resp.status.ToString());
+      return;
+    }
+    res.state = ShardCallState::kOk;
+    res.docs = std::move(resp.docs);
+    res.latency_us = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
+    if (listener) listener->OnShardReply(sh, res.state, static_cast<double>(res.latency_us) * 1e-6);
+    --p.remaining;
+    if (p.remaining == 0) Complete(it);
   }
 
   void HandlePong(size_t r, PongMsg&& pong) {
@@ -457,6 +515,8 @@ struct Fanout::Impl {
       }
       if (auto* resp = std::get_if<SearchResponseMsg>(&env->body)) {
         HandleResponse(r, std::move(*resp), env->minor);
+      } else if (auto* fetched = std::get_if<FetchResponseMsg>(&env->body)) {
+        HandleFetchResponse(r, std::move(*fetched));
       } else if (auto* pong = std::get_if<PongMsg>(&env->body)) {
         HandlePong(r, std::move(*pong));
       } else if (listener) {
@@ -708,8 +768,43 @@ void Fanout::Submit(const std::shared_ptr<Call>& call) {
 std::vector<ShardCallResult> Fanout::Search(SearchRequestMsg request, Clock::time_point deadline) {
   auto call = NewCall(request, deadline);
   Submit(call);
+  return Wait(call);
+}
+
+std::vector<ShardCallResult> Fanout::Fetch(std::vector<std::optional<FetchRequestMsg>> requests,
+                                           Clock::time_point deadline) {
+  auto call = NewFetchCall(requests, deadline);
+  Submit(call);
+  return Wait(call);
+}
+
+void Fanout::FetchAsync(std::vector<std::optional<FetchRequestMsg>> requests, Clock::time_point deadline,
+                        SearchCallback done) {
+  auto call = NewFetchCall(requests, deadline);
+  call->on_done = std::move(done);
+  Submit(call);
+}
+
+std::shared_ptr<Fanout::Call> Fanout::NewFetchCall(std::vector<std::optional<FetchRequestMsg>>& requests,
+                                                   Clock::time_point deadline) {
+  auto call = std::make_shared<Call>();
+  call->id = next_id_.fetch_add(1, std::memory_order_relaxed);
+  call->deadline = deadline;
+  call->fetch = true;
+  call->shard_frames.resize(num_shards());
+  call->shard_docs.resize(num_shards());
+  for (size_t i = 0; i < requests.size() && i < num_shards(); ++i)
+    if (requests[i].has_value()) {
+      requests[i]->request_id = call->id;
+      call->shard_frames[i] = EncodeFetchRequest(*requests[i]);
+      call->shard_docs[i] = requests[i]->docs.size();
+    }
+  return call;
+}
+
+std::vector<ShardCallResult> Fanout::Wait(const std::shared_ptr<Call>& call) {
   std::unique_lock lock(call->mu);
-  if (!call->cv.wait_until(lock, deadline + options_.grace, [&] { return call->done; })) {
+  if (!call->cv.wait_until(lock, call->deadline + options_.grace, [&] { return call->done; })) {
     call->abandoned = true;
     lock.unlock();
     return impl_->AllFailed(ShardCallState::kTimedOut, "integrator I/O thread did not complete the request");

@@ -1,9 +1,11 @@
 #include "integrator/integrator.hpp"
 
 #include <map>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "index_store/manifest.hpp"
+#include "core/highlight.hpp"
 #include "core/log.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
@@ -280,8 +282,18 @@ struct Integrator::SearchState {
   std::string cache_key;  // empty without the cache
   Clock::time_point deadline;
   int64_t deadline_unix = 0;
+  // The query phase's: the deadline less the fetch phase's reserve when the search will fetch.
+  Clock::time_point query_deadline;
+  int64_t query_deadline_unix = 0;
   bool or_round = false;                     // andor's second round is out
   std::vector<ShardCallResult> and_results;  // andor: the first round's, while the second is out
+  bool source = true, highlight = false;     // what the fetch phase adds to each hit
+  // The fetch phase (query-then-fetch): the merged answer waiting for its documents, and the
+  // request of each shard that owns some of its hits (endpoint order).
+  bool fetching = false;
+  SearchAnswer answer;
+  std::vector<std::optional<FetchRequestMsg>> fetches;
+  std::vector<std::vector<size_t>> fetch_hits;  // per shard: the answer's hits its request asks for, in order
   SearchState() = default;
   SearchState(const SearchState&) = delete;
   SearchState& operator=(const SearchState&) = delete;
@@ -300,7 +312,7 @@ SearchRequestMsg Integrator::Request(const SearchState& st, QueryMode mode, uint
   req.tree = st.query.tree;
   req.count = st.query.count;
   req.flags = flags;
-  req.deadline_unix_micros = st.deadline_unix;
+  req.deadline_unix_micros = st.query_deadline_unix;
   return req;
 }
 
@@ -357,6 +369,7 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
   // analyzed here, once, with the cluster's analyzer.
   uint32_t k = p.k;
   bool count = p.track_total_hits || p.count_only;
+  bool source = p.source, highlight = p.highlight;
   Result<QueryNode> tree = Status::Internal("not parsed");
   if (p.is_dsl) {
     auto body = ParseSearchDsl(p.dsl, *an->analyzer);
@@ -367,6 +380,8 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
       } else {
         k = body->size.value_or(kDefaultK);
         count = count || body->track_total_hits.value_or(false) || k == 0;
+        source = body->source.value_or(source);
+        highlight = highlight || body->highlight;
         tree = std::move(body->tree);
       }
     }
@@ -380,7 +395,12 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
                        start);
     return out;
   }
-  if (p.count_only) k = 0;
+  if (p.count_only) {  // a count never fetches
+    k = 0;
+    source = highlight = false;
+  }
+  st->source = source;
+  st->highlight = highlight;
   st->query = MakeQuery(std::move(tree).value(), p.mode, k, count);
   const std::vector<std::string>& terms = st->query.terms;
   if (terms.size() > kMaxTerms) {
@@ -403,7 +423,7 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
 
   const uint32_t n = static_cast<uint32_t>(num_shards());
   if (cache_.capacity_bytes() > 0) {
-    st->cache_key = ResultCacheKey(st->query);
+    st->cache_key = ResultCacheKey(st->query, st->source, st->highlight);
     std::optional<uint64_t> total;
     auto cached = cache_.Lookup(st->cache_key, &total);
     if (cached && total.has_value() == st->query.count) {
@@ -425,6 +445,14 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
       std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::system_clock::now().time_since_epoch())
           .count() +
       int64_t{timeout_ms} * 1000 - static_cast<int64_t>(MicrosSince(start));
+  // A search that will fetch keeps the last fifth of its deadline for the fetch phase, so that a
+  // shard silent until the query phase's end still leaves the others' hits time to get their
+  // documents (a fetch takes a node microseconds to a few milliseconds; a query phase that ends
+  // early leaves the fetch more).
+  const bool will_fetch = !p.count_only && st->query.k > 0 && (st->source || st->highlight);
+  const int64_t reserve_us = will_fetch ? int64_t{timeout_ms} * 1000 / 5 : 0;
+  st->query_deadline = st->deadline - std::chrono::microseconds(reserve_us);
+  st->query_deadline_unix = st->deadline_unix - reserve_us;
   out.state = std::move(st);
   return out;
 }
@@ -479,7 +507,7 @@ std::optional<HttpReply> Integrator::Advance(SearchState& st, std::vector<ShardC
   return Complete(st, std::move(results));
 }
 
-HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResult> results) {
+std::optional<HttpReply> Integrator::Complete(SearchState& st, std::vector<ShardCallResult> results) {
   const SearchParams& p = st.params;
   SearchAnswer a;
   if (st.query.count) a.total = 0;
@@ -506,6 +534,69 @@ HttpReply Integrator::Complete(const SearchState& st, std::vector<ShardCallResul
                   st.start, false, a.timed_out);
   }
   a.hits = MergeShardHits(lists, st.query.k);
+  if (p.count_only || !(st.source || st.highlight) || a.hits.empty()) return Answer(st, std::move(a));
+
+  // Query-then-fetch: one FetchRequest to each shard that owns some of the final hits.
+  std::unordered_map<uint32_t, size_t> index_of;  // the node's shard id -> its endpoint
+  for (size_t i = 0; i < results.size(); ++i)
+    if (results[i].state == ShardCallState::kOk) index_of.emplace(results[i].shard, i);
+  const HighlightTerms marks = !st.highlight            ? HighlightTerms{}
+                               : st.query.tree != nullptr ? HighlightTermsOf(*st.query.tree)
+                                                          : HighlightTermsOf(st.query.terms);
+  st.fetches.assign(results.size(), std::nullopt);
+  st.fetch_hits.assign(results.size(), {});
+  for (size_t h = 0; h < a.hits.size(); ++h) {
+    auto it = index_of.find(a.hits[h].shard);
+    if (it == index_of.end()) continue;  // cannot happen: every hit comes from a shard that answered
+    std::optional<FetchRequestMsg>& f = st.fetches[it->second];
+    if (!f) {
+      f.emplace();
+      f->deadline_unix_micros = st.deadline_unix;
+      f->source = st.source;
+      f->highlight = st.highlight;
+      f->highlight_terms = marks.terms;
+      f->highlight_phrases = marks.phrases;
+    }
+    f->docs.push_back(a.hits[h].doc);
+    st.fetch_hits[it->second].push_back(h);
+  }
+  st.answer = std::move(a);
+  st.fetching = true;
+  return std::nullopt;
+}
+
+HttpReply Integrator::Fetched(SearchState& st, std::vector<ShardCallResult> results) {
+  SearchAnswer a = std::move(st.answer);
+  for (size_t i = 0; i < results.size() && i < st.fetch_hits.size(); ++i) {
+    const std::vector<size_t>& hits = st.fetch_hits[i];
+    if (hits.empty()) continue;
+    ShardCallResult& r = results[i];
+    if (r.state == ShardCallState::kOk && r.docs.size() == hits.size()) {
+      for (size_t j = 0; j < hits.size(); ++j) {
+        MergedHit& h = a.hits[hits[j]];
+        FetchedDocMsg& d = r.docs[j];
+        h.highlights = std::move(d.highlights);
+        if (!st.source) continue;
+        h.has_source = d.has_source;
+        if (d.has_source) {
+          h.source = std::move(d.source);
+        } else {
+          h.source_missing = "not stored";
+        }
+      }
+      continue;
+    }
+    // The shard failed the fetch: its hits stay, without their documents; _shards says why.
+    if (st.source)
+      for (size_t h : hits) a.hits[h].source_missing = "fetch failed";
+    a.shards.failures.push_back(ShardFailure{r.shard, "fetch: " + (r.reason.empty() ? std::string("failed") : r.reason),
+                                             /*fetch=*/true});
+  }
+  return Answer(st, std::move(a));
+}
+
+HttpReply Integrator::Answer(const SearchState& st, SearchAnswer a) {
+  const SearchParams& p = st.params;
   if (a.complete()) {
     if (!st.cache_key.empty()) (void)cache_.Insert(st.cache_key, a.hits, a.total);
   } else {
@@ -521,8 +612,10 @@ HttpReply Integrator::Search(const SearchParams& p, size_t waiting) {
   if (b.reply) return std::move(*b.reply);
   SearchState& st = *b.state;
   auto [mode, flags] = FirstRound(st);
-  std::optional<HttpReply> reply = Advance(st, PickLane().Search(Request(st, mode, flags), st.deadline));
-  if (!reply) reply = Advance(st, PickLane().Search(Request(st, QueryMode::kOr, 0), st.deadline));
+  std::optional<HttpReply> reply = Advance(st, PickLane().Search(Request(st, mode, flags), st.query_deadline));
+  if (!reply && !st.fetching)
+    reply = Advance(st, PickLane().Search(Request(st, QueryMode::kOr, 0), st.query_deadline));
+  if (!reply) reply = Fetched(st, PickLane().Fetch(std::move(st.fetches), st.deadline));
   return std::move(*reply);
 }
 
@@ -562,7 +655,7 @@ void Integrator::SearchAsyncFrom(const SearchParams& p, size_t waiting, Clock::t
 void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t flags, const Post& post,
                        ReplyCallback done) {
   SearchRequestMsg req = Request(*st, mode, flags);
-  const auto deadline = st->deadline;
+  const auto deadline = st->query_deadline;
   // The results go back to the caller's thread (post): the I/O thread only hands them over.
   PickLane().SearchAsync(std::move(req), deadline,
                          [this, st = std::move(st), post, done = std::move(done)](std::vector<ShardCallResult> r) {
@@ -570,10 +663,21 @@ void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t
                              std::optional<HttpReply> reply = Advance(*st, std::move(r));
                              if (reply)
                                done(std::move(*reply));
+                             else if (st->fetching)
+                               FetchRound(std::move(st), post, std::move(done));
                              else
                                Round(std::move(st), QueryMode::kOr, 0, post, std::move(done));
                            });
                          });
+}
+
+void Integrator::FetchRound(std::shared_ptr<SearchState> st, const Post& post, ReplyCallback done) {
+  auto requests = std::move(st->fetches);
+  const auto deadline = st->deadline;
+  PickLane().FetchAsync(std::move(requests), deadline,
+                        [this, st = std::move(st), post, done = std::move(done)](std::vector<ShardCallResult> r) {
+                          post([this, st, done, r = std::move(r)]() mutable { done(Fetched(*st, std::move(r))); });
+                        });
 }
 
 void Integrator::WaiterLoop() {

@@ -21,7 +21,7 @@ std::string ResultCacheKey(const std::vector<std::string>& canonical_terms, Quer
   return key;
 }
 
-std::string ResultCacheKey(const Query& query) {
+std::string ResultCacheKey(const Query& query, bool source, bool highlight) {
   std::string key;
   if (query.tree == nullptr) {
     key = ResultCacheKey(query.terms, query.mode, query.k);
@@ -34,6 +34,8 @@ std::string ResultCacheKey(const Query& query) {
     key += std::to_string(query.k);
   }
   if (query.count) key += "\ncount";
+  if (source) key += "\nsource";
+  if (highlight) key += "\nhighlight";
   return key;
 }
 
@@ -41,9 +43,12 @@ size_t ResultCache::EntryBytes(const std::string& key, const std::vector<MergedH
   // List node + map node + bucket estimate, the key held twice (list entry and map), the hits.
   size_t bytes = sizeof(Entry) + 64 + 2 * (key.size() + sizeof(std::string));
   bytes += hits.size() * sizeof(MergedHit);
+  // Short strings live inside std::string's small buffer (15 bytes with libstdc++).
+  auto heap = [](const std::string& s) { return s.size() > 15 ? s.size() + 1 : 0; };
   for (const auto& h : hits) {
-    // Short ids live inside std::string's small buffer (15 bytes with libstdc++).
-    if (h.external_id.size() > 15) bytes += h.external_id.size() + 1;
+    bytes += heap(h.external_id) + heap(h.source) + heap(h.source_missing);
+    bytes += h.highlights.size() * sizeof(std::string);
+    for (const auto& f : h.highlights) bytes += heap(f);
   }
   return bytes;
 }

@@ -4,6 +4,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
+#include "core/query_parser.hpp"
+
 namespace search {
 namespace {
 
@@ -56,11 +58,13 @@ enum class Endpoint : uint8_t { kSearch, kCount };
 
 bool Known(Endpoint ep, const std::string& name) {
   if (name == "q" || name == "mode" || name == "timeout_ms") return true;
-  return ep == Endpoint::kSearch && (name == "k" || name == "size" || name == "track_total_hits");
+  return ep == Endpoint::kSearch && (name == "k" || name == "size" || name == "track_total_hits" ||
+                                     name == "_source" || name == "highlight");
 }
 
 const char* KnownList(Endpoint ep) {
-  return ep == Endpoint::kSearch ? "q, k, size, mode, timeout_ms, track_total_hits" : "q, mode, timeout_ms";
+  return ep == Endpoint::kSearch ? "q, k, size, mode, timeout_ms, track_total_hits, _source, highlight"
+                                 : "q, mode, timeout_ms";
 }
 
 // The checks that span parameters, once all are read.
@@ -125,10 +129,11 @@ ParsedSearch ParseQueryParams(const std::multimap<std::string, std::string>& par
       if (!t) return Fail(kIllegalArgument, "parameter [timeout_ms] must be an integer (got " + Quote(value) + ")");
       if (auto e = CheckTimeout(*t)) return Fail(e->type, e->reason);
       out.params.timeout_ms = static_cast<uint32_t>(*t);
-    } else {  // track_total_hits
+    } else {  // track_total_hits, _source, highlight
       if (value != "true" && value != "false")
-        return Fail(kIllegalArgument, "parameter [track_total_hits] must be true or false (got " + Quote(value) + ")");
-      out.params.track_total_hits = value == "true";
+        return Fail(kIllegalArgument, "parameter [" + name + "] must be true or false (got " + Quote(value) + ")");
+      const bool on = value == "true";
+      (name == "_source" ? out.params.source : name == "highlight" ? out.params.highlight : out.params.track_total_hits) = on;
     }
   }
   return Finish(std::move(out), ep, have_q, have_k, have_size, "parameter");
@@ -202,9 +207,17 @@ ParsedSearch ParseBody(std::string_view body, Endpoint ep) {
                             : value.get<int64_t>();
       if (auto e = CheckTimeout(t)) return Fail(e->type, e->reason);
       out.params.timeout_ms = static_cast<uint32_t>(t);
-    } else {  // track_total_hits
-      if (!value.is_boolean()) return Fail(kIllegalArgument, "field [track_total_hits] must be true or false");
-      out.params.track_total_hits = value.get<bool>();
+    } else if (name == "highlight") {  // true | false | Elasticsearch's {"fields": {"contents": {}}}
+      if (value.is_boolean()) {
+        out.params.highlight = value.get<bool>();
+      } else {
+        auto on = ParseHighlightDsl(value.dump());
+        if (!on.ok()) return Fail(kIllegalArgument, "field [highlight]: " + on.status().message());
+        out.params.highlight = *on;
+      }
+    } else {  // track_total_hits, _source
+      if (!value.is_boolean()) return Fail(kIllegalArgument, "field [" + name + "] must be true or false");
+      (name == "_source" ? out.params.source : out.params.track_total_hits) = value.get<bool>();
     }
   }
   return Finish(std::move(out), ep, have_q, have_k, have_size, "field");

@@ -25,6 +25,16 @@ constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
 constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
                                   "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
 
+// The fetch phase. Labels: status (ok|error).
+constexpr Family kNodeFetches{"search_node_fetches_total",
+                              "Fetch requests (stored sources and highlights of a search's final hits) answered, "
+                              "by status."};
+// No labels.
+constexpr Family kNodeFetchedDocs{"search_node_fetched_docs_total", "Documents the node's fetch requests asked for."};
+constexpr Family kNodeFetchSeconds{"search_node_fetch_seconds",
+                                   "Time a node spent answering a fetch request (sources, highlights, encoding), "
+                                   "in seconds."};
+
 constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kGpu, Processor::kHybrid};
 
 }  // namespace
@@ -57,6 +67,11 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
                  .Add({});
   unroutable_ = &counter(kNodeUnroutable).Add({});
   slow_queries_ = &counter(kNodeSlowQueries).Add({});
+  auto& fetches = counter(kNodeFetches);
+  fetches_[0] = &fetches.Add({{"status", "ok"}});
+  fetches_[1] = &fetches.Add({{"status", "error"}});
+  fetched_docs_ = &counter(kNodeFetchedDocs).Add({});
+  fetch_seconds_ = &histogram(kNodeFetchSeconds).Add({}, buckets);
 }
 
 }  // namespace search

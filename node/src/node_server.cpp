@@ -10,6 +10,7 @@
 #include <sstream>
 #include <zmq.hpp>
 
+#include "core/analyzer.hpp"
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
@@ -17,6 +18,7 @@
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
+#include "node/fetch.hpp"
 
 namespace search {
 namespace {
@@ -49,6 +51,7 @@ constexpr int kReceiveBatch = 256;
 struct Reply {
   std::string identity;
   std::string payload;
+  bool fetch = false;  // a FetchResponse: counted by the fetch metrics, not as a search
   QueryMode mode = QueryMode::kAnd;
   Clock::time_point received;
   // For the slow-query log (filled only while it is on).
@@ -110,6 +113,8 @@ struct NodeServer::Job {
   SearchRequestMsg request;
   std::chrono::steady_clock::time_point received;
   Deadline deadline = kNoDeadline;
+  bool is_fetch = false;  // a FetchRequest (in `fetch`), not a search
+  FetchRequestMsg fetch;
 };
 
 struct NodeServer::Impl {
@@ -118,6 +123,7 @@ struct NodeServer::Impl {
   WakeFd wake;  // the I/O thread's: queued replies wake it only while it may block (wake_fd.hpp)
   std::atomic<bool> draining{false};
   std::string analyzer_json;
+  Analyzer analyzer;  // the index's, for highlighting fetched documents
   // Corruption seen while answering (a list or document that failed its checks): the node keeps
   // serving the rest and reports "degraded: ..." in its health.
   std::atomic<uint64_t> corruptions{0};
@@ -150,6 +156,11 @@ NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* me
   if (options_.threads == 0) options_.threads = AvailableCores();
   if (options_.queue_capacity == 0) options_.queue_capacity = 1;
   impl_->analyzer_json = shard_->meta().analyzer.ToJson();
+  if (auto a = Analyzer::Create(shard_->meta().analyzer); a.ok()) {
+    impl_->analyzer = std::move(a).value();
+  } else {  // the executor's engines refuse such an index first; highlights would use the default
+    Log().Warn() << "index analyzer: " << a.status().ToString();
+  }
 }
 
 NodeServer::~NodeServer() { Stop(); }
@@ -275,13 +286,20 @@ class IoHandler {
     return r;
   }
 
-  // An error for a message of `kind` (pings get a Pong, everything else a SearchResponse).
+  // An error for a message of `kind` (pings get a Pong, fetches a FetchResponse, everything else a
+  // SearchResponse).
   void SendError(const std::string& identity, MessageKind kind, uint64_t request_id, Status status) {
     if (kind == MessageKind::kPing) {
       PongMsg pong;
       pong.request_id = request_id;
       pong.status = std::move(status);
       Send(identity, EncodePong(pong));
+    } else if (kind == MessageKind::kFetchRequest || kind == MessageKind::kFetchResponse) {
+      FetchResponseMsg r;
+      r.request_id = request_id;
+      r.shard_id = meta_.shard_id;
+      r.status = std::move(status);
+      Send(identity, EncodeFetchResponse(r));
     } else {
       Send(identity, EncodeSearchResponse(ErrorResponse(request_id, std::move(status))));
     }
@@ -360,9 +378,9 @@ void NodeServer::IoLoop() {
       const Clock::time_point sent = Clock::now();
       if (metrics_ != nullptr) {
         metrics_->inflight().Decrement();
-        metrics_->request_duration(r.mode).Observe(SecondsBetween(r.received, sent));
+        if (!r.fetch) metrics_->request_duration(r.mode).Observe(SecondsBetween(r.received, sent));
       }
-      if (slow_log && sent - r.received >= slow_after) note_slow(r, sent);
+      if (slow_log && !r.fetch && sent - r.received >= slow_after) note_slow(r, sent);
     }
     return batch.size();
   };
@@ -409,6 +427,40 @@ void NodeServer::IoLoop() {
       io.SendError(identity, MessageKind::kSearchRequest, id, st);
       count_request(mode, st, received);
       return;
+    }
+    impl_->jobs_cv.notify_one();
+    if (metrics_ != nullptr) metrics_->inflight().Increment();
+  };
+
+  // A fetch takes the search's path (deadline, draining, the bound on requests in flight, the job
+  // queue), and a worker answers it (Fetch).
+  auto handle_fetch = [&](const std::string& identity, FetchRequestMsg req, Clock::time_point received) {
+    auto refuse = [&](Status st) {
+      io.SendError(identity, MessageKind::kFetchRequest, req.request_id, std::move(st));
+      if (node_metrics_ != nullptr) node_metrics_->fetches(false).Increment();
+    };
+    Deadline deadline = kNoDeadline;
+    if (req.deadline_unix_micros != 0) {
+      const int64_t left = req.deadline_unix_micros - WallMicrosNow();
+      if (left <= 0) return refuse(Status::DeadlineExceeded("deadline passed " + std::to_string(-left) + " us before arrival"));
+      deadline = received + std::chrono::microseconds(left);
+    }
+    if (impl_->draining.load()) return refuse(Status::Unavailable("node is draining (shutting down)"));
+    bool queued = false;
+    {
+      std::lock_guard<std::mutex> lock(impl_->jobs_mu);
+      if (in_flight_.load() < options_.queue_capacity + options_.threads) {
+        Job job{identity, {}, received, deadline};
+        job.is_fetch = true;
+        job.fetch = std::move(req);
+        impl_->jobs.push_back(std::move(job));
+        queued = true;
+        in_flight_.fetch_add(1);
+      }
+    }
+    if (!queued) {
+      return refuse(Status::ResourceExhausted("node full (" + std::to_string(in_flight_.load()) +
+                                              " requests in flight)"));
     }
     impl_->jobs_cv.notify_one();
     if (metrics_ != nullptr) metrics_->inflight().Increment();
@@ -486,10 +538,13 @@ void NodeServer::IoLoop() {
       case MessageKind::kPing:
         handle_ping(identity, std::get<PingMsg>(env->body));
         return;
+      case MessageKind::kFetchRequest:
+        handle_fetch(identity, std::move(std::get<FetchRequestMsg>(env->body)), received);
+        return;
       default:
         io.BadRequest(BadRequestReason::kUnexpectedMessage);
         io.SendError(identity, MessageKind::kSearchResponse, rec.request_id.value_or(0),
-                     Status::InvalidArgument("a node accepts searchRequest and ping, not " +
+                     Status::InvalidArgument("a node accepts searchRequest, fetchRequest and ping, not " +
                                              std::string(MessageKindName(env->kind()))));
         return;
     }
@@ -576,6 +631,10 @@ void NodeServer::WorkerLoop() {
       impl_->jobs.pop_front();
     }
     const Clock::time_point start = Clock::now();
+    if (job.is_fetch) {  // sources and highlights: short, on this worker
+      Fetch(job, start);
+      continue;
+    }
     if (job.deadline != kNoDeadline && start >= job.deadline) {
       Respond(job, start, Status::DeadlineExceeded("deadline passed while queued (waited " +
                                                    std::to_string(MicrosBetween(job.received, start)) + " us)"),
@@ -640,6 +699,64 @@ void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point sta
   } catch (const std::exception& e) {
     answer(Status::Internal(std::string("executor failed: ") + e.what()));
   }
+}
+
+void NodeServer::Fetch(Job& job, std::chrono::steady_clock::time_point start) {
+  const ShardMeta& meta = shard_->meta();
+  FetchResponseMsg resp;
+  resp.request_id = job.fetch.request_id;
+  resp.shard_id = meta.shard_id;
+  if (job.deadline != kNoDeadline && start >= job.deadline) {
+    resp.status = Status::DeadlineExceeded("deadline passed while queued (waited " +
+                                           std::to_string(MicrosBetween(job.received, start)) + " us)");
+  } else {
+    try {
+      auto docs = FetchDocs(*shard_, impl_->analyzer, job.fetch);
+      if (docs.ok()) {
+        resp.docs = std::move(docs).value();
+      } else {
+        resp.status = docs.status();
+      }
+    } catch (const std::exception& e) {
+      resp.status = Status::Internal(std::string("fetch failed: ") + e.what());
+    }
+  }
+  if (resp.status.code() == StatusCode::kCorruption) {
+    impl_->corruptions.fetch_add(1);
+    std::lock_guard lock(impl_->corruption_mu);
+    impl_->last_corruption = resp.status.message().substr(0, 200);
+  }
+  std::string payload;
+  try {
+    payload = EncodeFetchResponse(resp);
+    if (payload.size() > kMaxFrameBytes) {  // the integrator's socket would drop the connection
+      const size_t bytes = payload.size();
+      resp.docs.clear();
+      resp.status = Status::ResourceExhausted("fetch answer of " + std::to_string(bytes) + " bytes exceeds the " +
+                                              std::to_string(kMaxFrameBytes) + "-byte frame limit");
+      payload = EncodeFetchResponse(resp);
+    }
+  } catch (const std::exception& e) {
+    payload.clear();
+    Log().Error() << "cannot encode a fetch response: " << e.what();
+  }
+  if (metrics_ != nullptr) {
+    node_metrics_->fetches(resp.status.ok()).Increment();
+    node_metrics_->fetched_docs().Increment(static_cast<double>(job.fetch.docs.size()));
+    node_metrics_->fetch_seconds().Observe(SecondsBetween(start, Clock::now()));
+  }
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(impl_->replies_mu);
+    first = impl_->replies.empty();
+    Reply r;
+    r.identity = std::move(job.identity);
+    r.payload = std::move(payload);
+    r.fetch = true;
+    r.received = job.received;
+    impl_->replies.push_back(std::move(r));
+  }
+  if (first) impl_->wake.WakeIfIdle();
 }
 
 void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,

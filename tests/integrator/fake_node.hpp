@@ -1,6 +1,7 @@
 // FakeNode: a scriptable stand-in for search-node in tests: a ROUTER socket on a free loopback
-// port served by its own thread, answering Pings with a configurable ShardHealth and
-// SearchRequests through a handler (which may delay, drop or garble the reply).
+// port served by its own thread, answering Pings with a configurable ShardHealth,
+// SearchRequests through a handler (which may delay, drop or garble the reply) and FetchRequests
+// through a fetch handler (by default every doc "not stored", as a shard without sources).
 // Thread-safety: setters are atomic or mutex-guarded; the handler runs on the node's thread.
 #pragma once
 
@@ -23,6 +24,7 @@ class FakeNode {
  public:
   // Returns the response to send, or nullopt to stay silent.
   using Handler = std::function<std::optional<SearchResponseMsg>(const SearchRequestMsg&)>;
+  using FetchHandler = std::function<std::optional<FetchResponseMsg>(const FetchRequestMsg&)>;
 
   explicit FakeNode(uint32_t shard_id, Handler handler, uint32_t num_shards = 1)
       : handler_(std::move(handler)), sock_(ctx_, zmq::socket_type::router) {
@@ -64,6 +66,14 @@ class FakeNode {
     return requests_;
   }
   int pings() const { return pings_; }
+  void set_fetch_handler(FetchHandler h) {
+    std::lock_guard lock(mu_);
+    fetch_handler_ = std::move(h);
+  }
+  std::vector<FetchRequestMsg> fetches() const {
+    std::lock_guard lock(mu_);
+    return fetches_;
+  }
 
  private:
   struct Due {
@@ -127,6 +137,22 @@ class FakeNode {
         std::string frame = EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), *resp});
         if (garble_) frame = std::string(24, '\x5a');
         due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, std::move(frame)});
+      } else if (auto* fetch = std::get_if<FetchRequestMsg>(&env->body)) {
+        std::optional<FetchResponseMsg> resp;
+        {
+          std::lock_guard lock(mu_);
+          fetches_.push_back(*fetch);
+          if (fetch_handler_) {
+            resp = fetch_handler_(*fetch);
+          } else {
+            resp.emplace();
+            for (uint32_t d : fetch->docs) resp->docs.push_back(FetchedDocMsg{d, false, "", {}});
+          }
+        }
+        if (!resp) continue;
+        resp->request_id = fetch->request_id;
+        resp->shard_id = health().shard_id;
+        due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, EncodeFetchResponse(*resp)});
       }
     }
   }
@@ -142,6 +168,8 @@ class FakeNode {
   mutable std::mutex mu_;
   ShardHealthMsg health_;
   std::vector<SearchRequestMsg> requests_;
+  FetchHandler fetch_handler_;            // GUARDED_BY(mu_)
+  std::vector<FetchRequestMsg> fetches_;  // GUARDED_BY(mu_)
 };
 
 // A handler answering every request with `hits` (ok status) from shard `shard`.

@@ -406,7 +406,8 @@ TEST(Integrator, FanoutLanesTakeSearchesInTurnAndReportEachShardOnce) {
     }
     EXPECT_EQ(runs, (std::vector<int>{10, 10, 10}));
   }
-  EXPECT_EQ(obs.replies.load(), 2 * kSearches);
+  // Each shard reported once per round: the query round and the fetch round (_source is on).
+  EXPECT_EQ(obs.replies.load(), 2 * 2 * kSearches);
   EXPECT_EQ(obs.ups.load(), 2);
   EXPECT_EQ(obs.downs.load(), 0);
   EXPECT_GT(obs.healths.load(), 0);

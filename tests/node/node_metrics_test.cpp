@@ -31,7 +31,8 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
        {"search_node_queue_seconds", "search_node_execution_seconds", "search_node_queued_requests",
         "search_node_unroutable_replies_total", "search_node_slow_queries_total", "search_postings_decoded_total",
         "search_blocks_decoded_total", "search_postings_scored_total", "search_gpu_fallbacks_total",
-        "search_fallback_cpu_total", "search_gpu_batch_cpu_seconds_total"}) {
+        "search_fallback_cpu_total", "search_gpu_batch_cpu_seconds_total", "search_node_fetches_total",
+        "search_node_fetched_docs_total", "search_node_fetch_seconds"}) {
     EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
     EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
   }
@@ -44,6 +45,15 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
   EXPECT_EQ(testing::SeriesValue(t, R"(search_node_queue_seconds_count{processor="gpu"})"), 1);
   EXPECT_EQ(testing::SeriesValue(t, R"(search_node_queue_seconds_count{processor="cpu"})"), 0);
   EXPECT_EQ(testing::SeriesValue(t, R"(search_node_execution_seconds_sum{processor="hybrid"})"), 0.5);
+  a.fetches(true).Increment();
+  b.fetches(false).Increment(2);
+  a.fetched_docs().Increment(10);
+  b.fetch_seconds().Observe(0.25);
+  const std::string f = m.SerializeText();
+  EXPECT_EQ(testing::SeriesValue(f, R"(search_node_fetches_total{status="ok"})"), 1);
+  EXPECT_EQ(testing::SeriesValue(f, R"(search_node_fetches_total{status="error"})"), 2);
+  EXPECT_EQ(testing::SeriesValue(f, "search_node_fetched_docs_total"), 10);
+  EXPECT_EQ(testing::SeriesValue(f, "search_node_fetch_seconds_sum"), 0.25);
 }
 
 }  // namespace

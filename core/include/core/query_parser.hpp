@@ -39,10 +39,13 @@ struct SearchBody {
   QueryNode tree;                        // validated, canonical; no Occur::kDefault anywhere
   std::optional<uint32_t> size;          // "size": 0..kMaxK (0: no hits, the count only)
   std::optional<bool> track_total_hits;  // "track_total_hits": true or false
+  std::optional<bool> source;            // "_source": true or false (hits carry their stored source)
+  bool highlight = false;                // "highlight": {"fields": {"contents": {}}} was given
 };
 
 // The DSL subset, field `contents` only:
-//   {"query": Q, "size": n, "track_total_hits": true|false}     "query" is required
+//   {"query": Q, "size": n, "track_total_hits": true|false, "_source": true|false,
+//    "highlight": {"fields": {"contents": {}}}}                  "query" is required
 //   Q := {"bool": {"must"|"should"|"must_not"|"filter": Q or [Q, ...], ...}}
 //      | {"match": {"contents": "text"}} | {"match": {"contents": {"query": "text", "operator": "or"|"and"}}}
 //      | {"match_phrase": {"contents": "text"}} | {"match_phrase": {"contents": {"query": "text"}}}
@@ -61,5 +64,10 @@ struct SearchBody {
 // type, any other key, query type or field, an integer track_total_hits, size outside 0..kMaxK,
 // the limits of query_tree.hpp, and a query that has no searchable terms.
 Result<SearchBody> ParseSearchDsl(std::string_view json, const Analyzer& analyzer);
+
+// A "highlight" value of the DSL, as JSON text: {"fields": {"contents": {}}} is the only form (the
+// field contents, no options); true when valid. InvalidArgument naming the path otherwise, e.g.
+// "highlight.fields.title: only the field 'contents' can be highlighted".
+Result<bool> ParseHighlightDsl(std::string_view json);
 
 }  // namespace search

@@ -1,8 +1,14 @@
 // The integrator's answer to one search and its JSON shapes (Elasticsearch-like):
 //   search:  {"took": ms, "took_us": us, "timed_out": b, "cached": b,
 //             "_shards": {"total", "successful", "failed", "failures": [{"shard", "reason"}]},
+//             (a failure of the fetch phase adds "phase": "fetch"; that shard's query answer counts
+//             as successful, its hits lack their documents)
 //             "coverage": {"shards", "shards_total", "documents", "documents_total", "percent", "full"},
-//             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc"}]}}
+//             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc",
+//                      "_source": {...}, "_source_missing": why, "highlight": {"contents": [...]}}]}}
+//            where _source is the stored object spliced in byte for byte (never re-serialized),
+//            present when the hit has one; _source_missing ("not stored", "fetch failed") when the
+//            source was asked for and is absent; highlight when the hit has fragments;
 //            where hits.total is the number of hits returned, or with track_total_hits Elasticsearch's
 //            {"value": N, "relation": "eq"|"gte"}: N the exact matches summed over the shards that
 //            answered, "gte" when some shard did not (a lower bound; _shards and coverage say which)
@@ -27,6 +33,7 @@ namespace search {
 struct ShardFailure {
   uint32_t shard = 0;
   std::string reason;
+  bool fetch = false;  // failed the fetch phase (its hits lack their documents), not the query
 };
 
 struct ShardsSummary {
@@ -50,6 +57,12 @@ struct SearchAnswer {
   std::vector<MergedHit> hits;  // best first
   std::optional<uint64_t> total;  // counted: the matches in the shards that answered
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
+  // Every shard answered the query phase (the hits and the total are exact), whatever the fetch.
+  bool query_complete() const {
+    for (const auto& f : shards.failures)
+      if (!f.fetch) return false;
+    return !timed_out && shards.successful == shards.total;
+  }
 };
 
 // The best k of all lists in docs/SCORING.md order (score desc, then smaller docID). Ties between equal

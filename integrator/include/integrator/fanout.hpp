@@ -21,6 +21,10 @@
 // naming the version); one still silent after its own p95 latency (hedge_min at least, hedge_default
 // until it has history) is hedged: the next replica gets the request too and the first answer
 // wins. A shard fails only when every replica it was sent to has failed or the deadline passes.
+// Fetch(): the fetch phase of query-then-fetch. A FetchRequest goes to each shard given one (only
+// the shards that own final hits), to a replica chosen, retried and hedged as a search's, under the
+// search's deadline; the others are not asked. A node older than wire minor 2 cannot read it and
+// stays silent: that shard times out.
 // Health: every ping_interval each replica gets a Ping; a shard is up while it is connected and its
 // last Pong (or reply) is younger than missed_pongs_down intervals. Pongs carry the node's
 // ShardHealth (analyzer, docID range, load), kept per shard and reported to the listener.
@@ -75,6 +79,7 @@ struct ShardCallResult {
   bool has_total = false;  // kOk, the request counted: total (and with has_or_hits or_total) set
   uint64_t total = 0, or_total = 0;
   Status node_status;  // kFailed by the node's InvalidArgument answer: that answer (never retried)
+  std::vector<FetchedDocMsg> docs;  // a fetch, kOk: one per requested doc, in the request's order
   uint32_t doc_begin = 0, doc_end = 0;  // kOk: the shard's docID range (coverage)
   uint64_t latency_us = 0;
 };
@@ -113,6 +118,15 @@ class Fanout {
   using SearchCallback = std::function<void(std::vector<ShardCallResult>)>;
   void SearchAsync(SearchRequestMsg request, std::chrono::steady_clock::time_point deadline, SearchCallback done);
 
+  // The fetch phase: requests[i], when set, goes to shard i (endpoint order; its request_id is
+  // replaced, deadline_unix_micros must be set). One result per endpoint: a shard not asked is kOk
+  // with no docs; an asked one kOk with its docs, or failed or timed out as a search's.
+  // REQUIRES: requests.size() == num_shards().
+  std::vector<ShardCallResult> Fetch(std::vector<std::optional<FetchRequestMsg>> requests,
+                                     std::chrono::steady_clock::time_point deadline);
+  void FetchAsync(std::vector<std::optional<FetchRequestMsg>> requests, std::chrono::steady_clock::time_point deadline,
+                  SearchCallback done);
+
   // Per-shard health as of now (up while any replica is up; the freshest up replica's report).
   std::vector<ShardHealthView> Health() const;
   // Whether every shard is up now (one atomic load: cheap enough to ask per search).
@@ -132,6 +146,9 @@ class Fanout {
   Fanout(FanoutOptions options, FanoutListener* listener);
   // A call for `request` (given a fresh request id) by `deadline`, encoded, not yet submitted.
   std::shared_ptr<Call> NewCall(SearchRequestMsg& request, std::chrono::steady_clock::time_point deadline);
+  std::shared_ptr<Call> NewFetchCall(std::vector<std::optional<FetchRequestMsg>>& requests,
+                                     std::chrono::steady_clock::time_point deadline);
+  std::vector<ShardCallResult> Wait(const std::shared_ptr<Call>& call);  // Search()'s and Fetch()'s wait
   void Submit(const std::shared_ptr<Call>& call);
 
   FanoutOptions options_;

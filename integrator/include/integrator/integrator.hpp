@@ -12,6 +12,13 @@
 // count, and distinct shard ids; otherwise searches are refused (503, illegal_state_exception) with a
 // reason naming the shards, and /health is red.
 //
+// Query-then-fetch, as Elasticsearch's: when the search wants sources (_source, on by default) or
+// highlights and has hits, the merged top-k is followed by one fetch round (Fanout::Fetch) to the
+// shards that own those hits only, under the same deadline: such a search's query phase ends a
+// fifth of its timeout early, which the fetch round keeps. A shard that fails or times out at
+// fetch leaves its hits without source ("_source_missing": "fetch failed") and is listed in
+// _shards.failures with "phase": "fetch"; the search stays a 200. Counts never fetch.
+//
 // andor across shards: the global rule is "AND; if the whole collection has fewer than k AND hits,
 // OR" (docs/SCORING.md). A shard cannot decide that locally, so in one round trip every shard
 // answers AND, plus OR when it alone has fewer than k AND hits, and the integrator takes the OR
@@ -144,7 +151,7 @@ class Integrator {
   std::shared_ptr<const AnalyzerState> AnalyzerBy(std::chrono::steady_clock::time_point until) const;
   // A search's life, shared by Search (blocking) and HandleSearchAsync: Begin admits it and
   // answers what needs no shard; each round's results go to Advance, which asks for andor's second
-  // round (nullopt) or answers.
+  // round (nullopt, st.fetching false), for the fetch phase (nullopt, st.fetching true) or answers.
   struct SearchState;
   struct Begun {
     std::optional<HttpReply> reply;      // answered already
@@ -154,7 +161,12 @@ class Integrator {
   Begun Begin(const SearchParams& p, size_t waiting, std::chrono::steady_clock::time_point start, bool may_wait);
   static std::pair<QueryMode, uint32_t> FirstRound(const SearchState& st);  // mode and flags
   std::optional<HttpReply> Advance(SearchState& st, std::vector<ShardCallResult> results);
-  HttpReply Complete(const SearchState& st, std::vector<ShardCallResult> results);
+  // Merges the shards' top-k; answers, or plans the fetch phase (st.fetches) and returns nullopt.
+  std::optional<HttpReply> Complete(SearchState& st, std::vector<ShardCallResult> results);
+  // The fetch phase's results put into the merged answer, and the answer.
+  HttpReply Fetched(SearchState& st, std::vector<ShardCallResult> results);
+  HttpReply Answer(const SearchState& st, SearchAnswer a);  // caches a complete answer; the JSON
+  void FetchRound(std::shared_ptr<SearchState> st, const Post& post, ReplyCallback done);
   SearchRequestMsg Request(const SearchState& st, QueryMode mode, uint32_t flags) const;
   Fanout& PickLane();
   void SearchAsyncFrom(const SearchParams& p, size_t waiting, std::chrono::steady_clock::time_point start,

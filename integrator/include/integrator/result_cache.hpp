@@ -4,8 +4,8 @@
 // output (unique, sorted), so "B a a" and "a b" share an entry. Only complete answers (every shard answered, none
 // timed out) may be inserted; the caller enforces that. An entry larger than the whole budget is
 // not kept; a budget of 0 disables the cache. Byte accounting is an estimate of the heap the entry
-// holds (key, hit structs, external ids, list node), so the budget bounds real memory within a
-// small constant factor.
+// holds (key, hit structs, external ids, sources and highlight fragments, list node), so the budget
+// bounds real memory within a small constant factor.
 // Thread-safety: every method is thread-safe (one mutex; lookups copy the hits out under it).
 #pragma once
 
@@ -28,6 +28,11 @@ struct MergedHit {
   float score = 0.0f;
   uint32_t shard = 0;  // the shard that answered it
   std::string external_id;
+  // The fetch phase's, when the search asked for them (else empty):
+  bool has_source = false;
+  std::string source{};        // with has_source: the stored JSON object, byte for byte
+  std::string source_missing{};  // the source was asked for but is absent: "not stored", "fetch failed"
+  std::vector<std::string> highlights{};  // highlight.contents, best first
   bool operator==(const MergedHit&) const = default;
 };
 
@@ -37,8 +42,10 @@ struct MergedHit {
 std::string ResultCacheKey(const std::vector<std::string>& canonical_terms, QueryMode mode, uint32_t k);
 // The key of a Query: a bag of words as above (plus "\ncount" when it counts); a tree as a 0x01
 // byte (which no analyzed term starts with), its CanonicalKey, the mode, k and "\ncount" when it
-// counts. Trees that Canonicalize makes equal share an entry.
-std::string ResultCacheKey(const Query& query);
+// counts. Trees that Canonicalize makes equal share an entry. With `source` or `highlight` (what
+// the fetch phase adds to each hit) "\nsource" and "\nhighlight" follow: answers with and without
+// documents are different entries.
+std::string ResultCacheKey(const Query& query, bool source = false, bool highlight = false);
 
 struct ResultCacheStats {
   uint64_t hits = 0, misses = 0, inserts = 0, evictions = 0, rejected = 0;  // rejected: too big

@@ -10,11 +10,15 @@
 //   mode              optional, and | or | andor (default and): what a bare clause is
 //   timeout_ms        optional, an integer in 1..kMaxTimeoutMs (default: the integrator's --timeout-ms)
 //   track_total_hits  optional, true | false (default false): also count the matches exactly
+//   _source           optional, true | false (default true): each hit carries its stored source
+//   highlight         optional, true | false (default false): each hit carries highlight.contents
+//                     (POST: also Elasticsearch's {"fields": {"contents": {}}})
 // POST /search and /_search with a body that has a "query" field: Elasticsearch's query DSL subset
-//   (core/query_parser.hpp ParseSearchDsl: query, size, track_total_hits), kept as text here and
-//   parsed at search time with the analyzer; mode and timeout_ms are not DSL fields.
+//   (core/query_parser.hpp ParseSearchDsl: query, size, track_total_hits, _source, highlight), kept
+//   as text here and parsed at search time with the analyzer; mode and timeout_ms are not DSL fields.
 // /count and /_count: GET q, mode, timeout_ms; POST {"query": ...} (the DSL's query alone) or
-//   {"q", "mode", "timeout_ms"}. The answer is the exact number of matches.
+//   {"q", "mode", "timeout_ms"}. The answer is the exact number of matches (a count never fetches:
+//   _source and highlight are not its parameters).
 // Thread-safety: pure functions.
 #pragma once
 
@@ -41,6 +45,8 @@ struct SearchParams {
   std::optional<uint32_t> timeout_ms;
   bool track_total_hits = false;  // count the matches exactly (hits.total {value, relation})
   bool count_only = false;        // /count, /_count: the count alone ({"count": N})
+  bool source = true;             // hits carry _source (the fetch phase); the DSL's _source overrides
+  bool highlight = false;         // hits carry highlight.contents; the DSL's highlight overrides
 };
 
 // An error answer: HTTP status, Elasticsearch-like error type and a human-readable reason.

@@ -1,6 +1,6 @@
 // NodeMetrics: the shard node's own metric families (the node's queue and execution times, its
-// queued requests, unroutable replies and slow queries, and the postings its engines decoded and
-// scored, by processor), registered with their help texts on the registry it is given, with its
+// queued requests, unroutable replies and slow queries, the postings its engines decoded and
+// scored, by processor, and the fetch phase: fetches by status, documents fetched, fetch time), registered with their help texts on the registry it is given, with its
 // GPU executor's (GpuExecutorMetrics: zero on a node without a GPU, so dashboards read 0 rather
 // than nothing). The request families a node shares with the integrator stay with Metrics.
 // Contract: registering on a registry that already has these families (another NodeMetrics, a
@@ -33,6 +33,11 @@ class NodeMetrics {
   prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[Idx(p)]; }
   prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[Idx(p)]; }
   prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[Idx(p)]; }
+  // The fetch phase (FetchRequests): answered ok or with an error, the documents asked for, and the
+  // time from a worker's take to the encoded reply.
+  prometheus::Counter& fetches(bool ok) { return *fetches_[ok ? 0 : 1]; }
+  prometheus::Counter& fetched_docs() { return *fetched_docs_; }
+  prometheus::Histogram& fetch_seconds() { return *fetch_seconds_; }
 
  private:
   static size_t Idx(Processor p) { return static_cast<size_t>(p); }
@@ -41,6 +46,9 @@ class NodeMetrics {
   prometheus::Gauge* queued_ = nullptr;
   prometheus::Counter* unroutable_ = nullptr;
   prometheus::Counter* slow_queries_ = nullptr;
+  std::array<prometheus::Counter*, 2> fetches_{};
+  prometheus::Counter* fetched_docs_ = nullptr;
+  prometheus::Histogram* fetch_seconds_ = nullptr;
   GpuExecutorMetrics gpu_executor_;  // registered with the node's; the GPU executor shares its series
 };
 

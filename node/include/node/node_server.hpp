@@ -4,7 +4,8 @@
 // pool of worker threads that hand each to the Executor (ExecuteAsync) and take the next; the
 // thread that finishes a query encodes its reply and hands it back to the I/O thread through a
 // mutex-guarded queue plus an eventfd the I/O thread polls (no socket is ever shared between
-// threads). Requests in flight are bounded by queue_capacity plus the workers.
+// threads). FetchRequests (the fetch phase: stored sources and highlights, node/fetch.hpp) take the
+// same queue and a worker answers each itself (short work: no executor). Requests in flight are bounded by queue_capacity plus the workers.
 //
 // Behaviour on the wire:
 //   - undecodable frames: answered InvalidArgument ("malformed message: ...", or "unsupported
@@ -12,8 +13,9 @@
 //   - a request already past its deadline, or whose deadline passes while queued: DeadlineExceeded
 //     without running; past the bound on requests in flight: ResourceExhausted (load shedding);
 //   - while draining (after Stop()): new requests are answered Unavailable, Pings report "draining";
-//   - a request that hits corrupt data is answered Corruption; the node keeps serving the others
-//     and Pings report "degraded: N request(s) hit corrupt data (last: ...)".
+//   - a request that hits corrupt data (a search's lists, a fetch's source blocks) is answered
+//     Corruption; the node keeps serving the others and Pings report "degraded: N request(s) hit
+//     corrupt data (last: ...)".
 // Socket hygiene: LINGER 0, MAXMSGSIZE, explicit SNDHWM/RCVHWM, ROUTER_MANDATORY (a reply to a
 // vanished peer, or to one whose pipe is full, is dropped and counted), ZMTP heartbeats.
 // Thread-safety: Start() and Stop() from one controlling thread; accessors are thread-safe.
@@ -105,6 +107,9 @@ class NodeServer {
   // ran_executor: the request reached the executor; split_or: an andor split's OR answer).
   void Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
                std::optional<SplitOr> split_or = std::nullopt);
+  // Answers a FetchRequest job on the calling worker (node/fetch.hpp FetchDocs) and queues the reply;
+  // Corruption counts towards the degraded health, as a search's does.
+  void Fetch(Job& job, std::chrono::steady_clock::time_point start);
 
   const ShardReader* shard_;
   Executor* executor_;
