@@ -4,7 +4,7 @@
 // list are applied; both are index-time options recorded in the index (AnalyzerConfig::ToJson)
 // and applied to queries automatically by whoever opens the index.
 // Thread-safety: an Analyzer is immutable after Create and safe to use from many threads
-// (each thread lazily gets its own stemmer instance).
+// (each thread lazily gets its own stemmer instance and a 256 KiB cache of recent stems per language).
 #pragma once
 
 #include <functional>
