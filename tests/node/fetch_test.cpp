@@ -1,0 +1,239 @@
+// The node's fetch phase: FetchDocs against the sources a shard was written with (any order,
+// repeats, source off, highlights through the index's analyzer, a doc outside the shard, a shard
+// without sources), and a NodeServer answering FetchRequests over the wire: the metrics count them,
+// a corrupt source block is answered Corruption (no text) and turns the node's health degraded
+// while searches go on.
+#include "node/fetch.hpp"
+
+#include <gtest/gtest.h>
+#include <rocksdb/db.h>
+
+#include <random>
+
+#include "../prometheus_text.hpp"
+#include "metrics/metrics.hpp"
+#include "node/executor.hpp"
+#include "node/node_server.hpp"
+#include "node_fixture.hpp"
+
+namespace search {
+namespace {
+
+using testing::TempDir;
+
+// The source written for doc d: its words in "contents", an escape and an extra field.
+std::string SourceOf(uint32_t d, const std::string& text) {
+  return "{\"id\":\"ext-" + std::to_string(d) + "\", \"contents\":\"" + text + "\",\"x\":\"\\u00e9\"}";
+}
+
+// A shard of `n` docs over the words w0..w9 (with sources when `sources`); texts[d]: doc d's text.
+Status WriteShard(const std::string& path, uint32_t n, bool sources, std::vector<std::string>* texts) {
+  std::mt19937 rng(7);
+  std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> postings;
+  std::vector<uint32_t> lengths(n);
+  uint64_t total = 0;
+  texts->assign(n, "");
+  for (uint32_t d = 0; d < n; ++d) {
+    std::map<std::string, uint32_t> tf;
+    const uint32_t len = 3 + rng() % 20;
+    for (uint32_t i = 0; i < len; ++i) {
+      const std::string w = testing::Word(rng() % 10);
+      ++tf[w];
+      (*texts)[d] += (i ? " " : "") + (i % 5 == 0 ? "W" + w.substr(1) : w);
+    }
+    for (const auto& [t, f] : tf) postings[t].push_back({d, f});
+    lengths[d] = len;
+    total += len;
+  }
+  ShardMeta meta;
+  meta.doc_end = n;
+  meta.stats.num_docs = n;
+  meta.stats.total_tokens = total;
+  meta.sources = sources;
+  auto writer = ShardWriter::Create(path, meta);
+  if (!writer.ok()) return writer.status();
+  for (const auto& [term, list] : postings) {
+    std::vector<uint32_t> docs, tfs;
+    for (const auto& [d, f] : list) {
+      docs.push_back(d);
+      tfs.push_back(f);
+    }
+    auto blob = EncodeList(docs, tfs, 0, [](uint32_t, uint32_t) { return 1.0f; });
+    if (!blob.ok()) return blob.status();
+    auto view = ListView::Parse(*blob);
+    if (!view.ok()) return view.status();
+    TermInfo info;
+    info.df = info.count = static_cast<uint32_t>(docs.size());
+    info.cf = docs.size();
+    info.max_score = view->max_score();
+    info.list_bytes = static_cast<uint32_t>(blob->size());
+    SEARCH_RETURN_IF_ERROR((*writer)->AddTerm(term, info, *blob));
+  }
+  for (uint32_t d = 0; d < n; ++d) {
+    const std::string src = SourceOf(d, (*texts)[d]);
+    SEARCH_RETURN_IF_ERROR((*writer)->AddDoc(d, "ext-" + std::to_string(d), lengths[d],
+                                             sources ? std::optional<std::string_view>(src) : std::nullopt));
+  }
+  return (*writer)->Finish();
+}
+
+// Flips a byte in the middle of every stored source block (column family "source").
+Status CorruptSources(const std::string& path) {
+  std::vector<std::string> names;
+  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
+  if (!s.ok()) return Status::IOError(s.ToString());
+  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
+  for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::DB* raw = nullptr;
+  s = rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &raw);
+  if (!s.ok()) return Status::IOError(s.ToString());
+  std::unique_ptr<rocksdb::DB> db(raw);
+  rocksdb::ColumnFamilyHandle* source = nullptr;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == "source") source = handles[i];
+  Status out = Status::NotFound("no source blocks");
+  if (source != nullptr) {
+    std::vector<std::pair<std::string, std::string>> blocks;
+    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), source));
+    for (it->SeekToFirst(); it->Valid(); it->Next()) blocks.emplace_back(it->key().ToString(), it->value().ToString());
+    for (auto& [key, value] : blocks) {
+      if (value.empty()) continue;
+      value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x5a);
+      s = db->Put(rocksdb::WriteOptions(), source, key, value);
+      if (!s.ok()) break;
+      out = Status::Ok();
+    }
+    if (s.ok()) s = db->Flush(rocksdb::FlushOptions(), source);
+    if (!s.ok()) out = Status::IOError(s.ToString());
+  }
+  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
+  return out;
+}
+
+TEST(FetchDocs, SourcesAsWrittenAndHighlightsThroughTheAnalyzer) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  ASSERT_TRUE(WriteShard(dir.path() + "/s", 300, true, &texts).ok());
+  auto reader = ShardReader::Open(dir.path() + "/s");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  const Analyzer analyzer;
+  FetchRequestMsg req;
+  req.docs = {299, 0, 17, 17, 150};
+  req.source = true;
+  auto got = FetchDocs(**reader, analyzer, req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), req.docs.size());
+  for (size_t i = 0; i < req.docs.size(); ++i) {
+    const FetchedDocMsg& d = (*got)[i];
+    EXPECT_EQ(d.doc, req.docs[i]);
+    EXPECT_TRUE(d.has_source);
+    EXPECT_EQ(d.source, SourceOf(d.doc, texts[d.doc]));
+    EXPECT_TRUE(d.highlights.empty());
+  }
+  // Highlight alone: no source bytes, fragments marking w3 (also where the text says W3).
+  req.source = false;
+  req.highlight = true;
+  req.highlight_terms = {"w3"};
+  got = FetchDocs(**reader, analyzer, req);
+  ASSERT_TRUE(got.ok());
+  for (const FetchedDocMsg& d : *got) {
+    EXPECT_TRUE(d.has_source);
+    EXPECT_TRUE(d.source.empty());
+    const bool has_w3 = (" " + texts[d.doc] + " ").find(" w3 ") != std::string::npos ||
+                        (" " + texts[d.doc] + " ").find(" W3 ") != std::string::npos;
+    EXPECT_EQ(!d.highlights.empty(), has_w3) << texts[d.doc];
+    for (const auto& f : d.highlights)
+      EXPECT_TRUE(f.find("<em>w3</em>") != std::string::npos || f.find("<em>W3</em>") != std::string::npos) << f;
+  }
+  req.docs = {300};
+  EXPECT_EQ(FetchDocs(**reader, analyzer, req).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(FetchDocs, AShardWithoutSourcesAnswersNotStored) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  ASSERT_TRUE(WriteShard(dir.path() + "/s", 50, false, &texts).ok());
+  auto reader = ShardReader::Open(dir.path() + "/s");
+  ASSERT_TRUE(reader.ok());
+  FetchRequestMsg req;
+  req.docs = {3, 4};
+  req.source = req.highlight = true;
+  req.highlight_terms = {"w1"};
+  auto got = FetchDocs(**reader, Analyzer(), req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 2u);
+  for (const auto& d : *got) {
+    EXPECT_FALSE(d.has_source);
+    EXPECT_TRUE(d.source.empty());
+    EXPECT_TRUE(d.highlights.empty());
+  }
+}
+
+TEST(NodeFetch, FetchesOverTheWireAreCountedAndCorruptSourcesDegradeTheHealth) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  const std::string path = dir.path() + "/s";
+  ASSERT_TRUE(WriteShard(path, 200, true, &texts).ok());
+  for (int round = 0; round < 2; ++round) {
+    if (round == 1) ASSERT_TRUE(CorruptSources(path).ok());
+    auto reader = ShardReader::Open(path);
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    CpuExecutorAdapter cpu(reader->get());
+    Metrics metrics("node");
+    NodeServerOptions o;
+    o.threads = 2;
+    NodeServer server(reader->get(), &cpu, &metrics, o);
+    ASSERT_TRUE(server.Start().ok());
+    zmq::context_t ctx(1);
+    testing::Client client(ctx, server.endpoint());
+    FetchRequestMsg req;
+    req.request_id = 41;
+    req.docs = {5, 199};
+    req.source = true;
+    client.Send(EncodeFetchRequest(req));
+    auto env = client.Recv();
+    ASSERT_TRUE(env.has_value());
+    ASSERT_EQ(env->kind(), MessageKind::kFetchResponse);
+    const auto& resp = std::get<FetchResponseMsg>(env->body);
+    EXPECT_EQ(resp.request_id, 41u);
+    client.Send(EncodePing(PingMsg{2}));
+    auto pong = client.Recv();
+    ASSERT_TRUE(pong.has_value());
+    const std::string state = std::get<PongMsg>(pong->body).health.state;
+    const std::string text = metrics.SerializeText();
+    if (round == 0) {
+      ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+      ASSERT_EQ(resp.docs.size(), 2u);
+      EXPECT_EQ(resp.docs[0].source, SourceOf(5, texts[5]));
+      EXPECT_EQ(resp.docs[1].source, SourceOf(199, texts[199]));
+      EXPECT_EQ(state, "serving");
+      EXPECT_EQ(testing::SeriesValue(text, R"(search_node_fetches_total{status="ok"})"), 1);
+      EXPECT_EQ(testing::SeriesValue(text, "search_node_fetched_docs_total"), 2);
+      // An expired deadline: answered DeadlineExceeded, not run.
+      req.request_id = 42;
+      req.deadline_unix_micros = 1;
+      client.Send(EncodeFetchRequest(req));
+      env = client.Recv();
+      ASSERT_TRUE(env.has_value());
+      ASSERT_EQ(env->kind(), MessageKind::kFetchResponse);
+      EXPECT_EQ(std::get<FetchResponseMsg>(env->body).status.code(), StatusCode::kDeadlineExceeded);
+    } else {
+      EXPECT_EQ(resp.status.code(), StatusCode::kCorruption) << resp.status.ToString();
+      EXPECT_TRUE(resp.docs.empty());
+      EXPECT_EQ(state.rfind("degraded: 1 request(s) hit corrupt data", 0), 0u) << state;
+      EXPECT_EQ(testing::SeriesValue(text, R"(search_node_fetches_total{status="error"})"), 1);
+      // Searches go on.
+      SearchRequestMsg s;
+      s.request_id = 3;
+      s.terms = {"w1"};
+      s.k = 5;
+      client.Send(EncodeSearchRequest(s));
+      EXPECT_TRUE(client.RecvResponse().status.ok());
+    }
+    server.Stop();
+  }
+}
+
+}  // namespace
+}  // namespace search
