@@ -166,9 +166,9 @@ TEST(QueryDslTest, TopLevelFields) {
   EXPECT_EQ(BodyError("{" + q + R"(, "track_total_hits": "true"})"),
             "track_total_hits: must be true or false, got string");
   EXPECT_EQ(BodyError("{" + q + R"(, "from": 10})"),
-            "unsupported key 'from' (supported: query, size, track_total_hits)");
+            "unsupported key 'from' (supported: query, size, track_total_hits, _source, highlight)");
   EXPECT_EQ(BodyError("{" + q + R"(, "mode": "and"})"),
-            "unsupported key 'mode' (supported: query, size, track_total_hits)");
+            "unsupported key 'mode' (supported: query, size, track_total_hits, _source, highlight)");
   EXPECT_EQ(BodyError(R"({"size": 3})"), "query: missing: a search body needs a query");
   EXPECT_EQ(BodyError("{}"), "query: missing: a search body needs a query");
   EXPECT_EQ(BodyError("[1]"), "the body must be a JSON object, got array");
@@ -179,6 +179,39 @@ TEST(QueryDslTest, TopLevelFields) {
   EXPECT_EQ(BodyError("{\"query\": ").rfind("the body is not valid JSON: ", 0), 0u);
   EXPECT_EQ(BodyError("{" + q + R"(, "size": 1e999})").rfind("the body is not valid JSON: ", 0), 0u);
   EXPECT_LE(BodyError("{\"" + std::string(100000, 'a')).size(), 300u);  // parser messages are bounded
+}
+
+// _source and highlight (the fetch phase): true/false, and the highlight of contents only.
+TEST(QueryDslTest, SourceAndHighlight) {
+  const std::string q = R"("query": {"match": {"contents": "a"}})";
+  Result<SearchBody> b = ParseSearchDsl("{" + q + "}", Analyzer());
+  ASSERT_TRUE(b.ok());
+  EXPECT_FALSE(b->source.has_value());
+  EXPECT_FALSE(b->highlight);
+  b = ParseSearchDsl("{" + q + R"(, "_source": false, "highlight": {"fields": {"contents": {}}}})", Analyzer());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->source, false);
+  EXPECT_TRUE(b->highlight);
+  EXPECT_EQ(ParseSearchDsl("{" + q + R"(, "_source": true})", Analyzer())->source, true);
+  EXPECT_EQ(BodyError("{" + q + R"(, "_source": ["id"]})"),
+            "_source: only true or false is supported (source filtering is not), got [\"id\"]");
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": {"fields": {"title": {}}}})"),
+            "highlight.fields.title: only the field 'contents' can be highlighted");
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": {"fields": {"contents": {"fragment_size": 50}}}})"),
+            "highlight.fields.contents: highlight options are not supported: give {} (got {\"fragment_size\":50})");
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": {"pre_tags": ["<b>"], "fields": {"contents": {}}}})")
+                .rfind("highlight: unsupported key 'pre_tags'", 0),
+            0u);
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": {}})"),
+            "highlight.fields: missing: name the field to highlight, {\"contents\": {}}");
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": {"fields": {}}})"),
+            "highlight.fields: must be a non-empty object {\"contents\": {}}, got {}");
+  EXPECT_EQ(BodyError("{" + q + R"(, "highlight": true})"),
+            "highlight: must be an object {\"fields\": {\"contents\": {}}}, got boolean");
+  EXPECT_TRUE(ParseHighlightDsl(R"({"fields": {"contents": {}}})").ok());
+  EXPECT_EQ(ParseHighlightDsl(R"({"fields": {"body": {}}})").status().message(),
+            "highlight.fields.body: only the field 'contents' can be highlighted");
+  EXPECT_FALSE(ParseHighlightDsl("{").ok());
 }
 
 TEST(QueryDslTest, UnsupportedPartsAreNamedWithTheirPath) {

@@ -93,6 +93,51 @@ TEST(SearchAnswerJson, EmptyAnswerHasNullMaxScoreAndInvalidUtf8IsReplaced) {
   EXPECT_EQ(j["hits"]["hits"][0]["_doc"], 1);
 }
 
+// Documents in hits: _source spliced in byte for byte (spacing, escapes, number spellings kept),
+// _source_missing and highlight.contents when present, nothing when not; fetch failures in _shards.
+TEST(SearchAnswerJson, SourcesAreSplicedByteForByte) {
+  SearchAnswer a;
+  a.shards.total = 2;
+  a.shards.successful = 2;
+  // A reason that spells the placeholder's text: still only text.
+  a.shards.failures.push_back({1, "fetch: \"hits\":\"\x01\" odd", /*fetch=*/true});
+  a.total = 3;
+  const std::string src = "{ \"id\" :\"d\\u00e9\",\"contents\":\"caf\xc3\xa9 \\\"q\\\" \\/\",\"n\":1.50e1, \"a\":[ ] }";
+  MergedHit with{1, 2.0f, 0, "d1"};
+  with.has_source = true;
+  with.source = src;
+  with.highlights = {"<em>caf\xc3\xa9</em> &quot;q&quot;"};
+  MergedHit failed{2, 1.5f, 1, "d2"};
+  failed.source_missing = "fetch failed";
+  MergedHit plain{3, 1.0f, 0, "d3"};
+  a.hits = {with, failed, plain};
+  const std::string text = SearchAnswerJson(a);
+  EXPECT_NE(text.find("\"_source\":" + src + "}"), std::string::npos) << text;
+  const json j = json::parse(text);
+  const json& hits = j["hits"]["hits"];
+  ASSERT_EQ(hits.size(), 3u);
+  EXPECT_EQ(hits[0]["_source"], json::parse(src));
+  EXPECT_EQ(hits[0]["_id"], "d1");
+  EXPECT_EQ(hits[0]["highlight"]["contents"], json({"<em>caf\xc3\xa9</em> &quot;q&quot;"}));
+  EXPECT_FALSE(hits[0].contains("_source_missing"));
+  EXPECT_EQ(hits[1]["_source_missing"], "fetch failed");
+  EXPECT_FALSE(hits[1].contains("_source"));
+  EXPECT_FALSE(hits[1].contains("highlight"));
+  EXPECT_FALSE(hits[2].contains("_source"));
+  EXPECT_FALSE(hits[2].contains("_source_missing"));
+  EXPECT_EQ(j["_shards"]["failures"][0]["phase"], "fetch");
+  EXPECT_EQ(j["_shards"]["failures"][0]["reason"], "fetch: \"hits\":\"\x01\" odd");
+  EXPECT_EQ(j["_shards"]["failed"], 1);
+  // The query phase was complete: the count is exact, the answer is not.
+  EXPECT_EQ(j["hits"]["total"]["relation"], "eq");
+  EXPECT_EQ(j["coverage"]["full"], false);
+  EXPECT_FALSE(a.complete());
+  EXPECT_TRUE(a.query_complete());
+  a.shards.failures.push_back({0, "shard 0 did not answer"});
+  EXPECT_FALSE(a.query_complete());
+  EXPECT_EQ(json::parse(SearchAnswerJson(a))["hits"]["total"]["relation"], "gte");
+}
+
 TEST(ErrorJson, Shape) {
   json j = json::parse(ErrorJson(RequestError{400, "illegal_argument_exception", "parameter [k] ..."}));
   EXPECT_EQ(j["status"], 400);

@@ -68,6 +68,32 @@ TEST(ResultCache, KeepsTheTotalWithTheHits) {
   EXPECT_FALSE(total.has_value());
 }
 
+// Answers with documents: their own keys, and their sources and fragments charged to the budget.
+TEST(ResultCache, SourcesAndHighlightsAreKeyedApartAndCharged) {
+  Query q;
+  q.terms = {"a"};
+  q.k = 10;
+  EXPECT_EQ(ResultCacheKey(q), ResultCacheKey(q, false, false));
+  EXPECT_NE(ResultCacheKey(q, true, false), ResultCacheKey(q));
+  EXPECT_NE(ResultCacheKey(q, true, false), ResultCacheKey(q, false, true));
+  EXPECT_NE(ResultCacheKey(q, true, true), ResultCacheKey(q, true, false));
+  auto plain = Hits(5, 1);
+  auto docs = plain;
+  for (auto& h : docs) {
+    h.has_source = true;
+    h.source = std::string(1000, 's');
+    h.highlights = {std::string(200, 'f'), std::string(100, 'g')};
+  }
+  const size_t extra = ResultCache::EntryBytes("k", docs) - ResultCache::EntryBytes("k", plain);
+  EXPECT_GE(extra, 5u * (1000 + 200 + 100));
+  ResultCache c(ResultCache::EntryBytes("k", docs) + 100);
+  ASSERT_TRUE(c.Insert("k", docs));
+  EXPECT_EQ(c.Lookup("k"), docs);
+  EXPECT_EQ(c.stats().bytes, ResultCache::EntryBytes("k", docs));
+  ResultCache small(ResultCache::EntryBytes("k", docs) - 1);
+  EXPECT_FALSE(small.Insert("k", docs));  // larger than the whole budget: not kept
+}
+
 TEST(ResultCache, HitReturnsWhatWasInserted) {
   ResultCache c(1 << 20);
   EXPECT_FALSE(c.Lookup("k1").has_value());

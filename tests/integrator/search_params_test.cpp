@@ -120,6 +120,39 @@ TEST(SearchParamsPost, DslBodiesAreKeptForTheSearchAndCountsParsed) {
   ExpectBad(ParseCountBody(R"({"query": 1, "query": 2})"), "more than once");
 }
 
+// The fetch phase's parameters: _source (default on) and highlight (default off); a count takes neither.
+TEST(SearchParamsFetch, SourceAndHighlight) {
+  auto r = ParseSearchQuery(Params{{"q", "x"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.params.source);
+  EXPECT_FALSE(r.params.highlight);
+  r = ParseSearchQuery(Params{{"q", "x"}, {"_source", "false"}, {"highlight", "true"}});
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.params.source);
+  EXPECT_TRUE(r.params.highlight);
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"_source", "no"}}), "parameter [_source] must be true or false");
+  ExpectBad(ParseSearchQuery(Params{{"q", "x"}, {"highlight", "1"}}), "parameter [highlight] must be true or false");
+  ExpectBad(ParseCountQuery(Params{{"q", "x"}, {"_source", "false"}}), "unrecognized parameter [_source]");
+  ExpectBad(ParseCountQuery(Params{{"q", "x"}, {"highlight", "true"}}), "unrecognized parameter [highlight]");
+  r = ParseSearchBody(R"({"q": "x", "_source": false, "highlight": true})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r.params.source);
+  EXPECT_TRUE(r.params.highlight);
+  r = ParseSearchBody(R"({"q": "x", "highlight": {"fields": {"contents": {}}}})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.params.highlight);
+  ExpectBad(ParseSearchBody(R"({"q": "x", "highlight": {"fields": {"title": {}}}})"),
+            "highlight.fields.title: only the field 'contents' can be highlighted");
+  ExpectBad(ParseSearchBody(R"({"q": "x", "_source": "false"})"), "field [_source] must be true or false");
+  ExpectBad(ParseCountBody(R"({"q": "x", "_source": false})"), "unrecognized field [_source]");
+  // A DSL body keeps them for ParseSearchDsl; a _count DSL body takes nothing but the query.
+  r = ParseSearchBody(R"({"query": {"match": {"contents": "x"}}, "_source": false})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r.params.is_dsl);
+  ExpectBad(ParseCountBody(R"({"query": {"match": {"contents": "x"}}, "highlight": {"fields": {"contents": {}}}})"),
+            "unrecognized field [highlight]");
+}
+
 TEST(SearchParamsPost, BadBodies) {
   ExpectBad(ParseSearchBody(""), "not valid JSON", "parse_exception");
   ExpectBad(ParseSearchBody("{\"q\": "), "not valid JSON", "parse_exception");
