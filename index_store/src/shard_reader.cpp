@@ -180,7 +180,7 @@ struct ShardReader::Impl {
     SEARCH_RETURN_IF_ERROR(FromRocks(s, "read the source dictionary of " + path));
     if (value.size() < 4 || Crc32c(value.data() + 4, value.size() - 4) != GetLe32(value.data()))
       return Status::Corruption("shard " + path + ": source dictionary fails its CRC");
-    auto dict = SourceDict::Make(std::string_view(value.data() + 4, value.size() - 4), /*level=*/3);
+    auto dict = SourceDict::Make(std::string_view(value.data() + 4, value.size() - 4), /*level=*/0);
     if (!dict.ok()) return dict.status().WithContext("shard " + path);
     source_dict = std::move(dict).value();
     return Status::Ok();

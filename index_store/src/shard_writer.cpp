@@ -85,11 +85,12 @@ Status ValidateMeta(const ShardMeta& m) {
   return Status::Ok();
 }
 
-// Sources (FORMAT.md "Sources"): zstd level of the blocks, the dictionary's size bound, and how many
-// bytes of the shard's first sources are held back to train it on (the whole shard when smaller).
-constexpr int kSourceZstdLevel = 3;
+// Sources (FORMAT.md "Sources" has the measurements): zstd level of the blocks, the dictionary's
+// size bound, and how many bytes of the shard's first sources are held back to train it on (the
+// whole shard when smaller).
+constexpr int kSourceZstdLevel = 1;
 constexpr size_t kSourceDictBytes = size_t{64} << 10;
-constexpr size_t kSourceTrainBytes = size_t{4} << 20;
+constexpr size_t kSourceTrainBytes = size_t{1} << 20;
 
 // Documents' sources gathered for a block (or, before the dictionary is decided, for several).
 struct SourceRun {
@@ -152,8 +153,8 @@ struct ShardWriter::Impl {
     return sinks[kSourceIdx]->Put(Be32Key(run.first_doc), value);
   }
 
-  // Trains a dictionary on the held sources, keeps it if the held blocks plus the dictionary are
-  // smaller with it than without, and writes the held blocks.
+  // Trains a dictionary on the held sources, keeps it if what it saves on the held blocks,
+  // extrapolated to the shard's documents, exceeds its own size, and writes the held blocks.
   Status DecideDict() {
     dict_decided = true;
     std::vector<std::string_view> samples;
@@ -168,16 +169,20 @@ struct ShardWriter::Impl {
       plain_bytes += plain[i].size();
     }
     std::vector<std::string> with(held_blocks.size());
-    if (!trained.empty()) {
+    if (!trained.empty() && !held_blocks.empty()) {
       auto made = SourceDict::Make(trained, kSourceZstdLevel);
       if (made.ok()) {
-        size_t with_bytes = trained.size() + 4;
-        for (size_t i = 0; i < held_blocks.size() && with_bytes < plain_bytes; ++i) {
+        size_t with_bytes = 0;
+        for (size_t i = 0; i < held_blocks.size(); ++i) {
           const auto docs = held_blocks[i].Docs(0, held_blocks[i].ends.size());
           SEARCH_RETURN_IF_ERROR(source_encoder.Encode(docs, made->get(), &with[i]));
           with_bytes += with[i].size();
         }
-        if (with_bytes < plain_bytes) dict = std::move(made).value();
+        const double held_docs = static_cast<double>(held_blocks.back().first_doc + held_blocks.back().ends.size() -
+                                                     held_blocks.front().first_doc);
+        const double shard_docs = static_cast<double>(meta.doc_end - meta.doc_begin);
+        const double saved = (static_cast<double>(plain_bytes) - static_cast<double>(with_bytes)) * shard_docs / held_docs;
+        if (saved > static_cast<double>(trained.size() + 4)) dict = std::move(made).value();
       }
     }
     for (size_t i = 0; i < held_blocks.size(); ++i)

@@ -60,9 +60,10 @@ Result<std::shared_ptr<const SourceDict>> SourceDict::Make(std::string_view byte
     return Status::Corruption("source dictionary: not a zstd dictionary");
   std::shared_ptr<SourceDict> d(new SourceDict());
   d->bytes_.assign(bytes);
-  d->cdict_ = ZSTD_createCDict(d->bytes_.data(), d->bytes_.size(), level);
+  if (level != 0) d->cdict_ = ZSTD_createCDict(d->bytes_.data(), d->bytes_.size(), level);
   d->ddict_ = ZSTD_createDDict(d->bytes_.data(), d->bytes_.size());
-  if (d->cdict_ == nullptr || d->ddict_ == nullptr) return Status::Corruption("source dictionary: zstd rejects it");
+  if ((level != 0 && d->cdict_ == nullptr) || d->ddict_ == nullptr)
+    return Status::Corruption("source dictionary: zstd rejects it");
   return std::shared_ptr<const SourceDict>(std::move(d));
 }
 
@@ -103,7 +104,7 @@ Status SourceBlockEncoder::Encode(std::span<const std::string_view> docs, const 
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_);
   size_t n;
   SourceCodec codec;
-  if (dict != nullptr) {
+  if (dict != nullptr && dict->cdict() != nullptr) {
     n = ZSTD_compress_usingCDict(cctx, payload, out->size() - kSourceBlockHeaderBytes, raw_.data(), raw_size,
                                  static_cast<const ZSTD_CDict*>(dict->cdict()));
     codec = SourceCodec::kZstdDict;

@@ -21,6 +21,7 @@ struct IndexArgs {
   std::string stopwords;
   bool skip_bad = false;
   bool no_positions = false;
+  bool no_source = false;
   uint64_t memory_mb = 1024;
   uint32_t threads = 0;
   bool force = false;

@@ -39,6 +39,9 @@ CLI::App* AddIndexCommand(CLI::App& app, IndexArgs* a) {
   cmd->add_flag("--skip-bad", a->skip_bad, "skip and count bad lines instead of failing");
   cmd->add_flag("--no-positions", a->no_positions,
                 "store no term positions: a smaller index, faster to build, but phrase queries are refused");
+  cmd->add_flag("--no-source", a->no_source,
+                "store no document sources (each line's JSON object): a smaller index, but hits come without "
+                "_source and highlights");
   cmd->add_option("--memory-mb", a->memory_mb, "memory budget for in-memory postings before spilling runs")
       ->capture_default_str();
   cmd->add_option("--threads", a->threads, "parser/encoder threads (0 = all hardware threads)")->capture_default_str();
@@ -65,6 +68,7 @@ int RunIndex(const IndexArgs& a) {
   if (auto check = Analyzer::Create(o.analyzer); !check.ok()) return ReportError("index", check.status(), kExitUsage);
   o.skip_bad = a.skip_bad;
   o.positions = !a.no_positions;
+  o.sources = !a.no_source;
   o.memory_bytes = static_cast<size_t>(a.memory_mb) << 20;
   o.threads = a.threads;
   o.force = a.force;

@@ -45,7 +45,8 @@ class SourceDict {
   // Trains a dictionary of at most `max_bytes` from `samples` (ZDICT_trainFromBuffer). An empty
   // string when training fails (too few or too uniform samples): the shard then has no dictionary.
   static std::string Train(std::span<const std::string_view> samples, size_t max_bytes);
-  // Digests `bytes`: Corruption when they are not a zstd dictionary.
+  // Digests `bytes` for decompression, and for compression at `level` unless it is 0: Corruption
+  // when they are not a zstd dictionary.
   static Result<std::shared_ptr<const SourceDict>> Make(std::string_view bytes, int level);
   ~SourceDict();
   SourceDict(const SourceDict&) = delete;
@@ -70,7 +71,8 @@ class SourceBlockEncoder {
   SourceBlockEncoder(const SourceBlockEncoder&) = delete;
   SourceBlockEncoder& operator=(const SourceBlockEncoder&) = delete;
 
-  // Writes the block of `docs` into *out: zstd with `dict` when given, without otherwise, raw
+  // Writes the block of `docs` into *out: zstd with `dict` when given (and made for
+  // compression), without otherwise, raw
   // when compression does not make it smaller. REQUIRES: 1 <= docs.size(), every doc at most
   // kMaxSourceBytes, the raw size at most kMaxSourceBlockRawBytes (InvalidArgument otherwise).
   Status Encode(std::span<const std::string_view> docs, const SourceDict* dict, std::string* out);

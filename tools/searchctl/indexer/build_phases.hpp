@@ -34,8 +34,13 @@ struct ParseOutput {
   uint64_t skipped = 0;
   uint64_t blank_lines = 0;
   std::vector<std::string> runs;  // run files, in spill order
-  std::string ids_path;           // varint(len) id, by docID
+  std::string ids_path;           // varint(len) id [varint(len) source, with sources], by docID
+  // The ids file's offset of docs 0, kIdsCheckpointDocs, 2 * kIdsCheckpointDocs, ...: each shard's
+  // documents are read from their own offset, so the shards take them (and compress their
+  // sources) in parallel.
+  std::vector<uint64_t> ids_checkpoints;
 };
+inline constexpr uint64_t kIdsCheckpointDocs = 1024;
 
 // Reads, parses and analyzes the input; spills runs into `work_dir`.
 Status RunParsePhase(const IndexBuildOptions& options, const Analyzer& analyzer, const std::string& work_dir,

@@ -179,6 +179,7 @@ Result<IndexBuildSummary> BuildIndex(const IndexBuildOptions& options) {
   manifest.analyzer = options.analyzer;
   manifest.shards = merged.shards;
   manifest.positions = options.positions;
+  manifest.sources = options.sources;
   manifest.created_by = options.created_by;
   SEARCH_RETURN_IF_ERROR(manifest.Write(dir->path()));
   if (options.kill_before_publish) ::raise(SIGKILL);

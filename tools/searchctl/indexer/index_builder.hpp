@@ -38,6 +38,7 @@ struct IndexBuildOptions {
   Bm25Params bm25;
   bool skip_bad = false;                     // skip (and count) bad lines instead of failing; they get no docID
   bool positions = true;                     // store term positions (phrase queries need them)
+  bool sources = true;                       // store each line's JSON object (trimmed), byte for byte
   size_t memory_bytes = size_t{1024} << 20;  // budget for in-memory postings over all threads
   uint32_t threads = 0;                      // parser/encoder threads; 0 = hardware threads
   bool force = false;                        // replace an existing index at `output`

@@ -153,21 +153,35 @@ Result<uint64_t> ReadVarint(FILE* f) {
   return Status::Corruption("the external id file holds an overlong varint");
 }
 
-// Adds every document (external id from the ids file, length) to its shard.
-Status AddDocs(const std::string& ids_path, const std::vector<uint32_t>& lengths, const ShardLayout& layout,
-               const std::vector<std::unique_ptr<ShardWriter>>& writers) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(ids_path.c_str(), "rb"), &std::fclose);
-  if (!f) return Status::IOError("open " + ids_path + ": " + std::strerror(errno));
-  std::string id;
-  uint32_t s = 0;
-  for (uint64_t doc = 0; doc < lengths.size(); ++doc) {
-    SEARCH_ASSIGN_OR_RETURN(uint64_t len, ReadVarint(f.get()));
-    if (len > (uint64_t{1} << 32)) return Status::Corruption("the external id file holds an oversized id");
-    id.resize(len);
-    if (len != 0 && std::fread(id.data(), 1, len, f.get()) != len)
-      return Status::Corruption("the external id file is truncated");
-    while (doc >= layout.end[s]) ++s;
-    SEARCH_RETURN_IF_ERROR(writers[s]->AddDoc(static_cast<uint32_t>(doc), id, lengths[doc]));
+// Reads one varint-prefixed string of the ids file.
+Status ReadString(FILE* f, std::string* out) {
+  SEARCH_ASSIGN_OR_RETURN(uint64_t len, ReadVarint(f));
+  if (len > (uint64_t{1} << 32)) return Status::Corruption("the external id file holds an oversized string");
+  out->resize(len);
+  if (len != 0 && std::fread(out->data(), 1, len, f) != len) return Status::Corruption("the external id file is truncated");
+  return Status::Ok();
+}
+
+// Adds shard s's documents (external id and, with sources, source from the ids file, read from
+// the checkpoint before the shard's first document; length) to its writer.
+Status AddShardDocs(const ParseOutput& parsed, bool sources, const ShardLayout& layout, uint32_t s,
+                    ShardWriter* writer) {
+  const std::string& path = parsed.ids_path;
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return Status::IOError("open " + path + ": " + std::strerror(errno));
+  const uint32_t begin = layout.begin[s], end = layout.end[s];
+  if (begin == end) return Status::Ok();
+  const uint64_t checkpoint = begin / kIdsCheckpointDocs;
+  if (checkpoint >= parsed.ids_checkpoints.size()) return Status::Internal("the ids file lacks a checkpoint");
+  if (::fseeko(f.get(), static_cast<off_t>(parsed.ids_checkpoints[checkpoint]), SEEK_SET) != 0)
+    return Status::IOError("seek " + path + ": " + std::strerror(errno));
+  std::string id, source;
+  for (uint64_t doc = checkpoint * kIdsCheckpointDocs; doc < end; ++doc) {
+    SEARCH_RETURN_IF_ERROR(ReadString(f.get(), &id));
+    if (sources) SEARCH_RETURN_IF_ERROR(ReadString(f.get(), &source));
+    if (doc < begin) continue;
+    SEARCH_RETURN_IF_ERROR(writer->AddDoc(static_cast<uint32_t>(doc), id, parsed.lengths[doc],
+                                          sources ? std::optional<std::string_view>(source) : std::nullopt));
   }
   return Status::Ok();
 }
@@ -216,6 +230,7 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
     meta.bm25 = options.bm25;
     meta.analyzer = options.analyzer;
     meta.positions = options.positions;
+    meta.sources = options.sources;
     SEARCH_ASSIGN_OR_RETURN(auto w, ShardWriter::Create(index_dir + "/shard-" + std::to_string(i), meta));
     writers.push_back(std::move(w));
     ShardEntry e;
@@ -287,10 +302,12 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
 
   // Documents, then finish every shard (in parallel: each writer is independent).
   progress->phase.store(BuildProgress::kFinish);
-  SEARCH_RETURN_IF_ERROR(AddDocs(parsed->ids_path, parsed->lengths, layout, writers));
-  SEARCH_RETURN_IF_ERROR(RemoveFile(parsed->ids_path));
   std::vector<Status> finished(num_shards);
-  ParallelFor(num_shards, threads, [&](size_t i) { finished[i] = writers[i]->Finish(); });
+  ParallelFor(num_shards, threads, [&](size_t i) {
+    finished[i] = AddShardDocs(*parsed, options.sources, layout, static_cast<uint32_t>(i), writers[i].get());
+    if (finished[i].ok()) finished[i] = writers[i]->Finish();
+  });
+  SEARCH_RETURN_IF_ERROR(RemoveFile(parsed->ids_path));
   for (auto& s : finished) SEARCH_RETURN_IF_ERROR(s);
   return Status::Ok();
 }

@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "index_store/source_block.hpp"
 #include "indexer/build_phases.hpp"
 #include "indexer/jsonl_reader.hpp"
 #include "indexer/posting_accumulator.hpp"
@@ -30,6 +31,7 @@ struct ParsedDoc {
   bool ok = false;
   std::string reason;  // when !ok
   std::string id;
+  std::string_view source;  // with sources: the line, ASCII whitespace trimmed (in the chunk's data)
   uint32_t length = 0;
   std::vector<std::pair<uint32_t, uint32_t>> id_tfs;  // (term id in the worker's accumulator, tf)
   std::vector<uint32_t> positions;  // with positions: each id_tfs term's positions, in that order
@@ -41,10 +43,20 @@ struct ParsedChunk {
   std::vector<ParsedDoc> docs;
 };
 
+bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
+
+// The line without its leading and trailing ASCII whitespace: the JSON object as stored.
+std::string_view TrimAscii(std::string_view s) {
+  while (!s.empty() && IsAsciiSpace(s.front())) s.remove_prefix(1);
+  while (!s.empty() && IsAsciiSpace(s.back())) s.remove_suffix(1);
+  return s;
+}
+
 // Parses one chunk's lines and analyzes every good document; terms get ids from `acc`. With
-// `positions`, each term's positions (indexes into the analyzed token stream) are kept too.
-void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, bool positions, PostingAccumulator* acc,
-                ParsedChunk* out) {
+// `positions`, each term's positions (indexes into the analyzed token stream) are kept too; with
+// `sources`, each document's line (trimmed), a view into `chunk`, which outlives the commit.
+void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, bool positions, bool sources,
+                PostingAccumulator* acc, ParsedChunk* out) {
   out->seq = chunk.seq;
   out->blank_lines = 0;
   out->docs.clear();
@@ -67,6 +79,15 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, bool positions
     ParsedDoc& pd = out->docs.emplace_back();
     pd.line = this_line;
     if (!ParseDocLine(line, &doc, &pd.reason)) continue;
+    if (sources) {
+      const std::string_view source = TrimAscii(line);
+      if (source.size() > kMaxSourceBytes) {
+        pd.reason = "the line has " + std::to_string(source.size()) + " bytes, more than a stored source may (" +
+                    std::to_string(kMaxSourceBytes) + "); index with --no-source to skip sources";
+        continue;
+      }
+      pd.source = source;
+    }
     tokens.clear();
     analyzer.Analyze(doc.contents, &tokens);
     if (tokens.size() > UINT32_MAX) {
@@ -210,11 +231,17 @@ class ParseState {
         continue;
       }
       if (next_doc_ >= kMaxDocs) return Status::InvalidArgument("more than 4294967295 documents: docIDs are 32-bit");
+      if (next_doc_ % kIdsCheckpointDocs == 0) out_->ids_checkpoints.push_back(ids_bytes_);
       rec.clear();
       PutVarint(&rec, d.id.size());
       rec.append(d.id);
+      if (options_.sources) {
+        PutVarint(&rec, d.source.size());
+        rec.append(d.source);
+      }
       if (std::fwrite(rec.data(), 1, rec.size(), ids_file_) != rec.size())
         return Status::IOError("write " + out_->ids_path + ": " + std::strerror(errno));
+      ids_bytes_ += rec.size();
       out_->lengths.push_back(d.length);
       out_->total_tokens += d.length;
       ++next_doc_;
@@ -244,7 +271,7 @@ class ParseState {
         queue_.pop_front();
       }
       queue_cv_.notify_all();
-      ParseChunk(chunk, analyzer_, options_.positions, &acc, &parsed);
+      ParseChunk(chunk, analyzer_, options_.positions, options_.sources, &acc, &parsed);
       auto first = Commit(parsed);
       if (!first.ok()) {
         if (!Aborted()) Fail(first.status());
@@ -289,6 +316,7 @@ class ParseState {
   uint64_t next_commit_ = 0;  // GUARDED_BY(commit_mu_)
   uint64_t next_doc_ = 0;     // GUARDED_BY(commit_mu_)
   FILE* ids_file_ = nullptr;  // GUARDED_BY(commit_mu_)
+  uint64_t ids_bytes_ = 0;    // GUARDED_BY(commit_mu_): written to ids_file_
   std::unique_ptr<char[]> ids_buffer_;
 
   std::mutex runs_mu_;
