@@ -8,9 +8,10 @@ scripts/cluster.sh on its own port range, and drives headless Chromium over the 
 focusing), picks the mode, types k, clicks the submit button (mouse events at its position) and
 waits for the results. Then it checks the DOM against GET /search sent by this script with the
 same parameters and against the corpus itself:
-  - the hit rows (li.hit) carry the answer's ids in the answer's order and its scores; the ids are
-    exactly the documents holding a query term, ranked, cut at k; total hits is the brute-force
-    count with relation eq; took is a number; coverage says 2/2 shards, 100% of documents;
+  - the answer itself: the ids are documents holding a query term, k of them; total hits is the
+    brute-force count with relation eq; every hit has its input object as _source and a highlight;
+  - the hit rows (li.hit) carry the answer's ids in the answer's order and its scores; took is a
+    number; coverage says 2/2 shards, 100% of documents; the first hit's _source opens on a click;
   - ids and _source are text: an id and a contents field full of markup show literally, add no
     element and run no script; each hit's _source (shown whole) equals the input line's object;
   - the snippets are the answer's highlight fragments: every <em> in the DOM wraps a query term,
@@ -136,11 +137,7 @@ class SearchTest(sp.Test):
             page = self.submit(dt, QUERY, MODE, K, seq=1)
             want = self.api(QUERY, MODE, K)  # after the page's, which so is no cache hit
             self.check_api(want, docs)
-            self.has_highlight = any("highlight" in h for h in want["hits"]["hits"])
-            self.has_source = any("_source" in h for h in want["hits"]["hits"])
-            log("GET /search: ids %s, total %s, highlight %s, _source %s"
-                % ([h["_id"] for h in want["hits"]["hits"]], want["hits"]["total"], self.has_highlight,
-                   self.has_source))
+            log("GET /search: ids %s, total %s" % ([h["_id"] for h in want["hits"]["hits"]], want["hits"]["total"]))
             self.check_page(page, want)
             self.open_first_source(dt, want)
             shot = os.path.abspath(a.screenshot)
@@ -196,6 +193,13 @@ class SearchTest(sp.Test):
             raise Failed("GET /search ids %s, want %d of %s" % ([h["_id"] for h in hits], K, matching))
         if len(matching) <= K:
             raise Failed("the corpus should hold more matches than k")
+        for h in hits:  # each hit holds a query term in its contents: a source and a highlight
+            if h.get("_source") != self.docs[h["_id"]]:
+                raise Failed("GET /search: hit %r has _source %r, want its input object %r"
+                             % (h["_id"], h.get("_source"), self.docs[h["_id"]]))
+            frags = h.get("highlight", {}).get("contents")
+            if not frags or not all(em_texts(f) for f in frags):
+                raise Failed("GET /search: hit %r has no highlight fragment with <em>: %s" % (h["_id"], h))
 
     # ---- the browser
     def evaluate(self, dt, expr):
@@ -304,15 +308,9 @@ class SearchTest(sp.Test):
 
         for r, h in zip(rows, hits):
             doc = self.docs[h["_id"]]
-            if "_source" in h:
-                if h["_source"] != doc or r["source"] is None or json.loads(r["source"]) != doc:
-                    raise Failed("row %r: _source shown %r, answer %r, input %r"
-                                 % (r["id"], r["source"], h.get("_source"), doc))
-            elif self.has_source:
-                raise Failed("hit %r has no _source while others do: %s" % (h["_id"], h))
-            frags = h.get("highlight", {}).get("contents", [])
-            if not frags:
-                continue
+            if r["source"] is None or json.loads(r["source"]) != doc:
+                raise Failed("row %r: _source shown %r, input %r" % (r["id"], r["source"], doc))
+            frags = h["highlight"]["contents"]
             marks = [t for f in frags for t in em_texts(f)]
             if r["ems"] != [html.unescape(t) for t in marks] or not marks:
                 raise Failed("row %r: <em> marks %s in the DOM, %s in the answer" % (r["id"], r["ems"], marks))
@@ -322,14 +320,12 @@ class SearchTest(sp.Test):
             if r["snippet"] != text:
                 raise Failed("row %r: snippet text %r, want the fragments' text %r" % (r["id"], r["snippet"], text))
         marked = {t.lower() for r in rows for t in r["ems"]}
-        if self.has_highlight:
-            if not marked or not marked <= TERMS or marked != TERMS:
-                raise Failed("<em> marks %s on the page, want exactly the query terms %s" % (marked, TERMS))
-            if "<script>" not in (xss[0]["snippet"] or ""):
-                raise Failed("the markup in %r's contents is not shown as text: %r" % (XSS_ID, xss[0]["snippet"]))
-        log("page matches GET /search: %d rows %s, total %s, %s %s; <em> marks %s%s"
-            % (len(rows), [r["id"] for r in rows], ids["total"], ids["took"], ids["coverage"], sorted(marked),
-               "" if self.has_highlight else " (the answer has no highlight yet: marks not checked)"))
+        if marked != TERMS:
+            raise Failed("<em> marks %s on the page, want exactly the query terms %s" % (marked, TERMS))
+        if "<script>" not in (xss[0]["snippet"] or ""):
+            raise Failed("the markup in %r's contents is not shown as text: %r" % (XSS_ID, xss[0]["snippet"]))
+        log("page matches GET /search: %d rows %s, total %s, %s %s; <em> marks %s"
+            % (len(rows), [r["id"] for r in rows], ids["total"], ids["took"], ids["coverage"], sorted(marked)))
 
 
 def main():
