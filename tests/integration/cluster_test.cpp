@@ -341,8 +341,10 @@ TEST_F(ClusterTest, StoppedNodeTimesOutWithinTheDeadlineThenRecovers) {
   EXPECT_EQ(r.body["timed_out"], true) << r.raw;
   EXPECT_EQ(r.body["_shards"]["failed"], 1);
   EXPECT_EQ(r.body["_shards"]["failures"][0]["shard"], 2);
-  EXPECT_GE(r.seconds, 0.25);
-  EXPECT_LT(r.seconds, 10.0);  // the deadline ends the wait: the stopped node never answers
+  // The query phase's deadline ends the wait (the stopped node never answers): 4/5 of the 300 ms,
+  // the rest is kept for fetching the other shards' sources.
+  EXPECT_GE(r.seconds, 0.235);
+  EXPECT_LT(r.seconds, 10.0);
   ExpectSameHits(r.body["hits"]["hits"], partial, "stopped node");
   const auto end = Clock::now() + 15s;
   HttpResult ok;
