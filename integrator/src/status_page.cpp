@@ -281,7 +281,9 @@ async function search(q, mode, k) {
   if (c) set('coverage', 'shards ' + c.shards + '/' + c.shards_total + ', documents ' + fix(c.percent, 1) + '%');
   if (a.cached) set('cached', '(cached)');
   const fails = sh && Array.isArray(sh.failures) ? sh.failures : [];
-  if (fails.length > 0) set('search-warn', fails.map(f => 'shard ' + f.shard + ': ' + f.reason).join('; '));
+  const warn = fails.map(f => 'shard ' + f.shard + ': ' + f.reason);
+  if (a.timed_out) warn.unshift('timed out: the hits are those found within the deadline');
+  set('search-warn', warn.join('; '));
   for (const h of a.hits.hits) showHit(list, h);
   list.dataset.state = 'done'; list.dataset.seq = String(seq);
 }
