@@ -28,7 +28,8 @@ public class LuceneStored {
       System.exit(2);
     }
     Path input = Paths.get(a[0]), dir = Paths.get(a[1]);
-    Lucene87Codec.Mode mode = a[2].equals("speed") ? Lucene87Codec.Mode.BEST_SPEED : Lucene87Codec.Mode.BEST_COMPRESSION;
+    Lucene87Codec.Mode mode =
+        a[2].equals("speed") ? Lucene87Codec.Mode.BEST_SPEED : Lucene87Codec.Mode.BEST_COMPRESSION;
     Analyzer analyzer = new Analyzer() {
       protected TokenStreamComponents createComponents(String f) {
         return new TokenStreamComponents(new WhitespaceTokenizer());
@@ -85,11 +86,13 @@ public class LuceneStored {
       for (int i = 0; i < 1000; i++) {
         int doc = rnd.nextInt(n);
         BytesRef got = reader.document(doc).getBinaryValue("_source");
-        if (got == null || !Arrays.equals(Arrays.copyOfRange(got.bytes, got.offset, got.offset + got.length), lines.get(doc)))
+        if (got == null
+            || !Arrays.equals(Arrays.copyOfRange(got.bytes, got.offset, got.offset + got.length), lines.get(doc)))
           throw new IOException("doc " + doc + ": stored _source differs from its input line");
       }
       long sink = 0;
-      for (int i = 0; i < 20000; i++) sink += reader.document(rnd.nextInt(n)).getBinaryValue("_source").length;  // warm-up
+      for (int i = 0; i < 20000; i++)  // warm-up
+        sink += reader.document(rnd.nextInt(n)).getBinaryValue("_source").length;
       final int reads = 100000;
       long f0 = System.nanoTime();
       for (int i = 0; i < reads; i++) sink += reader.document(rnd.nextInt(n)).getBinaryValue("_source").length;

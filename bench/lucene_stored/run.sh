@@ -15,7 +15,8 @@ command -v javac >/dev/null && ls /usr/share/java/lucene-core-8*.jar >/dev/null 
 work=${LUCENE_STORED_WORK:-/tmp/lucene-stored}
 mkdir -p "$work/classes"
 cp=$(ls /usr/share/java/lucene-core-8*.jar | head -1):$(ls /usr/share/java/lucene-analyzers-common-8*.jar | head -1)
-[ "$work/classes/LuceneStored.class" -nt "$here/LuceneStored.java" ] || javac -cp "$cp" -d "$work/classes" "$here/LuceneStored.java"
+[ "$work/classes/LuceneStored.class" -nt "$here/LuceneStored.java" ] ||
+  javac -cp "$cp" -d "$work/classes" "$here/LuceneStored.java"
 prepared="$work/corpus.$(stat -c %Y-%s "$corpus").tsv"
 [ -s "$prepared" ] || { python3 "$here/prepare.py" "$corpus" "$prepared.tmp" && mv "$prepared.tmp" "$prepared"; }
 for mode in $modes; do

@@ -23,7 +23,8 @@ for v in source no-source; do
   flag=""; [ "$v" = no-source ] && flag=--no-source
   /usr/bin/time -f "searchctl index ($v): %e s wall, %U s user, %S s sys, %M KiB max RSS" \
     "$ctl" index --input data/gcide.jsonl --out "$work/gcide-$v" --shards 1 --force --quiet $flag
-  echo "ours ($v): $(python3 bench/scripts/cf_sizes.py "$work/gcide-$v") disk_bytes=$(du -sb "$work/gcide-$v" | cut -f1)"
+  echo "ours ($v): $(python3 bench/scripts/cf_sizes.py "$work/gcide-$v")" \
+    "disk_bytes=$(du -sb "$work/gcide-$v" | cut -f1)"
 done
 bench/lucene_stored/run.sh data/gcide.jsonl both
 

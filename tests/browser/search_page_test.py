@@ -233,7 +233,8 @@ class SearchTest(sp.Test):
 
     def click(self, dt, selector):
         box = self.evaluate(dt, "(() => { const r = document.querySelector(%s).getBoundingClientRect(); "
-                                "return [r.x + Math.min(r.width / 2, 20), r.y + r.height / 2]; })()" % json.dumps(selector))
+                                "return [r.x + Math.min(r.width / 2, 20), r.y + r.height / 2]; })()"
+                            % json.dumps(selector))
         for kind in ("mousePressed", "mouseReleased"):
             dt.call("Input.dispatchMouseEvent", type=kind, x=box[0], y=box[1], button="left", clickCount=1)
 
