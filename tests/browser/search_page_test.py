@@ -17,6 +17,7 @@ same parameters and against the corpus itself:
   - the snippets are the answer's highlight fragments: every <em> in the DOM wraps a query term,
     the same marks as the answer's, and both query terms are marked somewhere;
   - a query the integrator refuses shows the 400's reason and no rows;
+  - the page's address with q, mode and k opens with that search filled in and done;
   - the live status beside it is still there and green.
 It saves the page with the results as a screenshot (PNG, DevTools) and checks it is a nonblank PNG
 of the window size. Exit 77 (CTest SKIP) when Chromium is not installed. The cluster and the browser
@@ -158,6 +159,22 @@ class SearchTest(sp.Test):
             if page["ids"]["total"] or page["ids"]["took"]:
                 raise Failed("a refused query still shows the last answer's total/took: %s" % page["ids"])
             log("refused query: page shows %r" % page["ids"]["search-err"])
+
+            # An address with a query opens with that search done.
+            params = {"q": "heart", "mode": "and", "k": "3"}
+            dt.call("Page.navigate", url=self.base + "/?" + urllib.parse.urlencode(params))
+            self.wait(dt, "location.search.includes('q=heart') && (() => { const r = document.getElementById("
+                          "'results'); return r && r.dataset.seq === '1' && r.dataset.state === 'done'; })()",
+                      "the search of the page's address")
+            page = self.read(dt)
+            want = self.api("heart", "and", 3)
+            form = self.evaluate(dt, "['q', 'mode', 'k'].map(i => document.getElementById(i).value)")
+            if [r["id"] for r in page["rows"]] != [h["_id"] for h in want["hits"]["hits"]] or \
+                    form != ["heart", "and", "3"]:
+                raise Failed("/?%s shows rows %s and form %s, GET /search gives %s"
+                             % (urllib.parse.urlencode(params), [r["id"] for r in page["rows"]], form,
+                                [h["_id"] for h in want["hits"]["hits"]]))
+            log("/?%s opens with %d rows" % (urllib.parse.urlencode(params), len(page["rows"])))
         finally:
             dt.close()
             sp.kill_group(self.browser)
