@@ -38,6 +38,7 @@ TEST(CiffImportTest, AnswersLikeTheJsonlIndexOfTheSameText) {
   bo.shards = 3;
   bo.threads = 2;
   bo.positions = false;  // CIFF carries no positions: compare with an index built without
+  bo.sources = false;    // nor sources
   ASSERT_TRUE(BuildIndex(bo).ok());
   // Lists and doc records shuffled: the importer sorts the terms and places the records.
   scaletest::WriteBytes(tmp / "c.ciff", scaletest::MakeCiff(docs, inv, /*shuffle_seed=*/99));

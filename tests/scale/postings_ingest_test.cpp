@@ -25,6 +25,7 @@ IndexBuildOptions JsonlOptions(const std::string& input, const std::string& out,
   o.shards = shards;
   o.threads = 2;
   o.positions = false;  // as PostingsIngest builds (its lists carry no positions)
+  o.sources = false;    // nor sources
   return o;
 }
 
