@@ -188,6 +188,10 @@ struct FetchedDoc {
                                # "contents" string, best first, HTML-escaped with each match in
                                # <em>...</em> (core/highlight.hpp); none without a match, without a
                                # source or without a string "contents"
+  omitted @4 :Bool;            # source and fragments left out: with them the answer would pass the
+                               # frame limit (16 MiB; a source may be larger, and k of them more).
+                               # Documents are kept in request order (the integrator's: best first)
+                               # while they fit; not an error
 }
 
 struct FetchResponse {

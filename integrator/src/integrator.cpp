@@ -577,11 +577,13 @@ HttpReply Integrator::Fetched(SearchState& st, std::vector<ShardCallResult> resu
         FetchedDocMsg& d = r.docs[j];
         h.highlights = std::move(d.highlights);
         if (!st.source) continue;
-        h.has_source = d.has_source;
-        if (d.has_source) {
-          h.source = std::move(d.source);
-        } else {
+        h.has_source = d.has_source && !d.omitted;
+        if (!d.has_source) {
           h.source_missing = "not stored";
+        } else if (d.omitted) {
+          h.source_missing = "too large";  // past what one fetch answer carries (node/fetch.hpp)
+        } else {
+          h.source = std::move(d.source);
         }
       }
       continue;

@@ -41,10 +41,21 @@ Result<std::vector<FetchedDocMsg>> FetchDocs(const ShardReader& shard, const Ana
                             std::to_string(out.size()) + " docs");
   }
   const HighlightTerms terms{request.highlight_terms, request.highlight_phrases};
+  size_t bytes = 0;
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i].has_source = true;
-    if (highlight) out[i].highlights = HighlightSource(sources[i], analyzer, terms);
-    if (request.source) out[i].source = std::move(sources[i]);
+    FetchedDocMsg& d = out[i];
+    d.has_source = true;
+    if (highlight) d.highlights = HighlightSource(sources[i], analyzer, terms);
+    if (request.source) d.source = std::move(sources[i]);
+    size_t size = d.source.size();
+    for (const auto& f : d.highlights) size += f.size();
+    if (bytes + size > kFetchAnswerBudget) {  // later (lower ranked) documents may still fit
+      d.omitted = true;
+      d.source.clear();
+      d.highlights.clear();
+      continue;
+    }
+    bytes += size;
   }
   return out;
 }

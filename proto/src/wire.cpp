@@ -399,6 +399,7 @@ void Fill(wire::FetchResponse::Builder b, const FetchResponseMsg& m) {
     if (!d.source.empty())
       o.setSource(capnp::Data::Reader(reinterpret_cast<const kj::byte*>(d.source.data()), d.source.size()));
     FillTexts(o.initHighlights(static_cast<unsigned>(d.highlights.size())), d.highlights);
+    o.setOmitted(d.omitted);
   }
 }
 
@@ -460,6 +461,7 @@ Result<FetchResponseMsg> Read(wire::FetchResponse::Reader r) {
     auto src = d.getSource();
     o.source.assign(reinterpret_cast<const char*>(src.begin()), src.size());
     SEARCH_RETURN_IF_ERROR(ReadTexts(d.getHighlights(), kMaxHighlightFragments, "highlight fragments", &o.highlights));
+    o.omitted = d.getOmitted();
     m.docs.push_back(std::move(o));
   }
   return m;

@@ -162,6 +162,25 @@ TEST(Fetch, AShardWithoutSourcesSaysNotStored) {
   EXPECT_EQ(j["_shards"]["failed"], 0);
 }
 
+TEST(Fetch, ADocumentPastTheAnswersBudgetSaysTooLarge) {
+  FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}, {6, 2.0f, "a6"}}));
+  a.set_fetch_handler([](const FetchRequestMsg& f) -> std::optional<FetchResponseMsg> {
+    FetchResponseMsg r;
+    for (uint32_t d : f.docs) r.docs.push_back(FetchedDocMsg{d, true, d == 5 ? SourceOf(5) : "", {}, d != 5});
+    return r;
+  });
+  auto in = Integrator::Start(Options({a.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  const HttpReply r = (*in)->Search(Params("apple"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_EQ(HitWithDoc(j, 5)["_source"], json::parse(SourceOf(5)));
+  EXPECT_EQ(HitWithDoc(j, 6)["_source_missing"], "too large");
+  EXPECT_FALSE(HitWithDoc(j, 6).contains("_source"));
+  EXPECT_EQ(j["_shards"]["failed"], 0);
+}
+
 TEST(Fetch, AShardFailingOrSilentAtFetchLeavesItsHitsWithoutSourceInA200) {
   FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}}), 2), b(1, AnswerWith(1, {{700, 2.0f, "b700"}}), 2);
   a.set_fetch_handler(Sources());

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
+#include <functional>
 #include <random>
 
 #include "../prometheus_text.hpp"
@@ -26,8 +27,10 @@ std::string SourceOf(uint32_t d, const std::string& text) {
   return "{\"id\":\"ext-" + std::to_string(d) + "\", \"contents\":\"" + text + "\",\"x\":\"\\u00e9\"}";
 }
 
-// A shard of `n` docs over the words w0..w9 (with sources when `sources`); texts[d]: doc d's text.
-Status WriteShard(const std::string& path, uint32_t n, bool sources, std::vector<std::string>* texts) {
+// A shard of `n` docs over the words w0..w9 (with sources when `sources`: SourceOf, or source_of's
+// when given); texts[d]: doc d's text.
+Status WriteShard(const std::string& path, uint32_t n, bool sources, std::vector<std::string>* texts,
+                  const std::function<std::string(uint32_t)>& source_of = nullptr) {
   std::mt19937 rng(7);
   std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> postings;
   std::vector<uint32_t> lengths(n);
@@ -70,7 +73,7 @@ Status WriteShard(const std::string& path, uint32_t n, bool sources, std::vector
     SEARCH_RETURN_IF_ERROR((*writer)->AddTerm(term, info, *blob));
   }
   for (uint32_t d = 0; d < n; ++d) {
-    const std::string src = SourceOf(d, (*texts)[d]);
+    const std::string src = source_of ? source_of(d) : SourceOf(d, (*texts)[d]);
     SEARCH_RETURN_IF_ERROR((*writer)->AddDoc(d, "ext-" + std::to_string(d), lengths[d],
                                              sources ? std::optional<std::string_view>(src) : std::nullopt));
   }
@@ -168,6 +171,41 @@ TEST(FetchDocs, AShardWithoutSourcesAnswersNotStored) {
     EXPECT_TRUE(d.source.empty());
     EXPECT_TRUE(d.highlights.empty());
   }
+}
+
+// Sources past one answer's budget: documents are kept in request order while they fit, the rest
+// marked omitted (the answer always fits a frame); a document asked for alone still comes whole.
+TEST(FetchDocs, AnAnswerStaysWithinItsBudget) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  const size_t big = kFetchAnswerBudget / 3 + 1;  // two fit, a third does not
+  auto source_of = [big](uint32_t d) {
+    return "{\"id\":\"" + std::to_string(d) + "\",\"contents\":\"" + std::string(d < 3 ? big : 10, 'a' + d) + "\"}";
+  };
+  ASSERT_TRUE(WriteShard(dir.path() + "/s", 4, true, &texts, source_of).ok());
+  auto reader = ShardReader::Open(dir.path() + "/s");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  FetchRequestMsg req;
+  req.docs = {2, 0, 1, 3};
+  req.source = true;
+  auto got = FetchDocs(**reader, Analyzer(), req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  ASSERT_EQ(got->size(), 4u);
+  EXPECT_EQ((*got)[0].source, source_of(2));
+  EXPECT_EQ((*got)[1].source, source_of(0));
+  EXPECT_TRUE((*got)[2].omitted);
+  EXPECT_TRUE((*got)[2].source.empty());
+  EXPECT_TRUE((*got)[2].has_source);
+  EXPECT_FALSE((*got)[3].omitted);  // a small one after it still fits
+  EXPECT_EQ((*got)[3].source, source_of(3));
+  FetchResponseMsg resp;
+  resp.docs = *got;
+  EXPECT_LE(EncodeFetchResponse(resp).size(), kMaxFrameBytes);
+  req.docs = {1};
+  got = FetchDocs(**reader, Analyzer(), req);
+  ASSERT_TRUE(got.ok());
+  EXPECT_FALSE((*got)[0].omitted);
+  EXPECT_EQ((*got)[0].source, source_of(1));
 }
 
 TEST(NodeFetch, FetchesOverTheWireAreCountedAndCorruptSourcesDegradeTheHealth) {

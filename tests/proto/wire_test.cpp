@@ -636,7 +636,8 @@ TEST(WireTest, FetchResponseCarriesSourcesByteForByte) {
   FetchedDocMsg b{9, true, std::string("\x00\xff{}", 4), {}};
   FetchedDocMsg c{11, false, "", {}};  // not stored
   FetchedDocMsg d{12, true, std::string(size_t{3} << 20, 'x'), {"one", "two", "three"}};
-  m.docs = {a, b, c, d};
+  FetchedDocMsg omitted{13, true, "", {}, /*omitted=*/true};
+  m.docs = {a, b, c, d, omitted};
   auto env = DecodeEnvelope(EncodeFetchResponse(m));
   ASSERT_TRUE(env.ok()) << env.status().ToString();
   ASSERT_EQ(env->kind(), MessageKind::kFetchResponse);
@@ -644,13 +645,16 @@ TEST(WireTest, FetchResponseCarriesSourcesByteForByte) {
   EXPECT_EQ(got.request_id, 77u);
   EXPECT_EQ(got.shard_id, 3u);
   EXPECT_TRUE(got.status.ok());
-  ASSERT_EQ(got.docs.size(), 4u);
+  ASSERT_EQ(got.docs.size(), 5u);
   EXPECT_EQ(got.docs[0], a);
   EXPECT_EQ(got.docs[1], b);
   EXPECT_EQ(got.docs[1].source.size(), 4u);
   EXPECT_EQ(got.docs[2], c);
   EXPECT_FALSE(got.docs[2].has_source);
   EXPECT_EQ(got.docs[3], d);
+  EXPECT_EQ(got.docs[4], omitted);
+  EXPECT_TRUE(got.docs[4].omitted);
+  EXPECT_FALSE(got.docs[3].omitted);
 
   FetchResponseMsg err;
   err.request_id = 8;

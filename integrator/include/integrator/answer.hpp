@@ -7,8 +7,9 @@
 //             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc",
 //                      "_source": {...}, "_source_missing": why, "highlight": {"contents": [...]}}]}}
 //            where _source is the stored object spliced in byte for byte (never re-serialized),
-//            present when the hit has one; _source_missing ("not stored", "fetch failed") when the
-//            source was asked for and is absent; highlight when the hit has fragments;
+//            present when the hit has one; _source_missing ("not stored", "fetch failed", "too
+//            large": past what one fetch answer carries, 15 MiB) when the source was asked for and
+//            is absent; highlight when the hit has fragments;
 //            where hits.total is the number of hits returned, or with track_total_hits Elasticsearch's
 //            {"value": N, "relation": "eq"|"gte"}: N the exact matches summed over the shards that
 //            answered, "gte" when some shard did not (a lower bound; _shards and coverage say which)

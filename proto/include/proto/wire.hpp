@@ -156,6 +156,7 @@ struct FetchedDocMsg {
   bool has_source = false;  // false: the shard stores no sources ("not stored")
   std::string source;       // with has_source and the request's source: the JSON object, byte for byte
   std::vector<std::string> highlights;  // best first
+  bool omitted = false;  // source and highlights left out: the answer would pass the frame limit
   bool operator==(const FetchedDocMsg&) const = default;
 };
 
