@@ -46,9 +46,10 @@ SourceCorpus WriteSourceCorpus(const std::string& dir) {
   c.path = dir + "/docs.jsonl";
   std::ofstream out(c.path, std::ios::binary);
   std::mt19937 rng(51);
-  const std::vector<std::string> words = {"heart", "gold", "towel", "vogon", "poetry", "caf\\u00e9", "na\xc3\xafve",
-                                          "Whale", "petunia", "babel", "fish", "improbability", "drive", "<b>bold</b>",
-                                          "fish&chips", "\\\"quoted\\\"", "mostly", "harmless", "zaphod", "arthur"};
+  const std::vector<std::string> words = {"heart",          "gold",          "towel",    "vogon",       "poetry",
+                                          "caf\\u00e9",     "na\xc3\xafve",  "Whale",    "petunia",     "babel",
+                                          "fish",           "improbability", "drive",    "<b>bold</b>", "fish&chips",
+                                          "\\\"quoted\\\"", "mostly",        "harmless", "zaphod",      "arthur"};
   for (size_t d = 0; d < kDocs; ++d) {
     std::string text;
     for (size_t n = 4 + rng() % 40; n > 0; --n) {
@@ -58,13 +59,21 @@ SourceCorpus WriteSourceCorpus(const std::string& dir) {
     const std::string id = "doc-" + std::to_string(d);
     std::string line;
     switch (d % 4) {
-      case 0: line = "{\"id\":\"" + id + "\",\"contents\":\"" + text + "\"}"; break;
+      case 0:
+        line = "{\"id\":\"" + id + "\",\"contents\":\"" + text + "\"}";
+        break;
       case 1:
         line = "{ \"contents\" : \"" + text + "\",  \"id\": \"" + id +
-               "\", \"meta\": {\"n\": 1.50, \"list\": [1, \"two\", null, true], \"emoji\": \"\\ud83d\\ude00 \xf0\x9f\x90\x8b\"} }";
+               "\", \"meta\": {\"n\": 1.50, \"list\": [1, \"two\", null, true], \"emoji\": \"\\ud83d\\ude00 "
+               "\xf0\x9f\x90\x8b\"} }";
         break;
-      case 2: line = "{\"id\":\"" + id + "\",\"title\":\"T\\u00e9st \\/ \\t tab\",\"contents\":\"" + text + "\",\"n\":-0.0e+1}"; break;
-      default: line = "{\"id\":\t\"" + id + "\",   \"contents\":\"" + text + "\",\"deep\":[[[{\"a\":[]}]]]}"; break;
+      case 2:
+        line =
+            "{\"id\":\"" + id + "\",\"title\":\"T\\u00e9st \\/ \\t tab\",\"contents\":\"" + text + "\",\"n\":-0.0e+1}";
+        break;
+      default:
+        line = "{\"id\":\t\"" + id + "\",   \"contents\":\"" + text + "\",\"deep\":[[[{\"a\":[]}]]]}";
+        break;
     }
     c.line_of[id] = line;
     out << line << "\n";
@@ -196,10 +205,10 @@ struct Cluster {
       endpoints += (endpoints.empty() ? "" : ",") + ep;
     }
     integrator = std::make_unique<Process>();
-    ASSERT_TRUE(integrator->Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--metrics",
-                                   "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "16", "--timeout-ms",
-                                   std::to_string(timeout_ms)},
-                                  run.path() + "/integrator"));
+    ASSERT_TRUE(integrator->Start(
+        {SEARCH_INTEGRATOR_BIN, "--shards", endpoints, "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0", "--ping-ms",
+         "200", "--cache-mb", "16", "--timeout-ms", std::to_string(timeout_ms)},
+        run.path() + "/integrator"));
     auto ready = integrator->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator->Logs();
     const std::string http = ready->at("http").get<std::string>();
