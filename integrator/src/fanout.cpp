@@ -344,24 +344,36 @@ struct Fanout::Impl {
     if (p.remaining == 0) Complete(it);
   }
 
-  void HandleResponse(size_t r, SearchResponseMsg&& resp, uint16_t minor) {
+  // The pending call that replica r's reply to `request_id` answers, the replica's debt closed and
+  // its latency noted; pending.end() (reported as late) when the call is over or the replica owed
+  // it nothing.
+  std::unordered_map<uint64_t, Pending>::iterator OwedReply(size_t r, uint64_t request_id) {
     MarkSeen(r);
     const size_t sh = shard_of[r];
-    auto it = pending.find(resp.request_id);
+    auto it = pending.find(request_id);
     if (it == pending.end()) {
       if (listener) listener->OnLateReply(sh);
-      return;
+      return pending.end();
     }
     Pending& p = it->second;
     Clock::time_point sent;
     const bool owed = CloseReplica(p.calls[sh], r, &sent);
     if (owed) {
-      load[r].Add(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
+      const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count();
+      load[r].Add(static_cast<double>(us));
     }
     if (!owed || p.shards[sh].state != ShardCallState::kPending) {
       if (listener) listener->OnLateReply(sh);
-      return;
+      return pending.end();
     }
+    return it;
+  }
+
+  void HandleResponse(size_t r, SearchResponseMsg&& resp, uint16_t minor) {
+    const size_t sh = shard_of[r];
+    const auto it = OwedReply(r, resp.request_id);
+    if (it == pending.end()) return;
+    Pending& p = it->second;
     ShardCallResult& res = p.shards[sh];
     res.shard = resp.shard_id;
     if (p.call->fetch) {
@@ -417,23 +429,10 @@ struct Fanout::Impl {
   }
 
   void HandleFetchResponse(size_t r, FetchResponseMsg&& resp) {
-    MarkSeen(r);
     const size_t sh = shard_of[r];
-    auto it = pending.find(resp.request_id);
-    if (it == pending.end()) {
-      if (listener) listener->OnLateReply(sh);
-      return;
-    }
+    const auto it = OwedReply(r, resp.request_id);
+    if (it == pending.end()) return;
     Pending& p = it->second;
-    Clock::time_point sent;
-    const bool owed = CloseReplica(p.calls[sh], r, &sent);
-    if (owed) {
-      load[r].Add(static_cast<double>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - sent).count()));
-    }
-    if (!owed || p.shards[sh].state != ShardCallState::kPending) {
-      if (listener) listener->OnLateReply(sh);
-      return;
-    }
     ShardCallResult& res = p.shards[sh];
     res.shard = resp.shard_id;
     const std::string who = "shard " + std::to_string(resp.shard_id) + " (" + replica_ep[r] + ")";

@@ -114,7 +114,7 @@ struct NodeServer::Job {
   std::chrono::steady_clock::time_point received;
   Deadline deadline = kNoDeadline;
   bool is_fetch = false;  // a FetchRequest (in `fetch`), not a search
-  FetchRequestMsg fetch;
+  FetchRequestMsg fetch{};
 };
 
 struct NodeServer::Impl {
@@ -442,7 +442,9 @@ void NodeServer::IoLoop() {
     Deadline deadline = kNoDeadline;
     if (req.deadline_unix_micros != 0) {
       const int64_t left = req.deadline_unix_micros - WallMicrosNow();
-      if (left <= 0) return refuse(Status::DeadlineExceeded("deadline passed " + std::to_string(-left) + " us before arrival"));
+      if (left <= 0) {
+        return refuse(Status::DeadlineExceeded("deadline passed " + std::to_string(-left) + " us before arrival"));
+      }
       deadline = received + std::chrono::microseconds(left);
     }
     if (impl_->draining.load()) return refuse(Status::Unavailable("node is draining (shutting down)"));

@@ -589,7 +589,8 @@ Status ValidateFetchRequest(const FetchRequestMsg& m) {
                                    std::to_string(kMaxK) + ")");
   }
   if (m.highlight_terms.size() > kMaxTerms || m.highlight_phrases.size() > kMaxTerms)
-    return Status::InvalidArgument("too many highlight terms or phrases (limit " + std::to_string(kMaxTerms) + " each)");
+    return Status::InvalidArgument("too many highlight terms or phrases (limit " + std::to_string(kMaxTerms) +
+                                   " each)");
   auto check_token = [](const std::string& t) {
     if (t.empty()) return Status::InvalidArgument("empty highlight token");
     if (t.size() > kMaxTermBytes) {
