@@ -132,7 +132,8 @@ TEST(IndexSources, NoSourceIndexHasNone) {
   }
 }
 
-// The command line: `searchctl index` stores sources by default, --no-source skips them.
+// The command line: `searchctl index` stores sources by default, --no-source skips them;
+// `searchctl query --source` prints them.
 TEST(IndexSources, SearchctlIndexFlag) {
   TempDir tmp;
   const Input in = MakeInput(9, 300, false);
@@ -146,6 +147,22 @@ TEST(IndexSources, SearchctlIndexFlag) {
   auto manifest = Manifest::Read(tmp / "b");
   ASSERT_TRUE(manifest.ok());
   EXPECT_FALSE(manifest->sources);
+
+  // searchctl query --source splices each hit's source into its answer line, byte for byte.
+  run = testing::RunCommand({SEARCHCTL_PATH, "query", "--index", tmp / "a", "--k", "5", "--source", "--query", "heart"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto answer = nlohmann::json::parse(run.out);
+  ASSERT_EQ(answer["hits"].size(), 5u) << run.out;
+  for (const auto& hit : answer["hits"]) {
+    const std::string id = hit["id"];
+    ASSERT_EQ(id.rfind("doc-", 0), 0u) << id;
+    const std::string& source = in.sources[std::stoul(id.substr(4))];
+    EXPECT_NE(run.out.find("\"_source\": " + source), std::string::npos) << id;
+    EXPECT_EQ(hit["_source"], nlohmann::json::parse(source)) << id;
+  }
+  run = testing::RunCommand({SEARCHCTL_PATH, "query", "--index", tmp / "b", "--source", "--query", "heart"});
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.err.find("stores no sources"), std::string::npos) << run.err;
 }
 
 }  // namespace

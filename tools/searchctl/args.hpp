@@ -39,6 +39,7 @@ struct QueryArgs {
   std::string queries;
   uint32_t threads = 1;
   bool count = false;  // also the exact number of matches; with k 0, only that
+  bool source = false;  // also each hit's stored source ("_source")
 };
 CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* args);
 int RunQuery(const QueryArgs& args);

@@ -41,14 +41,16 @@ std::string JsonString(std::string_view s) {
 }
 
 std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us,
-                         std::optional<uint64_t> total) {
+                         std::optional<uint64_t> total, const std::vector<std::string>* sources) {
   std::string out = "{\"query\": " + JsonString(query) + ", \"hits\": [";
   char score[32];
   for (size_t i = 0; i < hits.size(); ++i) {
     if (i > 0) out += ", ";
     // 9 significant digits round-trip any float.
     std::snprintf(score, sizeof(score), "%.9g", static_cast<double>(hits[i].score));
-    out += "{\"id\": " + JsonString(hits[i].id) + ", \"score\": " + score + "}";
+    out += "{\"id\": " + JsonString(hits[i].id) + ", \"score\": " + score;
+    if (sources != nullptr) out += ", \"_source\": " + (*sources)[i];
+    out += "}";
   }
   out += "]";
   if (total.has_value()) out += ", \"total\": " + std::to_string(*total);

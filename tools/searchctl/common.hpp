@@ -31,9 +31,11 @@ Result<std::vector<std::string>> ReadQueryFile(const std::string& path);
 
 // {"query": TEXT, "hits": [{"id": ID, "score": S}, ...], "took_us": N} (no trailing newline), with
 // "total": T before "took_us" when `total` is given (the exact number of matches).
-// Scores are printed so that parsing them back as float gives the same float exactly.
+// Scores are printed so that parsing them back as float gives the same float exactly. With
+// `sources` (one per hit: the stored JSON object, spliced as is), each hit also has "_source".
 std::string FormatAnswer(std::string_view query, const std::vector<ExternalHit>& hits, uint64_t took_us,
-                         std::optional<uint64_t> total = std::nullopt);
+                         std::optional<uint64_t> total = std::nullopt,
+                         const std::vector<std::string>* sources = nullptr);
 
 // Nearest-rank percentile (p in [0, 1]) of an ascending sample; 0 for an empty one.
 double Percentile(const std::vector<double>& sorted, double p);

@@ -33,12 +33,34 @@ Result<Query> ParseLine(const std::string& text, const Analyzer& analyzer, Query
   return tree.status();
 }
 
+// The stored sources of `hits` (global docIDs), in order: each shard's by one GetSources.
+Status HitSources(const LocalIndex& index, const std::vector<ExternalHit>& hits, std::vector<std::string>* out) {
+  out->assign(hits.size(), std::string());
+  for (size_t s = 0; s < index.num_shards(); ++s) {
+    const ShardReader& shard = index.shard(s);
+    std::vector<uint32_t> docs;
+    std::vector<size_t> at;
+    for (size_t i = 0; i < hits.size(); ++i) {
+      if (hits[i].doc >= shard.meta().doc_begin && hits[i].doc < shard.meta().doc_end) {
+        docs.push_back(hits[i].doc);
+        at.push_back(i);
+      }
+    }
+    if (docs.empty()) continue;
+    std::vector<std::string> sources;
+    SEARCH_RETURN_IF_ERROR(shard.GetSources(docs, &sources));
+    for (size_t j = 0; j < at.size(); ++j) (*out)[at[j]] = std::move(sources[j]);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* a) {
   CLI::App* cmd = app.add_subcommand("query", "Run queries and print one JSON line per query");
   cmd->footer(
       "Output: {\"query\": TEXT, \"hits\": [{\"id\": EXTERNAL_ID, \"score\": FLOAT}, ...], \"took_us\": N}\n"
+      "  with --source each hit also has \"_source\": its stored JSON object, as indexed;\n"
       "  with --count also \"total\": N, the exact number of matching documents;\n"
       "  --count --k 0 counts only (\"hits\" is empty).\n"
       "Query syntax (docs/SCORING.md \"Query language\"): clause := [+|-] ( word | \"phrase\" | ( clauses ) )\n"
@@ -54,6 +76,9 @@ CLI::App* AddQueryCommand(CLI::App& app, QueryArgs* a) {
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
   cmd->add_option("--k", a->k, "hits per query (1..10000; 0 with --count: the count only)")->capture_default_str();
   cmd->add_flag("--count", a->count, "also print the exact number of matching documents (\"total\")");
+  cmd->add_flag("--source", a->source,
+                "also print each hit's stored source (\"_source\"); the index must have sources (not --no-source, "
+                "import-ciff or generate)");
   auto* q = cmd->add_option("--query", a->query, "one query text");
   auto* f = cmd->add_option("--queries", a->queries, "file of queries, one per line");
   q->excludes(f);
@@ -81,6 +106,11 @@ int RunQuery(const QueryArgs& a) {
   auto index = LocalIndex::Open(a.index);
   if (!index.ok())
     return ReportError("query", index.status().WithContext("cannot open index " + a.index), kExitFailure);
+  if (a.source && !(*index)->shard(0).has_sources())
+    return ReportError("query",
+                       Status::InvalidArgument("--source: the index " + a.index +
+                                               " stores no sources (built with --no-source, import-ciff or generate)"),
+                       kExitUsage);
 
   std::vector<std::string> lines(queries.size());
   std::vector<Status> errors(queries.size());
@@ -101,9 +131,17 @@ int RunQuery(const QueryArgs& a) {
       errors[i] = hits.status();
       return;
     }
+    std::vector<std::string> sources;
+    if (a.source) {
+      if (Status st = HitSources(**index, *hits, &sources); !st.ok()) {
+        errors[i] = st;
+        return;
+      }
+    }
     const auto took = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start);
     lines[i] = FormatAnswer(queries[i], *hits, static_cast<uint64_t>(took.count()),
-                            a.count ? std::optional<uint64_t>(result->total) : std::nullopt);
+                            a.count ? std::optional<uint64_t>(result->total) : std::nullopt,
+                            a.source ? &sources : nullptr);
   });
   for (size_t i = 0; i < queries.size(); ++i) {
     if (!errors[i].ok()) {
