@@ -62,6 +62,7 @@ struct Fanout::Impl {
     Clock::time_point last_seen;
     std::optional<ShardHealthMsg> health;
     std::string last_error;
+    uint16_t minor = kProtocolMinor;  // the wire minor of its last pong or reply (until one: ours)
   };
   // Per replica, I/O thread only: outstanding requests and recent reply latencies.
   struct ReplicaLoad {
@@ -233,6 +234,7 @@ struct Fanout::Impl {
       std::lock_guard lock(health_mu);
       for (size_t r : replicas_of[sh]) {
         if (std::find(c.tried.begin(), c.tried.end(), r) != c.tried.end()) continue;
+        if (p.call->fetch && live[r].minor < kMinorFetch) continue;  // it could not read the request
         const int rank = live[r].up ? 0 : live[r].connected ? 1 : 2;
         order.push_back({{rank, load[r].outstanding, load[r].Quantile(0.5, 0.0)}, r});
       }
@@ -289,7 +291,8 @@ struct Fanout::Impl {
           r.reason = "deadline passed before the request was sent";
         } else if (!SendToReplica(call->id, p, i, now)) {
           r.state = ShardCallState::kFailed;
-          r.reason = "shard not connected (" + opt.endpoints[i] + ")";
+          r.reason = call->fetch ? NoFetchReason(i) : "";
+          if (r.reason.empty()) r.reason = "shard not connected (" + opt.endpoints[i] + ")";
           if (listener) listener->OnShardReply(i, r.state, 0.0);
         } else {
           ++p.remaining;
@@ -302,6 +305,20 @@ struct Fanout::Impl {
       by_deadline.emplace(call->deadline, call->id);
       pending.emplace(call->id, std::move(p));
     }
+  }
+
+  // Why shard sh cannot take a fetch when none of its replicas speaks the fetch phase (wire minor 2;
+  // an older node would drop the request and leave the search waiting for its deadline); "" when
+  // one does.
+  std::string NoFetchReason(size_t sh) const {
+    std::lock_guard lock(health_mu);
+    uint16_t minor = kMinorFetch;
+    for (size_t r : replicas_of[sh]) {
+      if (live[r].minor >= kMinorFetch) return "";
+      minor = live[r].minor;
+    }
+    return "shard " + std::to_string(ShardId(sh)) + " (" + opt.endpoints[sh] + ") speaks protocol " +
+           std::to_string(kProtocolMajor) + "." + std::to_string(minor) + ", which has no fetch phase: upgrade the node";
   }
 
   void FailShard(Pending& p, size_t i, ShardCallState state, std::string reason) {
@@ -501,6 +518,10 @@ struct Fanout::Impl {
       }
       RecoveredHeader rec;
       auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[1].data()), parts[1].size()), &rec);
+      if (env.ok()) {
+        std::lock_guard lock(health_mu);
+        live[r].minor = env->minor;
+      }
       if (!env.ok()) {
         if (listener) listener->OnMalformedReply(sh, env.status());
         if (rec.request_id) {

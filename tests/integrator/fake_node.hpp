@@ -51,7 +51,7 @@ class FakeNode {
   void ReleaseHeld() { release_ = true; }
   void set_answer_pings(bool on) { answer_pings_ = on; }
   void set_garble(bool on) { garble_ = on; }
-  // The minor protocol version of its replies' envelopes (a node of an older version).
+  // The minor protocol version of its replies' and pongs' envelopes (a node of an older version).
   void set_minor(uint16_t minor) { minor_ = minor; }
   void set_health(const ShardHealthMsg& h) {
     std::lock_guard lock(mu_);
@@ -125,7 +125,7 @@ class FakeNode {
         PongMsg pong;
         pong.request_id = ping->request_id;
         pong.health = health();
-        Send(identity, EncodePong(pong));
+        Send(identity, EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), pong}));
       } else if (auto* req = std::get_if<SearchRequestMsg>(&env->body)) {
         {
           std::lock_guard lock(mu_);

@@ -224,6 +224,44 @@ TEST(Fetch, AShardFailingOrSilentAtFetchLeavesItsHitsWithoutSourceInA200) {
   EXPECT_NE(j["_shards"]["failures"][0]["reason"].get<std::string>().find("deadline"), std::string::npos);
 }
 
+// A node of wire minor 1 cannot read a FetchRequest: it is not sent one, and its hits fail at once
+// (not at the deadline) with a reason naming the version; a newer replica of the shard serves it.
+TEST(Fetch, ANodeWithoutTheFetchPhaseIsNotAskedAndItsHitsFailAtOnce) {
+  FakeNode old(0, AnswerWith(0, {{5, 3.0f, "a5"}}), 2), b(1, AnswerWith(1, {{700, 2.0f, "b700"}}), 2);
+  old.set_minor(1);
+  b.set_fetch_handler(Sources());
+  auto in = Integrator::Start(Options({old.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  SearchParams p = Params("apple");
+  p.timeout_ms = 20000;
+  const auto t0 = Clock::now();
+  const HttpReply r = (*in)->Search(p);
+  EXPECT_LT(Clock::now() - t0, 10s);  // not the deadline
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  EXPECT_TRUE(old.fetches().empty());
+  EXPECT_EQ(HitWithDoc(j, 5)["_source_missing"], "fetch failed");
+  EXPECT_EQ(HitWithDoc(j, 700)["_source"], json::parse(SourceOf(700)));
+  ASSERT_EQ(j["_shards"]["failures"].size(), 1u);
+  EXPECT_NE(
+      j["_shards"]["failures"][0]["reason"].get<std::string>().find("speaks protocol 1.1, which has no fetch phase"),
+      std::string::npos)
+      << r.body;
+
+  // With a current replica beside it, the shard's fetch goes there.
+  FakeNode current(0, AnswerWith(0, {{5, 3.0f, "a5"}}), 2);
+  current.set_fetch_handler(Sources());
+  auto both = Integrator::Start(Options({old.endpoint() + "|" + current.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(both.ok());
+  ASSERT_TRUE(WaitReady(**both));
+  std::this_thread::sleep_for(200ms);  // both replicas' first pongs
+  const json k = json::parse((*both)->Search(p).body);
+  EXPECT_EQ(HitWithDoc(k, 5)["_source"], json::parse(SourceOf(5)));
+  EXPECT_TRUE(old.fetches().empty());
+  EXPECT_EQ(k["_shards"]["failed"], 0);
+}
+
 TEST(Fetch, AnswersWithSourcesAreCachedUnderTheirOwnKey) {
   FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}}));
   a.set_fetch_handler(Sources());

@@ -23,8 +23,9 @@
 // wins. A shard fails only when every replica it was sent to has failed or the deadline passes.
 // Fetch(): the fetch phase of query-then-fetch. A FetchRequest goes to each shard given one (only
 // the shards that own final hits), to a replica chosen, retried and hedged as a search's, under the
-// search's deadline; the others are not asked. A node older than wire minor 2 cannot read it and
-// stays silent: that shard times out.
+// search's deadline; the others are not asked. A replica whose pongs and replies come in envelopes
+// older than wire minor 2 (it cannot read a FetchRequest and would stay silent) is not sent one: a
+// shard with no other replica fails at once, naming the version.
 // Health: every ping_interval each replica gets a Ping; a shard is up while it is connected and its
 // last Pong (or reply) is younger than missed_pongs_down intervals. Pongs carry the node's
 // ShardHealth (analyzer, docID range, load), kept per shard and reported to the listener.
