@@ -14,8 +14,9 @@
 # the integrator sends a FetchRequest to each shard that owns some of the final hits only, under the
 # same deadline, and the node answers a FetchResponse with each document's stored source and
 # highlight fragments. A node of minor 1 or older cannot read a FetchRequest (an unknown union
-# member) and drops it: the integrator's fetch from it times out, and its hits come back without
-# source ("fetch failed"), as for any shard that fails at fetch.
+# member) and would drop it, so the integrator sends none to a node whose pongs and replies come in
+# older envelopes: its hits come back without source ("fetch failed", naming the version), as for
+# any shard that fails at fetch.
 # Limits: receivers parse with capnp::ReaderOptions{traversalLimitInWords = 8 Mi words,
 # nestingLimit = 16}; a message that fails to parse is answered with an error when a request id can
 # be recovered and dropped (and counted) otherwise. Frames are copied into word-aligned buffers

@@ -318,7 +318,8 @@ struct Fanout::Impl {
       minor = live[r].minor;
     }
     return "shard " + std::to_string(ShardId(sh)) + " (" + opt.endpoints[sh] + ") speaks protocol " +
-           std::to_string(kProtocolMajor) + "." + std::to_string(minor) + ", which has no fetch phase: upgrade the node";
+           std::to_string(kProtocolMajor) + "." + std::to_string(minor) +
+           ", which has no fetch phase: upgrade the node";
   }
 
   void FailShard(Pending& p, size_t i, ShardCallState state, std::string reason) {
