@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <thread>
@@ -132,6 +133,21 @@ TEST(SourceStoreTest, SourcesReadBackByteIdentical) {
   }
 }
 
+// A shard without documents (more shards than documents elsewhere) still has sources: none.
+TEST(SourceStoreTest, EmptyShardWithSources) {
+  TempDir dir;
+  SourceCorpus sc{MakeCorpus(2, 10, 10, 20, 0), {}};
+  sc.c.meta.sources = true;
+  ASSERT_TRUE(WriteSourceShard(sc, dir / "s").ok());
+  auto r = ShardReader::Open(dir / "s");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE((*r)->has_sources());
+  std::vector<std::string> got;
+  EXPECT_TRUE((*r)->GetSources({}, &got).ok());
+  const std::vector<uint32_t> docs = {10};
+  EXPECT_EQ((*r)->GetSources(docs, &got).code(), StatusCode::kInvalidArgument);
+}
+
 // Past the dictionary's training sample (4 MiB), with a document of 9 MiB; read through a cache
 // too small to hold every block, from several threads at once.
 TEST(SourceStoreTest, LargeShardWithDictionaryFromManyThreads) {
@@ -235,6 +251,49 @@ TEST(SourceStoreTest, CorruptSourceBlockIsCorruption) {
     const std::vector<uint32_t> fine = {0, first + count, 1999};
     ASSERT_TRUE((*r)->GetSources(fine, &got).ok());
     for (size_t i = 0; i < fine.size(); ++i) EXPECT_EQ(got[i], sc.sources[fine[i]]);
+  }
+}
+
+// A block index that disagrees with the blocks (a block start dropped: the block before claims the
+// next block's documents too) is Corruption for those documents, never another document's text; a
+// block index out of order fails the open.
+TEST(SourceStoreTest, BlockIndexDisagreeingWithTheBlocksIsCorruption) {
+  TempDir dir;
+  const SourceCorpus sc = MakeSourceCorpus(23, 0, 2000, 2000, false);
+  for (int how = 0; how < 2; ++how) {
+    const std::string path = dir / ("s" + std::to_string(how));
+    ASSERT_TRUE(WriteSourceShard(sc, path).ok());
+    uint32_t second = 0, third = 0;
+    WithRawDb(path, [&](rocksdb::DB* db, auto& cfs) {
+      std::string starts;
+      ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), cfs["default"], "meta/source_blocks", &starts).ok());
+      ASSERT_GE(starts.size(), 12u);
+      std::memcpy(&second, starts.data() + 4, 4);  // little-endian hosts, as the format
+      std::memcpy(&third, starts.data() + 8, 4);
+      if (how == 0) {
+        starts.erase(4, 4);
+      } else {
+        std::swap_ranges(starts.begin() + 4, starts.begin() + 8, starts.begin() + 8);
+      }
+      ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cfs["default"], "meta/source_blocks", starts).ok());
+      ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), cfs["default"]).ok());
+    });
+    auto r = ShardReader::Open(path);
+    if (how == 1) {
+      ASSERT_FALSE(r.ok());
+      EXPECT_EQ(r.status().code(), StatusCode::kCorruption) << r.status().ToString();
+      continue;
+    }
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    for (uint32_t doc : {0u, second, third - 1}) {
+      std::vector<std::string> got;
+      const std::vector<uint32_t> docs = {doc};
+      EXPECT_EQ((*r)->GetSources(docs, &got).code(), StatusCode::kCorruption) << doc;
+    }
+    std::vector<std::string> got;
+    const std::vector<uint32_t> fine = {third, 1999};
+    ASSERT_TRUE((*r)->GetSources(fine, &got).ok());
+    EXPECT_EQ(got[0], sc.sources[third]);
   }
 }
 
