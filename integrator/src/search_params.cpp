@@ -133,7 +133,10 @@ ParsedSearch ParseQueryParams(const std::multimap<std::string, std::string>& par
       if (value != "true" && value != "false")
         return Fail(kIllegalArgument, "parameter [" + name + "] must be true or false (got " + Quote(value) + ")");
       const bool on = value == "true";
-      (name == "_source" ? out.params.source : name == "highlight" ? out.params.highlight : out.params.track_total_hits) = on;
+      bool& field = name == "_source"     ? out.params.source
+                    : name == "highlight" ? out.params.highlight
+                                          : out.params.track_total_hits;
+      field = on;
     }
   }
   return Finish(std::move(out), ep, have_q, have_k, have_size, "parameter");

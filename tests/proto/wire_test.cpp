@@ -632,7 +632,8 @@ TEST(WireTest, FetchResponseCarriesSourcesByteForByte) {
   m.request_id = 77;
   m.shard_id = 3;
   // Any bytes: NULs, invalid UTF-8, escapes, a large document.
-  FetchedDocMsg a{5, true, std::string("{\"id\":\"a\",\"contents\":\"caf\xc3\xa9 \\u00e9 \\\"q\\\"\"}"), {"<em>caf\xc3\xa9</em>"}};
+  FetchedDocMsg a{5, true, std::string("{\"id\":\"a\",\"contents\":\"caf\xc3\xa9 \\u00e9 \\\"q\\\"\"}"),
+                  {"<em>caf\xc3\xa9</em>"}};
   FetchedDocMsg b{9, true, std::string("\x00\xff{}", 4), {}};
   FetchedDocMsg c{11, false, "", {}};  // not stored
   FetchedDocMsg d{12, true, std::string(size_t{3} << 20, 'x'), {"one", "two", "three"}};
