@@ -34,7 +34,9 @@ ZSTD_DCtx* ThreadDctx() {
   return ctx.get();
 }
 
-Status Bad(const std::string& why) { return Status::Corruption("source block: " + why); }
+Status Bad(const std::string& why) {
+  return Status::Corruption("source block: " + why);
+}
 
 }  // namespace
 
@@ -48,8 +50,8 @@ std::string SourceDict::Train(std::span<const std::string_view> samples, size_t 
   }
   if (sizes.size() < 8 || joined.size() < 4 * max_bytes) return {};
   std::string dict(max_bytes, '\0');
-  const size_t n = ZDICT_trainFromBuffer(dict.data(), dict.size(), joined.data(), sizes.data(),
-                                         static_cast<unsigned>(sizes.size()));
+  const size_t n =
+      ZDICT_trainFromBuffer(dict.data(), dict.size(), joined.data(), sizes.data(), static_cast<unsigned>(sizes.size()));
   if (ZDICT_isError(n)) return {};
   dict.resize(n);
   return dict;
@@ -74,7 +76,9 @@ SourceDict::~SourceDict() {
 
 SourceBlockEncoder::SourceBlockEncoder(int level) : level_(level), cctx_(ZSTD_createCCtx()) {}
 
-SourceBlockEncoder::~SourceBlockEncoder() { ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_)); }
+SourceBlockEncoder::~SourceBlockEncoder() {
+  ZSTD_freeCCtx(static_cast<ZSTD_CCtx*>(cctx_));
+}
 
 Status SourceBlockEncoder::Encode(std::span<const std::string_view> docs, const SourceDict* dict, std::string* out) {
   if (docs.empty()) return Status::InvalidArgument("source block: no documents");
@@ -156,7 +160,9 @@ Status DecodeSourceBlock(std::string_view value, const SourceDict* dict, Decoded
   // The raw bytes: offsets then texts. Decompressed into `text`, then the offsets moved out.
   std::string& raw = out->text;
   if (codec == static_cast<uint8_t>(SourceCodec::kRaw)) {
-    if (payload.size() != raw_size) return Bad("raw payload of " + std::to_string(payload.size()) + " bytes, header says " + std::to_string(raw_size));
+    if (payload.size() != raw_size)
+      return Bad("raw payload of " + std::to_string(payload.size()) + " bytes, header says " +
+                 std::to_string(raw_size));
     raw.assign(payload);
   } else {
     const unsigned long long content = ZSTD_getFrameContentSize(payload.data(), payload.size());
@@ -166,9 +172,10 @@ Status DecodeSourceBlock(std::string_view value, const SourceDict* dict, Decoded
     raw.resize(raw_size);
     ZSTD_DCtx* dctx = ThreadDctx();
     if (dctx == nullptr) return Status::ResourceExhausted("source block: no zstd context");
-    const size_t n = with_dict ? ZSTD_decompress_usingDDict(dctx, raw.data(), raw.size(), payload.data(),
-                                                            payload.size(), static_cast<const ZSTD_DDict*>(dict->ddict()))
-                               : ZSTD_decompressDCtx(dctx, raw.data(), raw.size(), payload.data(), payload.size());
+    const size_t n = with_dict
+                         ? ZSTD_decompress_usingDDict(dctx, raw.data(), raw.size(), payload.data(), payload.size(),
+                                                      static_cast<const ZSTD_DDict*>(dict->ddict()))
+                         : ZSTD_decompressDCtx(dctx, raw.data(), raw.size(), payload.data(), payload.size());
     if (ZSTD_isError(n)) {
       raw.clear();
       return Bad(std::string("zstd: ") + ZSTD_getErrorName(n));

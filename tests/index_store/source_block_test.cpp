@@ -14,8 +14,9 @@ namespace {
 
 // A JSON-ish object with escapes, UTF-8 of 1 to 4 bytes and \u sequences, of about `size` bytes.
 std::string RandomSource(std::mt19937& rng, size_t size) {
-  static const char* const kPieces[] = {"\\\"", "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00", "\xC3\xA9",
-                                        "\xE2\x82\xAC", "\xF0\x9F\x98\x80", " the ", "word", "\t", "\\/"};
+  static const char* const kPieces[] = {"\\\"",           "\\\\",     "\\n",          "\\u00e9",
+                                        "\\ud83d\\ude00", "\xC3\xA9", "\xE2\x82\xAC", "\xF0\x9F\x98\x80",
+                                        " the ",          "word",     "\t",           "\\/"};
   std::string s = "{\"id\": \"" + std::to_string(rng()) + "\", \"contents\": \"";
   while (s.size() < size) {
     if (rng() % 3 == 0) {
@@ -129,7 +130,8 @@ TEST(SourceBlockTest, MissingOrWrongDictionaryIsCorruption) {
   auto dict = SourceDict::Make(SourceDict::Train(Views(sample), 16 << 10), 3);
   ASSERT_TRUE(dict.ok());
   std::vector<std::string> other_sample;
-  for (int i = 0; i < 2000; ++i) other_sample.push_back("<p>" + std::to_string(rng()) + "</p>" + RandomSource(rng, 100));
+  for (int i = 0; i < 2000; ++i)
+    other_sample.push_back("<p>" + std::to_string(rng()) + "</p>" + RandomSource(rng, 100));
   auto other = SourceDict::Make(SourceDict::Train(Views(other_sample), 8 << 10), 3);
   ASSERT_TRUE(other.ok());
   const std::vector<std::string> docs = {sample[0], sample[1], sample[2]};

@@ -24,9 +24,19 @@ using testing::TempDir;
 
 // A JSON object with escapes, \u sequences and UTF-8 of 1 to 4 bytes, about `size` bytes long.
 std::string RandomSource(std::mt19937& rng, uint32_t doc, size_t size) {
-  static const char* const kPieces[] = {"\\\"", "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00", "\xC3\xA9",
-                                        "\xE2\x82\xAC", "\xF0\x9F\x98\x80", " heart of gold ", "\\/", "\\u0000"};
-  std::string s = "{\"id\": \"d" + std::to_string(doc) + "\", \"title\": \"\xE6\x97\xA5\xE6\x9C\xAC\", \"contents\": \"";
+  static const char* const kPieces[] = {"\\\"",
+                                        "\\\\",
+                                        "\\n",
+                                        "\\u00e9",
+                                        "\\ud83d\\ude00",
+                                        "\xC3\xA9",
+                                        "\xE2\x82\xAC",
+                                        "\xF0\x9F\x98\x80",
+                                        " heart of gold ",
+                                        "\\/",
+                                        "\\u0000"};
+  std::string s =
+      "{\"id\": \"d" + std::to_string(doc) + "\", \"title\": \"\xE6\x97\xA5\xE6\x9C\xAC\", \"contents\": \"";
   while (s.size() < size) {
     if (rng() % 4 == 0) {
       s += kPieces[rng() % (sizeof(kPieces) / sizeof(kPieces[0]))];
@@ -221,8 +231,8 @@ TEST(SourceStoreTest, CorruptSourceBlockIsCorruption) {
       count = PeekSourceBlockCount(value);
       it.reset();
       if (how == 0) value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x20);  // payload
-      if (how == 1) value[9] = static_cast<char>(value[9] ^ 0x01);                                 // count
-      if (how == 2) value.resize(value.size() - 7);                                                // truncated
+      if (how == 1) value[9] = static_cast<char>(value[9] ^ 0x01);                                // count
+      if (how == 2) value.resize(value.size() - 7);                                               // truncated
       if (how == 3) {
         ASSERT_TRUE(db->Delete(rocksdb::WriteOptions(), cfs["source"], key).ok());  // missing
       } else {
@@ -313,7 +323,8 @@ TEST(SourceStoreTest, VersionTwoShardOpensWithoutSources) {
     ASSERT_NE(meta.find(field), std::string::npos) << meta;
     meta.erase(meta.find(field), field.size());
     ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cfs["default"], "meta/shard", meta).ok());
-    ASSERT_TRUE(db->Put(rocksdb::WriteOptions(), cfs["default"], "meta/format_version", std::string("\x02\0\0\0", 4)).ok());
+    ASSERT_TRUE(
+        db->Put(rocksdb::WriteOptions(), cfs["default"], "meta/format_version", std::string("\x02\0\0\0", 4)).ok());
     ASSERT_TRUE(db->Flush(rocksdb::FlushOptions(), cfs["default"]).ok());
     ASSERT_TRUE(db->DropColumnFamily(cfs["source"]).ok());
   });

@@ -18,8 +18,19 @@ using testing::TempDir;
 
 // A line's JSON object in many spellings, with `pad` as leading and trailing whitespace.
 std::string RandomLine(std::mt19937& rng, size_t i, size_t size) {
-  static const char* const kPieces[] = {"\\\"", "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00", "\xC3\xA9", "\xE2\x82\xAC",
-                                        "\xF0\x9F\x98\x80", " heart of gold ", "\\/", "\\u0041", "\\t", "  "};
+  static const char* const kPieces[] = {"\\\"",
+                                        "\\\\",
+                                        "\\n",
+                                        "\\u00e9",
+                                        "\\ud83d\\ude00",
+                                        "\xC3\xA9",
+                                        "\xE2\x82\xAC",
+                                        "\xF0\x9F\x98\x80",
+                                        " heart of gold ",
+                                        "\\/",
+                                        "\\u0041",
+                                        "\\t",
+                                        "  "};
   std::string contents;
   while (contents.size() < size) {
     if (rng() % 3 == 0) {
@@ -57,7 +68,7 @@ Input MakeInput(uint32_t seed, size_t n, bool with_bad_lines) {
     const std::string lead = kPads[rng() % 6], trail = kPads[rng() % 6];
     in.text += lead + line + trail + (rng() % 5 == 0 ? "\r\n" : "\n");
     in.sources.push_back(line);
-    if (rng() % 97 == 0) in.text += "  \t\n";  // blank lines are no documents
+    if (rng() % 97 == 0) in.text += "  \t\n";                                  // blank lines are no documents
     if (with_bad_lines && rng() % 101 == 0) in.text += "{\"id\": \"bad\"}\n";  // no contents: skipped
   }
   return in;
@@ -138,7 +149,8 @@ TEST(IndexSources, SearchctlIndexFlag) {
   TempDir tmp;
   const Input in = MakeInput(9, 300, false);
   testing::WriteText(tmp / "in.jsonl", in.text);
-  auto run = testing::RunCommand({SEARCHCTL_PATH, "index", "--input", tmp / "in.jsonl", "--out", tmp / "a", "--shards", "2"});
+  auto run =
+      testing::RunCommand({SEARCHCTL_PATH, "index", "--input", tmp / "in.jsonl", "--out", tmp / "a", "--shards", "2"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   ExpectSources(tmp / "a", in.sources);
   run = testing::RunCommand(
@@ -149,7 +161,8 @@ TEST(IndexSources, SearchctlIndexFlag) {
   EXPECT_FALSE(manifest->sources);
 
   // searchctl query --source splices each hit's source into its answer line, byte for byte.
-  run = testing::RunCommand({SEARCHCTL_PATH, "query", "--index", tmp / "a", "--k", "5", "--source", "--query", "heart"});
+  run =
+      testing::RunCommand({SEARCHCTL_PATH, "query", "--index", tmp / "a", "--k", "5", "--source", "--query", "heart"});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const auto answer = nlohmann::json::parse(run.out);
   ASSERT_EQ(answer["hits"].size(), 5u) << run.out;
