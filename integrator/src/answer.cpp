@@ -32,14 +32,15 @@ json ShardsJson(const ShardsSummary& s) {
 double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
 
 json CoverageJson(const SearchAnswer& a) {
-  return {{"shards", a.shards.successful},
+  const uint32_t shards = a.query_shards();
+  return {{"shards", shards},
           {"shards_total", a.shards.total},
           {"documents", a.coverage.documents},
           {"documents_total", a.coverage.documents_total},
           {"percent", a.coverage.documents_total > 0
                           ? 100.0 * static_cast<double>(a.coverage.documents) /
                                 static_cast<double>(a.coverage.documents_total)
-                          : (a.shards.total > 0 ? 100.0 * a.shards.successful / a.shards.total : 0.0)},
+                          : (a.shards.total > 0 ? 100.0 * shards / a.shards.total : 0.0)},
           {"full", a.complete()}};
 }
 

@@ -593,6 +593,7 @@ HttpReply Integrator::Fetched(SearchState& st, std::vector<ShardCallResult> resu
       for (size_t h : hits) a.hits[h].source_missing = "fetch failed";
     a.shards.failures.push_back(ShardFailure{r.shard, "fetch: " + (r.reason.empty() ? std::string("failed") : r.reason),
                                              /*fetch=*/true});
+    if (a.shards.successful > 0) --a.shards.successful;  // successful + failed = total, as Elasticsearch's
   }
   return Answer(st, std::move(a));
 }

@@ -18,8 +18,9 @@
 // failed`, the failures name distinct shards, coverage agrees; no 5xx but a 503 whose every shard
 // failed (counted); an answer with every shard equals LocalIndex exactly; an answer missing shards
 // is flagged (failed > 0), its hits come only from the shards that answered and are the exact
-// top-k over their documents; a request made while both replicas of a shard were down or stopped
-// lacks that shard. After the last disruption, complete and exact answers within a few seconds.
+// top-k over their documents; a shard that failed only the fetch phase ("phase": "fetch") keeps its
+// hits, each "_source_missing": "fetch failed", and coverage counts it; every other hit carries its
+// _source; a request made while both replicas of a shard were down or stopped lacks that shard. After the last disruption, complete and exact answers within a few seconds.
 // Skips unless root with working `ip netns`; every namespace (and with it every qdisc and nftables
 // rule), link and process is removed on any exit (RAII, PR_SET_PDEATHSIG, NetLabSignalCleanup,
 // and CleanStale of earlier runs).
@@ -171,6 +172,7 @@ struct Outcome {
   bool timed_out = false;
   bool all_failed = false;  // 503 with every shard failed
   uint32_t missing = 0;     // bit s: the answer lacks shard s (503: all)
+  uint32_t fetch_failed = 0;  // bit s: shard s answered the query but failed the fetch phase
   std::string what;         // the query
   std::string reason;       // the first failure's reason
   std::string problem;      // empty when the answer is as it must be
@@ -234,8 +236,8 @@ void Judge(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k
     if (!f.is_object() || !IsCount(f["shard"]) || f["shard"].get<uint64_t>() >= kShards)
       return fail("failure names no shard: " + sh.dump());
     const uint32_t bit = 1u << f["shard"].get<uint32_t>();
-    if (o->missing & bit) return fail("a shard fails twice: " + sh.dump());
-    o->missing |= bit;
+    if ((o->missing | o->fetch_failed) & bit) return fail("a shard fails twice: " + sh.dump());
+    (f["phase"] == "fetch" ? o->fetch_failed : o->missing) |= bit;
     if (o->reason.empty() && f["reason"].is_string()) o->reason = f["reason"].get<std::string>();
     if (!f["reason"].is_string() || f["reason"].get<std::string>().empty())
       fail("failure without a reason: " + sh.dump());
@@ -249,7 +251,8 @@ void Judge(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k
   for (uint32_t s = 0; s < kShards; ++s)
     if (!(o->missing >> s & 1)) docs += shards[s].doc_end - shards[s].doc_begin;
   json& cov = body["coverage"];
-  if (!cov.is_object() || cov["shards"] != successful || cov["shards_total"] != kShards || cov["documents"] != docs ||
+  const uint64_t queried = successful + static_cast<uint64_t>(std::popcount(o->fetch_failed));
+  if (!cov.is_object() || cov["shards"] != queried || cov["shards_total"] != kShards || cov["documents"] != docs ||
       cov["documents_total"] != kDocs || cov["full"] != (failed == 0 && !o->timed_out))
     fail("coverage disagrees with _shards: " + cov.dump() + " " + sh.dump());
   // Hits only from the shards that answered, inside their docID ranges.
@@ -260,6 +263,11 @@ void Judge(const HttpResult& r, const std::string& q, QueryMode mode, uint32_t k
     const uint64_t doc = h["_doc"];
     if (o->missing >> s & 1) return fail("hit from failed shard " + std::to_string(s) + ": " + h.dump());
     if (doc < shards[s].doc_begin || doc >= shards[s].doc_end) return fail("hit outside its shard: " + h.dump());
+    if (o->fetch_failed >> s & 1) {
+      if (h["_source_missing"] != "fetch failed") return fail("hit of a shard failed at fetch: " + h.dump());
+    } else if (!h["_source"].is_object() || h["_source"]["id"] != h["_id"]) {
+      return fail("hit without its source: " + h.dump().substr(0, 300));
+    }
   }
   if (failed == 0) {
     o->complete = true;
@@ -675,7 +683,7 @@ TEST_F(DisruptionTest, FiftyRandomDisruptionsUnderLoadAnswerByTheDeadlineAndFlag
     if (!o.partial) continue;
     bool spare = true;
     for (uint32_t s = 0; s < kShards && spare; ++s) {
-      if (!(o.missing >> s & 1)) continue;
+      if (!((o.missing | o.fetch_failed) >> s & 1)) continue;
       uint32_t touched = 0;
       for (const auto& e : plan)
         for (const auto& f : e.faults)

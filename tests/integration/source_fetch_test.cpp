@@ -383,7 +383,9 @@ TEST_F(SourceFetchTest, AShardKilledBetweenQueryAndFetchLeavesItsHitsFetchFailed
   ASSERT_EQ(failures.size(), 1u) << r.raw;
   EXPECT_EQ(failures[0]["shard"], 1);
   EXPECT_EQ(failures[0]["phase"], "fetch");
-  EXPECT_EQ(r.body["_shards"]["successful"], 3);  // every shard answered the query phase
+  EXPECT_EQ(r.body["_shards"]["successful"], 2);  // as Elasticsearch counts a fetch failure
+  EXPECT_EQ(r.body["_shards"]["failed"], 1);
+  EXPECT_EQ(r.body["coverage"]["shards"], 3);  // every shard answered the query phase
   c.nodes[1]->Wait(5s);                           // reaped: killed, not stopped gracefully
 }
 

@@ -98,7 +98,7 @@ TEST(SearchAnswerJson, EmptyAnswerHasNullMaxScoreAndInvalidUtf8IsReplaced) {
 TEST(SearchAnswerJson, SourcesAreSplicedByteForByte) {
   SearchAnswer a;
   a.shards.total = 2;
-  a.shards.successful = 2;
+  a.shards.successful = 1;  // shard 1 answered the query, failed the fetch
   // A reason that spells the placeholder's text: still only text.
   a.shards.failures.push_back({1, "fetch: \"hits\":\"\x01\" odd", /*fetch=*/true});
   a.total = 3;
@@ -128,6 +128,9 @@ TEST(SearchAnswerJson, SourcesAreSplicedByteForByte) {
   EXPECT_EQ(j["_shards"]["failures"][0]["phase"], "fetch");
   EXPECT_EQ(j["_shards"]["failures"][0]["reason"], "fetch: \"hits\":\"\x01\" odd");
   EXPECT_EQ(j["_shards"]["failed"], 1);
+  EXPECT_EQ(j["_shards"]["successful"], 1);  // successful + failed = total, as Elasticsearch's
+  EXPECT_EQ(j["coverage"]["shards"], 2);     // the query phase's coverage
+  EXPECT_EQ(j["coverage"]["percent"], 100.0);
   // The query phase was complete: the count is exact, the answer is not.
   EXPECT_EQ(j["hits"]["total"]["relation"], "eq");
   EXPECT_EQ(j["coverage"]["full"], false);

@@ -204,6 +204,9 @@ TEST(Fetch, AShardFailingOrSilentAtFetchLeavesItsHitsWithoutSourceInA200) {
   EXPECT_EQ(j["_shards"]["failures"][0]["shard"], 1);
   EXPECT_EQ(j["_shards"]["failures"][0]["phase"], "fetch");
   EXPECT_NE(j["_shards"]["failures"][0]["reason"].get<std::string>().find("checksum"), std::string::npos);
+  EXPECT_EQ(j["_shards"]["successful"], 1);
+  EXPECT_EQ(j["_shards"]["failed"], 1);
+  EXPECT_EQ(j["coverage"]["shards"], 2);
   EXPECT_EQ(j["coverage"]["full"], false);
   EXPECT_EQ(j["hits"]["total"]["relation"], "eq");  // the query phase was complete
   // Not cached: the next search asks again.

@@ -1,8 +1,9 @@
 // The integrator's answer to one search and its JSON shapes (Elasticsearch-like):
 //   search:  {"took": ms, "took_us": us, "timed_out": b, "cached": b,
 //             "_shards": {"total", "successful", "failed", "failures": [{"shard", "reason"}]},
-//             (a failure of the fetch phase adds "phase": "fetch"; that shard's query answer counts
-//             as successful, its hits lack their documents)
+//             (a failure of the fetch phase adds "phase": "fetch" and, as in Elasticsearch, counts
+//             as failed, not successful; its hits lack their documents; coverage, which is the
+//             query phase's, still counts that shard)
 //             "coverage": {"shards", "shards_total", "documents", "documents_total", "percent", "full"},
 //             "hits": {"total": n, "max_score": s|null, "hits": [{"_id", "_score", "_shard", "_doc",
 //                      "_source": {...}, "_source_missing": why, "highlight": {"contents": [...]}}]}}
@@ -58,11 +59,18 @@ struct SearchAnswer {
   std::vector<MergedHit> hits;  // best first
   std::optional<uint64_t> total;  // counted: the matches in the shards that answered
   bool complete() const { return !timed_out && shards.failures.empty() && shards.successful == shards.total; }
+  // The shards that answered the query phase: the successful ones and those that failed the fetch
+  // phase only (as Elasticsearch's, _shards.successful leaves those out; coverage counts them).
+  uint32_t query_shards() const {
+    uint32_t n = shards.successful;
+    for (const auto& f : shards.failures) n += f.fetch ? 1 : 0;
+    return n;
+  }
   // Every shard answered the query phase (the hits and the total are exact), whatever the fetch.
   bool query_complete() const {
     for (const auto& f : shards.failures)
       if (!f.fetch) return false;
-    return !timed_out && shards.successful == shards.total;
+    return !timed_out && query_shards() == shards.total;
   }
 };
 
