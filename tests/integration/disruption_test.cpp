@@ -20,7 +20,8 @@
 // is flagged (failed > 0), its hits come only from the shards that answered and are the exact
 // top-k over their documents; a shard that failed only the fetch phase ("phase": "fetch") keeps its
 // hits, each "_source_missing": "fetch failed", and coverage counts it; every other hit carries its
-// _source; a request made while both replicas of a shard were down or stopped lacks that shard. After the last disruption, complete and exact answers within a few seconds.
+// _source; a request made while both replicas of a shard were down or stopped lacks that shard.
+// After the last disruption, complete and exact answers within a few seconds.
 // Skips unless root with working `ip netns`; every namespace (and with it every qdisc and nftables
 // rule), link and process is removed on any exit (RAII, PR_SET_PDEATHSIG, NetLabSignalCleanup,
 // and CleanStale of earlier runs).
