@@ -2,6 +2,7 @@
 #include "node/fetch.hpp"
 
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/highlight.hpp"
 #include "index_store/shard_store.hpp"
@@ -9,15 +10,73 @@
 namespace search {
 namespace {
 
-// The fragments of a source's "contents" string (none when it has no such field or does not parse).
+// Finds the top-level "contents" string of a JSON object without building the document: SAX events,
+// stopped as soon as the string is seen (the rest of the source is neither parsed nor copied).
+class ContentsFinder : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  std::optional<std::string> contents;
+
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool string(string_t& s) override {
+    if (depth_ == 1 && at_contents_) {
+      contents = std::move(s);
+      return false;  // found: stop
+    }
+    return Value();
+  }
+  bool start_object(std::size_t) override {
+    if (depth_ == 0 && seen_root_) return false;
+    seen_root_ = true;
+    ++depth_;
+    at_contents_ = false;
+    return true;
+  }
+  bool key(string_t& k) override {
+    at_contents_ = depth_ == 1 && k == "contents";
+    return true;
+  }
+  bool end_object() override {
+    --depth_;
+    at_contents_ = false;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    if (depth_ == 0) return false;  // the root is not an object
+    ++depth_;
+    at_contents_ = false;
+    return true;
+  }
+  bool end_array() override {
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override { return false; }
+
+ private:
+  bool Value() {
+    if (depth_ == 0) return false;  // the root is not an object
+    at_contents_ = false;           // a "contents" that is not a string gives no highlight
+    return true;
+  }
+  int depth_ = 0;
+  bool seen_root_ = false;
+  bool at_contents_ = false;
+};
+
+// The fragments of a source's top-level "contents" string (none when it has no such field, the field
+// is not a string, or the source is not a JSON object).
 std::vector<std::string> HighlightSource(const std::string& source, const Analyzer& analyzer,
                                          const HighlightTerms& terms) {
-  // nlohmann's parser is iterative: deep nesting cannot overflow the stack.
-  const nlohmann::json doc = nlohmann::json::parse(source, nullptr, /*allow_exceptions=*/false);
-  if (!doc.is_object()) return {};
-  const auto it = doc.find("contents");
-  if (it == doc.end() || !it->is_string()) return {};
-  return Highlight(it->get_ref<const std::string&>(), analyzer, terms);
+  ContentsFinder finder;
+  // nlohmann's SAX parser is iterative: deep nesting cannot overflow the stack.
+  (void)nlohmann::json::sax_parse(source, &finder, nlohmann::json::input_format_t::json, /*strict=*/false);
+  if (!finder.contents) return {};
+  return Highlight(*finder.contents, analyzer, terms);
 }
 
 }  // namespace

@@ -173,6 +173,39 @@ TEST(FetchDocs, AShardWithoutSourcesAnswersNotStored) {
   }
 }
 
+// Highlights come from the top-level "contents" string only: not a nested one, not a number, not
+// from a source that is not an object.
+TEST(FetchDocs, HighlightsComeFromTheTopLevelContentsString) {
+  TempDir dir;
+  std::vector<std::string> texts;
+  const std::vector<std::string> sources = {
+      R"({"a":{"contents":"w1 nested"},"contents":"w2 w1 top"})",
+      R"({"contents":5,"b":"w1"})",
+      R"({"x":[{"contents":"w1"}],"y":"w1"})",
+      R"({"n":{"m":[1,{"contents":"w1 deep"}]},"t":[true,null,1.5],"contents":"last w1"})",
+      R"({"contents":{"w1":"w1"}})",
+      R"({"contents":"w3 é w1 "q""})",
+  };
+  ASSERT_TRUE(WriteShard(dir.path() + "/s", static_cast<uint32_t>(sources.size()), true, &texts, [&](uint32_t d) {
+                return sources[d];
+              }).ok());
+  auto reader = ShardReader::Open(dir.path() + "/s");
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  FetchRequestMsg req;
+  req.docs = {0, 1, 2, 3, 4, 5};
+  req.highlight = true;
+  req.highlight_terms = {"w1"};
+  auto got = FetchDocs(**reader, Analyzer(), req);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ((*got)[0].highlights, std::vector<std::string>{"w2 <em>w1</em> top"});
+  EXPECT_TRUE((*got)[1].highlights.empty());
+  EXPECT_TRUE((*got)[2].highlights.empty());
+  EXPECT_EQ((*got)[3].highlights, std::vector<std::string>{"last <em>w1</em>"});
+  EXPECT_TRUE((*got)[4].highlights.empty());
+  ASSERT_EQ((*got)[5].highlights.size(), 1u);  // the string's escapes decoded: \u00e9 is é
+  EXPECT_EQ((*got)[5].highlights[0].rfind("w3 \xc3\xa9 <em>w1</em>", 0), 0u) << (*got)[5].highlights[0];
+}
+
 // Sources past one answer's budget: documents are kept in request order while they fit, the rest
 // marked omitted (the answer always fits a frame); a document asked for alone still comes whole.
 TEST(FetchDocs, AnAnswerStaysWithinItsBudget) {
@@ -214,7 +247,9 @@ TEST(NodeFetch, FetchesOverTheWireAreCountedAndCorruptSourcesDegradeTheHealth) {
   const std::string path = dir.path() + "/s";
   ASSERT_TRUE(WriteShard(path, 200, true, &texts).ok());
   for (int round = 0; round < 2; ++round) {
-    if (round == 1) ASSERT_TRUE(CorruptSources(path).ok());
+    if (round == 1) {
+      ASSERT_TRUE(CorruptSources(path).ok());
+    }
     auto reader = ShardReader::Open(path);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
     CpuExecutorAdapter cpu(reader->get());
