@@ -152,6 +152,8 @@ struct ShardHealth {
   gpu @8 :Bool;                # a GPU executor is active
   analyzerJson @9 :Text;       # the analyzer recorded in the index (AnalyzerConfig::ToJson)
   indexFormatVersion @10 :UInt32;
+  hasSources @11 :Bool;        # minor 2: the shard stores its documents' sources; the integrator
+                               # sends no fetch for sources alone to a shard without them
 }
 
 struct Pong {

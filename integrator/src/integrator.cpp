@@ -114,6 +114,7 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
   {
     std::lock_guard lock(in->analyzer_mu_);
     in->reported_.assign(in->options_.shards.size(), std::nullopt);
+    in->no_sources_ = std::make_unique<std::atomic<bool>[]>(in->options_.shards.size());
     in->RecomputeAnalyzer();
   }
   in->listener_ = std::make_unique<Listener>(in.get());
@@ -157,6 +158,7 @@ uint64_t Integrator::hedges() const {
 }
 
 void Integrator::OnHealth(size_t index, const ShardHealthMsg& health) {
+  no_sources_[index].store(!health.has_sources, std::memory_order_relaxed);
   std::lock_guard lock(analyzer_mu_);
   auto& slot = reported_[index];
   const bool changed = !slot || slot->analyzer_json != health.analyzer_json ||
@@ -449,7 +451,10 @@ Integrator::Begun Integrator::Begin(const SearchParams& p, size_t waiting, Clock
   // shard silent until the query phase's end still leaves the others' hits time to get their
   // documents (a fetch takes a node microseconds to a few milliseconds; a query phase that ends
   // early leaves the fetch more).
-  const bool will_fetch = !p.count_only && st->query.k > 0 && (st->source || st->highlight);
+  bool sources_somewhere = false;  // a cluster of shards without sources (generate, import-ciff) never fetches
+  for (size_t i = 0; i < num_shards() && !sources_somewhere; ++i)
+    sources_somewhere = !no_sources_[i].load(std::memory_order_relaxed);
+  const bool will_fetch = !p.count_only && st->query.k > 0 && (st->source || st->highlight) && sources_somewhere;
   const int64_t reserve_us = will_fetch ? int64_t{timeout_ms} * 1000 / 5 : 0;
   st->query_deadline = st->deadline - std::chrono::microseconds(reserve_us);
   st->query_deadline_unix = st->deadline_unix - reserve_us;
@@ -545,9 +550,15 @@ std::optional<HttpReply> Integrator::Complete(SearchState& st, std::vector<Shard
                                                           : HighlightTermsOf(st.query.terms);
   st.fetches.assign(results.size(), std::nullopt);
   st.fetch_hits.assign(results.size(), {});
+  bool any = false;
   for (size_t h = 0; h < a.hits.size(); ++h) {
     auto it = index_of.find(a.hits[h].shard);
     if (it == index_of.end()) continue;  // cannot happen: every hit comes from a shard that answered
+    if (no_sources_[it->second].load(std::memory_order_relaxed)) {
+      if (st.source) a.hits[h].source_missing = "not stored";
+      continue;
+    }
+    any = true;
     std::optional<FetchRequestMsg>& f = st.fetches[it->second];
     if (!f) {
       f.emplace();
@@ -560,6 +571,7 @@ std::optional<HttpReply> Integrator::Complete(SearchState& st, std::vector<Shard
     f->docs.push_back(a.hits[h].doc);
     st.fetch_hits[it->second].push_back(h);
   }
+  if (!any) return Answer(st, std::move(a));
   st.answer = std::move(a);
   st.fetching = true;
   return std::nullopt;

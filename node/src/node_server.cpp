@@ -492,6 +492,7 @@ void NodeServer::IoLoop() {
     h.gpu = executor_->has_gpu();
     h.analyzer_json = impl_->analyzer_json;
     h.index_format_version = meta.format_version;
+    h.has_sources = shard_->has_sources();
     io.Send(identity, EncodePong(pong));
   };
 

@@ -298,6 +298,7 @@ void Fill(wire::Pong::Builder b, const PongMsg& m) {
   h.setGpu(m.health.gpu);
   h.setAnalyzerJson(TextOf(m.health.analyzer_json));
   h.setIndexFormatVersion(m.health.index_format_version);
+  h.setHasSources(m.health.has_sources);
   SetError(b.initStatus(), m.status);
 }
 
@@ -363,6 +364,7 @@ PongMsg Read(wire::Pong::Reader r) {
   m.health.gpu = h.getGpu();
   m.health.analyzer_json = ToString(h.getAnalyzerJson());
   m.health.index_format_version = h.getIndexFormatVersion();
+  m.health.has_sources = h.getHasSources();
   m.status = FromWire(r.getStatus());
   return m;
 }

@@ -34,6 +34,7 @@ class FakeNode {
     health_.state = "serving";
     health_.analyzer_json = AnalyzerConfig{}.ToJson();
     health_.index_format_version = 1;
+    health_.has_sources = true;  // asked for fetches (its answers say "not stored" unless set_fetch_handler)
     sock_.set(zmq::sockopt::linger, 0);
     sock_.bind("tcp://127.0.0.1:*");
     endpoint_ = sock_.get(zmq::sockopt::last_endpoint);

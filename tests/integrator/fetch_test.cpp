@@ -162,6 +162,52 @@ TEST(Fetch, AShardWithoutSourcesSaysNotStored) {
   EXPECT_EQ(j["_shards"]["failed"], 0);
 }
 
+// A shard whose pongs say it stores no sources (generate, import-ciff, --no-source) is never sent a
+// fetch: its hits say "not stored" at once, beside a shard with sources that is asked as usual, and
+// a cluster with no sources anywhere answers in the query phase alone (not even highlights need one).
+TEST(Fetch, AShardThatReportsNoSourcesIsNotAsked) {
+  FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}}), 2), b(1, AnswerWith(1, {{600, 2.0f, "b600"}}), 2);
+  ShardHealthMsg h = a.health();
+  h.has_sources = false;
+  a.set_health(h);
+  b.set_fetch_handler([](const FetchRequestMsg& f) {
+    FetchResponseMsg resp;
+    for (uint32_t d : f.docs) resp.docs.push_back(FetchedDocMsg{.doc = d, .has_source = true, .source = R"({"id":"b"})"});
+    return resp;
+  });
+  auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
+  ASSERT_TRUE(in.ok());
+  ASSERT_TRUE(WaitReady(**in));
+  SearchParams p = Params("apple");
+  p.highlight = true;
+  const HttpReply r = (*in)->Search(p);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const json j = json::parse(r.body);
+  ASSERT_EQ(j["hits"]["hits"].size(), 2u);
+  EXPECT_EQ(j["hits"]["hits"][0]["_id"], "a5");
+  EXPECT_EQ(j["hits"]["hits"][0]["_source_missing"], "not stored");
+  EXPECT_EQ(j["hits"]["hits"][1]["_source"], json::parse(R"({"id":"b"})"));
+  EXPECT_EQ(j["_shards"]["failed"], 0);
+  EXPECT_TRUE(a.fetches().empty());
+  EXPECT_EQ(b.fetches().size(), 1u);
+
+  h = b.health();
+  h.has_sources = false;
+  b.set_health(h);
+  // The next pongs (a ping interval away) tell the integrator; until then b is still asked.
+  const auto end = Clock::now() + 10s;
+  size_t before = 0;
+  do {
+    before = b.fetches().size();
+    (void)(*in)->Search(Params("apple" + std::to_string(before)));
+  } while (b.fetches().size() != before && Clock::now() < end);
+  p.q = "pear";  // not the first search's: that answer is cached
+  const HttpReply none = (*in)->Search(p);
+  ASSERT_EQ(none.status, 200) << none.body;
+  EXPECT_EQ(b.fetches().size(), before);
+  EXPECT_EQ(json::parse(none.body)["hits"]["hits"][1]["_source_missing"], "not stored");
+}
+
 TEST(Fetch, ADocumentPastTheAnswersBudgetSaysTooLarge) {
   FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}, {6, 2.0f, "a6"}}));
   a.set_fetch_handler([](const FetchRequestMsg& f) -> std::optional<FetchResponseMsg> {

@@ -124,7 +124,7 @@ TEST(WireTest, PingPongRoundTrip) {
 
   PongMsg pong;
   pong.request_id = 78;
-  pong.health = ShardHealthMsg{3, 4, 10, 20, 40, "serving", 2, 5, true, R"({"stem":null})", 1};
+  pong.health = ShardHealthMsg{3, 4, 10, 20, 40, "serving", 2, 5, true, R"({"stem":null})", 1, true};
   pong.status = Status::Unavailable("draining");
   EnvelopeMsg env = DecodeOk(EncodePong(pong));
   ASSERT_EQ(env.kind(), MessageKind::kPong);

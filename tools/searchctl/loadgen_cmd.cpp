@@ -486,6 +486,8 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
                   "event loops (each an epoll over its share of the connections); 0: a quarter of the cores, 1 to 4")
       ->capture_default_str()
       ->check(CLI::Range(0u, 64u));
+  cmd->add_flag("--no-source", a->no_source,
+               "ids only (_source=false): measure the query phase without the fetch round of the documents");
   cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
   cmd->add_option("--trace", a->trace,
                   "also write every query to this CSV: arrival_s (its scheduled arrival, in seconds from the "
@@ -553,7 +555,7 @@ int RunLoadgen(const LoadgenArgs& a) {
   shared.target = *target;
   shared.host_header = host + ":" + std::to_string(port);
   shared.path_prefix = std::string("/search?mode=") + std::string(QueryModeName(*mode)) + "&k=" + std::to_string(a.k) +
-                       "&timeout_ms=" + std::to_string(a.deadline_ms) + "&q=";
+                       "&timeout_ms=" + std::to_string(a.deadline_ms) + (a.no_source ? "&_source=false" : "") + "&q=";
   shared.read_timeout = std::chrono::milliseconds(a.deadline_ms * 4 + 5000);
   shared.deadline = std::chrono::milliseconds(a.deadline_ms);
   shared.queries = &*queries;

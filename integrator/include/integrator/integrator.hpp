@@ -193,6 +193,9 @@ class Integrator {
   std::vector<std::optional<ShardHealthMsg>> reported_;  // GUARDED_BY(analyzer_mu_)
   std::shared_ptr<const AnalyzerState> analyzer_;        // GUARDED_BY(analyzer_mu_)
   mutable std::condition_variable analyzer_cv_;          // notified when analyzer_ changes
+  // Per shard (its position in --shards): its last pong said it stores no sources, so its hits are
+  // "not stored" at once and it gets no fetch (there would be nothing to send or highlight).
+  std::unique_ptr<std::atomic<bool>[]> no_sources_;
 
   struct Waiting {
     SearchParams params;

@@ -130,6 +130,7 @@ struct ShardHealthMsg {
   bool gpu = false;
   std::string analyzer_json;
   uint32_t index_format_version = 0;
+  bool has_sources = false;  // minor 2: the shard stores its documents' sources
   bool operator==(const ShardHealthMsg&) const = default;
 };
 
