@@ -3,37 +3,25 @@
 // usage: SEARCH_BENCH_SHARD=DIR/shard-0 lookup_bench   (a shard from `searchctl generate`)
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_shard.hpp"
 #include "index_store/shard_store.hpp"
 
 namespace search {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<ShardReader> shard;
+struct Fixture : BenchShard {
   std::vector<std::string> terms;  // a sample of the shard's terms
-  std::string error;
 };
 
 Fixture& Get() {
   static Fixture f = [] {
-    Fixture x;
-    const char* path = std::getenv("SEARCH_BENCH_SHARD");
-    if (path == nullptr) {
-      x.error = "set SEARCH_BENCH_SHARD to a shard directory (searchctl generate ... --out DIR; DIR/shard-0)";
-      return x;
-    }
-    auto r = ShardReader::Open(path);
-    if (!r.ok()) {
-      x.error = r.status().ToString();
-      return x;
-    }
-    x.shard = std::move(r).value();
+    Fixture x{OpenBenchShard("generate", /*need_sources=*/false), {}};
+    if (!x.shard) return x;
     size_t i = 0;
     (void)x.shard->ForEachTerm([&](std::string_view t, const TermInfo&) {
       if (i++ % 7 == 0) x.terms.emplace_back(t);

@@ -4,42 +4,21 @@
 // usage: SEARCH_BENCH_SHARD=DIR/shard-0 source_bench   (a shard of `searchctl index`, with sources)
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_shard.hpp"
 #include "index_store/shard_store.hpp"
 
 namespace search {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<ShardReader> shard;
-  std::string error;
-};
+using Fixture = BenchShard;
 
 Fixture& Get() {
-  static Fixture f = [] {
-    Fixture x;
-    const char* path = std::getenv("SEARCH_BENCH_SHARD");
-    if (path == nullptr) {
-      x.error = "set SEARCH_BENCH_SHARD to a shard directory (searchctl index ... --out DIR; DIR/shard-0)";
-      return x;
-    }
-    auto r = ShardReader::Open(path);
-    if (!r.ok()) {
-      x.error = r.status().ToString();
-      return x;
-    }
-    if (!(*r)->has_sources()) {
-      x.error = std::string(path) + " stores no sources";
-      return x;
-    }
-    x.shard = std::move(r).value();
-    return x;
-  }();
+  static Fixture f = OpenBenchShard("index", /*need_sources=*/true);
   return f;
 }
 

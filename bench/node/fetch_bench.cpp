@@ -6,12 +6,12 @@
 // usage: SEARCH_BENCH_SHARD=DIR/shard-0 fetch_bench   (a shard of `searchctl index`, with sources)
 #include <benchmark/benchmark.h>
 
-#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "bench_shard.hpp"
 #include "core/analyzer.hpp"
 #include "index_store/shard_store.hpp"
 #include "node/fetch.hpp"
@@ -20,36 +20,21 @@
 namespace search {
 namespace {
 
-struct Fixture {
-  std::unique_ptr<ShardReader> shard;
+struct Fixture : BenchShard {
   Analyzer analyzer;
-  std::string error;
 };
 
 Fixture& Get() {
   static Fixture f = [] {
-    Fixture x;
-    const char* path = std::getenv("SEARCH_BENCH_SHARD");
-    if (path == nullptr) {
-      x.error = "set SEARCH_BENCH_SHARD to a shard directory (searchctl index ... --out DIR; DIR/shard-0)";
-      return x;
-    }
-    auto r = ShardReader::Open(path);
-    if (!r.ok()) {
-      x.error = r.status().ToString();
-      return x;
-    }
-    if (!(*r)->has_sources()) {
-      x.error = std::string(path) + " stores no sources";
-      return x;
-    }
-    auto a = Analyzer::Create((*r)->meta().analyzer);
+    Fixture x{OpenBenchShard("index", /*need_sources=*/true), {}};
+    if (!x.shard) return x;
+    auto a = Analyzer::Create(x.shard->meta().analyzer);
     if (!a.ok()) {
       x.error = a.status().ToString();
+      x.shard.reset();
       return x;
     }
     x.analyzer = std::move(a).value();
-    x.shard = std::move(r).value();
     return x;
   }();
   return f;
