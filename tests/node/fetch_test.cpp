@@ -6,7 +6,6 @@
 #include "node/fetch.hpp"
 
 #include <gtest/gtest.h>
-#include <rocksdb/db.h>
 
 #include <functional>
 #include <random>
@@ -20,6 +19,7 @@
 namespace search {
 namespace {
 
+using testing::CorruptSources;
 using testing::TempDir;
 
 // The source written for doc d: its words in "contents", an escape and an extra field.
@@ -78,40 +78,6 @@ Status WriteShard(const std::string& path, uint32_t n, bool sources, std::vector
                                              sources ? std::optional<std::string_view>(src) : std::nullopt));
   }
   return (*writer)->Finish();
-}
-
-// Flips a byte in the middle of every stored source block (column family "source").
-Status CorruptSources(const std::string& path) {
-  std::vector<std::string> names;
-  rocksdb::Status s = rocksdb::DB::ListColumnFamilies(rocksdb::DBOptions(), path, &names);
-  if (!s.ok()) return Status::IOError(s.ToString());
-  std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
-  for (const auto& n : names) cfs.emplace_back(n, rocksdb::ColumnFamilyOptions());
-  std::vector<rocksdb::ColumnFamilyHandle*> handles;
-  rocksdb::DB* raw = nullptr;
-  s = rocksdb::DB::Open(rocksdb::DBOptions(), path, cfs, &handles, &raw);
-  if (!s.ok()) return Status::IOError(s.ToString());
-  std::unique_ptr<rocksdb::DB> db(raw);
-  rocksdb::ColumnFamilyHandle* source = nullptr;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == "source") source = handles[i];
-  Status out = Status::NotFound("no source blocks");
-  if (source != nullptr) {
-    std::vector<std::pair<std::string, std::string>> blocks;
-    std::unique_ptr<rocksdb::Iterator> it(db->NewIterator(rocksdb::ReadOptions(), source));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) blocks.emplace_back(it->key().ToString(), it->value().ToString());
-    for (auto& [key, value] : blocks) {
-      if (value.empty()) continue;
-      value[value.size() / 2] = static_cast<char>(value[value.size() / 2] ^ 0x5a);
-      s = db->Put(rocksdb::WriteOptions(), source, key, value);
-      if (!s.ok()) break;
-      out = Status::Ok();
-    }
-    if (s.ok()) s = db->Flush(rocksdb::FlushOptions(), source);
-    if (!s.ok()) out = Status::IOError(s.ToString());
-  }
-  for (auto* h : handles) (void)db->DestroyColumnFamilyHandle(h);
-  return out;
 }
 
 TEST(FetchDocs, SourcesAsWrittenAndHighlightsThroughTheAnalyzer) {
