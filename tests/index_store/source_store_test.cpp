@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "../random_json.hpp"
 #include "index_store/shard_store.hpp"
 #include "index_store/source_block.hpp"
 #include "shard_fixture.hpp"
@@ -24,26 +25,9 @@ using testing::TempDir;
 
 // A JSON object with escapes, \u sequences and UTF-8 of 1 to 4 bytes, about `size` bytes long.
 std::string RandomSource(std::mt19937& rng, uint32_t doc, size_t size) {
-  static const char* const kPieces[] = {"\\\"",
-                                        "\\\\",
-                                        "\\n",
-                                        "\\u00e9",
-                                        "\\ud83d\\ude00",
-                                        "\xC3\xA9",
-                                        "\xE2\x82\xAC",
-                                        "\xF0\x9F\x98\x80",
-                                        " heart of gold ",
-                                        "\\/",
-                                        "\\u0000"};
   std::string s =
       "{\"id\": \"d" + std::to_string(doc) + "\", \"title\": \"\xE6\x97\xA5\xE6\x9C\xAC\", \"contents\": \"";
-  while (s.size() < size) {
-    if (rng() % 4 == 0) {
-      s += kPieces[rng() % (sizeof(kPieces) / sizeof(kPieces[0]))];
-    } else {
-      s.push_back(static_cast<char>('a' + rng() % 26));
-    }
-  }
+  testing::AppendRandomJsonText(rng, &s, size, 4);
   return s + "\", \"n\": [1, 2.5e3, null, true]}";
 }
 

@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "../random_json.hpp"
 #include "cpu_exec/local_index.hpp"
 #include "index_store/manifest.hpp"
 #include "indexer/index_builder.hpp"
@@ -18,27 +19,8 @@ using testing::TempDir;
 
 // A line's JSON object in many spellings, with `pad` as leading and trailing whitespace.
 std::string RandomLine(std::mt19937& rng, size_t i, size_t size) {
-  static const char* const kPieces[] = {"\\\"",
-                                        "\\\\",
-                                        "\\n",
-                                        "\\u00e9",
-                                        "\\ud83d\\ude00",
-                                        "\xC3\xA9",
-                                        "\xE2\x82\xAC",
-                                        "\xF0\x9F\x98\x80",
-                                        " heart of gold ",
-                                        "\\/",
-                                        "\\u0041",
-                                        "\\t",
-                                        "  "};
   std::string contents;
-  while (contents.size() < size) {
-    if (rng() % 3 == 0) {
-      contents += kPieces[rng() % (sizeof(kPieces) / sizeof(kPieces[0]))];
-    } else {
-      contents.push_back(static_cast<char>('a' + rng() % 26));
-    }
-  }
+  testing::AppendRandomJsonText(rng, &contents, size, 3);
   const std::string id = "\"id\" : \"doc\\u002d" + std::to_string(i) + "\"";
   const std::string body = "\"contents\":\"" + contents + "\"";
   const std::string extra = "\"meta\": {\"n\": [1, -2.5e+3, null, true], \"t\": \"\xE6\x97\xA5\"}";
