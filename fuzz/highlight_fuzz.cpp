@@ -18,6 +18,7 @@
 #include "core/highlight.hpp"
 #include "core/query_parser.hpp"
 #include "fuzz_check.hpp"
+#include "highlight_html.hpp"
 
 namespace {
 
@@ -33,45 +34,6 @@ const Analyzer& EnglishAnalyzer() {
     return *r;
   }();
   return a;
-}
-
-// The text an html fragment shows and its marks ([begin, end) in that text); false when it holds
-// anything but escaped text and flat, non-empty <em> marks.
-bool Parse(std::string_view html, std::string* plain, std::vector<std::pair<size_t, size_t>>* marks) {
-  static const std::pair<std::string_view, char> kEntities[] = {
-      {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&#39;", '\''}};
-  bool open = false;
-  size_t open_at = 0;
-  size_t i = 0;
-  while (i < html.size()) {
-    if (html.substr(i, 4) == "<em>") {
-      if (open) return false;
-      open = true;
-      open_at = plain->size();
-      i += 4;
-    } else if (html.substr(i, 5) == "</em>") {
-      if (!open || plain->size() == open_at) return false;
-      open = false;
-      marks->emplace_back(open_at, plain->size());
-      i += 5;
-    } else if (html[i] == '&') {
-      bool found = false;
-      for (const auto& [entity, c] : kEntities) {
-        if (html.substr(i, entity.size()) == entity) {
-          plain->push_back(c);
-          i += entity.size();
-          found = true;
-          break;
-        }
-      }
-      if (!found) return false;
-    } else if (html[i] == '<' || html[i] == '>' || html[i] == '"' || html[i] == '\'') {
-      return false;
-    } else {
-      plain->push_back(html[i++]);
-    }
-  }
-  return !open;
 }
 
 void CheckOne(std::string_view query_text, std::string_view text, const Analyzer& analyzer,
@@ -103,7 +65,7 @@ void CheckOne(std::string_view query_text, std::string_view text, const Analyzer
     FUZZ_CHECK(f.end == text.size() || !search::IsTokenByte(text[f.end - 1]) || !search::IsTokenByte(text[f.end]));
     std::string plain;
     std::vector<std::pair<size_t, size_t>> marks;
-    FUZZ_CHECK_MSG(Parse(f.html, &plain, &marks), f.html);
+    FUZZ_CHECK_MSG(search::testing::ParseHighlightHtml(f.html, &plain, &marks), f.html);
     FUZZ_CHECK_MSG(plain == text.substr(f.begin, f.end - f.begin), f.html);
     FUZZ_CHECK(!marks.empty());
     for (const auto& [b, e] : marks) {

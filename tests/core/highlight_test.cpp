@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/query_parser.hpp"
+#include "highlight_html.hpp"
 
 namespace search {
 namespace {
@@ -247,44 +248,6 @@ std::vector<RefSpan> ReferenceSpans(const std::string& text, const Analyzer& a, 
   return spans;
 }
 
-// Parses a fragment's html: the text it shows (unescaped) and its marks as [begin, end) in that
-// text. False for anything but escaped text and flat, non-empty <em> marks.
-bool ParseFragment(const std::string& html, std::string* plain, std::vector<std::pair<size_t, size_t>>* marks) {
-  static const std::vector<std::pair<std::string, char>> kEntities = {
-      {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&#39;", '\''}};
-  bool open = false;
-  size_t open_at = 0;
-  for (size_t i = 0; i < html.size();) {
-    if (html.compare(i, 4, "<em>") == 0) {
-      if (open) return false;
-      open = true;
-      open_at = plain->size();
-      i += 4;
-    } else if (html.compare(i, 5, "</em>") == 0) {
-      if (!open || plain->size() == open_at) return false;
-      open = false;
-      marks->emplace_back(open_at, plain->size());
-      i += 5;
-    } else if (html[i] == '&') {
-      bool found = false;
-      for (const auto& [entity, c] : kEntities) {
-        if (html.compare(i, entity.size(), entity) == 0) {
-          plain->push_back(c);
-          i += entity.size();
-          found = true;
-          break;
-        }
-      }
-      if (!found) return false;
-    } else if (html[i] == '<' || html[i] == '>' || html[i] == '"' || html[i] == '\'') {
-      return false;
-    } else {
-      plain->push_back(html[i++]);
-    }
-  }
-  return !open;
-}
-
 size_t Distinct(const std::vector<RefSpan>& spans, size_t i, size_t j) {  // spans [i, j]
   std::set<std::string> items;
   for (size_t s = i; s <= j; ++s) items.insert(spans[s].items.begin(), spans[s].items.end());
@@ -358,7 +321,7 @@ TEST(HighlightTest, MatchesABruteForceMarkerOnRandomDocumentsAndQueries) {
       // (a) the unescaped, unmarked fragment is the text's bytes [begin, end).
       std::string plain;
       std::vector<std::pair<size_t, size_t>> marks;
-      ASSERT_TRUE(ParseFragment(f.html, &plain, &marks)) << f.html;
+      ASSERT_TRUE(testing::ParseHighlightHtml(f.html, &plain, &marks)) << f.html;
       ASSERT_EQ(plain, text.substr(f.begin, f.end - f.begin));
       // Never a cut token (and so never a cut UTF-8 sequence), never white space at an edge.
       EXPECT_FALSE(f.begin > 0 && RefTokenByte(text[f.begin - 1]) && RefTokenByte(text[f.begin]));
