@@ -4,7 +4,7 @@
 Indexes a small JSON-lines corpus of known documents (extra fields, unicode, markup in ids and
 text, a long document) into 2 shards with `searchctl index`, starts a local cluster with
 scripts/cluster.sh on its own port range, and drives headless Chromium over the DevTools protocol
-(the client of status_page_test.py): it types a query into the box (Input.insertText after
+(the client of browser_harness.py): it types a query into the box (Input.insertText after
 focusing), picks the mode, types k, clicks the submit button (mouse events at its position) and
 waits for the results. Then it checks the DOM against GET /search sent by this script with the
 same parameters and against the corpus itself:
@@ -27,25 +27,19 @@ usage: search_page_test.py --source REPO --build BUILD [--screenshot PNG] [--bas
   base port: --base-port, else $SEARCH_BROWSER_BASE_PORT + 20, else 9620 (uses P .. P+13).
   chromium: $CHROMIUM, else `chromium` or `chromium-browser` on PATH.
 """
-import argparse
-import base64
 import html
 import json
 import os
 import random
 import re
-import shutil
-import signal
 import sys
 import time
-import traceback
 import urllib.error
 import urllib.parse
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import status_page_test as sp  # noqa: E402  (the DevTools client, cluster and browser handling)
-from status_page_test import Failed, get_json, png_check, run  # noqa: E402
+import browser_harness as bh  # noqa: E402  (the DevTools client, cluster and browser handling)
+from browser_harness import Failed, get_json, log, run  # noqa: E402
 
 SHARDS = 2
 QUERY = "Gold heart"  # typed as a user would; the analyzer lowercases
@@ -55,14 +49,6 @@ BAD_QUERY = "gold (heart"  # an unclosed group: the integrator answers 400 with 
 TOKEN = re.compile(rb"[A-Za-z0-9\x80-\xff]+")  # the default analyzer (core/analyzer.hpp)
 XSS_ID = '<b id="xss-id">bold</b> & "quotes"'
 ALLOWED_TAGS = {"LI", "DIV", "SPAN", "EM", "DETAILS", "SUMMARY", "PRE"}
-
-
-def log(msg):
-    print("[search_page_test %5.1fs] %s" % (time.monotonic() - T0, msg), flush=True)
-
-
-T0 = time.monotonic()
-sp.log = log  # the shared helpers log under this test's name
 
 
 def corpus():
@@ -108,13 +94,10 @@ def em_texts(fragment):
     return re.findall(r"<em>(.*?)</em>", fragment, flags=re.S)
 
 
-class SearchTest(sp.Test):
+class SearchTest(bh.BrowserTest):
     def main(self):
         a = self.args
-        busy = [p for p in range(self.port, self.port + 10 + 2 * SHARDS) if not sp.port_free(p)]
-        if busy:
-            raise Failed("ports %s are in use: choose another range with --base-port or "
-                         "SEARCH_BROWSER_BASE_PORT" % busy)
+        self.check_ports(SHARDS)
         docs = corpus()
         self.docs = {d["id"]: d for d in docs}
         jsonl, index = os.path.join(self.tmp, "docs.jsonl"), os.path.join(self.tmp, "index")
@@ -122,14 +105,12 @@ class SearchTest(sp.Test):
             for d in docs:
                 f.write(json.dumps(d, ensure_ascii=False) + "\n")
         run([a.searchctl, "index", "--input", jsonl, "--out", index, "--shards", str(SHARDS), "--quiet"])
-        self.cluster_started = True
-        print(run([self.cluster_sh, "start", "--index", index, "--base-port", str(self.port),
-                   "--build", a.build, "--run-dir", self.run_dir], timeout=90).strip())
+        self.start_cluster(index)
         self.base = "http://127.0.0.1:%d" % self.port
 
         dt = self.start_browser()
         try:
-            dt.call("Emulation.setDeviceMetricsOverride", width=sp.WINDOW[0], height=sp.WINDOW[1],
+            dt.call("Emulation.setDeviceMetricsOverride", width=bh.WINDOW[0], height=bh.WINDOW[1],
                     deviceScaleFactor=1, mobile=False)
             dt.call("Page.navigate", url=self.base + "/")
             self.wait(dt, "document.readyState === 'complete' && !!document.getElementById('search-form') "
@@ -142,10 +123,7 @@ class SearchTest(sp.Test):
             self.check_page(page, want)
             self.open_first_source(dt, want)
             shot = os.path.abspath(a.screenshot)
-            os.makedirs(os.path.dirname(shot), exist_ok=True)
-            with open(shot, "wb") as f:
-                f.write(base64.b64decode(dt.call("Page.captureScreenshot", format="png")["data"]))
-            w, h, distinct = png_check(shot)
+            w, h, distinct = self.capture(dt, shot)
             log("screenshot %s: %dx%d PNG, %d bytes, %d distinct byte values"
                 % (shot, w, h, os.path.getsize(shot), distinct))
 
@@ -177,7 +155,7 @@ class SearchTest(sp.Test):
             log("/?%s opens with %d rows" % (urllib.parse.urlencode(params), len(page["rows"])))
         finally:
             dt.close()
-            sp.kill_group(self.browser)
+            bh.kill_group(self.browser)
             self.browser = None
 
     # ---- the API, from this script
@@ -219,12 +197,6 @@ class SearchTest(sp.Test):
                 raise Failed("GET /search: hit %r has no highlight fragment with <em>: %s" % (h["_id"], h))
 
     # ---- the browser
-    def evaluate(self, dt, expr):
-        r = dt.call("Runtime.evaluate", expression=expr, returnByValue=True)
-        if "exceptionDetails" in r:
-            raise Failed("page script error: %s" % r["exceptionDetails"])
-        return r["result"].get("value")
-
     def wait(self, dt, expr, what, seconds=20):
         deadline = time.monotonic() + seconds
         while not self.evaluate(dt, expr):
@@ -346,51 +318,5 @@ class SearchTest(sp.Test):
             % (len(rows), [r["id"] for r in rows], ids["total"], ids["took"], ids["coverage"], sorted(marked)))
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--source", required=True, help="repository root (for scripts/cluster.sh)")
-    ap.add_argument("--build", required=True, help="build dir holding node/search-node and integrator/...")
-    ap.add_argument("--searchctl", help="searchctl binary (default BUILD/tools/searchctl/searchctl)")
-    ap.add_argument("--screenshot", help="PNG to write (default BUILD/tests/browser/search_page.png)")
-    ap.add_argument("--base-port", type=int, default=int(os.environ.get("SEARCH_BROWSER_BASE_PORT", "9600")) + 20)
-    args = ap.parse_args()
-    args.source, args.build = os.path.abspath(args.source), os.path.abspath(args.build)
-    args.searchctl = args.searchctl or os.path.join(args.build, "tools", "searchctl", "searchctl")
-    args.screenshot = args.screenshot or os.path.join(args.build, "tests", "browser", "search_page.png")
-
-    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
-    if not chromium or not os.access(chromium, os.X_OK):
-        print("SKIP: chromium not found (install Debian's chromium or set CHROMIUM)")
-        return sp.SKIP
-    for b in (args.searchctl, os.path.join(args.build, "node", "search-node"),
-              os.path.join(args.build, "integrator", "search-integrator")):
-        if not os.access(b, os.X_OK):
-            print("FAIL: %s not built" % b)
-            return 1
-    if not 1024 <= args.base_port <= 65535 - 20:
-        print("FAIL: bad base port %d" % args.base_port)
-        return 1
-
-    def on_signal(signum, _frame):
-        raise SystemExit(128 + signum)  # unwinds through Test.cleanup
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-
-    t = SearchTest(args, chromium)
-    try:
-        t.main()
-        log("PASS (screenshot: %s)" % os.path.abspath(args.screenshot))
-        return 0
-    except Failed as e:
-        log("FAIL: %s" % e)
-        return 1
-    except Exception:  # a crash here is a failure too, with its traceback
-        traceback.print_exc()
-        log("FAIL: unexpected exception")
-        return 1
-    finally:
-        t.cleanup()
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(bh.main(SearchTest, "search_page_test", __doc__, "search_page.png", port_offset=20))
