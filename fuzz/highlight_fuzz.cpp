@@ -17,6 +17,7 @@
 #include "core/analyzer.hpp"
 #include "core/highlight.hpp"
 #include "core/query_parser.hpp"
+#include "fuzz_analyzer.hpp"
 #include "fuzz_check.hpp"
 #include "highlight_html.hpp"
 
@@ -24,17 +25,7 @@ namespace {
 
 using search::Analyzer;
 
-const Analyzer& EnglishAnalyzer() {
-  static const Analyzer a = [] {
-    search::AnalyzerConfig c;
-    c.stem_language = "english";
-    c.stopwords = {"a", "and", "of", "the", "to"};
-    auto r = Analyzer::Create(c);
-    FUZZ_CHECK_MSG(r.ok(), r.status().ToString());
-    return *r;
-  }();
-  return a;
-}
+using search_fuzz::EnglishAnalyzer;
 
 void CheckOne(std::string_view query_text, std::string_view text, const Analyzer& analyzer,
               const search::HighlightOptions& options) {

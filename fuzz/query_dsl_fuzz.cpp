@@ -13,6 +13,7 @@
 #include "core/analyzer.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
+#include "fuzz_analyzer.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
@@ -22,17 +23,7 @@ using search::Occur;
 using search::QueryNode;
 using json = nlohmann::json;
 
-const Analyzer& EnglishAnalyzer() {
-  static const Analyzer a = [] {
-    search::AnalyzerConfig c;
-    c.stem_language = "english";
-    c.stopwords = {"a", "and", "of", "the", "to"};
-    auto r = Analyzer::Create(c);
-    FUZZ_CHECK_MSG(r.ok(), r.status().ToString());
-    return *r;
-  }();
-  return a;
-}
+using search_fuzz::EnglishAnalyzer;
 
 void CheckNoDefault(const QueryNode& n) {
   for (const QueryNode::Clause& c : n.clauses) {

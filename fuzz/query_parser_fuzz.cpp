@@ -16,6 +16,7 @@
 #include "core/analyzer.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
+#include "fuzz_analyzer.hpp"
 #include "fuzz_check.hpp"
 
 namespace {
@@ -24,17 +25,7 @@ using search::Analyzer;
 using search::Occur;
 using search::QueryNode;
 
-const Analyzer& EnglishAnalyzer() {
-  static const Analyzer a = [] {
-    search::AnalyzerConfig c;
-    c.stem_language = "english";
-    c.stopwords = {"a", "and", "of", "the", "to"};
-    auto r = Analyzer::Create(c);
-    FUZZ_CHECK_MSG(r.ok(), r.status().ToString());
-    return *r;
-  }();
-  return a;
-}
+using search_fuzz::EnglishAnalyzer;
 
 void CheckOccurrences(const QueryNode& n) {
   for (const QueryNode::Clause& c : n.clauses) {
