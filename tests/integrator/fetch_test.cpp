@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "fake_node.hpp"
+#include "integrator_fixture.hpp"
 #include "integrator/integrator.hpp"
 
 namespace search {
@@ -22,34 +23,11 @@ namespace {
 using nlohmann::json;
 using testing::AnswerWith;
 using testing::FakeNode;
+using testing::Options;
+using testing::Params;
+using testing::WaitReady;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
-
-IntegratorOptions Options(std::vector<std::string> shards) {
-  IntegratorOptions o;
-  o.shards = std::move(shards);
-  o.default_timeout_ms = 1000;
-  o.fanout.ping_interval = 50ms;
-  o.fanout.reconnect_ivl_ms = 20;
-  return o;
-}
-
-bool WaitReady(const Integrator& in) {
-  const auto end = Clock::now() + 5s;
-  while (Clock::now() < end) {
-    if (json::parse(in.HealthJson())["status"] == "green") return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
-SearchParams Params(std::string q, uint32_t k = 10) {
-  SearchParams p;
-  p.q = std::move(q);
-  p.mode = QueryMode::kOr;
-  p.k = k;
-  return p;
-}
 
 // A source per doc: unicode, escapes, numbers as written, extra fields.
 std::string SourceOf(uint32_t doc) {
@@ -87,7 +65,7 @@ TEST(Fetch, OnlyTheOwnersOfTheFinalHitsAreAskedAndSourcesAreSplicedByteForByte) 
   auto in = Integrator::Start(Options({a.endpoint(), b.endpoint(), c.endpoint()}), nullptr);
   ASSERT_TRUE(in.ok()) << in.status().ToString();
   ASSERT_TRUE(WaitReady(**in));
-  const HttpReply r = (*in)->Search(Params("apple pie", 2));
+  const HttpReply r = (*in)->Search(Params("apple pie", QueryMode::kOr, 2));
   ASSERT_EQ(r.status, 200) << r.body;
   // The final two hits are a5 and b700: c is not asked, a and b for exactly their docs.
   ASSERT_EQ(a.fetches().size(), 1u);
@@ -109,7 +87,7 @@ TEST(Fetch, OnlyTheOwnersOfTheFinalHitsAreAskedAndSourcesAreSplicedByteForByte) 
   EXPECT_EQ(j["_shards"]["failed"], 0);
 
   // _source=false: no fetch at all.
-  SearchParams p = Params("apple", 2);
+  SearchParams p = Params("apple", QueryMode::kOr, 2);
   p.source = false;
   const json none = json::parse((*in)->Search(p).body);
   EXPECT_EQ(a.fetches().size(), 1u);

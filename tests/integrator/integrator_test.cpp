@@ -19,6 +19,7 @@
 #include <filesystem>
 
 #include "fake_node.hpp"
+#include "integrator_fixture.hpp"
 #include "core/query_parser.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/shard_store.hpp"
@@ -32,32 +33,9 @@ using Clock = std::chrono::steady_clock;
 using testing::AnswerCounting;
 using testing::AnswerWith;
 using testing::FakeNode;
-
-IntegratorOptions Options(std::vector<std::string> shards) {
-  IntegratorOptions o;
-  o.shards = std::move(shards);
-  o.default_timeout_ms = 1000;
-  o.fanout.ping_interval = 50ms;
-  o.fanout.reconnect_ivl_ms = 20;
-  return o;
-}
-
-bool WaitReady(const Integrator& in, std::chrono::milliseconds limit = 5s) {
-  const auto end = Clock::now() + limit;
-  while (Clock::now() < end) {
-    if (json::parse(in.HealthJson())["status"] == "green") return true;
-    std::this_thread::sleep_for(10ms);
-  }
-  return false;
-}
-
-SearchParams Params(std::string q, QueryMode mode = QueryMode::kOr, uint32_t k = 10) {
-  SearchParams p;
-  p.q = std::move(q);
-  p.mode = mode;
-  p.k = k;
-  return p;
-}
+using testing::Options;
+using testing::Params;
+using testing::WaitReady;
 
 TEST(Integrator, MergesShardsInDesignOrderAndSendsCanonicalTerms) {
   FakeNode a(0, AnswerWith(0, {{5, 3.0f, "a5"}, {1, 1.0f, "a1"}}), 2);
