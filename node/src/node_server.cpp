@@ -143,6 +143,18 @@ struct NodeServer::Impl {
     return !replies.empty();
   }
 
+  // Queues a reply for the I/O thread, which takes every queued reply at a wake: one wake per
+  // empty queue, and none while the thread is awake (wake_fd.hpp).
+  void QueueReply(Reply r) {
+    bool first = false;
+    {
+      std::lock_guard<std::mutex> lock(replies_mu);
+      first = replies.empty();
+      replies.push_back(std::move(r));
+    }
+    if (first) wake.WakeIfIdle();
+  }
+
   // Requests handed to ExecuteAsync and not yet answered (Stop() waits for none).
   std::mutex async_mu;
   std::condition_variable async_cv;
@@ -748,18 +760,12 @@ void NodeServer::Fetch(Job& job, std::chrono::steady_clock::time_point start) {
     node_metrics_->fetched_docs().Increment(static_cast<double>(job.fetch.docs.size()));
     node_metrics_->fetch_seconds().Observe(SecondsBetween(start, Clock::now()));
   }
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(impl_->replies_mu);
-    first = impl_->replies.empty();
-    Reply r;
-    r.identity = std::move(job.identity);
-    r.payload = std::move(payload);
-    r.fetch = true;
-    r.received = job.received;
-    impl_->replies.push_back(std::move(r));
-  }
-  if (first) impl_->wake.WakeIfIdle();
+  Reply r;
+  r.identity = std::move(job.identity);
+  r.payload = std::move(payload);
+  r.fetch = true;
+  r.received = job.received;
+  impl_->QueueReply(std::move(r));
 }
 
 void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, Result<ExecOutput> out, bool ran_executor,
@@ -845,31 +851,23 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
       payload.clear();
     }
   }
-  // The I/O thread takes every queued reply at a wake: one wake per empty queue, and none while
-  // the thread is awake (wake_fd.hpp).
-  bool first = false;
-  {
-    std::lock_guard<std::mutex> lock(impl_->replies_mu);
-    first = impl_->replies.empty();
-    Reply r;
-    r.identity = std::move(job.identity);
-    r.payload = std::move(payload);
-    r.mode = job.request.mode;
-    r.received = job.received;
-    if (options_.slow_query_ms > 0) {
-      r.started = start;
-      r.finished = end;
-      r.request_id = job.request.request_id;
-      r.k = job.request.k;
-      r.terms = terms;
-      r.status = resp.status.code();
-      r.processor = processor;
-      r.timing = timing;
-      r.query = std::move(query_text);
-    }
-    impl_->replies.push_back(std::move(r));
+  Reply r;
+  r.identity = std::move(job.identity);
+  r.payload = std::move(payload);
+  r.mode = job.request.mode;
+  r.received = job.received;
+  if (options_.slow_query_ms > 0) {
+    r.started = start;
+    r.finished = end;
+    r.request_id = job.request.request_id;
+    r.k = job.request.k;
+    r.terms = terms;
+    r.status = resp.status.code();
+    r.processor = processor;
+    r.timing = timing;
+    r.query = std::move(query_text);
   }
-  if (first) impl_->wake.WakeIfIdle();
+  impl_->QueueReply(std::move(r));
 }
 
 }  // namespace search
