@@ -222,15 +222,22 @@ inline Corpus WriteCorpus(const std::string& dir, size_t docs, uint32_t seed) {
   return c;
 }
 
-inline Status BuildTestIndex(const Corpus& c, const std::string& out, uint32_t shards) {
+// `searchctl index` of the JSON lines at `jsonl` into `out` (2 threads, 64 MiB), with stored
+// sources unless `sources` is false.
+inline Status BuildTestIndex(const std::string& jsonl, const std::string& out, uint32_t shards, bool sources = true) {
   IndexBuildOptions o;
-  o.input = c.jsonl_path;
+  o.input = jsonl;
   o.output = out;
   o.shards = shards;
   o.threads = 2;
   o.memory_bytes = size_t{64} << 20;
+  o.sources = sources;
   auto r = BuildIndex(o);
   return r.ok() ? Status::Ok() : r.status();
+}
+
+inline Status BuildTestIndex(const Corpus& c, const std::string& out, uint32_t shards) {
+  return BuildTestIndex(c.jsonl_path, out, shards);
 }
 
 // A random query text: 1..4 words, sometimes repeated, sometimes absent from the index, mixed case.

@@ -81,18 +81,6 @@ SourceCorpus WriteSourceCorpus(const std::string& dir) {
   return c;
 }
 
-Status BuildSourceIndex(const SourceCorpus& c, const std::string& out, uint32_t shards, bool sources) {
-  IndexBuildOptions o;
-  o.input = c.path;
-  o.output = out;
-  o.shards = shards;
-  o.threads = 2;
-  o.memory_bytes = size_t{64} << 20;
-  o.sources = sources;
-  auto r = BuildIndex(o);
-  return r.ok() ? Status::Ok() : r.status();
-}
-
 // A relay between the integrator and one node: SearchRequests, Pings and their replies pass; when
 // armed, the first FetchRequest calls on_fetch (which kills the node) and is dropped.
 class Relay {
@@ -242,11 +230,11 @@ class SourceFetchTest : public ::testing::Test {
     g->one = g->dir.path() + "/one";
     g->three = g->dir.path() + "/three";
     g->no_source = g->dir.path() + "/nosource";
-    Status st = BuildSourceIndex(g->corpus, g->one, 1, true);
+    Status st = BuildTestIndex(g->corpus.path, g->one, 1, true);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    st = BuildSourceIndex(g->corpus, g->three, 3, true);
+    st = BuildTestIndex(g->corpus.path, g->three, 3, true);
     ASSERT_TRUE(st.ok()) << st.ToString();
-    st = BuildSourceIndex(g->corpus, g->no_source, 1, false);
+    st = BuildTestIndex(g->corpus.path, g->no_source, 1, false);
     ASSERT_TRUE(st.ok()) << st.ToString();
   }
   static void TearDownTestSuite() {
