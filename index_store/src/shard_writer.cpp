@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <future>
 #include <system_error>
 
 #include "codec/block_codec.hpp"
@@ -146,7 +147,44 @@ struct ShardWriter::Impl {
   bool dict_decided = false;
   std::shared_ptr<const SourceDict> dict;  // null: blocks without a dictionary
   std::vector<uint32_t> block_starts;      // first doc of every written block
-  std::string encoded;                     // scratch
+
+  // Once the dictionary is decided, closed blocks are encoded a batch at a time on a second thread
+  // while the caller goes on adding documents (the finish phase of a build with fewer shards than
+  // cores leaves cores idle), and written in order. One batch is in flight at a time.
+  struct EncodeBatch {
+    std::vector<SourceRun> runs;
+    std::vector<std::string> values;
+    Status status;
+  };
+  static constexpr size_t kEncodeBatchBlocks = 64;
+  std::vector<SourceRun> filling;                      // closed, not yet handed over
+  std::unique_ptr<EncodeBatch> in_flight;              // read by the encoding thread until it ends
+  SourceBlockEncoder batch_encoder{kSourceZstdLevel};  // the encoding thread's
+  std::future<void> encoding;  // declared last: destroyed (waited for) before what it uses
+
+  Status WriteInFlight() {
+    if (!encoding.valid()) return Status::Ok();
+    encoding.get();
+    std::unique_ptr<EncodeBatch> b = std::move(in_flight);
+    SEARCH_RETURN_IF_ERROR(b->status);
+    for (size_t i = 0; i < b->runs.size(); ++i) SEARCH_RETURN_IF_ERROR(WriteBlock(b->runs[i], b->values[i]));
+    return Status::Ok();
+  }
+
+  // Writes the batch in flight, then hands `filling` to the encoding thread.
+  Status LaunchBatch() {
+    SEARCH_RETURN_IF_ERROR(WriteInFlight());
+    if (filling.empty()) return Status::Ok();
+    in_flight = std::make_unique<EncodeBatch>();
+    in_flight->runs = std::move(filling);
+    filling.clear();
+    encoding = std::async(std::launch::async, [b = in_flight.get(), d = dict.get(), enc = &batch_encoder] {
+      b->values.resize(b->runs.size());
+      for (size_t i = 0; i < b->runs.size() && b->status.ok(); ++i)
+        b->status = enc->Encode(b->runs[i].Docs(0, b->runs[i].ends.size()), d, &b->values[i]);
+    });
+    return Status::Ok();
+  }
 
   Status WriteBlock(const SourceRun& run, std::string_view value) {
     block_starts.push_back(run.first_doc);
@@ -203,8 +241,8 @@ struct ShardWriter::Impl {
       if (held_bytes >= kSourceTrainBytes) return DecideDict();
       return Status::Ok();
     }
-    SEARCH_RETURN_IF_ERROR(source_encoder.Encode(run.Docs(0, run.ends.size()), dict.get(), &encoded));
-    return WriteBlock(run, encoded);
+    filling.push_back(std::move(run));
+    return filling.size() >= kEncodeBatchBlocks ? LaunchBatch() : Status::Ok();
   }
 
   Status AddSource(uint32_t doc, std::string_view source) {
@@ -395,6 +433,8 @@ Status ShardWriter::Finish() {
   if (meta.sources) {
     SEARCH_RETURN_IF_ERROR(w.CloseSourceBlock());
     if (!w.dict_decided) SEARCH_RETURN_IF_ERROR(w.DecideDict());
+    SEARCH_RETURN_IF_ERROR(w.LaunchBatch());
+    SEARCH_RETURN_IF_ERROR(w.WriteInFlight());
     std::string starts;
     starts.reserve(4 * w.block_starts.size());
     for (uint32_t b : w.block_starts) PutLe32(&starts, b);

@@ -167,8 +167,12 @@ Status ReadString(FILE* f, std::string* out) {
 Status AddShardDocs(const ParseOutput& parsed, bool sources, const ShardLayout& layout, uint32_t s,
                     ShardWriter* writer) {
   const std::string& path = parsed.ids_path;
+  // With sources the file is about the input's size: read it in large pieces, not stdio's 4 KiB
+  // (the buffer is declared first so that it outlives the FILE).
+  std::vector<char> buffer(size_t{1} << 20);
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return Status::IOError("open " + path + ": " + std::strerror(errno));
+  std::setvbuf(f.get(), buffer.data(), _IOFBF, buffer.size());
   const uint32_t begin = layout.begin[s], end = layout.end[s];
   if (begin == end) return Status::Ok();
   const uint64_t checkpoint = begin / kIdsCheckpointDocs;
