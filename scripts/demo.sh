@@ -65,6 +65,14 @@ for mode in and or andor; do
   echo "-- GET /search mode=$mode k=3"
   for q in "${queries[@]}"; do show "$mode" 3 "$q"; done
 done
+echo "-- documents: each hit's stored _source and its highlighted fragment (GET /search ... &highlight=true)"
+curl -sS --get "http://127.0.0.1:$port/search" --data-urlencode "q=${queries[0]}" -d mode=or -d k=3 -d highlight=true |
+  python3 -c 'import json, sys
+for h in json.load(sys.stdin)["hits"]["hits"]:
+    src = h.get("_source", {})
+    print("  %s (%.3f): %d source bytes, %d fields" % (h["_id"], h["_score"], len(json.dumps(src)), len(src)))
+    for f in h.get("highlight", {}).get("contents", [])[:1]:
+        print("    " + f)'
 echo "-- the same query again: answered from the result cache"
 show or 3 "${queries[0]}"
 echo "-- bad input is a 400 with a reason"
@@ -74,6 +82,6 @@ echo "-- GET /health"
 curl -sS "http://127.0.0.1:$port/health"
 echo
 echo
-echo "cluster running: http://127.0.0.1:$port/ (status page), /search?q=...&k=10&mode=and|or|andor,"
+echo "cluster running: http://127.0.0.1:$port/ (search page and status), /search?q=...&k=10&mode=and|or|andor,"
 echo "  /health, /stats; Prometheus metrics on http://127.0.0.1:$((port + 1))/metrics"
 echo "  status: scripts/cluster.sh status    stop: scripts/cluster.sh stop"
