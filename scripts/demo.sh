@@ -72,7 +72,7 @@ for h in json.load(sys.stdin)["hits"]["hits"]:
     src = h.get("_source", {})
     print("  %s (%.3f): %d source bytes, %d fields" % (h["_id"], h["_score"], len(json.dumps(src)), len(src)))
     for f in h.get("highlight", {}).get("contents", [])[:1]:
-        print("    " + f)'
+        print("    " + " ".join(f.split()))'
 echo "-- the same query again: answered from the result cache"
 show or 3 "${queries[0]}"
 echo "-- bad input is a 400 with a reason"
