@@ -158,6 +158,22 @@ TEST(IndexSources, SearchctlIndexFlag) {
   run = testing::RunCommand({SEARCHCTL_PATH, "query", "--index", tmp / "b", "--source", "--query", "heart"});
   EXPECT_NE(run.exit_code, 0);
   EXPECT_NE(run.err.find("stores no sources"), std::string::npos) << run.err;
+
+  // searchctl stats counts the stored sources: blocks in each shard and bytes below the raw text
+  // (the documents compress), none for the --no-source index.
+  size_t raw = 0;
+  for (const std::string& source : in.sources) raw += source.size();
+  run = testing::RunCommand({SEARCHCTL_PATH, "stats", "--index", tmp / "a"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto with = nlohmann::json::parse(run.out);
+  EXPECT_GE(with["source_blocks"].get<uint64_t>(), 2u) << run.out;
+  EXPECT_GT(with["source_bytes"].get<uint64_t>(), 0u) << run.out;
+  EXPECT_LT(with["source_bytes"].get<uint64_t>(), raw) << run.out;
+  run = testing::RunCommand({SEARCHCTL_PATH, "stats", "--index", tmp / "b"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const auto without = nlohmann::json::parse(run.out);
+  EXPECT_EQ(without["source_blocks"], 0u) << run.out;
+  EXPECT_EQ(without["source_bytes"], 0u) << run.out;
 }
 
 }  // namespace

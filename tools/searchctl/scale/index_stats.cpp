@@ -23,7 +23,7 @@ namespace {
 // The column families of a shard (index_store/FORMAT.md), opened read-only and scanned in key
 // order. Going through ShardReader::GetList instead would read a whole 32 KiB table block per
 // small list; a sequential scan reads each block once.
-enum CfIndex { kMeta = 0, kTerms = 1, kLists = 2, kDocs = 3, kPositions = 4 };
+enum CfIndex { kMeta = 0, kTerms = 1, kLists = 2, kDocs = 3, kPositions = 4, kSource = 5 };
 
 class QuietLogger : public rocksdb::Logger {
  public:
@@ -37,7 +37,8 @@ class QuietLogger : public rocksdb::Logger {
 
 class RawShard {
  public:
-  static Result<std::unique_ptr<RawShard>> Open(const std::string& path) {
+  // `sources`: the shard has a source column family (format 3 with sources) to open as well.
+  static Result<std::unique_ptr<RawShard>> Open(const std::string& path, bool sources) {
     rocksdb::DBOptions options;
     options.info_log = std::make_shared<QuietLogger>();
     options.max_open_files = -1;
@@ -45,6 +46,7 @@ class RawShard {
     std::vector<rocksdb::ColumnFamilyDescriptor> cfs;
     for (const char* name : {"default", "terms", "lists", "docs", "positions"})
       cfs.emplace_back(name, rocksdb::ColumnFamilyOptions());
+    if (sources) cfs.emplace_back("source", rocksdb::ColumnFamilyOptions());
     auto shard = std::unique_ptr<RawShard>(new RawShard());
     rocksdb::DB* db = nullptr;
     const rocksdb::Status s = rocksdb::DB::OpenForReadOnly(options, path, cfs, &shard->handles_, &db);
@@ -101,6 +103,8 @@ std::string IndexStats::ToJson() const {
   j["max_list"] = max_list;
   j["list_bytes"] = list_bytes;
   j["positions_bytes"] = positions_bytes;
+  j["source_blocks"] = source_blocks;
+  j["source_bytes"] = source_bytes;
   j["metadata_bytes"] = metadata_bytes;
   j["docid_payload_bytes"] = docid_payload_bytes;
   j["freq_payload_bytes"] = freq_payload_bytes;
@@ -133,7 +137,7 @@ Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum
   std::string aligned;
   for (const ShardEntry& entry : manifest.shards) {
     const std::string path = index_dir + "/" + entry.path;
-    SEARCH_ASSIGN_OR_RETURN(auto db, RawShard::Open(path));
+    SEARCH_ASSIGN_OR_RETURN(auto db, RawShard::Open(path, manifest.sources));
     // The lists, in term order: sizes from each blob's header and block entries.
     SEARCH_RETURN_IF_ERROR(db->Scan(kLists, [&](std::string_view term, std::string_view value) -> Status {
       aligned.assign(value);  // ListView needs 4-byte alignment; a std::string's buffer has it
@@ -159,6 +163,13 @@ Result<IndexStats> ComputeIndexStats(const std::string& index_dir, bool checksum
       st.positions_bytes += value.size();
       return Status::Ok();
     }));
+    if (manifest.sources) {
+      SEARCH_RETURN_IF_ERROR(db->Scan(kSource, [&](std::string_view, std::string_view value) -> Status {
+        ++st.source_blocks;
+        st.source_bytes += value.size();
+        return Status::Ok();
+      }));
+    }
     if (checksum) {
       for (int cf : {kMeta, kTerms, kLists, kDocs, kPositions}) {
         SEARCH_RETURN_IF_ERROR(db->Scan(cf, [&](std::string_view key, std::string_view value) -> Status {

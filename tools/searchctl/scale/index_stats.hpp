@@ -28,6 +28,8 @@ struct IndexStats {
   uint64_t postings = 0, blocks = 0, max_list = 0;
   uint64_t list_bytes = 0;          // whole blobs
   uint64_t positions_bytes = 0;     // positions blobs (0 for an index without positions), uncompressed
+  uint64_t source_blocks = 0;       // stored-source blocks (0 for an index without sources)
+  uint64_t source_bytes = 0;        // their bytes as stored (zstd blocks; the dictionary is not counted)
   uint64_t metadata_bytes = 0;      // list headers + block entries
   uint64_t docid_payload_bytes = 0;
   uint64_t freq_payload_bytes = 0;
