@@ -322,14 +322,20 @@ struct Fanout::Impl {
            ", which has no fetch phase: upgrade the node";
   }
 
-  void FailShard(Pending& p, size_t i, ShardCallState state, std::string reason) {
+  // Shard i of the call is settled (its state and result filled in): its latency since the call was
+  // sent, the listener told, one shard fewer to wait for.
+  void SettleShard(Pending& p, size_t i) {
     ShardCallResult& r = p.shards[i];
-    r.state = state;
-    r.reason = std::move(reason);
     r.latency_us = static_cast<uint64_t>(
         std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
-    if (listener) listener->OnShardReply(i, state, static_cast<double>(r.latency_us) * 1e-6);
+    if (listener) listener->OnShardReply(i, r.state, static_cast<double>(r.latency_us) * 1e-6);
     --p.remaining;
+  }
+
+  void FailShard(Pending& p, size_t i, ShardCallState state, std::string reason) {
+    p.shards[i].state = state;
+    p.shards[i].reason = std::move(reason);
+    SettleShard(p, i);
   }
 
   // Replica r owes shard sh's reply no more; true if it did (its send time in *sent).
@@ -433,10 +439,7 @@ struct Fanout::Impl {
       res.or_hits.reserve(resp.or_hits.size());
       for (auto& h : resp.or_hits)
         res.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});
-      res.latency_us = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
-      if (listener) listener->OnShardReply(sh, res.state, static_cast<double>(res.latency_us) * 1e-6);
-      --p.remaining;
+      SettleShard(p, sh);
       if (p.remaining == 0) Complete(it);
     } else {
       const bool late = resp.status.code() == StatusCode::kDeadlineExceeded;
@@ -471,10 +474,7 @@ struct Fanout::Impl {
     }
     res.state = ShardCallState::kOk;
     res.docs = std::move(resp.docs);
-    res.latency_us = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
-    if (listener) listener->OnShardReply(sh, res.state, static_cast<double>(res.latency_us) * 1e-6);
-    --p.remaining;
+    SettleShard(p, sh);
     if (p.remaining == 0) Complete(it);
   }
 

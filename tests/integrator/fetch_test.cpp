@@ -148,11 +148,7 @@ TEST(Fetch, AShardThatReportsNoSourcesIsNotAsked) {
   ShardHealthMsg h = a.health();
   h.has_sources = false;
   a.set_health(h);
-  b.set_fetch_handler([](const FetchRequestMsg& f) {
-    FetchResponseMsg resp;
-    for (uint32_t d : f.docs) resp.docs.push_back(FetchedDocMsg{.doc = d, .has_source = true, .source = R"({"id":"b"})"});
-    return resp;
-  });
+  b.set_fetch_handler(Sources());
   auto in = Integrator::Start(Options({a.endpoint(), b.endpoint()}), nullptr);
   ASSERT_TRUE(in.ok());
   ASSERT_TRUE(WaitReady(**in));
@@ -164,7 +160,7 @@ TEST(Fetch, AShardThatReportsNoSourcesIsNotAsked) {
   ASSERT_EQ(j["hits"]["hits"].size(), 2u);
   EXPECT_EQ(j["hits"]["hits"][0]["_id"], "a5");
   EXPECT_EQ(j["hits"]["hits"][0]["_source_missing"], "not stored");
-  EXPECT_EQ(j["hits"]["hits"][1]["_source"], json::parse(R"({"id":"b"})"));
+  EXPECT_EQ(j["hits"]["hits"][1]["_source"], json::parse(SourceOf(600)));
   EXPECT_EQ(j["_shards"]["failed"], 0);
   EXPECT_TRUE(a.fetches().empty());
   EXPECT_EQ(b.fetches().size(), 1u);
