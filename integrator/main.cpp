@@ -98,7 +98,14 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(10, 60000));
   app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to follow requests")
       ->capture_default_str();
+  // Security (docs/RELIABILITY.md "Security"). Without it the integrator serves plain HTTP and talks
+  // plain ZeroMQ, and only on loopback; --insecure allows that anywhere.
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "allow plain HTTP without API keys, and plain ZeroMQ to the nodes, beyond loopback (tests, one "
+               "trusted machine)");
   CLI11_PARSE(app, argc, argv);
+  (void)insecure;  // read by the HTTP binding rule and the fan-out's CURVE settings
 
   auto level = ParseLogLevel(log_level);
   if (!level.ok()) {

@@ -70,6 +70,11 @@ int main(int argc, char** argv) {
                  "how long SIGTERM waits for in-flight requests before exiting; raise it for long queries")
       ->capture_default_str()
       ->check(CLI::Range(0, 600000));
+  // Security (docs/RELIABILITY.md "Security"): without --curve-key the node serves plain ZeroMQ,
+  // only on loopback unless --insecure.
+  bool insecure = false;
+  app.add_flag("--insecure", insecure,
+               "serve plain ZeroMQ (no CURVE) beyond loopback: any peer that reaches the port can query the shard");
   app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to see each start-up step")
       ->capture_default_str();
   app.add_option("--slow-query-ms", options.slow_query_ms,
@@ -109,6 +114,7 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   app.footer("--tuning keys:\n" + TuningHelp());
   CLI11_PARSE(app, argc, argv);
+  (void)insecure;  // read by the listen rule (loopback only without CURVE)
   NodeTuning tuning;
   for (const std::string& arg : tuning_args) {
     if (Status st = ApplyTuningArg(arg, &tuning); !st.ok()) {
