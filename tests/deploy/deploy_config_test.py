@@ -4,7 +4,10 @@
 usage: deploy_config_test.py CHECK --source REPO [options]
   compose FILE      `docker-compose -f FILE config` passes; the services, GPU reservations (GPU
                     file) or their absence (CPU file), shard count, integrator --shards and
-                    Prometheus targets agree. Skips (77) without docker-compose.
+                    Prometheus targets agree; security is on (every node with --curve-key and
+                    --curve-clients, the integrator with --curve-key, --curve-servers, --tls-cert,
+                    --tls-key and --api-keys, all from the secrets job's volume mounted read-only,
+                    no --insecure). Skips (77) without docker-compose.
   compose-variants  docker-compose.yml and docker-compose.cpu.yml differ only in the image, the
                     build target, the nodes' GPU flags and GPU reservations. Skips without it.
   promtool          `promtool check config` and `promtool check rules`. Skips without promtool.
@@ -164,7 +167,53 @@ def check_compose(src, rel):
     if not any(m.split(":")[0].rstrip("/").endswith("docker/prometheus") and m.split(":")[1] == "/etc/prometheus"
                for m in mounts):
         fail(f"{rel}: prometheus does not mount docker/prometheus on /etc/prometheus ({mounts})")
+    check_security(rel, services, nodes)
     print(f"{rel}: services {sorted(services)}; {len(nodes)} nodes; gpu={gpu}")
+
+
+def mounts_of(svc):
+    return [v if isinstance(v, str) else f"{v.get('source')}:{v.get('target')}" + (":ro" if v.get("read_only") else "")
+            for v in svc.get("volumes", [])]
+
+
+def check_security(rel, services, nodes):
+    """Secure by default: the secrets job's files wired into every node and the integrator."""
+    init = services.get("secrets")
+    if init is None:
+        fail(f"{rel}: no 'secrets' service (the job that creates the CA, certificates, CURVE and API keys)")
+        return
+    if command_words(init)[:1] != ["search-secrets-init"]:
+        fail(f"{rel}: the secrets service does not run search-secrets-init: {command_words(init)}")
+    if not any(m.split(":")[:2] == ["secrets", "/secrets"] and not m.endswith(":ro") for m in mounts_of(init)):
+        fail(f"{rel}: the secrets service does not mount the secrets volume writable on /secrets")
+    listed = dict(e.split("=", 1) if "=" in e else (e, None)
+                  for e in str(init.get("environment", {}).get("SECRETS_NODES", "")).split())
+    for name, svc in services.items():
+        words = command_words(svc)
+        if "--insecure" in words:
+            fail(f"{rel}: {name} runs with --insecure (the compose files are secure by default)")
+        if name in nodes or name == "integrator":
+            if not any(m == "secrets:/secrets:ro" for m in mounts_of(svc)):
+                fail(f"{rel}: {name} does not mount the secrets volume read-only on /secrets")
+            if svc.get("depends_on", {}).get("secrets", {}).get("condition") != "service_completed_successfully":
+                fail(f"{rel}: {name} does not wait for the secrets job to complete")
+    for n in nodes:
+        words = command_words(services[n])
+        for f, want in (("--curve-key", f"/secrets/{n}/curve.key"), ("--curve-clients", f"/secrets/{n}/curve-clients")):
+            if flag(words, f) != want:
+                fail(f"{rel}: {n} {f} {flag(words, f)}, want {want}")
+        if listed.get(n) != f"tcp://{n}:9210":
+            fail(f"{rel}: the secrets job's SECRETS_NODES does not list {n}=tcp://{n}:9210 ({listed})")
+    words = command_words(services.get("integrator", {}))
+    for f, want in (("--curve-key", "/secrets/integrator/curve.key"),
+                    ("--curve-servers", "/secrets/integrator/curve-servers"),
+                    ("--tls-cert", "/secrets/integrator/tls.crt"), ("--tls-key", "/secrets/integrator/tls.key"),
+                    ("--api-keys", "/secrets/integrator/api-keys")):
+        if flag(words, f) != want:
+            fail(f"{rel}: integrator {f} {flag(words, f)}, want {want}")
+    test = " ".join(services.get("integrator", {}).get("healthcheck", {}).get("test", []))
+    if "http://127.0.0.1:9200" in test:
+        fail(f"{rel}: the integrator's healthcheck asks plain HTTP on its HTTPS port: {test}")
 
 
 def normalize(cfg):
@@ -344,6 +393,8 @@ def check_grafana(src):
 def check_dockerfile(src, binaries):
     with open(os.path.join(src, "docker/Dockerfile")) as f:
         dockerfile = f.read()
+    if "COPY docker/secrets-init.sh /usr/local/bin/search-secrets-init" not in dockerfile:
+        fail("the Dockerfile does not install docker/secrets-init.sh as search-secrets-init (the secrets job)")
     with open(os.path.join(src, "CMakeLists.txt")) as f:
         cmake = f.read()
     dirs = set(re.findall(r"add_subdirectory\((\w+)\)", cmake))
