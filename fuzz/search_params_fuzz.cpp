@@ -1,14 +1,13 @@
 // Fuzz target: the integrator's /search parameters (integrator/search_params.hpp). The input is,
-// at once, the query string of a GET /search (split and URL-decoded by cpp-httplib's own
-// parse_query_text, as the HTTP front does) and the JSON body of a POST /search. An accepted
+// at once, the query string of a GET /search (split and URL-decoded by ParseQueryString, the HTTP
+// front's own decoder, integrator/http_request_parser.hpp) and the JSON body of a POST /search. An accepted
 // request must satisfy every documented limit and survive a round trip (re-encoded as a query
 // string, and for bodies as JSON, it parses to the same parameters); a refused one is a 400 with
 // a known error type and a bounded reason. A POST body may not repeat a field (checked with an
 // independent SAX pass). A body with "query" (the Elasticsearch DSL) is kept whole, unparsed here.
 // The input is also a POST /count body.
-#include <httplib.h>
-
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -16,6 +15,7 @@
 
 #include "core/url_encode.hpp"
 #include "fuzz_check.hpp"
+#include "integrator/http_request_parser.hpp"
 #include "integrator/search_params.hpp"
 
 namespace {
@@ -106,8 +106,8 @@ bool HasDuplicateTopLevelKey(std::string_view body) {
 }
 
 ParsedSearch ParseQueryString(const std::string& query) {
-  httplib::Params params;
-  httplib::detail::parse_query_text(query, params);
+  std::multimap<std::string, std::string> params;
+  search::ParseQueryString(query, &params);
   return search::ParseSearchQuery(params);
 }
 

@@ -6,7 +6,8 @@
 # Prints one summary line per target; a crash input is saved under OUT/<target>/crashes/.
 #
 # usage: scripts/fuzz.sh [TARGET[,TARGET...]|all] [SECONDS]
-#   TARGET   analyzer | search_params | wire | jsonl | block_codec | ciff | query_parser | query_dsl; all (default) = every one
+#   TARGET   analyzer | search_params | wire | jsonl | block_codec | ciff | query_parser | query_dsl |
+#            positions_codec | http_request | http_response; all (default) = every one
 #   SECONDS  per target (default 600); 0 only builds
 # env: BUILD_DIR (default build-fuzz), JOBS (build jobs, default nproc), FUZZ_PARALLEL (targets
 #      fuzzed at once, default 1), OUT (default BUILD_DIR/fuzz-out), BUILD_LOCK (a file to flock
@@ -15,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(analyzer search_params wire jsonl block_codec ciff query_parser query_dsl positions_codec)
+all_targets=(analyzer search_params wire jsonl block_codec ciff query_parser query_dsl positions_codec http_request
+             http_response)
 which=${1:-all}
 seconds=${2:-600}
 build=${BUILD_DIR:-build-fuzz}
@@ -55,6 +57,7 @@ dict_for() {
     search_params) echo fuzz/dict/search_params.dict ;;
     query_parser) echo fuzz/dict/query_parser.dict ;;
     query_dsl) echo fuzz/dict/query_dsl.dict ;;
+    http_request | http_response) echo fuzz/dict/http.dict ;;
     analyzer | jsonl) echo fuzz/dict/json.dict ;;
     *) echo "" ;;
   esac

@@ -195,6 +195,8 @@ HttpParseResult WalkChunked(std::string_view buf, size_t p, const HttpRequestLim
   return r;
 }
 
+}  // namespace
+
 void ParseQueryString(std::string_view query, std::multimap<std::string, std::string>* params) {
   while (true) {
     const size_t amp = query.find('&');
@@ -211,7 +213,6 @@ void ParseQueryString(std::string_view query, std::multimap<std::string, std::st
   }
 }
 
-}  // namespace
 
 const std::string* HttpRequest::Header(std::string_view lower_name) const {
   for (const auto& [name, value] : headers)

@@ -65,6 +65,11 @@ struct HttpParseResult {
 // are unspecified. `out` may be null (only the verdict is computed).
 HttpParseResult ParseHttpRequest(std::string_view buf, const HttpRequestLimits& limits, HttpRequest* out);
 
+// The query string (the target after '?') as HttpRequest::params holds it: pieces split on '&' (empty
+// ones skipped), each on its first '=', names and values PercentDecode'd with '+' -> ' '; appended to
+// `*params`. ParseHttpRequest uses it; so does the search_params fuzz target.
+void ParseQueryString(std::string_view query, std::multimap<std::string, std::string>* params);
+
 // Percent-decoding: "%41" -> "A" (either hex case); invalid escapes ("%zz", "%4") are kept literally;
 // '+' becomes ' ' when plus_as_space (query strings), else stays '+' (paths).
 std::string PercentDecode(std::string_view s, bool plus_as_space);
