@@ -85,3 +85,4 @@ echo
 echo "cluster running: http://127.0.0.1:$port/ (search page and status), /search?q=...&k=10&mode=and|or|andor,"
 echo "  /health, /stats; Prometheus metrics on http://127.0.0.1:$((port + 1))/metrics"
 echo "  status: scripts/cluster.sh status    stop: scripts/cluster.sh stop"
+echo "  plain HTTP on loopback; HTTPS + API keys + CURVE: scripts/cluster.sh start --secure, or docker/ (docs/RELIABILITY.md, Security)"
