@@ -220,6 +220,40 @@ Result<ServerKeys> ReadServerKeys(const std::string& path) {
   return keys;
 }
 
+Result<std::optional<ClientKeys>> ClientKeysForFlags(const std::string& key_file, const std::string& servers_file,
+                                                     bool insecure, const std::vector<std::string>& shards) {
+  if (key_file.empty() != servers_file.empty())
+    return Status::InvalidArgument("--curve-key and --curve-servers go together");
+  std::vector<std::string> endpoints;
+  for (const std::string& shard : shards) {
+    std::istringstream in(shard);
+    for (std::string ep; std::getline(in, ep, '|');)
+      if (!ep.empty()) endpoints.push_back(ep);
+  }
+  if (key_file.empty()) {
+    if (!insecure)
+      for (const std::string& ep : endpoints)
+        if (!IsLoopbackEndpoint(ep))
+          return Status::InvalidArgument(
+              "shard endpoint " + ep + " is beyond loopback and the integrator has no --curve-key: its queries and "
+              "answers would cross the network in clear, to any process listening there. Give --curve-key and "
+              "--curve-servers (docs/OPERATIONS.md \"CURVE keys\"), or pass --insecure");
+    return std::optional<ClientKeys>();
+  }
+  if (!CurveAvailable()) return Status::InvalidArgument("--curve-key: this libzmq was built without CURVE (libsodium)");
+  ClientKeys keys;
+  auto pair = ReadSecretKeyFile(key_file);
+  if (!pair.ok()) return pair.status().WithContext("--curve-key");
+  keys.client = std::move(pair).value();
+  auto servers = ReadServerKeys(servers_file);
+  if (!servers.ok()) return servers.status().WithContext("--curve-servers");
+  keys.servers = std::move(servers).value();
+  for (const std::string& ep : endpoints)
+    if (auto k = keys.servers.For(ep); !k.ok())
+      return Status::InvalidArgument("--curve-servers " + servers_file + ": " + k.status().message());
+  return std::optional<ClientKeys>(std::move(keys));
+}
+
 bool IsLoopbackEndpoint(std::string_view endpoint) {
   if (endpoint.starts_with("ipc://") || endpoint.starts_with("inproc://")) return true;
   if (!endpoint.starts_with("tcp://")) return false;

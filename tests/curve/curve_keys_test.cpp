@@ -190,6 +190,41 @@ TEST_F(CurveKeysTest, ServerListBadInputNamesFileAndLine) {
   EXPECT_FALSE(ReadServerKeys(dir_ + "/missing").ok());
 }
 
+TEST_F(CurveKeysTest, IntegratorFlagsNeedKeysBeyondLoopbackAndAKeyPerEndpoint) {
+  auto client = GenerateKeyPair();
+  auto a = GenerateKeyPair();
+  ASSERT_TRUE(client.ok() && a.ok());
+  const std::vector<std::string> local = {"tcp://127.0.0.1:7001|tcp://127.0.0.1:7002", "ipc:///tmp/n"};
+  const std::vector<std::string> remote = {"tcp://127.0.0.1:7001|tcp://10.0.0.2:7001"};
+  // Plain: loopback only, unless insecure.
+  auto plain = ClientKeysForFlags("", "", false, local);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->has_value());
+  auto refused = ClientKeysForFlags("", "", false, remote);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("tcp://10.0.0.2:7001"), std::string::npos);
+  EXPECT_NE(refused.status().message().find("--insecure"), std::string::npos);
+  EXPECT_TRUE(ClientKeysForFlags("", "", true, remote).ok());
+  // One without the other.
+  const std::string key = Write("i.key", client->secret_key + "\n");
+  EXPECT_FALSE(ClientKeysForFlags(key, "", false, local).ok());
+  EXPECT_FALSE(ClientKeysForFlags("", Write("s0", a->public_key + "\n"), false, local).ok());
+  // CURVE: every replica endpoint needs a key.
+  const std::string one = Write("s1", "tcp://127.0.0.1:7001 " + a->public_key + "\n");
+  auto missing = ClientKeysForFlags(key, one, false, remote);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("tcp://10.0.0.2:7001"), std::string::npos) << missing.status().ToString();
+  auto all = ClientKeysForFlags(key, Write("s2", a->public_key + "\n"), false, remote);
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_TRUE(all->has_value());
+  EXPECT_EQ((*all)->client.public_key, client->public_key);
+  EXPECT_EQ(*(*all)->servers.For("tcp://10.0.0.2:7001"), a->public_key);
+  // A loose secret key is refused here too.
+  EXPECT_FALSE(ClientKeysForFlags(Write("loose.key", client->secret_key + "\n", 0644), Write("s3", a->public_key),
+                                  false, remote)
+                   .ok());
+}
+
 TEST(CurveEndpointTest, LoopbackEndpoints) {
   for (const char* ep : {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:*", "tcp://127.1.2.3:1", "tcp://[::1]:5555",
                          "tcp://localhost:5555", "ipc:///tmp/node.sock", "inproc://x", "tcp://10.0.0.1;127.0.0.1:7"})

@@ -2,6 +2,7 @@
 #include <malloc.h>
 
 #include "args.hpp"
+#include "keygen_args.hpp"
 #include "scale_args.hpp"
 
 int main(int argc, char** argv) {
@@ -33,6 +34,8 @@ int main(int argc, char** argv) {
   CLI::App* import_ciff = AddImportCiffCommand(app, &import_args);
   CLI::App* stats = AddStatsCommand(app, &stats_args);
   CLI::App* loadgen = AddLoadgenCommand(app, &loadgen_args);
+  KeygenArgs keygen_args;
+  CLI::App* keygen = AddKeygenCommand(app, &keygen_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -48,5 +51,6 @@ int main(int argc, char** argv) {
   if (import_ciff->parsed()) return RunImportCiff(import_args);
   if (stats->parsed()) return RunStats(stats_args);
   if (loadgen->parsed()) return RunLoadgen(loadgen_args);
+  if (keygen->parsed()) return RunKeygen(keygen_args);
   return kExitUsage;
 }

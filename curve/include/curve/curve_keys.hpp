@@ -13,6 +13,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,19 @@ struct ServerKeys {
   Result<std::string> For(const std::string& endpoint) const;
 };
 Result<ServerKeys> ReadServerKeys(const std::string& path);
+
+// The integrator's CURVE settings: its own pair and the nodes' public keys.
+struct ClientKeys {
+  KeyPair client;
+  ServerKeys servers;
+};
+
+// The integrator's flags over its --shards list (shards separated by ',' or given one each,
+// replicas by '|'): --curve-key and --curve-servers, both or neither. With them: the keys, and
+// InvalidArgument naming the first replica endpoint without a server key. Without them: nullopt
+// (plain ZeroMQ), and InvalidArgument for an endpoint beyond loopback unless `insecure`.
+Result<std::optional<ClientKeys>> ClientKeysForFlags(const std::string& key_file, const std::string& servers_file,
+                                                     bool insecure, const std::vector<std::string>& shards);
 
 // True for endpoints only this machine can reach: tcp://127.x.y.z:P, tcp://[::1]:P,
 // tcp://localhost:P, ipc://..., inproc://...
