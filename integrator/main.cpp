@@ -3,9 +3,11 @@
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-loops N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
+//                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
-//   {"event":"ready","http":"HOST:PORT","metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
+//   {"event":"ready","http":"HOST:PORT","tls":false,"metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
+//   ("tls":true: the "http" address serves HTTPS only.)
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
+#include "integrator/tls_context.hpp"
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
 
@@ -104,6 +107,11 @@ int main(int argc, char** argv) {
   app.add_flag("--insecure", insecure,
                "allow plain HTTP without API keys, and plain ZeroMQ to the nodes, beyond loopback (tests, one "
                "trusted machine)");
+  std::string tls_cert, tls_key;
+  app.add_option("--tls-cert", tls_cert,
+                 "serve HTTPS: PEM file of the server's certificate, then any intermediates (with --tls-key)");
+  app.add_option("--tls-key", tls_key,
+                 "serve HTTPS: PEM file of the certificate's private key, unencrypted, mode 0600 (with --tls-cert)");
   CLI11_PARSE(app, argc, argv);
   (void)insecure;  // read by the HTTP binding rule and the fan-out's CURVE settings
 
@@ -123,6 +131,18 @@ int main(int argc, char** argv) {
   if (!SplitHostPort(http_addr, &http.host, &http.port)) {
     std::cerr << "search-integrator: --http must be HOST:PORT (got '" << http_addr << "')\n";
     return 2;
+  }
+  if (tls_cert.empty() != tls_key.empty()) {
+    std::cerr << "search-integrator: --tls-cert and --tls-key go together (HTTPS needs the certificate and its key)\n";
+    return 2;
+  }
+  if (!tls_cert.empty()) {
+    auto tls = TlsServerContext::Load(tls_cert, tls_key);
+    if (!tls.ok()) {
+      std::cerr << "search-integrator: " << tls.status().message() << "\n";
+      return 2;
+    }
+    http.tls = *tls;
   }
 
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
@@ -172,12 +192,13 @@ int main(int argc, char** argv) {
                            : metrics_addr.substr(0, metrics_addr.rfind(':')) + ":" + std::to_string(metrics.exposer_port());
   nlohmann::json ready = {{"event", "ready"},
                           {"http", http.host + ":" + std::to_string(front.port())},
+                          {"tls", http.tls != nullptr},
                           {"metrics", metrics_bound},
                           {"shards", options.shards.size()},
                           {"fanout_lanes", options.fanout_lanes},
                           {"http_loops", http.loops}};
   std::cout << ready.dump() << std::endl;
-  log.Info() << "serving http://" << http.host << ":" << front.port() << " over " << options.shards.size()
+  log.Info() << "serving " << (http.tls ? "https://" : "http://") << http.host << ":" << front.port() << " over " << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;
 
   front.Listen();  // returns after Stop(), once in-flight requests finished

@@ -5,11 +5,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -42,6 +45,10 @@ constexpr auto kDrainFor = std::chrono::seconds(5);  // Stop: how long searches 
 // A search whose answer never came (the fan-out's I/O thread stuck): answered anyway after its
 // longest deadline and the fan-out's grace.
 constexpr auto kSearchGiveUp = std::chrono::milliseconds(kMaxTimeoutMs) + std::chrono::seconds(5);
+
+struct SslFree {
+  void operator()(SSL* ssl) const { SSL_free(ssl); }
+};
 
 const char* StatusText(int status) {
   switch (status) {
@@ -136,11 +143,24 @@ class HttpLoops::Loop {
     size_t requests = 0;
     Clock::time_point last_io;
     Clock::time_point busy_since;
+    // HTTPS only (null on plain HTTP): the connection's TLS state over its socket. Until the
+    // handshake completes every event drives SSL_do_handshake; after it, reads and writes go
+    // through SSL_read_ex / SSL_write_ex. The epoll interest set stays both edges (EPOLLIN |
+    // EPOLLOUT, edge-triggered): what OpenSSL waits for (WANT_READ, WANT_WRITE) says which edge
+    // resumes what, and a read that must first write (a TLS 1.3 key update's answer) or a write
+    // that must first read is resumed by the other edge.
+    std::unique_ptr<SSL, SslFree> ssl;
+    bool handshaking = false;      // HTTPS: the handshake has not completed (last_io: the accept)
+    bool read_wants_write = false;  // HTTPS: the last SSL_read stopped for want of writing
+    bool write_wants_read = false;  // HTTPS: the last SSL_write stopped for want of reading
   };
 
   void Accept();
   void Adopt(int fd);
   void OnEvent(Conn& c, uint32_t events);
+  void Handshake(Conn& c);
+  ssize_t TlsRecv(Conn& c, char* buf, size_t len);
+  ssize_t TlsSend(Conn& c, const char* buf, size_t len);
   void ReadAll(Conn& c);
   void Process(Conn& c);
   void ProcessRequests(Conn& c);
@@ -210,12 +230,27 @@ void HttpLoops::Loop::Adopt(int fd) {
   c.gen = next_gen_++;
   c.last_io = Clock::now();
   server_->open_.fetch_add(1, std::memory_order_relaxed);
+  if (server_->options_.tls) {
+    c.ssl.reset(SSL_new(server_->options_.tls->get()));
+    if (!c.ssl || SSL_set_fd(c.ssl.get(), fd) != 1) {
+      Log().Warn() << "SSL_new: out of memory; connection closed";
+      ERR_clear_error();
+      Close(fd);
+      return;
+    }
+    SSL_set_accept_state(c.ssl.get());
+    c.handshaking = true;  // the first event (already pending, or the ClientHello's) starts it
+  }
 }
 
 void HttpLoops::Loop::Close(int fd) {
   auto it = conns_.find(fd);
   if (it == conns_.end()) return;
-  ::close(fd);  // also takes it out of the epoll set
+  if (it->second.handshaking && !server_->stopping_.load(std::memory_order_relaxed)) {
+    server_->tls_handshake_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (IntegratorObserver* o = server_->integrator_->observer()) o->OnTlsHandshakeFailure();
+  }
+  ::close(fd);  // also takes it out of the epoll set (the SSL object goes with the entry)
   conns_.erase(it);
   server_->open_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -236,6 +271,11 @@ void HttpLoops::Loop::OnEvent(Conn& c, uint32_t events) {
     Close(fd);
     return;
   }
+  if (c.ssl) {
+    if (c.handshaking) return Handshake(c);
+    if (c.read_wants_write && (events & EPOLLOUT)) events |= EPOLLIN;
+    if (c.write_wants_read && (events & EPOLLIN)) events |= EPOLLOUT;
+  }
   if (events & EPOLLOUT) {
     Flush(c);
     if (conns_.find(fd) == conns_.end()) return;
@@ -244,6 +284,66 @@ void HttpLoops::Loop::OnEvent(Conn& c, uint32_t events) {
     ReadAll(c);
     if (conns_.find(fd) == conns_.end()) return;
     Process(c);
+  }
+}
+
+void HttpLoops::Loop::Handshake(Conn& c) {
+  const int fd = c.fd;
+  ERR_clear_error();  // SSL_get_error reads this thread's queue: no other connection's leftovers
+  const int rc = SSL_do_handshake(c.ssl.get());
+  if (rc == 1) {
+    c.handshaking = false;
+    c.last_io = Clock::now();
+    // The request may have come with the handshake's last flight (and be read ahead already):
+    // no new edge would say so.
+    ReadAll(c);
+    if (conns_.find(fd) == conns_.end()) return;
+    Process(c);
+    return;
+  }
+  const int err = SSL_get_error(c.ssl.get(), rc);
+  if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) return;  // the next edge resumes it
+  if (Log().Enabled(LogLevel::kDebug)) {
+    const unsigned long e = ERR_peek_error();
+    Log().Debug() << "TLS handshake failed: " << (e ? ERR_reason_error_string(e) : "connection closed");
+  }
+  ERR_clear_error();
+  Close(fd);  // counted there
+}
+
+// SSL_read_ex as recv would answer: > 0 bytes, 0 at the end (close_notify, or the client's EOF:
+// SSL_OP_IGNORE_UNEXPECTED_EOF), or -1 with errno EAGAIN (more must come, or a write must happen
+// first) or ECONNRESET (a TLS error: nothing more to read).
+ssize_t HttpLoops::Loop::TlsRecv(Conn& c, char* buf, size_t len) {
+  ERR_clear_error();
+  size_t n = 0;
+  c.read_wants_write = false;
+  if (SSL_read_ex(c.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);
+  switch (SSL_get_error(c.ssl.get(), 0)) {
+    case SSL_ERROR_ZERO_RETURN: return 0;
+    case SSL_ERROR_WANT_WRITE: c.read_wants_write = true; [[fallthrough]];
+    case SSL_ERROR_WANT_READ: errno = EAGAIN; return -1;
+    default:
+      ERR_clear_error();
+      errno = ECONNRESET;
+      return -1;
+  }
+}
+
+// SSL_write_ex as send would answer: > 0 bytes written (at least one record's worth), or -1 with
+// errno EAGAIN (the socket is full, or a read must happen first) or EPIPE (a TLS or socket error).
+ssize_t HttpLoops::Loop::TlsSend(Conn& c, const char* buf, size_t len) {
+  ERR_clear_error();
+  size_t n = 0;
+  c.write_wants_read = false;
+  if (SSL_write_ex(c.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);
+  switch (SSL_get_error(c.ssl.get(), 0)) {
+    case SSL_ERROR_WANT_READ: c.write_wants_read = true; [[fallthrough]];
+    case SSL_ERROR_WANT_WRITE: errno = EAGAIN; return -1;
+    default:
+      ERR_clear_error();
+      errno = EPIPE;
+      return -1;
   }
 }
 
@@ -268,11 +368,13 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
     }
     const size_t old = c.in.size();
     c.in.resize(old + kReadChunk);
-    const ssize_t n = ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
+    const ssize_t n = c.ssl ? TlsRecv(c, c.in.data() + old, kReadChunk) : ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
     if (n > 0) {
       c.in.resize(old + static_cast<size_t>(n));
       c.last_io = Clock::now();
-      if (static_cast<size_t>(n) < kReadChunk) return;  // drained: edge-triggered, more data is a new event
+      // Drained: edge-triggered, more data is a new event. (Not over TLS, where a read returns at
+      // most one record: read on until OpenSSL wants more from the socket.)
+      if (static_cast<size_t>(n) < kReadChunk && !c.ssl) return;
       continue;
     }
     c.in.resize(old);
@@ -414,7 +516,8 @@ void HttpLoops::Loop::Answer(uint64_t gen, int fd, int status, std::string body,
 
 void HttpLoops::Loop::Flush(Conn& c) {
   while (c.out_off < c.out.size()) {
-    const ssize_t n = ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
+    const ssize_t n = c.ssl ? TlsSend(c, c.out.data() + c.out_off, c.out.size() - c.out_off)
+                            : ::send(c.fd, c.out.data() + c.out_off, c.out.size() - c.out_off, MSG_NOSIGNAL);
     if (n > 0) {
       c.out_off += static_cast<size_t>(n);
       c.last_io = Clock::now();
@@ -429,7 +532,13 @@ void HttpLoops::Loop::Flush(Conn& c) {
   c.out_off = 0;
   if (c.close_after && !c.lingering) {
     // Half-close, and read until the client closes (or for kIoTimeout): closing with its bytes
-    // still unread would reset the connection, and the client might lose the answer.
+    // still unread would reset the connection, and the client might lose the answer. Over TLS a
+    // close_notify goes first (best effort); what comes after it is read raw and dropped.
+    if (c.ssl) {
+      ERR_clear_error();
+      (void)SSL_shutdown(c.ssl.get());
+      ERR_clear_error();
+    }
     ::shutdown(c.fd, SHUT_WR);
     c.lingering = true;
     c.in.clear();
@@ -444,6 +553,10 @@ void HttpLoops::Loop::Sweep(Clock::time_point now) {
   std::vector<int> close;
   std::vector<std::pair<uint64_t, int>> give_up;
   for (auto& [fd, c] : conns_) {
+    if (c.handshaking) {  // HTTPS: kIoTimeout from the accept, however its bytes trickle in
+      if (stopping || now - c.last_io > kIoTimeout) close.push_back(fd);
+      continue;
+    }
     if (c.busy) {
       if (now - c.busy_since > kSearchGiveUp) give_up.emplace_back(c.gen, fd);
       continue;
@@ -549,6 +662,9 @@ HttpLoops::~HttpLoops() {
 }
 
 Status HttpLoops::Bind() {
+  // OpenSSL writes to the socket with write(), not send(MSG_NOSIGNAL): a client gone away must be
+  // an error return, not SIGPIPE (search-integrator ignores it already: core/signals.hpp).
+  if (options_.tls) std::signal(SIGPIPE, SIG_IGN);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;

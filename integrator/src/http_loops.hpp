@@ -13,6 +13,11 @@
 // keep_alive_max_requests requests (its last answer says "Connection: close"), when idle longer
 // than keep_alive_seconds between requests, when a request stays incomplete or an answer unsent
 // for 5 s, and after any malformed request (answered first: 400, 413, 414, 431, 501, 505).
+// HTTPS (HttpFrontOptions::tls): each connection's TLS handshake runs in its loop like its reads
+// and writes, never blocking it; a handshake not completed 5 s after the accept, failed (a plain
+// HTTP request, garbage, an old protocol version) or cut short by the client closes the connection
+// and is counted (tls_handshake_failures, IntegratorObserver::OnTlsHandshakeFailure). Keep-alive
+// and pipelining are the same over TLS.
 // Stop: no new connections; idle ones close; the loops return once every search in progress has
 // been answered and written (at most 5 s more).
 // Thread-safety: Stop may be called from any thread; Listen blocks the calling thread (it runs the
@@ -42,6 +47,8 @@ class HttpLoops {
   void Stop();
   // Connections open now over every loop (for tests and /stats-like reports).
   size_t open_connections() const { return open_.load(std::memory_order_relaxed); }
+  // HTTPS connections closed before their handshake completed, since the start.
+  uint64_t tls_handshake_failures() const { return tls_handshake_failures_.load(std::memory_order_relaxed); }
 
   class Loop;
 
@@ -52,6 +59,7 @@ class HttpLoops {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
+  std::atomic<uint64_t> tls_handshake_failures_{0};
   std::atomic<size_t> next_loop_{0};  // the loop the next accepted connection goes to (in turn)
   std::vector<std::unique_ptr<Loop>> loops_;
 };

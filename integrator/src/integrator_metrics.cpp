@@ -24,6 +24,11 @@ constexpr Family kReplicaRetries{"search_replica_retries_total",
                                  "Shard requests resent to another replica after the first failed."};
 constexpr Family kReplicaHedges{
     "search_replica_hedges_total", "Shard requests also sent to another replica after the first stayed silent past its p95."};
+// The HTTP front. Labels: component.
+constexpr Family kTlsHandshakeFailures{
+    "search_http_tls_handshake_failures_total",
+    "HTTPS connections closed before their TLS handshake completed (failed, stalled past the I/O timeout, or cut "
+    "short by the client)."};
 // The result cache.
 constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
 constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
@@ -47,6 +52,7 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   late_replies_ = &counters(kLateReplies).Add(component);
   retries_ = &counters(kReplicaRetries).Add(component);
   hedges_ = &counters(kReplicaHedges).Add(component);
+  tls_handshake_failures_ = &counters(kTlsHandshakeFailures).Add(component);
   shard_duration_family_ = &prometheus::BuildHistogram()
                                 .Name(std::string(kShardRequestDuration.name))
                                 .Help(std::string(kShardRequestDuration.help))
@@ -64,6 +70,7 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
 
 void IntegratorMetrics::OnRetry(size_t) { retries_->Increment(); }
 void IntegratorMetrics::OnHedge(size_t) { hedges_->Increment(); }
+void IntegratorMetrics::OnTlsHandshakeFailure() { tls_handshake_failures_->Increment(); }
 
 IntegratorMetrics::~IntegratorMetrics() { Detach(); }
 

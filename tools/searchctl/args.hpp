@@ -81,6 +81,8 @@ struct LoadgenArgs {
   uint64_t seed = 1;
   std::string trace;            // CSV of every query (arrival, latency, status); empty: none
   bool pin_loops = false;       // each loop on one CPU of the process's mask (loop l on the l-th, modulo)
+  std::string cacert;           // https: the CA certificates (PEM) to verify the integrator against
+  std::string api_key;          // ID:KEY sent as Authorization: ApiKey base64(ID:KEY); empty: none
 };
 CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* args);
 int RunLoadgen(const LoadgenArgs& args);

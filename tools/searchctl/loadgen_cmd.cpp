@@ -14,9 +14,16 @@
 // event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
 // for its next arrival (nonblocking sockets, HTTP/1.1 written and parsed here), instead of a
 // thread per connection woken for every query.
+//
+// An https:// --url speaks TLS (tls_client.hpp): the server's certificate verified against
+// --cacert, sessions resumed on every new connection after the first, the handshake driven by the
+// same loop (OpenSSL's WANT_READ / WANT_WRITE set the connection's epoll interest); the summary
+// then counts handshakes, resumed ones and failures. --api-key ID:KEY sends
+// "Authorization: ApiKey base64(ID:KEY)" with every query.
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/err.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/timerfd.h>
@@ -42,6 +49,7 @@
 #include "core/url_encode.hpp"
 #include "common.hpp"
 #include "http_response.hpp"
+#include "tls_client.hpp"
 
 namespace search::cli {
 
@@ -66,10 +74,11 @@ struct Sample {
 };
 
 
-// "http://HOST:PORT" -> host, port.
-Status ParseUrl(const std::string& url, std::string* host, int* port) {
-  const std::string prefix = "http://";
-  if (url.rfind(prefix, 0) != 0) return Status::InvalidArgument("--url must start with http://: " + url);
+// "http://HOST:PORT" or "https://HOST:PORT" -> host, port, tls.
+Status ParseUrl(const std::string& url, std::string* host, int* port, bool* tls) {
+  *tls = url.rfind("https://", 0) == 0;
+  const std::string prefix = *tls ? "https://" : "http://";
+  if (url.rfind(prefix, 0) != 0) return Status::InvalidArgument("--url must start with http:// or https://: " + url);
   std::string rest = url.substr(prefix.size());
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   const size_t colon = rest.rfind(':');
@@ -114,6 +123,8 @@ Result<Target> ResolveTarget(const std::string& host, int port) {
 struct LoopShared {
   Target target;
   std::string host_header, path_prefix;
+  std::string auth_header;    // "" or "Authorization: ApiKey ...\r\n" (--api-key)
+  TlsClient* tls = nullptr;   // https: every connection through TLS
   Clock::duration read_timeout{}, deadline{};
   const std::vector<std::string>* queries = nullptr;
   const std::vector<Arrival>* arrivals = nullptr;
@@ -149,6 +160,10 @@ struct Conn {
   size_t out_off = 0;
   Clock::time_point sent, last_used;
   HttpResponseParser parser;
+  SslPtr ssl;                     // https only
+  bool handshaking = false;       // https: the TLS handshake has not completed
+  bool read_wants_write = false;  // https: SSL_read must write first (resumed by EPOLLOUT)
+  bool write_wants_read = false;  // https: SSL_write must read first (resumed by EPOLLIN)
 };
 
 class Loop {
@@ -225,7 +240,7 @@ class Loop {
       s.send_wait_us =
           std::max(0.0, std::chrono::duration<double, std::micro>(conn.sent - (*sh_.arrivals)[arrival].at).count());
     conn.out = "GET " + sh_.path_prefix + UrlEncode((*sh_.queries)[(*sh_.arrivals)[arrival].query]) +
-               " HTTP/1.1\r\nHost: " + sh_.host_header + "\r\nConnection: keep-alive\r\n\r\n";
+               " HTTP/1.1\r\nHost: " + sh_.host_header + "\r\nConnection: keep-alive\r\n" + sh_.auth_header + "\r\n";
     conn.out_off = 0;
     conn.parser = HttpResponseParser();
     if (conn.fd < 0 && !Open(c)) {
@@ -233,7 +248,62 @@ class Loop {
       Finish(c, /*http=*/0, nullptr);
       return;
     }
-    if (!conn.connecting) Write(c);
+    if (!conn.connecting) Proceed(c);
+  }
+
+  // A connected socket: the TLS handshake first (https), else the query.
+  void Proceed(size_t c) {
+    if (conns_[c].handshaking)
+      Handshake(c);
+    else
+      Write(c);
+  }
+
+  void Handshake(size_t c) {
+    Conn& conn = conns_[c];
+    ERR_clear_error();
+    const int rc = SSL_do_handshake(conn.ssl.get());
+    if (rc == 1) {
+      conn.handshaking = false;
+      sh_.tls->Handshaken(conn.ssl.get());
+      if (conn.arrival != SIZE_MAX) Write(c);
+      return;
+    }
+    const int err = SSL_get_error(conn.ssl.get(), rc);
+    if (err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE) {
+      WantOut(c, err == SSL_ERROR_WANT_WRITE);
+      return;
+    }
+    sh_.tls->Failed(conn.ssl.get());
+    Broken(c);
+  }
+
+  // send / recv, or their TLS counterparts with the same answers (-1 and errno EAGAIN: wait for
+  // the socket; another errno: the connection failed).
+  ssize_t Send(Conn& conn, const char* buf, size_t len) {
+    if (!conn.ssl) return ::send(conn.fd, buf, len, MSG_NOSIGNAL);
+    ERR_clear_error();
+    size_t n = 0;
+    conn.write_wants_read = false;
+    if (SSL_write_ex(conn.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);
+    switch (SSL_get_error(conn.ssl.get(), 0)) {
+      case SSL_ERROR_WANT_READ: conn.write_wants_read = true; [[fallthrough]];
+      case SSL_ERROR_WANT_WRITE: errno = EAGAIN; return -1;
+      default: ERR_clear_error(); errno = EPIPE; return -1;
+    }
+  }
+  ssize_t Recv(Conn& conn, char* buf, size_t len) {
+    if (!conn.ssl) return ::recv(conn.fd, buf, len, 0);
+    ERR_clear_error();
+    size_t n = 0;
+    conn.read_wants_write = false;
+    if (SSL_read_ex(conn.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);
+    switch (SSL_get_error(conn.ssl.get(), 0)) {
+      case SSL_ERROR_ZERO_RETURN: return 0;
+      case SSL_ERROR_WANT_WRITE: conn.read_wants_write = true; [[fallthrough]];
+      case SSL_ERROR_WANT_READ: errno = EAGAIN; return -1;
+      default: ERR_clear_error(); errno = ECONNRESET; return -1;
+    }
   }
 
   bool Open(size_t c) {
@@ -251,6 +321,14 @@ class Loop {
     conn.fd = fd;
     conn.connecting = rc != 0;
     conn.reused = false;
+    if (sh_.tls != nullptr) {
+      conn.ssl = sh_.tls->Connect(fd);
+      if (!conn.ssl) {
+        Close(conn);
+        return false;
+      }
+      conn.handshaking = true;
+    }
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP;
     ev.data.u64 = c;
@@ -267,6 +345,8 @@ class Loop {
     if (conn.fd >= 0) ::close(conn.fd);  // also leaves the epoll set
     conn.fd = -1;
     conn.connecting = false;
+    conn.ssl.reset();
+    conn.handshaking = false;
   }
 
   void WantOut(size_t c, bool on) {
@@ -281,7 +361,7 @@ class Loop {
   void Write(size_t c) {
     Conn& conn = conns_[c];
     while (conn.out_off < conn.out.size()) {
-      const ssize_t w = ::send(conn.fd, conn.out.data() + conn.out_off, conn.out.size() - conn.out_off, MSG_NOSIGNAL);
+      const ssize_t w = Send(conn, conn.out.data() + conn.out_off, conn.out.size() - conn.out_off);
       if (w > 0) {
         conn.out_off += static_cast<size_t>(w);
         continue;
@@ -313,10 +393,17 @@ class Loop {
         return;
       }
       conn.connecting = false;
-      if (conn.arrival != SIZE_MAX) Write(c);
+      if (conn.arrival != SIZE_MAX) Proceed(c);
       return;
     }
-    if ((events & EPOLLOUT) && conn.arrival != SIZE_MAX && conn.out_off < conn.out.size()) Write(c);
+    if (conn.handshaking) {
+      Handshake(c);
+      return;
+    }
+    if (conn.read_wants_write && (events & EPOLLOUT)) events |= EPOLLIN;
+    if ((events & (EPOLLOUT | (conn.write_wants_read ? EPOLLIN : 0u))) && conn.arrival != SIZE_MAX &&
+        conn.out_off < conn.out.size())
+      Write(c);
     if (conn.fd < 0) return;
     if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) Read(c);
   }
@@ -325,7 +412,7 @@ class Loop {
     Conn& conn = conns_[c];
     char buf[16384];
     for (;;) {
-      const ssize_t r = ::recv(conn.fd, buf, sizeof buf, 0);
+      const ssize_t r = Recv(conn, buf, sizeof buf);
       if (r > 0) {
         if (conn.arrival == SIZE_MAX) {  // bytes nobody asked for: the connection is out of step
           Close(conn);
@@ -466,7 +553,12 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       "release_lag_max_us: the part of that wait before a loop released the arrival at all (the load\n"
       "generator itself behind its schedule, its loops busy or off their CPUs); fd_slots: the descriptor table's\n"
       "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned.");
-  cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT")->capture_default_str();
+  cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT or https://HOST:PORT")->capture_default_str();
+  cmd->add_option("--cacert", a->cacert,
+                  "https: PEM file of the CA certificates to verify the integrator's certificate against (default: "
+                  "the system's)");
+  cmd->add_option("--api-key", a->api_key,
+                  "ID:KEY as `searchctl apikey create` printed it: sent as Authorization: ApiKey base64(ID:KEY)");
   cmd->add_option("--queries", a->queries, "file of queries, one per line")->required();
   cmd->add_option("--mode", a->mode, "and | or | andor")->capture_default_str();
   cmd->add_option("--k", a->k, "hits per query (1..10000)")->capture_default_str();
@@ -507,7 +599,22 @@ int RunLoadgen(const LoadgenArgs& a) {
   if (!mode.ok()) return ReportError("loadgen", mode.status(), kExitUsage);
   std::string host;
   int port = 0;
-  if (Status st = ParseUrl(a.url, &host, &port); !st.ok()) return ReportError("loadgen", st, kExitUsage);
+  bool https = false;
+  if (Status st = ParseUrl(a.url, &host, &port, &https); !st.ok()) return ReportError("loadgen", st, kExitUsage);
+  if (!https && !a.cacert.empty())
+    return ReportError("loadgen", Status::InvalidArgument("--cacert needs an https:// --url"), kExitUsage);
+  std::string auth_header;
+  if (!a.api_key.empty()) {
+    auto header = ApiKeyHeader(a.api_key);
+    if (!header.ok()) return ReportError("loadgen", header.status(), kExitUsage);
+    auth_header = *header;
+  }
+  std::unique_ptr<TlsClient> tls;
+  if (https) {
+    auto made = TlsClient::Make(a.cacert, host);
+    if (!made.ok()) return ReportError("loadgen", made.status(), kExitUsage);
+    tls = std::move(made).value();
+  }
   auto queries = ReadQueryFile(a.queries);
   if (!queries.ok()) return ReportError("loadgen", queries.status(), kExitFailure);
   if (queries->empty()) return ReportError("loadgen", Status::InvalidArgument("the query file is empty"), kExitFailure);
@@ -554,6 +661,8 @@ int RunLoadgen(const LoadgenArgs& a) {
   LoopShared shared;
   shared.target = *target;
   shared.host_header = host + ":" + std::to_string(port);
+  shared.auth_header = auth_header;
+  shared.tls = tls.get();
   shared.path_prefix = std::string("/search?mode=") + std::string(QueryModeName(*mode)) + "&k=" + std::to_string(a.k) +
                        "&timeout_ms=" + std::to_string(a.deadline_ms) + (a.no_source ? "&_source=false" : "") + "&q=";
   shared.read_timeout = std::chrono::milliseconds(a.deadline_ms * 4 + 5000);
@@ -657,6 +766,11 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["release_lag_max_us"] = release_lag.empty() ? 0.0 : release_lag.back();
   out["fd_slots"] = FdTableSlots();  // the descriptor table, grown for --connections before the loops
   out["pinned_loops"] = pinned.load();  // --pin-loops: the loops the kernel let pin themselves
+  if (tls) {  // https: full and resumed handshakes, and the ones that failed
+    out["tls_handshakes"] = tls->handshakes();
+    out["tls_resumed"] = tls->resumed();
+    out["tls_handshake_failures"] = tls->failures();
+  }
   std::cout << out.dump() << std::endl;
   // The trace after the summary: a trace that cannot be written fails the command without losing
   // the summary.
@@ -675,6 +789,10 @@ int RunLoadgen(const LoadgenArgs& a) {
     if (!trace) {
       return ReportError("loadgen", Status::IOError("cannot write the trace to " + a.trace), kExitFailure);
     }
+  }
+  if (tls && tls->failures() > 0 && ok == 0) {
+    return ReportError("loadgen", Status::Unavailable("TLS handshake with " + a.url + " failed: " + tls->first_failure()),
+                       kExitFailure);
   }
   if (shared.connect_failed && ok == 0) {
     return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);

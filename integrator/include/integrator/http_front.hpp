@@ -17,6 +17,7 @@
 
 #include "core/status.hpp"
 #include "integrator/integrator.hpp"
+#include "integrator/tls_context.hpp"
 
 namespace search {
 
@@ -29,6 +30,8 @@ struct HttpFrontOptions {
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
   // Requests a kept-alive connection may carry before the server closes it ("Connection: close").
   size_t keep_alive_max_requests = 100;
+  // HTTPS: every connection's bytes through TLS (tls_context.hpp); null: plain HTTP.
+  std::shared_ptr<const TlsServerContext> tls;
 };
 
 // --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.

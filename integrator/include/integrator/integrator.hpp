@@ -66,6 +66,9 @@ class IntegratorObserver : public FanoutListener {
   virtual void OnRequest(std::optional<QueryMode> /*mode*/, int /*http_status*/, bool /*partial*/,
                          bool /*timed_out*/, double /*seconds*/) {}
   virtual void OnInFlight(int /*delta*/) {}
+  // The HTTP front (an event loop's thread): a TLS handshake that failed, stalled past the I/O
+  // timeout, or ended with the connection before it completed.
+  virtual void OnTlsHandshakeFailure() {}
 };
 
 inline constexpr uint32_t kMaxFanoutLanes = 16;
@@ -126,6 +129,7 @@ class Integrator {
   std::string AnalyzerError() const;
 
   const ResultCache& cache() const { return cache_; }
+  IntegratorObserver* observer() const { return observer_; }  // null when none
   size_t num_shards() const { return fanouts_.front()->num_shards(); }
   // Requests resent to another replica after a failure, and hedged, over every lane.
   uint64_t retries() const;

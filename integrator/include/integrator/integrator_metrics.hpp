@@ -6,8 +6,8 @@
 // and its own, registered here on the Metrics' registry (integrator_metrics.cpp lists them):
 //   search_shard_request_duration_seconds{shard}, search_shard_requests_total{shard,status},
 //   search_shard_up{shard}, search_late_replies_total, search_replica_retries_total,
-//   search_replica_hedges_total (the fan-out's events) and search_result_cache_* (refreshed at
-//   scrape time from the cache).
+//   search_replica_hedges_total (the fan-out's events), search_http_tls_handshake_failures_total
+//   (the HTTPS front's) and search_result_cache_* (refreshed at scrape time from the cache).
 // The shard label is the node's shard id once it has answered a ping, its position before.
 // Thread-safety: request hooks run on HTTP threads (prometheus-cpp metrics are thread-safe); the
 // per-shard pointer table is touched only by the fan-out I/O thread (every FanoutListener hook).
@@ -41,6 +41,7 @@ class IntegratorMetrics : public IntegratorObserver {
   void OnHealth(size_t index, const ShardHealthMsg& health) override;
   void OnRetry(size_t index) override;
   void OnHedge(size_t index) override;
+  void OnTlsHandshakeFailure() override;
 
  private:
   struct ShardSeries {
@@ -65,6 +66,7 @@ class IntegratorMetrics : public IntegratorObserver {
   prometheus::Counter* late_replies_ = nullptr;
   prometheus::Counter* retries_ = nullptr;
   prometheus::Counter* hedges_ = nullptr;
+  prometheus::Counter* tls_handshake_failures_ = nullptr;
   int hook_id_ = 0;
 };
 
