@@ -249,6 +249,10 @@ void HttpLoops::Loop::Close(int fd) {
   if (it->second.handshaking && !server_->stopping_.load(std::memory_order_relaxed)) {
     server_->tls_handshake_failures_.fetch_add(1, std::memory_order_relaxed);
     if (IntegratorObserver* o = server_->integrator_->observer()) o->OnTlsHandshakeFailure();
+  } else if (it->second.ssl) {
+    // Keep its session resumable: OpenSSL drops the session of a connection freed without a
+    // close_notify, and HTTP clients mostly close without one.
+    SSL_set_shutdown(it->second.ssl.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   }
   ::close(fd);  // also takes it out of the epoll set (the SSL object goes with the entry)
   conns_.erase(it);

@@ -1,7 +1,9 @@
 // TlsServerContext (integrator/tls_context.hpp).
 #include "integrator/tls_context.hpp"
 
+#include <openssl/bio.h>
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <sys/stat.h>
 
@@ -73,10 +75,17 @@ Result<std::shared_ptr<TlsServerContext>> TlsServerContext::Load(const std::stri
   if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1)
     return Status::InvalidArgument("--tls-cert " + cert_file + ": not a readable PEM certificate chain (" +
                                    OpenSslErrors() + ")");
-  if (SSL_CTX_use_PrivateKey_file(ctx, key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+  EVP_PKEY* key = nullptr;
+  if (BIO* in = BIO_new_file(key_file.c_str(), "r")) {
+    key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
+    BIO_free(in);
+  }
+  if (key == nullptr)
     return Status::InvalidArgument("--tls-key " + key_file + ": not a readable, unencrypted PEM private key (" +
                                    OpenSslErrors() + ")");
-  if (SSL_CTX_check_private_key(ctx) != 1)
+  const int used = SSL_CTX_use_PrivateKey(ctx, key);
+  EVP_PKEY_free(key);
+  if (used != 1 || SSL_CTX_check_private_key(ctx) != 1)
     return Status::InvalidArgument("--tls-key " + key_file + " does not match the certificate in --tls-cert " +
                                    cert_file + " (" + OpenSslErrors() + ")");
   return out;

@@ -345,6 +345,10 @@ class Loop {
     if (conn.fd >= 0) ::close(conn.fd);  // also leaves the epoll set
     conn.fd = -1;
     conn.connecting = false;
+    // A connection closed without a close_notify would make OpenSSL drop its session from
+    // resumption (the one the next connections offer); the server's closing a connection after
+    // its last answer is no reason to.
+    if (conn.ssl && !conn.handshaking) SSL_set_shutdown(conn.ssl.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
     conn.ssl.reset();
     conn.handshaking = false;
   }
