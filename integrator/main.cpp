@@ -3,6 +3,8 @@
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-loops N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
+//                     [--api-keys FILE [--open-health]] [--max-connections N] [--insecure]
+// --http beyond loopback needs TLS and --api-keys, or --insecure (else exit 2, before binding).
 //                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
@@ -12,6 +14,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <atomic>
 #include <csignal>
@@ -22,6 +25,7 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/signals.hpp"
+#include "integrator/api_keys.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/integrator_metrics.hpp"
@@ -112,6 +116,18 @@ int main(int argc, char** argv) {
                  "serve HTTPS: PEM file of the server's certificate, then any intermediates (with --tls-key)");
   app.add_option("--tls-key", tls_key,
                  "serve HTTPS: PEM file of the certificate's private key, unencrypted, mode 0600 (with --tls-cert)");
+  std::string api_keys_file;
+  app.add_option("--api-keys", api_keys_file,
+                 "require an API key on every request (Authorization: ApiKey base64(id:key)): the file of salted "
+                 "hashes `searchctl apikey create --file FILE` writes");
+  bool open_health = false;
+  app.add_flag("--open-health", open_health,
+               "with --api-keys, leave GET /health open (for load balancers' health checks)");
+  size_t max_connections = 0;
+  app.add_option("--max-connections", max_connections,
+                 "HTTP connections open at once; more are closed as soon as accepted (default: the descriptor "
+                 "limit less an eighth, at least 256, kept for the rest)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 24));
   CLI11_PARSE(app, argc, argv);
   (void)insecure;  // read by the HTTP binding rule and the fan-out's CURVE settings
 
@@ -145,12 +161,42 @@ int main(int argc, char** argv) {
     http.tls = *tls;
   }
 
+  if (!api_keys_file.empty()) {
+    auto keys = ApiKeys::Load(api_keys_file);
+    if (!keys.ok()) {
+      std::cerr << "search-integrator: " << keys.status().message() << "\n";
+      return 2;
+    }
+    http.api_keys = *keys;
+  } else if (open_health) {
+    std::cerr << "search-integrator: --open-health goes with --api-keys (without keys every route is open)\n";
+    return 2;
+  }
+  http.open_health = open_health;
+  // The binding rule: beyond loopback only with TLS and API keys, or --insecure.
+  if (!IsLoopbackHttpHost(http.host) && !insecure && (http.tls == nullptr || http.api_keys == nullptr)) {
+    std::cerr << "search-integrator: --http " << http_addr << " is beyond loopback without "
+              << (http.tls == nullptr && http.api_keys == nullptr ? "TLS and API keys"
+                  : http.tls == nullptr                          ? "TLS"
+                                                                 : "API keys")
+              << ": give --tls-cert, --tls-key and --api-keys (or --insecure, for tests and a trusted network)\n";
+    return 2;
+  }
+  if (http.api_keys == nullptr && !IsLoopbackHttpHost(http.host))
+    log.Warn() << "INSECURE: HTTP on " << http_addr << " without API keys (--insecure): anyone who reaches it may search";
+
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
   const sigset_t signals = BlockStopSignals();
   // The descriptor table sized for the HTTP connections and the fan-out's sockets while there is
   // one thread: grown later, each growth would stall the loops for an RCU grace period
   // (core/fd_table.hpp). The loops take any number of connections: room for 4,096 before a growth.
   ReserveFdTable(2 * 2048 + 256);
+  if (max_connections == 0) {
+    rlimit rl{};
+    const uint64_t fd_limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+    max_connections = DefaultMaxConnections(fd_limit);
+  }
+  http.max_connections = max_connections;
 
   Metrics metrics("integrator");
   if (!metrics_addr.empty()) {

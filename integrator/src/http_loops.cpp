@@ -23,6 +23,7 @@
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
 #include "http_routes.hpp"
+#include "integrator/api_keys.hpp"
 #include "integrator/http_request_parser.hpp"
 #include "core/log.hpp"
 
@@ -39,6 +40,9 @@ const Logger& Log() {
 constexpr size_t kReadChunk = 16 << 10;
 constexpr int kMaxEvents = 128;
 constexpr auto kIoTimeout = std::chrono::seconds(5);  // a request left incomplete, an answer left unsent
+// A request's line and headers must all have come this long after its first byte, however the
+// bytes trickle in (slowloris); then the connection is closed without an answer.
+constexpr auto kHeaderTimeout = std::chrono::seconds(10);
 constexpr auto kSweepEvery = std::chrono::milliseconds(200);
 constexpr auto kAcceptPause = std::chrono::milliseconds(100);  // after accept failed for want of resources
 constexpr auto kDrainFor = std::chrono::seconds(5);  // Stop: how long searches in progress may finish
@@ -54,6 +58,8 @@ const char* StatusText(int status) {
   switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
     case 404: return "Not Found";
     case 408: return "Request Timeout";
     case 413: return "Content Too Large";
@@ -141,6 +147,8 @@ class HttpLoops::Loop {
     bool keep_alive = true;    // the request in progress asked for (or allowed) keep-alive
     int version_minor = 1;
     size_t requests = 0;
+    bool awaiting_headers = false;  // bytes of a request came, its header section not all yet
+    Clock::time_point request_since;  // awaiting_headers: when the request's first byte was seen
     Clock::time_point last_io;
     Clock::time_point busy_since;
     // HTTPS only (null on plain HTTP): the connection's TLS state over its socket. Until the
@@ -165,7 +173,12 @@ class HttpLoops::Loop {
   void Process(Conn& c);
   void ProcessRequests(Conn& c);
   void Dispatch(Conn& c, HttpRequest& req);
-  void Answer(uint64_t gen, int fd, int status, std::string body, const char* type);
+  // `extra_headers`: more header lines, each ending in CRLF (e.g. WWW-Authenticate).
+  void Answer(uint64_t gen, int fd, int status, std::string body, const char* type,
+              const char* extra_headers = nullptr);
+  // An Authorization header missing or wrong (ApiKeys::Check's status): answered 401 or 403, counted.
+  void RefuseAuth(Conn& c, int status);
+  void CountRefused(const char* reason);
   void Flush(Conn& c);
   void Close(int fd);
   void CloseWhenWritten(Conn& c);
@@ -200,6 +213,14 @@ void HttpLoops::Loop::Accept() {
         if (::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, listen_fd_, nullptr) == 0) accept_paused_until_ = Clock::now() + kAcceptPause;
       }
       return;
+    }
+    // Over the connection limit: closed at once (the client sees its connection reset or closed),
+    // so a flood of idle or slow connections cannot take every descriptor.
+    if (server_->options_.max_connections != 0 &&
+        server_->open_.load(std::memory_order_relaxed) >= server_->options_.max_connections) {
+      ::close(fd);
+      CountRefused("max_connections");
+      continue;
     }
     int one = 1;
     // Answers go out in one write; without TCP_NODELAY a small one may still wait for the
@@ -409,9 +430,17 @@ void HttpLoops::Loop::ProcessRequests(Conn& c) {
     HttpRequest req;
     const HttpParseResult r = ParseHttpRequest(c.in, limits_, &req);
     if (r.state == HttpParseState::kIncomplete) {
+      // The header timeout runs from the first byte of the request until its header section is in.
+      if (r.headers_complete) {
+        c.awaiting_headers = false;
+      } else if (!c.awaiting_headers) {
+        c.awaiting_headers = true;
+        c.request_since = Clock::now();
+      }
       if (c.peer_closed) CloseWhenWritten(c);  // the rest will not come
       return;
     }
+    c.awaiting_headers = false;
     c.busy = true;
     c.busy_since = Clock::now();
     c.gen = next_gen_++;
@@ -445,6 +474,13 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
   try {
     const std::string& m = req.method;
     const bool get = m == "GET" || m == "HEAD";
+    if (const ApiKeys* keys = server_->options_.api_keys.get()) {
+      // Every route needs a key (404s too: no route is revealed without one), but /health may be
+      // left open for load balancers.
+      if (!(server_->options_.open_health && req.path == "/health" && get)) {
+        if (const int refused = keys->Check(req.Header("authorization")); refused != 0) return RefuseAuth(c, refused);
+      }
+    }
     const bool search = req.path == "/search" || req.path == "/_search";
     const bool count = req.path == "/count" || req.path == "/_count";
     if ((search || count) && (get || m == "POST")) {
@@ -475,7 +511,27 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
   }
 }
 
-void HttpLoops::Loop::Answer(uint64_t gen, int fd, int status, std::string body, const char* type) {
+void HttpLoops::Loop::RefuseAuth(Conn& c, int status) {
+  server_->auth_failures_[status == 401 ? 0 : 1].fetch_add(1, std::memory_order_relaxed);
+  if (IntegratorObserver* o = server_->integrator_->observer()) o->OnHttpAuthFailure(status);
+  if (status == 401)
+    Answer(c.gen, c.fd, 401,
+           ErrorJson(RequestError{401, "security_exception",
+                                  "missing authentication credentials: send Authorization: ApiKey base64(id:key)"}),
+           kJsonType, "WWW-Authenticate: ApiKey\r\n");
+  else
+    Answer(c.gen, c.fd, 403,
+           ErrorJson(RequestError{403, "security_exception", "unable to authenticate with the API key given"}),
+           kJsonType);
+}
+
+void HttpLoops::Loop::CountRefused(const char* reason) {
+  server_->connections_refused_.fetch_add(1, std::memory_order_relaxed);
+  if (IntegratorObserver* o = server_->integrator_->observer()) o->OnHttpConnectionRefused(reason);
+}
+
+void HttpLoops::Loop::Answer(uint64_t gen, int fd, int status, std::string body, const char* type,
+                             const char* extra_headers) {
   auto it = conns_.find(fd);
   if (it == conns_.end() || it->second.gen != gen || !it->second.busy) return;  // closed, or given up on
   Conn& c = it->second;
@@ -492,6 +548,11 @@ void HttpLoops::Loop::Answer(uint64_t gen, int fd, int status, std::string body,
   head += type;
   head += "\r\nContent-Length: ";
   head += std::to_string(body.size());
+  if (extra_headers != nullptr) {
+    head += "\r\n";
+    head += extra_headers;
+    head.resize(head.size() - 2);  // its last CRLF: the line below starts with one
+  }
   if (last)
     head += "\r\nConnection: close";
   else if (c.version_minor == 0)
@@ -556,6 +617,7 @@ void HttpLoops::Loop::Sweep(Clock::time_point now) {
   const bool stopping = server_->stopping_.load(std::memory_order_relaxed);
   std::vector<int> close;
   std::vector<std::pair<uint64_t, int>> give_up;
+  std::vector<int> header_timeouts;
   for (auto& [fd, c] : conns_) {
     if (c.handshaking) {  // HTTPS: kIoTimeout from the accept, however its bytes trickle in
       if (stopping || now - c.last_io > kIoTimeout) close.push_back(fd);
@@ -571,11 +633,17 @@ void HttpLoops::Loop::Sweep(Clock::time_point now) {
       if (now - c.last_io > kIoTimeout) close.push_back(fd);  // the client stopped reading
     } else if (c.in.empty()) {
       if (stopping || now - c.last_io > idle_limit) close.push_back(fd);  // idle keep-alive
+    } else if (c.awaiting_headers && now - c.request_since > kHeaderTimeout) {
+      header_timeouts.push_back(fd);  // headers trickling in (slowloris)
     } else if (now - c.last_io > kIoTimeout) {
       close.push_back(fd);  // a request left incomplete
     }
   }
   for (int fd : close) Close(fd);
+  for (int fd : header_timeouts) {
+    Close(fd);
+    CountRefused("header_timeout");
+  }
   for (auto [gen, fd] : give_up)
     Answer(gen, fd, 500,
            ErrorJson(RequestError{500, "internal_error", "the search's fan-out did not complete"}), kJsonType);

@@ -18,6 +18,13 @@
 // HTTP request, garbage, an old protocol version) or cut short by the client closes the connection
 // and is counted (tls_handshake_failures, IntegratorObserver::OnTlsHandshakeFailure). Keep-alive
 // and pipelining are the same over TLS.
+// Hostile clients: a request whose line and headers are not all in 10 s after its first byte is
+// closed without an answer (a header timeout: slowloris); beyond max_connections open, a new
+// connection is closed as soon as it is accepted. Both are counted (connections_refused,
+// IntegratorObserver::OnHttpConnectionRefused: "header_timeout", "max_connections").
+// API keys (HttpFrontOptions::api_keys): every request but GET /health with open_health must carry a
+// right key (api_keys.hpp); else 401 (with WWW-Authenticate: ApiKey) or 403, counted
+// (auth_failures, OnHttpAuthFailure), and the connection is kept.
 // Stop: no new connections; idle ones close; the loops return once every search in progress has
 // been answered and written (at most 5 s more).
 // Thread-safety: Stop may be called from any thread; Listen blocks the calling thread (it runs the
@@ -47,6 +54,11 @@ class HttpLoops {
   void Stop();
   // Connections open now over every loop (for tests and /stats-like reports).
   size_t open_connections() const { return open_.load(std::memory_order_relaxed); }
+  // Connections closed for the limit or the header timeout, and requests refused 401 / 403, since the start.
+  uint64_t connections_refused() const { return connections_refused_.load(std::memory_order_relaxed); }
+  uint64_t auth_failures(int status) const {
+    return auth_failures_[status == 401 ? 0 : 1].load(std::memory_order_relaxed);
+  }
   // HTTPS connections closed before their handshake completed, since the start.
   uint64_t tls_handshake_failures() const { return tls_handshake_failures_.load(std::memory_order_relaxed); }
 
@@ -59,6 +71,8 @@ class HttpLoops {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
+  std::atomic<uint64_t> connections_refused_{0};
+  std::atomic<uint64_t> auth_failures_[2] = {0, 0};  // 401, 403
   std::atomic<uint64_t> tls_handshake_failures_{0};
   std::atomic<size_t> next_loop_{0};  // the loop the next accepted connection goes to (in turn)
   std::vector<std::unique_ptr<Loop>> loops_;

@@ -344,6 +344,7 @@ HttpParseResult ParseHttpRequest(std::string_view buf, const HttpRequestLimits& 
     if (te_codings == 0) return Error(400, "empty Transfer-Encoding");
     if (te_codings != 1 || !te_chunked_last) return Error(501, "unsupported transfer coding (only chunked)");
     HttpParseResult chunked = WalkChunked(buf, headers_end, limits, nullptr, &end);
+    if (chunked.state == HttpParseState::kIncomplete) chunked.headers_complete = true;
     if (chunked.state != HttpParseState::kComplete) return chunked;
   } else if (has_cl) {
     uint64_t v = 0;
@@ -354,7 +355,11 @@ HttpParseResult ParseHttpRequest(std::string_view buf, const HttpRequestLimits& 
     }
     if (too_large) return Error(413, "request body larger than " + std::to_string(limits.max_body_bytes) + " bytes");
     body_length = static_cast<size_t>(v);
-    if (n - headers_end < body_length) return Incomplete();
+    if (n - headers_end < body_length) {
+      HttpParseResult r;  // kIncomplete
+      r.headers_complete = true;
+      return r;
+    }
     end = headers_end + body_length;
   }
 

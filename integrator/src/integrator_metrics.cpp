@@ -1,6 +1,7 @@
 #include "integrator/integrator_metrics.hpp"
 
 #include <string>
+#include <string_view>
 
 #include "metrics/families.hpp"
 
@@ -29,6 +30,14 @@ constexpr Family kTlsHandshakeFailures{
     "search_http_tls_handshake_failures_total",
     "HTTPS connections closed before their TLS handshake completed (failed, stalled past the I/O timeout, or cut "
     "short by the client)."};
+// The HTTP front's refusals. Labels: component, status (401, 403).
+constexpr Family kHttpAuthFailures{"search_http_auth_failures_total",
+                                   "HTTP requests refused for their API key: 401 missing or malformed, 403 wrong."};
+// Labels: component, reason (max_connections, header_timeout).
+constexpr Family kHttpConnectionsRefused{
+    "search_http_connections_refused_total",
+    "HTTP connections closed by the front: over the connection limit when accepted, or headers not in within the "
+    "header timeout."};
 // The result cache.
 constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
 constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
@@ -52,6 +61,12 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   late_replies_ = &counters(kLateReplies).Add(component);
   retries_ = &counters(kReplicaRetries).Add(component);
   hedges_ = &counters(kReplicaHedges).Add(component);
+  auto& auth = counters(kHttpAuthFailures);
+  auth_401_ = &auth.Add({{"component", metrics_->component()}, {"status", "401"}});
+  auth_403_ = &auth.Add({{"component", metrics_->component()}, {"status", "403"}});
+  auto& refused = counters(kHttpConnectionsRefused);
+  refused_max_connections_ = &refused.Add({{"component", metrics_->component()}, {"reason", "max_connections"}});
+  refused_header_timeout_ = &refused.Add({{"component", metrics_->component()}, {"reason", "header_timeout"}});
   tls_handshake_failures_ = &counters(kTlsHandshakeFailures).Add(component);
   shard_duration_family_ = &prometheus::BuildHistogram()
                                 .Name(std::string(kShardRequestDuration.name))
@@ -70,6 +85,10 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
 
 void IntegratorMetrics::OnRetry(size_t) { retries_->Increment(); }
 void IntegratorMetrics::OnHedge(size_t) { hedges_->Increment(); }
+void IntegratorMetrics::OnHttpAuthFailure(int http_status) { (http_status == 401 ? auth_401_ : auth_403_)->Increment(); }
+void IntegratorMetrics::OnHttpConnectionRefused(const char* reason) {
+  (std::string_view(reason) == "max_connections" ? refused_max_connections_ : refused_header_timeout_)->Increment();
+}
 void IntegratorMetrics::OnTlsHandshakeFailure() { tls_handshake_failures_->Increment(); }
 
 IntegratorMetrics::~IntegratorMetrics() { Detach(); }

@@ -584,3 +584,31 @@ TEST(HttpRequestParserTest, LargeInputIsLinear) {
 
 }  // namespace
 }  // namespace search
+
+namespace search {
+namespace {
+
+// headers_complete: set on kIncomplete only once the header section is all in (the front's header
+// timeout stops there), for Content-Length and chunked bodies; never while headers still come.
+TEST(HttpRequestParserTest, HeadersCompleteOnlyWhileTheBodyIsMissing) {
+  const HttpRequestLimits limits;
+  const std::string head = "POST /search HTTP/1.1\r\nContent-Length: 10\r\n\r\n";
+  for (size_t i = 0; i < head.size(); ++i) {
+    const HttpParseResult r = ParseHttpRequest(head.substr(0, i), limits, nullptr);
+    ASSERT_EQ(r.state, HttpParseState::kIncomplete) << i;
+    EXPECT_FALSE(r.headers_complete) << i;
+  }
+  const HttpParseResult body_missing = ParseHttpRequest(head + "12345", limits, nullptr);
+  ASSERT_EQ(body_missing.state, HttpParseState::kIncomplete);
+  EXPECT_TRUE(body_missing.headers_complete);
+  const HttpParseResult chunked =
+      ParseHttpRequest("POST /search HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab", limits, nullptr);
+  ASSERT_EQ(chunked.state, HttpParseState::kIncomplete);
+  EXPECT_TRUE(chunked.headers_complete);
+  const HttpParseResult get = ParseHttpRequest("GET /health HTTP/1.1\r\nHost: a\r\n", limits, nullptr);
+  ASSERT_EQ(get.state, HttpParseState::kIncomplete);
+  EXPECT_FALSE(get.headers_complete);
+}
+
+}  // namespace
+}  // namespace search

@@ -1,6 +1,7 @@
 // searchctl: the command-line tool. Each subcommand lives in its own <name>_cmd.cpp (args.hpp).
 #include <malloc.h>
 
+#include "apikey_args.hpp"
 #include "args.hpp"
 #include "keygen_args.hpp"
 #include "scale_args.hpp"
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   CLI::App* import_ciff = AddImportCiffCommand(app, &import_args);
   CLI::App* stats = AddStatsCommand(app, &stats_args);
   CLI::App* loadgen = AddLoadgenCommand(app, &loadgen_args);
+  ApiKeyArgs apikey_args;
+  CLI::App* apikey = AddApiKeyCommand(app, &apikey_args);
   KeygenArgs keygen_args;
   CLI::App* keygen = AddKeygenCommand(app, &keygen_args);
   try {
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
   if (import_ciff->parsed()) return RunImportCiff(import_args);
   if (stats->parsed()) return RunStats(stats_args);
   if (loadgen->parsed()) return RunLoadgen(loadgen_args);
+  if (apikey->parsed()) return RunApiKey(apikey_args);
   if (keygen->parsed()) return RunKeygen(keygen_args);
   return kExitUsage;
 }

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "core/status.hpp"
+#include "integrator/api_keys.hpp"
 #include "integrator/integrator.hpp"
 #include "integrator/tls_context.hpp"
 
@@ -30,6 +31,12 @@ struct HttpFrontOptions {
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
   // Requests a kept-alive connection may carry before the server closes it ("Connection: close").
   size_t keep_alive_max_requests = 100;
+  // API keys every request must carry (null: none asked); open_health leaves GET /health open.
+  std::shared_ptr<const ApiKeys> api_keys;
+  bool open_health = false;
+  // Connections open at once; one more is closed as soon as accepted. 0: no limit.
+  // search-integrator's default: DefaultMaxConnections(its descriptor limit).
+  size_t max_connections = 0;
   // HTTPS: every connection's bytes through TLS (tls_context.hpp); null: plain HTTP.
   std::shared_ptr<const TlsServerContext> tls;
 };
@@ -38,6 +45,18 @@ struct HttpFrontOptions {
 // A loop reads, parses, analyzes, merges and writes every request of its connections, so too few
 // loops fall behind at high rates.
 constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>(cpus / 2) : 1; }
+
+// --max-connections' default under a descriptor limit (RLIMIT_NOFILE) of `fd_limit`: all but an
+// eighth of it (at least 256) kept for the fan-out's sockets, files and the metrics listener.
+constexpr size_t DefaultMaxConnections(uint64_t fd_limit) {
+  const uint64_t keep = fd_limit / 8 > 256 ? fd_limit / 8 : 256;
+  return fd_limit > keep + 16 ? static_cast<size_t>(fd_limit - keep) : 16;
+}
+
+// True for a --http host that listens on loopback only: "localhost", an IPv4 address in 127.0.0.0/8,
+// "::1" (or "[::1]"). Anything else (0.0.0.0, ::, another address, a host name) may be reached from
+// other machines.
+bool IsLoopbackHttpHost(const std::string& host);
 
 // The status page served at /.
 const std::string& StatusPageHtml();

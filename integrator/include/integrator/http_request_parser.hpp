@@ -57,6 +57,9 @@ struct HttpParseResult {
   size_t consumed = 0;  // kComplete: bytes of `buf` this request took (the next request, pipelined, starts there)
   int status = 0;       // kError: the HTTP status to answer before closing: 400, 413, 414, 431, 501, 505
   std::string reason;   // kError: a short human-readable reason, e.g. "request body larger than 1048576 bytes"
+  // kIncomplete: the request line and header section are all there, only body bytes are missing
+  // (the front's header timeout stops counting then).
+  bool headers_complete = false;
 };
 
 // Parses the first request in `buf` (bytes received so far on a connection). kIncomplete: call again with

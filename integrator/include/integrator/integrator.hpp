@@ -66,6 +66,11 @@ class IntegratorObserver : public FanoutListener {
   virtual void OnRequest(std::optional<QueryMode> /*mode*/, int /*http_status*/, bool /*partial*/,
                          bool /*timed_out*/, double /*seconds*/) {}
   virtual void OnInFlight(int /*delta*/) {}
+  // The HTTP front (an event loop's thread): a request refused for its API key (401 missing or
+  // malformed, 403 wrong), and a connection closed for the connection limit or the header timeout
+  // (reason "max_connections", "header_timeout").
+  virtual void OnHttpAuthFailure(int /*http_status*/) {}
+  virtual void OnHttpConnectionRefused(const char* /*reason*/) {}
   // The HTTP front (an event loop's thread): a TLS handshake that failed, stalled past the I/O
   // timeout, or ended with the connection before it completed.
   virtual void OnTlsHandshakeFailure() {}

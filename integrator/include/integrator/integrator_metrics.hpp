@@ -5,7 +5,8 @@
 //   search_inflight_requests, search_deadline_exceeded_total, search_bad_requests_total{reason};
 // and its own, registered here on the Metrics' registry (integrator_metrics.cpp lists them):
 //   search_shard_request_duration_seconds{shard}, search_shard_requests_total{shard,status},
-//   search_shard_up{shard}, search_late_replies_total, search_replica_retries_total,
+//   search_shard_up{shard}, search_http_auth_failures_total{status} (401, 403),
+//   search_http_connections_refused_total{reason} (max_connections, header_timeout), search_late_replies_total, search_replica_retries_total,
 //   search_replica_hedges_total (the fan-out's events), search_http_tls_handshake_failures_total
 //   (the HTTPS front's) and search_result_cache_* (refreshed at scrape time from the cache).
 // The shard label is the node's shard id once it has answered a ping, its position before.
@@ -41,6 +42,8 @@ class IntegratorMetrics : public IntegratorObserver {
   void OnHealth(size_t index, const ShardHealthMsg& health) override;
   void OnRetry(size_t index) override;
   void OnHedge(size_t index) override;
+  void OnHttpAuthFailure(int http_status) override;
+  void OnHttpConnectionRefused(const char* reason) override;
   void OnTlsHandshakeFailure() override;
 
  private:
@@ -66,6 +69,8 @@ class IntegratorMetrics : public IntegratorObserver {
   prometheus::Counter* late_replies_ = nullptr;
   prometheus::Counter* retries_ = nullptr;
   prometheus::Counter* hedges_ = nullptr;
+  prometheus::Counter *auth_401_ = nullptr, *auth_403_ = nullptr;
+  prometheus::Counter *refused_max_connections_ = nullptr, *refused_header_timeout_ = nullptr;
   prometheus::Counter* tls_handshake_failures_ = nullptr;
   int hook_id_ = 0;
 };
