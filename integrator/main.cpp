@@ -3,7 +3,6 @@
 //   (a shard's replicas separated by "|": --shards tcp://a:7001|tcp://b:7001,tcp://c:7002|tcp://d:7002)
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-loops N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
-//                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
 //                     [--api-keys FILE [--open-health]] [--max-connections N] [--insecure]
 // --http beyond loopback needs TLS and --api-keys, or --insecure (else exit 2, before binding).
 //                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
@@ -129,11 +128,6 @@ int main(int argc, char** argv) {
                  "HTTP connections open at once; more are closed as soon as accepted (default: the descriptor "
                  "limit less an eighth, at least 256, kept for the rest)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));
-  std::string tls_cert, tls_key;
-  app.add_option("--tls-cert", tls_cert,
-                 "serve HTTPS: PEM file of the server's certificate, then any intermediates (with --tls-key)");
-  app.add_option("--tls-key", tls_key,
-                 "serve HTTPS: PEM file of the certificate's private key, unencrypted, mode 0600 (with --tls-cert)");
   CLI11_PARSE(app, argc, argv);
   (void)insecure;  // read by the HTTP binding rule and the fan-out's CURVE settings
 

@@ -54,8 +54,6 @@ class HttpLoops {
   void Stop();
   // Connections open now over every loop (for tests and /stats-like reports).
   size_t open_connections() const { return open_.load(std::memory_order_relaxed); }
-  // HTTPS connections closed before their handshake completed, since the start.
-  uint64_t tls_handshake_failures() const { return tls_handshake_failures_.load(std::memory_order_relaxed); }
   // Connections closed for the limit or the header timeout, and requests refused 401 / 403, since the start.
   uint64_t connections_refused() const { return connections_refused_.load(std::memory_order_relaxed); }
   uint64_t auth_failures(int status) const {
@@ -73,7 +71,6 @@ class HttpLoops {
   int port_ = 0;
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
-  std::atomic<uint64_t> tls_handshake_failures_{0};
   std::atomic<uint64_t> connections_refused_{0};
   std::atomic<uint64_t> auth_failures_[2] = {0, 0};  // 401, 403
   std::atomic<uint64_t> tls_handshake_failures_{0};

@@ -38,11 +38,6 @@ constexpr Family kHttpConnectionsRefused{
     "search_http_connections_refused_total",
     "HTTP connections closed by the front: over the connection limit when accepted, or headers not in within the "
     "header timeout."};
-// The HTTP front. Labels: component.
-constexpr Family kTlsHandshakeFailures{
-    "search_http_tls_handshake_failures_total",
-    "HTTPS connections closed before their TLS handshake completed (failed, stalled past the I/O timeout, or cut "
-    "short by the client)."};
 // The result cache.
 constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
 constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
@@ -66,7 +61,6 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   late_replies_ = &counters(kLateReplies).Add(component);
   retries_ = &counters(kReplicaRetries).Add(component);
   hedges_ = &counters(kReplicaHedges).Add(component);
-  tls_handshake_failures_ = &counters(kTlsHandshakeFailures).Add(component);
   auto& auth = counters(kHttpAuthFailures);
   auth_401_ = &auth.Add({{"component", metrics_->component()}, {"status", "401"}});
   auth_403_ = &auth.Add({{"component", metrics_->component()}, {"status", "403"}});
@@ -91,7 +85,6 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
 
 void IntegratorMetrics::OnRetry(size_t) { retries_->Increment(); }
 void IntegratorMetrics::OnHedge(size_t) { hedges_->Increment(); }
-void IntegratorMetrics::OnTlsHandshakeFailure() { tls_handshake_failures_->Increment(); }
 void IntegratorMetrics::OnHttpAuthFailure(int http_status) { (http_status == 401 ? auth_401_ : auth_403_)->Increment(); }
 void IntegratorMetrics::OnHttpConnectionRefused(const char* reason) {
   (std::string_view(reason) == "max_connections" ? refused_max_connections_ : refused_header_timeout_)->Increment();

@@ -42,7 +42,6 @@ class IntegratorMetrics : public IntegratorObserver {
   void OnHealth(size_t index, const ShardHealthMsg& health) override;
   void OnRetry(size_t index) override;
   void OnHedge(size_t index) override;
-  void OnTlsHandshakeFailure() override;
   void OnHttpAuthFailure(int http_status) override;
   void OnHttpConnectionRefused(const char* reason) override;
   void OnTlsHandshakeFailure() override;
@@ -70,7 +69,6 @@ class IntegratorMetrics : public IntegratorObserver {
   prometheus::Counter* late_replies_ = nullptr;
   prometheus::Counter* retries_ = nullptr;
   prometheus::Counter* hedges_ = nullptr;
-  prometheus::Counter* tls_handshake_failures_ = nullptr;
   prometheus::Counter *auth_401_ = nullptr, *auth_403_ = nullptr;
   prometheus::Counter *refused_max_connections_ = nullptr, *refused_header_timeout_ = nullptr;
   prometheus::Counter* tls_handshake_failures_ = nullptr;
