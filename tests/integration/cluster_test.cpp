@@ -952,7 +952,10 @@ TEST_F(ClusterLoopsTest, LoopsEngineOutOfDescriptorsPausesAcceptingAndRecovers) 
   Process limited;
   ASSERT_TRUE(limited.Start({"/bin/sh", "-c",
                              "ulimit -n 160 && exec " + std::string(SEARCH_INTEGRATOR_BIN) + " --shards " + shards +
-                                 " --http 127.0.0.1:0 --metrics '' --ping-ms 200 --cache-mb 0 --http-loops 2"},
+                                 " --http 127.0.0.1:0 --metrics '' --ping-ms 200 --cache-mb 0 --http-loops 2"
+                                 // A connection limit above the descriptors: they run out first (the
+                                 // default limit, sized from them, would refuse the flood instead).
+                                 " --max-connections 100000"},
                             run_->path() + "/limited"));
   auto ready = limited.WaitReady();
   ASSERT_TRUE(ready.has_value()) << limited.Logs();
