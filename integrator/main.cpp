@@ -4,8 +4,8 @@
 //                     [--cache-mb M] [--timeout-ms T] [--index DIR] [--max-inflight N]
 //                     [--http-loops N] [--http-keep-alive-requests R] [--ping-ms P] [--log-level L]
 //                     [--api-keys FILE [--open-health]] [--max-connections N] [--insecure]
-// --http beyond loopback needs TLS and --api-keys, or --insecure (else exit 2, before binding).
 //                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
+// --http beyond loopback needs TLS and --api-keys, or --insecure (else exit 2, before binding).
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","tls":false,"metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
