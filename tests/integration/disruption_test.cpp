@@ -313,7 +313,7 @@ class DisruptionTest : public ::testing::Test {
       ASSERT_TRUE(
           nodes_[i]->Start(InNamespace(setpriv_, ip_, lab_->NodeNs(i),
                                        {SEARCH_NODE_BIN, "--index", g->dirs[rep] + "/shard-" + std::to_string(s),
-                                        "--listen", listen, "--threads", "2"}),
+                                        "--listen", listen, "--threads", "2", "--insecure"}),
                            run_->path() + "/node" + std::to_string(i)));
       shards += std::string(i == 0 ? "" : rep == 0 ? "," : "|") + listen;
     }
@@ -323,7 +323,8 @@ class DisruptionTest : public ::testing::Test {
         InNamespace(setpriv_, ip_, lab_->IntegratorNs(),
                     {SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", lab_->IntegratorAddr() + ":0", "--metrics",
                      lab_->IntegratorAddr() + ":0", "--ping-ms", "200", "--cache-mb", "0", "--timeout-ms",
-                     std::to_string(kDeadlineMs)}),
+                     std::to_string(kDeadlineMs),
+                     "--insecure"}),  // plain HTTP and ZeroMQ beyond loopback (the lab's 10.x addresses)
         run_->path() + "/integrator"));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();

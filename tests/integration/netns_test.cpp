@@ -107,7 +107,7 @@ class NetnsClusterTest : public ::testing::Test {
       nodes_[i] = std::make_unique<Process>();
       ASSERT_TRUE(nodes_[i]->Start(
           InNamespace(lab_->NodeNs(i), {SEARCH_NODE_BIN, "--index", g_index->index3 + "/shard-" + std::to_string(i),
-                                        "--listen", listen, "--threads", "2"}),
+                                        "--listen", listen, "--threads", "2", "--insecure"}),
           run_->path() + "/node" + std::to_string(i)));
       shards += (shards.empty() ? "" : ",") + listen;
     }
@@ -120,7 +120,8 @@ class NetnsClusterTest : public ::testing::Test {
     ASSERT_TRUE(integrator_->Start(
         InNamespace(lab_->IntegratorNs(),
                     {SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", lab_->IntegratorAddr() + ":0", "--metrics",
-                     lab_->IntegratorAddr() + ":0", "--ping-ms", "200", "--cache-mb", "16"}),
+                     lab_->IntegratorAddr() + ":0", "--ping-ms", "200", "--cache-mb", "16",
+                     "--insecure"}),  // plain HTTP and ZeroMQ beyond loopback (the lab's 10.x addresses)
         run_->path() + "/integrator"));
     auto ready = integrator_->WaitReady();
     ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
