@@ -33,6 +33,30 @@ TEST(IntegratorMetricsTest, OwnFamiliesAreRegisteredOnceWithHelp) {
   EXPECT_EQ(Count(t, "# TYPE search_requests_total counter"), 1u);
 }
 
+// The HTTP front's refusals: API-key failures by status, closed connections by reason, each series
+// there (at 0) before the first event.
+TEST(IntegratorMetricsTest, HttpRefusalsLandOnTheirSeries) {
+  Metrics m("integrator");
+  IntegratorMetrics im(&m, 1);
+  std::string t = m.SerializeText();
+  EXPECT_EQ(Count(t, "# TYPE search_http_auth_failures_total counter"), 1u);
+  EXPECT_EQ(Count(t, "# TYPE search_http_connections_refused_total counter"), 1u);
+  EXPECT_EQ(SeriesValue(t, R"(search_http_auth_failures_total{component="integrator",status="401"})"), 0);
+  EXPECT_EQ(SeriesValue(t, R"(search_http_connections_refused_total{component="integrator",reason="header_timeout"})"), 0);
+  im.OnHttpAuthFailure(401);
+  im.OnHttpAuthFailure(403);
+  im.OnHttpAuthFailure(403);
+  im.OnHttpConnectionRefused("max_connections");
+  im.OnHttpConnectionRefused("header_timeout");
+  im.OnHttpConnectionRefused("header_timeout");
+  im.OnHttpConnectionRefused("header_timeout");
+  t = m.SerializeText();
+  EXPECT_EQ(SeriesValue(t, R"(search_http_auth_failures_total{component="integrator",status="401"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_http_auth_failures_total{component="integrator",status="403"})"), 2);
+  EXPECT_EQ(SeriesValue(t, R"(search_http_connections_refused_total{component="integrator",reason="max_connections"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_http_connections_refused_total{component="integrator",reason="header_timeout"})"), 3);
+}
+
 TEST(IntegratorMetricsTest, HooksLandOnTheirSeries) {
   Metrics m("integrator");
   IntegratorMetrics im(&m, 3);
