@@ -244,7 +244,8 @@ int main(int argc, char** argv) {
                           {"fanout_lanes", options.fanout_lanes},
                           {"http_loops", http.loops}};
   std::cout << ready.dump() << std::endl;
-  log.Info() << "serving " << (http.tls ? "https://" : "http://") << http.host << ":" << front.port() << " over " << options.shards.size()
+  log.Info() << "serving " << (http.tls ? "https://" : "http://") << http.host << ":" << front.port() << " over "
+             << options.shards.size()
              << " shards (" << shards << "), metrics on " << metrics_bound;
 
   front.Listen();  // returns after Stop(), once in-flight requests finished

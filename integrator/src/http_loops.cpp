@@ -393,7 +393,8 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
     }
     const size_t old = c.in.size();
     c.in.resize(old + kReadChunk);
-    const ssize_t n = c.ssl ? TlsRecv(c, c.in.data() + old, kReadChunk) : ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
+    const ssize_t n =
+        c.ssl ? TlsRecv(c, c.in.data() + old, kReadChunk) : ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
     if (n > 0) {
       c.in.resize(old + static_cast<size_t>(n));
       c.last_io = Clock::now();

@@ -327,7 +327,8 @@ TEST_F(Tls, CurlWithTheRightCaAnswersAsPlainHttp) {
     ExpectSameAsPlain(target, r.out);
   }
   // POST with a JSON body, over HTTPS.
-  const ShellResult post = cluster_->Curl("/search", "-X POST -H 'Content-Type: application/json' -d '{\"q\":\"w1 w2\",\"k\":5}'");
+  const ShellResult post =
+      cluster_->Curl("/search", "-X POST -H 'Content-Type: application/json' -d '{\"q\":\"w1 w2\",\"k\":5}'");
   ASSERT_EQ(post.code, 0) << post.out;
   const std::string body = R"({"q":"w1 w2","k":5})";
   const HttpResult ref = Fetch(cluster_->plain_port, "/search", {}, &body);

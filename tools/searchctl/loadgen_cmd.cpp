@@ -795,8 +795,8 @@ int RunLoadgen(const LoadgenArgs& a) {
     }
   }
   if (tls && tls->failures() > 0 && ok == 0) {
-    return ReportError("loadgen", Status::Unavailable("TLS handshake with " + a.url + " failed: " + tls->first_failure()),
-                       kExitFailure);
+    return ReportError(
+        "loadgen", Status::Unavailable("TLS handshake with " + a.url + " failed: " + tls->first_failure()), kExitFailure);
   }
   if (shared.connect_failed && ok == 0) {
     return ReportError("loadgen", Status::Unavailable("cannot connect to " + a.url), kExitFailure);

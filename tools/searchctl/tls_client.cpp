@@ -35,7 +35,8 @@ Result<std::unique_ptr<TlsClient>> TlsClient::Make(const std::string& ca_file, c
   std::unique_ptr<TlsClient> out(new TlsClient(ctx, host));
   in6_addr ip{};
   out->host_is_ip_ = ::inet_pton(AF_INET, host.c_str(), &ip) == 1 || ::inet_pton(AF_INET6, host.c_str(), &ip) == 1;
-  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1) return Status::Internal("TLS settings: " + OpenSslErrors());
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1)
+    return Status::Internal("TLS settings: " + OpenSslErrors());
   SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
   SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
