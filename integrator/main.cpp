@@ -6,6 +6,8 @@
 //                     [--api-keys FILE [--open-health]] [--max-connections N] [--insecure]
 //                     [--tls-cert FILE --tls-key FILE]   (HTTPS: PEM chain and key, both or neither)
 // --http beyond loopback needs TLS and --api-keys, or --insecure (else exit 2, before binding).
+// --curve-key FILE --curve-servers FILE: CurveZMQ to the nodes (curve/curve_keys.hpp). Without
+// them: plain ZeroMQ, to loopback endpoints only unless --insecure (else exit 2).
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
 //   {"event":"ready","http":"HOST:PORT","tls":false,"metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
@@ -25,6 +27,7 @@
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/signals.hpp"
+#include "curve/curve_keys.hpp"
 #include "integrator/api_keys.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
@@ -128,6 +131,13 @@ int main(int argc, char** argv) {
                  "HTTP connections open at once; more are closed as soon as accepted (default: the descriptor "
                  "limit less an eighth, at least 256, kept for the rest)")
       ->check(CLI::Range(size_t{1}, size_t{1} << 24));
+  std::string curve_key_file, curve_servers_file;
+  app.add_option("--curve-key", curve_key_file,
+                 "the integrator's CURVE secret key file (searchctl keygen's PREFIX.key, mode 0600): talk CurveZMQ "
+                 "to the nodes");
+  app.add_option("--curve-servers", curve_servers_file,
+                 "the nodes' CURVE public keys: lines `ENDPOINT PUBLIC_KEY`, or one line with a key for every node; "
+                 "with --curve-key");
   CLI11_PARSE(app, argc, argv);
   (void)insecure;  // read by the HTTP binding rule and the fan-out's CURVE settings
 
@@ -139,6 +149,15 @@ int main(int argc, char** argv) {
   SetLogLevel(*level);
   const Logger log("integrator");
   options.shards = SplitList(shards);
+  if (auto curve_keys = curve::ClientKeysForFlags(curve_key_file, curve_servers_file, insecure, options.shards);
+      !curve_keys.ok()) {
+    std::cerr << "search-integrator: " << curve_keys.status().message() << "\n";
+    return 2;
+  } else {
+    options.fanout.curve = std::move(curve_keys).value();
+  }
+  if (!options.fanout.curve.has_value())
+    log.Warn() << "INSECURE: plain ZeroMQ to the nodes (no --curve-key): queries and answers cross in clear";
   options.cache_bytes = cache_mb << 20;
   options.fanout.ping_interval = std::chrono::milliseconds(ping_ms);
   HttpFrontOptions http;

@@ -12,6 +12,10 @@
 // Prints one JSON line to stdout once serving:
 //   {"event":"ready","listen":...,"metrics":...,"shard":i,"executor":"gpu"|"cpu",
 //    "scheduler":"none"|"cpu"|"gpu"|"hybrid"|"griffin","gpu":bool,...}.
+// --curve-key FILE --curve-clients FILE: serve CurveZMQ only, to the listed client keys
+// (curve/curve_keys.hpp; docs/OPERATIONS.md "CURVE keys"). Without them the node serves plain
+// ZeroMQ, says so in a WARN line, and listens only on loopback unless --insecure (else exit 2).
+// The ready line says which: "curve":bool.
 // SIGTERM / SIGINT: stop accepting, drain in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
@@ -27,6 +31,7 @@
 #include "core/cpus.hpp"
 #include "core/large_buffer.hpp"
 #include "core/signals.hpp"
+#include "curve/curve_keys.hpp"
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
@@ -75,6 +80,11 @@ int main(int argc, char** argv) {
   bool insecure = false;
   app.add_flag("--insecure", insecure,
                "serve plain ZeroMQ (no CURVE) beyond loopback: any peer that reaches the port can query the shard");
+  std::string curve_key_file, curve_clients_file;
+  app.add_option("--curve-key", curve_key_file,
+                 "the node's CURVE secret key file (searchctl keygen's PREFIX.key, mode 0600): serve CurveZMQ only");
+  app.add_option("--curve-clients", curve_clients_file,
+                 "the client public keys the node admits, one Z85 key a line (# comments); with --curve-key");
   app.add_option("--log-level", log_level, "debug|info|warn|error|off; debug to see each start-up step")
       ->capture_default_str();
   app.add_option("--slow-query-ms", options.slow_query_ms,
@@ -114,7 +124,35 @@ int main(int argc, char** argv) {
       ->allow_extra_args(false);
   app.footer("--tuning keys:\n" + TuningHelp());
   CLI11_PARSE(app, argc, argv);
-  (void)insecure;  // read by the listen rule (loopback only without CURVE)
+  // Security, before anything is opened or bound: CURVE keys, or plain ZeroMQ on loopback only.
+  if (curve_key_file.empty() != curve_clients_file.empty()) {
+    std::cerr << "search-node: --curve-key and --curve-clients go together\n";
+    return 2;
+  }
+  if (!curve_key_file.empty()) {
+    if (!curve::CurveAvailable()) {
+      std::cerr << "search-node: --curve-key: this libzmq was built without CURVE (libsodium)\n";
+      return 2;
+    }
+    auto keys = curve::ReadSecretKeyFile(curve_key_file);
+    if (!keys.ok()) {
+      std::cerr << "search-node: --curve-key: " << keys.status().message() << "\n";
+      return 2;
+    }
+    auto clients = curve::ReadClientKeys(curve_clients_file);
+    if (!clients.ok()) {
+      std::cerr << "search-node: --curve-clients: " << clients.status().message() << "\n";
+      return 2;
+    }
+    options.curve_secret_key = keys->secret_key;
+    options.curve_clients = std::move(clients).value();
+  } else if (!insecure && !curve::IsLoopbackEndpoint(options.listen)) {
+    std::cerr << "search-node: --listen " << options.listen
+              << " is beyond loopback and the node has no --curve-key: anyone who reaches the port could query "
+                 "the shard. Give --curve-key and --curve-clients (docs/OPERATIONS.md \"CURVE keys\"), listen on "
+                 "tcp://127.0.0.1, or pass --insecure\n";
+    return 2;
+  }
   NodeTuning tuning;
   for (const std::string& arg : tuning_args) {
     if (Status st = ApplyTuningArg(arg, &tuning); !st.ok()) {
@@ -130,6 +168,11 @@ int main(int argc, char** argv) {
   }
   SetLogLevel(*level);
   const Logger log("node");
+  if (options.curve_secret_key.empty()) {
+    log.Warn() << "INSECURE: serving plain ZeroMQ without CURVE on " << options.listen
+               << ": any peer that reaches it can query this shard"
+               << (insecure ? " (--insecure)" : " (loopback only; --curve-key to secure it)");
+  }
   // Signals are taken synchronously by sigwait below: block them before any thread starts, so
   // every thread inherits the mask.
   const sigset_t signals = BlockStopSignals();
@@ -329,7 +372,8 @@ int main(int argc, char** argv) {
                           {"sched_cpu_cores", cpu_split.dedicated},
                           {"sched_cheap_fill_us", sched.sched.policy.cheap_fill_us},
                           {"sched_batch_latency", sched.sched.policy.batch_latency},
-                          {"gpu", executor->has_gpu()}};
+                          {"gpu", executor->has_gpu()},
+                          {"curve", server.curve()}};
   std::cout << ready.dump() << std::endl;
 
   int sig = 0;

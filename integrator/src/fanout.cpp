@@ -566,13 +566,28 @@ struct Fanout::Impl {
           live[r].connected = true;
         }
         ping_owed[r] = !SendPing(r, next_id);  // learn its health now rather than at the next tick
+      } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                 event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+        // Never connected: a CURVE node refused this integrator's key, or the keys do not match
+        // (plain against CURVE, a wrong server key). The health report says why it stays down.
+        uint32_t value = 0;
+        std::memcpy(&value, static_cast<const char*>(ev.data()) + 2, sizeof(value));
+        std::lock_guard lock(health_mu);
+        live[r].last_error = event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH
+                                 ? "handshake refused by the node (CURVE client key not in its --curve-clients?)"
+                             : value == ZMQ_PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                                 ? "handshake failed: one side uses CURVE, the other plain ZeroMQ"
+                             : value == ZMQ_PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC
+                                 ? "handshake failed: CURVE keys do not match (wrong server key in --curve-servers?)"
+                                 : "handshake failed";
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
         ping_owed[r] = false;
         uint32_t shard;
         {
           std::lock_guard lock(health_mu);
+          // A failed handshake is followed by its disconnection: keep the handshake's reason.
+          if (live[r].connected || !live[r].last_error.starts_with("handshake")) live[r].last_error = "disconnected";
           live[r].connected = false;
-          live[r].last_error = "disconnected";
           shard = ShardId(sh);
         }
         // Replies cannot come back over a dropped connection: retry or fail what it owed.
@@ -714,8 +729,19 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
   im.shard_up.assign(o.endpoints.size(), false);
   for (size_t i = 0; i < im.replica_ep.size(); ++i) {
     const std::string& ep = im.replica_ep[i];
+    std::string server_key;
+    if (o.curve.has_value()) {
+      auto k = o.curve->servers.For(ep);
+      if (!k.ok()) return Status::InvalidArgument(k.status().message());
+      server_key = std::move(k).value();
+    }
     try {
       zmq::socket_t d(im.ctx, zmq::socket_type::dealer);
+      if (o.curve.has_value()) {
+        d.set(zmq::sockopt::curve_serverkey, server_key);
+        d.set(zmq::sockopt::curve_publickey, o.curve->client.public_key);
+        d.set(zmq::sockopt::curve_secretkey, o.curve->client.secret_key);
+      }
       d.set(zmq::sockopt::linger, 0);
       d.set(zmq::sockopt::maxmsgsize, static_cast<int64_t>(kMaxFrameBytes + 64));
       d.set(zmq::sockopt::sndhwm, o.send_hwm);
@@ -726,8 +752,11 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
       d.set(zmq::sockopt::heartbeat_ivl, o.heartbeat_ivl_ms);
       d.set(zmq::sockopt::heartbeat_timeout, o.heartbeat_timeout_ms);
       d.set(zmq::sockopt::heartbeat_ttl, o.heartbeat_timeout_ms);
+      constexpr int kMonitorEvents = ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                                     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL;
       const std::string mon = "inproc://fanout-monitor-" + tag + "-" + std::to_string(i);
-      if (zmq_socket_monitor(d.handle(), mon.c_str(), ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED) == 0) {
+      if (zmq_socket_monitor(d.handle(), mon.c_str(), kMonitorEvents) == 0) {
         zmq::socket_t m(im.ctx, zmq::socket_type::pair);
         m.set(zmq::sockopt::linger, 0);
         m.connect(mon);

@@ -25,6 +25,15 @@ constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
 constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
                                   "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
 
+// CURVE (curve/zap_handler.hpp). Labels: reason (unknown_key|no_curve|bad_handshake).
+constexpr Family kNodeRefusedPeers{"search_node_refused_peers_total",
+                                   "Peers the CURVE node refused (answered nothing), by reason: unknown_key (a client "
+                                   "key not in --curve-clients), no_curve (plain ZeroMQ), bad_handshake (any other "
+                                   "failed handshake: a wrong server key, bytes that are not ZMTP)."};
+// No labels.
+constexpr Family kNodeCurve{"search_node_curve", "1 when the node serves CurveZMQ only (--curve-key), 0 for plain "
+                                                 "ZeroMQ."};
+
 // The fetch phase. Labels: status (ok|error).
 constexpr Family kNodeFetches{"search_node_fetches_total",
                               "Fetch requests (stored sources and highlights of a search's final hits) answered, "
@@ -72,6 +81,10 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
   fetches_[1] = &fetches.Add({{"status", "error"}});
   fetched_docs_ = &counter(kNodeFetchedDocs).Add({});
   fetch_seconds_ = &histogram(kNodeFetchSeconds).Add({}, buckets);
+  auto& refused = counter(kNodeRefusedPeers);
+  for (size_t i = 0; i < curve::kRefusalReasons; ++i)
+    refused_peers_[i] = &refused.Add({{"reason", curve::RefusalReasonName(static_cast<curve::RefusalReason>(i))}});
+  curve_ = &prometheus::BuildGauge().Name(std::string(kNodeCurve.name)).Help(std::string(kNodeCurve.help)).Register(r).Add({});
 }
 
 }  // namespace search

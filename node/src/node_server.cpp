@@ -14,6 +14,7 @@
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
+#include "curve/zap_handler.hpp"
 #include "index_store/shard_metrics.hpp"
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
@@ -120,6 +121,7 @@ struct NodeServer::Job {
 struct NodeServer::Impl {
   zmq::context_t ctx{1};
   zmq::socket_t router;
+  std::unique_ptr<curve::ZapHandler> zap;  // with CURVE; after router: stopped before the context ends
   WakeFd wake;  // the I/O thread's: queued replies wake it only while it may block (wake_fd.hpp)
   std::atomic<bool> draining{false};
   std::string analyzer_json;
@@ -177,6 +179,8 @@ NodeServer::NodeServer(const ShardReader* shard, Executor* executor, Metrics* me
 
 NodeServer::~NodeServer() { Stop(); }
 
+uint64_t NodeServer::refused_peers() const { return impl_->zap != nullptr ? impl_->zap->refused() : 0; }
+
 uint64_t NodeServer::queued() const {
   std::lock_guard<std::mutex> lock(impl_->jobs_mu);
   return impl_->jobs.size();
@@ -197,10 +201,32 @@ Status NodeServer::Start() {
     s.set(zmq::sockopt::heartbeat_ivl, options_.heartbeat_ivl_ms);
     s.set(zmq::sockopt::heartbeat_timeout, options_.heartbeat_timeout_ms);
     s.set(zmq::sockopt::heartbeat_ttl, options_.heartbeat_ttl_ms);
+    if (!options_.curve_secret_key.empty()) {
+      if (options_.curve_clients.empty()) {
+        impl_->router.close();
+        return Status::InvalidArgument("CURVE without client keys: no peer could connect");
+      }
+      s.set(zmq::sockopt::curve_server, true);
+      s.set(zmq::sockopt::curve_secretkey, options_.curve_secret_key);
+      s.set(zmq::sockopt::zap_domain, "search");
+      // The handler binds before the ROUTER does: a CURVE socket whose context has no ZAP handler
+      // would admit any client key.
+      NodeMetrics* nm = node_metrics_.get();
+      auto zap = curve::ZapHandler::Start(impl_->ctx, s, options_.curve_clients, [nm](curve::RefusalReason r) {
+        if (nm != nullptr) nm->refused_peers(r).Increment();
+      });
+      if (!zap.ok()) {
+        impl_->router.close();
+        return zap.status();
+      }
+      impl_->zap = std::move(zap).value();
+    }
+    if (node_metrics_ != nullptr) node_metrics_->curve().Set(options_.curve_secret_key.empty() ? 0 : 1);
     s.bind(options_.listen);
     endpoint_ = s.get(zmq::sockopt::last_endpoint);
   } catch (const zmq::error_t& e) {
     impl_->router.close();
+    if (impl_->zap != nullptr) impl_->zap->Stop();
     return Status::IOError("cannot listen on " + options_.listen + ": " + e.what());
   }
   if (metrics_ != nullptr) {
@@ -221,7 +247,9 @@ Status NodeServer::Start() {
     IoLoop();
   });
   Log().Info() << "shard " << shard_->meta().shard_id << " serving on " << endpoint_ << " with " << options_.threads
-               << " workers (" << executor_->name() << ")";
+               << " workers (" << executor_->name() << ")"
+               << (curve() ? ", CURVE with " + std::to_string(options_.curve_clients.size()) + " client key(s)"
+                           : std::string(", plain ZeroMQ (no CURVE)"));
   return Status::Ok();
 }
 
@@ -251,6 +279,7 @@ void NodeServer::Stop() {
     metrics_->RemoveScrapeHook(hook_id_);
     hook_id_ = 0;
   }
+  if (impl_->zap != nullptr) impl_->zap->Stop();  // the ROUTER is closed (IoLoop's end)
   impl_->ctx.close();
   running_ = false;
   Log().Info() << "shard " << shard_->meta().shard_id << " stopped";

@@ -30,6 +30,10 @@
 // last Pong (or reply) is younger than missed_pongs_down intervals. Pongs carry the node's
 // ShardHealth (analyzer, docID range, load), kept per shard and reported to the listener.
 //
+// CURVE (options.curve set): every DEALER is a CurveZMQ client with the integrator's key pair and
+// its endpoint's server key (curve/curve_keys.hpp); a node that refuses the key never completes the
+// handshake, so its replica is never connected and counts as down. Connection events are the
+// handshake's, CURVE or not.
 // Socket hygiene, as the node: LINGER 0, MAXMSGSIZE, explicit HWMs, IMMEDIATE (no queueing towards a
 // shard that is not connected), ZMTP heartbeats, bounded reconnect intervals.
 // Thread-safety: Search, Health and Stop are thread-safe; the listener is called on the I/O thread.
@@ -48,6 +52,7 @@
 #include <vector>
 
 #include "core/status.hpp"
+#include "curve/curve_keys.hpp"
 #include "integrator/answer.hpp"
 #include "integrator/result_cache.hpp"
 #include "proto/wire.hpp"
@@ -66,6 +71,8 @@ struct FanoutOptions {
   int reconnect_ivl_ms = 100, reconnect_ivl_max_ms = 1000;
   int heartbeat_ivl_ms = 1000, heartbeat_timeout_ms = 3000;
   std::chrono::milliseconds grace{2000};  // how long a caller waits past its deadline at most
+  // CurveZMQ to the nodes (nullopt: plain ZeroMQ). Start() refuses an endpoint without a server key.
+  std::optional<curve::ClientKeys> curve;
 };
 
 enum class ShardCallState : uint8_t { kPending, kOk, kFailed, kTimedOut };

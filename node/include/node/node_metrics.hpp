@@ -1,6 +1,6 @@
 // NodeMetrics: the shard node's own metric families (the node's queue and execution times, its
 // queued requests, unroutable replies and slow queries, the postings its engines decoded and
-// scored, by processor, and the fetch phase: fetches by status, documents fetched, fetch time), registered with their help texts on the registry it is given, with its
+// scored, by processor, the peers a CURVE node refused, by reason, and the fetch phase: fetches by status, documents fetched, fetch time), registered with their help texts on the registry it is given, with its
 // GPU executor's (GpuExecutorMetrics: zero on a node without a GPU, so dashboards read 0 rather
 // than nothing). The request families a node shares with the integrator stay with Metrics.
 // Contract: registering on a registry that already has these families (another NodeMetrics, a
@@ -17,6 +17,7 @@
 #include <array>
 
 #include "core/query.hpp"
+#include "curve/zap_handler.hpp"
 #include "node/gpu_executor_metrics.hpp"
 
 namespace search {
@@ -38,6 +39,9 @@ class NodeMetrics {
   prometheus::Counter& fetches(bool ok) { return *fetches_[ok ? 0 : 1]; }
   prometheus::Counter& fetched_docs() { return *fetched_docs_; }
   prometheus::Histogram& fetch_seconds() { return *fetch_seconds_; }
+  // CURVE: peers refused (answered nothing), by reason; whether the node serves CURVE only (1/0).
+  prometheus::Counter& refused_peers(curve::RefusalReason r) { return *refused_peers_[static_cast<size_t>(r)]; }
+  prometheus::Gauge& curve() { return *curve_; }
 
  private:
   static size_t Idx(Processor p) { return static_cast<size_t>(p); }
@@ -49,6 +53,8 @@ class NodeMetrics {
   std::array<prometheus::Counter*, 2> fetches_{};
   prometheus::Counter* fetched_docs_ = nullptr;
   prometheus::Histogram* fetch_seconds_ = nullptr;
+  std::array<prometheus::Counter*, curve::kRefusalReasons> refused_peers_{};
+  prometheus::Gauge* curve_ = nullptr;
   GpuExecutorMetrics gpu_executor_;  // registered with the node's; the GPU executor shares its series
 };
 

@@ -16,6 +16,9 @@
 //   - a request that hits corrupt data (a search's lists, a fetch's source blocks) is answered
 //     Corruption; the node keeps serving the others and Pings report "degraded: N request(s) hit
 //     corrupt data (last: ...)".
+// CURVE (curve_secret_key set): the ROUTER is a CurveZMQ server and a ZapHandler in the server's
+// context (curve/zap_handler.hpp) admits only clients whose public key is in curve_clients; a
+// refused peer gets nothing and is counted in search_node_refused_peers_total{reason}.
 // Socket hygiene: LINGER 0, MAXMSGSIZE, explicit SNDHWM/RCVHWM, ROUTER_MANDATORY (a reply to a
 // vanished peer, or to one whose pipe is full, is dropped and counted), ZMTP heartbeats.
 // Thread-safety: Start() and Stop() from one controlling thread; accessors are thread-safe.
@@ -60,6 +63,10 @@ struct NodeServerOptions {
   // replies; this bounds how late it notices a stop or anything else). Tests raise it so that a
   // lost wake-up shows as a timeout.
   std::chrono::milliseconds io_poll{200};
+  // CURVE: the node's Z85 secret key (empty: plain ZeroMQ) and the Z85 public keys of the clients
+  // it admits (curve/curve_keys.hpp). REQUIRES: curve_clients not empty when the key is set.
+  std::string curve_secret_key;
+  std::vector<std::string> curve_clients;
 };
 
 class NodeServer {
@@ -87,6 +94,9 @@ class NodeServer {
   uint64_t queued() const;
   uint64_t unroutable_replies() const { return unroutable_.load(); }
   uint64_t dropped_frames() const { return dropped_.load(); }
+  bool curve() const { return !options_.curve_secret_key.empty(); }
+  // Peers refused by CURVE (all reasons; 0 without CURVE).
+  uint64_t refused_peers() const;
 
  private:
   struct Impl;
