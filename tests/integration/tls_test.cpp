@@ -13,7 +13,8 @@
 //     while ordinary HTTPS clients get exact, complete answers; the server closes every one of
 //     them (the stalled ones after its I/O timeout), counts each in
 //     search_http_tls_handshake_failures_total, and stays up;
-//   - searchctl loadgen over HTTPS: no errors, with resumed sessions;
+//   - searchctl loadgen over HTTPS: no errors, with resumed sessions; its --api-key is let in by
+//     an integrator with --api-keys (a wrong key: 403s, none: 401s);
 //   - bad flags (a certificate without its key, a key others may read, a key not the
 //     certificate's, a missing file) exit 2 before serving.
 // Skips when curl or openssl is not installed (scripts/setup.sh installs both).
@@ -528,6 +529,55 @@ TEST_F(Tls, LoadgenOverHttpsHasNoErrors) {
   const int handshakes = j["tls_handshakes"].get<int>(), resumed = j["tls_resumed"].get<int>();
   EXPECT_GT(handshakes, 4) << r.out;
   EXPECT_LE(handshakes - resumed, 4) << r.out;
+}
+
+// searchctl loadgen --api-key over HTTPS to an integrator that requires keys: the right key is
+// let in (0 errors), a wrong one refused (every query a 403), none a 401.
+TEST_F(Tls, LoadgenSendsItsApiKey) {
+  const std::string keys = cluster_->run.path() + "/api-keys";
+  const ShellResult made = Shell(std::string(SEARCHCTL_BIN) + " apikey create --file " + keys + " 2>/dev/null");
+  ASSERT_EQ(made.code, 0) << made.out;
+  const size_t nl = made.out.find_last_not_of("\r\n");
+  const size_t start = made.out.find_last_of("\n", nl);
+  const std::string id_key = made.out.substr(start == std::string::npos ? 0 : start + 1, nl + 1 - (start + 1));
+  ASSERT_NE(id_key.find(':'), std::string::npos) << made.out;
+  Process keyed;
+  ASSERT_TRUE(keyed.Start({SEARCH_INTEGRATOR_BIN, "--shards", cluster_->endpoints, "--http", "127.0.0.1:0", "--metrics",
+                           "", "--ping-ms", "200", "--tls-cert", cluster_->pki + "/server.pem", "--tls-key",
+                           cluster_->pki + "/server.key", "--api-keys", keys},
+                          cluster_->run.path() + "/keyed"));
+  auto ready = keyed.WaitReady();
+  ASSERT_TRUE(ready.has_value()) << keyed.Logs();
+  const int port = PortOf(*ready, "http");
+  const std::string queries = cluster_->run.path() + "/key_queries.txt";
+  std::ofstream(queries) << "w1 w2\nw3\nw4 w5\n";
+  auto run = [&](const std::string& key_flag) {
+    // Until the shards are up, a search may be a 503: retried for a while (not a measurement).
+    json j;
+    const auto end = Clock::now() + 60s;
+    do {
+      const ShellResult r = Shell(std::string(SEARCHCTL_BIN) + " loadgen --url https://127.0.0.1:" +
+                                  std::to_string(port) + " --cacert " + cluster_->pki + "/ca.pem --queries " +
+                                  queries + " --rate 50 --seconds 1 --warmup 0 --connections 2 --deadline-ms 5000 " +
+                                  key_flag);
+      const size_t line = r.out.rfind("\n{");
+      j = json::parse(line == std::string::npos ? r.out : r.out.substr(line + 1), nullptr, false);
+      if (!j.is_object()) ADD_FAILURE() << r.out;
+      if (!j.is_object() || !j["http"].contains("503")) break;
+      std::this_thread::sleep_for(200ms);
+    } while (Clock::now() < end);
+    return j;
+  };
+  const json ok = run("--api-key " + id_key);
+  EXPECT_EQ(ok["errors"], 0) << ok.dump();
+  EXPECT_GT(ok["ok"].get<int>(), 0) << ok.dump();
+  const std::string wrong_key = id_key.substr(0, id_key.find(':') + 1) + "not-the-key";
+  const json wrong = run("--api-key " + wrong_key);
+  EXPECT_EQ(wrong["http"].value("403", 0), wrong["queries"].get<int>()) << wrong.dump();
+  const json none = run("");
+  EXPECT_EQ(none["http"].value("401", 0), none["queries"].get<int>()) << none.dump();
+  keyed.Signal(SIGTERM);
+  EXPECT_TRUE(keyed.Wait(30s).has_value());
 }
 
 // The integrator refuses bad TLS flags with exit status 2, before serving.

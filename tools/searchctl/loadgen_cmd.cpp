@@ -556,7 +556,9 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       "sent (the load generator's own queue, when every connection is busy); release_lag_p99_us and\n"
       "release_lag_max_us: the part of that wait before a loop released the arrival at all (the load\n"
       "generator itself behind its schedule, its loops busy or off their CPUs); fd_slots: the descriptor table's\n"
-      "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned.");
+      "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned.\n"
+      "https only: tls_handshakes (connections that completed one), tls_resumed (of those, sessions resumed)\n"
+      "and tls_handshake_failures (the first failure's reason is the error when no query succeeded).");
   cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT or https://HOST:PORT")->capture_default_str();
   cmd->add_option("--cacert", a->cacert,
                   "https: PEM file of the CA certificates to verify the integrator's certificate against (default: "
