@@ -61,6 +61,7 @@ new_api_key() {
 if [ "${1:-}" = apikey ]; then
   [ -d "$dir/integrator" ] || die "$dir/integrator does not exist: run secrets-init.sh without arguments first"
   new_api_key
+  say "the integrator reads its key file at start: restart it to accept the new key"
   exit 0
 fi
 [ $# -eq 0 ] || die "usage: secrets-init.sh [apikey]"

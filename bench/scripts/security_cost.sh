@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# What security costs the integrator (issue 49, goal: at most 15% more CPU a query on kept-alive
+# connections): in one run on one machine, the same local cluster (scripts/cluster.sh, one
+# search-node per shard of INDEX, the integrator's result cache off) started twice, plain and
+# --secure (HTTPS with an API key in front, CurveZMQ to the nodes), both up at once and driven at
+# the same time by two `searchctl loadgen` at the same Poisson rate over the same number of
+# kept-alive connections, so that whatever else the machine runs falls on both alike. Prints, per
+# round, each integrator's CPU (user + system from /proc/PID/stat over the measured span) per
+# answered query in microseconds of one core, p50/p99, misses and errors; then the medians of
+# REPEATS rounds and the secure/plain ratio of CPU a query. VARIANTS="plain curve secure" adds
+# CurveZMQ alone (plain HTTP; keys from one run of docker/secrets-init.sh), so that secure - curve
+# is what HTTPS and API keys cost; every variant runs at once at RATE.
+#
+# usage: bench/scripts/security_cost.sh [BUILD_DIR]      (default build)
+# env: INDEX (data/gcide-index; without it: a `searchctl generate` index of DOCS documents in
+#      OUT_DIR), QUERIES (data/gcide-queries.txt; without it: gen-queries from INDEX), DOCS (200000),
+#      RATE (400), SECONDS_PER_RUN (20), WARMUP_SECONDS (3), CONNECTIONS (16), MODE (and), K (10),
+#      REPEATS (5), VARIANTS (plain secure), BASE_PORT (7900; variant i's cluster at
+#      BASE_PORT+100i), OUT_DIR (/tmp/security-cost:
+#      run dirs, keys, logs), LOADGEN_ARGS (extra searchctl loadgen flags).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. bench/scripts/bench_lib.sh
+build=${1:-build}
+rate=${RATE:-400}
+secs=${SECONDS_PER_RUN:-20}
+warm=${WARMUP_SECONDS:-3}
+conns=${CONNECTIONS:-16}
+mode=${MODE:-and}
+k=${K:-10}
+repeats=${REPEATS:-5}
+base=${BASE_PORT:-7900}
+out=${OUT_DIR:-/tmp/security-cost}
+ctl=$build/tools/searchctl/searchctl
+for b in "$ctl" "$build/node/search-node" "$build/integrator/search-integrator"; do
+  [ -x "$b" ] || { echo "security_cost: $b not built" >&2; exit 2; }
+done
+mkdir -p "$out"
+index=${INDEX:-data/gcide-index}
+if [ ! -f "$index/manifest.json" ]; then
+  index=$out/idx-${DOCS:-200000}
+  if [ ! -f "$index/manifest.json" ]; then
+    step "generate --docs ${DOCS:-200000} --shards 2"
+    "$ctl" generate --docs "${DOCS:-200000}" --out "$index" --shards 2 --seed 1 --threads "$(nproc)" --force --quiet || exit 1
+  fi
+fi
+queries=${QUERIES:-}
+if [ -z "$queries" ]; then
+  queries=data/gcide-queries.txt
+  if [ "$index" != data/gcide-index ] || [ ! -f "$queries" ]; then
+    queries=$out/queries.txt
+    "$ctl" gen-queries --index "$index" --count 2000 --out "$queries" --seed 1 >/dev/null || exit 1
+  fi
+fi
+step "index $index ($(python3 -c "import json; print(len(json.load(open('$index/manifest.json'))['shards']))") shards), queries $queries"
+
+variants=(${VARIANTS:-plain secure})
+sec=$out/secrets  # keys for the curve variant (secure makes its own in its run dir)
+declare -A port pid
+# start I VARIANT: starts that cluster in OUT_DIR/run-VARIANT on BASE_PORT+100I.
+start() {
+  local i=$1 v=$2 p=$((base + 100 * $1)) extra=() iargs="--log-level warn" nargs="--log-level warn"
+  port[$v]=$p
+  case $v in
+    plain) ;;
+    secure) extra=(--secure) ;;
+    curve)  # one key pair for every node, and one line with its key for every endpoint
+      grep -v '^#' "$sec/node-0/curve.pub" >"$out/curve-servers-all"
+      nargs+=" --curve-key $sec/node-0/curve.key --curve-clients $sec/node-0/curve-clients"
+      iargs+=" --curve-key $sec/integrator/curve.key --curve-servers $out/curve-servers-all" ;;
+    *) echo "security_cost: unknown variant $v (plain, curve, secure)" >&2; exit 2 ;;
+  esac
+  scripts/cluster.sh start "${extra[@]}" --index "$index" --build "$build" --base-port "$p" --run-dir "$out/run-$v" \
+    --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" >"$out/cluster-$v.log" 2>&1 ||
+    { cat "$out/cluster-$v.log" >&2; exit 1; }
+  pid[$v]=$(cat "$out/run-$v/integrator.pid")
+}
+trap 'for v in "${variants[@]}"; do scripts/cluster.sh stop --run-dir "$out/run-$v" >/dev/null 2>&1; done' EXIT
+if [[ " ${variants[*]} " == *" curve "* ]]; then
+  SECRETS_DIR=$sec SEARCHCTL=$ctl SECRETS_NODES=node-0 SECRETS_HOSTS=localhost sh docker/secrets-init.sh >"$out/secrets.log" 2>&1 ||
+    { cat "$out/secrets.log" >&2; exit 1; }
+fi
+for i in "${!variants[@]}"; do start "$i" "${variants[$i]}"; done
+
+loadgen() {  # VARIANT SECONDS
+  local v=$1 args=(--url "http://127.0.0.1:${port[$1]}")
+  case $v in
+    secure) args=(--url "https://localhost:${port[$v]}" --cacert "$out/run-secure/secrets/ca.pem"
+                  --api-key "$(cat "$out/run-secure/api-key")") ;;
+  esac
+  "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
+    --seconds "$2" --warmup 0 --deadline-ms 1000 --connections "$conns" --no-source ${LOADGEN_ARGS:-}
+}
+
+hz=$(getconf CLK_TCK)
+results=$out/results.txt
+: >"$results"
+step "warm-up: $warm s at $rate q/s on each of ${variants[*]}"
+lg=()
+for v in "${variants[@]}"; do loadgen "$v" "$warm" >/dev/null & lg+=($!); done
+for l in "${lg[@]}"; do wait "$l" || { echo "security_cost: a warm-up failed" >&2; exit 1; }; done
+declare -A t0 t1
+for ((r = 1; r <= repeats; r++)); do
+  step "round $r of $repeats: $secs s at $rate q/s on each, $conns connections each"
+  for v in "${variants[@]}"; do t0[$v]=$(ticks "${pid[$v]}"); done
+  lg=()
+  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"$out/$v.json" & lg+=($!); done
+  failed=0
+  for l in "${lg[@]}"; do wait "$l" || failed=1; done
+  for v in "${variants[@]}"; do t1[$v]=$(ticks "${pid[$v]}"); done
+  [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; cat "$out"/*.json >&2; exit 1; }
+  for v in "${variants[@]}"; do
+    line=$(cat "$out/$v.json")
+    ok=$(field "$line" ok)
+    [ "${ok:-0}" -gt 0 ] || { echo "security_cost: no query answered on $v: $line" >&2; exit 1; }
+    awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v hz="$hz" -v ok="$ok" -v q="$(field "$line" queries)" \
+      -v p50="$(field "$line" p50_us)" -v p99="$(field "$line" p99_us)" -v miss="$(field "$line" deadline_misses)" \
+      -v err="$(field "$line" errors)" -v qps="$(field "$line" achieved_qps)" 'BEGIN {
+      printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f\n",
+        v, r, t / hz * 1e6 / ok, p50, p99, q, ok, miss, err, qps }' | tee -a "$results"
+  done
+done
+python3 - "$results" "$rate" "$conns" "${variants[@]}" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
+med = {}
+for v in sys.argv[4:]:
+    rs = [dict(zip(r[2::2], map(float, r[3::2]))) for r in rows if r[0] == v]
+    med[v] = {key: statistics.median(x[key] for x in rs) for key in ("cpu_us_per_query", "p50_us", "p99_us")}
+    print(f"{v:6s} median of {len(rs)}: integrator CPU {med[v]['cpu_us_per_query']:.1f} us/query, "
+          f"p50 {med[v]['p50_us'] / 1000:.2f} ms, p99 {med[v]['p99_us'] / 1000:.2f} ms")
+for v in sys.argv[4:]:
+    if v != "plain" and "plain" in med:
+        ratio = med[v]["cpu_us_per_query"] / med["plain"]["cpu_us_per_query"]
+        print(f"{v}/plain integrator CPU a query at {sys.argv[2]} q/s over {sys.argv[3]} kept-alive connections: "
+              f"{ratio:.3f} ({(ratio - 1) * 100:+.1f}%; goal for secure <= +15%)")
+PY
