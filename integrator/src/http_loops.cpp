@@ -214,10 +214,12 @@ void HttpLoops::Loop::Accept() {
       }
       return;
     }
-    // Over the connection limit: closed at once (the client sees its connection reset or closed),
-    // so a flood of idle or slow connections cannot take every descriptor.
-    if (server_->options_.max_connections != 0 &&
-        server_->open_.load(std::memory_order_relaxed) >= server_->options_.max_connections) {
+    // The connection counts as open from here (another loop may adopt it later). Over the
+    // connection limit it is closed at once (the client sees its connection closed or reset), so a
+    // flood of idle or slow connections cannot take every descriptor.
+    const size_t was_open = server_->open_.fetch_add(1, std::memory_order_relaxed);
+    if (server_->options_.max_connections != 0 && was_open >= server_->options_.max_connections) {
+      server_->open_.fetch_sub(1, std::memory_order_relaxed);
       ::close(fd);
       CountRefused("max_connections");
       continue;
@@ -230,10 +232,12 @@ void HttpLoops::Loop::Accept() {
     // (EPOLLEXCLUSIVE wakes one) would otherwise keep them all.
     const size_t n = server_->loops_.size();
     const size_t to = n == 1 ? index_ : server_->next_loop_.fetch_add(1, std::memory_order_relaxed) % n;
-    if (to == index_)
+    if (to == index_) {
       Adopt(fd);
-    else if (!server_->loops_[to]->Give(fd))
+    } else if (!server_->loops_[to]->Give(fd)) {
       ::close(fd);
+      server_->open_.fetch_sub(1, std::memory_order_relaxed);
+    }
   }
 }
 
@@ -243,6 +247,7 @@ void HttpLoops::Loop::Adopt(int fd) {
   ev.data.fd = fd;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     ::close(fd);
+    server_->open_.fetch_sub(1, std::memory_order_relaxed);  // counted when accepted
     return;
   }
   Conn& c = conns_[fd];
@@ -250,7 +255,6 @@ void HttpLoops::Loop::Adopt(int fd) {
   c.fd = fd;
   c.gen = next_gen_++;
   c.last_io = Clock::now();
-  server_->open_.fetch_add(1, std::memory_order_relaxed);
   if (server_->options_.tls) {
     c.ssl.reset(SSL_new(server_->options_.tls->get()));
     if (!c.ssl || SSL_set_fd(c.ssl.get(), fd) != 1) {

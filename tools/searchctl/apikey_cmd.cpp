@@ -1,6 +1,7 @@
 // searchctl apikey create --file FILE [--name NAME]: makes a random API key, appends its salted hash
-// to FILE (created 0600) and prints `ID:KEY` once on stdout, its only line, for the client to keep;
-// stderr says how to send it (the Authorization header's value, for curl). The key itself is
+// to FILE (created 0600) and prints `ID:KEY` once on stdout, its only line (written after stderr's
+// note, so it is also the last line of both streams together), for the client to keep; stderr says
+// how to send it (the Authorization header's value, for curl). The key itself is
 // written nowhere.
 #include <iostream>
 
@@ -30,10 +31,12 @@ int RunApiKey(const ApiKeyArgs& args) {
     std::cerr << "searchctl apikey create: " << st.message() << "\n";
     return kExitFailure;
   }
-  std::cout << key->id << ":" << key->key << std::endl;
+  // The notes first, on stderr: ID:KEY is then the last line whether a caller reads stdout alone
+  // or both streams together.
   std::cerr << "searchctl apikey create: added key " << key->id << " to " << args.file
             << "; restart search-integrator to use it. Send it as\n  Authorization: "
             << ApiKeyAuthorization(key->id, key->key) << "\n";
+  std::cout << key->id << ":" << key->key << std::endl;
   return kExitOk;
 }
 
