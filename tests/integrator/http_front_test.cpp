@@ -1,0 +1,27 @@
+// HttpFront's pure helpers: which --http hosts are loopback (the binding rule) and the default
+// connection limit under a descriptor limit.
+#include "integrator/http_front.hpp"
+
+#include <gtest/gtest.h>
+
+namespace search {
+namespace {
+
+TEST(HttpFront, LoopbackHostsAreOnlyLoopback) {
+  for (const char* host : {"localhost", "127.0.0.1", "127.1.2.3", "127.255.255.254", "::1", "[::1]", "0:0:0:0:0:0:0:1"})
+    EXPECT_TRUE(IsLoopbackHttpHost(host)) << host;
+  for (const char* host : {"0.0.0.0", "::", "[::]", "10.0.0.1", "128.0.0.1", "192.168.1.2", "::ffff:127.0.0.1",
+                           "example.com", "localhost.example.com", "", "127.0.0.1 ", "1"})
+    EXPECT_FALSE(IsLoopbackHttpHost(host)) << host;
+}
+
+TEST(HttpFront, DefaultMaxConnectionsKeepsDescriptorsForTheRest) {
+  EXPECT_EQ(DefaultMaxConnections(1024), 768u);      // an eighth would be 128: 256 kept
+  EXPECT_EQ(DefaultMaxConnections(4352), 3808u);     // an eighth kept
+  EXPECT_EQ(DefaultMaxConnections(1048576), 917504u);
+  EXPECT_EQ(DefaultMaxConnections(160), 16u);        // too few descriptors: a floor of 16
+  EXPECT_EQ(DefaultMaxConnections(0), 16u);
+}
+
+}  // namespace
+}  // namespace search
