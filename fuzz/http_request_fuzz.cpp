@@ -86,8 +86,8 @@ bool SameVerdict(const HttpParseResult& a, const HttpParseResult& b) {
 }
 
 std::string Describe(const HttpParseResult& r) {
-  return "state " + std::to_string(static_cast<int>(r.state)) + " consumed " + std::to_string(r.consumed) +
-         " status " + std::to_string(r.status) + " " + r.reason.substr(0, 200);
+  return "state " + std::to_string(static_cast<int>(r.state)) + " consumed " + std::to_string(r.consumed) + " status " +
+         std::to_string(r.status) + " " + r.reason.substr(0, 200);
 }
 
 void CheckRequest(const HttpRequest& req, const HttpRequestLimits& limits) {
@@ -102,8 +102,8 @@ void CheckRequest(const HttpRequest& req, const HttpRequestLimits& limits) {
     FUZZ_CHECK(!name.empty());
     for (char c : name) FUZZ_CHECK(IsTchar(c) && !(c >= 'A' && c <= 'Z'));
     for (char c : value) FUZZ_CHECK(c != '\r' && c != '\n' && c != '\0');
-    FUZZ_CHECK(value.empty() || (value.front() != ' ' && value.front() != '\t' && value.back() != ' ' &&
-                                 value.back() != '\t'));
+    FUZZ_CHECK(value.empty() ||
+               (value.front() != ' ' && value.front() != '\t' && value.back() != ' ' && value.back() != '\t'));
   }
   const size_t q = req.target.find('?');
   FUZZ_CHECK_MSG(req.path == RefDecode(std::string_view(req.target).substr(0, q), false), req.target);
@@ -122,8 +122,8 @@ HttpParseResult CheckOne(std::string_view buf, const HttpRequestLimits& limits, 
   FUZZ_CHECK_MSG(SameVerdict(r, bare), Describe(r) + " vs " + Describe(bare));
   switch (r.state) {
     case HttpParseState::kError:
-      FUZZ_CHECK_MSG(r.status == 400 || r.status == 413 || r.status == 414 || r.status == 431 ||
-                         r.status == 501 || r.status == 505,
+      FUZZ_CHECK_MSG(r.status == 400 || r.status == 413 || r.status == 414 || r.status == 431 || r.status == 501 ||
+                         r.status == 505,
                      Describe(r));
       FUZZ_CHECK(!r.reason.empty() && r.reason.size() <= 512);
       break;

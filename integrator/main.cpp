@@ -202,7 +202,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (http.api_keys == nullptr && !IsLoopbackHttpHost(http.host))
-    log.Warn() << "INSECURE: HTTP on " << http_addr << " without API keys (--insecure): anyone who reaches it may search";
+    log.Warn() << "INSECURE: HTTP on " << http_addr
+               << " without API keys (--insecure): anyone who reaches it may search";
 
   // Signals are taken synchronously by a sigwait thread: block them before any thread starts.
   const sigset_t signals = BlockStopSignals();
@@ -212,7 +213,8 @@ int main(int argc, char** argv) {
   ReserveFdTable(2 * 2048 + 256);
   if (max_connections == 0) {
     rlimit rl{};
-    const uint64_t fd_limit = ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
+    const uint64_t fd_limit =
+        ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? rl.rlim_cur : 1u << 20;
     max_connections = DefaultMaxConnections(fd_limit);
   }
   http.max_connections = max_connections;

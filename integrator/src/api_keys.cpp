@@ -118,7 +118,8 @@ Result<std::shared_ptr<const ApiKeys>> ApiKeys::Parse(std::string_view text, con
     if (!Printable(rest)) return bad("the name holds a control character");
     if (!keys->keys_.emplace(std::string(id), e).second) return bad("the id " + std::string(id) + " is repeated");
   }
-  if (keys->keys_.empty()) return Status::InvalidArgument(origin + ": holds no API key (searchctl apikey create --file " + origin + ")");
+  if (keys->keys_.empty())
+    return Status::InvalidArgument(origin + ": holds no API key (searchctl apikey create --file " + origin + ")");
   return std::shared_ptr<const ApiKeys>(std::move(keys));
 }
 
@@ -157,8 +158,7 @@ Result<NewApiKey> MakeApiKey(std::string_view name) {
       return Status::InvalidArgument("an API key name holds printable ASCII only");
   uint8_t id[8], key[32];
   std::array<uint8_t, 16> salt{};
-  if (RAND_bytes(id, sizeof(id)) != 1 || RAND_bytes(key, sizeof(key)) != 1 ||
-      RAND_bytes(salt.data(), salt.size()) != 1)
+  if (RAND_bytes(id, sizeof(id)) != 1 || RAND_bytes(key, sizeof(key)) != 1 || RAND_bytes(salt.data(), salt.size()) != 1)
     return Status::Internal("RAND_bytes failed: no randomness for an API key");
   NewApiKey k;
   k.id = Hex(id, sizeof(id));
@@ -242,12 +242,18 @@ bool Base64Decode(std::string_view text, std::string* out) {
   int bits = 0;
   for (char c : text) {
     int v;
-    if (c >= 'A' && c <= 'Z') v = c - 'A';
-    else if (c >= 'a' && c <= 'z') v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9') v = c - '0' + 52;
-    else if (c == '+') v = 62;
-    else if (c == '/') v = 63;
-    else return false;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+')
+      v = 62;
+    else if (c == '/')
+      v = 63;
+    else
+      return false;
     acc = (acc << 6) | static_cast<uint32_t>(v);
     bits += 6;
     if (bits >= 8) {

@@ -85,7 +85,9 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
 
 void IntegratorMetrics::OnRetry(size_t) { retries_->Increment(); }
 void IntegratorMetrics::OnHedge(size_t) { hedges_->Increment(); }
-void IntegratorMetrics::OnHttpAuthFailure(int http_status) { (http_status == 401 ? auth_401_ : auth_403_)->Increment(); }
+void IntegratorMetrics::OnHttpAuthFailure(int http_status) {
+  (http_status == 401 ? auth_401_ : auth_403_)->Increment();
+}
 void IntegratorMetrics::OnHttpConnectionRefused(const char* reason) {
   (std::string_view(reason) == "max_connections" ? refused_max_connections_ : refused_header_timeout_)->Increment();
 }

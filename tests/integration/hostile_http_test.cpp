@@ -25,11 +25,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <iostream>
-#include <fstream>
-#include <mutex>
 #include <cstdio>
+#include <fstream>
+#include <iostream>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -45,7 +45,9 @@ using namespace std::chrono_literals;
 constexpr size_t kDocs = 2000;
 ReplicatedIndex* g_index = nullptr;
 
-int PortOf(const std::string& host_port) { return std::stoi(host_port.substr(host_port.rfind(':') + 1)); }
+int PortOf(const std::string& host_port) {
+  return std::stoi(host_port.substr(host_port.rfind(':') + 1));
+}
 
 // Runs a shell command; its stdout.
 std::string Shell(const std::string& cmd, int* rc = nullptr) {
@@ -67,8 +69,8 @@ struct CurlResult {
 
 CurlResult Curl(int port, const std::string& path, const std::string& extra, const std::string& dir) {
   const std::string h = dir + "/curl.h", b = dir + "/curl.b";
-  const std::string code = Shell("curl -s -m 30 -o " + b + " -D " + h + " -w '%{http_code}' " + extra + " 'http://127.0.0.1:" +
-                               std::to_string(port) + path + "'");
+  const std::string code = Shell("curl -s -m 30 -o " + b + " -D " + h + " -w '%{http_code}' " + extra +
+                                 " 'http://127.0.0.1:" + std::to_string(port) + path + "'");
   CurlResult r;
   r.status = code.empty() ? 0 : std::atoi(code.c_str());
   r.headers = Slurp(h);
@@ -177,8 +179,9 @@ class HostileHttpTest : public ::testing::Test {
   Front StartIntegrator(const std::vector<std::string>& extra, const std::string& auth_header = "") {
     integrators_.push_back(std::make_unique<Process>());
     Process* p = integrators_.back().get();
-    std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards", endpoint_, "--http", "127.0.0.1:0",
-                                     "--metrics", "127.0.0.1:0", "--ping-ms", "200", "--cache-mb", "0"};
+    std::vector<std::string> args = {
+        SEARCH_INTEGRATOR_BIN, "--shards", endpoint_,    "--http", "127.0.0.1:0", "--metrics", "127.0.0.1:0",
+        "--ping-ms",           "200",      "--cache-mb", "0"};
     args.insert(args.end(), extra.begin(), extra.end());
     Front f;
     if (!p->Start(args, run_->path() + "/integrator" + std::to_string(integrators_.size()))) return f;
@@ -207,9 +210,12 @@ class HostileHttpTest : public ::testing::Test {
       const std::string q = RandomQuery(g_index->corpus, rng);
       const HttpResult r = Fetch(port, "/search", {{"q", q}, {"k", "10"}, {"mode", "or"}, {"timeout_ms", "5000"}});
       std::string why;
-      if (r.status != 200) why = "status " + std::to_string(r.status) + " " + r.raw.substr(0, 200);
-      else if (r.body.value("timed_out", true)) why = "timed out";
-      else why = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g_index->local, q, QueryMode::kOr, 10));
+      if (r.status != 200)
+        why = "status " + std::to_string(r.status) + " " + r.raw.substr(0, 200);
+      else if (r.body.value("timed_out", true))
+        why = "timed out";
+      else
+        why = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g_index->local, q, QueryMode::kOr, 10));
       if (why.empty()) {
         ++*ok;
       } else {
@@ -234,21 +240,24 @@ json HitsOf(const std::string& body) {
 TEST_F(HostileHttpTest, ApiKeysWithCurl) {
   const std::string keys = run_->path() + "/api-keys";
   int rc = -1;
-  const std::string created = Shell(std::string(SEARCHCTL_BIN) + " apikey create --file " + keys + " --name test 2>/dev/null", &rc);
+  const std::string created =
+      Shell(std::string(SEARCHCTL_BIN) + " apikey create --file " + keys + " --name test 2>/dev/null", &rc);
   ASSERT_EQ(rc, 0) << created;
   const std::string idkey = created.substr(0, created.find('\n'));
   ASSERT_NE(idkey.find(':'), std::string::npos) << created;
   const std::string key = idkey.substr(idkey.find(':') + 1);
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(keys.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(Slurp(keys).find(key), std::string::npos) << "the key file holds the key";
   const std::string b64 = Shell("printf %s '" + idkey + "' | base64 -w0");
   const std::string right = "-H 'Authorization: ApiKey " + b64 + "'";
-  const std::string wrong_key = "-H 'Authorization: ApiKey " +
-                                Shell("printf %s '" + idkey.substr(0, idkey.size() - 1) +
-                                    (idkey.back() == 'A' ? "B" : "A") + "' | base64 -w0") + "'";
-  const std::string unknown_id = "-H 'Authorization: ApiKey " + Shell("printf %s '0000000000000000:" + key + "' | base64 -w0") + "'";
+  const std::string wrong_key =
+      "-H 'Authorization: ApiKey " +
+      Shell("printf %s '" + idkey.substr(0, idkey.size() - 1) + (idkey.back() == 'A' ? "B" : "A") + "' | base64 -w0") +
+      "'";
+  const std::string unknown_id =
+      "-H 'Authorization: ApiKey " + Shell("printf %s '0000000000000000:" + key + "' | base64 -w0") + "'";
 
   const Front secured = StartIntegrator({"--api-keys", keys, "--open-health"});
   ASSERT_NE(secured.process, nullptr);
@@ -261,9 +270,9 @@ TEST_F(HostileHttpTest, ApiKeysWithCurl) {
   EXPECT_EQ(none.status, 401) << none.body;
   EXPECT_NE(none.headers.find("WWW-Authenticate: ApiKey"), std::string::npos) << none.headers;
   EXPECT_NE(none.body.find("security_exception"), std::string::npos) << none.body;
-  for (const std::string& malformed : {std::string("-H 'Authorization: Basic " + b64 + "'"),
-                                       std::string("-H 'Authorization: ApiKey not-base64!'"),
-                                       std::string("-H 'Authorization: ApiKey " + Shell("printf %s nocolon | base64 -w0") + "'")}) {
+  for (const std::string& malformed :
+       {std::string("-H 'Authorization: Basic " + b64 + "'"), std::string("-H 'Authorization: ApiKey not-base64!'"),
+        std::string("-H 'Authorization: ApiKey " + Shell("printf %s nocolon | base64 -w0") + "'")}) {
     EXPECT_EQ(Curl(secured.http, path, malformed, run_->path()).status, 401) << malformed;
   }
   const CurlResult wrong = Curl(secured.http, path, wrong_key, run_->path());
@@ -290,9 +299,9 @@ TEST_F(HostileHttpTest, ApiKeysWithCurl) {
   const std::string bad = run_->path() + "/bad-keys";
   std::ofstream(bad) << idkey << "\n";
   Process refused;
-  ASSERT_TRUE(refused.Start({SEARCH_INTEGRATOR_BIN, "--shards", endpoint_, "--http", "127.0.0.1:0", "--metrics", "",
-                             "--api-keys", bad},
-                            run_->path() + "/refused"));
+  ASSERT_TRUE(refused.Start(
+      {SEARCH_INTEGRATOR_BIN, "--shards", endpoint_, "--http", "127.0.0.1:0", "--metrics", "", "--api-keys", bad},
+      run_->path() + "/refused"));
   const auto exit = refused.Wait(30s);
   ASSERT_TRUE(exit.has_value());
   EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 2) << DescribeExit(exit);
@@ -307,13 +316,14 @@ TEST_F(HostileHttpTest, BindingRule) {
   ASSERT_EQ(rc, 0);
   const std::string cert = run_->path() + "/cert.pem", key = run_->path() + "/key.pem";
   Shell("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=localhost -keyout " +
-          key + " -out " + cert + " 2>/dev/null && chmod 600 " + key,
-      &rc);
+            key + " -out " + cert + " 2>/dev/null && chmod 600 " + key,
+        &rc);
   ASSERT_EQ(rc, 0) << "openssl req failed";
   int started = 0;  // each process its own log files: WaitReady must not read an earlier one's
   const auto exits2 = [&](const std::vector<std::string>& extra, const std::string& says) {
     Process p;
-    std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards", endpoint_, "--http", "0.0.0.0:0", "--metrics", ""};
+    std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards",  endpoint_, "--http",
+                                     "0.0.0.0:0",           "--metrics", ""};
     args.insert(args.end(), extra.begin(), extra.end());
     ASSERT_TRUE(p.Start(args, run_->path() + "/bind-" + std::to_string(++started)));
     const auto st = p.Wait(30s);
@@ -382,13 +392,16 @@ TEST_F(HostileHttpTest, SlowlorisIsTimedOut) {
   ordinary.join();
   for (int fd : slow) ::close(fd);
   EXPECT_EQ(open, 0) << "slow connections still open after 120 s";
-  std::cout << "slowloris: " << kSlow << " slow connections closed after " << *std::min_element(lived.begin(), lived.end())
-            << " to " << *std::max_element(lived.begin(), lived.end()) << " s; " << ok.load()
-            << " ordinary searches answered exactly meanwhile\n";
+  std::cout << "slowloris: " << kSlow << " slow connections closed after "
+            << *std::min_element(lived.begin(), lived.end()) << " to " << *std::max_element(lived.begin(), lived.end())
+            << " s; " << ok.load() << " ordinary searches answered exactly meanwhile\n";
   for (int i = 0; i < kSlow; ++i) EXPECT_GE(lived[i], 9.0) << "closed before the header timeout: " << i;
-  EXPECT_GE(Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"header_timeout\"}"),
-            kSlow);
-  EXPECT_EQ(Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"max_connections\"}"), 0);
+  EXPECT_GE(
+      Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"header_timeout\"}"),
+      kSlow);
+  EXPECT_EQ(
+      Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"max_connections\"}"),
+      0);
   EXPECT_EQ(bad.load(), 0) << first_failure;
   EXPECT_GT(ok.load(), 0);
   ASSERT_TRUE(f.process->running()) << f.process->Logs();
@@ -417,8 +430,9 @@ TEST_F(HostileHttpTest, ConnectionLimit) {
     std::this_thread::sleep_for(100ms);
   }
   EXPECT_EQ(refused, kExtra);
-  EXPECT_EQ(Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"max_connections\"}"),
-            kExtra);
+  EXPECT_EQ(
+      Metric(f.metrics, "search_http_connections_refused_total{component=\"integrator\",reason=\"max_connections\"}"),
+      kExtra);
   // Once the header timeout has closed the held ones, an ordinary client is served exactly again.
   const auto served_by = Clock::now() + 90s;
   HttpResult r;
@@ -455,7 +469,8 @@ TEST_F(HostileHttpTest, OversizedAndMalformedUnderLoad) {
       {"garbage line", "HELLO THERE\r\n\r\n", 400},
       {"binary junk", junk, 400},
       {"nul in a header", std::string("GET /health HTTP/1.1\r\nX: a\0b\r\n\r\n", 33), 400},
-      {"both lengths", "POST /search HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+      {"both lengths", "POST /search HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+       400},
       {"HTTP/2.0", "GET /health HTTP/2.0\r\n\r\n", 505},
       {"gzip coding", "POST /search HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
       {"bad json body", "POST /search HTTP/1.1\r\nConnection: close\r\nContent-Length: 5\r\n\r\n{\"q\":", 400},
@@ -482,8 +497,10 @@ TEST_F(HostileHttpTest, OversizedAndMalformedUnderLoad) {
             const std::string got = ReadUntilClosed(fd, 60s, &closed);
             ::close(fd);
             const std::string want = " " + std::to_string(c.status) + " ";
-            if (got.rfind("HTTP/1.1" + want, 0) != 0) why = "answer " + got.substr(0, 80);
-            else if (!closed) why = "connection not closed";
+            if (got.rfind("HTTP/1.1" + want, 0) != 0)
+              why = "answer " + got.substr(0, 80);
+            else if (!closed)
+              why = "connection not closed";
           }
           if (why.empty()) {
             ++answered;

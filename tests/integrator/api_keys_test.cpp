@@ -82,8 +82,9 @@ TEST(ApiKeys, FileErrorsNameTheLineAndNeverEchoIt) {
   EXPECT_NE(ParseError("i:d " + salt + " " + hash + "\n").find("the id holds"), std::string::npos);
   EXPECT_NE(ParseError(std::string(65, 'i') + " " + salt + " " + hash + "\n").find("longer than 64"),
             std::string::npos);
-  EXPECT_NE(ParseError("id " + salt + " " + hash + "\nid " + salt + " " + hash + "\n").find("keys:2: the id id is repeated"),
-            std::string::npos);
+  EXPECT_NE(
+      ParseError("id " + salt + " " + hash + "\nid " + salt + " " + hash + "\n").find("keys:2: the id id is repeated"),
+      std::string::npos);
   EXPECT_NE(ParseError("id " + salt + " " + hash + " bad\x01name\n").find("control character"), std::string::npos);
   // A key pasted in place of a line: the error names the line, not the key.
   const std::string pasted = made->id + ":" + made->key;
@@ -102,7 +103,7 @@ TEST(ApiKeys, AppendCreatesTheFile0600AndLoadReadsIt) {
   auto b = MakeApiKey("second");
   ASSERT_TRUE(a.ok() && b.ok());
   ASSERT_TRUE(AppendApiKeyLine(path, a->line).ok());
-  struct stat st{};
+  struct stat st {};
   ASSERT_EQ(::stat(path.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   ASSERT_TRUE(AppendApiKeyLine(path, b->line).ok());

@@ -16,10 +16,10 @@ TEST(HttpFront, LoopbackHostsAreOnlyLoopback) {
 }
 
 TEST(HttpFront, DefaultMaxConnectionsKeepsDescriptorsForTheRest) {
-  EXPECT_EQ(DefaultMaxConnections(1024), 768u);      // an eighth would be 128: 256 kept
-  EXPECT_EQ(DefaultMaxConnections(4352), 3808u);     // an eighth kept
+  EXPECT_EQ(DefaultMaxConnections(1024), 768u);   // an eighth would be 128: 256 kept
+  EXPECT_EQ(DefaultMaxConnections(4352), 3808u);  // an eighth kept
   EXPECT_EQ(DefaultMaxConnections(1048576), 917504u);
-  EXPECT_EQ(DefaultMaxConnections(160), 16u);        // too few descriptors: a floor of 16
+  EXPECT_EQ(DefaultMaxConnections(160), 16u);  // too few descriptors: a floor of 16
   EXPECT_EQ(DefaultMaxConnections(0), 16u);
 }
 

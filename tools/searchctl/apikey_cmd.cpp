@@ -15,7 +15,8 @@ CLI::App* AddApiKeyCommand(CLI::App& app, ApiKeyArgs* args) {
   CLI::App* apikey = app.add_subcommand("apikey", "API keys for search-integrator --api-keys");
   apikey->require_subcommand(1);
   CLI::App* create = apikey->add_subcommand(
-      "create", "make an API key: append its salted hash to FILE and print ID:KEY once (keep it: it is stored nowhere)");
+      "create",
+      "make an API key: append its salted hash to FILE and print ID:KEY once (keep it: it is stored nowhere)");
   create->add_option("--file", args->file, "the integrator's --api-keys file (created with mode 0600)")->required();
   create->add_option("--name", args->name, "a label kept beside the hash (who or what the key is for)");
   return apikey;
