@@ -6,6 +6,8 @@
 //   GET  /stats    live numbers for the status page (QPS, latency percentiles, cache)
 //   GET  /         the status page (HTML; refreshes itself from /health and /stats every second)
 // Anything else is 404 with the JSON error shape; bodies over kMaxBodyBytes are refused (413).
+// With HttpFrontOptions::tls the same API is served over TLS only (tls_context.hpp), the
+// handshakes run by the same loops.
 // Thread-safety: Listen blocks in the calling thread, serving on it and the other loops' threads;
 // Stop may be called from any thread (a signal-watching thread) and makes Listen return after
 // in-flight requests finished.
