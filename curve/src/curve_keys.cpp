@@ -159,9 +159,11 @@ Result<KeyPair> ReadSecretKeyFile(const std::string& path) {
 
 Result<std::string> ReadPublicKeyFile(const std::string& path) {
   SEARCH_ASSIGN_OR_RETURN(const std::string text, ReadSmallFile(path, 1024));
-  const std::string_view key = Trim(std::string_view(text).substr(0, text.find('\n')));
-  if (!IsZ85Key(key) || Trim(std::string_view(text).substr(std::min(text.size(), text.find('\n')))).size() > 1)
-    return Status::InvalidArgument(path + ": " + NotAKey(key));
+  const size_t eol = std::min(text.size(), text.find('\n'));
+  const std::string_view key = Trim(std::string_view(text).substr(0, eol));
+  if (!IsZ85Key(key)) return Status::InvalidArgument(path + ": " + NotAKey(key));
+  if (text.find_first_not_of(" \t\r\n", eol) != std::string::npos)
+    return Status::InvalidArgument(path + ": more than one key (a .pub file holds one)");
   return std::string(key);
 }
 

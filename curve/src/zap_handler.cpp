@@ -113,6 +113,7 @@ void ZapHandler::Answer() {
     more = m.more();
     if (parts.size() < 16) parts.push_back(std::move(m));
   }
+  if (parts.empty()) return;  // nothing received: a REP socket must not reply
   std::string request_id = parts.size() > 1 ? Frame(parts[1]) : std::string();
   const std::string address = parts.size() > 3 ? Frame(parts[3]) : std::string("?");
   const std::string mechanism = parts.size() > 5 ? Frame(parts[5]) : std::string();

@@ -130,6 +130,10 @@ TEST_F(CurveKeysTest, SecretKeyFileBadContentIsRefused) {
   EXPECT_FALSE(ReadSecretKeyFile(Write("junk.key", std::string("\x00\xff\x01", 3))).ok());
   EXPECT_TRUE(ReadSecretKeyFile(Write("nonl.key", k->secret_key)).ok());
   EXPECT_TRUE(ReadSecretKeyFile(Write("crlf.key", k->secret_key + "\r\n")).ok());
+  // A .pub file: one key, trailing blank lines allowed.
+  EXPECT_TRUE(ReadPublicKeyFile(Write("a.pub", k->public_key + "\n\n")).ok());
+  EXPECT_FALSE(ReadPublicKeyFile(Write("b.pub", k->public_key + "\n" + k->public_key + "\n")).ok());
+  EXPECT_FALSE(ReadPublicKeyFile(Write("c.pub", "nope\n")).ok());
 }
 
 TEST_F(CurveKeysTest, ClientListSkipsCommentsAndNamesTheBadLine) {
