@@ -10,6 +10,8 @@
 //   JunkFloodLeavesAnswersExact/{plain,curve}  many garbage frames (multi-part, oversized, random
 //                                       bytes, raw TCP) at a node while searches stay exact; the node
 //                                       stays up and counted the junk
+//   IntegratorWithWrongKeysStaysDownAndSaysWhy  an unlisted client key, a wrong server key: the
+//                                       replica stays down, /health says why, searches get no hits
 //   StartupRefusals                     plain beyond loopback without --insecure, a loose secret key,
 //                                       half the flags, an endpoint without a server key: exit 2
 // No wall-clock upper bounds: waits are generous, assertions are on answers and counts.
@@ -322,6 +324,55 @@ TEST_F(CurveTest, ReplicasDrainAndRestartOverCurve) {
   stop = true;
   for (auto& c : clients) c.join();
   ExpectAllExact(t);
+}
+
+TEST_F(CurveTest, IntegratorWithWrongKeysStaysDownAndSaysWhy) {
+  const curve::KeyPair node_keys = NewKeys("node");
+  NewKeys("stranger");
+  const curve::KeyPair other = NewKeys("other");
+  nodes_.resize(1);
+  const std::string ep = StartNode(nodes_[0], 0, 0, "tcp://127.0.0.1:*", "node");
+  ASSERT_FALSE(ep.empty());
+  // `last_error` of the replica in /health once the shard has one containing `want` (generous wait).
+  auto health_error = [&](int port, const std::string& want) {
+    std::string last;
+    for (auto end = Clock::now() + 60s; Clock::now() < end; std::this_thread::sleep_for(50ms)) {
+      const HttpResult h = Fetch("127.0.0.1", port, "/health");
+      if (h.status != 200 || !h.body.is_object()) continue;
+      const json& rep = h.body["shards"][0]["replica_detail"][0];
+      last = rep.value("last_error", "");
+      EXPECT_EQ(h.body["shards"][0]["replicas_up"], 0) << h.raw;
+      if (last.find(want) != std::string::npos) break;
+    }
+    return last;
+  };
+  // A client key the node does not list: refused by the ZAP handler.
+  std::ofstream(run_->path() + "/servers") << node_keys.public_key << "\n";
+  std::unique_ptr<Process> p1;
+  std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards", ep, "--http", "127.0.0.1:0",
+                                   "--metrics", "", "--ping-ms", "100", "--curve-key", KeyFile("stranger"),
+                                   "--curve-servers", run_->path() + "/servers"};
+  p1 = std::make_unique<Process>();
+  ASSERT_TRUE(p1->Start(args, run_->path() + "/i-stranger"));
+  auto ready = p1->WaitReady(60s);
+  ASSERT_TRUE(ready.has_value()) << p1->Logs();
+  int port = std::atoi(ready->value("http", "").substr(ready->value("http", "").rfind(':') + 1).c_str());
+  EXPECT_NE(health_error(port, "refused").find("refused"), std::string::npos);
+  const HttpResult r = Fetch("127.0.0.1", port, "/search", {{"q", "w1"}});
+  EXPECT_NE(r.status, 200) << r.raw;
+  EXPECT_EQ(r.raw.find("_id"), std::string::npos) << r.raw;
+  // The listed client key but the wrong server key: the handshake fails on the keys.
+  std::ofstream(run_->path() + "/servers-wrong") << other.public_key << "\n";
+  args[10] = KeyFile("integrator");
+  args[12] = run_->path() + "/servers-wrong";
+  integrator_ = std::make_unique<Process>();
+  ASSERT_TRUE(integrator_->Start(args, run_->path() + "/i-wrong"));
+  ready = integrator_->WaitReady(60s);
+  ASSERT_TRUE(ready.has_value()) << integrator_->Logs();
+  port = std::atoi(ready->value("http", "").substr(ready->value("http", "").rfind(':') + 1).c_str());
+  EXPECT_NE(health_error(port, "handshake failed").find("handshake failed"), std::string::npos);
+  p1->Signal(SIGTERM);
+  EXPECT_TRUE(p1->Wait(30s).has_value());
 }
 
 // Garbage at a node's port while searches go through the integrator.
