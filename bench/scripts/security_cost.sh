@@ -7,9 +7,10 @@
 # kept-alive connections, so that whatever else the machine runs falls on both alike. Prints, per
 # round, each integrator's CPU (user + system from /proc/PID/stat over the measured span) per
 # answered query in microseconds of one core, p50/p99, misses and errors; then the medians of
-# REPEATS rounds and the secure/plain ratio of CPU a query. VARIANTS="plain curve secure" adds
-# CurveZMQ alone (plain HTTP; keys from one run of docker/secrets-init.sh), so that secure - curve
-# is what HTTPS and API keys cost; every variant runs at once at RATE.
+# REPEATS rounds and the secure/plain ratio of CPU a query. VARIANTS="plain apikey curve secure"
+# adds the parts alone (keys from one run of docker/secrets-init.sh): apikey (plain HTTP with
+# --api-keys, /health left open for cluster.sh) and curve (CurveZMQ, plain HTTP), so that
+# secure - apikey - curve is what TLS costs; every variant runs at once at RATE.
 #
 # usage: bench/scripts/security_cost.sh [BUILD_DIR]      (default build)
 # env: INDEX (data/gcide-index; without it: a `searchctl generate` index of DOCS documents in
@@ -55,7 +56,7 @@ fi
 step "index $index ($(python3 -c "import json; print(len(json.load(open('$index/manifest.json'))['shards']))") shards), queries $queries"
 
 variants=(${VARIANTS:-plain secure})
-sec=$out/secrets  # keys for the curve variant (secure makes its own in its run dir)
+sec=$out/secrets  # keys for the apikey and curve variants (secure makes its own in its run dir)
 declare -A port pid
 # start I VARIANT: starts that cluster in OUT_DIR/run-VARIANT on BASE_PORT+100I.
 start() {
@@ -64,11 +65,12 @@ start() {
   case $v in
     plain) ;;
     secure) extra=(--secure) ;;
+    apikey) iargs+=" --api-keys $sec/integrator/api-keys --open-health" ;;
     curve)  # one key pair for every node, and one line with its key for every endpoint
       grep -v '^#' "$sec/node-0/curve.pub" >"$out/curve-servers-all"
       nargs+=" --curve-key $sec/node-0/curve.key --curve-clients $sec/node-0/curve-clients"
       iargs+=" --curve-key $sec/integrator/curve.key --curve-servers $out/curve-servers-all" ;;
-    *) echo "security_cost: unknown variant $v (plain, curve, secure)" >&2; exit 2 ;;
+    *) echo "security_cost: unknown variant $v (plain, apikey, curve, secure)" >&2; exit 2 ;;
   esac
   scripts/cluster.sh start "${extra[@]}" --index "$index" --build "$build" --base-port "$p" --run-dir "$out/run-$v" \
     --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" >"$out/cluster-$v.log" 2>&1 ||
@@ -76,9 +78,11 @@ start() {
   pid[$v]=$(cat "$out/run-$v/integrator.pid")
 }
 trap 'for v in "${variants[@]}"; do scripts/cluster.sh stop --run-dir "$out/run-$v" >/dev/null 2>&1; done' EXIT
-if [[ " ${variants[*]} " == *" curve "* ]]; then
+if [[ " ${variants[*]} " == *" curve "* || " ${variants[*]} " == *" apikey "* ]]; then
   SECRETS_DIR=$sec SEARCHCTL=$ctl SECRETS_NODES=node-0 SECRETS_HOSTS=localhost sh docker/secrets-init.sh >"$out/secrets.log" 2>&1 ||
     { cat "$out/secrets.log" >&2; exit 1; }
+  key=$(sed -n 's/^api-key //p' "$out/secrets.log")
+  [ -z "$key" ] || (umask 077 && echo "$key" >"$sec/client-api-key")
 fi
 for i in "${!variants[@]}"; do start "$i" "${variants[$i]}"; done
 
@@ -87,6 +91,7 @@ loadgen() {  # VARIANT SECONDS
   case $v in
     secure) args=(--url "https://localhost:${port[$v]}" --cacert "$out/run-secure/secrets/ca.pem"
                   --api-key "$(cat "$out/run-secure/api-key")") ;;
+    apikey) args+=(--api-key "$(cat "$sec/client-api-key")") ;;
   esac
   "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
     --seconds "$2" --warmup 0 --deadline-ms 1000 --connections "$conns" --no-source ${LOADGEN_ARGS:-}
