@@ -42,13 +42,16 @@ Result<std::string> ReadSmallFile(const std::string& path, size_t limit) {
 }
 
 // "FILE:LINE: " for a message about a line.
-std::string Where(const std::string& path, size_t line) { return path + ":" + std::to_string(line) + ": "; }
+std::string Where(const std::string& path, size_t line) {
+  return path + ":" + std::to_string(line) + ": ";
+}
 
 std::string NotAKey(std::string_view key) {
   std::string shown(key.substr(0, 48));
   for (char& c : shown)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
-  return "'" + shown + (key.size() > 48 ? "...'" : "'") + " is not a Z85 CURVE key (40 characters, as searchctl keygen "
+  return "'" + shown + (key.size() > 48 ? "...'" : "'") +
+         " is not a Z85 CURVE key (40 characters, as searchctl keygen "
          "writes them)";
 }
 
@@ -95,7 +98,9 @@ Status WriteAtomically(const std::string& path, const std::string& text, mode_t 
 
 }  // namespace
 
-bool CurveAvailable() { return zmq_has("curve") != 0; }
+bool CurveAvailable() {
+  return zmq_has("curve") != 0;
+}
 
 Result<KeyPair> GenerateKeyPair() {
   std::array<char, kZ85KeyChars + 1> pub{}, sec{};
@@ -129,7 +134,7 @@ Status WriteKeyPair(const std::string& prefix, const KeyPair& keys, bool force) 
     return Status::InvalidArgument("WriteKeyPair: not a Z85 key pair");
   const std::string key_path = prefix + ".key", pub_path = prefix + ".pub";
   if (!force) {
-    struct stat st{};
+    struct stat st {};
     for (const std::string& p : {key_path, pub_path})
       if (::lstat(p.c_str(), &st) == 0) return Status::AlreadyExists(p + " exists (--force replaces it)");
   }
@@ -138,7 +143,7 @@ Status WriteKeyPair(const std::string& prefix, const KeyPair& keys, bool force) 
 }
 
 Result<KeyPair> ReadSecretKeyFile(const std::string& path) {
-  struct stat st{};
+  struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return Status::InvalidArgument(Errno("cannot read secret key file", path));
   if (!S_ISREG(st.st_mode)) return Status::InvalidArgument("secret key file " + path + " is not a regular file");
   if ((st.st_mode & 077) != 0) {
@@ -185,8 +190,8 @@ Result<std::vector<std::string>> ReadClientKeys(const std::string& path) {
 Result<std::string> ServerKeys::For(const std::string& endpoint) const {
   if (auto it = by_endpoint.find(endpoint); it != by_endpoint.end()) return it->second;
   if (!all.empty()) return all;
-  return Status::NotFound("no CURVE server key for endpoint " + endpoint +
-                          " (add a line `" + endpoint + " PUBLIC_KEY`, or one line with a key for every node)");
+  return Status::NotFound("no CURVE server key for endpoint " + endpoint + " (add a line `" + endpoint +
+                          " PUBLIC_KEY`, or one line with a key for every node)");
 }
 
 Result<ServerKeys> ReadServerKeys(const std::string& path) {
@@ -237,7 +242,8 @@ Result<std::optional<ClientKeys>> ClientKeysForFlags(const std::string& key_file
       for (const std::string& ep : endpoints)
         if (!IsLoopbackEndpoint(ep))
           return Status::InvalidArgument(
-              "shard endpoint " + ep + " is beyond loopback and the integrator has no --curve-key: its queries and "
+              "shard endpoint " + ep +
+              " is beyond loopback and the integrator has no --curve-key: its queries and "
               "answers would cross the network in clear, to any process listening there. Give --curve-key and "
               "--curve-servers (docs/OPERATIONS.md \"CURVE keys\"), or pass --insecure");
     return std::optional<ClientKeys>();
@@ -269,8 +275,10 @@ bool IsLoopbackEndpoint(std::string_view endpoint) {
   if (!host.starts_with("127.")) return false;
   int dots = 0;
   for (char c : host) {
-    if (c == '.') ++dots;
-    else if (c < '0' || c > '9') return false;
+    if (c == '.')
+      ++dots;
+    else if (c < '0' || c > '9')
+      return false;
   }
   return dots == 3;
 }

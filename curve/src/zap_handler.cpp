@@ -21,7 +21,9 @@ constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 constexpr int kHandshakeFailures =
     ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL | ZMQ_EVENT_HANDSHAKE_FAILED_AUTH;
 
-std::string Frame(const zmq::message_t& m) { return std::string(static_cast<const char*>(m.data()), m.size()); }
+std::string Frame(const zmq::message_t& m) {
+  return std::string(static_cast<const char*>(m.data()), m.size());
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -32,9 +34,12 @@ int64_t NowMs() {
 
 const char* RefusalReasonName(RefusalReason reason) {
   switch (reason) {
-    case RefusalReason::kUnknownKey: return "unknown_key";
-    case RefusalReason::kNoCurve: return "no_curve";
-    case RefusalReason::kBadHandshake: return "bad_handshake";
+    case RefusalReason::kUnknownKey:
+      return "unknown_key";
+    case RefusalReason::kNoCurve:
+      return "no_curve";
+    case RefusalReason::kBadHandshake:
+      return "bad_handshake";
   }
   return "bad_handshake";
 }
@@ -63,8 +68,8 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& ctx, zmq::
     zmq::socket_t monitor(ctx, zmq::socket_type::pair);
     monitor.set(zmq::sockopt::linger, 0);
     monitor.connect(mon);
-    std::unique_ptr<ZapHandler> h(new ZapHandler(std::move(zap), std::move(monitor), std::move(keys),
-                                                 std::move(on_refusal)));
+    std::unique_ptr<ZapHandler> h(
+        new ZapHandler(std::move(zap), std::move(monitor), std::move(keys), std::move(on_refusal)));
     h->thread_ = std::thread([p = h.get()] {
       SetThreadName("curve-zap");
       p->Run();
@@ -76,10 +81,14 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::Start(zmq::context_t& ctx, zmq::
 }
 
 ZapHandler::ZapHandler(zmq::socket_t zap, zmq::socket_t monitor, std::set<std::string> allowed, RefusalFn on_refusal)
-    : zap_(std::move(zap)), monitor_(std::move(monitor)), allowed_(std::move(allowed)),
+    : zap_(std::move(zap)),
+      monitor_(std::move(monitor)),
+      allowed_(std::move(allowed)),
       on_refusal_(std::move(on_refusal)) {}
 
-ZapHandler::~ZapHandler() { Stop(); }
+ZapHandler::~ZapHandler() {
+  Stop();
+}
 
 void ZapHandler::Stop() {
   stop_.store(true);
@@ -156,9 +165,9 @@ void ZapHandler::DrainMonitor() {
     } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
       char code[16];
       std::snprintf(code, sizeof(code), "0x%08x", value);
-      Refuse(RefusalReason::kBadHandshake, std::string("a failed handshake (") +
-                                               (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error " : "errno ") +
-                                               code + ")" + where);
+      Refuse(RefusalReason::kBadHandshake,
+             std::string("a failed handshake (") +
+                 (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error " : "errno ") + code + ")" + where);
     }
   }
 }

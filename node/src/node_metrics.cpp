@@ -84,7 +84,11 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
   auto& refused = counter(kNodeRefusedPeers);
   for (size_t i = 0; i < curve::kRefusalReasons; ++i)
     refused_peers_[i] = &refused.Add({{"reason", curve::RefusalReasonName(static_cast<curve::RefusalReason>(i))}});
-  curve_ = &prometheus::BuildGauge().Name(std::string(kNodeCurve.name)).Help(std::string(kNodeCurve.help)).Register(r).Add({});
+  curve_ = &prometheus::BuildGauge()
+                .Name(std::string(kNodeCurve.name))
+                .Help(std::string(kNodeCurve.help))
+                .Register(r)
+                .Add({});
 }
 
 }  // namespace search

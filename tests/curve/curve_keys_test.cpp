@@ -28,7 +28,7 @@ class CurveKeysTest : public ::testing::Test {
     return p;
   }
   static mode_t Mode(const std::string& p) {
-    struct stat st{};
+    struct stat st {};
     EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
     return st.st_mode & 07777;
   }
@@ -159,8 +159,8 @@ TEST_F(CurveKeysTest, ServerListByEndpointAndOneForAll) {
   auto b = GenerateKeyPair();
   auto c = GenerateKeyPair();
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
-  auto keys = ReadServerKeys(Write("servers", "# nodes\ntcp://10.0.0.1:7001 " + a->public_key +
-                                                  "\ntcp://10.0.0.2:7001\t" + b->public_key + "\n"));
+  auto keys = ReadServerKeys(Write(
+      "servers", "# nodes\ntcp://10.0.0.1:7001 " + a->public_key + "\ntcp://10.0.0.2:7001\t" + b->public_key + "\n"));
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   EXPECT_EQ(*keys->For("tcp://10.0.0.1:7001"), a->public_key);
   EXPECT_EQ(*keys->For("tcp://10.0.0.2:7001"), b->public_key);
@@ -224,18 +224,18 @@ TEST_F(CurveKeysTest, IntegratorFlagsNeedKeysBeyondLoopbackAndAKeyPerEndpoint) {
   EXPECT_EQ((*all)->client.public_key, client->public_key);
   EXPECT_EQ(*(*all)->servers.For("tcp://10.0.0.2:7001"), a->public_key);
   // A loose secret key is refused here too.
-  EXPECT_FALSE(ClientKeysForFlags(Write("loose.key", client->secret_key + "\n", 0644), Write("s3", a->public_key),
-                                  false, remote)
-                   .ok());
+  EXPECT_FALSE(
+      ClientKeysForFlags(Write("loose.key", client->secret_key + "\n", 0644), Write("s3", a->public_key), false, remote)
+          .ok());
 }
 
 TEST(CurveEndpointTest, LoopbackEndpoints) {
   for (const char* ep : {"tcp://127.0.0.1:5555", "tcp://127.0.0.1:*", "tcp://127.1.2.3:1", "tcp://[::1]:5555",
                          "tcp://localhost:5555", "ipc:///tmp/node.sock", "inproc://x", "tcp://10.0.0.1;127.0.0.1:7"})
     EXPECT_TRUE(IsLoopbackEndpoint(ep)) << ep;
-  for (const char* ep : {"tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://10.0.0.1:5555", "tcp://eth0:5555",
-                         "tcp://127.0.0.1.evil.com:5", "tcp://[::]:5555", "tcp://node-1:5555", "udp://127.0.0.1:5",
-                         "tcp://127.0.0.1", "tcp://localhost.example:5"})
+  for (const char* ep :
+       {"tcp://0.0.0.0:5555", "tcp://*:5555", "tcp://10.0.0.1:5555", "tcp://eth0:5555", "tcp://127.0.0.1.evil.com:5",
+        "tcp://[::]:5555", "tcp://node-1:5555", "udp://127.0.0.1:5", "tcp://127.0.0.1", "tcp://localhost.example:5"})
     EXPECT_FALSE(IsLoopbackEndpoint(ep)) << ep;
 }
 

@@ -44,7 +44,7 @@ std::string Slurp(const std::string& p) {
 }
 
 mode_t Mode(const std::string& p) {
-  struct stat st{};
+  struct stat st {};
   EXPECT_EQ(::stat(p.c_str(), &st), 0) << p;
   return st.st_mode & 07777;
 }

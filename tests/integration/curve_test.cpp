@@ -18,9 +18,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <iostream>
-
 #include <atomic>
+#include <iostream>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -75,9 +74,7 @@ class CurveTest : public ::testing::Test {
     clients_file_ = run_->path() + "/clients";
     std::ofstream(clients_file_) << "# the integrator\n" << integrator_keys_.public_key << "\n";
   }
-  void TearDown() override {
-    StopGracefully(integrator_.get(), nodes_);
-  }
+  void TearDown() override { StopGracefully(integrator_.get(), nodes_); }
 
   // A key pair written as PREFIX.key / PREFIX.pub under the run directory.
   curve::KeyPair NewKeys(const std::string& name) {
@@ -93,10 +90,18 @@ class CurveTest : public ::testing::Test {
   std::string StartNode(std::unique_ptr<Process>& p, uint32_t shard, uint32_t replica, const std::string& listen,
                         const std::string& curve_name, bool metrics = false) {
     p = std::make_unique<Process>();
-    std::vector<std::string> args = {SEARCH_NODE_BIN, "--index", g->dirs[replica] + "/shard-" + std::to_string(shard),
-                                     "--listen", listen, "--threads", "2", "--drain-timeout-ms", "5000"};
+    std::vector<std::string> args = {SEARCH_NODE_BIN,
+                                     "--index",
+                                     g->dirs[replica] + "/shard-" + std::to_string(shard),
+                                     "--listen",
+                                     listen,
+                                     "--threads",
+                                     "2",
+                                     "--drain-timeout-ms",
+                                     "5000"};
     if (metrics) args.insert(args.end(), {"--metrics", "127.0.0.1:0"});
-    if (!curve_name.empty()) args.insert(args.end(), {"--curve-key", KeyFile(curve_name), "--curve-clients", clients_file_});
+    if (!curve_name.empty())
+      args.insert(args.end(), {"--curve-key", KeyFile(curve_name), "--curve-clients", clients_file_});
     EXPECT_TRUE(p->Start(args, run_->path() + "/node-" + std::to_string(shard) + "-" + std::to_string(replica) + "-" +
                                    std::to_string(++starts_)));
     auto ready = p->WaitReady(60s);
@@ -110,8 +115,9 @@ class CurveTest : public ::testing::Test {
   // Starts an integrator over `shards`; CURVE when `servers_file` is set. Returns its HTTP port.
   int StartIntegrator(std::unique_ptr<Process>& p, const std::string& shards, const std::string& servers_file) {
     p = std::make_unique<Process>();
-    std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards", shards, "--http", "127.0.0.1:0", "--metrics",
-                                     "", "--ping-ms", "100", "--cache-mb", "0", "--timeout-ms", "10000"};
+    std::vector<std::string> args = {
+        SEARCH_INTEGRATOR_BIN, "--shards", shards,       "--http", "127.0.0.1:0",  "--metrics", "",
+        "--ping-ms",           "100",      "--cache-mb", "0",      "--timeout-ms", "10000"};
     if (!servers_file.empty())
       args.insert(args.end(), {"--curve-key", KeyFile("integrator"), "--curve-servers", servers_file});
     EXPECT_TRUE(p->Start(args, run_->path() + "/integrator-" + std::to_string(++starts_)));
@@ -349,9 +355,19 @@ TEST_F(CurveTest, IntegratorWithWrongKeysStaysDownAndSaysWhy) {
   // A client key the node does not list: refused by the ZAP handler.
   std::ofstream(run_->path() + "/servers") << node_keys.public_key << "\n";
   std::unique_ptr<Process> p1;
-  std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN, "--shards", ep, "--http", "127.0.0.1:0",
-                                   "--metrics", "", "--ping-ms", "100", "--curve-key", KeyFile("stranger"),
-                                   "--curve-servers", run_->path() + "/servers"};
+  std::vector<std::string> args = {SEARCH_INTEGRATOR_BIN,
+                                   "--shards",
+                                   ep,
+                                   "--http",
+                                   "127.0.0.1:0",
+                                   "--metrics",
+                                   "",
+                                   "--ping-ms",
+                                   "100",
+                                   "--curve-key",
+                                   KeyFile("stranger"),
+                                   "--curve-servers",
+                                   run_->path() + "/servers"};
   p1 = std::make_unique<Process>();
   ASSERT_TRUE(p1->Start(args, run_->path() + "/i-stranger"));
   auto ready = p1->WaitReady(60s);
@@ -455,7 +471,8 @@ TEST_P(JunkFloodTest, JunkFloodLeavesAnswersExact) {
       if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
         std::string bytes(1 + rng() % 65536, '\0');
         for (char& c : bytes) c = static_cast<char>(rng());
-        if (rng() % 2 == 0) bytes.replace(0, std::min<size_t>(bytes.size(), 10), std::string("\xff\0\0\0\0\0\0\0\x01\x7f", 10));
+        if (rng() % 2 == 0)
+          bytes.replace(0, std::min<size_t>(bytes.size(), 10), std::string("\xff\0\0\0\0\0\0\0\x01\x7f", 10));
         if (::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) > 0) ++raw_sent;
       }
       ::close(fd);
@@ -466,9 +483,10 @@ TEST_P(JunkFloodTest, JunkFloodLeavesAnswersExact) {
   auto junk_seen = [&] {
     const std::string text = Scrape(nodes_[0].get());
     double bad = 0;
-    for (const char* reason : {"bad_frames", "malformed", "unsupported_version", "invalid_argument",
-                               "unexpected_message"})
-      bad += std::max(0.0, SeriesValue(text, std::string("search_bad_requests_total{component=\"node\",reason=\"") + reason + "\"}"));
+    for (const char* reason :
+         {"bad_frames", "malformed", "unsupported_version", "invalid_argument", "unexpected_message"})
+      bad += std::max(0.0, SeriesValue(text, std::string("search_bad_requests_total{component=\"node\",reason=\"") +
+                                                 reason + "\"}"));
     return bad;
   };
   // Ordinary searches meanwhile, until the node has taken a good dose (a safety stop at 10 minutes
@@ -519,10 +537,10 @@ TEST_F(CurveTest, StartupRefusals) {
   // A loose secret key; half the flags; a bad client list.
   NewKeys("node");
   ::chmod(KeyFile("node").c_str(), 0644);
-  EXPECT_EQ(exit_of({SEARCH_NODE_BIN, "--index", shard0, "--curve-key", KeyFile("node"), "--curve-clients",
-                     clients_file_},
-                    "n2", &err),
-            2);
+  EXPECT_EQ(
+      exit_of({SEARCH_NODE_BIN, "--index", shard0, "--curve-key", KeyFile("node"), "--curve-clients", clients_file_},
+              "n2", &err),
+      2);
   EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
   ::chmod(KeyFile("node").c_str(), 0600);
   EXPECT_EQ(exit_of({SEARCH_NODE_BIN, "--index", shard0, "--curve-key", KeyFile("node")}, "n3", &err), 2);

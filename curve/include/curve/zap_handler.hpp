@@ -54,7 +54,7 @@ class ZapHandler {
  private:
   ZapHandler(zmq::socket_t zap, zmq::socket_t monitor, std::set<std::string> allowed, RefusalFn on_refusal);
   void Run();
-  void Answer();       // one ZAP request
+  void Answer();        // one ZAP request
   void DrainMonitor();  // the monitor's queued events
   void Refuse(RefusalReason reason, std::string_view why);
 
