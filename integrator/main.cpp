@@ -10,7 +10,8 @@
 // them: plain ZeroMQ, to loopback endpoints only unless --insecure (else exit 2).
 // Fan-out lanes (I/O threads to the nodes) are sized from the CPUs it may use (DefaultFanoutLanes).
 // PORT 0 picks a free port. Prints one JSON line to stdout once serving:
-//   {"event":"ready","http":"HOST:PORT","tls":false,"metrics":"HOST:PORT","shards":N,"fanout_lanes":L}
+//   {"event":"ready","http":"HOST:PORT","tls":false,"metrics":"HOST:PORT","shards":N,"fanout_lanes":L,
+//    "curve":bool}   ("curve":true: CurveZMQ to every node)
 //   ("tls":true: the "http" address serves HTTPS only.)
 // SIGTERM / SIGINT: stop accepting, finish in-flight requests, exit 0.
 #include <CLI/CLI.hpp>
@@ -263,6 +264,7 @@ int main(int argc, char** argv) {
                           {"metrics", metrics_bound},
                           {"shards", options.shards.size()},
                           {"fanout_lanes", options.fanout_lanes},
+                          {"curve", options.fanout.curve.has_value()},
                           {"http_loops", http.loops}};
   std::cout << ready.dump() << std::endl;
   log.Info() << "serving " << (http.tls ? "https://" : "http://") << http.host << ":" << front.port() << " over "

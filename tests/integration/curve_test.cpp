@@ -124,6 +124,7 @@ class CurveTest : public ::testing::Test {
     auto ready = p->WaitReady(60s);
     EXPECT_TRUE(ready.has_value()) << p->Logs();
     if (!ready) return 0;
+    EXPECT_EQ(ready->value("curve", servers_file.empty()), !servers_file.empty()) << ready->dump();
     const std::string http = ready->value("http", "");
     return std::atoi(http.substr(http.rfind(':') + 1).c_str());
   }
