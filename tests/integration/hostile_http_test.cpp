@@ -14,7 +14,8 @@
 //                        max_connections); once the slow ones are gone, clients are served again.
 //   OversizedAndMalformedUnderLoad  long URIs, huge headers and bodies, garbage, bad versions and
 //                        codings each get their 4xx/5xx and a closed connection, from several threads
-//                        at once, while ordinary clients get exact answers; no crash.
+//                        at once (until at least 200 ordinary searches ran alongside), while
+//                        ordinary clients get exact answers; no crash.
 // No test bounds how fast anything happens: waits are generous limits on liveness only.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -485,7 +486,8 @@ TEST_F(HostileHttpTest, OversizedAndMalformedUnderLoad) {
   std::vector<std::thread> hostile;
   for (int t = 0; t < 4; ++t) {
     hostile.emplace_back([&, t] {
-      for (int round = 0; round < 10; ++round) {
+      // Rounds until at least 200 ordinary searches were answered alongside (and at least 10).
+      for (int round = 0; round < 10 || (ok.load() + bad.load() < 200 && round < 1000); ++round) {
         for (const Case& c : cases) {
           const int fd = Connect(f.http);
           std::string why;
@@ -518,7 +520,7 @@ TEST_F(HostileHttpTest, OversizedAndMalformedUnderLoad) {
   EXPECT_TRUE(wrong.empty()) << wrong.size() << " wrong, first: " << wrong.front();
   std::cout << "malformed: " << answered.load() << " hostile requests answered and closed; " << ok.load()
             << " ordinary searches answered exactly meanwhile\n";
-  EXPECT_EQ(answered.load(), 4 * 10 * static_cast<int>(cases.size()));
+  EXPECT_GE(answered.load(), 4 * 10 * static_cast<int>(cases.size()));
   EXPECT_EQ(bad.load(), 0) << first_failure;
   EXPECT_GT(ok.load(), 0);
   ASSERT_TRUE(f.process->running()) << f.process->Logs();
