@@ -107,6 +107,7 @@ class SecurityTest : public ::testing::Test {
     http_port_ = std::atoi(http.substr(http.rfind(':') + 1).c_str());
     ASSERT_GT(http_port_, 0) << ready->dump();
     ASSERT_EQ(ready->value("tls", false), true) << ready->dump();
+    ASSERT_EQ(ready->value("curve", false), true) << ready->dump();
     ASSERT_TRUE(WaitReplicasUp(kReplicas, 30s)) << Get("/health").raw << integrator_->Logs();
   }
 
