@@ -18,7 +18,9 @@
 # env:   SECRETS_DIR    default /secrets
 #        SECRETS_NODES  the nodes, as NAME=ENDPOINT (or NAME alone: keys only, no curve-servers
 #                       line), default "node-0=tcp://node-0:9210 node-1=tcp://node-1:9210"
-#        SECRETS_HOSTS  DNS names in the integrator's certificate, default "integrator localhost"
+#        SECRETS_HOSTS  names (and IP addresses) in the integrator's certificate besides 127.0.0.1
+#                       and ::1, default "integrator localhost"; a certificate already there is kept:
+#                       delete integrator/tls.crt to make one with other names
 #        SECRETS_DAYS   validity of the CA and the certificate, default 825
 #        SEARCHCTL      the searchctl binary, default searchctl (from PATH); OPENSSL: openssl
 #        HTTP_URL       the address printed in the curl example, default https://localhost:9200
@@ -90,7 +92,12 @@ if [ ! -s "$dir/ca.pem" ] || [ ! -s "$dir/ca/ca.key" ]; then
 fi
 if [ ! -s "$dir/integrator/tls.crt" ] || [ ! -s "$dir/integrator/tls.key" ]; then
   san=""
-  for h in $hosts; do san="${san}DNS:$h,"; done
+  for h in $hosts; do
+    case $h in
+      *:* | *[0-9].[0-9]*[0-9]) case $h in *[!0-9a-fA-F.:]*) san="${san}DNS:$h," ;; *) san="${san}IP:$h," ;; esac ;;
+      *) san="${san}DNS:$h," ;;
+    esac
+  done
   san="${san}IP:127.0.0.1,IP:::1"
   ext=$dir/integrator/.ext
   printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' \
