@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --node-args) node_args=$2; shift 2 ;;
     --integrator-args) integrator_args=$2; shift 2 ;;
     --secure) secure=1; shift ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) echo "cluster.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -192,6 +192,6 @@ case "$cmd" in
   start) start ;;
   stop) stop ;;
   status) status ;;
-  *) echo "usage: scripts/cluster.sh start|stop|status [--index DIR] [--base-port P] [--build DIR] [--run-dir R]" >&2
+  *) echo "usage: scripts/cluster.sh start|stop|status [--index DIR] [--base-port P] [--build DIR] [--run-dir R] [--secure]" >&2
      exit 2 ;;
 esac
