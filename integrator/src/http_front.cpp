@@ -17,6 +17,11 @@ bool IsLoopbackHttpHost(const std::string& host) {
   return ::inet_pton(AF_INET6, bare.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
+bool OpenWithoutApiKey(const std::string& method, const std::string& path, bool open_health) {
+  if (method != "GET" && method != "HEAD") return false;
+  return path == "/" || (open_health && path == "/health");
+}
+
 struct HttpFront::Impl {
   Impl(Integrator* in, const HttpFrontOptions& o) : loops(in, o) {}
   HttpLoops loops;

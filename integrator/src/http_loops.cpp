@@ -480,9 +480,9 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
     const std::string& m = req.method;
     const bool get = m == "GET" || m == "HEAD";
     if (const ApiKeys* keys = server_->options_.api_keys.get()) {
-      // Every route needs a key (404s too: no route is revealed without one), but /health may be
-      // left open for load balancers.
-      if (!(server_->options_.open_health && req.path == "/health" && get)) {
+      // Every route needs a key (404s too: no route is revealed without one) but the status page,
+      // which holds no data, and /health when left open for load balancers.
+      if (!OpenWithoutApiKey(m, req.path, server_->options_.open_health)) {
         if (const int refused = keys->Check(req.Header("authorization")); refused != 0) return RefuseAuth(c, refused);
       }
     }

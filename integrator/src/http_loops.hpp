@@ -22,8 +22,8 @@
 // closed without an answer (a header timeout: slowloris); beyond max_connections open, a new
 // connection is closed as soon as it is accepted. Both are counted (connections_refused,
 // IntegratorObserver::OnHttpConnectionRefused: "header_timeout", "max_connections").
-// API keys (HttpFrontOptions::api_keys): every request but GET /health with open_health must carry a
-// right key (api_keys.hpp); else 401 (with WWW-Authenticate: ApiKey) or 403, counted
+// API keys (HttpFrontOptions::api_keys): every request but OpenWithoutApiKey's (GET /, and GET /health
+// with open_health) must carry a right key (api_keys.hpp); else 401 (with WWW-Authenticate: ApiKey) or 403, counted
 // (auth_failures, OnHttpAuthFailure), and the connection is kept.
 // Stop: no new connections; idle ones close; the loops return once every search in progress has
 // been answered and written (at most 5 s more).

@@ -5,9 +5,14 @@
 // it fetches /health and /stats once a second and shows health, shards, QPS, latency percentiles
 // and the result cache, with sparklines of the last two minutes. No external assets, so it works
 // on an isolated host. Only the highlight fragments are parsed as HTML, and of them only text and
-// <em> survive; ids, _source and every other field are inserted as text. The element ids (q, mode,
-// k, search-form, results with li.hit rows, total, took, coverage; qps, p50, p95, p99, p999, hit,
-// refreshes, updated, shards...) are what tests/browser reads.
+// <em> survive; ids, _source and every other field are inserted as text. With --api-keys the page
+// itself is served without a key (it holds no data) but its fetches are not: a 401 or 403 shows a
+// key field (the id:key that `searchctl apikey create` prints, or its base64), pauses the refreshes
+// and shows the refusal's reason; the key given is kept in sessionStorage (this tab only, until it
+// closes) and sent on every fetch as `Authorization: ApiKey base64(id:key)`. Without keys nothing is
+// refused and the field stays hidden. The element ids (q, mode, k, search-form, results with li.hit
+// rows, total, took, coverage; key-form, api-key, key-err; qps, p50, p95, p99, p999, hit, refreshes,
+// updated, shards...) are what tests/browser reads.
 #include "integrator/http_front.hpp"
 
 namespace search {
@@ -61,11 +66,23 @@ li.hit { margin: 0 0 .8em; }
 .snippet em { font-style: normal; font-weight: 600; background: #fff59d; }
 .source-missing { color: #8a6d00; font-size: .85em; }
 details.source summary { color: #1565c0; cursor: pointer; font-size: .85em; }
+#key-form { display: flex; flex-wrap: wrap; gap: .5em; align-items: center; margin: 0 0 1em; padding: .4em .8em;
+  border: 1px solid #fbc02d; border-radius: .4em; background: #fffde7; }
+#key-form[hidden] { display: none; }
+#key-form input, #key-form button { font: inherit; padding: .25em .4em; }
+#api-key { flex: 0 1 28em; }
+#key-err { color: #c62828; }
 details.source pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #fafafa; border: 1px solid #eee;
   padding: .4em; margin: .2em 0; max-height: 20em; overflow-y: auto; font-size: .85em; }
 </style>
 </head>
 <body>
+<form id="key-form" hidden autocomplete="off">
+<label for="api-key">API key</label>
+<input id="api-key" type="password" placeholder="id:key from searchctl apikey create, or its base64">
+<button id="key-submit" type="submit">use key</button>
+<span id="key-err"></span> <span class="meta">(kept in this tab only)</span>
+</form>
 <div class="cols">
 <section id="search-pane">
 <h1>search</h1>
@@ -140,14 +157,43 @@ function spark(id, key, value) {
   $(id).setAttribute('aria-label', key + ' over the last ' + h.length + ' s, top ' + fix(top, 2));
   $(id).firstElementChild.setAttribute('points', pts.join(' '));
 }
-function body(r) {  // the JSON of a 200 answer (no caching headers are sent, so none is cached)
-  if (!r.ok) throw new Error(new URL(r.url).pathname + ': HTTP ' + r.status);
+// ---- the API key (search-integrator --api-keys): asked for on a 401 or 403, kept in sessionStorage
+const kKeyItem = 'search-api-key';  // base64(id:key), as sent
+let keyWait = false;  // a key was refused: refreshes pause until another is given
+let pendingSearch = null;  // [q, mode, k] of a search refused for want of a key, run once one is given
+function apiKey() { return sessionStorage.getItem(kKeyItem); }
+function apiFetch(url, key) { return fetch(url, key ? {headers: {Authorization: 'ApiKey ' + key}} : {}); }
+// An answer refused the key sent with it (401: none or malformed, 403: wrong): the field shows with
+// the reason, unless another key was given since (then the caller retries with that one).
+function keyRefused(status, reason, sent) {
+  if (apiKey() !== sent) return;
+  sessionStorage.removeItem(kKeyItem);
+  keyWait = true;
+  $('key-form').hidden = false;
+  set('key-err', 'HTTP ' + status + ': ' + reason);
+  if (document.activeElement === document.body) $('api-key').focus();
+}
+function keyAccepted() { if (!keyWait) { $('key-form').hidden = true; set('key-err', ''); } }
+async function get(path) {  // the JSON of a 200 answer (no caching headers are sent, so none is cached)
+  const key = apiKey();
+  const r = await apiFetch(path, key);
+  if (r.status === 401 || r.status === 403) {
+    let why = '';
+    try { const e = (await r.json()).error; why = e.reason || e.type; } catch (e) { why = r.statusText; }
+    keyRefused(r.status, why, key);
+    return null;
+  }
+  if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
+  keyAccepted();
   return r.json();
 }
+let refreshTimer = 0, refreshing = false;
 async function refresh() {
+  refreshing = true;
   try {
-    const [h, s] = await Promise.all([fetch('/health').then(body), fetch('/stats').then(body)]);
+    const [h, s] = await Promise.all([get('/health'), get('/stats')]);
     const st = $('status');
+    if (!h || !s) { st.textContent = 'API key needed'; st.className = 'badge unknown'; return; }
     st.textContent = h.status; st.className = 'badge ' + h.status;
     set('err', h.error || '');
     const up = h.shards.filter(x => x.state === 'up').length;
@@ -185,10 +231,27 @@ async function refresh() {
     $('status').textContent = 'unreachable'; $('status').className = 'badge red';
     document.body.classList.add('stale');
   } finally {
-    setTimeout(refresh, 1000);  // after the answer, so a slow integrator is not piled on
+    refreshing = false;
+    if (!keyWait) refreshTimer = setTimeout(refresh, 1000);  // after the answer: a slow integrator is not piled on
   }
 }
 refresh();
+$('key-form').addEventListener('submit', ev => {
+  ev.preventDefault();
+  const v = $('api-key').value.trim();
+  if (!v) return;
+  let key = v;  // id:key as `searchctl apikey create` prints it, or already its base64
+  if (v.includes(':')) {
+    try { key = btoa(v); } catch (e) { set('key-err', 'an id:key is ASCII'); return; }
+  }
+  sessionStorage.setItem(kKeyItem, key);
+  $('api-key').value = '';
+  set('key-err', 'trying the key\u2026');
+  keyWait = false;
+  clearTimeout(refreshTimer);
+  if (!refreshing) refresh();
+  if (pendingSearch) { const p = pendingSearch; pendingSearch = null; search(...p); }
+});
 
 // ---- the search box
 let searchSeq = 0;  // an answer to an older submit than the latest is dropped
@@ -249,8 +312,9 @@ async function search(q, mode, k) {
   list.dataset.state = 'loading';
   const params = new URLSearchParams({q: q, mode: mode, k: k, highlight: 'true', track_total_hits: 'true'});
   let a = null, status = 0, failure = '';
+  const key = apiKey();
   try {
-    const r = await fetch('/search?' + params.toString());
+    const r = await apiFetch('/search?' + params.toString(), key);
     status = r.status;
     const text = await r.text();
     try { a = JSON.parse(text); } catch (e) { failure = 'HTTP ' + r.status + ': not JSON: ' + text.slice(0, 200); }
@@ -262,6 +326,13 @@ async function search(q, mode, k) {
   if (!failure && (status !== 200 || !a || a.error || !a.hits)) {
     const why = a && a.error ? (a.error.reason || a.error.type || JSON.stringify(a.error)) : 'no hits in the answer';
     failure = 'HTTP ' + status + ': ' + why;
+  }
+  if (status === 401 || status === 403) {
+    keyRefused(status, a && a.error ? a.error.reason : '', key);
+    if (!keyWait) return search(q, mode, k);  // another key was given meanwhile: try it
+    pendingSearch = [q, mode, k];
+  } else if (status !== 0) {
+    keyAccepted();
   }
   if (failure) {
     set('search-err', failure);

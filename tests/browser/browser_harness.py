@@ -227,11 +227,11 @@ class BrowserTest:
         print(run([self.cluster_sh, "start", "--index", index, "--base-port", str(self.port),
                    "--build", self.args.build, "--run-dir", self.run_dir] + list(extra), timeout=90).strip())
 
-    def start_browser(self):
+    def start_browser(self, *extra_flags):
         profile = os.path.join(self.tmp, "chromium-cdp")
         self.browser_log = os.path.join(self.tmp, "chromium-cdp.log")
-        cmd = [self.chromium] + CHROMIUM_FLAGS + ["--user-data-dir=" + profile, "--remote-debugging-port=0",
-                                                  "about:blank"]
+        cmd = [self.chromium] + CHROMIUM_FLAGS + list(extra_flags) + [
+            "--user-data-dir=" + profile, "--remote-debugging-port=0", "about:blank"]
         log("$ " + " ".join(cmd))
         self.browser = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(self.browser_log, "w"),
                                         stdin=subprocess.DEVNULL, start_new_session=True)

@@ -18,7 +18,7 @@ same parameters and against the corpus itself:
     the same marks as the answer's, and both query terms are marked somewhere;
   - a query the integrator refuses shows the 400's reason and no rows;
   - the page's address with q, mode and k opens with that search filled in and done;
-  - the live status beside it is still there and green.
+  - the live status beside it is still there and green, and no API key field shows (no keys asked).
 It saves the page with the results as a screenshot (PNG, DevTools) and checks it is a nonblank PNG
 of the window size. Exit 77 (CTest SKIP) when Chromium is not installed. The cluster and the browser
 are stopped on any exit (normal, failure, SIGTERM/SIGINT).
@@ -245,6 +245,7 @@ class SearchTest(bh.BrowserTest):
   state: document.getElementById('results').dataset.state,
   search: location.search,
   pwned: typeof window.pwned,
+  key_hidden: document.getElementById('key-form').hidden,
   ids: Object.fromEntries(['total', 'total-label', 'took', 'coverage', 'search-err', 'search-warn', 'status']
                           .map(i => [i, document.getElementById(i).textContent])),
   tags: Array.from(document.querySelectorAll('#results *')).map(e => e.tagName),
@@ -285,6 +286,8 @@ class SearchTest(bh.BrowserTest):
             raise Failed("coverage %r" % ids["coverage"])
         if ids["status"] != "green" or ids["search-warn"]:
             raise Failed("status %r, search warning %r" % (ids["status"], ids["search-warn"]))
+        if not page["key_hidden"]:
+            raise Failed("the API key field shows, though no fetch was refused")
 
         # Markup in ids and sources is text: no element beyond the page's own, no script run.
         if page["pwned"] != "undefined":

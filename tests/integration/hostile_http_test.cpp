@@ -5,6 +5,10 @@
 //                        WWW-Authenticate: ApiKey), malformed 401, wrong key 403, right key 200 with
 //                        the same hits as an integrator without keys; /health open with --open-health;
 //                        search_http_auth_failures_total{status} counts; the key is in no log.
+//   StatusPageOpenWithApiKeys  --api-keys without --open-health: GET and HEAD / (the status page, no
+//                        data) answer 200 without a key, the same page as without keys, uncounted;
+//                        everything the page fetches (/search, /stats, /health), the other routes and
+//                        other methods on / answer 401 without a key and 403 with a wrong one.
 //   BindingRule          --http beyond loopback without TLS and API keys exits 2 before binding, with
 //                        either alone too; --insecure, or TLS and keys, serve.
 //   SlowlorisIsTimedOut  many connections each sending a header byte a second are closed by the
@@ -308,6 +312,69 @@ TEST_F(HostileHttpTest, ApiKeysWithCurl) {
   EXPECT_TRUE(WIFEXITED(*exit) && WEXITSTATUS(*exit) == 2) << DescribeExit(exit);
   EXPECT_NE(refused.Logs().find(bad + ":1:"), std::string::npos) << refused.Logs();
   EXPECT_EQ(refused.Logs().find(key), std::string::npos) << "a pasted key is not echoed";
+}
+
+TEST_F(HostileHttpTest, StatusPageOpenWithApiKeys) {
+  const std::string keys = run_->path() + "/api-keys";
+  int rc = -1;
+  const std::string created = Shell(std::string(SEARCHCTL_BIN) + " apikey create --file " + keys + " 2>/dev/null", &rc);
+  ASSERT_EQ(rc, 0) << created;
+  const std::string idkey = created.substr(0, created.find('\n'));
+  ASSERT_NE(idkey.find(':'), std::string::npos) << created;
+  const std::string right = "-H 'Authorization: ApiKey " + Shell("printf %s '" + idkey + "' | base64 -w0") + "'";
+  const std::string wrong =
+      "-H 'Authorization: ApiKey " +
+      Shell("printf %s '" + idkey.substr(0, idkey.size() - 1) + (idkey.back() == 'A' ? "B" : "A") + "' | base64 -w0") +
+      "'";
+  const Front secured = StartIntegrator({"--api-keys", keys}, right);  // /health is not open
+  ASSERT_NE(secured.process, nullptr);
+  const Front plain = StartIntegrator({});
+  ASSERT_NE(plain.process, nullptr);
+  const std::string& dir = run_->path();
+  const std::string failures401 = "search_http_auth_failures_total{component=\"integrator\",status=\"401\"}";
+  const std::string failures403 = "search_http_auth_failures_total{component=\"integrator\",status=\"403\"}";
+  const double before401 = std::max(0.0, Metric(secured.metrics, failures401));
+  const double before403 = std::max(0.0, Metric(secured.metrics, failures403));
+
+  const CurlResult page = Curl(secured.http, "/", "", dir);
+  ASSERT_EQ(page.status, 200) << page.body;
+  EXPECT_NE(page.headers.find("text/html"), std::string::npos) << page.headers;
+  EXPECT_EQ(page.body, Curl(plain.http, "/", "", dir).body) << "the page is the same with and without keys";
+  EXPECT_NE(page.body.find("id=\"key-form\""), std::string::npos) << "the page can ask for a key";
+  EXPECT_EQ(Curl(secured.http, "/?q=gold&mode=or&k=3", "", dir).status, 200) << "a linked search opens";
+  EXPECT_EQ(Curl(secured.http, "/", "-I", dir).status, 200) << "HEAD /";
+  EXPECT_EQ(Metric(secured.metrics, failures401), before401) << "GET / is no auth failure";
+
+  std::mt19937 rng(5);
+  const std::string q = UrlEncode(RandomQuery(g_index->corpus, rng));
+  const std::vector<std::string> guarded = {"/search?q=" + q + "&k=5&mode=or&highlight=true&track_total_hits=true",
+                                            "/_search?q=" + q,
+                                            "/count?q=" + q,
+                                            "/_count?q=" + q,
+                                            "/stats",
+                                            "/health",
+                                            "/index.html",
+                                            "//",
+                                            "/no-such-route"};
+  for (const std::string& path : guarded) {
+    const CurlResult none = Curl(secured.http, path, "", dir);
+    EXPECT_EQ(none.status, 401) << path << " " << none.body;
+    EXPECT_NE(none.headers.find("WWW-Authenticate: ApiKey"), std::string::npos) << path;
+    EXPECT_EQ(Curl(secured.http, path, wrong, dir).status, 403) << path;
+  }
+  for (const char* method : {"POST", "PUT", "DELETE", "OPTIONS"}) {
+    const std::string with_body = std::string("-X ") + method + " -H 'Content-Type: application/json' -d '{}'";
+    EXPECT_EQ(Curl(secured.http, "/", with_body, dir).status, 401) << method << " /";
+  }
+  EXPECT_EQ(Metric(secured.metrics, failures401), before401 + guarded.size() + 4);
+  EXPECT_EQ(Metric(secured.metrics, failures403), before403 + guarded.size());
+
+  // With the key, what the page fetches is served.
+  for (const std::string& path : {guarded[0], std::string("/stats"), std::string("/health")}) {
+    const CurlResult ok = Curl(secured.http, path, right, dir);
+    EXPECT_EQ(ok.status, 200) << path << " " << ok.body;
+  }
+  EXPECT_EQ(Curl(secured.http, "/", "-X POST -H 'Content-Type: application/json' -d '{}' " + right, dir).status, 404);
 }
 
 TEST_F(HostileHttpTest, BindingRule) {

@@ -1,5 +1,5 @@
-// HttpFront's pure helpers: which --http hosts are loopback (the binding rule) and the default
-// connection limit under a descriptor limit.
+// HttpFront's pure helpers: which --http hosts are loopback (the binding rule), the default
+// connection limit under a descriptor limit, and which requests API keys leave open.
 #include "integrator/http_front.hpp"
 
 #include <gtest/gtest.h>
@@ -21,6 +21,24 @@ TEST(HttpFront, DefaultMaxConnectionsKeepsDescriptorsForTheRest) {
   EXPECT_EQ(DefaultMaxConnections(1048576), 917504u);
   EXPECT_EQ(DefaultMaxConnections(160), 16u);  // too few descriptors: a floor of 16
   EXPECT_EQ(DefaultMaxConnections(0), 16u);
+}
+
+TEST(HttpFront, OnlyTheStatusPageAndOpenHealthGoWithoutAKey) {
+  for (const char* m : {"GET", "HEAD"}) {
+    EXPECT_TRUE(OpenWithoutApiKey(m, "/", false)) << m;
+    EXPECT_TRUE(OpenWithoutApiKey(m, "/", true)) << m;
+    EXPECT_TRUE(OpenWithoutApiKey(m, "/health", true)) << m;
+    EXPECT_FALSE(OpenWithoutApiKey(m, "/health", false)) << m;
+    for (const char* path : {"/search", "/_search", "/count", "/_count", "/stats", "/metrics", "//", "/index.html",
+                             "/?", "", "/ ", "/health/", "/Health", "/no-such-route"}) {
+      EXPECT_FALSE(OpenWithoutApiKey(m, path, false)) << m << " " << path;
+      EXPECT_FALSE(OpenWithoutApiKey(m, path, true)) << m << " " << path;
+    }
+  }
+  for (const char* m : {"POST", "PUT", "DELETE", "OPTIONS", "get", ""}) {
+    EXPECT_FALSE(OpenWithoutApiKey(m, "/", true)) << m;
+    EXPECT_FALSE(OpenWithoutApiKey(m, "/health", true)) << m;
+  }
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ struct HttpFrontOptions {
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
   // Requests a kept-alive connection may carry before the server closes it ("Connection: close").
   size_t keep_alive_max_requests = 100;
-  // API keys every request must carry (null: none asked); open_health leaves GET /health open.
+  // API keys every request must carry but OpenWithoutApiKey's (null: none asked); open_health
+  // leaves GET /health open too.
   std::shared_ptr<const ApiKeys> api_keys;
   bool open_health = false;
   // Connections open at once; one more is closed as soon as accepted. 0: no limit.
@@ -62,6 +63,11 @@ bool IsLoopbackHttpHost(const std::string& host);
 
 // The status page served at /.
 const std::string& StatusPageHtml();
+
+// True for the requests HttpFrontOptions::api_keys does not guard: GET or HEAD of / (the status
+// page: static HTML and script that hold no data; its own fetches carry the key it asks the user
+// for), and of /health when open_health. Any other method, path or query needs the key.
+bool OpenWithoutApiKey(const std::string& method, const std::string& path, bool open_health);
 
 class HttpFront {
  public:
