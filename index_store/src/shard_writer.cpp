@@ -86,13 +86,6 @@ Status ValidateMeta(const ShardMeta& m) {
   return Status::Ok();
 }
 
-// Sources (FORMAT.md "Sources" has the measurements): zstd level of the blocks, the dictionary's
-// size bound, and how many bytes of the shard's first sources are held back to train it on (the
-// whole shard when smaller).
-constexpr int kSourceZstdLevel = 1;
-constexpr size_t kSourceDictBytes = size_t{64} << 10;
-constexpr size_t kSourceTrainBytes = size_t{1} << 20;
-
 // Documents' sources gathered for a block (or, before the dictionary is decided, for several).
 struct SourceRun {
   uint32_t first_doc = 0;
@@ -147,6 +140,8 @@ struct ShardWriter::Impl {
   bool dict_decided = false;
   std::shared_ptr<const SourceDict> dict;  // null: blocks without a dictionary
   std::vector<uint32_t> block_starts;      // first doc of every written block
+  bool prebuilt = false;                   // SetSourceDict was called: blocks come ready
+  uint32_t next_block_doc = 0;             // with prebuilt blocks: the next block's first doc
 
   // Once the dictionary is decided, closed blocks are encoded a batch at a time on a second thread
   // while the caller goes on adding documents (the finish phase of a build with fewer shards than
@@ -186,9 +181,10 @@ struct ShardWriter::Impl {
     return Status::Ok();
   }
 
-  Status WriteBlock(const SourceRun& run, std::string_view value) {
-    block_starts.push_back(run.first_doc);
-    return sinks[kSourceIdx]->Put(Be32Key(run.first_doc), value);
+  Status WriteBlock(const SourceRun& run, std::string_view value) { return WriteBlock(run.first_doc, value); }
+  Status WriteBlock(uint32_t first_doc, std::string_view value) {
+    block_starts.push_back(first_doc);
+    return sinks[kSourceIdx]->Put(Be32Key(first_doc), value);
   }
 
   // Trains a dictionary on the held sources, keeps it if what it saves on the held blocks,
@@ -218,9 +214,9 @@ struct ShardWriter::Impl {
         }
         const double held_docs = static_cast<double>(held_blocks.back().first_doc + held_blocks.back().ends.size() -
                                                      held_blocks.front().first_doc);
-        const double shard_docs = static_cast<double>(meta.doc_end - meta.doc_begin);
-        const double saved = (static_cast<double>(plain_bytes) - static_cast<double>(with_bytes)) * shard_docs / held_docs;
-        if (saved > static_cast<double>(trained.size() + 4)) dict = std::move(made).value();
+        const double saved_per_doc = (static_cast<double>(plain_bytes) - static_cast<double>(with_bytes)) / held_docs;
+        if (SourceDictPays(saved_per_doc, meta.doc_end - meta.doc_begin, trained.size()))
+          dict = std::move(made).value();
       }
     }
     for (size_t i = 0; i < held_blocks.size(); ++i)
@@ -249,8 +245,7 @@ struct ShardWriter::Impl {
     if (source_block.ends.empty()) source_block.first_doc = doc;
     source_block.text.append(source);
     source_block.ends.push_back(static_cast<uint32_t>(source_block.text.size()));
-    if (source_block.text.size() >= kSourceBlockTargetBytes || source_block.ends.size() >= kSourceBlockMaxDocs)
-      return CloseSourceBlock();
+    if (SourceBlockFull(source_block.text.size(), source_block.ends.size())) return CloseSourceBlock();
     return Status::Ok();
   }
 
@@ -399,7 +394,10 @@ Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t 
   if (doc > w.next_doc)
     return Status::InvalidArgument("doc " + std::to_string(doc) + " added before doc " + std::to_string(w.next_doc) +
                                    ": every doc of the range must be added, ascending");
-  if (w.meta.sources != source.has_value())
+  if (w.meta.sources && w.prebuilt) {
+    if (source.has_value())
+      return Status::InvalidArgument("doc " + std::to_string(doc) + ": a source given to a writer of ready blocks");
+  } else if (w.meta.sources != source.has_value())
     return Status::InvalidArgument("doc " + std::to_string(doc) +
                                    (w.meta.sources ? ": the shard stores sources, the doc has none"
                                                    : ": a source given to a shard built without sources"));
@@ -412,6 +410,38 @@ Status ShardWriter::AddDoc(uint32_t doc, std::string_view external_id, uint32_t 
   if (w.len_chunk.size() == kLenChunk) SEARCH_RETURN_IF_ERROR(w.Track(w.FlushLenChunk()));
   ++w.next_doc;
   return Status::Ok();
+}
+
+Status ShardWriter::SetSourceDict(std::shared_ptr<const SourceDict> dict) {
+  Impl& w = *impl_;
+  SEARCH_RETURN_IF_ERROR(w.Check());
+  if (!w.meta.sources) return Status::InvalidArgument("source blocks given to a shard built without sources");
+  if (w.prebuilt || w.next_doc != w.meta.doc_begin)
+    return Status::InvalidArgument("SetSourceDict after documents or a second time");
+  w.prebuilt = true;
+  w.dict_decided = true;
+  w.dict = std::move(dict);
+  w.next_block_doc = w.meta.doc_begin;
+  return Status::Ok();
+}
+
+Status ShardWriter::AddSourceBlock(uint32_t first_doc, std::string_view value) {
+  Impl& w = *impl_;
+  SEARCH_RETURN_IF_ERROR(w.Check());
+  if (!w.prebuilt) return Status::InvalidArgument("AddSourceBlock before SetSourceDict");
+  const uint32_t count = PeekSourceBlockCount(value);
+  if (first_doc != w.next_block_doc || count == 0 || count > w.meta.doc_end - first_doc)
+    return Status::InvalidArgument("source block at doc " + std::to_string(first_doc) + " of " + std::to_string(count) +
+                                   " documents: the next block starts at doc " + std::to_string(w.next_block_doc) +
+                                   " and the shard ends at " + std::to_string(w.meta.doc_end));
+  const auto codec = static_cast<uint8_t>(value[5]);
+  if (static_cast<uint8_t>(value[4]) != kSourceBlockVersion || codec > static_cast<uint8_t>(SourceCodec::kZstdDict) ||
+      (codec == static_cast<uint8_t>(SourceCodec::kZstdDict) && !w.dict) ||
+      Crc32c(value.data() + 4, value.size() - 4) != GetLe32(value.data()))
+    return Status::InvalidArgument("source block at doc " + std::to_string(first_doc) +
+                                   ": bad header or CRC, or a dictionary the shard lacks");
+  w.next_block_doc = first_doc + count;
+  return w.Track(w.WriteBlock(first_doc, value));
 }
 
 Status ShardWriter::Finish() {
@@ -430,6 +460,9 @@ Status ShardWriter::Finish() {
   PutLe32(&version, kIndexFormatVersion);
   SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeyFormatVersion, version));
   SEARCH_RETURN_IF_ERROR(w.sinks[kMetaIdx]->Put(kKeyShardMeta, ShardMetaToJson(meta)));
+  if (meta.sources && w.prebuilt && w.next_block_doc != meta.doc_end)
+    return Status::InvalidArgument("the source blocks of shard " + w.path + " end at doc " +
+                                   std::to_string(w.next_block_doc) + ", the shard at " + std::to_string(meta.doc_end));
   if (meta.sources) {
     SEARCH_RETURN_IF_ERROR(w.CloseSourceBlock());
     if (!w.dict_decided) SEARCH_RETURN_IF_ERROR(w.DecideDict());

@@ -1,7 +1,8 @@
 // Stored sources through ShardWriter -> ShardReader::GetSources against the plain reference (the
 // sources given): byte-identical across block boundaries, shard ranges, the dictionary and the
 // cache, from several threads; shards without sources; a damaged source block (Corruption, never
-// other text); a version-2 shard (no source column family) still opens.
+// other text); ready blocks given by the index builder; a version-2 shard (no source column family)
+// still opens.
 #include <gtest/gtest.h>
 #include <rocksdb/db.h>
 
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <span>
 #include <thread>
 
 #include "../random_json.hpp"
@@ -192,6 +194,89 @@ TEST(SourceStoreTest, ShardWithoutSources) {
   const std::string huge(kMaxSourceBytes + 1, ' ');
   EXPECT_EQ((*w)->AddDoc(0, c.ext_ids[0], c.lengths[0], huge).code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE((*w)->AddDoc(0, c.ext_ids[0], c.lengths[0], "{}").ok());
+}
+
+// Ready blocks (the index builder's way): blocks of any size encoded with a trained dictionary,
+// given with it, read back byte for byte and the dictionary stored; what breaks the contract
+// (a source given to AddDoc, a block out of order, outside the shard or damaged, a dictionary block
+// without the dictionary, blocks missing at Finish) is InvalidArgument.
+TEST(SourceStoreTest, ReadyBlocksWithAndWithoutTheDictionary) {
+  TempDir dir;
+  const SourceCorpus sc = MakeSourceCorpus(11, 300, 4300, 5000, false);
+  const Corpus& c = sc.c;
+  std::vector<std::string_view> views(sc.sources.begin(), sc.sources.end());
+  auto dict = SourceDict::Make(SourceDict::Train(views, kSourceDictBytes), kSourceZstdLevel);
+  ASSERT_TRUE(dict.ok()) << dict.status().ToString();
+  for (const bool with_dict : {true, false}) {
+    SCOPED_TRACE(with_dict);
+    const SourceDict* d = with_dict ? dict->get() : nullptr;
+    // Blocks of 1 to 40 documents.
+    std::mt19937 rng(with_dict ? 1 : 2);
+    std::vector<std::pair<uint32_t, std::string>> blocks;
+    SourceBlockEncoder enc(kSourceZstdLevel);
+    for (uint32_t i = 0; i < views.size();) {
+      const uint32_t n = std::min<uint32_t>(1 + rng() % 40, static_cast<uint32_t>(views.size()) - i);
+      std::string value;
+      ASSERT_TRUE(enc.Encode(std::span(views).subspan(i, n), d, &value).ok());
+      blocks.emplace_back(c.meta.doc_begin + i, std::move(value));
+      i += n;
+    }
+    const std::string path = dir / (with_dict ? "with" : "without");
+    auto w = ShardWriter::Create(path, c.meta);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->SetSourceDict(with_dict ? *dict : nullptr).ok());
+    EXPECT_EQ((*w)->SetSourceDict(nullptr).code(), StatusCode::kInvalidArgument);  // twice
+    for (const auto& td : c.terms) ASSERT_TRUE((*w)->AddTerm(td.term, td.info, td.blob, td.pos_blob).ok());
+    EXPECT_EQ((*w)->AddDoc(300, c.ext_ids[0], c.lengths[0], sc.sources[0]).code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ((*w)->AddSourceBlock(blocks[1].first, blocks[1].second).code(), StatusCode::kInvalidArgument);
+    std::string damaged = blocks[0].second;
+    damaged[damaged.size() / 2] ^= 0x10;
+    EXPECT_EQ((*w)->AddSourceBlock(blocks[0].first, damaged).code(), StatusCode::kInvalidArgument);
+    for (const auto& [first, value] : blocks) ASSERT_TRUE((*w)->AddSourceBlock(first, value).ok());
+    EXPECT_EQ((*w)->AddSourceBlock(c.meta.doc_end, blocks[0].second).code(), StatusCode::kInvalidArgument);
+    for (uint32_t doc = c.meta.doc_begin; doc < c.meta.doc_end; ++doc) {
+      const uint32_t i = doc - c.meta.doc_begin;
+      ASSERT_TRUE((*w)->AddDoc(doc, c.ext_ids[i], c.lengths[i]).ok());
+    }
+    ASSERT_TRUE((*w)->Finish().ok());
+    bool has_dict = false;
+    WithRawDb(path, [&](rocksdb::DB* db, auto& cfs) {
+      std::string v;
+      has_dict = db->Get(rocksdb::ReadOptions(), cfs["default"], "meta/source_dict", &v).ok();
+    });
+    EXPECT_EQ(has_dict, with_dict);
+    auto r = ShardReader::Open(path);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    ExpectAllSources(**r, sc, 3);
+  }
+
+  // A dictionary block for a writer without the dictionary; blocks missing at Finish.
+  std::string value;
+  SourceBlockEncoder enc(kSourceZstdLevel);
+  ASSERT_TRUE(enc.Encode(std::span(views).subspan(0, 10), dict->get(), &value).ok());
+  ASSERT_EQ(static_cast<uint8_t>(value[5]), static_cast<uint8_t>(SourceCodec::kZstdDict));
+  auto w = ShardWriter::Create(dir / "bad", c.meta);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->SetSourceDict(nullptr).ok());
+  EXPECT_EQ((*w)->AddSourceBlock(c.meta.doc_begin, value).code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(enc.Encode(std::span(views).subspan(0, 10), nullptr, &value).ok());
+  ASSERT_TRUE((*w)->AddSourceBlock(c.meta.doc_begin, value).ok());
+  for (const auto& td : c.terms) ASSERT_TRUE((*w)->AddTerm(td.term, td.info, td.blob, td.pos_blob).ok());
+  for (uint32_t doc = c.meta.doc_begin; doc < c.meta.doc_end; ++doc) {
+    const uint32_t i = doc - c.meta.doc_begin;
+    ASSERT_TRUE((*w)->AddDoc(doc, c.ext_ids[i], c.lengths[i]).ok());
+  }
+  EXPECT_EQ((*w)->Finish().code(), StatusCode::kInvalidArgument);
+  // SetSourceDict after a document, or for a shard without sources.
+  auto late = ShardWriter::Create(dir / "late", c.meta);
+  ASSERT_TRUE(late.ok());
+  ASSERT_TRUE((*late)->AddDoc(300, c.ext_ids[0], c.lengths[0], sc.sources[0]).ok());
+  EXPECT_EQ((*late)->SetSourceDict(nullptr).code(), StatusCode::kInvalidArgument);
+  ShardMeta plain = c.meta;
+  plain.sources = false;
+  auto none = ShardWriter::Create(dir / "none", plain);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ((*none)->SetSourceDict(nullptr).code(), StatusCode::kInvalidArgument);
 }
 
 // Damage one stored source block through RocksDB: its documents are Corruption (every time: an

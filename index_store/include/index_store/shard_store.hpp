@@ -22,6 +22,7 @@
 #include "core/cache_sizing.hpp"
 #include "core/status.hpp"
 #include "index_store/list_cache.hpp"
+#include "index_store/source_block.hpp"
 
 namespace search {
 
@@ -71,6 +72,14 @@ class ShardWriter {
   // meta.sources, absent otherwise. InvalidArgument otherwise.
   Status AddDoc(uint32_t doc, std::string_view external_id, uint32_t length,
                 std::optional<std::string_view> source = std::nullopt);
+  // Ready source blocks instead of each document's source (meta.sources): SetSourceDict first,
+  // with the dictionary the blocks were encoded with (null: none; it is stored at
+  // meta/source_dict), before any AddDoc; then every AddDoc takes no source, and AddSourceBlock
+  // takes the blocks (SourceBlockEncoder's values) covering [doc_begin, doc_end) in order,
+  // `first_doc` each time the doc after the previous block's last. A block's header, CRC and
+  // range are checked (InvalidArgument), its payload is not decoded.
+  Status SetSourceDict(std::shared_ptr<const SourceDict> dict);
+  Status AddSourceBlock(uint32_t first_doc, std::string_view value);
   // Writes the metadata, compacts, syncs and closes. num_terms/num_postings are filled in.
   Status Finish();
 

@@ -29,6 +29,20 @@ inline constexpr size_t kMaxSourceBytes = size_t{64} << 20;
 // documents (the writer's rule; the decoder accepts any block within the limits below).
 inline constexpr size_t kSourceBlockTargetBytes = size_t{16} << 10;
 inline constexpr uint32_t kSourceBlockMaxDocs = 128;
+// Whether a block being filled, holding `docs` documents of `text_bytes` bytes, is closed.
+inline bool SourceBlockFull(size_t text_bytes, size_t docs) {
+  return text_bytes >= kSourceBlockTargetBytes || docs >= kSourceBlockMaxDocs;
+}
+// The writers' settings (FORMAT.md "Sources" has the measurements): zstd level of the blocks,
+// the dictionary's size bound, and how many bytes of sources it is trained on.
+inline constexpr int kSourceZstdLevel = 1;
+inline constexpr size_t kSourceDictBytes = size_t{64} << 10;
+inline constexpr size_t kSourceTrainBytes = size_t{1} << 20;
+// The dictionary rule: a shard of `docs` documents keeps a dictionary of `dict_bytes` when what it
+// saves per document on the training sample, scaled to them, exceeds its stored size.
+inline bool SourceDictPays(double saved_per_doc, uint64_t docs, size_t dict_bytes) {
+  return saved_per_doc * static_cast<double>(docs) > static_cast<double>(dict_bytes + 4);
+}
 // The decoder's bound on a block's raw size (a target-sized block plus one maximal source, and
 // the offsets): larger claims are Corruption, never an allocation.
 inline constexpr size_t kMaxSourceBlockRawBytes = kSourceBlockTargetBytes + kMaxSourceBytes + 4 * kSourceBlockMaxDocs;

@@ -6,12 +6,14 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "core/analyzer.hpp"
 #include "core/status.hpp"
 #include "index_store/manifest.hpp"
+#include "index_store/source_block.hpp"
 #include "indexer/index_builder.hpp"
 #include "indexer/parallel_for.hpp"
 
@@ -34,11 +36,27 @@ struct ParseOutput {
   uint64_t skipped = 0;
   uint64_t blank_lines = 0;
   std::vector<std::string> runs;  // run files, in spill order
-  std::string ids_path;           // varint(len) id [varint(len) source, with sources], by docID
+  std::string ids_path;           // varint(len) id, by docID
   // The ids file's offset of docs 0, kIdsCheckpointDocs, 2 * kIdsCheckpointDocs, ...: each shard's
-  // documents are read from their own offset, so the shards take them (and compress their
-  // sources) in parallel.
+  // documents are read from their own offset, so the shards take them in parallel.
   std::vector<uint64_t> ids_checkpoints;
+
+  // With sources: the source blocks (SourceBlockEncoder values), encoded by the parser threads
+  // from the documents of their chunk (a block also ends at a chunk's end), back to back in
+  // `sources_path`, in docID order. Blocks encoded before the dictionary was ready are `early`
+  // (made without it). The dictionary is trained on the input's first kSourceTrainBytes of
+  // sources; null when training failed or it saved nothing there.
+  struct SourceBlockRef {
+    uint32_t first_doc = 0;
+    uint32_t count = 0;
+    uint64_t offset = 0;
+    uint32_t bytes = 0;
+    bool early = false;
+  };
+  std::string sources_path;
+  std::vector<SourceBlockRef> source_blocks;
+  std::shared_ptr<const SourceDict> source_dict;
+  double source_dict_saved_per_doc = 0;  // bytes per sample document (SourceDictPays)
 };
 inline constexpr uint64_t kIdsCheckpointDocs = 1024;
 

@@ -5,14 +5,17 @@
 //     threads parse and analyze them in parallel. Chunks are committed in input order, which
 //     assigns docIDs (0-based input position among the good documents), records each
 //     document's length (kept in memory, 4 bytes each) and its external id (appended to a temp
-//     file). Each parser thread accumulates an inverted index of its documents (with each
+//     file). With sources, each parser thread encodes its chunk's sources into source blocks
+//     (zstd, with a dictionary trained on the input's first MiB meanwhile), which the commit
+//     appends to a second temp file. Each parser thread accumulates an inverted index of its documents (with each
 //     posting's positions: indexes into the analyzed token stream, unless !positions) and, past
 //     its share of `memory_bytes`, spills it as a sorted run (indexer/run_file.hpp).
 //  2. merge: runs are merged term by term (in passes of at most `max_merge_fan_in` runs);
 //     each term's postings get the global df and are cut at the shard boundaries; batches of
 //     terms are encoded in parallel (codec EncodeList, block maxima from BM25 with global
 //     statistics; EncodePositions for the positions) and added to every shard's ShardWriter in
-//     term order. Documents follow.
+//     term order. Documents and their ready source blocks follow (a block crossing a shard
+//     boundary is split and encoded again).
 //  3. publish: shards are finished and checksummed, manifest.json is written last, and the
 //     temporary directory is renamed onto the target (indexer/build_dir.hpp). Nothing is ever
 //     left loadable at the target unless the build completed; on error the temp dir is removed.

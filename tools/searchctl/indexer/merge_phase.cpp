@@ -162,13 +162,57 @@ Status ReadString(FILE* f, std::string* out) {
   return Status::Ok();
 }
 
-// Adds shard s's documents (external id and, with sources, source from the ids file, read from
-// the checkpoint before the shard's first document; length) to its writer.
+// Gives shard s's writer its source blocks: the parse phase's blocks as they are, except a block
+// that crosses the shard's boundary (its documents inside are encoded again as one block) and one
+// made with another choice of dictionary than the shard's (encoded again with the shard's).
+Status AddShardSources(const ParseOutput& parsed, const ShardLayout& layout, uint32_t s, ShardWriter* writer) {
+  const uint32_t begin = layout.begin[s], end = layout.end[s];
+  const auto& dict = parsed.source_dict;
+  const bool keep = dict && SourceDictPays(parsed.source_dict_saved_per_doc, end - begin, dict->bytes().size());
+  SEARCH_RETURN_IF_ERROR(writer->SetSourceDict(keep ? dict : nullptr));
+  if (begin == end) return Status::Ok();
+  const auto& blocks = parsed.source_blocks;
+  auto it = std::upper_bound(blocks.begin(), blocks.end(), begin,
+                             [](uint32_t doc, const ParseOutput::SourceBlockRef& b) { return doc < b.first_doc; });
+  if (it == blocks.begin()) return Status::Internal("no source block holds doc " + std::to_string(begin));
+  --it;
+  const std::string& path = parsed.sources_path;
+  std::vector<char> buffer(size_t{1} << 20);  // declared first: it outlives the FILE
+  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return Status::IOError("open " + path + ": " + std::strerror(errno));
+  std::setvbuf(f.get(), buffer.data(), _IOFBF, buffer.size());
+  if (::fseeko(f.get(), static_cast<off_t>(it->offset), SEEK_SET) != 0)
+    return Status::IOError("seek " + path + ": " + std::strerror(errno));
+  SourceBlockEncoder encoder(kSourceZstdLevel);
+  DecodedSourceBlock decoded;
+  std::vector<std::string_view> views;
+  std::string value, recoded;
+  for (; it != blocks.end() && it->first_doc < end; ++it) {
+    value.resize(it->bytes);
+    if (std::fread(value.data(), 1, value.size(), f.get()) != value.size())
+      return Status::Corruption("the source block file is truncated");
+    const uint32_t first = std::max(it->first_doc, begin), last = std::min(it->first_doc + it->count, end);
+    const bool with_dict =
+        value.size() > 5 && static_cast<uint8_t>(value[5]) == static_cast<uint8_t>(SourceCodec::kZstdDict);
+    if (first == it->first_doc && last == it->first_doc + it->count && (keep ? !it->early : !with_dict)) {
+      SEARCH_RETURN_IF_ERROR(writer->AddSourceBlock(first, value));
+      continue;
+    }
+    SEARCH_RETURN_IF_ERROR(DecodeSourceBlock(value, dict.get(), &decoded));
+    views.clear();
+    for (uint32_t d = first; d < last; ++d) views.push_back(decoded.doc(d - it->first_doc));
+    SEARCH_RETURN_IF_ERROR(encoder.Encode(views, keep ? dict.get() : nullptr, &recoded));
+    SEARCH_RETURN_IF_ERROR(writer->AddSourceBlock(first, recoded));
+  }
+  return Status::Ok();
+}
+
+// Adds shard s's documents (external id from the ids file, read from the checkpoint before the
+// shard's first document; length) to its writer, after its source blocks when it has sources.
 Status AddShardDocs(const ParseOutput& parsed, bool sources, const ShardLayout& layout, uint32_t s,
                     ShardWriter* writer) {
+  if (sources) SEARCH_RETURN_IF_ERROR(AddShardSources(parsed, layout, s, writer));
   const std::string& path = parsed.ids_path;
-  // With sources the file is about the input's size: read it in large pieces, not stdio's 4 KiB
-  // (the buffer is declared first so that it outlives the FILE).
   std::vector<char> buffer(size_t{1} << 20);
   std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) return Status::IOError("open " + path + ": " + std::strerror(errno));
@@ -179,13 +223,11 @@ Status AddShardDocs(const ParseOutput& parsed, bool sources, const ShardLayout& 
   if (checkpoint >= parsed.ids_checkpoints.size()) return Status::Internal("the ids file lacks a checkpoint");
   if (::fseeko(f.get(), static_cast<off_t>(parsed.ids_checkpoints[checkpoint]), SEEK_SET) != 0)
     return Status::IOError("seek " + path + ": " + std::strerror(errno));
-  std::string id, source;
+  std::string id;
   for (uint64_t doc = checkpoint * kIdsCheckpointDocs; doc < end; ++doc) {
     SEARCH_RETURN_IF_ERROR(ReadString(f.get(), &id));
-    if (sources) SEARCH_RETURN_IF_ERROR(ReadString(f.get(), &source));
     if (doc < begin) continue;
-    SEARCH_RETURN_IF_ERROR(writer->AddDoc(static_cast<uint32_t>(doc), id, parsed.lengths[doc],
-                                          sources ? std::optional<std::string_view>(source) : std::nullopt));
+    SEARCH_RETURN_IF_ERROR(writer->AddDoc(static_cast<uint32_t>(doc), id, parsed.lengths[doc]));
   }
   return Status::Ok();
 }
@@ -312,6 +354,7 @@ Status RunMergePhase(const IndexBuildOptions& options, const std::string& index_
     if (finished[i].ok()) finished[i] = writers[i]->Finish();
   });
   SEARCH_RETURN_IF_ERROR(RemoveFile(parsed->ids_path));
+  if (options.sources) SEARCH_RETURN_IF_ERROR(RemoveFile(parsed->sources_path));
   for (auto& s : finished) SEARCH_RETURN_IF_ERROR(s);
   return Status::Ok();
 }

@@ -1,5 +1,6 @@
 // The parse phase of the index builder (build_phases.hpp): a reader (the calling thread), parser
-// threads, and an in-order commit that assigns docIDs.
+// threads (which also encode source blocks), a dictionary trainer thread, and an in-order commit
+// that assigns docIDs.
 #include <signal.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <thread>
 
 #include "index_store/source_block.hpp"
@@ -37,10 +39,20 @@ struct ParsedDoc {
   std::vector<uint32_t> positions;  // with positions: each id_tfs term's positions, in that order
 };
 
+// A source block of a chunk: `count` good documents from the chunk's `first`-th good one.
+struct ChunkBlock {
+  uint32_t first = 0;
+  uint32_t count = 0;
+  bool early = false;  // encoded before the dictionary was ready
+  std::string value;
+};
+
 struct ParsedChunk {
   uint64_t seq = 0;
   uint64_t blank_lines = 0;
   std::vector<ParsedDoc> docs;
+  std::vector<ChunkBlock> blocks;  // with sources
+  size_t num_blocks = 0;           // blocks[0, num_blocks) are this chunk's (the vector is reused)
 };
 
 bool IsAsciiSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == '\f' || c == '\v'; }
@@ -119,6 +131,37 @@ void ParseChunk(const LineChunk& chunk, const Analyzer& analyzer, bool positions
   }
 }
 
+// Encodes the chunk's good documents' sources into blocks (SourceBlockFull closes one, and the
+// chunk's end), with `dict` when given.
+Status EncodeChunkBlocks(const SourceDict* dict, bool early, SourceBlockEncoder* encoder,
+                         std::vector<std::string_view>* views, ParsedChunk* chunk) {
+  chunk->num_blocks = 0;
+  uint32_t good = 0, block_first = 0;
+  size_t text = 0;
+  views->clear();
+  auto close = [&]() -> Status {
+    if (chunk->num_blocks == chunk->blocks.size()) chunk->blocks.emplace_back();
+    ChunkBlock& b = chunk->blocks[chunk->num_blocks++];
+    b.first = block_first;
+    b.count = static_cast<uint32_t>(views->size());
+    b.early = early;
+    SEARCH_RETURN_IF_ERROR(encoder->Encode(*views, dict, &b.value));
+    views->clear();
+    text = 0;
+    return Status::Ok();
+  };
+  for (const ParsedDoc& d : chunk->docs) {
+    if (!d.ok) continue;
+    if (views->empty()) block_first = good;
+    views->push_back(d.source);
+    text += d.source.size();
+    ++good;
+    if (SourceBlockFull(text, views->size())) SEARCH_RETURN_IF_ERROR(close());
+  }
+  if (!views->empty()) SEARCH_RETURN_IF_ERROR(close());
+  return Status::Ok();
+}
+
 class ParseState {
  public:
   ParseState(const IndexBuildOptions& options, const Analyzer& analyzer, std::string work_dir, uint32_t threads,
@@ -134,7 +177,9 @@ class ParseState {
   }
 
   ~ParseState() {
+    if (trainer_.joinable()) trainer_.join();
     if (ids_file_ != nullptr) std::fclose(ids_file_);
+    if (sources_file_ != nullptr) std::fclose(sources_file_);
   }
 
   Status Run() {
@@ -154,6 +199,8 @@ class ParseState {
         break;
       }
       if (!*more) break;
+      if (options_.sources && !trainer_.joinable() && AddSample(chunk.data))
+        trainer_ = std::thread([this] { TrainDict(); });
       std::unique_lock lk(queue_mu_);
       queue_cv_.wait(lk, [&] { return queue_.size() < queue_cap_ || Aborted(); });
       if (Aborted()) break;
@@ -166,19 +213,76 @@ class ParseState {
     }
     queue_cv_.notify_all();
     if (!read_status.ok()) Fail(read_status);
+    if (options_.sources && !trainer_.joinable()) TrainDict();  // a small input: the whole of it
     for (auto& w : workers) w.join();
-    if (ids_file_ != nullptr) {
-      const bool bad = std::fflush(ids_file_) != 0;
-      std::fclose(ids_file_);
-      ids_file_ = nullptr;
-      if (bad) Fail(Status::IOError("write " + out_->ids_path + ": " + std::strerror(errno)));
-    }
+    if (trainer_.joinable()) trainer_.join();
+    CloseFile(&ids_file_, out_->ids_path);
+    CloseFile(&sources_file_, out_->sources_path);
     std::lock_guard lk(error_mu_);
     return error_;
   }
 
  private:
   bool Aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  void CloseFile(FILE** f, const std::string& path) {
+    if (*f == nullptr) return;
+    const bool bad = std::fflush(*f) != 0;
+    std::fclose(*f);
+    *f = nullptr;
+    if (bad) Fail(Status::IOError("write " + path + ": " + std::strerror(errno)));
+  }
+
+  // Copies the chunk's trimmed non-blank lines into the dictionary's sample (the reader thread,
+  // before the trainer starts); true once it holds kSourceTrainBytes.
+  bool AddSample(std::string_view data) {
+    while (!data.empty() && sample_text_.size() < kSourceTrainBytes) {
+      const size_t nl = data.find('\n');
+      const std::string_view line = TrimAscii(data.substr(0, nl));
+      data.remove_prefix(nl == std::string_view::npos ? data.size() : nl + 1);
+      if (line.empty() || line.size() > kMaxSourceBytes) continue;
+      sample_text_.append(line);
+      sample_ends_.push_back(sample_text_.size());
+    }
+    return sample_text_.size() >= kSourceTrainBytes;
+  }
+
+  // Trains the dictionary on the sample and measures what it saves there, block by block as the
+  // writer makes them; publishes it to the parser threads (null when it saves nothing).
+  void TrainDict() {
+    std::vector<std::string_view> samples;
+    for (size_t i = 0, b = 0; i < sample_ends_.size(); b = sample_ends_[i++])
+      samples.emplace_back(sample_text_.data() + b, sample_ends_[i] - b);
+    const std::string trained = SourceDict::Train(samples, kSourceDictBytes);
+    if (!trained.empty()) {
+      auto made = SourceDict::Make(trained, kSourceZstdLevel);
+      if (made.ok()) {
+        SourceBlockEncoder encoder(kSourceZstdLevel);
+        std::string value;
+        size_t plain = 0, with = 0, text = 0, from = 0;
+        Status st;
+        for (size_t i = 0; i < samples.size() && st.ok(); ++i) {
+          text += samples[i].size();
+          if (!SourceBlockFull(text, i + 1 - from) && i + 1 < samples.size()) continue;
+          const std::span<const std::string_view> block(samples.data() + from, i + 1 - from);
+          st = encoder.Encode(block, nullptr, &value);
+          plain += value.size();
+          if (st.ok()) st = encoder.Encode(block, made->get(), &value);
+          with += value.size();
+          from = i + 1;
+          text = 0;
+        }
+        const double saved = (static_cast<double>(plain) - static_cast<double>(with)) / samples.size();
+        if (st.ok() && saved > 0) {
+          out_->source_dict = std::move(made).value();
+          out_->source_dict_saved_per_doc = saved;
+        }
+      }
+    }
+    std::string().swap(sample_text_);
+    std::vector<size_t>().swap(sample_ends_);
+    dict_ready_.store(true, std::memory_order_release);
+  }
 
   void Fail(Status s) {
     {
@@ -198,6 +302,14 @@ class ParseState {
     if (ids_file_ == nullptr) return Status::IOError("create " + out_->ids_path + ": " + std::strerror(errno));
     ids_buffer_.reset(new char[size_t{1} << 20]);
     std::setvbuf(ids_file_, ids_buffer_.get(), _IOFBF, size_t{1} << 20);
+    if (options_.sources) {
+      out_->sources_path = work_dir_ + "/sources.tmp";
+      sources_file_ = std::fopen(out_->sources_path.c_str(), "wbx");
+      if (sources_file_ == nullptr)
+        return Status::IOError("create " + out_->sources_path + ": " + std::strerror(errno));
+      sources_buffer_.reset(new char[size_t{1} << 20]);
+      std::setvbuf(sources_file_, sources_buffer_.get(), _IOFBF, size_t{1} << 20);
+    }
     std::error_code ec;
     std::filesystem::create_directory(work_dir_ + "/runs", ec);
     if (ec) return Status::IOError("create " + work_dir_ + "/runs: " + ec.message());
@@ -235,16 +347,20 @@ class ParseState {
       rec.clear();
       PutVarint(&rec, d.id.size());
       rec.append(d.id);
-      if (options_.sources) {
-        PutVarint(&rec, d.source.size());
-        rec.append(d.source);
-      }
       if (std::fwrite(rec.data(), 1, rec.size(), ids_file_) != rec.size())
         return Status::IOError("write " + out_->ids_path + ": " + std::strerror(errno));
       ids_bytes_ += rec.size();
       out_->lengths.push_back(d.length);
       out_->total_tokens += d.length;
       ++next_doc_;
+    }
+    for (size_t i = 0; i < chunk.num_blocks; ++i) {
+      const ChunkBlock& b = chunk.blocks[i];
+      if (std::fwrite(b.value.data(), 1, b.value.size(), sources_file_) != b.value.size())
+        return Status::IOError("write " + out_->sources_path + ": " + std::strerror(errno));
+      out_->source_blocks.push_back({static_cast<uint32_t>(first + b.first), b.count, sources_bytes_,
+                                     static_cast<uint32_t>(b.value.size()), b.early});
+      sources_bytes_ += b.value.size();
     }
     out_->blank_lines += chunk.blank_lines;
     ++next_commit_;
@@ -261,6 +377,8 @@ class ParseState {
   void Worker() {
     PostingAccumulator acc;
     ParsedChunk parsed;
+    SourceBlockEncoder encoder(kSourceZstdLevel);
+    std::vector<std::string_view> views;
     for (;;) {
       LineChunk chunk;
       {
@@ -272,6 +390,15 @@ class ParseState {
       }
       queue_cv_.notify_all();
       ParseChunk(chunk, analyzer_, options_.positions, options_.sources, &acc, &parsed);
+      parsed.num_blocks = 0;
+      if (options_.sources) {
+        const bool ready = dict_ready_.load(std::memory_order_acquire);
+        if (Status s = EncodeChunkBlocks(ready ? out_->source_dict.get() : nullptr, !ready, &encoder, &views, &parsed);
+            !s.ok()) {
+          Fail(s);
+          return;
+        }
+      }
       auto first = Commit(parsed);
       if (!first.ok()) {
         if (!Aborted()) Fail(first.status());
@@ -318,6 +445,16 @@ class ParseState {
   FILE* ids_file_ = nullptr;  // GUARDED_BY(commit_mu_)
   uint64_t ids_bytes_ = 0;    // GUARDED_BY(commit_mu_): written to ids_file_
   std::unique_ptr<char[]> ids_buffer_;
+  FILE* sources_file_ = nullptr;  // GUARDED_BY(commit_mu_)
+  uint64_t sources_bytes_ = 0;    // GUARDED_BY(commit_mu_): written to sources_file_
+  std::unique_ptr<char[]> sources_buffer_;
+
+  // The dictionary's sample (the reader's until the trainer starts, then the trainer's); the
+  // trainer sets out_->source_dict before dict_ready_.
+  std::string sample_text_;
+  std::vector<size_t> sample_ends_;
+  std::atomic<bool> dict_ready_{false};
+  std::thread trainer_;
 
   std::mutex runs_mu_;
   uint64_t next_run_ = 0;  // GUARDED_BY(runs_mu_)
