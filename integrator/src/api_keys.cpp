@@ -152,6 +152,18 @@ int ApiKeys::Check(const std::string* authorization) const {
   return it != keys_.end() && match ? 0 : 403;
 }
 
+int ApiKeys::CheckOnConnection(const std::string* authorization, std::string* verified) const {
+  if (authorization != nullptr && !verified->empty() && authorization->size() == verified->size() &&
+      CRYPTO_memcmp(authorization->data(), verified->data(), verified->size()) == 0)
+    return 0;
+  const int status = Check(authorization);
+  if (status == 0) {
+    OPENSSL_cleanse(verified->data(), verified->size());
+    *verified = *authorization;
+  }
+  return status;
+}
+
 Result<NewApiKey> MakeApiKey(std::string_view name) {
   for (char c : name)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f)

@@ -70,6 +70,41 @@ TEST(ApiKeys, MadeKeyIsRightAndEverythingElseIsRefused) {
   }
 }
 
+TEST(ApiKeys, OnAConnectionOnlyTheSameBytesSkipTheHash) {
+  auto made = MakeApiKey("");
+  auto other = MakeApiKey("");
+  ASSERT_TRUE(made.ok() && other.ok());
+  auto keys = MustParse(made->line + "\n" + other->line + "\n");
+  ASSERT_NE(keys, nullptr);
+  const std::string right = ApiKeyAuthorization(made->id, made->key);
+  std::string verified;
+  EXPECT_EQ(keys->CheckOnConnection(nullptr, &verified), 401);
+  EXPECT_TRUE(verified.empty());
+  const std::string wrong = ApiKeyAuthorization(made->id, other->key);
+  EXPECT_EQ(keys->CheckOnConnection(&wrong, &verified), 403);
+  EXPECT_TRUE(verified.empty()) << "a refused value is never kept";
+  EXPECT_EQ(keys->CheckOnConnection(&right, &verified), 0);
+  EXPECT_EQ(verified, right);
+  EXPECT_EQ(keys->CheckOnConnection(&right, &verified), 0);
+  // After a key passed: a missing header, a wrong key, a prefix or an extension of the kept value,
+  // and one byte changed are each checked in full and refused; the kept value stays.
+  std::string changed = right;
+  changed[10] = changed[10] == 'A' ? 'B' : 'A';
+  for (const std::string* v : {static_cast<const std::string*>(nullptr), &wrong}) {
+    EXPECT_NE(keys->CheckOnConnection(v, &verified), 0);
+  }
+  for (const std::string v : {right.substr(0, right.size() - 1), right + "A", right + "=", changed}) {
+    EXPECT_NE(keys->CheckOnConnection(&v, &verified), 0) << v;
+    EXPECT_EQ(verified, right);
+  }
+  // Another right key passes in full and replaces the kept value.
+  const std::string right2 = ApiKeyAuthorization(other->id, other->key);
+  EXPECT_EQ(keys->CheckOnConnection(&right2, &verified), 0);
+  EXPECT_EQ(verified, right2);
+  EXPECT_EQ(keys->CheckOnConnection(&right, &verified), 0);
+  EXPECT_EQ(verified, right);
+}
+
 TEST(ApiKeys, FileErrorsNameTheLineAndNeverEchoIt) {
   auto made = MakeApiKey("x");
   ASSERT_TRUE(made.ok());

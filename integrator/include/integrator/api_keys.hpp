@@ -41,6 +41,12 @@ class ApiKeys {
   // 0 (the key is right), 401 (missing or malformed) or 403 (unknown id, wrong key) for the value of
   // an Authorization header (null: no such header).
   int Check(const std::string* authorization) const;
+  // Check for the requests of one connection. `verified` (empty at first, owned by the connection)
+  // holds the last Authorization value that passed on it: a value of the same length and the same
+  // bytes (compared with CRYPTO_memcmp) passes without the hash; any other value is checked in
+  // full, and kept when it passes. `verified` is only ever given to this ApiKeys (the integrator's
+  // one set, fixed while it runs); the connection OPENSSL_cleanses it when it closes.
+  int CheckOnConnection(const std::string* authorization, std::string* verified) const;
 
   size_t size() const { return keys_.size(); }
 
