@@ -5,6 +5,8 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/bio.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <sys/epoll.h>
@@ -53,6 +55,14 @@ constexpr auto kSearchGiveUp = std::chrono::milliseconds(kMaxTimeoutMs) + std::c
 struct SslFree {
   void operator()(SSL* ssl) const { SSL_free(ssl); }
 };
+
+// A connection's socket BIO callback: after each read from the socket, sets the bool it points to
+// when the read took less than OpenSSL asked for (the socket held no more at that moment).
+long NoteSocketDrained(BIO* b, int oper, const char*, size_t len, int, long, int ret, size_t* processed) {
+  if (oper == (BIO_CB_READ | BIO_CB_RETURN))
+    *reinterpret_cast<bool*>(BIO_get_callback_arg(b)) = ret <= 0 || processed == nullptr || *processed < len;
+  return ret;
+}
 
 const char* StatusText(int status) {
   switch (status) {
@@ -161,6 +171,11 @@ class HttpLoops::Loop {
     bool handshaking = false;      // HTTPS: the handshake has not completed (last_io: the accept)
     bool read_wants_write = false;  // HTTPS: the last SSL_read stopped for want of writing
     bool write_wants_read = false;  // HTTPS: the last SSL_write stopped for want of reading
+    // HTTPS: the last read from the socket took less than asked (NoteSocketDrained); ReadAll
+    // clears it first and stops once a read of its own drained the socket and OpenSSL holds nothing.
+    bool socket_drained = false;
+    // API keys: the last Authorization value that passed on this connection (ApiKeys::CheckOnConnection).
+    std::string verified_auth;
   };
 
   void Accept();
@@ -263,6 +278,9 @@ void HttpLoops::Loop::Adopt(int fd) {
       Close(fd);
       return;
     }
+    BIO* socket = SSL_get_rbio(c.ssl.get());
+    BIO_set_callback_ex(socket, NoteSocketDrained);
+    BIO_set_callback_arg(socket, reinterpret_cast<char*>(&c.socket_drained));  // c stays put in conns_
     SSL_set_accept_state(c.ssl.get());
     c.handshaking = true;  // the first event (already pending, or the ClientHello's) starts it
   }
@@ -280,6 +298,7 @@ void HttpLoops::Loop::Close(int fd) {
     SSL_set_shutdown(it->second.ssl.get(), SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   }
   ::close(fd);  // also takes it out of the epoll set (the SSL object goes with the entry)
+  OPENSSL_cleanse(it->second.verified_auth.data(), it->second.verified_auth.size());
   conns_.erase(it);
   server_->open_.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -390,6 +409,7 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
   // Bounded while a request is in progress: a client pipelining without end is read again once
   // its answers went out.
   const size_t cap = limits_.max_header_bytes + limits_.max_body_bytes + kReadChunk;
+  c.socket_drained = false;
   while (true) {
     if (c.busy && c.in.size() >= cap) {
       c.read_blocked = true;
@@ -402,9 +422,11 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
     if (n > 0) {
       c.in.resize(old + static_cast<size_t>(n));
       c.last_io = Clock::now();
-      // Drained: edge-triggered, more data is a new event. (Not over TLS, where a read returns at
-      // most one record: read on until OpenSSL wants more from the socket.)
-      if (static_cast<size_t>(n) < kReadChunk && !c.ssl) return;
+      // Drained: edge-triggered, more data is a new event. Over TLS a read returns at most one
+      // record: drained when a socket read since this call began took less than asked (bytes that
+      // came after it raise a new edge) and OpenSSL holds no more bytes, read or decrypted.
+      if (c.ssl ? c.socket_drained && SSL_has_pending(c.ssl.get()) == 0 : static_cast<size_t>(n) < kReadChunk)
+        return;
       continue;
     }
     c.in.resize(old);
@@ -483,7 +505,8 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
       // Every route needs a key (404s too: no route is revealed without one) but the status page,
       // which holds no data, and /health when left open for load balancers.
       if (!OpenWithoutApiKey(m, req.path, server_->options_.open_health)) {
-        if (const int refused = keys->Check(req.Header("authorization")); refused != 0) return RefuseAuth(c, refused);
+        if (const int refused = keys->CheckOnConnection(req.Header("authorization"), &c.verified_auth); refused != 0)
+          return RefuseAuth(c, refused);
       }
     }
     const bool search = req.path == "/search" || req.path == "/_search";
