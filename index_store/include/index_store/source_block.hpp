@@ -56,7 +56,7 @@ enum class SourceCodec : uint8_t {
 // A zstd dictionary, digested once for compression (at `level`) and decompression.
 class SourceDict {
  public:
-  // Trains a dictionary of at most `max_bytes` from `samples` (ZDICT_trainFromBuffer). An empty
+  // Trains a dictionary of at most `max_bytes` from `samples` (zstd's fastCover). An empty
   // string when training fails (too few or too uniform samples): the shard then has no dictionary.
   static std::string Train(std::span<const std::string_view> samples, size_t max_bytes);
   // Digests `bytes` for decompression, and for compression at `level` unless it is 0: Corruption
