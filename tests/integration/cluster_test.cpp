@@ -411,8 +411,8 @@ TEST_F(ClusterTest, HealthStatsAndStatusPage) {
   auto page = Fetch(http_port_, "/");
   ASSERT_EQ(page.status, 200);
   EXPECT_NE(page.raw.find("<html"), std::string::npos);
-  EXPECT_NE(page.raw.find("fetch('/health')"), std::string::npos);
-  EXPECT_NE(page.raw.find("fetch('/stats')"), std::string::npos);
+  EXPECT_NE(page.raw.find("get('/health')"), std::string::npos);
+  EXPECT_NE(page.raw.find("get('/stats')"), std::string::npos);
 }
 
 TEST_F(ClusterTest, EveryProcessServesMetrics) {
@@ -707,7 +707,7 @@ TEST_F(ClusterLoopsTest, LoopsEngineAnswersEqualSingleProcessFromConcurrentClien
   auto page = Fetch(http_port_, "/");
   ASSERT_EQ(page.status, 200);
   EXPECT_NE(page.raw.find("<html"), std::string::npos) << page.raw.substr(0, 200);
-  EXPECT_NE(page.raw.find("fetch('/health')"), std::string::npos);
+  EXPECT_NE(page.raw.find("get('/health')"), std::string::npos);
   auto none = Fetch(http_port_, "/nope");
   EXPECT_EQ(none.status, 404) << none.raw;
   ASSERT_TRUE(none.body.is_object()) << none.raw;
