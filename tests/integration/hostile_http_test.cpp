@@ -38,6 +38,7 @@
 #include <random>
 #include <thread>
 
+#include "../http_wire.hpp"
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "core/url_encode.hpp"
@@ -83,18 +84,6 @@ CurlResult Curl(int port, const std::string& path, const std::string& extra, con
   return r;
 }
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 bool SendAll(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
@@ -427,7 +416,7 @@ TEST_F(HostileHttpTest, SlowlorisIsTimedOut) {
   std::vector<int> slow;
   std::vector<Clock::time_point> opened;
   for (int i = 0; i < kSlow; ++i) {
-    const int fd = Connect(f.http);
+    const int fd = ConnectLoopback(f.http);
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendAll(fd, request.substr(0, 1)));
     slow.push_back(fd);
@@ -484,7 +473,7 @@ TEST_F(HostileHttpTest, ConnectionLimit) {
   std::this_thread::sleep_for(3s);
   std::vector<int> fds;
   for (int i = 0; i < kLimit + kExtra; ++i) {
-    const int fd = Connect(f.http);
+    const int fd = ConnectLoopback(f.http);
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendAll(fd, "G"));  // a request begun: held until the header timeout
     fds.push_back(fd);
@@ -556,7 +545,7 @@ TEST_F(HostileHttpTest, OversizedAndMalformedUnderLoad) {
       // Rounds until at least 200 ordinary searches were answered alongside (and at least 10).
       for (int round = 0; round < 10 || (ok.load() + bad.load() < 200 && round < 1000); ++round) {
         for (const Case& c : cases) {
-          const int fd = Connect(f.http);
+          const int fd = ConnectLoopback(f.http);
           std::string why;
           if (fd < 0) {
             why = "connect failed";

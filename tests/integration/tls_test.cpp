@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "../http_wire.hpp"
 #include "../prometheus_text.hpp"
 #include "cluster_harness.hpp"
 
@@ -84,29 +85,6 @@ int PortOf(const json& ready, const std::string& key) {
   return std::stoi(a.substr(a.rfind(':') + 1));
 }
 
-// One HTTP answer read off a byte stream.
-struct Answer {
-  int status = 0;
-  std::string body;
-};
-
-// Splits `bytes` into the answers it holds in full (Content-Length framed, as the integrator
-// writes them); the rest stays in `bytes`.
-std::vector<Answer> TakeAnswers(std::string& bytes) {
-  std::vector<Answer> out;
-  while (true) {
-    const size_t end = bytes.find("\r\n\r\n");
-    if (end == std::string::npos) break;
-    const std::string head = bytes.substr(0, end);
-    const size_t cl = head.find("Content-Length: ");
-    if (head.rfind("HTTP/1.", 0) != 0 || cl == std::string::npos) break;
-    const size_t len = std::stoul(head.substr(cl + 16));
-    if (bytes.size() < end + 4 + len) break;
-    out.push_back({std::stoi(head.substr(9, 3)), bytes.substr(end + 4, len)});
-    bytes.erase(0, end + 4 + len);
-  }
-  return out;
-}
 
 // A blocking TLS client connection from this process, verifying the server against `ca_file`.
 class TlsClientConn {
@@ -136,14 +114,14 @@ class TlsClientConn {
   bool ok() const { return ok_; }
   bool Write(const std::string& bytes) { return SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) > 0; }
   // Reads until `n` answers came (or the connection ended / 30 s passed without a byte).
-  std::vector<Answer> Read(size_t n) {
-    std::vector<Answer> out;
+  std::vector<HttpAnswer> Read(size_t n) {
+    std::vector<HttpAnswer> out;
     while (out.size() < n) {
       char buf[16384];
       const int r = SSL_read(ssl_, buf, sizeof(buf));
       if (r <= 0) break;
       in_.append(buf, static_cast<size_t>(r));
-      for (Answer& a : TakeAnswers(in_)) out.push_back(std::move(a));
+      for (HttpAnswer& a : TakeHttpAnswers(in_)) out.push_back(std::move(a));
     }
     return out;
   }
@@ -174,19 +152,6 @@ std::string ClientHello() {
   return out;
 }
 
-// A raw TCP connection to 127.0.0.1:port (blocking), or -1.
-int ConnectRaw(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
 
 // The corpus word "w<i>" (appended, not "w" + to_string(i): a -Wrestrict false positive in GCC 12).
 std::string W(int i) {
@@ -346,7 +311,7 @@ TEST_F(Tls, PipelinedRequestsOverOneTlsConnectionAreAnsweredInOrder) {
     batch += "GET " + targets.back() + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   }
   ASSERT_TRUE(conn.Write(batch));  // all at once: one TLS record or a few
-  const std::vector<Answer> answers = conn.Read(targets.size());
+  const std::vector<HttpAnswer> answers = conn.Read(targets.size());
   ASSERT_EQ(answers.size(), targets.size());
   for (size_t i = 0; i < targets.size(); ++i) {
     EXPECT_EQ(answers[i].status, 200);
@@ -354,7 +319,7 @@ TEST_F(Tls, PipelinedRequestsOverOneTlsConnectionAreAnsweredInOrder) {
   }
   // The same connection, kept alive, answers again.
   ASSERT_TRUE(conn.Write("GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
-  const std::vector<Answer> again = conn.Read(1);
+  const std::vector<HttpAnswer> again = conn.Read(1);
   ASSERT_EQ(again.size(), 1u);
   EXPECT_EQ(again[0].status, 200);
 }
@@ -442,7 +407,7 @@ TEST_F(Tls, GarbageAndHalfOpenHandshakesLeaveOrdinaryClientsServed) {
   };
   std::vector<Bad> bad;
   auto open = [&](const std::string& kind, const std::string& bytes) {
-    const int fd = ConnectRaw(cluster_->tls_port);
+    const int fd = ConnectLoopback(cluster_->tls_port);
     ASSERT_GE(fd, 0);
     if (!bytes.empty()) {
       ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
@@ -468,7 +433,7 @@ TEST_F(Tls, GarbageAndHalfOpenHandshakesLeaveOrdinaryClientsServed) {
   for (int i = 0; i < 5; ++i) {
     const std::string target = SearchTarget(W(20 + i));
     ASSERT_TRUE(conn.Write("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"));
-    const std::vector<Answer> a = conn.Read(1);
+    const std::vector<HttpAnswer> a = conn.Read(1);
     ASSERT_EQ(a.size(), 1u);
     EXPECT_EQ(a[0].status, 200);
     ExpectSameAsPlain(target, a[0].body);

@@ -35,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "../http_wire.hpp"
 #include "fake_node.hpp"
 #include "integrator/http_front.hpp"
 #include "integrator/integrator.hpp"
@@ -146,42 +147,10 @@ class Pki {
 
 // ---- Clients ----
 
-int Connect(int port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{30, 0};  // a test never hangs on a silent server
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+using search::testing::HttpAnswer;
 
-struct Answer {
-  int status = 0;
-  std::string body;
-};
-
-// The complete answers at the front of `bytes` (Content-Length framed), taken off it.
-std::vector<Answer> TakeAnswers(std::string& bytes) {
-  std::vector<Answer> out;
-  while (true) {
-    const size_t end = bytes.find("\r\n\r\n");
-    if (end == std::string::npos) break;
-    const std::string head = bytes.substr(0, end);
-    const size_t cl = head.find("Content-Length: ");
-    if (head.rfind("HTTP/1.", 0) != 0 || cl == std::string::npos) break;
-    const size_t len = std::stoul(head.substr(cl + 16));
-    if (bytes.size() < end + 4 + len) break;
-    out.push_back({std::stoi(head.substr(9, 3)), bytes.substr(end + 4, len)});
-    bytes.erase(0, end + 4 + len);
-  }
-  return out;
-}
+// A loopback connection whose reads give up after 30 s (a test never hangs on a silent server).
+int Connect(int port) { return search::testing::ConnectLoopback(port, std::chrono::seconds(30)); }
 
 // One blocking TLS client connection verifying the server (127.0.0.1) against `ca_file`.
 class Client {
@@ -224,21 +193,21 @@ class Client {
   const std::string& error() const { return error_; }
   bool reused() const { return SSL_session_reused(ssl_) == 1; }
   bool Write(const std::string& bytes) { return SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) > 0; }
-  std::vector<Answer> Read(size_t n) {
-    std::vector<Answer> out;
+  std::vector<HttpAnswer> Read(size_t n) {
+    std::vector<HttpAnswer> out;
     while (out.size() < n) {
       char buf[16384];
       const int r = SSL_read(ssl_, buf, sizeof(buf));
       if (r <= 0) break;
       in_.append(buf, static_cast<size_t>(r));
-      for (Answer& a : TakeAnswers(in_)) out.push_back(std::move(a));
+      for (HttpAnswer& a : search::testing::TakeHttpAnswers(in_)) out.push_back(std::move(a));
     }
     return out;
   }
-  Answer Get(const std::string& target) {
+  HttpAnswer Get(const std::string& target) {
     if (!Write("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")) return {};
     auto a = Read(1);
-    return a.empty() ? Answer{} : a[0];
+    return a.empty() ? HttpAnswer{} : a[0];
   }
   // The session to offer next time (after an answer was read: TLS 1.3 tickets come after the
   // handshake). The caller frees it.
@@ -337,7 +306,7 @@ class TlsFrontTest : public ::testing::Test {
 TEST_F(TlsFrontTest, SearchOverHttpsAnswersAsTheIntegrator) {
   Client c(front_->port(), Trusting());
   ASSERT_TRUE(c.ok()) << c.error();
-  const Answer a = c.Get("/search?q=apple+mango&mode=or&k=2");
+  const HttpAnswer a = c.Get("/search?q=apple+mango&mode=or&k=2");
   ASSERT_EQ(a.status, 200) << a.body;
   const json j = json::parse(a.body);
   EXPECT_EQ(j["hits"]["hits"], Expected("apple mango", 2));
@@ -357,7 +326,7 @@ TEST_F(TlsFrontTest, PipelinedRequestsAreAnsweredInOrderOnAKeptAliveConnection) 
   }
   batch += "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
   ASSERT_TRUE(c.Write(batch));
-  const std::vector<Answer> answers = c.Read(ks.size() + 1);
+  const std::vector<HttpAnswer> answers = c.Read(ks.size() + 1);
   ASSERT_EQ(answers.size(), ks.size() + 1);
   for (size_t i = 0; i < ks.size(); ++i) {
     ASSERT_EQ(answers[i].status, 200) << answers[i].body;
@@ -383,7 +352,7 @@ TEST_F(TlsFrontTest, PipelinedBurstLargerThanTheReadBufferIsAllAnswered) {
   }
   ASSERT_GT(batch.size(), 64u << 10);
   ASSERT_TRUE(c.Write(batch));
-  std::vector<Answer> answers = c.Read(ks.size());
+  std::vector<HttpAnswer> answers = c.Read(ks.size());
   ASSERT_EQ(answers.size(), ks.size());
   for (size_t i = 0; i < ks.size(); ++i) {
     ASSERT_EQ(answers[i].status, 200) << answers[i].body;
@@ -466,7 +435,7 @@ TEST_F(TlsFrontTest, GarbageAndHalfOpenHandshakesAreClosedAndCountedWhileClients
   for (int i = 0; i < 5; ++i) {
     Client c(front_->port(), Trusting());
     ASSERT_TRUE(c.ok()) << c.error();
-    const Answer a = c.Get("/search?q=apple&mode=or&k=3");
+    const HttpAnswer a = c.Get("/search?q=apple&mode=or&k=3");
     ASSERT_EQ(a.status, 200) << a.body;
     EXPECT_EQ(json::parse(a.body)["hits"]["hits"], Expected("apple", 3));
   }
