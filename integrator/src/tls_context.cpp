@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "integrator/openssl_errors.hpp"
+
 namespace search {
 namespace {
 
@@ -22,15 +24,10 @@ constexpr const char* kTls13Suites = "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA
 constexpr unsigned char kSessionIdContext[] = "search-integrator";
 
 // OpenSSL's queued errors, oldest first, as one line (and the queue emptied).
-std::string OpenSslErrors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out.empty() ? "unknown OpenSSL error" : out;
+// The error queue for a message, never empty.
+std::string OpenSslReason() {
+  std::string e = OpenSslErrors();
+  return e.empty() ? "unknown OpenSSL error" : e;
 }
 
 }  // namespace
@@ -56,11 +53,11 @@ Result<std::shared_ptr<TlsServerContext>> TlsServerContext::Load(const std::stri
   SEARCH_RETURN_IF_ERROR(CheckTlsKeyFilePermissions(key_file));
   ERR_clear_error();
   SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (ctx == nullptr) return Status::Internal("SSL_CTX_new: " + OpenSslErrors());
+  if (ctx == nullptr) return Status::Internal("SSL_CTX_new: " + OpenSslReason());
   std::shared_ptr<TlsServerContext> out(new TlsServerContext(ctx));
   if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
       SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1 || SSL_CTX_set_ciphersuites(ctx, kTls13Suites) != 1)
-    return Status::Internal("TLS settings: " + OpenSslErrors());
+    return Status::Internal("TLS settings: " + OpenSslReason());
   // A client that closes without a close_notify (most HTTP clients, once they have their answer)
   // reads as an end of stream, as over plain TCP, not as an error.
   SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE |
@@ -74,7 +71,7 @@ Result<std::shared_ptr<TlsServerContext>> TlsServerContext::Load(const std::stri
   SSL_CTX_set_session_id_context(ctx, kSessionIdContext, sizeof(kSessionIdContext) - 1);
   if (SSL_CTX_use_certificate_chain_file(ctx, cert_file.c_str()) != 1)
     return Status::InvalidArgument("--tls-cert " + cert_file + ": not a readable PEM certificate chain (" +
-                                   OpenSslErrors() + ")");
+                                   OpenSslReason() + ")");
   EVP_PKEY* key = nullptr;
   if (BIO* in = BIO_new_file(key_file.c_str(), "r")) {
     key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
@@ -82,12 +79,12 @@ Result<std::shared_ptr<TlsServerContext>> TlsServerContext::Load(const std::stri
   }
   if (key == nullptr)
     return Status::InvalidArgument("--tls-key " + key_file + ": not a readable, unencrypted PEM private key (" +
-                                   OpenSslErrors() + ")");
+                                   OpenSslReason() + ")");
   const int used = SSL_CTX_use_PrivateKey(ctx, key);
   EVP_PKEY_free(key);
   if (used != 1 || SSL_CTX_check_private_key(ctx) != 1)
     return Status::InvalidArgument("--tls-key " + key_file + " does not match the certificate in --tls-cert " +
-                                   cert_file + " (" + OpenSslErrors() + ")");
+                                   cert_file + " (" + OpenSslReason() + ")");
   return out;
 }
 

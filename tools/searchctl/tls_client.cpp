@@ -6,19 +6,11 @@
 #include <openssl/evp.h>
 #include <openssl/x509v3.h>
 
+#include "integrator/openssl_errors.hpp"
+
 namespace search::cli {
 namespace {
 
-std::string OpenSslErrors() {
-  std::string out;
-  while (const unsigned long e = ERR_get_error()) {
-    char buf[256];
-    ERR_error_string_n(e, buf, sizeof(buf));
-    if (!out.empty()) out += "; ";
-    out += buf;
-  }
-  return out;
-}
 
 // The TlsClient an SSL_CTX belongs to (its ex_data slot).
 int ClientIndex() {
