@@ -8,7 +8,8 @@ pkgs=(build-essential cmake pkg-config ninja-build python3 zlib1g-dev
       librocksdb-dev libzstd-dev libzmq3-dev cppzmq-dev capnproto libcapnp-dev prometheus-cpp-dev
       libgtest-dev libgmock-dev libbenchmark-dev libcpp-httplib-dev nlohmann-json3-dev
       libcli11-dev libstemmer-dev dict-gcide curl libssl-dev openssl
-      prometheus docker-compose chromium iproute2 nftables python3-yaml clang libclang-rt-14-dev)
+      prometheus docker-compose chromium iproute2 nftables python3-yaml clang libclang-rt-14-dev
+      protobuf-compiler libprotobuf-dev)
 for arg in "$@"; do
   case "$arg" in
     --with-lucene) pkgs+=(default-jdk-headless liblucene8-java) ;;
