@@ -10,6 +10,10 @@ pkgs=(build-essential cmake pkg-config ninja-build python3 zlib1g-dev
       libcli11-dev libstemmer-dev dict-gcide curl libssl-dev openssl
       prometheus docker-compose chromium iproute2 nftables python3-yaml clang libclang-rt-14-dev
       protobuf-compiler libprotobuf-dev)
+# Node.js and npm validate the Kubernetes manifests (deploy/k8s/validate). NodeSource's nodejs
+# package bundles npm and conflicts with Debian's npm package: npm is added only when missing.
+pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 for arg in "$@"; do
   case "$arg" in
     --with-lucene) pkgs+=(default-jdk-headless liblucene8-java) ;;
