@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <span>
 #include <string_view>
@@ -181,6 +183,14 @@ Result<CiffImportSummary> ImportCiff(const CiffImportOptions& options) {
     summary.notes.push_back("header total_terms_in_collection " + std::to_string(header.total_terms_in_collection) +
                             " differs from the sum of doclengths " + std::to_string(total_tokens) +
                             "; BM25 uses the doclengths");
+  // average_doclength is optional (0: absent); exporters round it, so only a real difference is noted.
+  const double avgdl = static_cast<double>(total_tokens) / static_cast<double>(num_docs);
+  if (header.average_doclength != 0 && !(std::abs(header.average_doclength - avgdl) <= 1e-6 * std::max(1.0, avgdl))) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "header average_doclength %.9g differs from the doclengths' average %.9g",
+                  header.average_doclength, avgdl);
+    summary.notes.push_back(std::string(line) + "; BM25 uses the doclengths");
+  }
 
   // 2. Ingest, in term order.
   file.Advise(MADV_NORMAL);
