@@ -58,8 +58,7 @@ using scaletest::TextDoc;
 std::vector<std::string> Vocabulary(size_t ascii_words) {
   std::vector<std::string> v;
   for (size_t i = 0; i < ascii_words; ++i) v.push_back(std::string("w").append(std::to_string(i)));
-  for (const char* w : {"stra\xc3\x9f" "e", "caf\xc3\xa9", "\xe6\x97\xa5\xe6\x9c\xac", "\xce\xb6" "7", "na\xc3\xafve", "x9"})
-    v.push_back(w);
+  for (const char* w : {"stra\u00dfe", "caf\u00e9", "\u65e5\u672c", "\u03b67", "na\u00efve", "x9"}) v.push_back(w);
   return v;
 }
 
@@ -78,7 +77,8 @@ std::vector<TextDoc> Corpus(const std::vector<std::string>& vocab, size_t n, siz
       if (rng() % 4 == 0 && w[0] >= 'a' && w[0] <= 'z') w[0] = static_cast<char>(w[0] - 'a' + 'A');
       text += w;
     }
-    docs.push_back({std::string("doc-").append(std::to_string(d)).append("-").append(std::to_string(rng() % 1000)), text});
+    docs.push_back(
+        {std::string("doc-").append(std::to_string(d)).append("-").append(std::to_string(rng() % 1000)), text});
   }
   return docs;
 }
@@ -233,10 +233,12 @@ IndexDump Dump(const std::string& dir) {
     EXPECT_TRUE(reader.ok()) << reader.status().ToString();
     if (!reader.ok()) return out;
     std::vector<std::pair<std::string, TermInfo>> terms;
-    EXPECT_TRUE((*reader)->ForEachTerm([&](std::string_view t, const TermInfo& i) {
-      terms.emplace_back(t, i);
-      return true;
-    }).ok());
+    EXPECT_TRUE((*reader)
+                    ->ForEachTerm([&](std::string_view t, const TermInfo& i) {
+                      terms.emplace_back(t, i);
+                      return true;
+                    })
+                    .ok());
     for (const auto& [term, info] : terms) {
       auto list = (*reader)->GetList(term);
       EXPECT_TRUE(list.ok()) << term;
@@ -322,7 +324,7 @@ class CiffOfficialSchemaTest : public ::testing::Test {
 
 TEST_F(CiffOfficialSchemaTest, ImportsLikeTheJsonlIndexOfTheSameText) {
   // The UTF-8 words are in the corpus, so the comparison covers multi-byte terms.
-  ASSERT_EQ(inv_.postings.count("stra\xc3\x9f" "e"), 1u);
+  ASSERT_EQ(inv_.postings.count("stra\u00dfe"), 1u);
   const CiffMessages m = Export(docs_, inv_, Identity(docs_.size()));
   const std::string bytes = Serialize(m);
   ExpectOfficialParserReads(bytes, m);
@@ -404,8 +406,8 @@ TEST_F(CiffOfficialSchemaTest, OtherDocidOrderGivesTheSameDocumentsAndScores) {
       for (size_t i = 0; i < ta->hits.size(); ++i) {
         EXPECT_EQ(ta->hits[i].score, tb->hits[i].score) << q << " rank " << i;
         const bool tied = sa.size() > 1 && std::count_if(sa.begin(), sa.end(), [&](const auto& e) {
-                                              return e.second == ta->hits[i].score;
-                                            }) > 1;
+                                             return e.second == ta->hits[i].score;
+                                           }) > 1;
         if (!tied) {
           EXPECT_EQ((*ida)[i].id, (*idb)[i].id) << q << " rank " << i;
         }
