@@ -417,11 +417,11 @@ TEST_F(CiffOfficialSchemaTest, OtherDocidOrderGivesTheSameDocumentsAndScores) {
   EXPECT_GT(compared, 1000u);  // not vacuous
 }
 
-// Bad files from the official writer: refused with an error that says what and where, never
+// A small file from the official writer; bad ones are refused with an error that says what and where, never
 // Internal, nothing left at the output. Header totals (total_*, average_doclength) may differ
 // from the contents by the format's own definition (an export of some lists only): accepted with
 // a note, the contents win.
-class CiffOfficialBadFileTest : public ::testing::Test {
+class CiffOfficialSmallFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
     docs_ = {{"a", "red fish blue fish"}, {"b", "one fish"}, {"c", ""},         {"d", "blue whale red"},
@@ -457,7 +457,7 @@ class CiffOfficialBadFileTest : public ::testing::Test {
   std::vector<std::string> notes_;
 };
 
-TEST_F(CiffOfficialBadFileTest, EveryTruncationIsRefused) {
+TEST_F(CiffOfficialSmallFileTest, EveryTruncationIsRefused) {
   const std::string full = Serialize(good_);
   ASSERT_TRUE(ImportBytes(full).ok());
   for (size_t n = 0; n < full.size(); ++n) {
@@ -465,7 +465,16 @@ TEST_F(CiffOfficialBadFileTest, EveryTruncationIsRefused) {
   }
 }
 
-TEST_F(CiffOfficialBadFileTest, HeaderCountsThatDisagreeWithTheContentAreRefused) {
+// The project's own writer (ciff_format.hpp, which ciff_import_test and the fuzz seeds use) and
+// the protobuf library write the same content as the same bytes (both canonical proto3: fields in
+// number order, zeros omitted), so what those tests read is official CIFF too.
+TEST_F(CiffOfficialSmallFileTest, TheProjectsWriterWritesTheOfficialBytes) {
+  CiffMessages m = good_;
+  m.header.set_description("scale test corpus");  // scaletest::MakeCiff's
+  EXPECT_EQ(Serialize(m), scaletest::MakeCiff(docs_, inv_, /*shuffle_seed=*/0));
+}
+
+TEST_F(CiffOfficialSmallFileTest, HeaderCountsThatDisagreeWithTheContentAreRefused) {
   CiffMessages m = good_;
   m.header.set_num_postings_lists(good_.header.num_postings_lists() + 1);  // a DocRecord read as a list
   ExpectRefused(m, "one list more than present", "PostingsList");
@@ -510,7 +519,7 @@ TEST_F(CiffOfficialBadFileTest, HeaderCountsThatDisagreeWithTheContentAreRefused
   EXPECT_FALSE(ImportBytes(extra).ok());
 }
 
-TEST_F(CiffOfficialBadFileTest, HeaderTotalsThatDisagreeAreNotesAndTheContentsWin) {
+TEST_F(CiffOfficialSmallFileTest, HeaderTotalsThatDisagreeAreNotesAndTheContentsWin) {
   ASSERT_TRUE(ImportBytes(Serialize(good_)).ok());
   EXPECT_TRUE(notes_.empty());
   CiffMessages m = good_;
