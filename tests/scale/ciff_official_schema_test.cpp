@@ -417,10 +417,10 @@ TEST_F(CiffOfficialSchemaTest, OtherDocidOrderGivesTheSameDocumentsAndScores) {
   EXPECT_GT(compared, 1000u);  // not vacuous
 }
 
-// A small file from the official writer; bad ones are refused with an error that says what and where, never
-// Internal, nothing left at the output. Header totals (total_*, average_doclength) may differ
-// from the contents by the format's own definition (an export of some lists only): accepted with
-// a note, the contents win.
+// A small file from the official writer. Bad ones are refused with an error that says what and
+// where, never Internal, nothing left at the output. Header totals (total_*, average_doclength)
+// may differ from the contents by the format's own definition (an export of some lists only):
+// accepted with a note, the contents win.
 class CiffOfficialSmallFileTest : public ::testing::Test {
  protected:
   void SetUp() override {
