@@ -82,8 +82,16 @@ def port_of(endpoint):
     return int(endpoint.rsplit(":", 1)[1])
 
 
-def check_consistency(d, helps=None, secrets=None):
-    """Problems (strings) of the manifests in d; secrets: {name: {key: bytes}} from make-secrets."""
+def sources(root, folder):
+    out = []
+    for dirpath, _, files in os.walk(os.path.join(root, folder)):
+        out += [os.path.join(dirpath, f) for f in files if f.endswith((".cpp", ".hpp"))]
+    return out
+
+
+def check_consistency(d, helps=None, secrets=None, src_root=None):
+    """Problems (strings) of the manifests in d; secrets: {name: {key: bytes}} from make-secrets;
+    src_root: the repository (the metrics a probe waits for must be registered in node/)."""
     problems = []
     p = problems.append
     k, objs = load_dir(d)
@@ -123,8 +131,18 @@ def check_consistency(d, helps=None, secrets=None):
                     p(f"{what}: no {probe}")
                 continue
             h = pr.get("httpGet") or pr.get("tcpSocket")
-            if h["port"] not in ports and h["port"] not in ports.values():
+            if h is not None and h["port"] not in ports and h["port"] not in ports.values():
                 p(f"{what}: {probe} port {h['port']} is not a container port")
+            if pr.get("tcpSocket") and h["port"] in ("zmq", ports.get("zmq")):
+                p(f"{what}: {probe} connects to the ZeroMQ port: every probe would count as a refused CURVE peer")
+            if "exec" in pr:
+                line = " ".join(pr["exec"]["command"])
+                m = re.search(r"127\.0\.0\.1:(\d+)/metrics", line)
+                if not m or int(m.group(1)) != ports.get("metrics"):
+                    p(f"{what}: {probe} does not read its own metrics port: {line}")
+                for metric in re.findall(r"\^(search_[a-z_]+)", line):
+                    if not any(f'"{metric}"' in open(f).read() for f in sources(src_root, "node")):
+                        p(f"{what}: {probe} waits for metric {metric}, which node/ never registers")
         if "--insecure" in f:
             p(f"{what}: --insecure")
         vols = {v["name"]: v for v in spec.get("volumes", [])}
@@ -337,7 +355,7 @@ def main():
             secrets = None
             if a.searchctl:
                 secrets = read_secrets(make_secrets(src, d, a.searchctl, os.path.join(tmp, "s-" + label)))
-            problems = check_consistency(d, helps, secrets)
+            problems = check_consistency(d, helps, secrets, src)
             if want_ok:
                 for q in problems:
                     print(f"FAIL ({label}): {q}")
