@@ -8,7 +8,7 @@
 #   INDEX_DOCS    generate: documents (default 200000); INDEX_SEED (1), INDEX_MODEL (zipf)
 #   INDEX_INPUT   jsonl: the corpus file inside the container (default /corpus/docs.jsonl;
 #                 docker-compose.yml mounts $CORPUS_DIR on /corpus), plain or .gz
-#   INDEX_STEM    jsonl: Snowball stemmer language (e.g. english), default none
+#   INDEX_STEM    jsonl: Snowball stemmer language (e.g. english), default none (no stemming)
 #   INDEX_FORCE   1: rebuild even if an index is there (default: keep it, after checking it)
 #   INDEX_DIR     default /data/index; QUERIES (default /data/queries.txt), QUERY_COUNT (5000)
 # An existing index with the right shard count is verified (checksums) and kept, so
@@ -42,7 +42,7 @@ else
       input=${INDEX_INPUT:-/corpus/docs.jsonl}
       [ -f "$input" ] || die "INDEX_INPUT $input not found (mount the corpus folder with CORPUS_DIR)"
       say "indexing $input into $dir ($shards shards)"
-      if [ -n "${INDEX_STEM:-}" ]; then
+      if [ "${INDEX_STEM:-none}" != none ]; then
         searchctl index --input "$input" --out "$dir" --shards "$shards" --stem "$INDEX_STEM" --force --quiet
       else
         searchctl index --input "$input" --out "$dir" --shards "$shards" --force --quiet

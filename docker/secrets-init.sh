@@ -19,7 +19,8 @@
 #        SECRETS_NODES  the nodes, as NAME=ENDPOINT (or NAME alone: keys only, no curve-servers
 #                       line), default "node-0=tcp://node-0:9210 node-1=tcp://node-1:9210"
 #        SECRETS_HOSTS  names (and IP addresses) in the integrator's certificate besides 127.0.0.1
-#                       and ::1, default "integrator localhost"; a certificate already there is kept:
+#                       and ::1 (a repeated one counts once), default "integrator localhost"; a
+#                       certificate already there is kept:
 #                       delete integrator/tls.crt to make one with other names
 #        SECRETS_DAYS   validity of the CA and the certificate, default 825
 #        SEARCHCTL      the searchctl binary, default searchctl (from PATH); OPENSSL: openssl
@@ -92,13 +93,14 @@ if [ ! -s "$dir/ca.pem" ] || [ ! -s "$dir/ca/ca.key" ]; then
 fi
 if [ ! -s "$dir/integrator/tls.crt" ] || [ ! -s "$dir/integrator/tls.key" ]; then
   san=""
-  for h in $hosts; do
+  for h in $hosts 127.0.0.1 ::1; do
     case $h in
-      *:* | *[0-9].[0-9]*[0-9]) case $h in *[!0-9a-fA-F.:]*) san="${san}DNS:$h," ;; *) san="${san}IP:$h," ;; esac ;;
-      *) san="${san}DNS:$h," ;;
+      *:* | *[0-9].[0-9]*[0-9]) case $h in *[!0-9a-fA-F.:]*) e="DNS:$h" ;; *) e="IP:$h" ;; esac ;;
+      *) e="DNS:$h" ;;
     esac
+    case ",$san" in *",$e,"*) ;; *) san="$san$e," ;; esac  # each name once
   done
-  san="${san}IP:127.0.0.1,IP:::1"
+  san=${san%,}
   ext=$dir/integrator/.ext
   printf 'subjectAltName=%s\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n' \
     "$san" >"$ext"

@@ -10,6 +10,10 @@ pkgs=(build-essential cmake pkg-config ninja-build python3 zlib1g-dev
       libcli11-dev libstemmer-dev dict-gcide curl libssl-dev openssl
       prometheus docker-compose chromium iproute2 nftables python3-yaml clang libclang-rt-14-dev
       protobuf-compiler libprotobuf-dev)
+# Containers (tests/deploy/container_test.py, docker/base-image.sh): podman with runc, buildah,
+# podman-compose, debootstrap for the base image, and the CNI plugin that resolves service names
+# on a compose network (without it, containers do not find each other by name).
+pkgs+=(podman buildah runc podman-compose uidmap debootstrap golang-github-containernetworking-plugin-dnsname)
 # Node.js and npm validate the Kubernetes manifests (deploy/k8s/validate). NodeSource's nodejs
 # package bundles npm and conflicts with Debian's npm package: npm is added only when missing.
 pkgs+=(nodejs)
