@@ -367,6 +367,16 @@ def main():
                 failed |= not problems
 
         run("deploy/k8s", k8s)
+        # add_shard() below is README.md's "Scaling": the README must still say these steps.
+        with open(os.path.join(k8s, "README.md")) as f:
+            readme = f.read()
+        steps = ["sed s/shard-1/shard-2/g deploy/k8s/shard-1.yaml > deploy/k8s/shard-2.yaml",
+                 'INDEX_SHARDS: "3"', ",tcp://shard-2-0.shard-2:9210|tcp://shard-2-1.shard-2:9210",
+                 "`resources` in `kustomization.yaml`"]
+        for step in steps:
+            if step not in readme:
+                print(f"FAIL: deploy/k8s/README.md no longer says `{step}` (add_shard follows it)")
+                failed = True
         scaled = os.path.join(tmp, "scaled")
         shutil.copytree(k8s, scaled, ignore=shutil.ignore_patterns("node_modules"))
         add_shard(scaled)
