@@ -16,7 +16,8 @@ usage: k8s_test.py CHECK --source REPO [--searchctl BIN] [--node BIN] [--integra
                Secret). With --node/--integrator, every flag given exists in the binary's --help.
                With --searchctl, make-secrets.sh's Secrets hold every file the pods read, one CURVE
                key a pod, curve-servers lines for exactly the --shards endpoints. The same checks
-               pass on a copy given a third shard as README.md's "Scaling" says, and fail on
+               pass on copies given a third shard or a third replica as README.md's "Scaling"
+               says (and README.md must still give those steps), and fail on
                copies with a shard missing from --shards or a replica count that disagrees.
                Skips (77) without python3-yaml.
 Exit status: 0 pass, 1 fail (each problem printed), 77 skip.
@@ -372,7 +373,7 @@ def main():
             readme = f.read()
         steps = ["sed s/shard-1/shard-2/g deploy/k8s/shard-1.yaml > deploy/k8s/shard-2.yaml",
                  'INDEX_SHARDS: "3"', ",tcp://shard-2-0.shard-2:9210|tcp://shard-2-1.shard-2:9210",
-                 "`resources` in `kustomization.yaml`"]
+                 "`resources` in `kustomization.yaml`", "`|tcp://shard-N-2.shard-N:9210`"]
         for step in steps:
             if step not in readme:
                 print(f"FAIL: deploy/k8s/README.md no longer says `{step}` (add_shard follows it)")
@@ -381,6 +382,11 @@ def main():
         shutil.copytree(k8s, scaled, ignore=shutil.ignore_patterns("node_modules"))
         add_shard(scaled)
         run("deploy/k8s with a third shard added as README.md says", scaled)
+        more = os.path.join(tmp, "more-replicas")
+        shutil.copytree(k8s, more, ignore=shutil.ignore_patterns("node_modules"))
+        edit(more, "shard-1.yaml", "  replicas: 2\n", "  replicas: 3\n")
+        edit(more, "integrator.yaml", "|tcp://shard-1-1.shard-1:9210", "|tcp://shard-1-1.shard-1:9210|tcp://shard-1-2.shard-1:9210")
+        run("deploy/k8s with a third replica of shard-1 added as README.md says", more)
         missing = os.path.join(tmp, "missing")
         shutil.copytree(scaled, missing, ignore=shutil.ignore_patterns("node_modules"))
         edit(missing, "integrator.yaml", ",tcp://shard-2-0.shard-2:9210|tcp://shard-2-1.shard-2:9210", "")
