@@ -27,9 +27,12 @@ using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("search::wire");
 
 const protocolMajor :UInt16 = 1;
-const protocolMinor :UInt16 = 2;  # 1: query trees, counts and totals (SearchRequest.tree/count,
+const protocolMinor :UInt16 = 3;  # 1: query trees, counts and totals (SearchRequest.tree/count,
                                   # SearchResponse.total/hasTotal/orTotal)
                                   # 2: the fetch phase (FetchRequest, FetchResponse)
+                                  # 3: nodes take [Envelope] as well as [empty][Envelope] (the
+                                  #    ZeroMQ frames after the DEALER's identity) and answer in
+                                  #    the request's shape
 
 enum Mode {
   and @0;    # every term

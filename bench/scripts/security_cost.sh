@@ -10,7 +10,9 @@
 # REPEATS rounds and the secure/plain ratio of CPU a query. VARIANTS="plain apikey curve secure"
 # adds the parts alone (keys from one run of docker/secrets-init.sh): apikey (plain HTTP with
 # --api-keys, /health left open for cluster.sh) and curve (CurveZMQ, plain HTTP), so that
-# secure - apikey - curve is what TLS costs; every variant runs at once at RATE.
+# secure - apikey - curve is what TLS costs; every variant runs at once at RATE. A variant written
+# VARIANT@DIR runs the binaries of build DIR (e.g. VARIANTS="plain secure plain@build-old
+# secure@build-old": two builds side by side); its ratio is to plain@DIR when that runs too.
 #
 # usage: bench/scripts/security_cost.sh [BUILD_DIR]      (default build)
 # env: INDEX (data/gcide-index; without it: a `searchctl generate` index of DOCS documents in
@@ -33,8 +35,16 @@ repeats=${REPEATS:-5}
 base=${BASE_PORT:-7900}
 out=${OUT_DIR:-/tmp/security-cost}
 ctl=$build/tools/searchctl/searchctl
-for b in "$ctl" "$build/node/search-node" "$build/integrator/search-integrator"; do
-  [ -x "$b" ] || { echo "security_cost: $b not built" >&2; exit 2; }
+[ -x "$ctl" ] || { echo "security_cost: $ctl not built" >&2; exit 2; }
+variants=(${VARIANTS:-plain secure})
+declare -A bdir  # variant -> its build dir
+for v in "${variants[@]}"; do
+  bdir[$v]=$build
+  [[ $v == *@* ]] && bdir[$v]=${v#*@}
+  for b in "${bdir[$v]}/tools/searchctl/searchctl" "${bdir[$v]}/node/search-node" \
+           "${bdir[$v]}/integrator/search-integrator"; do
+    [ -x "$b" ] || { echo "security_cost: $b not built" >&2; exit 2; }
+  done
 done
 mkdir -p "$out"
 index=${INDEX:-data/gcide-index}
@@ -55,14 +65,14 @@ if [ -z "$queries" ]; then
 fi
 step "index $index ($(python3 -c "import json; print(len(json.load(open('$index/manifest.json'))['shards']))") shards), queries $queries"
 
-variants=(${VARIANTS:-plain secure})
 sec=$out/secrets  # keys for the apikey and curve variants (secure makes its own in its run dir)
-declare -A port pid
-# start I VARIANT: starts that cluster in OUT_DIR/run-VARIANT on BASE_PORT+100I.
+declare -A port pid run
+# start I VARIANT: starts that cluster in OUT_DIR/run-VARIANT (@ and / as -) on BASE_PORT+100I.
 start() {
   local i=$1 v=$2 p=$((base + 100 * $1)) extra=() iargs="--log-level warn" nargs="--log-level warn"
   port[$v]=$p
-  case $v in
+  run[$v]=$out/run-$(echo "$v" | tr '@/' '--')
+  case ${v%@*} in
     plain) ;;
     secure) extra=(--secure) ;;
     apikey) iargs+=" --api-keys $sec/integrator/api-keys --open-health" ;;
@@ -72,13 +82,13 @@ start() {
       iargs+=" --curve-key $sec/integrator/curve.key --curve-servers $out/curve-servers-all" ;;
     *) echo "security_cost: unknown variant $v (plain, apikey, curve, secure)" >&2; exit 2 ;;
   esac
-  scripts/cluster.sh start "${extra[@]}" --index "$index" --build "$build" --base-port "$p" --run-dir "$out/run-$v" \
-    --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" >"$out/cluster-$v.log" 2>&1 ||
-    { cat "$out/cluster-$v.log" >&2; exit 1; }
-  pid[$v]=$(cat "$out/run-$v/integrator.pid")
+  scripts/cluster.sh start "${extra[@]}" --index "$index" --build "${bdir[$v]}" --base-port "$p" \
+    --run-dir "${run[$v]}" --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" >"${run[$v]}.log" 2>&1 ||
+    { cat "${run[$v]}.log" >&2; exit 1; }
+  pid[$v]=$(cat "${run[$v]}/integrator.pid")
 }
-trap 'for v in "${variants[@]}"; do scripts/cluster.sh stop --run-dir "$out/run-$v" >/dev/null 2>&1; done' EXIT
-if [[ " ${variants[*]} " == *" curve "* || " ${variants[*]} " == *" apikey "* ]]; then
+trap 'for v in "${!run[@]}"; do scripts/cluster.sh stop --run-dir "${run[$v]}" >/dev/null 2>&1; done' EXIT
+if [[ " ${variants[*]} " =~ \ (curve|apikey)[\ @] ]]; then
   SECRETS_DIR=$sec SEARCHCTL=$ctl SECRETS_NODES=node-0 SECRETS_HOSTS=localhost sh docker/secrets-init.sh >"$out/secrets.log" 2>&1 ||
     { cat "$out/secrets.log" >&2; exit 1; }
   key=$(sed -n 's/^api-key //p' "$out/secrets.log")
@@ -88,9 +98,9 @@ for i in "${!variants[@]}"; do start "$i" "${variants[$i]}"; done
 
 loadgen() {  # VARIANT SECONDS
   local v=$1 args=(--url "http://127.0.0.1:${port[$1]}")
-  case $v in
-    secure) args=(--url "https://localhost:${port[$v]}" --cacert "$out/run-secure/secrets/ca.pem"
-                  --api-key "$(cat "$out/run-secure/api-key")") ;;
+  case ${v%@*} in
+    secure) args=(--url "https://localhost:${port[$v]}" --cacert "${run[$v]}/secrets/ca.pem"
+                  --api-key "$(cat "${run[$v]}/api-key")") ;;
     apikey) args+=(--api-key "$(cat "$sec/client-api-key")") ;;
   esac
   "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
@@ -109,13 +119,13 @@ for ((r = 1; r <= repeats; r++)); do
   step "round $r of $repeats: $secs s at $rate q/s on each, $conns connections each"
   for v in "${variants[@]}"; do t0[$v]=$(ticks "${pid[$v]}"); done
   lg=()
-  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"$out/$v.json" & lg+=($!); done
+  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"${run[$v]}.json" & lg+=($!); done
   failed=0
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
   for v in "${variants[@]}"; do t1[$v]=$(ticks "${pid[$v]}"); done
-  [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; cat "$out"/*.json >&2; exit 1; }
+  [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; cat "$out"/run-*.json >&2; exit 1; }
   for v in "${variants[@]}"; do
-    line=$(cat "$out/$v.json")
+    line=$(cat "${run[$v]}.json")
     ok=$(field "$line" ok)
     [ "${ok:-0}" -gt 0 ] || { echo "security_cost: no query answered on $v: $line" >&2; exit 1; }
     awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v hz="$hz" -v ok="$ok" -v q="$(field "$line" queries)" \
@@ -137,10 +147,12 @@ for v in sys.argv[4:]:
 # Per round (the variants ran side by side, so a round's ratio cancels what the machine did then).
 cpu = {(r[0], r[1]): float(r[3]) for r in rows}
 for v in sys.argv[4:]:
-    if v != "plain" and "plain" in med:
-        ratio = med[v]["cpu_us_per_query"] / med["plain"]["cpu_us_per_query"]
-        rounds = sorted(cpu[(v, n)] / cpu[("plain", n)] for (w, n) in cpu if w == v and ("plain", n) in cpu)
-        print(f"{v}/plain integrator CPU a query at {sys.argv[2]} q/s over {sys.argv[3]} kept-alive connections: "
+    at = v[v.index("@"):] if "@" in v else ""
+    plain = "plain" + at if "plain" + at in med else "plain"
+    if v != plain and plain in med:
+        ratio = med[v]["cpu_us_per_query"] / med[plain]["cpu_us_per_query"]
+        rounds = sorted(cpu[(v, n)] / cpu[(plain, n)] for (w, n) in cpu if w == v and (plain, n) in cpu)
+        print(f"{v}/{plain} integrator CPU a query at {sys.argv[2]} q/s over {sys.argv[3]} kept-alive connections: "
               f"{ratio:.3f} ({(ratio - 1) * 100:+.1f}%) of the medians; per round {', '.join(f'{x:.3f}' for x in rounds)}, "
               f"median {statistics.median(rounds):.3f} (goal for secure <= 1.15)")
 PY

@@ -67,6 +67,10 @@ struct Fanout::Impl {
   // Per replica, I/O thread only: outstanding requests and recent reply latencies.
   struct ReplicaLoad {
     uint32_t outstanding = 0;
+    // Its last reply came in a minor >= kMinorOneFrame: messages go to it as one frame, without
+    // the empty delimiter (one CURVE box a message, not two). Cleared on each (re)connection,
+    // until its first reply says again (a node restarted with an older build reads [empty][frame]).
+    bool one_frame = false;
     std::array<float, 64> lat_us{};
     size_t lat_n = 0, lat_pos = 0;
     void Add(double us) {
@@ -132,12 +136,14 @@ struct Fanout::Impl {
     return ShardId(s);
   }
 
-  static bool SendFrame(zmq::socket_t& s, const std::string& frame) {
+  // [empty][frame], or [frame] alone when `one_frame` (the node speaks kMinorOneFrame).
+  static bool SendFrame(zmq::socket_t& s, const std::string& frame, bool one_frame) {
     try {
+      zmq::message_t body(frame.data(), frame.size());
+      if (one_frame) return s.send(body, zmq::send_flags::dontwait).has_value();
       zmq::message_t empty;
       if (!s.send(empty, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) return false;
       // Once the first part is accepted the rest of the multipart message is too.
-      zmq::message_t body(frame.data(), frame.size());
       return s.send(body, zmq::send_flags::dontwait).has_value();
     } catch (const zmq::error_t&) {
       return false;
@@ -222,7 +228,8 @@ struct Fanout::Impl {
   // after the monitor's event) is owed, and Run retries it within milliseconds rather than leaving
   // the replica unknown until the next tick, a whole ping interval away.
   bool SendPing(size_t r, std::atomic<uint64_t>& next_id) {
-    return SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}));
+    return SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}),
+                     load[r].one_frame);
   }
 
   // Sends the call to the best replica of shard `sh` not tried yet: up before merely connected,
@@ -243,7 +250,7 @@ struct Fanout::Impl {
     for (const auto& [key, r] : order) {
       c.tried.push_back(r);
       c.sent.push_back(now);
-      if (!SendFrame(dealers[r], p.call->FrameFor(sh))) {  // IMMEDIATE: not connected
+      if (!SendFrame(dealers[r], p.call->FrameFor(sh), load[r].one_frame)) {  // IMMEDIATE: not connected
         c.open.push_back(false);
         continue;
       }
@@ -513,13 +520,17 @@ struct Fanout::Impl {
       } catch (const zmq::error_t&) {
         return;
       }
-      if (parts.size() != 2 || parts[0].size() != 0) {
-        if (listener) listener->OnMalformedReply(sh, Status::InvalidArgument("expected [empty][frame] from the node"));
+      // A reply takes its request's shape: [empty][frame], or [frame] alone.
+      if (parts.size() > 2 || (parts.size() == 2 && parts[0].size() != 0)) {
+        if (listener)
+          listener->OnMalformedReply(sh, Status::InvalidArgument("expected [empty][frame] or [frame] from the node"));
         continue;
       }
       RecoveredHeader rec;
-      auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[1].data()), parts[1].size()), &rec);
+      const zmq::message_t& frame = parts.back();
+      auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(frame.data()), frame.size()), &rec);
       if (env.ok()) {
+        load[r].one_frame = env->minor >= kMinorOneFrame;
         std::lock_guard lock(health_mu);
         live[r].minor = env->minor;
       }
@@ -565,6 +576,7 @@ struct Fanout::Impl {
           std::lock_guard lock(health_mu);
           live[r].connected = true;
         }
+        load[r].one_frame = false;  // a node restarted may be of an older build: its pong says
         ping_owed[r] = !SendPing(r, next_id);  // learn its health now rather than at the next tick
       } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH || event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                  event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
@@ -582,6 +594,7 @@ struct Fanout::Impl {
                                  : "handshake failed";
       } else if (event == ZMQ_EVENT_DISCONNECTED) {
         ping_owed[r] = false;
+        load[r].one_frame = false;
         uint32_t shard;
         {
           std::lock_guard lock(health_mu);

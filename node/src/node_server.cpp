@@ -49,8 +49,16 @@ constexpr size_t kMaxParts = 4;
 // Messages read per poll round before replies get a turn.
 constexpr int kReceiveBatch = 256;
 
-struct Reply {
+// Where a reply goes: the ROUTER's identity of the peer, and the shape its request came in (a reply
+// mirrors it): [empty][message] (delimited), or the message alone, one frame, which CURVE boxes once
+// instead of twice (integrators that know the node speaks kMinorOneFrame send that).
+struct Peer {
   std::string identity;
+  bool delimited = true;
+};
+
+struct Reply {
+  Peer peer;
   std::string payload;
   bool fetch = false;  // a FetchResponse: counted by the fetch metrics, not as a search
   QueryMode mode = QueryMode::kAnd;
@@ -110,7 +118,7 @@ std::string SlowQueryLine(const Reply& r, Clock::time_point sent) {
 }  // namespace
 
 struct NodeServer::Job {
-  std::string identity;
+  Peer peer;
   SearchRequestMsg request;
   std::chrono::steady_clock::time_point received;
   Deadline deadline = kNoDeadline;
@@ -297,15 +305,16 @@ class IoHandler {
       : router_(router), meta_(meta), metrics_(metrics), node_metrics_(node_metrics), unroutable_(unroutable),
         dropped_(dropped) {}
 
-  // Sends [identity][empty][payload]; a vanished or saturated peer drops the reply (counted).
-  void Send(const std::string& identity, const std::string& payload) {
+  // Sends [identity][empty][payload], or [identity][payload] to a peer that sent its request as one
+  // frame (Peer::delimited false); a vanished or saturated peer drops the reply (counted).
+  void Send(const Peer& peer, const std::string& payload) {
     try {
-      zmq::message_t id(identity.data(), identity.size());
+      zmq::message_t id(peer.identity.data(), peer.identity.size());
       if (!router_.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
         Unroutable();
         return;
       }
-      router_.send(zmq::message_t(), zmq::send_flags::sndmore);
+      if (peer.delimited) router_.send(zmq::message_t(), zmq::send_flags::sndmore);
       router_.send(zmq::message_t(payload.data(), payload.size()), zmq::send_flags::none);
     } catch (const zmq::error_t& e) {
       if (e.num() == EHOSTUNREACH || e.num() == EAGAIN) {
@@ -329,20 +338,20 @@ class IoHandler {
 
   // An error for a message of `kind` (pings get a Pong, fetches a FetchResponse, everything else a
   // SearchResponse).
-  void SendError(const std::string& identity, MessageKind kind, uint64_t request_id, Status status) {
+  void SendError(const Peer& peer, MessageKind kind, uint64_t request_id, Status status) {
     if (kind == MessageKind::kPing) {
       PongMsg pong;
       pong.request_id = request_id;
       pong.status = std::move(status);
-      Send(identity, EncodePong(pong));
+      Send(peer, EncodePong(pong));
     } else if (kind == MessageKind::kFetchRequest || kind == MessageKind::kFetchResponse) {
       FetchResponseMsg r;
       r.request_id = request_id;
       r.shard_id = meta_.shard_id;
       r.status = std::move(status);
-      Send(identity, EncodeFetchResponse(r));
+      Send(peer, EncodeFetchResponse(r));
     } else {
-      Send(identity, EncodeSearchResponse(ErrorResponse(request_id, std::move(status))));
+      Send(peer, EncodeSearchResponse(ErrorResponse(request_id, std::move(status))));
     }
   }
 
@@ -413,7 +422,7 @@ void NodeServer::IoLoop() {
       if (r.payload.empty()) {
         io.Dropped();
       } else {
-        io.Send(r.identity, r.payload);
+        io.Send(r.peer, r.payload);
       }
       in_flight_.fetch_sub(1);
       const Clock::time_point sent = Clock::now();
@@ -426,13 +435,13 @@ void NodeServer::IoLoop() {
     return batch.size();
   };
 
-  auto handle_search = [&](const std::string& identity, SearchRequestMsg req, Clock::time_point received) {
+  auto handle_search = [&](const Peer& peer, SearchRequestMsg req, Clock::time_point received) {
     Deadline deadline = kNoDeadline;
     if (req.deadline_unix_micros != 0) {
       const int64_t left = req.deadline_unix_micros - WallMicrosNow();
       if (left <= 0) {
         Status st = Status::DeadlineExceeded("deadline passed " + std::to_string(-left) + " us before arrival");
-        io.SendError(identity, MessageKind::kSearchRequest, req.request_id, st);
+        io.SendError(peer, MessageKind::kSearchRequest, req.request_id, st);
         count_request(req.mode, st, received);
         return;
       }
@@ -440,7 +449,7 @@ void NodeServer::IoLoop() {
     }
     if (impl_->draining.load()) {
       Status st = Status::Unavailable("node is draining (shutting down)");
-      io.SendError(identity, MessageKind::kSearchRequest, req.request_id, st);
+      io.SendError(peer, MessageKind::kSearchRequest, req.request_id, st);
       count_request(req.mode, st, received);
       return;
     }
@@ -455,7 +464,7 @@ void NodeServer::IoLoop() {
       // not yet answered counts, against the queue plus one running request a worker.
       const bool room = in_flight_.load() < options_.queue_capacity + options_.threads;
       if (room) {
-        impl_->jobs.push_back(Job{identity, std::move(req), received, deadline});
+        impl_->jobs.push_back(Job{peer, std::move(req), received, deadline});
         queued = true;
         in_flight_.fetch_add(1);
       }
@@ -465,7 +474,7 @@ void NodeServer::IoLoop() {
                                             " requests in flight, " + std::to_string(depth) + " waiting; --queue " +
                                             std::to_string(options_.queue_capacity) + " plus " +
                                             std::to_string(options_.threads) + " workers)");
-      io.SendError(identity, MessageKind::kSearchRequest, id, st);
+      io.SendError(peer, MessageKind::kSearchRequest, id, st);
       count_request(mode, st, received);
       return;
     }
@@ -475,9 +484,9 @@ void NodeServer::IoLoop() {
 
   // A fetch takes the search's path (deadline, draining, the bound on requests in flight, the job
   // queue), and a worker answers it (Fetch).
-  auto handle_fetch = [&](const std::string& identity, FetchRequestMsg req, Clock::time_point received) {
+  auto handle_fetch = [&](const Peer& peer, FetchRequestMsg req, Clock::time_point received) {
     auto refuse = [&](Status st) {
-      io.SendError(identity, MessageKind::kFetchRequest, req.request_id, std::move(st));
+      io.SendError(peer, MessageKind::kFetchRequest, req.request_id, std::move(st));
       if (node_metrics_ != nullptr) node_metrics_->fetches(false).Increment();
     };
     Deadline deadline = kNoDeadline;
@@ -493,7 +502,7 @@ void NodeServer::IoLoop() {
     {
       std::lock_guard<std::mutex> lock(impl_->jobs_mu);
       if (in_flight_.load() < options_.queue_capacity + options_.threads) {
-        Job job{identity, {}, received, deadline};
+        Job job{peer, {}, received, deadline};
         job.is_fetch = true;
         job.fetch = std::move(req);
         impl_->jobs.push_back(std::move(job));
@@ -509,7 +518,7 @@ void NodeServer::IoLoop() {
     if (metrics_ != nullptr) metrics_->inflight().Increment();
   };
 
-  auto handle_ping = [&](const std::string& identity, const PingMsg& ping) {
+  auto handle_ping = [&](const Peer& peer, const PingMsg& ping) {
     PongMsg pong;
     pong.request_id = ping.request_id;
     ShardHealthMsg& h = pong.health;
@@ -534,14 +543,14 @@ void NodeServer::IoLoop() {
     h.analyzer_json = impl_->analyzer_json;
     h.index_format_version = meta.format_version;
     h.has_sources = shard_->has_sources();
-    io.Send(identity, EncodePong(pong));
+    io.Send(peer, EncodePong(pong));
   };
 
-  // One multipart message: [identity][empty][payload] expected.
+  // One multipart message: [identity][empty][payload] or [identity][payload] expected.
   auto handle_message = [&](std::array<zmq::message_t, kMaxParts>& parts, size_t n) {
     const Clock::time_point received = Clock::now();
-    const std::string identity(static_cast<const char*>(parts[0].data()), parts[0].size());
-    const bool shape_ok = n == 3 && parts[1].size() == 0;
+    const Peer peer{std::string(static_cast<const char*>(parts[0].data()), parts[0].size()), n != 2};
+    const bool shape_ok = n == 2 || (n == 3 && parts[1].size() == 0);
     if (n < 2) {  // nothing but an identity: no payload to answer
       io.BadRequest(BadRequestReason::kBadFrames);
       io.Dropped();
@@ -553,9 +562,9 @@ void NodeServer::IoLoop() {
     if (!shape_ok) {
       io.BadRequest(BadRequestReason::kBadFrames);
       if (rec.request_id) {
-        io.SendError(identity, rec.kind, *rec.request_id,
-                     Status::InvalidArgument("expected frames [empty][message], got " + std::to_string(n - 1) +
-                                             " frames after the identity"));
+        io.SendError(peer, rec.kind, *rec.request_id,
+                     Status::InvalidArgument("expected frames [empty][message] or [message], got " +
+                                             std::to_string(n - 1) + " frames after the identity"));
       } else {
         io.Dropped();
       }
@@ -568,7 +577,7 @@ void NodeServer::IoLoop() {
       }
       io.BadRequest(reason);
       if (rec.request_id) {
-        io.SendError(identity, rec.kind, *rec.request_id, env.status());
+        io.SendError(peer, rec.kind, *rec.request_id, env.status());
       } else {
         io.Dropped();
         Log().Debug() << "dropped an unanswerable message: " << env.status().ToString();
@@ -577,17 +586,17 @@ void NodeServer::IoLoop() {
     }
     switch (env->kind()) {
       case MessageKind::kSearchRequest:
-        handle_search(identity, std::move(std::get<SearchRequestMsg>(env->body)), received);
+        handle_search(peer, std::move(std::get<SearchRequestMsg>(env->body)), received);
         return;
       case MessageKind::kPing:
-        handle_ping(identity, std::get<PingMsg>(env->body));
+        handle_ping(peer, std::get<PingMsg>(env->body));
         return;
       case MessageKind::kFetchRequest:
-        handle_fetch(identity, std::move(std::get<FetchRequestMsg>(env->body)), received);
+        handle_fetch(peer, std::move(std::get<FetchRequestMsg>(env->body)), received);
         return;
       default:
         io.BadRequest(BadRequestReason::kUnexpectedMessage);
-        io.SendError(identity, MessageKind::kSearchResponse, rec.request_id.value_or(0),
+        io.SendError(peer, MessageKind::kSearchResponse, rec.request_id.value_or(0),
                      Status::InvalidArgument("a node accepts searchRequest, fetchRequest and ping, not " +
                                              std::string(MessageKindName(env->kind()))));
         return;
@@ -790,7 +799,7 @@ void NodeServer::Fetch(Job& job, std::chrono::steady_clock::time_point start) {
     node_metrics_->fetch_seconds().Observe(SecondsBetween(start, Clock::now()));
   }
   Reply r;
-  r.identity = std::move(job.identity);
+  r.peer = std::move(job.peer);
   r.payload = std::move(payload);
   r.fetch = true;
   r.received = job.received;
@@ -881,7 +890,7 @@ void NodeServer::Respond(Job& job, std::chrono::steady_clock::time_point start, 
     }
   }
   Reply r;
-  r.identity = std::move(job.identity);
+  r.peer = std::move(job.peer);
   r.payload = std::move(payload);
   r.mode = job.request.mode;
   r.received = job.received;

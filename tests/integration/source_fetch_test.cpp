@@ -82,7 +82,9 @@ SourceCorpus WriteSourceCorpus(const std::string& dir) {
 }
 
 // A relay between the integrator and one node: SearchRequests, Pings and their replies pass; when
-// armed, the first FetchRequest calls on_fetch (which kills the node) and is dropped.
+// armed, the first FetchRequest calls on_fetch (which kills the node) and is dropped. Messages from
+// the integrator come [empty][frame] or [frame] (kMinorOneFrame); each reply goes back in the shape
+// of its request.
 class Relay {
  public:
   Relay(const std::string& node_endpoint, std::function<void()> on_fetch)
@@ -117,14 +119,16 @@ class Relay {
   static std::string Text(const zmq::message_t& m) { return std::string(static_cast<const char*>(m.data()), m.size()); }
 
   void Run() {
-    std::map<uint64_t, std::string> identity_of;  // request id -> the integrator's socket
+    // request id -> the integrator's socket, and whether its request came [empty][frame]
+    std::map<uint64_t, std::pair<std::string, bool>> identity_of;
     while (!stop_) {
       zmq::pollitem_t items[2] = {{front_.handle(), 0, ZMQ_POLLIN, 0}, {back_.handle(), 0, ZMQ_POLLIN, 0}};
       zmq::poll(items, 2, std::chrono::milliseconds(5));
       if (items[0].revents & ZMQ_POLLIN) {
         auto parts = Receive(front_);
-        if (parts.size() != 3) continue;
-        const std::string frame = Text(parts[2]);
+        const bool delimited = parts.size() == 3 && parts[1].size() == 0;
+        if (!delimited && parts.size() != 2) continue;
+        const std::string frame = Text(parts.back());
         RecoveredHeader rec;
         (void)DecodeEnvelope(frame, &rec);
         if (!rec.request_id) continue;
@@ -133,7 +137,7 @@ class Relay {
           on_fetch_();
           continue;  // dropped: the node is gone
         }
-        identity_of[*rec.request_id] = Text(parts[0]);
+        identity_of[*rec.request_id] = {Text(parts[0]), delimited};
         back_.send(zmq::message_t(), zmq::send_flags::sndmore);
         back_.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::dontwait);
       }
@@ -146,11 +150,11 @@ class Relay {
         if (!rec.request_id) continue;
         auto it = identity_of.find(*rec.request_id);
         if (it == identity_of.end()) continue;
-        const std::string id = it->second;
+        const auto [id, delimited] = it->second;
         identity_of.erase(it);
         try {
           front_.send(zmq::message_t(id.data(), id.size()), zmq::send_flags::sndmore);
-          front_.send(zmq::message_t(), zmq::send_flags::sndmore);
+          if (delimited) front_.send(zmq::message_t(), zmq::send_flags::sndmore);
           front_.send(zmq::message_t(frame.data(), frame.size()), zmq::send_flags::none);
         } catch (const zmq::error_t&) {
         }

@@ -2,6 +2,8 @@
 // port served by its own thread, answering Pings with a configurable ShardHealth,
 // SearchRequests through a handler (which may delay, drop or garble the reply) and FetchRequests
 // through a fetch handler (by default every doc "not stored", as a shard without sources).
+// It takes [empty][message] and, at minor >= kMinorOneFrame, [message] alone, and answers in the
+// request's shape, as search-node does.
 // Thread-safety: setters are atomic or mutex-guarded; the handler runs on the node's thread.
 #pragma once
 
@@ -67,6 +69,10 @@ class FakeNode {
     return requests_;
   }
   int pings() const { return pings_; }
+  // Messages that came as one frame, without the empty delimiter.
+  int one_frame_messages() const { return one_frame_; }
+  // Messages that came [empty][message].
+  int delimited_messages() const { return delimited_; }
   void set_fetch_handler(FetchHandler h) {
     std::lock_guard lock(mu_);
     fetch_handler_ = std::move(h);
@@ -80,13 +86,14 @@ class FakeNode {
   struct Due {
     std::chrono::steady_clock::time_point at;
     std::string identity, frame;
+    bool delimited = true;
   };
 
-  void Send(const std::string& identity, const std::string& frame) {
+  void Send(const std::string& identity, const std::string& frame, bool delimited) {
     zmq::message_t id(identity.data(), identity.size()), empty, body(frame.data(), frame.size());
     try {
       sock_.send(id, zmq::send_flags::sndmore);
-      sock_.send(empty, zmq::send_flags::sndmore);
+      if (delimited) sock_.send(empty, zmq::send_flags::sndmore);
       sock_.send(body, zmq::send_flags::none);
     } catch (const zmq::error_t&) {
     }
@@ -101,7 +108,7 @@ class FakeNode {
       const bool release = release_.exchange(false);
       for (auto it = due.begin(); it != due.end();) {
         if (release || it->at <= now) {
-          Send(it->identity, it->frame);
+          Send(it->identity, it->frame, it->delimited);
           it = due.erase(it);
         } else {
           ++it;
@@ -116,9 +123,12 @@ class FakeNode {
         parts.push_back(std::move(m));
         if (!more) break;
       }
-      if (parts.size() != 3) continue;
+      const bool delimited = parts.size() == 3 && parts[1].size() == 0;
+      if (!delimited && parts.size() != 2) continue;
+      ++(delimited ? delimited_ : one_frame_);
+      if (!delimited && minor_.load() < kMinorOneFrame) continue;  // an older node reads no such message
       const std::string identity(static_cast<const char*>(parts[0].data()), parts[0].size());
-      auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts[2].data()), parts[2].size()));
+      auto env = DecodeEnvelope(std::string_view(static_cast<const char*>(parts.back().data()), parts.back().size()));
       if (!env.ok()) continue;
       if (auto* ping = std::get_if<PingMsg>(&env->body)) {
         ++pings_;
@@ -126,7 +136,7 @@ class FakeNode {
         PongMsg pong;
         pong.request_id = ping->request_id;
         pong.health = health();
-        Send(identity, EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), pong}));
+        Send(identity, EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), pong}), delimited);
       } else if (auto* req = std::get_if<SearchRequestMsg>(&env->body)) {
         {
           std::lock_guard lock(mu_);
@@ -137,7 +147,7 @@ class FakeNode {
         resp->request_id = req->request_id;
         std::string frame = EncodeEnvelope(EnvelopeMsg{kProtocolMajor, minor_.load(), *resp});
         if (garble_) frame = std::string(24, '\x5a');
-        due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, std::move(frame)});
+        due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, std::move(frame), delimited});
       } else if (auto* fetch = std::get_if<FetchRequestMsg>(&env->body)) {
         std::optional<FetchResponseMsg> resp;
         {
@@ -153,7 +163,8 @@ class FakeNode {
         if (!resp) continue;
         resp->request_id = fetch->request_id;
         resp->shard_id = health().shard_id;
-        due.push_back({now + std::chrono::milliseconds(delay_ms_.load()), identity, EncodeFetchResponse(*resp)});
+        due.push_back(
+            {now + std::chrono::milliseconds(delay_ms_.load()), identity, EncodeFetchResponse(*resp), delimited});
       }
     }
   }
@@ -164,7 +175,7 @@ class FakeNode {
   std::string endpoint_;
   std::thread thread_;
   std::atomic<bool> stop_{false}, answer_pings_{true}, garble_{false}, release_{false};
-  std::atomic<int> delay_ms_{0}, pings_{0};
+  std::atomic<int> delay_ms_{0}, pings_{0}, one_frame_{0}, delimited_{0};
   std::atomic<uint16_t> minor_{kProtocolMinor};
   mutable std::mutex mu_;
   ShardHealthMsg health_;

@@ -97,6 +97,31 @@ TEST(Fanout, AllShardsAnswer) {
   EXPECT_EQ(l.late, 0);
 }
 
+// A node of kMinorOneFrame gets its messages as one frame (one CURVE box each, not two) once its
+// first pong said so; an older node only ever gets [empty][message], and both answer.
+TEST(Fanout, OneFrameMessagesOnlyToNodesThatSpeakThem) {
+  FakeNode now(0, AnswerWith(0, {{1, 2.0f, "d1"}}), 2);
+  FakeNode old(1, AnswerWith(1, {{600, 1.5f, "d600"}}), 2);
+  old.set_minor(kMinorOneFrame - 1);
+  CountingListener l;
+  auto f = Fanout::Start(Options({now.endpoint(), old.endpoint()}), &l);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE(WaitAllUp(**f));
+  for (int i = 0; i < 3; ++i) {
+    auto r = (*f)->Search(Request(), Clock::now() + 2s);
+    ASSERT_EQ(r.size(), 2u);
+    EXPECT_EQ(r[0].state, ShardCallState::kOk) << r[0].reason;
+    EXPECT_EQ(r[1].state, ShardCallState::kOk) << r[1].reason;
+    ASSERT_EQ(r[0].hits.size(), 1u);
+    EXPECT_EQ(r[1].hits.size(), 1u);
+  }
+  EXPECT_GE(now.one_frame_messages(), 3);  // the searches, and the pings after the first
+  EXPECT_GE(now.delimited_messages(), 1);  // the first ping, before its pong told the node's minor
+  EXPECT_EQ(old.one_frame_messages(), 0);
+  EXPECT_GE(old.delimited_messages(), 4);
+  EXPECT_EQ(l.malformed, 0);
+}
+
 TEST(Fanout, SlowShardTimesOutAndItsLateReplyIsDropped) {
   FakeNode fast(0, AnswerWith(0, {{1, 1.0f, "x"}}), 2);
   FakeNode slow(1, AnswerWith(1, {{900, 9.0f, "y"}}), 2);

@@ -1,5 +1,7 @@
 // NodeServer: the shard node's service. A ZeroMQ ROUTER bound to `listen` receives
-// [identity][empty][Envelope frame] messages (proto/search.capnp) from integrator DEALERs; one
+// [identity][empty][Envelope frame] or [identity][Envelope frame] messages (proto/search.capnp;
+// one frame from integrators that know the node speaks kMinorOneFrame, and each reply takes its
+// request's shape) from integrator DEALERs; one
 // I/O thread owns the ROUTER and answers Pings itself; SearchRequests go through a job queue to a
 // pool of worker threads that hand each to the Executor (ExecuteAsync) and take the next; the
 // thread that finishes a query encodes its reply and hands it back to the I/O thread through a

@@ -43,12 +43,15 @@
 namespace search {
 
 inline constexpr uint16_t kProtocolMajor = 1;  // = search.capnp protocolMajor
-inline constexpr uint16_t kProtocolMinor = 2;  // = search.capnp protocolMinor
+inline constexpr uint16_t kProtocolMinor = 3;  // = search.capnp protocolMinor
 // The first minor version with query trees and counts: a reply in an older envelope to a request
 // with a tree or a count comes from a node that ignored them (search.capnp).
 inline constexpr uint16_t kMinorQueryTrees = 1;
 // The first minor version with the fetch phase (FetchRequest, FetchResponse).
 inline constexpr uint16_t kMinorFetch = 2;
+// The first minor version whose nodes take a message as one frame, without the empty delimiter
+// frame before it, and answer it in one frame (a delimited request still gets a delimited reply).
+inline constexpr uint16_t kMinorOneFrame = 3;
 inline constexpr size_t kMaxHighlightFragments = 16;
 inline constexpr size_t kMaxFrameBytes = size_t{16} << 20;
 inline constexpr uint64_t kTraversalLimitWords = uint64_t{8} << 20;
