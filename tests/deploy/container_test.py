@@ -25,7 +25,10 @@ Takes about 1 to 2 minutes with the images cached; the first run on a machine ad
 (about 70 s) and the images' apt-get steps (about a minute).
 Skips (77) only when podman or podman-compose is not installed (scripts/setup.sh installs them).
 
-usage: container_test.py --source REPO --node BIN --integrator BIN --searchctl BIN [--keep-image]
+usage: container_test.py --source REPO --node BIN --integrator BIN --searchctl BIN
+         [--image IMAGE] [--keep-image]
+  --image IMAGE   run the cluster on this search image instead of building the prebuilt one (e.g.
+                  the full multi-stage build of docker/build-check.sh); it is kept
 """
 import argparse
 import base64
@@ -78,7 +81,8 @@ class Cluster:
     def __init__(self, args, work):
         self.src, self.work = args.source, work
         self.project = f"search-ctest-{os.getpid()}"
-        self.image = f"localhost/search-ctest:{os.getpid()}"
+        self.image = args.image or f"localhost/search-ctest:{os.getpid()}"
+        self.build_search_image = not args.image
         self.prom_image = "localhost/search-prometheus:debian12"
         self.http_port, self.prom_port = free_port(), free_port()
         while self.prom_port == self.http_port:
@@ -122,9 +126,13 @@ class Cluster:
                 if parts and parts[0].startswith("libcudart.so") and len(parts) > 2 and os.path.exists(parts[2]):
                     shutil.copy(os.path.realpath(parts[2]), os.path.join(ctx, "lib", parts[0]))
         t = time.time()
-        self.podman("build", "-q", "-f", os.path.join(self.src, "docker/Dockerfile"),
-                    "--target", "runtime-cpu-prebuilt", "-t", self.image, ctx)
-        log(f"built {self.image} (target runtime-cpu-prebuilt, {time.time() - t:.0f} s)")
+        if self.build_search_image:
+            self.podman("build", "-q", "-f", os.path.join(self.src, "docker/Dockerfile"),
+                        "--target", "runtime-cpu-prebuilt", "-t", self.image, ctx)
+            log(f"built {self.image} (target runtime-cpu-prebuilt, {time.time() - t:.0f} s)")
+        else:
+            self.podman("image", "inspect", self.image)
+            log(f"using the image {self.image}")
         t = time.time()
         self.podman("build", "-q", "-f", os.path.join(self.src, "docker/Dockerfile.prometheus"),
                     "-t", self.prom_image, os.path.join(self.src, "docker"))
@@ -278,6 +286,7 @@ def main():
     ap.add_argument("--node", required=True)
     ap.add_argument("--integrator", required=True)
     ap.add_argument("--searchctl", required=True)
+    ap.add_argument("--image", help="an existing search image to run instead of the prebuilt one")
     ap.add_argument("--keep-image", action="store_true", help="keep this run's search image")
     args = ap.parse_args()
     args.source = os.path.abspath(args.source)
@@ -384,7 +393,7 @@ def main():
             if not ok:
                 cluster.down()
             cluster.force_cleanup()
-        if not args.keep_image:
+        if cluster.build_search_image and not args.keep_image:
             cluster.podman("rmi", cluster.image, check=False)
         shutil.rmtree(work, ignore_errors=True)
     if ok:
