@@ -66,12 +66,14 @@ fi
 step "index $index ($(python3 -c "import json; print(len(json.load(open('$index/manifest.json'))['shards']))") shards), queries $queries"
 
 sec=$out/secrets  # keys for the apikey and curve variants (secure makes its own in its run dir)
-declare -A port pid run
-# start I VARIANT: starts that cluster in OUT_DIR/run-VARIANT (@ and / as -) on BASE_PORT+100I.
+declare -A port pid run name
+# start I VARIANT: starts that cluster in OUT_DIR/run-NAME (NAME: VARIANT with @ and / as -) on
+# BASE_PORT+100I; its log OUT_DIR/cluster-NAME.log, each round's loadgen line OUT_DIR/NAME.json.
 start() {
   local i=$1 v=$2 p=$((base + 100 * $1)) extra=() iargs="--log-level warn" nargs="--log-level warn"
   port[$v]=$p
-  run[$v]=$out/run-$(echo "$v" | tr '@/' '--')
+  name[$v]=$(echo "$v" | tr '@/' '--')
+  run[$v]=$out/run-${name[$v]}
   case ${v%@*} in
     plain) ;;
     secure) extra=(--secure) ;;
@@ -83,8 +85,8 @@ start() {
     *) echo "security_cost: unknown variant $v (plain, apikey, curve, secure)" >&2; exit 2 ;;
   esac
   scripts/cluster.sh start "${extra[@]}" --index "$index" --build "${bdir[$v]}" --base-port "$p" \
-    --run-dir "${run[$v]}" --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" >"${run[$v]}.log" 2>&1 ||
-    { cat "${run[$v]}.log" >&2; exit 1; }
+    --run-dir "${run[$v]}" --cache-mb 0 --integrator-args "$iargs" --node-args "$nargs" \
+    >"$out/cluster-${name[$v]}.log" 2>&1 || { cat "$out/cluster-${name[$v]}.log" >&2; exit 1; }
   pid[$v]=$(cat "${run[$v]}/integrator.pid")
 }
 trap 'for v in "${!run[@]}"; do scripts/cluster.sh stop --run-dir "${run[$v]}" >/dev/null 2>&1; done' EXIT
@@ -119,13 +121,13 @@ for ((r = 1; r <= repeats; r++)); do
   step "round $r of $repeats: $secs s at $rate q/s on each, $conns connections each"
   for v in "${variants[@]}"; do t0[$v]=$(ticks "${pid[$v]}"); done
   lg=()
-  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"${run[$v]}.json" & lg+=($!); done
+  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"$out/${name[$v]}.json" & lg+=($!); done
   failed=0
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
   for v in "${variants[@]}"; do t1[$v]=$(ticks "${pid[$v]}"); done
-  [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; cat "$out"/run-*.json >&2; exit 1; }
+  [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; for v in "${variants[@]}"; do cat "$out/${name[$v]}.json"; done >&2; exit 1; }
   for v in "${variants[@]}"; do
-    line=$(cat "${run[$v]}.json")
+    line=$(cat "$out/${name[$v]}.json")
     ok=$(field "$line" ok)
     [ "${ok:-0}" -gt 0 ] || { echo "security_cost: no query answered on $v: $line" >&2; exit 1; }
     awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v hz="$hz" -v ok="$ok" -v q="$(field "$line" queries)" \
