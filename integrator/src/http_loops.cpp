@@ -340,6 +340,7 @@ void HttpLoops::Loop::Handshake(Conn& c) {
   ERR_clear_error();  // SSL_get_error reads this thread's queue: no other connection's leftovers
   const int rc = SSL_do_handshake(c.ssl.get());
   if (rc == 1) {
+    ERR_clear_error();  // an empty queue for the connection's reads and writes (TlsRecv)
     c.handshaking = false;
     c.last_io = Clock::now();
     // The request may have come with the handshake's last flight (and be read ahead already):
@@ -362,8 +363,11 @@ void HttpLoops::Loop::Handshake(Conn& c) {
 // SSL_read_ex as recv would answer: > 0 bytes, 0 at the end (close_notify, or the client's EOF:
 // SSL_OP_IGNORE_UNEXPECTED_EOF), or -1 with errno EAGAIN (more must come, or a write must happen
 // first) or ECONNRESET (a TLS error: nothing more to read).
+// SSL_get_error needs this thread's error queue empty before the call; it is kept so rather than
+// cleared before each call (ERR_clear_error is a thread-local look-up and a sweep of its slots):
+// every OpenSSL call on a loop thread that can fail clears the queue when it does (here, TlsSend,
+// Handshake, Adopt, Flush's SSL_shutdown, ApiKeys' hash), and a completed handshake clears it.
 ssize_t HttpLoops::Loop::TlsRecv(Conn& c, char* buf, size_t len) {
-  ERR_clear_error();
   size_t n = 0;
   c.read_wants_write = false;
   if (SSL_read_ex(c.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);
@@ -380,8 +384,8 @@ ssize_t HttpLoops::Loop::TlsRecv(Conn& c, char* buf, size_t len) {
 
 // SSL_write_ex as send would answer: > 0 bytes written (at least one record's worth), or -1 with
 // errno EAGAIN (the socket is full, or a read must happen first) or EPIPE (a TLS or socket error).
+// The error queue as in TlsRecv.
 ssize_t HttpLoops::Loop::TlsSend(Conn& c, const char* buf, size_t len) {
-  ERR_clear_error();
   size_t n = 0;
   c.write_wants_read = false;
   if (SSL_write_ex(c.ssl.get(), buf, len, &n) == 1) return static_cast<ssize_t>(n);

@@ -31,8 +31,9 @@ struct HttpFrontOptions {
   int port = 9200;
   int loops = 2;               // event-loop threads (DefaultHttpLoops)
   int keep_alive_seconds = 2;  // bounds how long an idle keep-alive connection delays shutdown
-  // Requests a kept-alive connection may carry before the server closes it ("Connection: close").
-  size_t keep_alive_max_requests = 100;
+  // Requests a kept-alive connection may carry before the server closes it ("Connection: close"):
+  // 1000, as nginx; over HTTPS each new connection costs a (resumed) handshake.
+  size_t keep_alive_max_requests = 1000;
   // API keys every request must carry but OpenWithoutApiKey's (null: none asked); open_health
   // leaves GET /health open too.
   std::shared_ptr<const ApiKeys> api_keys;
