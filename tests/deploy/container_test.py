@@ -21,8 +21,8 @@
 podman-compose 1.0.3 ignores depends_on conditions and health checks never run without systemd,
 so every wait is a poll here (the nodes and the integrator restart until the jobs' output is there).
 
-Takes about 1 to 2 minutes with the images cached; the first run on a machine adds the base image
-(about 70 s) and the images' apt-get steps (about a minute).
+Takes under a minute with the images cached (about 25 s on 2 cores); an empty image store adds the
+base image's debootstrap and the two images' apt-get steps (a minute or two, the mirror's speed).
 Skips (77) only when podman or podman-compose is not installed (scripts/setup.sh installs them).
 
 usage: container_test.py --source REPO --node BIN --integrator BIN --searchctl BIN
