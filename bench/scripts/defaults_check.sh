@@ -2,15 +2,18 @@
 # Defaults and no-regression check, in one command on a GPU host with 32 or more cores: on one
 # synthetic GOV2-shaped shard and query log, (1) `searchctl bench` in-process, the CPU and the GPU
 # engine, `and` and `or`: an earlier build with the hand-tuned flags against this build with none;
-# (2) through a real integrator, the gpu and hybrid schedulers at two Poisson rates: the earlier
-# build with the flags of its best runs against this build's plain `search-node`.
+# (2) through a real integrator, the gpu and hybrid schedulers on a ladder of Poisson rates: the
+# earlier build with the flags of its best runs against this build's plain `search-node`, both up
+# at once and run in turn at each rate, to the highest rate each holds at p99 <= P99_MS.
 # The node and the in-process benchmark run on NODE_CPUS, the integrator and the load generator on
 # CLIENT_CPUS, so the two builds meet the same machine.
 #
 # usage: OLD=DIR NEW=DIR bench/scripts/defaults_check.sh [DOCS] [WORK_DIR]
 #   OLD, NEW  bundles (bin/ and lib/, as scripts/bundle.sh makes them) of the two builds
 #   DOCS      documents (default 25200000);  WORK_DIR  default /dev/shm/gpu-bench
-# env: SECS (5: measured seconds a row), RATES ("24000 44000"), SCHEDULERS ("gpu hybrid"),
+# env: SECS (5: measured seconds a row), RATES (the ladder, "20000 30000 40000 48000 56000 64000"),
+#      P99_MS (10), REPEATS (1: runs of each build at a rung, in alternating order; the rung is held
+#      where their mean p99 is within P99_MS), SCHEDULERS ("gpu hybrid"),
 #      NODE_CPUS (0-15), CLIENT_CPUS (16-31), CONNECTIONS (512), PARTS ("inproc serve")
 # Prints one table row a measurement: part, build, mode or scheduler, engine or rate, q/s, p99 ms.
 set -uo pipefail
@@ -29,17 +32,27 @@ ncpu=$(taskset -c "$node_cpus" nproc)
 
 step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1) x $(nvidia-smi -L 2>/dev/null | wc -l), $(date -u +%Y-%m-%dT%H:%MZ)"
 mkdir -p "$work"
-idx=$work/synthetic-$docs
+idx_new=$work/synthetic-$docs      # each build reads its own index format: the same corpus, generated
+idx_old=$work/synthetic-$docs-old  # by each build's searchctl from the same seed (checked below)
 qlog=$work/queries-$docs.txt
 min_df=$(( (docs * 4 + 99999) / 100000 ))
 [ "$min_df" -ge 1 ] || min_df=1
 ctl() { local b=$1; shift; LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/searchctl" "$@"; }
-if [ ! -f "$idx/manifest.json" ]; then
-  step "generate --docs $docs"
-  rm -rf "$idx"
-  ctl "$new" generate --docs "$docs" --out "$idx" --shards 1 --seed 1 --threads "$(nproc)" --quiet || exit 1
+for b in new old; do
+  i=idx_$b d=${!b}
+  [ -f "${!i}/manifest.json" ] && continue
+  step "generate --docs $docs ($b build)"
+  rm -rf "${!i}"
+  ctl "$d" generate --docs "$docs" --out "${!i}" --shards 1 --seed 1 --threads "$(nproc)" --quiet \
+    2>&1 | tee "$work/generate-$b.txt" || exit 1
+done
+# The two indexes must hold the same corpus: generate's counts (docs, terms, postings, tokens) agree.
+counts() { grep -o 'docs=[0-9]* terms=[0-9]* postings=[0-9]* tokens=[0-9]*' "$work/generate-$1.txt" 2>/dev/null; }
+if [ -n "$(counts new)" ] && [ -n "$(counts old)" ] && [ "$(counts new)" != "$(counts old)" ]; then
+  echo "the two builds generated different corpora: $(counts new) vs $(counts old)"; exit 1
 fi
-[ -f "$qlog" ] || ctl "$new" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
+idx_of() { if [ "$1" = "$old" ]; then echo "$idx_old"; else echo "$idx_new"; fi; }
+[ -f "$qlog" ] || ctl "$new" gen-queries --index "$idx_new" --count 10000 --out "$qlog" --seed 1 \
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 || exit 1
 
 rows=()
@@ -49,7 +62,7 @@ inproc() {  # label bundle mode engine [flags...]
   local label=$1 b=$2 mode=$3 engine=$4; shift 4
   step "bench $label $mode $engine $*"
   local line
-  line=$(taskset -c "$node_cpus" timeout 400 env LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/searchctl" bench --index "$idx" \
+  line=$(taskset -c "$node_cpus" timeout 400 env LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/searchctl" bench --index "$(idx_of "$b")" \
     --queries "$qlog" --k 10 --seconds "$secs" --warmup 1 --mode "$mode" --engine "$engine" "$@" 2>"$work/bench.err")
   [ -n "$line" ] || { tail -3 "$work/bench.err"; row bench "$label" "$mode" "$engine" failed -; return; }
   echo "$line"
@@ -57,37 +70,81 @@ inproc() {  # label bundle mode engine [flags...]
     "$(awk -v u="$(field "$line" p99_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
 }
 
-serve() {  # label bundle scheduler integrator_flags -- node_flags...
-  local label=$1 b=$2 sched=$3 int_flags=$4; shift 4
-  local port=5701 mport=9711 hport=9720 import=9721
-  step "serve $label $sched: node $*"
-  taskset -c "$node_cpus" env LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/search-node" --index "$idx/shard-0" \
+# One build's node and integrator, kept up for the whole ladder: start_build LABEL BUNDLE SCHED SLOT
+# INTEGRATOR_FLAGS -- NODE_FLAGS...; sets url_LABEL. Both builds are up at once (the idle one
+# sleeps), so each rung runs old and new back to back on the same machine state.
+start_build() {
+  local label=$1 b=$2 sched=$3 slot=$4 int_flags=$5; shift 5
+  local port=$((5701 + slot)) mport=$((9711 + 2 * slot)) hport=$((9720 + 2 * slot)) import=$((9721 + 2 * slot))
+  step "start $label $sched: node $*"
+  taskset -c "$node_cpus" env LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/search-node" --index "$(idx_of "$b")/shard-0" \
     --listen "tcp://127.0.0.1:$port" --metrics "127.0.0.1:$mport" --scheduler "$sched" "$@" \
-    >"$work/node.out" 2>"$work/node.err" &
+    >"$work/node-$label.out" 2>"$work/node-$label.err" &
   local node_pid=$!
   pids+=("$node_pid")
-  for _ in $(seq 3000); do grep -q '"ready"' "$work/node.out" 2>/dev/null && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
-  grep -q '"ready"' "$work/node.out" || { echo "node did not start"; tail -5 "$work/node.err"; kill "$node_pid"; return; }
-  grep -E 'cache|preload' "$work/node.err" | head -4
+  for _ in $(seq 3000); do grep -q '"ready"' "$work/node-$label.out" 2>/dev/null && break; kill -0 "$node_pid" 2>/dev/null || break; sleep 0.1; done
+  grep -q '"ready"' "$work/node-$label.out" || { echo "node did not start"; tail -5 "$work/node-$label.err"; return 1; }
+  grep -E 'cache|preload' "$work/node-$label.err" | head -4
   # shellcheck disable=SC2086
   taskset -c "$client_cpus" env LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/search-integrator" --shards "tcp://127.0.0.1:$port" \
     --http "127.0.0.1:$hport" --metrics "127.0.0.1:$import" --cache-mb 0 --log-level warn $int_flags \
-    >"$work/int.out" 2>"$work/int.err" &
-  local int_pid=$!
-  pids+=("$int_pid")
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$hport/health" >/dev/null 2>&1 && break; sleep 0.1; done
-  local lg=(taskset -c "$client_cpus" env LD_LIBRARY_PATH="$new/lib" "$new/bin/searchctl" loadgen
-            --url "http://127.0.0.1:$hport" --queries "$qlog" --mode and --deadline-ms 500 --connections "$conns")
-  timeout 120 "${lg[@]}" --rate 20000 --seconds 1 --warmup 0 >/dev/null 2>&1  # one unrecorded pass over the log
-  for rate in ${RATES:-24000 44000}; do
-    local line
-    line=$(timeout $((secs + 70)) "${lg[@]}" --rate "$rate" --seconds "$secs" --warmup 2 2>/dev/null)
-    echo "$line" | cut -c1-400
-    row serve "$label" "$sched" "$rate" "$(field "$line" achieved_qps | cut -d. -f1)" \
-      "$(awk -v u="$(field "$line" p99_us)" 'BEGIN { printf "%.2f", u / 1000 }')"
+    >"$work/int-$label.out" 2>"$work/int-$label.err" &
+  pids+=($!)
+  for _ in $(seq 300); do curl -sf "http://127.0.0.1:$hport/health" >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -sf "http://127.0.0.1:$hport/health" >/dev/null 2>&1 || { echo "integrator not healthy"; tail -5 "$work/int-$label.err"; }
+  printf -v "url_${label//-/_}" '%s' "http://127.0.0.1:$hport"
+}
+
+loadgen() {  # url rate seconds warmup
+  taskset -c "$client_cpus" timeout $(( $3 + 70 )) env LD_LIBRARY_PATH="$new/lib" "$new/bin/searchctl" loadgen \
+    --url "$1" --queries "$qlog" --mode and --deadline-ms 500 --connections "$conns" --rate "$2" --seconds "$3" --warmup "$4" 2>/dev/null
+}
+
+# The serving ladder of one scheduler: both builds up, then at each rate of RATES the two builds
+# in turn, REPEATS times (the order alternating from run to run), until both miss p99 <= P99_MS
+# or drop queries.
+serve() {  # scheduler
+  local sched=$1 n=0 rate line label u p99 ok
+  local -A held=([old-tuned]=0 [new-plain]=0) out=([old-tuned]=0 [new-plain]=0)
+  pids_before=${#pids[@]}
+  start_build old-tuned "$old" "$sched" 0 "--http-threads $conns --http-keep-alive-requests 100" \
+    --cache-mb 16384 --gpu-preload-mb 8192 --gpu-sync block || return
+  start_build new-plain "$new" "$sched" 1 "" || return
+  loadgen "$url_old_tuned" 20000 1 0 >/dev/null; loadgen "$url_new_plain" 20000 1 0 >/dev/null  # unrecorded passes
+  for rate in ${RATES:-20000 30000 40000 48000 56000 64000}; do
+    local -A sum=([old-tuned]=0 [new-plain]=0) bad=([old-tuned]=0 [new-plain]=0)
+    for _ in $(seq "${REPEATS:-1}"); do
+      local order=(old-tuned new-plain)
+      (( n++ % 2 )) && order=(new-plain old-tuned)
+      for label in "${order[@]}"; do
+        [ "${out[$label]}" -eq 1 ] && continue
+        u=url_${label//-/_}
+        line=$(loadgen "${!u}" "$rate" "$secs" 2)
+        p99=$(awk -v u="$(field "$line" p99_us)" 'BEGIN { printf "%.2f", u / 1000 }')
+        ok=$(awk -v p="$p99" -v e="$(field "$line" errors)" -v d="$(field "$line" deadline_misses)" \
+               -v a="$(field "$line" achieved_qps)" -v r="$rate" \
+               'BEGIN { print (p + 0 > 0 && e + 0 == 0 && d + 0 == 0 && a + 0 >= 0.95 * r) ? 1 : 0 }')
+        echo "$line" | cut -c1-300
+        row serve "$label" "$sched" "$rate" "$(field "$line" achieved_qps | cut -d. -f1)" "$p99"
+        sum[$label]=$(awk -v s="${sum[$label]}" -v p="$p99" 'BEGIN { print s + p }')
+        [ "$ok" -eq 1 ] || bad[$label]=1
+      done
+    done
+    for label in old-tuned new-plain; do  # a rung is held where the runs' mean p99 is within P99_MS
+      [ "${out[$label]}" -eq 1 ] && continue
+      if [ "${bad[$label]}" -eq 0 ] && awk -v s="${sum[$label]}" -v k="${REPEATS:-1}" -v m="${P99_MS:-10}" \
+           'BEGIN { exit !(s / k <= m) }'; then
+        held[$label]=$rate
+      else
+        out[$label]=1
+      fi
+    done
+    [ "${out[old-tuned]}" -eq 1 ] && [ "${out[new-plain]}" -eq 1 ] && break
   done
-  kill "$int_pid" "$node_pid" 2>/dev/null
-  wait "$int_pid" "$node_pid" 2>/dev/null
+  row held old-tuned "$sched" "p99<=${P99_MS:-10}" "${held[old-tuned]}" -
+  row held new-plain "$sched" "p99<=${P99_MS:-10}" "${held[new-plain]}" -
+  for p in "${pids[@]:$pids_before}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
 }
 
 for part in ${PARTS:-inproc serve}; do
@@ -100,11 +157,7 @@ for part in ${PARTS:-inproc serve}; do
         inproc new-plain "$new" "$mode" gpu
       done ;;
     serve)
-      for sched in ${SCHEDULERS:-gpu hybrid}; do
-        serve old-tuned "$old" "$sched" "--http-threads $conns --http-keep-alive-requests 100" \
-          --cache-mb 16384 --gpu-preload-mb 8192 --gpu-sync block
-        serve new-plain "$new" "$sched" ""
-      done ;;
+      for sched in ${SCHEDULERS:-gpu hybrid}; do serve "$sched"; done ;;
   esac
 done
 
