@@ -4,9 +4,11 @@
 # search-node per shard of INDEX, the integrator's result cache off) started twice, plain and
 # --secure (HTTPS with an API key in front, CurveZMQ to the nodes), both up at once and driven at
 # the same time by two `searchctl loadgen` at the same Poisson rate over the same number of
-# kept-alive connections, so that whatever else the machine runs falls on both alike. Prints, per
-# round, each integrator's CPU (user + system from /proc/PID/stat over the measured span) per
-# answered query in microseconds of one core, p50/p99, misses and errors; then the medians of
+# kept-alive connections, so that whatever else the machine runs falls on both alike. Each round's
+# loadgen opens its connections (and their TLS handshakes) in ROUND_WARMUP unmeasured seconds first:
+# the measured span is CPU a query on kept-alive connections (ROUND_WARMUP=0 counts the set-up
+# too). Prints, per round, each integrator's CPU (user + system from /proc/PID/stat over the
+# measured span) per answered query in microseconds of one core, p50/p99, misses and errors; then the medians of
 # REPEATS rounds and the secure/plain ratio of CPU a query. VARIANTS="plain apikey curve secure"
 # adds the parts alone (keys from one run of docker/secrets-init.sh): apikey (plain HTTP with
 # --api-keys, /health left open for cluster.sh) and curve (CurveZMQ, plain HTTP), so that
@@ -17,7 +19,8 @@
 # usage: bench/scripts/security_cost.sh [BUILD_DIR]      (default build)
 # env: INDEX (data/gcide-index; without it: a `searchctl generate` index of DOCS documents in
 #      OUT_DIR), QUERIES (data/gcide-queries.txt; without it: gen-queries from INDEX), DOCS (200000),
-#      RATE (400), SECONDS_PER_RUN (20), WARMUP_SECONDS (3), CONNECTIONS (16), MODE (and), K (10),
+#      RATE (400), SECONDS_PER_RUN (20), WARMUP_SECONDS (3), ROUND_WARMUP (2), CONNECTIONS (16),
+#      MODE (and), K (10),
 #      REPEATS (5), VARIANTS (plain secure), BASE_PORT (7900; variant i's cluster at
 #      BASE_PORT+100i), OUT_DIR (/tmp/security-cost:
 #      run dirs, keys, logs), LOADGEN_ARGS (extra searchctl loadgen flags).
@@ -28,6 +31,7 @@ build=${1:-build}
 rate=${RATE:-400}
 secs=${SECONDS_PER_RUN:-20}
 warm=${WARMUP_SECONDS:-3}
+round_warm=${ROUND_WARMUP:-2}
 conns=${CONNECTIONS:-16}
 mode=${MODE:-and}
 k=${K:-10}
@@ -98,7 +102,7 @@ if [[ " ${variants[*]} " =~ \ (curve|apikey)[\ @] ]]; then
 fi
 for i in "${!variants[@]}"; do start "$i" "${variants[$i]}"; done
 
-loadgen() {  # VARIANT SECONDS
+loadgen() {  # VARIANT SECONDS [WARMUP]
   local v=$1 args=(--url "http://127.0.0.1:${port[$1]}")
   case ${v%@*} in
     secure) args=(--url "https://localhost:${port[$v]}" --cacert "${run[$v]}/secrets/ca.pem"
@@ -106,7 +110,7 @@ loadgen() {  # VARIANT SECONDS
     apikey) args+=(--api-key "$(cat "$sec/client-api-key")") ;;
   esac
   "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
-    --seconds "$2" --warmup 0 --deadline-ms 1000 --connections "$conns" --no-source ${LOADGEN_ARGS:-}
+    --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source ${LOADGEN_ARGS:-}
 }
 
 hz=$(getconf CLK_TCK)
@@ -118,10 +122,11 @@ for v in "${variants[@]}"; do loadgen "$v" "$warm" >/dev/null & lg+=($!); done
 for l in "${lg[@]}"; do wait "$l" || { echo "security_cost: a warm-up failed" >&2; exit 1; }; done
 declare -A t0 t1
 for ((r = 1; r <= repeats; r++)); do
-  step "round $r of $repeats: $secs s at $rate q/s on each, $conns connections each"
-  for v in "${variants[@]}"; do t0[$v]=$(ticks "${pid[$v]}"); done
+  step "round $r of $repeats: $secs s at $rate q/s on each (after $round_warm s unmeasured), $conns connections each"
   lg=()
-  for v in "${variants[@]}"; do loadgen "$v" "$secs" >"$out/${name[$v]}.json" & lg+=($!); done
+  for v in "${variants[@]}"; do loadgen "$v" "$secs" "$round_warm" >"$out/${name[$v]}.json" & lg+=($!); done
+  sleep "$round_warm"  # the loadgens' own clocks start a little later: the span holds all they measure
+  for v in "${variants[@]}"; do t0[$v]=$(ticks "${pid[$v]}"); done
   failed=0
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
   for v in "${variants[@]}"; do t1[$v]=$(ticks "${pid[$v]}"); done
