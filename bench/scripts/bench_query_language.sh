@@ -6,7 +6,8 @@
 # number of matches for every query (Lucene's totals from its top-k output, ours from `searchctl
 # query --count`); then prints one markdown table row per cell: our q/s, Lucene's q/s and the ratio.
 # usage: bench/scripts/bench_query_language.sh CORPUS.jsonl [QUERIES_PER_CATEGORY] [SECONDS]
-#   env: BUILD_DIR (default build), WORK (default data/ql-bench: index and query files)
+#   env: BUILD_DIR (default build), WORK (default data/ql-bench: index and query files),
+#        CATEGORIES (default all six, space-separated: run only these)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 corpus=$1 per_cat=${2:-500} secs=${3:-5}
@@ -26,7 +27,7 @@ fi
 echo "ours: index_bytes=$(du -sb "$work/index" | awk '{print $1}')"
 [ -s "$work/queries/term.txt" ] || python3 bench/scripts/gen_ql_queries.py "$corpus" "$work/queries" "$per_cat" 1
 lwork=/tmp/lucene-$name
-for cat in term intersection union phrase intersection_union negated; do
+for cat in ${CATEGORIES:-term intersection union phrase intersection_union negated}; do
   q="$work/queries/$cat.txt"
   COMMAND=count LUCENE_WORK=$lwork bash "$anchor/run.sh" "$corpus" "$q" qp-or 10 1 "$work/lucene-$cat.tsv" >/dev/null 2>&1
   "$ctl" query --index "$work/index" --mode or --k 10 --count --queries "$q" > "$work/ours-$cat.jsonl"
@@ -44,7 +45,7 @@ done
 echo "host: $(hostname) $(nproc) CPUs, $(date -u +%FT%TZ), corpus $corpus ($(wc -l < "$corpus") docs)"
 echo "| category | command | ours q/s | Lucene q/s | ours / Lucene | matches per query |"
 echo "|---|---|---:|---:|---:|---:|"
-for cat in term intersection union phrase intersection_union negated; do
+for cat in ${CATEGORIES:-term intersection union phrase intersection_union negated}; do
   q="$work/queries/$cat.txt"
   for cmd in top topcount count; do
     ours=$("$ctl" bench --index "$work/index" --queries "$q" --mode or --k 10 --threads 1 --seconds "$secs" \

@@ -121,6 +121,38 @@ uint32_t CountShifted(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_
   return hits;
 }
 
+// CountShifted(a, na, b, nb, 1, simd) (same readable padding), with the usual cases inline and
+// without a data-dependent branch inside a chunk: when one side holds at most eight positions, its
+// one vector is compared eight against eight (MatchLanes) with each chunk of the other side; lanes
+// past an end are masked (b's read as 0xffffffff, which no a[x] + 1 <= kMaxSimdPosition + 1 equals).
+inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, bool simd) {
+#if defined(__AVX2__)
+  if (simd && (na <= 8 || nb <= 8)) {
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i one = _mm256_set1_epi32(1);
+    auto load_b = [&](uint32_t y) {  // b[y, y + 8), lanes at or past nb as 0xffffffff
+      const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + y));
+      return _mm256_or_si256(vb, _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(nb - y) - 1)));
+    };
+    if (na <= 8) {  // each a[x] + 1 equals one b value at most: OR the chunks' masks
+      const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)), one);
+      unsigned mask = 0;
+      for (uint32_t y = 0; y < nb; y += 8) mask |= MatchLanes(va, load_b(y));
+      return static_cast<uint32_t>(__builtin_popcount(mask & ((1u << na) - 1)));
+    }
+    const __m256i vb = load_b(0);  // nb <= 8: each chunk of a against it
+    uint32_t hits = 0;
+    for (uint32_t x = 0; x < na; x += 8) {
+      const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + x)), one);
+      const uint32_t live = std::min(8u, na - x);
+      hits += static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << live) - 1)));
+    }
+    return hits;
+  }
+#endif
+  return CountShifted(a, na, b, nb, 1, simd);
+}
+
 class SolePhrase {
  public:
   SolePhrase(std::vector<std::unique_ptr<Token>> tokens, std::vector<uint32_t> slots, float idf, bool scored,
@@ -368,15 +400,23 @@ class SolePhrase {
     const uint32_t* oa = ta.offsets.data();
     const uint32_t* ob = tb.offsets.data();
     const uint32_t* docs = ta.cursor.block_docs();
+    const uint32_t* const first_pos = a_first ? ta.pos.data() : tb.pos.data();
+    const uint32_t* const second_pos = a_first ? tb.pos.data() : ta.pos.data();
+    const uint32_t* const first_off = a_first ? oa : ob;
+    const uint32_t* const second_off = a_first ? ob : oa;
+    const uint32_t* const first_idx = a_first ? batch_a_ : batch_b_;
+    const uint32_t* const second_idx = a_first ? batch_b_ : batch_a_;
     for (uint32_t m = 0; m < count; ++m) {
-      const uint32_t ia = batch_a_[m], ib = batch_b_[m];
-      const uint32_t* pa = ta.pos.data() + oa[ia];
-      const uint32_t* pb = tb.pos.data() + ob[ib];
-      const uint32_t na = oa[ia + 1] - oa[ia], nb = ob[ib + 1] - ob[ib];
-      const uint32_t tf = a_first ? CountShifted(pa, na, pb, nb, 1, simd) : CountShifted(pb, nb, pa, na, 1, simd);
+      const uint32_t i1 = first_idx[m], i2 = second_idx[m];
+      const uint32_t tf = PairTf(first_pos + first_off[i1], first_off[i1 + 1] - first_off[i1],
+                                 second_pos + second_off[i2], second_off[i2 + 1] - second_off[i2], simd);
+      if (k_ == 0) {  // a count only: no branch on the (unpredictable) match
+        matches_ += static_cast<uint32_t>(tf != 0);
+        continue;
+      }
       if (tf == 0) continue;
       ++matches_;
-      if (k_ == 0) continue;
+      const uint32_t ia = batch_a_[m];
       const uint32_t d = docs[ia];
       const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
       if (!full_ || s > thr_) {
@@ -413,8 +453,8 @@ class SolePhrase {
       simd &= tokens_[slots_[i]]->simd_ok;
     }
     if (n == 2) {
-      return CountShifted(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first), spans_[1].first,
-                          static_cast<uint32_t>(spans_[1].second - spans_[1].first), 1, simd);
+      return PairTf(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first), spans_[1].first,
+                    static_cast<uint32_t>(spans_[1].second - spans_[1].first), simd);
     }
     const uint32_t* r = spans_[rare].first;
     const size_t nr = static_cast<size_t>(spans_[rare].second - r);
