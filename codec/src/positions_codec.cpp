@@ -47,7 +47,25 @@ void AppendPacked(const uint32_t* values, uint32_t n, uint32_t bits, std::string
 }
 
 // Reads n values packed at `bits` from p (StoredBytes(n, bits) readable bytes, any alignment).
+// A short run (the horizontal layout: value i at bit i * bits of the little-endian stream) is read
+// branch-free, each value from the eight bytes at its first byte, the copy zero-padded past its end.
 void UnpackStored(const char* p, uint32_t n, uint32_t bits, uint32_t* out) {
+  if (n < kBlockSize && bits <= 32) {
+    char buf[kBlockSize * 4 + 8];
+    const uint32_t bytes = StoredBytes(n, bits);
+    uint32_t i = 0;
+    for (; i + 32 <= bytes; i += 32) std::memcpy(buf + i, p + i, 32);
+    std::memcpy(buf + i, p + i, bytes - i);
+    std::memset(buf + bytes, 0, 8);
+    const uint64_t mask = (uint64_t{1} << bits) - 1;
+    for (uint32_t k = 0; k < n; ++k) {
+      const uint64_t bit = uint64_t{k} * bits;
+      uint64_t v;
+      std::memcpy(&v, buf + bit / 8, sizeof(v));
+      out[k] = static_cast<uint32_t>((v >> (bit % 8)) & mask);
+    }
+    return;
+  }
   uint32_t words[kBlockSize];
   const uint32_t bytes = StoredBytes(n, bits);
   if (bytes % 4 != 0) words[bytes / 4] = 0;  // the unpack reads whole words: the last one's tail is 0
@@ -230,7 +248,8 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
   thread_local std::vector<uint8_t> first;
   first.assign(total, 0);
   const uint32_t* off = offsets->data();
-  for (uint32_t i = 0; i < n; ++i) first[off[i]] = 1;  // tf >= 1: every offset below total
+  uint8_t* const first_at = first.data();  // hoisted: a store through first[] would reload it
+  for (uint32_t i = 0; i < n; ++i) first_at[off[i]] = 1;  // tf >= 1: every offset below total
   uint64_t sum = bound;  // the exact sum only when the widths' bound does not settle the test
   if (bound > UINT32_MAX) {
     sum = total;

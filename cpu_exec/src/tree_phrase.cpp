@@ -33,6 +33,16 @@ constexpr uint32_t kMaxSimdPosition = 0xffffff00u;
 uint32_t KeepShifted(uint32_t* s, uint32_t live, const uint32_t* b, uint32_t nb, uint32_t shift, bool simd) {
   uint32_t x = 0, y = 0, out = 0;
 #if defined(__AVX2__)
+  if (simd && live <= 8 && nb <= 8) {  // the usual tfs: one compare, then the kept lanes compacted
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s)),
+                                        _mm256_set1_epi32(static_cast<int>(shift)));
+    __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b));
+    vb = _mm256_or_si256(vb, _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(nb) - 1)));
+    for (unsigned keep = MatchLanes(va, vb) & ((1u << live) - 1); keep != 0; keep &= keep - 1)
+      s[out++] = s[__builtin_ctz(keep)];
+    return out;
+  }
   if (simd && live + nb >= 16) {
     const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
@@ -356,8 +366,8 @@ class SolePhrase {
     if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
     t.decoded_block = j;
     t.pos_size = t.pos.size();
-    uint32_t top = 0;
-    for (size_t i = 0; i < t.pos_size; ++i) top = std::max(top, t.pos[i]);
+    uint32_t top = 0;  // each posting's positions ascend: its last is its largest
+    for (size_t i = 1; i < t.offsets.size(); ++i) top = std::max(top, t.pos[t.offsets[i] - 1]);
     t.simd_ok = top <= kMaxSimdPosition;
     t.pos.resize(t.pos_size + kMergePad, 0);
     return true;
