@@ -199,12 +199,16 @@ std::shared_ptr<const rocksdb::FilterPolicy> BloomPolicy() {
   return kPolicy;
 }
 
-// ZSTD (level kZstdLevel) where RocksDB has it, LZ4 otherwise, else none; for every column family.
+// ZSTD where RocksDB has it, LZ4 otherwise, else none; for every column family but source.
 // Even the bit-packed blobs compress well: most terms have a few postings, and their headers, block
-// metadata and width bytes dominate (index_store/FORMAT.md "Tuning choices" has the sizes). RocksDB
-// stores a block uncompressed when compression saves less than 1/8 of it, so long, wholly
-// bit-packed lists are read without decompressing.
+// metadata and width bytes dominate; long lists' block metadata compresses too. RocksDB stores a
+// block uncompressed when compression saves less than 1/8 of it. Level kZstdLevel, except
+// kListsZstdLevel for the lists: they are most of a large index's bytes, all compressed by the one
+// writer thread of a shard, so their level sets the build time; 3 is the fastest level that keeps an
+// index with positions under Lucene 8's size (index_store/FORMAT.md "Tuning choices" has the sizes
+// and times).
 constexpr int kZstdLevel = 6;
+constexpr int kListsZstdLevel = 3;
 rocksdb::CompressionType Compression() {
   static const rocksdb::CompressionType kType = [] {
     const auto supported = rocksdb::GetSupportedCompressions();
@@ -237,7 +241,7 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
     rocksdb::ColumnFamilyOptions cf;
     cf.disable_auto_compactions = true;  // built by ingestion, read-only afterwards
     cf.compression = Compression();
-    if (cf.compression == rocksdb::kZSTD) cf.compression_opts.level = kZstdLevel;
+    if (cf.compression == rocksdb::kZSTD) cf.compression_opts.level = i == kListsIdx ? kListsZstdLevel : kZstdLevel;
     // Only the terms CF sees lookups of absent keys (query terms missing from this shard);
     // every lists/docs/meta lookup follows a hit, so their filters would be dead weight.
     cf.optimize_filters_for_hits = !CfHasFilter(i);
@@ -247,7 +251,7 @@ std::vector<rocksdb::ColumnFamilyOptions> CfOptions(const std::shared_ptr<rocksd
         break;
       case kListsIdx:
         // Large blocks: lists are read whole, a value larger than a block is one block anyway,
-        // and a small index keeps the pinned metadata small. (Compressed: see Compression()).
+        // and a small index keeps the pinned metadata small. (Compressed at kListsZstdLevel: see Compression()).
         t.block_size = 32 << 10;
         break;
       case kPositionsIdx:
