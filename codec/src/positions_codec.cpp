@@ -218,9 +218,8 @@ Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets
   return Status::Ok();
 }
 
-Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
-  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
-  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+Status PositionsView::UnpackDeltas(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions,
+                                   uint64_t* bound_out) const {
   BlockLayout layout;
   SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, offsets, &layout));
   const char* p = bytes_.data();
@@ -240,6 +239,55 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
     bound += uint64_t{m} * ((uint64_t{1} << bits) - 1);
   }
   if (at != end) return corrupt("bytes left over after the positions");
+  *bound_out = bound;
+  return Status::Ok();
+}
+
+Status PositionsView::DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* sums,
+                                      bool* fits) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlockSums: block out of range");
+  uint64_t bound = 0;
+  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, offsets, sums, &bound));
+  const uint64_t total = sums->size();
+  uint32_t* out = sums->data();
+  if (bound >= kSumsLimit) {  // the exact last sum decides
+    bound = total;
+    for (uint64_t k = 0; k < total; ++k) bound += out[k];
+  }
+  *fits = bound < kSumsLimit;
+  if (!*fits) return Status::Ok();
+  uint64_t k = 0;
+  uint32_t s_run = 0;
+#if defined(__AVX2__)
+  const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+  const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+  __m256i carry = _mm256_setzero_si256();
+  for (; k + 8 <= total; k += 8) {
+    __m256i x = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + k)), one);
+    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+    x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+    const __m256i sv = _mm256_add_epi32(x, carry);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), sv);
+    carry = _mm256_permutevar8x32_epi32(sv, lane7);
+  }
+  s_run = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry));
+#endif
+  for (; k < total; ++k) {
+    s_run += out[k] + 1;
+    out[k] = s_run;
+  }
+  return Status::Ok();
+}
+
+Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
+  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  uint64_t bound = 0;
+  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, offsets, positions, &bound));
+  const uint64_t total = positions->size();
+  uint32_t* out = positions->data();
+  const auto corrupt = [j](const std::string& what) { return BlockCorruption(j, what); };
   // Deltas to positions; a position past 2^32-1 is corruption. A posting's first delta is its
   // first position, each next one the gap - 1. S[k] = the sum of (delta + 1) through k; a
   // posting starting at b holds positions S[k] - base, base = S[b] - delta[b]. When the block's S

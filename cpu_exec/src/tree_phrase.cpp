@@ -86,9 +86,14 @@ struct Token {
   const PositionsView* positions = nullptr;
   float ratio = 0.0f;  // idf_phrase / idf_token (0 when idf_token is 0: no bound from this token)
   uint32_t decoded_block = kEndDoc;
-  std::vector<uint32_t> offsets, pos;  // pos: the block's positions, then kMergePad readable values
-  size_t pos_size = 0;                 // the block's positions in pos
-  bool simd_ok = false;                // EnsureBlock: every position <= kMaxSimdPosition
+  std::vector<uint32_t> offsets, pos;  // pos: the block's values (below), then kMergePad readable ones
+  size_t pos_size = 0;                 // the block's values in pos
+  // pos holds PositionsView::DecodeBlockSums' running sums (EnsureBlock, when they fit): posting
+  // i's positions are pos[k] - Base(i); else the positions themselves (Base(i) == 0).
+  bool sums = false;
+  bool simd_ok = false;  // every position <= kMaxSimdPosition
+  bool small = false;    // every value in pos below 2^31: a shifted compare cannot wrap (VisitBatch)
+  uint32_t Base(uint32_t i) const { return sums ? PositionsView::SumsBase(offsets.data(), pos.data(), i) : 0; }
 };
 
 // How many a[x] (x < na) have a[x] + shift in b[0, nb) (both strictly ascending, both readable
@@ -131,20 +136,22 @@ uint32_t CountShifted(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_
   return hits;
 }
 
-// CountShifted(a, na, b, nb, 1, simd) (same readable padding), with the usual cases inline and
-// without a data-dependent branch inside a chunk: when one side holds at most eight positions, its
+// CountShifted(a, na, b, nb, shift, simd) (same readable padding), with the usual cases inline and
+// without a data-dependent branch inside a chunk: when one side holds at most eight values, its
 // one vector is compared eight against eight (MatchLanes) with each chunk of the other side; lanes
-// past an end are masked (b's read as 0xffffffff, which no a[x] + 1 <= kMaxSimdPosition + 1 equals).
-inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, bool simd) {
+// past an end are masked (b's read as 0xffffffff). REQUIRES: no a[x] + shift equals 0xffffffff
+// (a[x] <= kMaxSimdPosition and shift 1, or every a[x] + shift below 2^32 - 1 without wrapping);
+// a shift other than 1 only with simd under AVX2 (the scalar merge adds in 64 bits).
+inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb, uint32_t shift, bool simd) {
 #if defined(__AVX2__)
   if (simd && (na <= 8 || nb <= 8)) {
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i one = _mm256_set1_epi32(static_cast<int>(shift));
     auto load_b = [&](uint32_t y) {  // b[y, y + 8), lanes at or past nb as 0xffffffff
       const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + y));
       return _mm256_or_si256(vb, _mm256_cmpgt_epi32(lane, _mm256_set1_epi32(static_cast<int>(nb - y) - 1)));
     };
-    if (na <= 8) {  // each a[x] + 1 equals one b value at most: OR the chunks' masks
+    if (na <= 8) {  // each a[x] + shift equals one b value at most: OR the chunks' masks
       const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)), one);
       unsigned mask = 0;
       for (uint32_t y = 0; y < nb; y += 8) mask |= MatchLanes(va, load_b(y));
@@ -160,7 +167,7 @@ inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32
     return hits;
   }
 #endif
-  return CountShifted(a, na, b, nb, 1, simd);
+  return CountShifted(a, na, b, nb, shift, simd);
 }
 
 class SolePhrase {
@@ -172,6 +179,7 @@ class SolePhrase {
     std::sort(order_.begin(), order_.end(),
               [](const Token* a, const Token* b) { return a->cursor.size() < b->cursor.size(); });
     spans_.resize(slots_.size());
+    scratch_.resize(std::max<size_t>(slots_.size(), 2));
   }
 
   // Visits every match; k == 0: the count only.
@@ -356,19 +364,25 @@ class SolePhrase {
   }
 
   // Token t's positions block at its cursor's block position, decoded and checked once: posting
-  // counts, and every posting's positions count equal to its tf in the list; simd_ok: every
-  // position <= kMaxSimdPosition. False on Corruption (recorded).
+  // counts, and every posting's positions count equal to its tf in the list. As running sums
+  // (Token::sums) when they fit below PositionsView::kSumsLimit (2^30), else as positions; simd_ok,
+  // small as Token says. False on Corruption (recorded).
   bool EnsureBlock(Token& t) {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
     if (t.decoded_block == j) return true;
-    Status st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
+    bool fits = false;
+    Status st = t.positions->DecodeBlockSums(j, &t.offsets, &t.pos, &fits);
+    if (st.ok() && !fits) st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
     if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
     t.decoded_block = j;
     t.pos_size = t.pos.size();
-    uint32_t top = 0;  // each posting's positions ascend: its last is its largest
-    for (size_t i = 1; i < t.offsets.size(); ++i) top = std::max(top, t.pos[t.offsets[i] - 1]);
+    t.sums = fits;
+    uint32_t top = 0;  // each posting's values ascend: its last is its largest
+    if (!fits)
+      for (size_t i = 1; i < t.offsets.size(); ++i) top = std::max(top, t.pos[t.offsets[i] - 1]);
     t.simd_ok = top <= kMaxSimdPosition;
+    t.small = top < (uint32_t{1} << 31);
     t.pos.resize(t.pos_size + kMergePad, 0);
     return true;
   }
@@ -385,10 +399,12 @@ class SolePhrase {
     if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
     t.decoded_block = kEndDoc;
     t.pos_size = t.pos.size();
+    t.sums = false;
     uint32_t top = 0;
     for (uint32_t m = 0; m < count; ++m)
       for (uint32_t q = t.offsets[idx[m]]; q < t.offsets[idx[m] + 1]; ++q) top = std::max(top, t.pos[q]);
     t.simd_ok = top <= kMaxSimdPosition;
+    t.small = top < (uint32_t{1} << 31);
     t.pos.resize(t.pos_size + kMergePad, 0);
     return true;
   }
@@ -407,6 +423,15 @@ class SolePhrase {
     if (!(lb > la || !few ? EnsureBlock(tb) : EnsurePostings(tb, batch_b_, count))) return false;
     const bool a_first = tokens_[slots_[0]].get() == &ta;  // slot 0 is the shorter list's token
     const bool simd = ta.simd_ok && tb.simd_ok;
+    // Both sides' values below 2^31: positions p1 + 1 == p2 exactly when v1 + (base2 - base1 + 1)
+    // == v2 in 32 bits (v = p + base, base < 2^30 + 1: the sum below 2^32 - 1, no wrap).
+#if defined(__AVX2__)
+    const bool shifted = ta.small && tb.small;
+#else
+    const bool shifted = false;  // CountShifted's scalar merge adds in 64 bits: positions only
+#endif
+    const Token& first = a_first ? ta : tb;
+    const Token& second = a_first ? tb : ta;
     const uint32_t* oa = ta.offsets.data();
     const uint32_t* ob = tb.offsets.data();
     const uint32_t* docs = ta.cursor.block_docs();
@@ -418,8 +443,12 @@ class SolePhrase {
     const uint32_t* const second_idx = a_first ? batch_b_ : batch_a_;
     for (uint32_t m = 0; m < count; ++m) {
       const uint32_t i1 = first_idx[m], i2 = second_idx[m];
-      const uint32_t tf = PairTf(first_pos + first_off[i1], first_off[i1 + 1] - first_off[i1],
-                                 second_pos + second_off[i2], second_off[i2 + 1] - second_off[i2], simd);
+      const uint32_t* p1 = first_pos + first_off[i1];
+      const uint32_t* p2 = second_pos + second_off[i2];
+      const uint32_t n1 = first_off[i1 + 1] - first_off[i1], n2 = second_off[i2 + 1] - second_off[i2];
+      const uint32_t tf =
+          shifted ? PairTf(p1, n1, p2, n2, second.Base(i2) - first.Base(i1) + 1, true)
+                  : PairTf(ToPositions(first, i1, p1, n1, 0), n1, ToPositions(second, i2, p2, n2, 1), n2, 1, simd);
       if (k_ == 0) {  // a count only: no branch on the (unpredictable) match
         matches_ += static_cast<uint32_t>(tf != 0);
         continue;
@@ -439,13 +468,25 @@ class SolePhrase {
     return true;
   }
 
-  // The positions of token t at its cursor's document; false on Corruption (recorded).
-  bool PositionsOf(Token& t, const uint32_t** begin, const uint32_t** end) {
+  // Posting i's n values v of token t as positions: v itself unless t holds sums, else v - Base(i)
+  // written to scratch_[slot] (kMergePad readable values past them).
+  const uint32_t* ToPositions(const Token& t, uint32_t i, const uint32_t* v, uint32_t n, size_t slot) {
+    if (!t.sums) return v;
+    std::vector<uint32_t>& out = scratch_[slot];
+    if (out.size() < n + kMergePad) out.resize(n + kMergePad);
+    const uint32_t base = t.Base(i);
+    for (uint32_t k = 0; k < n; ++k) out[k] = v[k] - base;
+    return out.data();
+  }
+
+  // The positions of token t at its cursor's document, for phrase slot `slot`; false on Corruption
+  // (recorded).
+  bool PositionsOf(Token& t, size_t slot, const uint32_t** begin, const uint32_t** end) {
     if (!EnsureBlock(t)) return false;
     const uint32_t p = t.cursor.pos();
     const uint32_t from = t.offsets[p], to = t.offsets[p + 1];  // EnsureBlock checked to - from
-    *begin = t.pos.data() + from;
-    *end = t.pos.data() + to;
+    *begin = ToPositions(t, p, t.pos.data() + from, to - from, slot);
+    *end = *begin + (to - from);
     return true;
   }
 
@@ -458,13 +499,13 @@ class SolePhrase {
     bool simd = true;
     for (size_t i = 0; i < n; ++i) {
       auto& [first, last] = spans_[i];
-      if (!PositionsOf(*tokens_[slots_[i]], &first, &last)) return 0;
+      if (!PositionsOf(*tokens_[slots_[i]], i, &first, &last)) return 0;
       if (last - first < spans_[rare].second - spans_[rare].first) rare = i;
       simd &= tokens_[slots_[i]]->simd_ok;
     }
     if (n == 2) {
       return PairTf(spans_[0].first, static_cast<uint32_t>(spans_[0].second - spans_[0].first), spans_[1].first,
-                    static_cast<uint32_t>(spans_[1].second - spans_[1].first), simd);
+                    static_cast<uint32_t>(spans_[1].second - spans_[1].first), 1, simd);
     }
     const uint32_t* r = spans_[rare].first;
     const size_t nr = static_cast<size_t>(spans_[rare].second - r);
@@ -488,6 +529,7 @@ class SolePhrase {
   std::vector<uint32_t> slots_;
   std::vector<std::pair<const uint32_t*, const uint32_t*>> spans_;  // per phrase slot
   std::vector<uint32_t> starts_;
+  std::vector<std::vector<uint32_t>> scratch_;  // per phrase slot: ToPositions' output
   float idf_;
   bool scored_;
   const CursorEnv* env_;

@@ -4,9 +4,10 @@
 //   documents  two distinct tokens: their decoded blocks intersected eight docIDs against eight;
 //              more: a leapfrog of next_geq over their cursors;
 //   positions  per common document, each token's positions from its block's decoded positions
-//              (PositionsView::DecodeBlock, once per block; a count's two-token pair path
-//              decodes only the common postings of a block it leaves with few of them,
-//              PositionsView::DecodePostings), checked against the list's tf;
+//              (PositionsView::DecodeBlockSums, once per block: running sums, a posting's
+//              positions plus one base, the pair path comparing them by a per-document shift; a
+//              count's two-token pair path decodes only the common postings of a block it leaves
+//              with few of them, PositionsView::DecodePostings), checked against the list's tf;
 //   tf         the starts p with token i at p + i for every i: the rarest slot's positions,
 //              shifted to starts, filtered through every other slot (eight against eight);
 //   top k      TopKHeap. With a count every common document's tf is computed and its exact score

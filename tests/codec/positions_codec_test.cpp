@@ -289,5 +289,56 @@ TEST(PositionsCodecTest, DecodePostingsEqualsDecodeBlockSlices) {
   EXPECT_EQ(positions[2], 3u);
 }
 
+// DecodeBlockSums: where the sums fit, each posting's sums minus its SumsBase are DecodeBlock's
+// positions; a layout error is DecodeBlock's too; blocks of positions near 2^32 do not fit.
+TEST(PositionsCodecTest, DecodeBlockSumsEqualsDecodeBlock) {
+  std::mt19937 rng(13);
+  std::vector<uint32_t> offsets, positions, sum_offsets, sums;
+  int compared = 0, too_big = 0, corrupt = 0;
+  for (int iter = 0; iter < 1500; ++iter) {
+    const uint32_t n = 1 + rng() % 400;
+    const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    std::string bytes = *blob;
+    if (iter % 2 == 1) {
+      for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e)
+        if (bytes.size() > 8) bytes[8 + rng() % (bytes.size() - 8)] = static_cast<char>(rng());
+      RepairCrc(&bytes, n);
+    }
+    auto view = PositionsView::Parse(bytes, n);
+    if (!view.ok()) continue;
+    for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+      const Status full = view->DecodeBlock(j, &offsets, &positions);
+      bool fits = true;
+      const Status st = view->DecodeBlockSums(j, &sum_offsets, &sums, &fits);
+      if (!st.ok()) {
+        EXPECT_EQ(st.code(), StatusCode::kCorruption);
+        EXPECT_FALSE(full.ok());
+        ++corrupt;
+        continue;
+      }
+      if (!fits) {
+        ++too_big;
+        continue;
+      }
+      ASSERT_TRUE(full.ok()) << full.ToString();
+      ASSERT_EQ(sum_offsets, offsets);
+      ASSERT_EQ(sums.size(), positions.size());
+      for (uint32_t i = 0; i + 1 < offsets.size(); ++i) {
+        const uint32_t base = PositionsView::SumsBase(sum_offsets.data(), sums.data(), i);
+        for (uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) {
+          ASSERT_LT(sums[k], PositionsView::kSumsLimit);
+          ASSERT_EQ(sums[k] - base, positions[k]) << "block " << j << " posting " << i;
+        }
+      }
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 500);
+  EXPECT_GT(too_big, 0);
+  EXPECT_GT(corrupt, 0);
+}
+
 }  // namespace
 }  // namespace search

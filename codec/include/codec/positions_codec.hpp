@@ -52,6 +52,18 @@ class PositionsView {
   Status DecodePostings(uint32_t j, std::span<const uint32_t> postings, std::vector<uint32_t>* offsets,
                         std::vector<uint32_t>* positions) const;
 
+  // Block j as running sums, for a caller that compares positions up to a per-posting shift:
+  // sums[k] = the sum of (delta + 1) over the block's stored deltas 0..k (FORMAT.md "Positions"),
+  // so posting i's positions are sums[k] - SumsBase(offsets, sums, i) for k in [offsets[i],
+  // offsets[i+1]), offsets as DecodeBlock's. Only when every sum is below kSumsLimit (*fits; then
+  // every position is too); otherwise *fits = false, sums unspecified, and DecodeBlock gives the
+  // positions. Corruption as DecodeBlock for the block's layout. REQUIRES: j < num_blocks().
+  static constexpr uint32_t kSumsLimit = uint32_t{1} << 30;
+  Status DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* sums, bool* fits) const;
+  static uint32_t SumsBase(const uint32_t* offsets, const uint32_t* sums, uint32_t i) {
+    return (offsets[i] == 0 ? 0 : sums[offsets[i] - 1]) + 1;
+  }
+
   std::string_view bytes() const { return bytes_; }
 
  private:
@@ -66,6 +78,10 @@ class PositionsView {
     uint64_t runs_at = 0;    // byte offset of the first run
   };
   Status ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets, BlockLayout* out) const;
+  // Block j's layout read (ReadBlockLayout) and its stored deltas unpacked into positions (one a
+  // position); *bound >= the block's last running sum (the deltas' count plus their sum).
+  Status UnpackDeltas(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions,
+                      uint64_t* bound) const;
 
   std::string_view bytes_;
   uint32_t count_ = 0;
