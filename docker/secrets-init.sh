@@ -25,6 +25,8 @@
 #        SECRETS_DAYS   validity of the CA and the certificate, default 825
 #        SEARCHCTL      the searchctl binary, default searchctl (from PATH); OPENSSL: openssl
 #        HTTP_URL       the address printed in the curl example, default https://localhost:9200
+#        COMPOSE_FILE_HINT, SEARCH_IMAGE  the compose file and image named in the printed commands
+#                       (the compose files set them), defaults docker/docker-compose.yml, gpu-search:gpu
 # The API key (id:key) is printed once, when it is created: only its salted hash is stored.
 # Exits non-zero on any error.
 set -eu
@@ -37,6 +39,8 @@ days=${SECRETS_DAYS:-825}
 ctl=${SEARCHCTL:-searchctl}
 ssl=${OPENSSL:-openssl}
 url=${HTTP_URL:-https://localhost:9200}
+compose=${COMPOSE_FILE_HINT:-docker/docker-compose.yml}
+image=${SEARCH_IMAGE:-gpu-search:gpu}
 
 say() { echo "secrets-init: $*"; }
 die() { echo "secrets-init: $*" >&2; exit 1; }
@@ -48,7 +52,8 @@ mkdir -p "$dir" || die "cannot create $dir"
 usage_lines() {
   if [ -n "${1:-}" ]; then auth=$(printf '%s' "$1" | base64 | tr -d '\n'); else auth="\$(printf %s ID:KEY | base64)"; fi
   say "query the cluster (the CA certificate is $dir/ca.pem; copy it out of the volume with"
-  say "  docker-compose -f docker/docker-compose.yml run --rm --no-deps -T secrets cat $dir/ca.pem > search-ca.pem):"
+  say "  docker compose -f $compose run --rm --no-deps -T secrets cat $dir/ca.pem > search-ca.pem"
+  say "  or with podman: podman run --rm -v docker_secrets:$dir:ro $image cat $dir/ca.pem > search-ca.pem):"
   echo "  curl --cacert search-ca.pem -H 'Authorization: ApiKey $auth' '$url/search?q=t12+t38&k=5'"
 }
 
@@ -141,6 +146,6 @@ if [ ! -s "$dir/integrator/api-keys" ]; then
 else
   [ $created -eq 1 ] || say "keeping the CA, certificate, CURVE keys and API keys in $dir"
   say "the API key was printed when it was created; another: secrets-init.sh apikey"
-  say "  (docker-compose -f docker/docker-compose.yml run --rm --no-deps secrets search-secrets-init apikey)"
+  say "  (docker compose -f $compose run --rm --no-deps secrets search-secrets-init apikey)"
   usage_lines ""
 fi

@@ -67,7 +67,7 @@ if ! SECRETS_DIR=$out/files SECRETS_NODES=${nodes# } HTTP_URL=https://localhost:
   rm -f "$log"
   die "docker/secrets-init.sh failed"
 fi
-sed -e '/docker-compose/d' -e '/restart it to accept/d' -e "s/another: secrets-init.sh apikey/another: make-secrets.sh OUT apikey/" -e 's/; copy it out of the volume with$/):/' "$log"
+sed -e '/docker-compose/d' -e '/or with podman:/d' -e '/restart it to accept/d' -e "s/another: secrets-init.sh apikey/another: make-secrets.sh OUT apikey/" -e 's/; copy it out of the volume with$/):/' "$log"
 rm -f "$log"
 cp "$out/files/ca.pem" "$out/ca.pem"
 chmod 0644 "$out/ca.pem"

@@ -230,6 +230,11 @@ def normalize(cfg):
             svc["image"] = "gpu-search:<variant>"
         if "build" in svc:
             svc["build"]["target"] = "<variant>"
+        env = svc.get("environment")
+        if isinstance(env, dict):  # the secrets job names its own compose file and image
+            for key in ("COMPOSE_FILE_HINT", "SEARCH_IMAGE"):
+                if key in env:
+                    env[key] = "<variant>"
         if re.fullmatch(r"node-\d+", name):
             words = command_words(svc)
             out, i = [], 0
