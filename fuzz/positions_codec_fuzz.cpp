@@ -21,12 +21,25 @@ namespace {
 
 using namespace search;  // NOLINT: a fuzz target over one API
 
-// Decodes every block; returns true (and all tfs and positions) when every block decodes.
+// Decodes every block; returns true (and all tfs and positions) when every block decodes. Each
+// block's DecodeBlockSums agrees: an error only where DecodeBlock's is, and sums that fit give
+// DecodeBlock's offsets and, less each posting's SumsBase, its positions.
 bool DecodeAll(const PositionsView& v, std::vector<uint32_t>* tfs, std::vector<uint32_t>* all) {
-  std::vector<uint32_t> offsets, positions;
+  std::vector<uint32_t> offsets, positions, sum_offsets, sums;
   bool ok = true;
   for (uint32_t j = 0; j < v.num_blocks(); ++j) {
     Status st = v.DecodeBlock(j, &offsets, &positions);
+    bool fits = false;
+    const Status sums_st = v.DecodeBlockSums(j, &sum_offsets, &sums, &fits);
+    FUZZ_CHECK(sums_st.ok() || (sums_st.code() == StatusCode::kCorruption && !st.ok()));
+    if (sums_st.ok() && fits) {
+      FUZZ_CHECK(st.ok());
+      FUZZ_CHECK(sum_offsets == offsets && sums.size() == positions.size());
+      for (uint32_t i = 0; i + 1 < offsets.size(); ++i) {
+        const uint32_t base = PositionsView::SumsBase(sum_offsets.data(), sums.data(), i);
+        for (uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) FUZZ_CHECK(sums[k] - base == positions[k]);
+      }
+    }
     if (!st.ok()) {
       FUZZ_CHECK(st.code() == StatusCode::kCorruption);
       ok = false;
