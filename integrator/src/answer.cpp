@@ -132,6 +132,13 @@ std::string HealthStatus(const std::vector<ShardHealthView>& shards) {
   return up > 0 ? "yellow" : "red";
 }
 
+int HealthHttpStatus(const std::string& status, const std::string& wait_for_status) {
+  auto rank = [](const std::string& s) { return s == "green" ? 2 : s == "yellow" ? 1 : s == "red" ? 0 : -1; };
+  const int want = rank(wait_for_status);
+  if (want < 0) return 400;
+  return rank(status) >= want ? 200 : 503;
+}
+
 std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error) {
   json list = json::array();
   for (const auto& s : shards) {

@@ -534,7 +534,18 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
       });
       return;
     }
-    if (req.path == "/health" && get) return Answer(gen, fd, 200, in->HealthJson(), kJsonType);
+    if (req.path == "/health" && get) {
+      std::string status;
+      std::string body = in->HealthJson(&status);
+      const auto wait = req.params.find("wait_for_status");
+      const int code = wait == req.params.end() ? 200 : HealthHttpStatus(status, wait->second);
+      if (code == 400)
+        return Answer(gen, fd, 400,
+                      ErrorJson(RequestError{400, "illegal_argument_exception",
+                                             "wait_for_status must be green, yellow or red, not '" + wait->second + "'"}),
+                      kJsonType);
+      return Answer(gen, fd, code, std::move(body), kJsonType);
+    }
     if (req.path == "/stats" && get) return Answer(gen, fd, 200, in->StatsJson(), kJsonType);
     if (req.path == "/" && get) return Answer(gen, fd, 200, StatusPageHtml(), kHtmlType);
     Answer(gen, fd, 404, ErrorJson(RequestError{404, "not_found", NoRouteReason(m, req.path)}), kJsonType);

@@ -741,9 +741,10 @@ uint64_t Integrator::CollectionDocs() const {
   return manifest_num_docs_;
 }
 
-std::string Integrator::HealthJson() const {
+std::string Integrator::HealthJson(std::string* status) const {
   auto views = fanouts_.front()->Health();
   const std::string err = AnalyzerError();
+  if (status) *status = err.empty() ? HealthStatus(views) : "red";  // as search::HealthJson says
   return search::HealthJson(views, err);
 }
 

@@ -270,13 +270,15 @@ def main():
             except ValueError:
                 return r.status, None
 
-        status, health = get("/health", with_key=False)
-        if status != 200:
-            raise RuntimeError(f"GET /health without a key (the kubelet's probe): HTTP {status}")
+        ready = spec["containers"][0]["readinessProbe"]["httpGet"]["path"]
+        for path in ("/health", ready):
+            status, health = get(path, with_key=False)
+            if status != 200:
+                raise RuntimeError(f"GET {path} without a key (the kubelet's probe): HTTP {status}")
         status, _ = get("/search?q=t1&k=1", with_key=False)
         if status != 401:
             raise RuntimeError(f"GET /search without a key: HTTP {status}, not 401")
-        log("GET /health without an API key: 200 (the probes); /search without one: 401")
+        log(f"GET /health and {ready} without an API key: 200 (the probes); /search without one: 401")
 
         # The reference: an index generated alone with the same settings, and searchctl query.
         ref = os.path.join(tmp, "ref")
@@ -339,6 +341,9 @@ def main():
                 raise RuntimeError(f"shard-0-0 and shard-0-1 stopped: HTTP {status}, {doc}, not a partial answer")
             time.sleep(0.5)
         log(f"shard-0-0 and shard-0-1 stopped: partial answers (_shards {doc['_shards']})")
+        status, _ = get(ready, with_key=False)
+        if status != 200:
+            raise RuntimeError(f"shard 0 down: the readiness probe {ready} gave HTTP {status}, not 200 (shard 1 answers)")
         for name, (proc, metrics, pod, node) in nodes.items():
             if proc.poll() is not None:
                 continue

@@ -240,10 +240,10 @@ def check_consistency(d, helps=None, secrets=None, src_root=None):
     for flag in ("--curve-key", "--curve-servers", "--tls-cert", "--tls-key", "--api-keys"):
         if not str(f.get(flag, "")).startswith("/secrets/"):
             p(f"integrator: {flag} is not a file of the copied Secret (/secrets/...)")
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (("readinessProbe", "/health?wait_for_status=yellow"), ("livenessProbe", "/health")):
         h = c[probe].get("httpGet", {})
-        if h.get("path") != "/health" or h.get("scheme") != "HTTPS":
-            p(f"integrator {probe}: not GET /health over HTTPS")
+        if h.get("path") != path or h.get("scheme") != "HTTPS":
+            p(f"integrator {probe}: not GET {path} over HTTPS")
     if "--open-health" not in f:
         p("integrator: probes need --open-health (every request needs an API key otherwise)")
 

@@ -315,6 +315,11 @@ TEST_F(ClusterTest, KilledNodeGivesPartialAnswersThenRecoversAfterRestart) {
   EXPECT_TRUE(WaitHealth("yellow", 10s)) << Fetch(http_port_, "/health").raw;
   auto health = Fetch(http_port_, "/health");
   EXPECT_EQ(health.body["shards"][1]["state"], "down");
+  // Readiness probes: ready while some shard is up, not while a shard is missing where green is asked.
+  EXPECT_EQ(Fetch(http_port_, "/health", {{"wait_for_status", "yellow"}}).status, 200);
+  auto not_green = Fetch(http_port_, "/health", {{"wait_for_status", "green"}});
+  EXPECT_EQ(not_green.status, 503) << not_green.raw;
+  EXPECT_EQ(not_green.body["status"], "yellow");
   EXPECT_EQ(health.body["shards"][0]["state"], "up");
 
   // Restart the node on the same endpoint: complete answers again.
@@ -386,12 +391,16 @@ TEST_F(ClusterTest, NoNodeLeftIs503) {
   EXPECT_EQ(r.body["error"]["type"], "search_phase_execution_exception");
   EXPECT_EQ(r.body["_shards"]["failed"], kShards);
   EXPECT_TRUE(WaitHealth("red", 10s));
+  EXPECT_EQ(Fetch(http_port_, "/health", {{"wait_for_status", "yellow"}}).status, 503);
+  EXPECT_EQ(Fetch(http_port_, "/health", {{"wait_for_status", "red"}}).status, 200);
+  EXPECT_EQ(Fetch(http_port_, "/health", {{"wait_for_status", "orange"}}).status, 400);
 }
 
 TEST_F(ClusterTest, HealthStatsAndStatusPage) {
   auto h = Fetch(http_port_, "/health");
   ASSERT_EQ(h.status, 200);
   ASSERT_EQ(h.body["shards"].size(), kShards);
+  EXPECT_EQ(Fetch(http_port_, "/health", {{"wait_for_status", "green"}}).status, 200);
   for (uint32_t i = 0; i < kShards; ++i) {
     EXPECT_EQ(h.body["shards"][i]["shard"], i);
     EXPECT_EQ(h.body["shards"][i]["endpoint"], endpoints_[i]);

@@ -154,6 +154,17 @@ TEST(ErrorJson, Shape) {
   EXPECT_EQ(j["_shards"]["successful"], 0);
 }
 
+TEST(HealthJson, WaitForStatusIsMetOrA503) {
+  EXPECT_EQ(HealthHttpStatus("green", "green"), 200);
+  EXPECT_EQ(HealthHttpStatus("green", "yellow"), 200);
+  EXPECT_EQ(HealthHttpStatus("yellow", "yellow"), 200);
+  EXPECT_EQ(HealthHttpStatus("yellow", "green"), 503);
+  EXPECT_EQ(HealthHttpStatus("red", "yellow"), 503);
+  EXPECT_EQ(HealthHttpStatus("red", "red"), 200);
+  EXPECT_EQ(HealthHttpStatus("green", "Green"), 400);
+  EXPECT_EQ(HealthHttpStatus("green", ""), 400);
+}
+
 TEST(HealthJson, GreenYellowRed) {
   std::vector<ShardHealthView> v(3);
   for (uint32_t i = 0; i < 3; ++i) {

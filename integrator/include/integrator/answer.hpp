@@ -104,5 +104,9 @@ struct ShardHealthView {
 // green: every shard up; yellow: some up; red: none up.
 std::string HealthStatus(const std::vector<ShardHealthView>& shards);
 std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error);
+// The HTTP status of `GET /health?wait_for_status=W` (Elasticsearch's parameter, for readiness
+// probes): 200 when `status` is W or better (green > yellow > red), 503 when worse (it answers at
+// once, it does not wait), 400 when W is not green, yellow or red.
+int HealthHttpStatus(const std::string& status, const std::string& wait_for_status);
 
 }  // namespace search

@@ -128,7 +128,8 @@ class Integrator {
   using ReplyCallback = std::function<void(HttpReply)>;
   void HandleSearchAsync(const ParsedSearch& parsed, size_t waiting, const Post& post, ReplyCallback done);
 
-  std::string HealthJson() const;
+  // GET /health's body; `status`, when given, receives its "status" (green, yellow or red).
+  std::string HealthJson(std::string* status = nullptr) const;
   std::string StatsJson() const;
   // "" when searches can run; otherwise why they are refused (analyzer unknown or disagreeing).
   std::string AnalyzerError() const;
