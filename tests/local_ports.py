@@ -1,5 +1,6 @@
 """Local port helpers shared by the Python tests that start a cluster on loopback
-(tests/deploy/dashboards_promql_test.py, tests/browser/status_page_test.py)."""
+(tests/deploy/dashboards_promql_test.py, container_test.py, k8s_pods_test.py,
+tests/browser/status_page_test.py)."""
 import socket
 
 
@@ -12,3 +13,10 @@ def port_free(port):
             return True
         except OSError:
             return False
+
+
+def free_port():
+    """A port of 127.0.0.1 that the kernel gave out as free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

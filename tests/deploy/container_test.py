@@ -37,7 +37,6 @@ import io
 import json
 import os
 import shutil
-import socket
 import ssl
 import struct
 import subprocess
@@ -46,6 +45,9 @@ import tarfile
 import tempfile
 import time
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from local_ports import free_port  # noqa: E402
 
 SKIP = 77
 SERVICES = ["secrets", "index", "node-0", "node-1", "integrator", "prometheus"]
@@ -65,12 +67,6 @@ def run(cmd, check=True, capture=True, env=None, timeout=600):
         out = (r.stdout or "") + (r.stderr or "") if capture else ""
         raise RuntimeError(f"{' '.join(cmd)} exited {r.returncode}\n{out[-4000:]}")
     return r
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def f32(x):

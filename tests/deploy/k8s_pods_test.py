@@ -41,6 +41,8 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import k8s_test  # noqa: E402  (skips 77 without python3-yaml)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from local_ports import free_port  # noqa: E402
 
 QUERIES = 20
 
@@ -51,12 +53,6 @@ def f32(x):
 
 def log(msg):
     print(f"k8s_pods_test: {msg}", flush=True)
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Pod:
