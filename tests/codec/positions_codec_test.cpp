@@ -168,6 +168,20 @@ void RepairCrc(std::string* blob, uint32_t count) {
   std::memcpy(blob->data() + 4, &crc, 4);
 }
 
+// The positions blob of n random postings (long lists every 5th iteration, positions from 0 every
+// 7th), with one to three bytes past the header damaged (the CRC repaired) on odd iterations.
+void RandomBlob(std::mt19937& rng, int iter, uint32_t n, std::string* bytes) {
+  const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
+  auto blob = EncodePositions(p.tfs, p.positions);
+  ASSERT_TRUE(blob.ok());
+  *bytes = *blob;
+  if (iter % 2 == 1) {
+    for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e)
+      if (bytes->size() > 8) (*bytes)[8 + rng() % (bytes->size() - 8)] = static_cast<char>(rng());
+    RepairCrc(bytes, n);
+  }
+}
+
 TEST(PositionsCodecTest, DamagedStructureNeverDecodesOutOfContract) {
   std::mt19937 rng(5);
   std::vector<uint32_t> offsets, positions;
@@ -225,15 +239,8 @@ TEST(PositionsCodecTest, DecodePostingsEqualsDecodeBlockSlices) {
   int compared = 0, corrupt = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     const uint32_t n = 1 + rng() % 400;
-    const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
-    auto blob = EncodePositions(p.tfs, p.positions);
-    ASSERT_TRUE(blob.ok());
-    std::string bytes = *blob;
-    if (iter % 2 == 1) {
-      for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e)
-        if (bytes.size() > 8) bytes[8 + rng() % (bytes.size() - 8)] = static_cast<char>(rng());
-      RepairCrc(&bytes, n);
-    }
+    std::string bytes;
+    ASSERT_NO_FATAL_FAILURE(RandomBlob(rng, iter, n, &bytes));
     auto view = PositionsView::Parse(bytes, n);
     if (!view.ok()) continue;
     for (uint32_t j = 0; j < view->num_blocks(); ++j) {
@@ -297,15 +304,8 @@ TEST(PositionsCodecTest, DecodeBlockSumsEqualsDecodeBlock) {
   int compared = 0, too_big = 0, corrupt = 0;
   for (int iter = 0; iter < 1500; ++iter) {
     const uint32_t n = 1 + rng() % 400;
-    const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
-    auto blob = EncodePositions(p.tfs, p.positions);
-    ASSERT_TRUE(blob.ok());
-    std::string bytes = *blob;
-    if (iter % 2 == 1) {
-      for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e)
-        if (bytes.size() > 8) bytes[8 + rng() % (bytes.size() - 8)] = static_cast<char>(rng());
-      RepairCrc(&bytes, n);
-    }
+    std::string bytes;
+    ASSERT_NO_FATAL_FAILURE(RandomBlob(rng, iter, n, &bytes));
     auto view = PositionsView::Parse(bytes, n);
     if (!view.ok()) continue;
     for (uint32_t j = 0; j < view->num_blocks(); ++j) {
