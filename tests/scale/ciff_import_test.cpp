@@ -19,12 +19,7 @@ namespace {
 using scaletest::TempDir;
 
 Result<CiffImportSummary> Import(const std::string& file, const std::string& out, uint32_t shards = 1) {
-  CiffImportOptions o;
-  o.input = file;
-  o.output = out;
-  o.shards = shards;
-  o.threads = 2;
-  return ImportCiff(o);
+  return scaletest::ImportCiffFile(file, out, shards);
 }
 
 TEST(CiffImportTest, AnswersLikeTheJsonlIndexOfTheSameText) {
@@ -32,14 +27,7 @@ TEST(CiffImportTest, AnswersLikeTheJsonlIndexOfTheSameText) {
   const auto docs = scaletest::RandomTexts(600, 250, 35, 21);
   const auto inv = scaletest::Invert(docs);
   scaletest::WriteJsonl(tmp / "c.jsonl", docs);
-  IndexBuildOptions bo;
-  bo.input = tmp / "c.jsonl";
-  bo.output = tmp / "jsonl";
-  bo.shards = 3;
-  bo.threads = 2;
-  bo.positions = false;  // CIFF carries no positions: compare with an index built without
-  bo.sources = false;    // nor sources
-  ASSERT_TRUE(BuildIndex(bo).ok());
+  ASSERT_TRUE(BuildIndex(scaletest::PlainJsonlOptions(tmp / "c.jsonl", tmp / "jsonl", 3)).ok());
   // Lists and doc records shuffled: the importer sorts the terms and places the records.
   scaletest::WriteBytes(tmp / "c.ciff", scaletest::MakeCiff(docs, inv, /*shuffle_seed=*/99));
   auto s3 = Import(tmp / "c.ciff", tmp / "ciff3", 3);

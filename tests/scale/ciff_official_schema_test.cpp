@@ -192,25 +192,7 @@ void ExpectOfficialParserReads(const std::string& bytes, const CiffMessages& m) 
   EXPECT_TRUE(clean_eof);
 }
 
-Result<CiffImportSummary> Import(const std::string& file, const std::string& out, uint32_t shards) {
-  CiffImportOptions o;
-  o.input = file;
-  o.output = out;
-  o.shards = shards;
-  o.threads = 2;
-  return ImportCiff(o);
-}
-
-Status BuildJsonl(const std::string& jsonl, const std::string& out, uint32_t shards) {
-  IndexBuildOptions bo;
-  bo.input = jsonl;
-  bo.output = out;
-  bo.shards = shards;
-  bo.threads = 2;
-  bo.positions = false;  // CIFF carries no positions nor sources: compare with an index built without
-  bo.sources = false;
-  return BuildIndex(bo).status();
-}
+using scaletest::ImportCiffFile;
 
 // Everything an index holds, read back through the shard readers: term -> [(docID, tf)] over all
 // shards, each term's global df and summed cf, each document's length and external id.
@@ -313,7 +295,7 @@ class CiffOfficialSchemaTest : public ::testing::Test {
     docs_ = Corpus(vocab_, 500, 30, 2026);
     inv_ = scaletest::Invert(docs_);
     scaletest::WriteJsonl(tmp_ / "c.jsonl", docs_);
-    ASSERT_TRUE(BuildJsonl(tmp_ / "c.jsonl", tmp_ / "jsonl", 3).ok());
+    ASSERT_TRUE(BuildIndex(scaletest::PlainJsonlOptions(tmp_ / "c.jsonl", tmp_ / "jsonl", 3)).ok());
   }
 
   TempDir tmp_;
@@ -330,7 +312,7 @@ TEST_F(CiffOfficialSchemaTest, ImportsLikeTheJsonlIndexOfTheSameText) {
   ExpectOfficialParserReads(bytes, m);
   scaletest::WriteBytes(tmp_ / "c.ciff", bytes);
 
-  auto s3 = Import(tmp_ / "c.ciff", tmp_ / "ciff3", 3);
+  auto s3 = ImportCiffFile(tmp_ / "c.ciff", tmp_ / "ciff3", 3);
   ASSERT_TRUE(s3.ok()) << s3.status().ToString();
   EXPECT_EQ(s3->docs, docs_.size());
   EXPECT_EQ(s3->terms, inv_.postings.size());
@@ -338,7 +320,7 @@ TEST_F(CiffOfficialSchemaTest, ImportsLikeTheJsonlIndexOfTheSameText) {
   EXPECT_EQ(s3->description, m.header.description());
   EXPECT_EQ(s3->empty_lists, 0u);
   EXPECT_TRUE(s3->notes.empty()) << s3->notes.front();
-  auto s1 = Import(tmp_ / "c.ciff", tmp_ / "ciff1", 1);
+  auto s1 = ImportCiffFile(tmp_ / "c.ciff", tmp_ / "ciff1", 1);
   ASSERT_TRUE(s1.ok()) << s1.status().ToString();
 
   // Every term's postings, df and cf, every length and id: the JSON-lines index, the imports at
@@ -372,7 +354,7 @@ TEST_F(CiffOfficialSchemaTest, OtherDocidOrderGivesTheSameDocumentsAndScores) {
   const std::string bytes = Serialize(m);
   ExpectOfficialParserReads(bytes, m);
   scaletest::WriteBytes(tmp_ / "p.ciff", bytes);
-  auto s = Import(tmp_ / "p.ciff", tmp_ / "perm", 2);
+  auto s = ImportCiffFile(tmp_ / "p.ciff", tmp_ / "perm", 2);
   ASSERT_TRUE(s.ok()) << s.status().ToString();
   EXPECT_TRUE(s->notes.empty());
   ExpectDumpsEqual(Dump(tmp_ / "perm"), Expected(docs_, inv_, perm), "CIFF import, permuted docids");
@@ -434,7 +416,7 @@ class CiffOfficialSmallFileTest : public ::testing::Test {
   Status ImportBytes(const std::string& bytes) {
     TempDir tmp;
     scaletest::WriteBytes(tmp / "x.ciff", bytes);
-    auto r = Import(tmp / "x.ciff", tmp / "out", 2);
+    auto r = ImportCiffFile(tmp / "x.ciff", tmp / "out", 2);
     if (r.ok()) {
       notes_ = r->notes;
       EXPECT_TRUE(LocalIndex::Open(tmp / "out").ok());
@@ -541,8 +523,8 @@ TEST_F(CiffOfficialSmallFileTest, HeaderTotalsThatDisagreeAreNotesAndTheContents
   TempDir tmp;
   scaletest::WriteBytes(tmp / "good.ciff", Serialize(good_));
   scaletest::WriteBytes(tmp / "odd.ciff", Serialize(m));
-  ASSERT_TRUE(Import(tmp / "good.ciff", tmp / "good", 2).ok());
-  ASSERT_TRUE(Import(tmp / "odd.ciff", tmp / "odd", 2).ok());
+  ASSERT_TRUE(ImportCiffFile(tmp / "good.ciff", tmp / "good", 2).ok());
+  ASSERT_TRUE(ImportCiffFile(tmp / "odd.ciff", tmp / "odd", 2).ok());
   auto a = ComputeIndexStats(tmp / "good", true);
   auto b = ComputeIndexStats(tmp / "odd", true);
   ASSERT_TRUE(a.ok() && b.ok());

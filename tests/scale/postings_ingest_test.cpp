@@ -18,17 +18,6 @@ namespace {
 
 using scaletest::TempDir;
 
-IndexBuildOptions JsonlOptions(const std::string& input, const std::string& out, uint32_t shards) {
-  IndexBuildOptions o;
-  o.input = input;
-  o.output = out;
-  o.shards = shards;
-  o.threads = 2;
-  o.positions = false;  // as PostingsIngest builds (its lists carry no positions)
-  o.sources = false;    // nor sources
-  return o;
-}
-
 // Builds DIR from `inv` through PostingsIngest (serially or with AddListsParallel), published
 // with BuildDir like the tools do.
 Status IngestInverted(const scaletest::Inverted& inv, const std::vector<scaletest::TextDoc>& docs,
@@ -115,7 +104,7 @@ TEST(PostingsIngestTest, EqualsTheJsonlBuilder) {
   const auto docs = scaletest::RandomTexts(700, 300, 40, 7);
   const auto inv = scaletest::Invert(docs);
   scaletest::WriteJsonl(tmp / "c.jsonl", docs);
-  ASSERT_TRUE(BuildIndex(JsonlOptions(tmp / "c.jsonl", tmp / "jsonl", 3)).ok());
+  ASSERT_TRUE(BuildIndex(scaletest::PlainJsonlOptions(tmp / "c.jsonl", tmp / "jsonl", 3)).ok());
   ASSERT_TRUE(IngestInverted(inv, docs, tmp / "serial", 3, false).ok());
   ASSERT_TRUE(IngestInverted(inv, docs, tmp / "parallel", 3, true, /*window=*/3).ok());
   ExpectSameShards(tmp / "jsonl", tmp / "serial");

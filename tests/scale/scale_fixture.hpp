@@ -16,7 +16,9 @@
 
 #include "core/analyzer.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "indexer/index_builder.hpp"
 #include "scale/ciff_format.hpp"
+#include "scale/import_ciff.hpp"
 
 namespace search::scaletest {
 
@@ -41,6 +43,29 @@ class TempDir {
   static inline int counter_ = 0;
   std::string path_;
 };
+
+// `searchctl index` options for a JSON-lines file without positions or sources, on 2 threads: the
+// index a CIFF import or a PostingsIngest build is compared with (their lists carry neither).
+inline IndexBuildOptions PlainJsonlOptions(const std::string& input, const std::string& out, uint32_t shards) {
+  IndexBuildOptions o;
+  o.input = input;
+  o.output = out;
+  o.shards = shards;
+  o.threads = 2;
+  o.positions = false;
+  o.sources = false;
+  return o;
+}
+
+// ImportCiff of `file` into `out`, on 2 threads.
+inline Result<CiffImportSummary> ImportCiffFile(const std::string& file, const std::string& out, uint32_t shards) {
+  CiffImportOptions o;
+  o.input = file;
+  o.output = out;
+  o.shards = shards;
+  o.threads = 2;
+  return ImportCiff(o);
+}
 
 struct TextDoc {
   std::string id, text;
