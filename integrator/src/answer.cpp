@@ -132,6 +132,10 @@ std::string HealthStatus(const std::vector<ShardHealthView>& shards) {
   return up > 0 ? "yellow" : "red";
 }
 
+std::string HealthStatus(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error) {
+  return analyzer_error.empty() ? HealthStatus(shards) : "red";
+}
+
 int HealthHttpStatus(const std::string& status, const std::string& wait_for_status) {
   auto rank = [](const std::string& s) { return s == "green" ? 2 : s == "yellow" ? 1 : s == "red" ? 0 : -1; };
   const int want = rank(wait_for_status);
@@ -164,9 +168,7 @@ std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::st
     if (!s.last_error.empty()) j["last_error"] = s.last_error;
     list.push_back(std::move(j));
   }
-  std::string status = HealthStatus(shards);
-  if (!analyzer_error.empty()) status = "red";  // searches are refused
-  json out = {{"status", status}, {"shards", std::move(list)}};
+  json out = {{"status", HealthStatus(shards, analyzer_error)}, {"shards", std::move(list)}};
   if (!analyzer_error.empty()) out["error"] = analyzer_error;
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }

@@ -744,7 +744,7 @@ uint64_t Integrator::CollectionDocs() const {
 std::string Integrator::HealthJson(std::string* status) const {
   auto views = fanouts_.front()->Health();
   const std::string err = AnalyzerError();
-  if (status) *status = err.empty() ? HealthStatus(views) : "red";  // as search::HealthJson says
+  if (status) *status = HealthStatus(views, err);
   return search::HealthJson(views, err);
 }
 

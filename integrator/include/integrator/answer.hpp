@@ -103,6 +103,8 @@ struct ShardHealthView {
 
 // green: every shard up; yellow: some up; red: none up.
 std::string HealthStatus(const std::vector<ShardHealthView>& shards);
+// GET /health's status: HealthStatus, or red while searches are refused (analyzer_error not empty).
+std::string HealthStatus(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error);
 std::string HealthJson(const std::vector<ShardHealthView>& shards, const std::string& analyzer_error);
 // The HTTP status of `GET /health?wait_for_status=W` (Elasticsearch's parameter, for readiness
 // probes): 200 when `status` is W or better (green > yellow > red), 503 when worse (it answers at
