@@ -13,6 +13,7 @@
 #include <limits>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -57,6 +58,13 @@ struct Entry {
   uint32_t pins = 0;  // outstanding handles (plus the copying thread's own)
   std::list<Entry*>::iterator lru_it;
 };
+
+// A cache key for messages: a term, or a built blob's key with its '\0' shown as '#'.
+std::string PrintableKey(std::string key) {
+  for (char& c : key)
+    if (c == '\0') c = '#';
+  return key;
+}
 
 // "812 bytes", "3.50 MiB".
 std::string HumanBytes(size_t bytes) {
@@ -172,6 +180,11 @@ struct GpuListCache::Impl : std::enable_shared_from_this<GpuListCache::Impl> {
       staging_cv.wait(lock);
     }
   }
+  std::optional<Result<std::shared_ptr<const DeviceList>>> Hit(std::string_view key, std::unique_lock<std::mutex>& lock,
+                                                               cudaStream_t stream);
+  Result<std::shared_ptr<const DeviceList>> Insert(std::shared_ptr<const CachedList> host, const uint8_t* src, size_t n,
+                                                   std::unique_lock<std::mutex>& lock, cudaStream_t stream);
+
   void GiveStaging(size_t i) {
     {
       std::lock_guard<std::mutex> lock(staging_mu);
@@ -182,9 +195,8 @@ struct GpuListCache::Impl : std::enable_shared_from_this<GpuListCache::Impl> {
 
   // Enqueues the copy of `list` into d_dst (then zeroes the padding up to alloc_bytes) on
   // `stream` and records `ready` behind it.
-  Status CopyIn(const CachedList& list, uint8_t* d_dst, size_t alloc_bytes, cudaEvent_t ready, cudaStream_t stream) {
-    const uint8_t* src = list.storage.get();
-    const size_t n = list.size;
+  Status CopyIn(const uint8_t* src, size_t n, uint8_t* d_dst, size_t alloc_bytes, cudaEvent_t ready,
+                cudaStream_t stream) {
     for (size_t off = 0; off < n;) {
       const size_t i = TakeStaging();
       Staging& s = staging[i];
@@ -265,26 +277,26 @@ Result<std::unique_ptr<GpuListCache>> GpuListCache::Create(const ShardReader* sh
   return std::unique_ptr<GpuListCache>(new GpuListCache(std::move(impl)));
 }
 
-Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::shared_ptr<const CachedList>& list,
-                                                                CUstream_st* stream) {
-  if (list == nullptr) return Status::InvalidArgument("GpuListCache::Acquire: no list");
-  Impl& m = *impl_;
-  std::unique_lock<std::mutex> lock(m.mu);
+// A hit on `key`: the pinned handle (the stream ordered after a copy in flight); std::nullopt on a
+// miss. REQUIRES: lock holds m.mu; it is released on a hit.
+std::optional<Result<std::shared_ptr<const DeviceList>>> GpuListCache::Impl::Hit(std::string_view key,
+                                                                                 std::unique_lock<std::mutex>& lock,
+                                                                                 cudaStream_t stream) {
   for (;;) {
-    auto it = m.table.find(list->term);
-    if (it == m.table.end()) break;
+    auto it = table.find(key);
+    if (it == table.end()) return std::nullopt;
     std::shared_ptr<Entry> e = it->second;
     if (e->state == EntryState::kCopying) {
       // Another thread is enqueueing the copy (its ready event is not recorded yet). Look again
       // afterwards: the copy may have failed, or the entry been evicted once its copier let go.
-      m.copied_cv.wait(lock, [&] { return e->state != EntryState::kCopying; });
+      copied_cv.wait(lock, [&] { return e->state != EntryState::kCopying; });
       continue;
     }
     ++e->pins;
-    ++m.hits;
-    m.lru.splice(m.lru.begin(), m.lru, e->lru_it);
+    ++hits;
+    lru.splice(lru.begin(), lru, e->lru_it);
     lock.unlock();
-    auto handle = m.MakeHandle(e);  // unpins on every return path
+    auto handle = MakeHandle(e);  // unpins on every return path
     if (e->copied.load(std::memory_order_acquire)) return handle;
     // Orders this stream after the copy, unless the copy has finished: then the list's bytes are
     // in device memory for every later launch on any stream, and no later acquirer waits either.
@@ -294,18 +306,26 @@ Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::share
       return handle;
     }
     if (done != cudaErrorNotReady) return CudaStatus(done, "cudaEventQuery(list copy)", __FILE__);
-    SEARCH_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, e->ready, 0));
+    if (const cudaError_t w = cudaStreamWaitEvent(stream, e->ready, 0); w != cudaSuccess)
+      return CudaStatus(w, "cudaStreamWaitEvent(list copy)", __FILE__);
     return handle;
   }
+}
 
-  // A miss: make room, allocate from the pool, publish the entry (kCopying), copy unlocked.
+// A miss: make room, allocate from the pool, publish the entry (kCopying) for host->term, copy
+// src[0, n) unlocked. REQUIRES: lock holds m.mu (released on return).
+Result<std::shared_ptr<const DeviceList>> GpuListCache::Impl::Insert(std::shared_ptr<const CachedList> host,
+                                                                     const uint8_t* src, size_t n,
+                                                                     std::unique_lock<std::mutex>& lock,
+                                                                     cudaStream_t stream) {
+  Impl& m = *this;
   ++m.misses;
-  const size_t need = PaddedBytes(list->size);
+  const size_t need = PaddedBytes(n);
   const size_t capacity = m.options.capacity_bytes;
   auto exhausted = [&](const std::string& why) {
     ++m.failed_allocations;
-    return Status::ResourceExhausted("GPU list cache: list of term '" + list->term + "' (" + HumanBytes(need) + ") " +
-                                     why);
+    return Status::ResourceExhausted("GPU list cache: entry '" + PrintableKey(host->term) + "' (" + HumanBytes(need) +
+                                     ") " + why);
   };
   if (need > capacity) return exhausted("exceeds the whole budget of " + HumanBytes(capacity));
   while (m.used_bytes + need > capacity) {
@@ -332,10 +352,11 @@ Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::share
     (void)cudaFreeAsync(d_ptr, stream);
     return CudaStatus(err, "cudaEventCreateWithFlags", __FILE__);
   }
+  const std::string key = host->term;
   auto e = std::make_shared<Entry>();
-  e->dl.host = list;
+  e->dl.host = std::move(host);
   e->dl.d_blob = static_cast<const uint8_t*>(d_ptr);
-  e->dl.bytes = list->size;
+  e->dl.bytes = n;
   e->d_ptr = d_ptr;
   e->alloc_bytes = need;
   e->ready = ready;
@@ -343,11 +364,11 @@ Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::share
   e->pins = 1;  // the handle returned below
   m.lru.push_front(e.get());
   e->lru_it = m.lru.begin();
-  m.table.emplace(list->term, e);
+  m.table.emplace(key, e);
   m.used_bytes += need;
   lock.unlock();
 
-  Status st = m.CopyIn(*list, static_cast<uint8_t*>(d_ptr), need, ready, stream);
+  Status st = m.CopyIn(src, n, static_cast<uint8_t*>(d_ptr), need, ready, stream);
 
   lock.lock();
   if (!st.ok()) {
@@ -357,13 +378,37 @@ Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::share
     --e->pins;
     lock.unlock();
     m.copied_cv.notify_all();
-    return st.WithContext("copying the list of term '" + list->term + "' to the GPU");
+    return st.WithContext("copying '" + PrintableKey(key) + "' to the GPU");
   }
   e->state = EntryState::kReady;
-  m.bytes_copied += list->size;
+  m.bytes_copied += n;
   lock.unlock();
   m.copied_cv.notify_all();
   return m.MakeHandle(std::move(e));
+}
+
+Result<std::shared_ptr<const DeviceList>> GpuListCache::Acquire(const std::shared_ptr<const CachedList>& list,
+                                                                CUstream_st* stream) {
+  if (list == nullptr) return Status::InvalidArgument("GpuListCache::Acquire: no list");
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (auto hit = impl_->Hit(list->term, lock, stream)) return std::move(*hit);
+  return impl_->Insert(list, list->storage.get(), list->size, lock, stream);
+}
+
+Result<std::shared_ptr<const DeviceList>> GpuListCache::AcquireBuilt(std::string_view key, const BlobBuilder& build,
+                                                                     CUstream_st* stream) {
+  Impl& m = *impl_;
+  std::unique_lock<std::mutex> lock(m.mu);
+  if (auto hit = m.Hit(key, lock, stream)) return std::move(*hit);
+  lock.unlock();
+  SEARCH_ASSIGN_OR_RETURN(const std::vector<uint32_t> words, build());  // outside the lock
+  auto stub = std::make_shared<CachedList>();  // the key and size only: no host copy is kept
+  stub->term = std::string(key);
+  const size_t bytes = words.size() * sizeof(uint32_t);
+  stub->size = bytes;
+  lock.lock();
+  if (auto hit = m.Hit(key, lock, stream)) return std::move(*hit);  // another thread built it meanwhile
+  return m.Insert(std::move(stub), reinterpret_cast<const uint8_t*>(words.data()), bytes, lock, stream);
 }
 
 bool GpuListCache::IsResident(std::string_view term) const {

@@ -2,7 +2,7 @@
 // copies, zero padding), resident norms, LRU eviction under a small budget, pinned entries never
 // evicted, ResourceExhausted for a list that cannot fit, hits on a copy still in flight from another
 // stream, concurrent Acquire from many threads and streams, Clear, a handle outliving the cache,
-// and the counters. Every GPU test skips without a GPU; Create must say Unavailable (not crash)
+// built blobs (AcquireBuilt), and the counters. Every GPU test skips without a GPU; Create must say Unavailable (not crash)
 // when there is none.
 #include "gpu_cache/gpu_list_cache.hpp"
 
@@ -186,6 +186,55 @@ TEST_F(GpuListCacheTest, DeviceBytesEqualHostBytes) {
     EXPECT_EQ(cache->ResidentBytes(terms), corpus_.terms[0].blob.size() + corpus_.terms[1].blob.size());
     EXPECT_FALSE(cache->IsResident("no-such-term"));
   }
+}
+
+// A built blob (AcquireBuilt): built once on a miss and copied as built, a hit afterwards without
+// building, evicted with the lists under one budget, a builder's error returned with nothing cached.
+TEST_F(GpuListCacheTest, BuiltBlobsShareTheBudgetAndBuildOnMissesOnly) {
+  const auto t = SmallTerms(2);
+  ASSERT_EQ(t.size(), 2u);
+  auto cache = MakeCache(3 * 256);
+  ASSERT_NE(cache, nullptr);
+  const std::string key = std::string("w") + '\0' + "pos";
+  std::vector<uint32_t> words(40);
+  for (uint32_t i = 0; i < words.size(); ++i) words[i] = i * 7 + 1;
+  int builds = 0;
+  auto build = [&]() -> Result<std::vector<uint32_t>> {
+    ++builds;
+    return words;
+  };
+  auto b = cache->AcquireBuilt(key, build, stream_.get());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(builds, 1);
+  EXPECT_EQ((*b)->bytes, words.size() * 4);
+  std::vector<uint32_t> back(words.size());
+  ASSERT_EQ(cudaMemcpyAsync(back.data(), (*b)->d_blob, words.size() * 4, cudaMemcpyDeviceToHost, stream_.get()),
+            cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream_.get()), cudaSuccess);
+  EXPECT_EQ(back, words);
+  b = cache->AcquireBuilt(key, build, stream_.get());
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(builds, 1);  // a hit
+  EXPECT_TRUE(cache->IsResident(key));
+  b = Status::Internal("released");  // unpinned
+  // Two lists fill the budget with it; a third evicts the least recently used: the blob.
+  ASSERT_TRUE(cache->Acquire(List(t[0]), stream_.get()).ok());
+  ASSERT_TRUE(cache->Acquire(List(t[1]), stream_.get()).ok());
+  EXPECT_TRUE(cache->IsResident(key));
+  auto other = cache->AcquireBuilt(std::string("x") + '\0' + "pos", build, stream_.get());
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_FALSE(cache->IsResident(key));
+  EXPECT_EQ(cache->stats().evictions, 1u);
+  b = cache->AcquireBuilt(key, build, stream_.get());  // built again
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(builds, 3);
+  // A builder's error: returned, nothing cached.
+  auto bad = cache->AcquireBuilt(std::string("y") + '\0' + "pos",
+                                 []() -> Result<std::vector<uint32_t>> { return Status::Corruption("bad"); },
+                                 stream_.get());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kCorruption);
+  EXPECT_FALSE(cache->IsResident(std::string("y") + '\0' + "pos"));
 }
 
 TEST_F(GpuListCacheTest, EvictsLeastRecentlyUsed) {

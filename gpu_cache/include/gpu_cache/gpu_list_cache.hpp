@@ -1,4 +1,5 @@
-// GpuListCache: which of a shard's compressed posting lists live in GPU global memory, and how the
+// GpuListCache: which of a shard's compressed posting lists (and blobs built from them, such as a
+// term's positions in the GPU engine's layout: AcquireBuilt) live in GPU global memory, and how the
 // others get there. Entries are whole list blobs (header, block metadata, payload: codec/FORMAT.md)
 // in device memory under a byte budget, evicted least-recently-used; a miss copies the host list
 // (a main-memory ListCache entry) through a pinned staging buffer with an asynchronous
@@ -29,10 +30,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.hpp"
 #include "index_store/list_cache.hpp"
@@ -60,7 +63,8 @@ struct GpuCacheStats {
   uint64_t failed_allocations = 0;  // misses that could not get device memory (list not cached)
 };
 
-// A list in device memory. `host` is the list it was copied from (its ListView for metadata).
+// A list in device memory. `host` is the list it was copied from (its ListView for metadata); for
+// a built blob (AcquireBuilt), its key and size only.
 struct DeviceList {
   std::shared_ptr<const CachedList> host;
   const uint8_t* d_blob = nullptr;  // device copy of host->bytes(); 16-byte aligned at least (checked)
@@ -85,6 +89,15 @@ class GpuListCache {
   // budget: counted in failed_allocations, nothing cached); Unavailable on a CUDA error.
   // REQUIRES: list != nullptr.
   Result<std::shared_ptr<const DeviceList>> Acquire(const std::shared_ptr<const CachedList>& list, CUstream_st* stream);
+
+  // A blob built on the host only on a miss: the device copy of build()'s words under `key` (which
+  // no term may equal: e.g. gpu_exec's PositionsKey(term), a term's positions in the GPU engine's
+  // layout), in the same budget, LRU and pinning as lists. build runs outside the cache's lock;
+  // its error is returned as it is (nothing cached). The entry keeps no host copy: its
+  // DeviceList::host is a CachedList of the key and size alone. Errors otherwise as Acquire's.
+  using BlobBuilder = std::function<Result<std::vector<uint32_t>>()>;
+  Result<std::shared_ptr<const DeviceList>> AcquireBuilt(std::string_view key, const BlobBuilder& build,
+                                                         CUstream_st* stream);
 
   // True when the term's list is cached (its copy may still be in flight).
   bool IsResident(std::string_view term) const;
