@@ -6,8 +6,9 @@
 # Prints one summary line per target; a crash input is saved under OUT/<target>/crashes/.
 #
 # usage: scripts/fuzz.sh [TARGET[,TARGET...]|all] [SECONDS]
-#   TARGET   analyzer | search_params | wire | jsonl | block_codec | ciff | query_parser | query_dsl |
-#            positions_codec | http_request | http_response; all (default) = every one
+#   TARGET   a fuzz/<TARGET>_fuzz.cpp (analyzer, search_params, wire, jsonl, block_codec, ciff,
+#            query_parser, query_dsl, positions_codec, http_request, http_response, highlight,
+#            source_block, ...); all (default) = every one
 #   SECONDS  per target (default 600); 0 only builds
 # env: BUILD_DIR (default build-fuzz), JOBS (build jobs, default nproc), FUZZ_PARALLEL (targets
 #      fuzzed at once, default 1), OUT (default BUILD_DIR/fuzz-out), BUILD_LOCK (a file to flock
@@ -16,8 +17,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all_targets=(analyzer search_params wire jsonl block_codec ciff query_parser query_dsl positions_codec http_request
-             http_response)
+# Every fuzz/<name>_fuzz.cpp is a target (fuzz/CMakeLists.txt declares each), so the list cannot drift.
+all_targets=()
+for f in fuzz/*_fuzz.cpp; do all_targets+=("$(basename "$f" _fuzz.cpp)"); done
 which=${1:-all}
 seconds=${2:-600}
 build=${BUILD_DIR:-build-fuzz}
