@@ -190,6 +190,8 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
         continue;
       }
       if (p.kind == PhaseKind::kTree || p.kind == PhaseKind::kTreeCount) s.result.total = s.count ? o.total : 0;
+      if (p.kind == PhaseKind::kTreeCount) continue;  // no hits (a count_phase query's come from its flat path)
+      if (p.kind == PhaseKind::kAnd && s.count) s.result.total = o.scored;  // the survivors: every match
       s.result.hits.resize(o.hits);
       static_assert(sizeof(DevHit) == sizeof(ScoredDoc));
       for (uint32_t i = 0; i < o.hits; ++i) {

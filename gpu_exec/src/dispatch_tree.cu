@@ -1,12 +1,16 @@
-// dispatch.cuh: the tree-path launch sequence (kernel_tree.cuh): scatter, evaluate, and the top-k
-// tail (kTree) or the counts alone (kTreeCount).
+// dispatch.cuh: the tree-path launch sequence (kernel_tree.cuh): per query a bit per shard document
+// and slot (scatter), the program on words (the count); with a top-k the matches ranked, their
+// tfs gathered compactly (fill) and scored, then the top-k tail (kTree); kTreeCount stops at the
+// counts.
 // Status is [[nodiscard]]; nvcc flags assignments to Status members (operator= returns one).
 #pragma nv_diag_suppress 2810
 
 #include <algorithm>
+#include <cstddef>
 #include <vector>
 
 #include "dispatch.cuh"
+#include "dispatch_phrase.cuh"
 #include "kernel_tree.cuh"
 
 namespace search::gpu::engine_internal {
@@ -16,12 +20,14 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
   const bool topk = ph.kind == PhaseKind::kTree;
   const uint32_t q = static_cast<uint32_t>(ph.ids.size());
   const uint32_t num_docs = shard.num_docs;
+  const size_t words = (size_t{num_docs} + 31) / 32;
+  const size_t chunks = (words + kThreads - 1) / kThreads;
   std::vector<DevList> lists;
   std::vector<TreeDesc> descs(q);
   std::vector<uint32_t> progs;
   std::vector<uint64_t> caps(q);
   uint32_t max_m = 1;
-  uint64_t max_nb = 1;
+  uint64_t max_nb = 1, max_leaf = 1;
   for (uint32_t a = 0; a < q; ++a) {
     const QState& s = st[ph.ids[a]];
     TreeDesc& d = descs[a];
@@ -31,43 +37,60 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
     d.prog_off = static_cast<uint32_t>(progs.size());
     d.prog_len = static_cast<uint32_t>(s.prog.size());
     progs.insert(progs.end(), s.prog.begin(), s.prog.end());
-    uint64_t postings = 0;
     for (const DevList& l : s.present) {
-      postings += l.count;
       max_nb = std::max<uint64_t>(max_nb, l.num_blocks);
+      if (l.meta == nullptr) max_leaf = std::max<uint64_t>(max_leaf, l.count);
     }
-    // Every match holds a present term: at most that many keys.
-    caps[a] = std::min<uint64_t>(num_docs, postings);
+    d.cap = static_cast<uint32_t>(std::min<uint64_t>(num_docs, TreeMatchBound(s.prog, s.present)));
+    caps[a] = d.cap;
     max_m = std::max(max_m, d.m);
   }
-  TopkPlan tp;
-  if (topk) {
-    SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
-    tp.max_items = num_docs;  // dense scans
+  std::vector<TreeLeaf> leaves(lists.size());  // term slots: none
+  // Phrase slots: the producer's compact arrays (dispatch_phrase.cuh), freed on the stream when
+  // `phrases` goes out of scope, after every launch below.
+  PhraseBatch phrases;
+  SEARCH_RETURN_IF_ERROR(phrases.Enqueue(ctx, st, ph));
+  for (uint32_t a = 0; a < q; ++a) {
+    const std::vector<PhraseLeaf>& pl = st[ph.ids[a]].phrases;
+    for (uint32_t j = 0; j < pl.size(); ++j) {
+      const PhraseOut o = phrases.Out(a, j);
+      leaves[descs[a].list_off + pl[j].slot] = TreeLeaf{o.docs, o.tfs, o.d_len, o.cap};
+    }
   }
+  TopkPlan tp;
+  if (topk) SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
 
   QueryOut* d_out = nullptr;
   TreeDesc* d_descs = nullptr;
   DevList* d_lists = nullptr;
+  TreeLeaf* d_leaves = nullptr;
   uint32_t* d_progs = nullptr;
   auto layout = [&](Arena& ar) {
     d_out = topk ? TakeAnswers(ar, tp, q, ph.total_k) : ar.Take<QueryOut>(q);
     for (uint32_t a = 0; a < q; ++a) {
-      descs[a].tfs = ar.Take<uint32_t>(std::max<size_t>(size_t{descs[a].m} * num_docs, 1));
+      descs[a].bits = ar.Take<uint32_t>(std::max<size_t>(size_t{descs[a].m} * words, 1));
       if (topk) TakeTopkZeroed(ar, tp, a);
     }
     const size_t zeroed = ar.size();
     d_descs = ar.Take<TreeDesc>(q);
     d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
+    d_leaves = ar.Take<TreeLeaf>(std::max<size_t>(leaves.size(), 1));
     d_progs = ar.Take<uint32_t>(std::max<size_t>(progs.size(), 1));
     if (topk) TakeTopkUploads(ar, tp, q);
     for (uint32_t a = 0; a < q; ++a) {
       TreeDesc& d = descs[a];
       d.out = d_out + a;
-      if (topk) {
-        d.scores = ar.Take<float>(std::max<uint32_t>(num_docs, 1));
-        SetTopkInput(tp, ph, st, a, d.scores, nullptr, nullptr, num_docs, d.out);
-      }
+      if (!topk) continue;
+      const size_t cap = std::max<uint32_t>(d.cap, 1);
+      d.match = ar.Take<uint32_t>(std::max<size_t>(words, 1));
+      d.wpre = ar.Take<uint32_t>(std::max<size_t>(words, 1));
+      d.chunk_base = ar.Take<uint32_t>(std::max<size_t>(chunks, 1));
+      d.tfc = ar.Take<uint32_t>(size_t{d.m} * cap);
+      d.docs = ar.Take<uint32_t>(cap);
+      d.scores = ar.Take<float>(cap);
+      const auto* d_total =
+          reinterpret_cast<const uint32_t*>(reinterpret_cast<const char*>(d.out) + offsetof(QueryOut, total));
+      SetTopkInput(tp, ph, st, a, d.scores, d.docs, d_total, d.cap, d.out);
     }
     if (topk) TakeTopkRest(ar, tp, q);
     return zeroed;
@@ -76,17 +99,26 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
   Uploads up;
   up.Add(d_descs, descs.data(), q);
   up.Add(d_lists, lists.data(), lists.size());
+  up.Add(d_leaves, leaves.data(), leaves.size());
   up.Add(d_progs, progs.data(), progs.size());
   if (topk) AddTopkUploads(up, tp, q);
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
-  SEARCH_RETURN_IF_ERROR(Launch(TreeScatterKernel, dim3(GridFor(max_nb, kWarpsPerCta, uint64_t{q} * max_m), q, max_m),
-                                stream, d_descs, d_lists, shard));
-  SEARCH_RETURN_IF_ERROR(
-      Launch(TreeEvalKernel, dim3(GridFor(num_docs, kThreads, q), q), stream, d_descs, d_lists, d_progs, shard));
-  if (topk) return FinishTopk(ctx, tp, ph, d_out, shard.doc_begin, scratch);
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
-  SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
-  return Status::Ok();
+  // Slots: a warp per block of a list, a thread per entry of a decoded leaf.
+  const uint64_t slots = uint64_t{q} * max_m;
+  const dim3 slot_grid(std::max(GridFor(max_nb, kWarpsPerCta, slots), GridFor(max_leaf, kThreads, slots)), q, max_m);
+  const dim3 word_grid(GridFor(words, kThreads, q), q);
+  SEARCH_RETURN_IF_ERROR(Launch(TreeScatterKernel, slot_grid, stream, d_descs, d_lists, d_leaves, shard));
+  if (!topk) {
+    SEARCH_RETURN_IF_ERROR(Launch(TreeEvalKernel<false>, word_grid, stream, d_descs, d_progs, shard));
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(ph.h_out, d_out, q * sizeof(QueryOut), cudaMemcpyDeviceToHost, stream));
+    SEARCH_CUDA_RETURN_IF_ERROR(cudaFreeAsync(scratch, stream));
+    return Status::Ok();  // phrase leaves (GA): release them here and after FinishTopk
+  }
+  SEARCH_RETURN_IF_ERROR(Launch(TreeEvalKernel<true>, word_grid, stream, d_descs, d_progs, shard));
+  SEARCH_RETURN_IF_ERROR(Launch(TreeChunkScanKernel, dim3(1, q), stream, d_descs, shard));
+  SEARCH_RETURN_IF_ERROR(Launch(TreeFillKernel, slot_grid, stream, d_descs, d_lists, d_leaves, shard));
+  SEARCH_RETURN_IF_ERROR(Launch(TreeScoreKernel, word_grid, stream, d_descs, d_lists, d_progs, shard));
+  return FinishTopk(ctx, tp, ph, d_out, shard.doc_begin, scratch);
 }
 
 }  // namespace search::gpu::engine_internal

@@ -180,16 +180,33 @@ SEARCH_HD constexpr uint32_t TreeOp(uint32_t kind, uint32_t occur, uint32_t flag
   return kind | (occur << 2) | (flag << 5) | (slot << 8);
 }
 
-// One tree-path query: its present lists at lists[list_off + s], s < m (the slots of the program),
-// its program at progs[prog_off], prog_len ops.
+// A slot whose list is decoded already (DevList::meta == nullptr, e.g. a phrase): *d_len ascending
+// docIDs of the shard and their tfs (> 0), at most cap. docs == nullptr: it matches nothing.
+struct TreeLeaf {
+  const uint32_t* docs = nullptr;
+  const uint32_t* tfs = nullptr;
+  const uint32_t* d_len = nullptr;
+  uint32_t cap = 0;
+};
+
+// One tree-path query: its slots at lists[list_off + s] (and leaves[list_off + s]), s < m, its
+// program at progs[prog_off], prog_len ops. Bitmaps have a bit per shard document, words =
+// ceil(num_docs / 32): bit b of word w is the document doc_begin + 32w + b. The ranked pieces
+// (k > 0) go by chunks of kThreads words.
 struct TreeDesc {
   uint32_t m = 0;
   uint32_t list_off = 0;
   uint32_t prog_off = 0;
   uint32_t prog_len = 0;
-  uint32_t* tfs = nullptr;  // m * num_docs (zeroed): tfs[s * num_docs + i] is slot s's tf at doc_begin + i
-  float* scores = nullptr;  // num_docs: the score, -0.0f where no match; nullptr: count only
-  QueryOut* out = nullptr;  // out->total: the matches
+  uint32_t cap = 0;               // a bound on the matches (k > 0: the compact arrays' length)
+  uint32_t* bits = nullptr;       // m * words (zeroed): slot s's documents at bits[s * words ..]
+  uint32_t* match = nullptr;      // k > 0: words, the query's matches
+  uint32_t* wpre = nullptr;       // k > 0: words, the matches in the chunk's earlier words
+  uint32_t* chunk_base = nullptr; // k > 0: per chunk, the matches before it
+  uint32_t* tfc = nullptr;        // k > 0: m * cap, tfc[s * cap + r]: slot s's tf at the r-th match (where s has it)
+  uint32_t* docs = nullptr;       // k > 0: cap, the r-th match's docID
+  float* scores = nullptr;        // k > 0: cap, its score
+  QueryOut* out = nullptr;        // out->total: the matches
 };
 
 }  // namespace search::gpu::engine_internal

@@ -24,7 +24,7 @@ Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QSt
 namespace {
 
 Status Emit(const QueryNode& node, uint32_t occur, uint32_t depth, std::span<const std::string> terms,
-            std::span<const uint32_t> slot_of, std::vector<uint32_t>* prog) {
+            std::span<const uint32_t> slot_of, PhraseCollector* phrases, std::vector<uint32_t>* prog) {
   switch (node.kind) {
     case QueryNode::Kind::kTerm: {
       if (node.tokens.size() != 1) return Status::InvalidArgument("a term node must hold one token");
@@ -34,8 +34,12 @@ Status Emit(const QueryNode& node, uint32_t occur, uint32_t depth, std::span<con
       prog->push_back(TreeOp(kTreeTerm, occur, 0, slot_of[static_cast<size_t>(it - terms.begin())]));
       return Status::Ok();
     }
-    case QueryNode::Kind::kPhrase:
-      return GpuUnimplemented("a phrase (the CPU engine reads positions)");
+    case QueryNode::Kind::kPhrase: {  // a slot of the phrase producer's tfs (phrase_plan.hpp)
+      if (phrases == nullptr) return GpuUnimplemented("a phrase without its term inputs");
+      SEARCH_ASSIGN_OR_RETURN(const uint32_t slot, phrases->Slot(node.tokens));
+      prog->push_back(TreeOp(kTreeTerm, occur, 0, slot));
+      return Status::Ok();
+    }
     case QueryNode::Kind::kBool: {
       if (depth >= kTreeFrames) return Status::InvalidArgument("query tree nested too deep");
       bool required = false;
@@ -47,7 +51,8 @@ Status Emit(const QueryNode& node, uint32_t occur, uint32_t depth, std::span<con
       }
       prog->push_back(TreeOp(kTreeBegin, 0, required ? 1u : 0u, 0));
       for (const QueryNode::Clause& c : node.clauses)
-        SEARCH_RETURN_IF_ERROR(Emit(c.node, static_cast<uint32_t>(c.occur), depth + 1, terms, slot_of, prog));
+        SEARCH_RETURN_IF_ERROR(
+            Emit(c.node, static_cast<uint32_t>(c.occur), depth + 1, terms, slot_of, phrases, prog));
       prog->push_back(TreeOp(kTreeEnd, occur, 0, 0));
       return Status::Ok();
     }
@@ -63,6 +68,15 @@ std::vector<uint32_t> FlatProgram(std::span<const uint32_t> slot_of, QueryMode m
   for (uint32_t slot : slot_of) prog.push_back(TreeOp(kTreeTerm, occur, 0, slot));
   prog.push_back(TreeOp(kTreeEnd, 0, 0, 0));
   return prog;
+}
+
+// Sets leaf[i] for every terms[i] (sorted) that is a term leaf of `node`.
+void MarkTermLeaves(const QueryNode& node, std::span<const std::string> terms, std::vector<bool>* leaf) {
+  if (node.kind == QueryNode::Kind::kTerm && node.tokens.size() == 1) {
+    const auto it = std::lower_bound(terms.begin(), terms.end(), node.tokens[0]);
+    if (it != terms.end() && *it == node.tokens[0]) (*leaf)[static_cast<size_t>(it - terms.begin())] = true;
+  }
+  for (const QueryNode::Clause& c : node.clauses) MarkTermLeaves(c.node, terms, leaf);
 }
 
 // Compiles a tree or count query's program(s); false when it is answered already (an error, or no
@@ -82,10 +96,6 @@ bool PrepareTree(const GpuQueryInput& in, QState* s) {
   } else {
     s->status = ValidateTree(*in.tree);
     if (!s->status.ok()) return false;
-    if (TreeHasPhrase(*in.tree)) {
-      s->status = GpuUnimplemented("a phrase (the CPU engine reads positions)");
-      return false;
-    }
     const std::vector<std::string> terms = TreeTerms(*in.tree);
     if (terms.size() != in.terms.size()) {
       s->status = Status::InvalidArgument("a query tree of " + std::to_string(terms.size()) + " distinct tokens with " +
@@ -96,23 +106,75 @@ bool PrepareTree(const GpuQueryInput& in, QState* s) {
       s->status = Status::InvalidArgument("the root of a query tree is a boolean");
       return false;
     }
-    s->status = CompileTree(ResolveMode(*in.tree, first), terms, slot_of, &s->prog);
+    // Only a token that is a term leaf takes a term slot: one only inside phrases is read through
+    // its positions (phrase_plan.hpp), its list left undecoded.
+    std::vector<bool> leaf(terms.size(), false);
+    MarkTermLeaves(*in.tree, terms, &leaf);
+    std::vector<DevList> kept;
+    std::vector<float> kept_max;
+    for (size_t i = 0, j = 0; i < in.terms.size(); ++i) {
+      if (in.terms[i].list == nullptr) continue;
+      slot_of[i] = leaf[i] ? static_cast<uint32_t>(kept.size()) : kTreeAbsent;
+      if (leaf[i]) {
+        kept.push_back(s->present[j]);
+        kept_max.push_back(s->max_score[j]);
+      }
+      ++j;
+    }
+    s->present = std::move(kept);
+    s->max_score = std::move(kept_max);
+    PhraseCollector phrases(in.terms, terms, static_cast<uint32_t>(s->present.size()), &s->phrases);
+    s->status = CompileTree(ResolveMode(*in.tree, first), terms, slot_of, &s->prog, &phrases);
     if (s->status.ok() && in.mode == QueryMode::kAndOr)
-      s->status = CompileTree(ResolveMode(*in.tree, QueryMode::kOr), terms, slot_of, &s->prog_or);
+      s->status = CompileTree(ResolveMode(*in.tree, QueryMode::kOr), terms, slot_of, &s->prog_or, &phrases);
     if (!s->status.ok()) return false;
+    for (const PhraseLeaf& p : s->phrases) {  // the phrase slots, after the terms' (phrase_plan.hpp)
+      DevList l;
+      l.count = p.toks[0].count;
+      l.idf = p.idf;
+      s->present.push_back(l);
+      s->max_score.push_back(std::numeric_limits<float>::infinity());
+    }
   }
-  return present > 0;
+  if (s->present.empty()) return false;
+  // A count alone that list lengths answer: no GPU work (the and-resolution, k == 0).
+  uint64_t total = 0;
+  if (in.count && in.k == 0 && TreeCountFromLengths(s->prog, s->present, &total)) {
+    s->result.total = total;
+    return false;
+  }
+  // A bag of words with a count and a top k (one resolution): the flat paths give the top k; the
+  // count is the and-path's survivors (and), or a list's length, else a kTreeCount phase of the
+  // program beside the or-path (or).
+  if (in.count && in.k > 0 && in.mode != QueryMode::kAndOr && s->phrases.empty()) {
+    QueryMode flat_mode = first;
+    std::vector<std::string> flat_terms;
+    const bool flat = in.tree == nullptr || (AsFlatQuery(*in.tree, in.mode, &flat_terms, &flat_mode) &&
+                                             flat_terms.size() == in.terms.size());
+    if (flat && flat_mode == QueryMode::kAnd) {
+      s->tree = false;
+      s->mode = QueryMode::kAnd;
+    } else if (flat && flat_mode == QueryMode::kOr) {
+      s->tree = false;
+      s->mode = QueryMode::kOr;
+      if (TreeCountFromLengths(s->prog, s->present, &total))
+        s->result.total = total;
+      else
+        s->count_phase = true;
+    }
+  }
+  return true;
 }
 
 }  // namespace
 
 Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms, std::span<const uint32_t> slot_of,
-                   std::vector<uint32_t>* prog) {
+                   std::vector<uint32_t>* prog, PhraseCollector* phrases) {
   static_assert(kTreeFrames == kMaxTreeDepth + 1, "a frame per boolean: the root and kMaxTreeDepth below it");
   prog->clear();
   if (resolved.kind != QueryNode::Kind::kBool) return Status::InvalidArgument("the root of a query tree is a boolean");
   if (terms.size() != slot_of.size()) return Status::InvalidArgument("one slot per query term is needed");
-  return Emit(resolved, 0, 0, terms, slot_of, prog);
+  return Emit(resolved, 0, 0, terms, slot_of, phrases, prog);
 }
 
 bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
@@ -162,7 +224,7 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
 
 bool NeedTheta(QState& s, uint64_t min_postings) {
   const size_t m = s.present.size();
-  if (m < 2) return false;
+  if (m < 1) return false;
   uint64_t postings = 0;
   for (const DevList& l : s.present) postings += l.count;
   if (postings < min_postings) return false;
@@ -284,13 +346,78 @@ uint64_t ThetaBytes(const QState& s, uint32_t sample) {
 }
 
 uint64_t TreeBytes(const QState& s, uint32_t num_docs) {
-  uint64_t b = uint64_t{num_docs} * 4 * s.present.size() + 4096;
+  const uint64_t words = (uint64_t{num_docs} + 31) / 32;
+  uint64_t b = words * 4 * s.present.size() + 4096;
   if (s.k > 0) {
-    uint64_t postings = 0;
-    for (const DevList& l : s.present) postings += l.count;
-    b += uint64_t{num_docs} * 4 + 16 * std::min<uint64_t>(num_docs, postings) + kHistBins * 4 + s.k * 8;
+    const uint64_t cap = std::min<uint64_t>(num_docs, TreeMatchBound(s.prog, s.present));
+    b += words * 8 + words / kThreads * 4 + cap * (4 * s.present.size() + 8 + 16) + kHistBins * 4 + s.k * 8;
   }
   return b;
+}
+
+uint64_t TreeMatchBound(std::span<const uint32_t> prog, std::span<const DevList> present) {
+  struct Frame {
+    bool required;
+    uint64_t must, should;
+  };
+  Frame frames[kTreeFrames];
+  int top = -1;
+  uint64_t root = 0;
+  auto apply = [](Frame& f, uint32_t occur, uint64_t bound) {
+    if (occur == static_cast<uint32_t>(Occur::kMust) || occur == static_cast<uint32_t>(Occur::kFilter))
+      f.must = std::min(f.must, bound);
+    else if (occur == static_cast<uint32_t>(Occur::kShould))
+      f.should += bound;
+  };
+  for (const uint32_t op : prog) {
+    const uint32_t kind = op & 3u, occur = (op >> 2) & 7u, slot = (op >> 8) & 0xffu;
+    if (kind == kTreeBegin) {
+      if (top + 1 >= static_cast<int>(kTreeFrames)) return std::numeric_limits<uint64_t>::max();
+      frames[++top] = Frame{((op >> 5) & 1u) != 0, std::numeric_limits<uint64_t>::max(), 0};
+    } else if (top < 0) {
+      return std::numeric_limits<uint64_t>::max();  // not a program CompileTree makes
+    } else if (kind == kTreeTerm) {
+      apply(frames[top], occur, slot < present.size() ? present[slot].count : 0);
+    } else {
+      const Frame f = frames[top--];
+      const uint64_t bound = f.required ? f.must : f.should;
+      if (top < 0)
+        root = bound;
+      else
+        apply(frames[top], occur, bound);
+    }
+  }
+  return root;
+}
+
+bool TreeCountFromLengths(std::span<const uint32_t> prog, std::span<const DevList> present, uint64_t* total) {
+  if (prog.size() < 2 || (prog.front() & 3u) != kTreeBegin || (prog.back() & 3u) != kTreeEnd) return false;
+  std::vector<uint32_t> req, should, excl;
+  bool req_absent = false;
+  for (size_t i = 1; i + 1 < prog.size(); ++i) {
+    const uint32_t op = prog[i];
+    if ((op & 3u) != kTreeTerm) return false;
+    const uint32_t occur = (op >> 2) & 7u, slot = (op >> 8) & 0xffu;
+    const bool required = occur == static_cast<uint32_t>(Occur::kMust) || occur == static_cast<uint32_t>(Occur::kFilter);
+    if (slot == kTreeAbsent) {
+      req_absent = req_absent || required;
+      continue;
+    }
+    if (slot >= present.size() || present[slot].meta == nullptr) return false;
+    (required ? req : occur == static_cast<uint32_t>(Occur::kShould) ? should : excl).push_back(slot);
+  }
+  for (auto* v : {&req, &should, &excl}) {  // a slot named twice is one list
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  if (req_absent || (req.empty() && should.empty())) {
+    *total = 0;
+    return true;
+  }
+  const std::vector<uint32_t>& one = req.empty() ? should : req;
+  if (one.size() != 1 || !excl.empty()) return false;
+  *total = present[one[0]].count;
+  return true;
 }
 
 }  // namespace search::gpu::engine_internal

@@ -19,6 +19,7 @@
 #include "cpu_exec/cpu_executor.hpp"
 #include "engine_desc.hpp"
 #include "gpu_exec/gpu_engine.hpp"
+#include "phrase_plan.hpp"
 
 namespace search::gpu::engine_internal {
 
@@ -64,6 +65,11 @@ struct QState {
   bool tree = false;
   bool count = false;
   std::vector<uint32_t> prog, prog_or;
+  // A flat query with a count and k > 0 whose hits take the flat paths: its count (prog) comes from
+  // a kTreeCount phase in the first round (the hits are not touched by it).
+  bool count_phase = false;
+  // The tree's phrase leaves (phrase_plan.hpp): their slots follow the present terms' in present.
+  std::vector<PhraseLeaf> phrases;
 
   SearchResult result;
   std::chrono::steady_clock::time_point t0;
@@ -89,11 +95,12 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s);
 // The postfix program (engine_desc.hpp's tree ops) of `resolved` (no kDefault left), whose tokens
 // are among the sorted `terms`; slot_of[i] is terms[i]'s present slot (kTreeAbsent: none).
 // InvalidArgument for a bare clause, a token not in `terms`, a root that is no boolean or nesting
-// past kTreeFrames; GpuUnimplemented for a phrase.
+// past kTreeFrames; a phrase takes its slot from `phrases` (phrase_plan.hpp; nullptr: a phrase is
+// GpuUnimplemented).
 Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms, std::span<const uint32_t> slot_of,
-                   std::vector<uint32_t>* prog);
+                   std::vector<uint32_t>* prog, PhraseCollector* phrases = nullptr);
 
-// Whether an or-query takes the theta round first: several lists, at least min_postings postings,
+// Whether an or-query takes the theta round first: a list, at least min_postings postings,
 // and a list of at least k postings to take the k-th best contribution from (else theta would be
 // 0). Sets theta_slot: the list of the highest max_score among those (fewer postings on ties).
 bool NeedTheta(QState& s, uint64_t min_postings);
@@ -126,8 +133,21 @@ inline uint64_t SampleCap(uint32_t sample) {
 uint64_t OrQueryBytes(const QState& s, uint32_t num_docs);
 uint64_t OrPrunedBytes(const QState& s, uint32_t num_docs);
 uint64_t ThetaBytes(const QState& s, uint32_t sample);
-// The tree path: per-term tf arrays, and with k > 0 the scores and the top-k keys.
+// The tree path: a bitmap per slot, and with k > 0 the ranked matches (at most TreeMatchBound),
+// their tfs and scores, and the top-k keys.
 uint64_t TreeBytes(const QState& s, uint32_t num_docs);
+
+// A bound on the documents a tree program matches: a slot its list's count, a boolean with a must
+// or filter clause the least of those clauses' bounds, one without the sum of its should clauses'.
+uint64_t TreeMatchBound(std::span<const uint32_t> prog, std::span<const DevList> present);
+
+// The exact count of a program that list lengths answer, as cpu_exec's CountTermBoolean does: a
+// root boolean of term clauses whose required (must, filter) terms are one present list and no
+// must_not term is present (that list's count; should clauses change no match), or without
+// required terms one present should list and no must_not one; an absent required term, or no
+// present required or should term, counts 0. False when the program is another shape (a decoded
+// slot, meta == nullptr, has no exact length).
+bool TreeCountFromLengths(std::span<const uint32_t> prog, std::span<const DevList> present, uint64_t* total);
 
 // Appends the phases for `ids`: chunks of at most kMaxBatchY queries (kMaxSpreadQueries for the
 // pruned kinds); or-phases also bounded in memory (kOrGroupBytes).

@@ -92,7 +92,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   out->clear();
   const size_t nq = queries.size();
   std::vector<QState> st(nq);
-  std::vector<uint32_t> and_ids, or_ids, tree_ids;
+  std::vector<uint32_t> and_ids, or_ids, tree_ids, count_ids;
   for (uint32_t i = 0; i < nq; ++i) {
     QState& s = st[i];
     s.t0 = t0;
@@ -104,6 +104,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
       tree_ids.push_back(i);
       continue;
     }
+    if (s.count_phase) count_ids.push_back(i);  // its count beside its flat path
     const bool all = s.present.size() == s.n;
     if (s.mode == QueryMode::kOr) {
       if (s.present.empty())
@@ -182,6 +183,7 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, opt, &phases);
   plan_or(or_ids, true, &wait1, &phases);
   plan_tree(tree_ids, &phases);
+  AddPhases(PhaseKind::kTreeCount, count_ids, st, shard.num_docs, opt, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
   // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
   phases.clear();

@@ -4,9 +4,12 @@
 // (tests/cpu_exec/tree_reference.hpp): random term trees up to depth 3 with must, should,
 // must_not and filter clauses and absent terms, flat queries with counts, every mode, counts on and
 // off, count only, k from 1 to 1000, in batches mixing all of them, on a shard of a few thousand
-// documents with a small vocabulary and on a shard that starts past docID 0. Equality is exact:
-// the same documents, order, float bits and totals. Also the refusals (phrases, mismatched terms,
-// k) and hand shapes (must_not only, filter only: score 0 in docID order).
+// documents with a small vocabulary and on a shard that starts past docID 0, and on shards of
+// 150,000 documents (many bitmap chunks, against the CPU engine only). Equality is exact:
+// the same documents, order, float bits and totals; the same with phrases of 2-5 tokens with
+// repeats among the leaves (positions in device_positions.hpp's layout). Also the refusals (a
+// phrase without positions, too many slots, mismatched terms, k) and hand shapes (must_not only,
+// filter only: score 0 in docID order).
 // Skips when no CUDA device is present.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -21,10 +24,12 @@
 #include <vector>
 
 #include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
 #include "core/bm25.hpp"
 #include "core/query_tree.hpp"
 #include "core/topk.hpp"
 #include "gpu_exec/cuda_util.hpp"
+#include "gpu_exec/device_positions.hpp"
 #include "gpu_exec/gpu_engine.hpp"
 #include "tree_query.hpp"
 #include "tree_reference.hpp"
@@ -81,12 +86,16 @@ struct DevShard {
   std::vector<std::vector<uint32_t>> words;  // each list's bytes, 4-byte aligned
   std::vector<ListView> lists;
   std::vector<void*> d_blobs;
+  std::vector<std::string> pos_blobs;  // each list's positions (codec/positions_codec.hpp)
+  std::vector<PositionsView> positions;
+  std::vector<void*> d_positions;  // device_positions.hpp's layout
   float* d_norms = nullptr;
   gpu::GpuShardView view;
   DevShard() = default;
   DevShard(const DevShard&) = delete;
   ~DevShard() {
     for (void* p : d_blobs) (void)cudaFree(p);
+    for (void* p : d_positions) (void)cudaFree(p);
     if (d_norms != nullptr) (void)cudaFree(d_norms);
   }
 };
@@ -100,18 +109,26 @@ void BuildShard(const Docs& docs, uint32_t begin, uint32_t end, DevShard* s) {
   for (uint32_t d = begin; d < end; ++d)
     s->norms.push_back(Bm25Norm(static_cast<uint32_t>(docs.tokens[d].size()), stats.avgdl()));
   std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> post;  // term -> (doc, tf)
+  std::map<std::string, std::vector<uint32_t>> pos;                       // term -> its positions, posting by posting
   for (uint32_t d = begin; d < end; ++d) {
-    std::map<std::string, uint32_t> here;
-    for (const std::string& w : docs.tokens[d]) ++here[w];
-    for (const auto& [w, f] : here) post[w].push_back({d, f});
+    std::map<std::string, std::vector<uint32_t>> here;
+    for (uint32_t p = 0; p < docs.tokens[d].size(); ++p) here[docs.tokens[d][p]].push_back(p);
+    for (const auto& [w, ps] : here) {
+      post[w].push_back({d, static_cast<uint32_t>(ps.size())});
+      pos[w].insert(pos[w].end(), ps.begin(), ps.end());
+    }
   }
   s->words.reserve(post.size());
+  s->pos_blobs.reserve(post.size());
   for (const auto& [w, pl] : post) {
     std::vector<uint32_t> ds, tfs;
     for (const auto& [d, f] : pl) {
       ds.push_back(d);
       tfs.push_back(f);
     }
+    auto blob = EncodePositions(tfs, pos[w]);
+    ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+    s->pos_blobs.push_back(std::move(*blob));
     const float idf = Bm25Idf(stats.num_docs, docs.df.at(w));
     auto list =
         EncodeList(ds, tfs, begin, [&](uint32_t d, uint32_t f) { return Bm25TermScore(idf, f, s->norms[d - begin]); });
@@ -121,6 +138,15 @@ void BuildShard(const Docs& docs, uint32_t begin, uint32_t end, DevShard* s) {
     s->words.push_back(std::move(aligned));
     auto lv = ListView::Parse(std::string_view(reinterpret_cast<const char*>(s->words.back().data()), list->size()));
     ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+    auto pv = PositionsView::Parse(s->pos_blobs.back(), lv->count());
+    ASSERT_TRUE(pv.ok()) << pv.status().ToString();
+    s->positions.push_back(*pv);
+    auto layout = gpu::BuildDevicePositions(*lv, *pv);
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    void* d_pos = nullptr;
+    ASSERT_EQ(cudaMalloc(&d_pos, std::max<size_t>(layout->size(), 1) * 4), cudaSuccess);
+    s->d_positions.push_back(d_pos);
+    ASSERT_EQ(cudaMemcpy(d_pos, layout->data(), layout->size() * 4, cudaMemcpyHostToDevice), cudaSuccess);
     s->index[w] = s->lists.size();
     s->lists.push_back(*lv);
     void* d_blob = nullptr;
@@ -154,6 +180,8 @@ Inputs InputsFor(const DevShard& s, const Docs& docs, const std::vector<std::str
     if (it == s.index.end()) continue;
     in.cpu[i].list = in.gpu[i].list = &s.lists[it->second];
     in.gpu[i].d_blob = static_cast<const uint8_t*>(s.d_blobs[it->second]);
+    in.cpu[i].positions = &s.positions[it->second];
+    in.gpu[i].d_positions = static_cast<const uint32_t*>(s.d_positions[it->second]);
   }
   return in;
 }
@@ -190,29 +218,31 @@ std::string Describe(const Query& q) {
 
 constexpr uint32_t kDocs = 3000, kVocab = 10;
 
-TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
-  SKIP_WITHOUT_GPU();
-  auto ctx = MakeContext();
-  ASSERT_NE(ctx, nullptr);
-  const Docs docs = MakeDocs(kDocs, kVocab, 7);
-  const TreeReference ref(docs.tokens);
-  DevShard whole, tail;
-  BuildShard(docs, 0, kDocs, &whole);
-  BuildShard(docs, kDocs / 3, kDocs, &tail);
-  const DevShard* shards[] = {&whole, &tail};
-  std::mt19937_64 rng(11);
-  RandomTreeGen gen{rng, kVocab, false};
+// What a run of random batches covered.
+struct Coverage {
+  uint64_t queries = 0, trees = 0, counted = 0, count_only = 0, totals = 0, hits = 0;
+  uint64_t phrase_hits = 0;  // hits of queries with a phrase
+};
+
+// Random batches of up to 48 queries of every kind, each batch answered by one ExecuteBatchGpu
+// per shard and compared with the CPU engine on that shard, and on `whole` (the whole
+// collection) with the brute force when ref is given.
+void CheckRandomBatches(GpuContext& ctx, const Docs& docs, const TreeReference* ref, const DevShard* whole,
+                        const std::vector<const DevShard*>& shards, uint32_t vocab, bool phrases, uint64_t seed,
+                        int batches, Coverage* cov) {
+  std::mt19937_64 rng(seed);
+  RandomTreeGen gen{rng, vocab, phrases};
   const QueryMode modes[] = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
   const uint32_t ks[] = {1, 2, 3, 10, 100, 1000};
-  uint64_t queries = 0, trees = 0, counted = 0, count_only = 0, totals = 0, hits = 0;
-  for (int b = 0; b < Scaled(40); ++b) {
-    // A batch of up to 48 queries of every kind, answered by one ExecuteBatchGpu per shard.
+  for (int b = 0; b < batches; ++b) {
     std::vector<Query> batch;
     const size_t n = 1 + rng() % 48;
     while (batch.size() < n) {
       const QueryMode mode = modes[rng() % 3];
-      const bool count = rng() % 3 != 0;
-      uint32_t k = count && rng() % 5 == 0 ? 0 : ks[rng() % 6];
+      // Each batch's first query counts alone, so that few batches (SEARCH_TEST_QUICK) cover it too.
+      const bool first = batch.empty();
+      const bool count = rng() % 3 != 0 || first;
+      uint32_t k = count && (rng() % 5 == 0 || first) ? 0 : ks[rng() % 6];
       if (k > 0 && rng() % 4 == 0) k = 1 + static_cast<uint32_t>(rng() % 1000);
       QueryNode tree;
       if (rng() % 6 == 0) {  // a bag of words: MakeQuery's flat query (with a count, the tree path)
@@ -239,15 +269,15 @@ TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
       for (size_t i = 0; i < batch.size(); ++i)
         in.push_back(GpuQueryInput{inputs[i].gpu, batch[i].mode, batch[i].k, batch[i].tree.get(), batch[i].count});
       std::vector<Result<SearchResult>> got;
-      ASSERT_TRUE(gpu::ExecuteBatchGpu(*ctx, s->view, in, &got).ok());
+      ASSERT_TRUE(gpu::ExecuteBatchGpu(ctx, s->view, in, &got).ok());
       ASSERT_EQ(got.size(), batch.size());
       for (size_t i = 0; i < batch.size(); ++i) {
         const Query& q = batch[i];
         const std::string what = Describe(q) + " on [" + std::to_string(s->begin) + ", " + std::to_string(s->end) + ")";
         ASSERT_TRUE(got[i].ok()) << what << ": " << got[i].status().ToString();
         ASSERT_EQ(got[i]->has_total, q.count) << what;
-        if (s == &whole) {  // the whole collection: the brute force first
-          const TreeAnswer bf = ref.Search(q);
+        if (s == whole && ref != nullptr) {  // the whole collection: the brute force first
+          const TreeAnswer bf = ref->Search(q);
           ASSERT_EQ(got[i]->hits, bf.hits) << what << " (brute force)";
           if (q.count) {
             ASSERT_EQ(got[i]->total, bf.total) << what << " (brute force)";
@@ -257,21 +287,80 @@ TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
         ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
         ASSERT_EQ(got[i]->hits, want->hits) << what << " (CPU engine)";
         ASSERT_EQ(got[i]->total, want->total) << what << " (CPU engine)";
-        ++queries;
-        trees += q.tree != nullptr;
-        counted += q.count;
-        count_only += q.count && q.k == 0;
-        totals += got[i]->total;
-        hits += got[i]->hits.size();
+        ++cov->queries;
+        cov->trees += q.tree != nullptr;
+        cov->counted += q.count;
+        cov->count_only += q.count && q.k == 0;
+        cov->totals += got[i]->total;
+        cov->hits += got[i]->hits.size();
+        if (q.tree != nullptr && TreeHasPhrase(*q.tree)) cov->phrase_hits += got[i]->hits.size();
       }
     }
   }
-  // The random queries covered what they are meant to.
-  EXPECT_GT(trees, queries / 2);
-  EXPECT_GT(counted, queries / 3);
-  EXPECT_GT(count_only, 0u);
-  EXPECT_GT(totals, 0u);
-  EXPECT_GT(hits, 0u);
+}
+
+void ExpectCovered(const Coverage& c) {  // the random queries covered what they are meant to
+  EXPECT_GT(c.trees, c.queries / 2);
+  EXPECT_GT(c.counted, c.queries / 3);
+  EXPECT_GT(c.count_only, 0u);
+  EXPECT_GT(c.totals, 0u);
+  EXPECT_GT(c.hits, 0u);
+}
+
+TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  const Docs docs = MakeDocs(kDocs, kVocab, 7);
+  const TreeReference ref(docs.tokens);
+  DevShard whole, tail;
+  BuildShard(docs, 0, kDocs, &whole);
+  BuildShard(docs, kDocs / 3, kDocs, &tail);
+  Coverage cov;
+  CheckRandomBatches(*ctx, docs, &ref, &whole, {&whole, &tail}, kVocab, false, 11, Scaled(40), &cov);
+  if (HasFatalFailure()) return;
+  ExpectCovered(cov);
+}
+
+// The same with phrases of 2-5 tokens with repeats among the leaves (positions on the device in
+// device_positions.hpp's layout).
+TEST(GpuTree, RandomTreesWithPhrasesEqualTheCpuEngine) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  const Docs docs = MakeDocs(kDocs, kVocab, 7);
+  const TreeReference ref(docs.tokens);
+  DevShard whole, tail;
+  BuildShard(docs, 0, kDocs, &whole);
+  BuildShard(docs, kDocs / 3, kDocs, &tail);
+  Coverage cov;
+  CheckRandomBatches(*ctx, docs, &ref, &whole, {&whole, &tail}, kVocab, true, 17, Scaled(40), &cov);
+  if (HasFatalFailure()) return;
+  ExpectCovered(cov);
+  EXPECT_GT(cov.phrase_hits, 0u);
+}
+
+// Shards of many bitmap chunks (kThreads words of 32 documents each): matches ranked across chunks,
+// grids that stride, a shard that starts and ends off a word boundary; the CPU engine is the
+// reference (the brute force is too slow here).
+TEST(GpuTree, RandomTreesOnShardsOfManyChunks) {
+  SKIP_WITHOUT_GPU();
+  auto ctx = MakeContext();
+  ASSERT_NE(ctx, nullptr);
+  constexpr uint32_t kMany = 150001, kVocab2 = 24;
+  const Docs docs = MakeDocs(kMany, kVocab2, 5);
+  DevShard whole, tail;
+  BuildShard(docs, 0, kMany, &whole);
+  BuildShard(docs, 20011, kMany - 7, &tail);
+  Coverage cov;
+  CheckRandomBatches(*ctx, docs, nullptr, &whole, {&whole, &tail}, kVocab2, false, 13, Scaled(12), &cov);
+  if (HasFatalFailure()) return;
+  ExpectCovered(cov);
+  // Phrases there too: leaves of many candidates, compacted across many CTAs.
+  Coverage pcov;
+  CheckRandomBatches(*ctx, docs, nullptr, &whole, {&whole, &tail}, kVocab2, true, 19, Scaled(8), &pcov);
+  if (HasFatalFailure()) return;
+  EXPECT_GT(pcov.phrase_hits, 0u);
 }
 
 // Runs one query alone on the whole shard.
@@ -306,6 +395,47 @@ Query TreeQuery(const char* shape, QueryMode mode, uint32_t k, bool count) {
   q.k = k;
   q.count = count;
   return q;
+}
+
+// The host side of the positions layout (no GPU needed): docIDs, offsets and positions as the
+// list and its positions blob hold them; a blob that disagrees with the list is Corruption.
+TEST(GpuTree, DevicePositionsLayout) {
+  const std::vector<uint32_t> docs = {3, 7, 200, 201, 999}, tfs = {1, 3, 2, 1, 4};
+  const std::vector<uint32_t> pos = {5, 0, 2, 9, 1, 4, 0, 3, 4, 8, 100};
+  auto list = EncodeList(docs, tfs, 0, [](uint32_t, uint32_t f) { return static_cast<float>(f); });
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  auto lv = ListView::Parse(*list);
+  ASSERT_TRUE(lv.ok()) << lv.status().ToString();
+  auto blob = EncodePositions(tfs, pos);
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  auto pv = PositionsView::Parse(*blob, lv->count());
+  ASSERT_TRUE(pv.ok()) << pv.status().ToString();
+  auto layout = gpu::BuildDevicePositions(*lv, *pv);
+  ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+  std::vector<uint32_t> want = docs;
+  for (uint32_t o : {0u, 1u, 4u, 6u, 7u, 11u}) want.push_back(o);
+  want.insert(want.end(), pos.begin(), pos.end());
+  EXPECT_EQ(*layout, want);
+  const gpu::DevicePositionsParts parts = gpu::SplitDevicePositions(layout->data(), lv->count());
+  EXPECT_EQ(parts.offsets[0], 0u);
+  EXPECT_EQ(parts.positions[parts.offsets[4]], 3u);
+  // Positions of other tfs than the list's: Corruption.
+  auto other = EncodePositions(std::vector<uint32_t>{1, 3, 2, 2, 3}, pos);
+  ASSERT_TRUE(other.ok());
+  auto opv = PositionsView::Parse(*other, lv->count());
+  ASSERT_TRUE(opv.ok());
+  EXPECT_EQ(gpu::BuildDevicePositions(*lv, *opv).status().code(), StatusCode::kCorruption);
+  // The phrase tokens of a tree, sorted and distinct.
+  QueryNode root;
+  root.kind = QueryNode::Kind::kBool;
+  QueryNode::Clause c;
+  c.node.kind = QueryNode::Kind::kPhrase;
+  c.node.tokens = {"b", "a", "b"};
+  root.clauses.push_back(c);
+  c.node.kind = QueryNode::Kind::kTerm;
+  c.node.tokens = {"z"};
+  root.clauses.push_back(c);
+  EXPECT_EQ(gpu::PhraseTokens(root), (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(GpuTree, HandShapes) {
@@ -367,6 +497,16 @@ TEST(GpuTree, HandShapes) {
     both += a && b;
   }
   EXPECT_EQ(r->total, docs.df.at("w0") + docs.df.at("w2") - both);
+  // Counts that list lengths answer (one required term, should clauses aside; one should term).
+  r = RunOne(*ctx, s, docs, TreeQuery("+w1 ~w2 ~w5", QueryMode::kAnd, 0, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, docs.df.at("w1"));
+  r = RunOne(*ctx, s, docs, TreeQuery("~w4 -nosuch0", QueryMode::kOr, 0, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, docs.df.at("w4"));
+  r = RunOne(*ctx, s, docs, TreeQuery("+w1 #nosuch0", QueryMode::kAnd, 0, true));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->total, 0u);
 }
 
 TEST(GpuTree, RefusesWhatItDoesNotRun) {
@@ -376,7 +516,7 @@ TEST(GpuTree, RefusesWhatItDoesNotRun) {
   const Docs docs = MakeDocs(500, kVocab, 3);
   DevShard s;
   BuildShard(docs, 0, 500, &s);
-  // A phrase: GpuUnimplemented (the caller runs it on the CPU).
+  // A phrase whose tokens come without positions: InvalidArgument, as on the CPU engine.
   QueryNode root;
   root.kind = QueryNode::Kind::kBool;
   QueryNode::Clause c;
@@ -389,7 +529,35 @@ TEST(GpuTree, RefusesWhatItDoesNotRun) {
   q.terms = TreeTerms(root);
   q.mode = QueryMode::kAnd;
   q.k = 10;
+  {
+    Inputs in = InputsFor(s, docs, q.terms);
+    in.gpu[1].d_positions = nullptr;
+    std::vector<GpuQueryInput> one{GpuQueryInput{in.gpu, q.mode, q.k, q.tree.get(), q.count}};
+    std::vector<Result<SearchResult>> out;
+    ASSERT_TRUE(gpu::ExecuteBatchGpu(*ctx, s.view, one, &out).ok());
+    ASSERT_FALSE(out[0].ok());
+    EXPECT_EQ(out[0].status().code(), StatusCode::kInvalidArgument);
+    EXPECT_FALSE(gpu::IsGpuUnimplemented(out[0].status())) << out[0].status().ToString();
+  }
+  // With positions it runs; more present terms and phrases than the program's slots:
+  // GpuUnimplemented (the caller runs it on the CPU).
   auto r = RunOne(*ctx, s, docs, q);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  QueryNode wide;
+  wide.kind = QueryNode::Kind::kBool;
+  for (uint32_t a = 0; a < kVocab && wide.clauses.size() < gpu::kGpuMaxTerms; ++a)
+    for (uint32_t b = 0; b < kVocab && wide.clauses.size() < gpu::kGpuMaxTerms; ++b) {
+      if (a == b) continue;
+      c.occur = Occur::kShould;
+      c.node.tokens = {Word(a), Word(b)};
+      wide.clauses.push_back(c);
+    }
+  Query wq;
+  wq.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
+  wq.terms = TreeTerms(*wq.tree);
+  wq.mode = QueryMode::kOr;
+  wq.k = 10;
+  r = RunOne(*ctx, s, docs, wq);
   ASSERT_FALSE(r.ok());
   EXPECT_TRUE(gpu::IsGpuUnimplemented(r.status())) << r.status().ToString();
   // Term inputs that are not the tree's terms.

@@ -44,15 +44,27 @@
 //   trees and counts (GpuQueryInput::tree or ::count): exhaustive, no pruning. The tree is
 //          resolved (ResolveMode; andor: the and-resolution, then the or-resolution in a second
 //          round when the first has fewer than k hits, as CpuExecutor decides it per shard) and
-//          compiled on the host into a postfix program (begin boolean, term clause, end boolean);
-//          every present term's list is decoded whole, a warp per block, into a per-term dense
-//          array of tfs over the shard's documents; then a thread per document runs the program
-//          (docs/SCORING.md "Query language": match rules of core/query_tree.hpp; a term scores
-//          Bm25TermScore(idf, tf, norm); a boolean's score is the float sum in clause order of its
-//          matching must and should clauses, a group's sum computed first), writes the document's
-//          score (-0.0f: no match) and counts the matches (a block reduction, one atomic per CTA).
-//          The top-k tail below picks the k best; k == 0 (count only) skips it. The same documents,
-//          order, float bits and totals as cpu_exec's tree evaluator (ExecuteTree).
+//          compiled on the host into a postfix program (begin boolean, term clause, end boolean).
+//          Counts that list lengths answer take no GPU work (as cpu_exec's CountTermBoolean: one
+//          required term and no must_not term counts that list's length, should clauses aside; a
+//          sole should term its length); a bag of words with a count and k > 0 takes the flat
+//          paths for its hits and counts as the and-path's survivors (and), a length, or a
+//          count-only tree phase beside the or-path (or). Otherwise every slot gets a bit per
+//          shard document: a present term's list decoded whole (docIDs only), a warp per block,
+//          its bits set; a phrase leaf is a slot too, its documents and tfs from the
+//          phrase producer (dispatch_phrase.cu: a thread per posting of its rarest token finds the
+//          document in the other tokens' docIDs by binary search and counts the start positions
+//          where every token follows, from positions resident in device_positions.hpp's layout;
+//          the matches compacted in docID order; idf the float sum of the tokens' idfs in text
+//          order); then a thread per word of 32 documents runs the program on bits (match rules
+//          of core/query_tree.hpp: must and filter AND, must_not AND NOT, should OR where a
+//          boolean has no must) and counts the matches (popcount). With k > 0 the matches are
+//          ranked (a scan per chunk of words), each slot's tfs gathered at its matches (the
+//          lists decoded again, tfs too), and the matches alone scored (docs/SCORING.md "Query
+//          language": a term Bm25TermScore(idf, tf, norm); a boolean the float sum in clause
+//          order of its matching must and should clauses, a group's sum computed first); the
+//          top-k tail below picks the k best. The same documents, order, float bits and totals
+//          as cpu_exec's tree evaluator (ExecuteTree).
 //   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
 //          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
 //          docs/SCORING.md's order (score desc, docID asc) whatever the compaction order.
@@ -64,7 +76,8 @@
 // (3) andor's or-part that waited for theta; each round also reruns dense the pruned queries of
 // the round before that overflowed (a fourth round only for those of the third).
 // Errors per query: InvalidArgument (k; a tree whose terms are not TreeTerms, or with a bare
-// clause left after resolution), GpuUnimplemented (> kGpuMaxTerms terms, a phrase), Corruption (a
+// clause left after resolution; a phrase token without positions), GpuUnimplemented (>
+// kGpuMaxTerms terms, more than kMaxSteps present terms and phrases), Corruption (a
 // list past the shard's documents, a block that fails to decode or starts below the shard).
 // The GPU decodes different blocks than the CPU's pruned traversal, so a corrupt block may be
 // reported by one engine and not the other; answers of intact lists are identical.
@@ -110,13 +123,16 @@ struct GpuTermInput {
   const ListView* list = nullptr;  // host view of the blob (metadata for sizing)
   const uint8_t* d_blob = nullptr;  // device copy of list->bytes(), 16-byte aligned
   float idf = 0.0f;
+  // The term's positions in device_positions.hpp's layout (list->count() postings): needed for
+  // every present token of a phrase, else unused.
+  const uint32_t* d_positions = nullptr;
 };
 
 // One query of a batch: terms in canonical order (as for ExecuteQuery).
 // With `tree` or `count` the query takes the tree path (see "trees and counts" above):
-//   tree   the query's canonical tree (Query::tree, mode not yet resolved; terms and groups only:
-//          a phrase is GpuUnimplemented), and terms[i] is the input of TreeTerms(*tree)[i]
-//          (Query::terms); nullptr with count: the flat query {terms, mode};
+//   tree   the query's canonical tree (Query::tree, mode not yet resolved; terms, phrases, groups),
+//          and terms[i] is the input of TreeTerms(*tree)[i] (Query::terms; a phrase's tokens with
+//          d_positions); nullptr with count: the flat query {terms, mode};
 //   count  also return the exact number of matches (has_total, total); k == 0 then asks for the
 //          count alone.
 // The caller keeps *tree alive until ExecuteBatchGpu returns.
@@ -181,7 +197,7 @@ class GpuContext {
 // Runs a batch of queries on ctx's stream and waits for them. out[i] is query i's answer (hits
 // best first, at most k; with count, has_total and the exact total; stats filled as the CPU engine
 // fills them where they apply). A query that fails alone (InvalidArgument k, Unimplemented for
-// more than kGpuMaxTerms terms or a phrase, Corruption of a block) gets its own error; a CUDA error fails the whole call (Unavailable / ResourceExhausted)
+// more than kGpuMaxTerms terms, Corruption of a block) gets its own error; a CUDA error fails the whole call (Unavailable / ResourceExhausted)
 // and the caller reruns the batch on the CPU.
 // REQUIRES: every list's docIDs lie in the shard view's range; device blobs stay valid until return.
 Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
