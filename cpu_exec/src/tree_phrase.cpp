@@ -1,6 +1,7 @@
 #include "tree_phrase.hpp"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <limits>
 #include <memory>
@@ -170,6 +171,53 @@ inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32
   return CountShifted(a, na, b, nb, shift, simd);
 }
 
+#if defined(__AVX2__)
+// The two-slot phrase's tf at one common document when both tokens hold running sums
+// (Token::sums): posting 1's values s1[f1 .. f1 + n1), posting 2's s2[f2 .. f2 + n2), each a
+// position plus its posting's base (the sum before the posting, plus one). Positions p1 + 1 == p2
+// exactly when v1 + (b2 - b1 + 1) == v2 in 32 bits (every value below 2^30: no wrap, and no
+// v1 + shift reads as 0xffffffff, the padding). Both tfs at most eight, the usual case: one
+// eight-against-eight compare without a branch on the values. REQUIRES: kMergePad readable values
+// past each posting's; n1, n2 >= 1.
+[[gnu::noinline]] uint32_t SumsPairTfLong(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
+                                          uint32_t shift) {
+  return PairTf(a, na, b, nb, shift, true);
+}
+
+inline uint32_t SumsPairTf(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2,
+                           uint32_t n2) {
+  alignas(32) static constexpr int32_t kTail[16] = {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1};
+  const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
+  const uint32_t b2 = f2 == 0 ? 0 : s2[f2 - 1];
+  const uint32_t shift = b2 - b1 + 1;
+  if (n1 <= 8 && n2 <= 8) [[likely]] {
+    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1 + f1)),
+                                        _mm256_set1_epi32(static_cast<int>(shift)));
+    const __m256i vb = _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s2 + f2)),
+                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTail + 8 - n2)));
+    return static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << n1) - 1)));
+  }
+  return SumsPairTfLong(s1 + f1, n1, s2 + f2, n2, shift);
+}
+#endif
+
+#if defined(__AVX2__)
+// The lanes set in `mask` (eight bits), in ascending order, packed into the low lanes; the other
+// lanes are unspecified.
+inline __m256i LaneIndexes(unsigned mask) {
+  static constexpr auto kTable = [] {
+    std::array<uint64_t, 256> t{};
+    for (unsigned m = 0; m < 256; ++m) {
+      unsigned k = 0;
+      for (unsigned lane = 0; lane < 8; ++lane)
+        if (m & (1u << lane)) t[m] |= uint64_t{lane} << (8 * k++);
+    }
+    return t;
+  }();
+  return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(kTable[mask])));
+}
+#endif
+
 class SolePhrase {
  public:
   SolePhrase(std::vector<std::unique_ptr<Token>> tokens, std::vector<uint32_t> slots, float idf, bool scored,
@@ -304,7 +352,25 @@ class SolePhrase {
       const uint32_t na = a.block_count(), nb = b.block_count();
       uint32_t i = a.pos(), j = b.pos();
       uint32_t batched = 0;
-      while (i < na && j < nb) {
+      while (batch && i < na && j < nb) {
+        // Both chunks' common lanes, compacted in order (the k-th common lane of a's chunk and of
+        // b's hold the same docID), without a branch on the docIDs. Padding (kEndDoc) on both
+        // sides may match: lanes past either end are masked.
+        const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
+        const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
+        const unsigned live_a = na - i < 8 ? (1u << (na - i)) - 1 : 0xffu;
+        const unsigned live_b = nb - j < 8 ? (1u << (nb - j)) - 1 : 0xffu;
+        const unsigned ma = MatchLanes(va, vb) & live_a, mb = MatchLanes(vb, va) & live_b;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_a_ + batched),
+                            _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)), LaneIndexes(ma)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_b_ + batched),
+                            _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(j)), LaneIndexes(mb)));
+        batched += static_cast<uint32_t>(__builtin_popcount(ma));
+        const uint32_t la = ad[i + 7], lb = bd[j + 7];
+        i += la <= lb ? 8u : 0u;
+        j += lb <= la ? 8u : 0u;
+      }
+      while (!batch && i < na && j < nb) {
         const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
         const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
         unsigned mask = MatchLanes(va, vb);
@@ -316,12 +382,6 @@ class SolePhrase {
             const unsigned mb = static_cast<unsigned>(_mm256_movemask_ps(
                 _mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
             const uint32_t ib = j + static_cast<uint32_t>(__builtin_ctz(mb));
-            if (batch) {
-              batch_a_[batched] = ia;
-              batch_b_[batched] = ib;
-              ++batched;
-              continue;
-            }
             a.set_pos(ia);
             b.set_pos(ib);
             if (!Visit(x)) return;
@@ -441,6 +501,28 @@ class SolePhrase {
     const uint32_t* const second_off = a_first ? ob : oa;
     const uint32_t* const first_idx = a_first ? batch_a_ : batch_b_;
     const uint32_t* const second_idx = a_first ? batch_b_ : batch_a_;
+#if defined(__AVX2__)
+    if (first.sums && second.sums) {  // the usual case: running sums on both sides
+      if (k_ == 0) {  // a count only: no branch on the (unpredictable) match, the sum in a register
+        uint64_t hits = 0;
+        for (uint32_t m = 0; m < count; ++m) {
+          const uint32_t i1 = first_idx[m], i2 = second_idx[m];
+          const uint32_t f1 = first_off[i1], f2 = second_off[i2];
+          hits += SumsPairTf(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2) != 0;
+        }
+        matches_ += hits;
+        return true;
+      }
+      for (uint32_t m = 0; m < count; ++m) {
+        const uint32_t i1 = first_idx[m], i2 = second_idx[m];
+        const uint32_t f1 = first_off[i1], f2 = second_off[i2];
+        const uint32_t tf =
+            SumsPairTf(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2);
+        if (tf != 0) Collect(docs[batch_a_[m]], tf);
+      }
+      return true;
+    }
+#endif
     for (uint32_t m = 0; m < count; ++m) {
       const uint32_t i1 = first_idx[m], i2 = second_idx[m];
       const uint32_t* p1 = first_pos + first_off[i1];
@@ -453,19 +535,21 @@ class SolePhrase {
         matches_ += static_cast<uint32_t>(tf != 0);
         continue;
       }
-      if (tf == 0) continue;
-      ++matches_;
-      const uint32_t ia = batch_a_[m];
-      const uint32_t d = docs[ia];
-      const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
-      if (!full_ || s > thr_) {
-        topk_->Push(d, s);
-        ++env_->stats->postings_scored;
-        full_ = topk_->full();
-        thr_ = topk_->Threshold();
-      }
+      if (tf != 0) Collect(docs[batch_a_[m]], tf);
     }
     return true;
+  }
+
+  // A matching document d with phrase frequency tf: counted, and scored into the top k.
+  void Collect(uint32_t d, uint32_t tf) {
+    ++matches_;
+    const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
+    if (!full_ || s > thr_) {  // a later docID enters only above the k-th (TopKHeap would refuse it)
+      topk_->Push(d, s);
+      ++env_->stats->postings_scored;
+      full_ = topk_->full();
+      thr_ = topk_->Threshold();
+    }
   }
 
   // Posting i's n values v of token t as positions: v itself unless t holds sums, else v - Base(i)
@@ -495,6 +579,43 @@ class SolePhrase {
   // slot (KeepShifted). 0 on Corruption (recorded).
   uint32_t Tf() {
     const size_t n = slots_.size();
+#if defined(__AVX2__)
+    // Every slot's values below 2^31 (Token::small): each slot's values v = p + base_i are compared
+    // as stored, by shifts in 32 bits (no copy to positions): p + 1 == q exactly when
+    // v + (base' - base + 1) == v' (no wrap, no sum reads as the 0xffffffff padding).
+    bool small = true;
+    for (size_t i = 0; i < n; ++i) {
+      Token& t = *tokens_[slots_[i]];
+      if (!EnsureBlock(t)) return 0;
+      small &= t.small;
+    }
+    if (small) {
+      size_t rare = 0;
+      for (size_t i = 0; i < n; ++i) {
+        const Token& t = *tokens_[slots_[i]];
+        const uint32_t p = t.cursor.pos(), from = t.offsets[p];
+        raw_[i] = RawSpan{t.pos.data() + from, t.offsets[p + 1] - from, t.Base(p)};
+        if (raw_[i].n < raw_[rare].n) rare = i;
+      }
+      if (n == 2) return PairTf(raw_[0].v, raw_[0].n, raw_[1].v, raw_[1].n, raw_[1].base - raw_[0].base + 1, true);
+      // Starts s = p - rare of the rarest slot's positions p >= rare; slot i keeps those with
+      // s + i + base_i among its values.
+      const RawSpan& r = raw_[rare];
+      if (starts_.size() < r.n + kMergePad) starts_.resize(r.n + kMergePad);
+      uint32_t* st = starts_.data();
+      uint32_t live = 0;
+      for (uint32_t q = 0; q < r.n; ++q) {
+        const uint32_t pos = r.v[q] - r.base;
+        st[live] = pos - static_cast<uint32_t>(rare);
+        live += static_cast<uint32_t>(pos >= rare);
+      }
+      for (size_t i = 0; i < n && live > 0; ++i) {
+        if (i == rare) continue;
+        live = KeepShifted(st, live, raw_[i].v, raw_[i].n, raw_[i].base + static_cast<uint32_t>(i), true);
+      }
+      return live;
+    }
+#endif
     size_t rare = 0;
     bool simd = true;
     for (size_t i = 0; i < n; ++i) {
@@ -528,6 +649,12 @@ class SolePhrase {
   std::vector<Token*> order_;  // by list size, shortest first
   std::vector<uint32_t> slots_;
   std::vector<std::pair<const uint32_t*, const uint32_t*>> spans_;  // per phrase slot
+  struct RawSpan {  // one slot's values at the current document: v[0, n), positions plus base
+    const uint32_t* v = nullptr;
+    uint32_t n = 0;
+    uint32_t base = 0;
+  };
+  RawSpan raw_[kMaxPhraseTokens];  // Tf's per slot
   std::vector<uint32_t> starts_;
   std::vector<std::vector<uint32_t>> scratch_;  // per phrase slot: ToPositions' output
   float idf_;
@@ -542,7 +669,8 @@ class SolePhrase {
   bool full_ = false;       // k > 0 and the heap is full
   uint32_t bound_end_ = 0;  // SkipRanges checked the block bound through this docID
   uint64_t matches_ = 0;
-  uint32_t batch_a_[kBlockSize], batch_b_[kBlockSize];  // RunPair's common documents of a block pair
+  // RunPair's common documents of a block pair (eight-lane stores: eight entries of slack).
+  uint32_t batch_a_[kBlockSize + 8], batch_b_[kBlockSize + 8];
 };
 
 }  // namespace
