@@ -51,14 +51,32 @@ void AppendPacked(const uint32_t* values, uint32_t n, uint32_t bits, std::string
 // branch-free, each value from the eight bytes at its first byte, the copy zero-padded past its end.
 void UnpackStored(const char* p, uint32_t n, uint32_t bits, uint32_t* out) {
   if (n < kBlockSize && bits <= 32) {
-    char buf[kBlockSize * 4 + 8];
+    char buf[kBlockSize * 4 + 32];
     const uint32_t bytes = StoredBytes(n, bits);
     uint32_t i = 0;
     for (; i + 32 <= bytes; i += 32) std::memcpy(buf + i, p + i, 32);
     std::memcpy(buf + i, p + i, bytes - i);
-    std::memset(buf + bytes, 0, 8);
+    std::memset(buf + bytes, 0, 32);
     const uint64_t mask = (uint64_t{1} << bits) - 1;
-    for (uint32_t k = 0; k < n; ++k) {
+    uint32_t k = 0;
+#if defined(__AVX2__)
+    // Eight values a step, each from the four bytes at its first byte (bits <= 25: a value and
+    // its bit offset within that byte fit in 32 bits); every such read lies inside buf.
+    if (bits <= 25) {
+      const __m256i step = _mm256_set1_epi32(static_cast<int>(8 * bits));
+      const __m256i vmask = _mm256_set1_epi32(static_cast<int>(mask));
+      const __m256i seven = _mm256_set1_epi32(7);
+      __m256i bit = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                       _mm256_set1_epi32(static_cast<int>(bits)));
+      for (; k + 8 <= n; k += 8) {
+        const __m256i word = _mm256_i32gather_epi32(reinterpret_cast<const int*>(buf), _mm256_srli_epi32(bit, 3), 1);
+        const __m256i v = _mm256_and_si256(_mm256_srlv_epi32(word, _mm256_and_si256(bit, seven)), vmask);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), v);
+        bit = _mm256_add_epi32(bit, step);
+      }
+    }
+#endif
+    for (; k < n; ++k) {
       const uint64_t bit = uint64_t{k} * bits;
       uint64_t v;
       std::memcpy(&v, buf + bit / 8, sizeof(v));
@@ -67,13 +85,12 @@ void UnpackStored(const char* p, uint32_t n, uint32_t bits, uint32_t* out) {
     return;
   }
   uint32_t words[kBlockSize];
-  const uint32_t bytes = StoredBytes(n, bits);
-  if (bytes % 4 != 0) words[bytes / 4] = 0;  // the unpack reads whole words: the last one's tail is 0
-  // 32 bytes a copy (vector moves; a variable-length memcpy of a few hundred bytes is rep movs).
+  const uint32_t bytes = StoredBytes(n, bits);  // a full run: 16 * bits, whole 16-byte rows
+  // 32 bytes a copy (vector moves; a variable-length memcpy of a few hundred bytes is a call).
   char* dst = reinterpret_cast<char*>(words);
   uint32_t i = 0;
   for (; i + 32 <= bytes; i += 32) std::memcpy(dst + i, p + i, 32);
-  std::memcpy(dst + i, p + i, bytes - i);
+  if (i < bytes) std::memcpy(dst + i, p + i, 16);
   UnpackBlock(words, n, bits, out);
 }
 
@@ -205,8 +222,27 @@ Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets
   at += StoredBytes(n, freq_bits);
   offsets->resize(n + 1);
   uint64_t total = 0;
-  for (uint32_t i = 0; i < n; ++i) {
-    (*offsets)[i] = static_cast<uint32_t>(total);
+  uint32_t i = 0;
+  uint32_t* off = offsets->data();
+#if defined(__AVX2__)
+  if (freq_bits <= 24) {  // 128 values of tf - 1 < 2^24, plus one each: the sums fit in 32 bits
+    const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+    const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+    __m256i carry = _mm256_setzero_si256();
+    for (; i + 8 <= n; i += 8) {  // off[i + 1 ..] = inclusive sums of tf
+      __m256i x = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tfs + i)), one);
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(off + i + 1), _mm256_add_epi32(x, carry));
+      carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));
+    }
+    off[0] = 0;
+    total = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry));
+  }
+#endif
+  for (; i < n; ++i) {
+    off[i] = static_cast<uint32_t>(total);
     total += uint64_t{tfs[i]} + 1;
   }
   const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
@@ -261,15 +297,14 @@ Status PositionsView::DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets
 #if defined(__AVX2__)
   const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
   const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
-  __m256i carry = _mm256_setzero_si256();
+  __m256i carry = _mm256_setzero_si256();  // every lane the sum so far
   for (; k + 8 <= total; k += 8) {
     __m256i x = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + k)), one);
     x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
     x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
     x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
-    const __m256i sv = _mm256_add_epi32(x, carry);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), sv);
-    carry = _mm256_permutevar8x32_epi32(sv, lane7);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_add_epi32(x, carry));
+    carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));  // one add on the chain
   }
   s_run = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry));
 #endif
