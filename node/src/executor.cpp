@@ -2,6 +2,8 @@
 #include "node/executor.hpp"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "core/query_tree.hpp"
 #include "index_store/shard_store.hpp"
@@ -22,8 +24,22 @@ ExecTiming& ExecTiming::operator+=(const ExecTiming& o) {
   return *this;
 }
 
+namespace {
+// The distinct term leaves' tokens and the distinct phrases (as their keys) of a tree.
+void TreeSlots(const QueryNode& node, std::vector<std::string>* keys) {
+  if (node.kind == QueryNode::Kind::kTerm) keys->push_back(node.tokens.empty() ? std::string() : node.tokens[0]);
+  if (node.kind == QueryNode::Kind::kPhrase) keys->push_back(CanonicalKey(node));
+  for (const QueryNode::Clause& c : node.clauses) TreeSlots(c.node, keys);
+}
+}  // namespace
+
 std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query) {
-  if (query.tree != nullptr && TreeHasPhrase(*query.tree)) return GpuUnsupportedReason::kPhrase;
+  if (query.tree == nullptr || !TreeHasPhrase(*query.tree)) return std::nullopt;
+  std::vector<std::string> keys;
+  TreeSlots(*query.tree, &keys);
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  if (keys.size() > kGpuTreeSlots) return GpuUnsupportedReason::kPhrase;
   return std::nullopt;
 }
 

@@ -17,6 +17,7 @@
 #include "gpu_cache/gpu_cache_metrics.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/decode.hpp"
+#include "gpu_exec/device_positions.hpp"
 #include "gpu_exec/intersect.hpp"
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
@@ -267,6 +268,7 @@ struct GpuExecutorAdapter::Prepared {
   std::vector<float> idf;
   size_t fetched = 0;
   bool empty = false;  // a flat and-query with a term absent here: answered without the GPU
+  std::vector<bool> phrase;  // per term: a token of a phrase (its positions go to the device too)
   std::vector<std::shared_ptr<const gpu::DeviceList>> handles;  // pin the lists until the engine is done
   std::vector<gpu::GpuTermInput> inputs;
 };
@@ -278,7 +280,17 @@ Status GpuExecutorAdapter::PrepareHost(const Query& query, const std::vector<Pre
   p->idf.assign(n, 0.0f);
   // The terms as the caller looked them up (BatchItem::prepared), or looked up here; one set of rules.
   const bool looked_up = prepared != nullptr && prepared->size() == n;
+  const std::vector<std::string> phrase_tokens =
+      query.tree != nullptr ? gpu::PhraseTokens(*query.tree) : std::vector<std::string>();
+  // A phrase on a shard without positions: the reader's InvalidArgument, as the CPU engine says it.
+  if (!phrase_tokens.empty() && !shard_->has_positions()) {
+    auto none = shard_->GetPositions(phrase_tokens[0]);
+    return none.ok() ? Status::Internal("the shard has no positions but answered for '" + phrase_tokens[0] + "'")
+                     : none.status();
+  }
+  p->phrase.assign(n, false);
   for (size_t i = 0; i < n; ++i) {
+    p->phrase[i] = std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), query.terms[i]);
     SEARCH_ASSIGN_OR_RETURN(PreparedTerm t, LookUpTerm(*shard_, query.terms[i], looked_up ? &(*prepared)[i] : nullptr));
     if (!t.present) {
       // A flat and-query with a term absent here matches nothing here. Not a tree: `+a -absent`,
@@ -340,7 +352,7 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
     BatchItem& item = items[i];
     item.retry_on_cpu = false;
     const Query& q = *item.query;
-    if (const auto why = GpuUnsupported(q)) {  // phrases: callers keep these on the CPU (ScheduledExecutor)
+    if (const auto why = GpuUnsupported(q)) {  // callers keep these on the CPU (ScheduledExecutor)
       gpu_failed(item, gpu::GpuUnimplemented("the GPU engine does not run this query (" +
                                              std::string(GpuUnsupportedReasonLabel(*why)) + ")"));
       continue;
@@ -398,6 +410,24 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
       p.inputs[t].list = &p.lists[t]->view;
       p.inputs[t].d_blob = p.handles[t]->d_blob;
       p.inputs[t].idf = p.idf[t];
+      if (!p.phrase[t]) continue;
+      // A phrase token's positions in the engine's layout, built from the host's list and
+      // positions on a miss (device_positions.hpp); they share the cache's budget with the lists.
+      const ListView& view = p.lists[t]->view;
+      const std::string& term = items[i].query->terms[t];
+      auto ph = cache_->AcquireBuilt(
+          gpu::PositionsKey(term),
+          [&]() -> Result<std::vector<uint32_t>> {
+            SEARCH_ASSIGN_OR_RETURN(auto positions, shard_->GetPositions(term));
+            return gpu::BuildDevicePositions(view, positions->view);
+          },
+          stream);
+      if (!ph.ok()) {
+        st = ph.status();
+        break;
+      }
+      p.inputs[t].d_positions = reinterpret_cast<const uint32_t*>((*ph)->d_blob);
+      p.handles.push_back(std::move(ph).value());
     }
     if (!st.ok()) {
       p.handles.clear();

@@ -18,7 +18,8 @@ constexpr Family kGpuFallbacks{"search_gpu_fallbacks_total",
 // Labels: reason (GpuUnsupportedReason labels).
 constexpr Family kGpuUnsupported{"search_node_gpu_unsupported_total",
                                  "Queries a GPU node ran on the CPU engine because the GPU engine does not run "
-                                 "their shape (a query tree with a phrase), by reason."};
+                                 "their shape (phrase: a query tree with a phrase and more distinct terms and "
+                                 "phrases than the GPU program's 32 slots), by reason."};
 // Labels: part (GpuBatchPart labels).
 constexpr Family kGpuBatchCpu{
     "search_gpu_batch_cpu_seconds_total",

@@ -2,7 +2,7 @@
 // the bit, external ids) over random queries, from several threads; with a list cache too small
 // for the lists every query still comes back right through the CPU fallback, counted in
 // search_gpu_fallbacks_total{reason="out_of_memory"}; too many terms fall back as "unsupported";
-// query trees and counts on the GPU, phrases on the CPU;
+// query trees, phrases (positions in the GPU list cache) and counts on the GPU;
 // kFlagForceCpu / kFlagForceGpu; ShardHealth.gpu through a NodeServer; the GPU cache metrics.
 // Skips without a GPU, except the check that Create then says Unavailable.
 #include "node/gpu_executor_adapter.hpp"
@@ -56,10 +56,18 @@ class GpuExecutorAdapterTest : public ::testing::Test {
     auto reader = ShardReader::Open(path_);
     ASSERT_TRUE(reader.ok()) << reader.status().ToString();
     reader_ = std::move(reader).value().release();
+    // The same documents with positions (phrases run on the GPU there).
+    st = testing::WriteRandomShard(dir_->path() + "/shard-pos", kDocs, kVocab, 7, /*positions=*/true);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    reader = ShardReader::Open(dir_->path() + "/shard-pos");
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    pos_reader_ = std::move(reader).value().release();
   }
   static void TearDownTestSuite() {
     delete reader_;
     reader_ = nullptr;
+    delete pos_reader_;
+    pos_reader_ = nullptr;
     delete dir_;
     dir_ = nullptr;
   }
@@ -68,12 +76,13 @@ class GpuExecutorAdapterTest : public ::testing::Test {
     ASSERT_NE(reader_, nullptr);
   }
 
-  std::unique_ptr<GpuExecutorAdapter> MakeAdapter(size_t cache_bytes, Metrics* metrics = nullptr) {
+  std::unique_ptr<GpuExecutorAdapter> MakeAdapter(size_t cache_bytes, Metrics* metrics = nullptr,
+                                                  const ShardReader* shard = nullptr) {
     GpuExecutorOptions o;
     o.cache_bytes = cache_bytes;
     o.staging_bytes = size_t{1} << 20;
     o.context.scratch_bytes = size_t{32} << 20;
-    auto a = GpuExecutorAdapter::Create(reader_, metrics, o);
+    auto a = GpuExecutorAdapter::Create(shard != nullptr ? shard : reader_, metrics, o);
     EXPECT_TRUE(a.ok()) << a.status().ToString();
     return a.ok() ? std::move(a).value() : nullptr;
   }
@@ -81,10 +90,12 @@ class GpuExecutorAdapterTest : public ::testing::Test {
   static testing::TempDir* dir_;
   static std::string path_;
   static ShardReader* reader_;
+  static ShardReader* pos_reader_;  // the same shard with positions
 };
 testing::TempDir* GpuExecutorAdapterTest::dir_ = nullptr;
 std::string GpuExecutorAdapterTest::path_;
 ShardReader* GpuExecutorAdapterTest::reader_ = nullptr;
+ShardReader* GpuExecutorAdapterTest::pos_reader_ = nullptr;
 
 TEST(GpuExecutorAdapterNoGpuTest, CreateIsUnavailableWithoutAGpu) {
   if (gpu::GpuAvailable()) GTEST_SKIP() << "a GPU is present: " << gpu::GpuDescription();
@@ -387,55 +398,96 @@ TEST_F(GpuExecutorAdapterTest, TreesAndCountsRunOnTheGpu) {
   EXPECT_EQ(testing::SeriesValue(metrics.SerializeText(), R"(search_node_gpu_unsupported_total{reason="phrase"})"), 0);
 }
 
-// Phrases, which the GPU engine does not run: Execute answers them as the CPU does (this shard has
-// no positions: the CPU's InvalidArgument), counts them under reason "phrase" (not as GPU
-// failures), and refuses them with kFlagForceGpu; in a batch they are GPU failures to rerun on the
-// CPU. Trees without a phrase from the same generator run on the GPU.
-TEST_F(GpuExecutorAdapterTest, PhrasesRunOnTheCpu) {
+// Phrase trees (random terms, 2-token phrases, groups, every occurrence, counts, modes) on the
+// shard with positions run on the GPU, alone, forced and in batches, with the CPU adapter's hits
+// (bit for bit) and totals; a cache too small for their positions falls back (out_of_memory)
+// with the same answers. On the shard without positions a phrase is the CPU's error, returned as
+// it is (no fallback). A phrase tree past the GPU program's slots runs on the CPU, counted under
+// search_node_gpu_unsupported_total{reason="phrase"}, and kFlagForceGpu refuses it.
+TEST_F(GpuExecutorAdapterTest, PhrasesRunOnTheGpu) {
   Metrics metrics("node");
-  auto gpu = MakeAdapter(size_t{64} << 20, &metrics);
+  auto gpu = MakeAdapter(size_t{64} << 20, &metrics, pos_reader_);
   ASSERT_NE(gpu, nullptr);
-  CpuExecutorAdapter cpu(reader_);
+  auto plain = MakeAdapter(size_t{64} << 20, nullptr, reader_);
+  ASSERT_NE(plain, nullptr);
+  auto tiny = MakeAdapter(4096, nullptr, pos_reader_);
+  ASSERT_NE(tiny, nullptr);
+  CpuExecutorAdapter cpu(pos_reader_), cpu_plain(reader_);
   std::mt19937_64 rng(78);
-  uint64_t phrases = 0, others = 0;
-  for (uint64_t i = 0; i < 80; ++i) {
+  uint64_t phrases = 0, matched = 0;
+  std::vector<Query> qs;
+  for (uint64_t i = 0; i < static_cast<uint64_t>(Scaled(160)); ++i) {
     const Query q = ToQuery(testing::RandomTreeRequest(rng, i, true));
-    const bool phrase = TreeHasPhrase(*q.tree);
+    if (!TreeHasPhrase(*q.tree)) continue;
+    ++phrases;
+    qs.push_back(q);
+    const std::string what = CanonicalKey(*q.tree) + " " + std::string(QueryModeName(q.mode)) +
+                             " k=" + std::to_string(q.k) + (q.count ? " count" : "");
     auto want = cpu.Execute(q, kNoDeadline, 0);
-    auto got = gpu->Execute(q, kNoDeadline, 0);
-    ASSERT_EQ(got.ok(), want.ok()) << CanonicalKey(*q.tree);
-    if (!want.ok()) {
-      EXPECT_EQ(got.status().code(), want.status().code()) << CanonicalKey(*q.tree);
-    } else {
-      EXPECT_TRUE(SameHits(got->hits, want->hits)) << CanonicalKey(*q.tree);
-      EXPECT_EQ(got->total, want->total);
-      EXPECT_EQ(got->processor, phrase ? Processor::kCpu : Processor::kGpu) << CanonicalKey(*q.tree);
+    ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
+    for (uint32_t flags : {0u, kFlagForceGpu}) {
+      auto got = gpu->Execute(q, kNoDeadline, flags);
+      ASSERT_TRUE(got.ok()) << what << ": " << got.status().ToString();
+      EXPECT_TRUE(SameHits(got->hits, want->hits)) << what;
+      EXPECT_EQ(got->has_total, want->has_total) << what;
+      EXPECT_EQ(got->total, want->total) << what;
+      EXPECT_EQ(got->processor, Processor::kGpu) << what;
     }
-    if (!phrase && !want.ok()) continue;
-    auto forced = gpu->Execute(q, kNoDeadline, kFlagForceGpu);
-    BatchItem item;
-    item.query = &q;
-    gpu->ExecuteBatch(std::span<BatchItem>(&item, 1));
-    if (phrase) {
-      ++phrases;
-      EXPECT_EQ(forced.status().code(), StatusCode::kUnavailable);
-      EXPECT_TRUE(item.retry_on_cpu);
-      EXPECT_TRUE(!item.result.ok() && gpu::IsGpuUnimplemented(item.result.status()));
-    } else {
-      ++others;
-      EXPECT_TRUE(forced.ok()) << forced.status().ToString();
-      EXPECT_FALSE(item.retry_on_cpu);
-      EXPECT_TRUE(item.result.ok()) << item.result.status().ToString();
-    }
+    matched += want->total + want->hits.size();
+    auto small = tiny->Execute(q, kNoDeadline, 0);  // positions do not fit: the CPU's answer
+    ASSERT_TRUE(small.ok()) << what << ": " << small.status().ToString();
+    EXPECT_TRUE(SameHits(small->hits, want->hits)) << what;
+    EXPECT_EQ(small->total, want->total) << what;
+    // Without positions: the CPU's error, from the GPU adapter too.
+    auto none = cpu_plain.Execute(q, kNoDeadline, 0);
+    auto got_none = plain->Execute(q, kNoDeadline, 0);
+    ASSERT_FALSE(none.ok()) << what;
+    ASSERT_FALSE(got_none.ok()) << what;
+    EXPECT_EQ(got_none.status().code(), none.status().code()) << what;
+    EXPECT_EQ(got_none.status().message(), none.status().message()) << what;
   }
   EXPECT_GT(phrases, 10u);
-  EXPECT_GT(others, 10u);
-  EXPECT_EQ(gpu->fallbacks(GpuFallbackReason::kUnsupported), phrases);  // the batch items only
-  EXPECT_EQ(gpu->fallbacks_total(), phrases);
+  EXPECT_GT(matched, 0u);
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+  EXPECT_EQ(plain->fallbacks_total(), 0u);
+  EXPECT_GT(tiny->fallbacks(GpuFallbackReason::kOutOfMemory), 0u);
+  // In batches of up to 16.
+  for (size_t b = 0; b < qs.size(); b += 16) {
+    const size_t n = std::min<size_t>(16, qs.size() - b);
+    std::vector<BatchItem> items(n);
+    for (size_t i = 0; i < n; ++i) items[i].query = &qs[b + i];
+    gpu->ExecuteBatch(items);
+    for (size_t i = 0; i < n; ++i) {
+      auto want = cpu.Execute(qs[b + i], kNoDeadline, 0);
+      ASSERT_TRUE(items[i].result.ok()) << items[i].result.status().ToString();
+      EXPECT_FALSE(items[i].retry_on_cpu);
+      EXPECT_TRUE(SameHits(items[i].result->hits, want->hits)) << CanonicalKey(*qs[b + i].tree);
+      EXPECT_EQ(items[i].result->total, want->total);
+    }
+  }
+  EXPECT_EQ(gpu->fallbacks_total(), 0u);
+  // A phrase tree of 33 slots (distinct phrases as should clauses): the CPU engine's.
+  QueryNode wide;
+  for (uint32_t a = 0; wide.clauses.size() < 33; ++a) {
+    QueryNode ph;
+    ph.kind = QueryNode::Kind::kPhrase;
+    ph.tokens = {testing::Word(a % 6), testing::Word(1 + a / 6)};
+    wide.clauses.push_back({Occur::kShould, ph});
+  }
+  Query q;
+  q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
+  q.terms = TreeTerms(*q.tree);
+  q.mode = QueryMode::kOr;
+  q.k = 10;
+  ASSERT_TRUE(GpuUnsupported(q).has_value());
+  auto want = cpu.Execute(q, kNoDeadline, 0);
+  auto got = gpu->Execute(q, kNoDeadline, 0);
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_TRUE(SameHits(got->hits, want->hits));
+  EXPECT_EQ(got->processor, Processor::kCpu);
+  EXPECT_EQ(gpu->Execute(q, kNoDeadline, kFlagForceGpu).status().code(), StatusCode::kUnavailable);
   const std::string text = metrics.SerializeText();
-  EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"),
-            static_cast<double>(phrases));
-  EXPECT_EQ(testing::Count(text, "search_node_gpu_unsupported_total{reason="), 1u);
+  EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"), 1);
 }
 
 TEST_F(GpuExecutorAdapterTest, FlagsAndArguments) {

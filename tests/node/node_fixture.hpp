@@ -20,6 +20,7 @@
 #include <zmq.hpp>
 
 #include "codec/block_codec.hpp"
+#include "codec/positions_codec.hpp"
 #include "core/bm25.hpp"
 #include "cpu_exec/cpu_executor.hpp"
 #include "index_store/shard_store.hpp"
@@ -52,7 +53,9 @@ inline std::string Word(uint32_t i) {
 }
 
 // Writes a one-shard collection of `num_docs` documents at `path`.
-inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint32_t vocab, uint64_t seed) {
+// With `positions`, each term's positions too (the documents' token order: phrases occur).
+inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint32_t vocab, uint64_t seed,
+                               bool positions = false) {
   std::mt19937_64 rng(seed);
   std::vector<double> cdf(vocab);
   double acc = 0;
@@ -63,12 +66,16 @@ inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint3
   };
   std::vector<uint32_t> lengths(num_docs);
   std::map<std::string, std::vector<std::pair<uint32_t, uint32_t>>> postings;  // term -> (doc, tf)
+  std::map<std::string, std::vector<uint32_t>> pos;  // term -> its positions, posting by posting
   uint64_t total = 0;
   for (uint32_t d = 0; d < num_docs; ++d) {
     const uint32_t len = 3 + static_cast<uint32_t>(rng() % 40);
-    std::map<uint32_t, uint32_t> tf;
-    for (uint32_t i = 0; i < len; ++i) ++tf[draw()];
-    for (const auto& [t, f] : tf) postings[Word(t)].push_back({d, f});
+    std::map<uint32_t, std::vector<uint32_t>> tf;
+    for (uint32_t i = 0; i < len; ++i) tf[draw()].push_back(i);
+    for (const auto& [t, ps] : tf) {
+      postings[Word(t)].push_back({d, static_cast<uint32_t>(ps.size())});
+      pos[Word(t)].insert(pos[Word(t)].end(), ps.begin(), ps.end());
+    }
     lengths[d] = len;
     total += len;
   }
@@ -79,6 +86,7 @@ inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint3
   meta.doc_end = num_docs;
   meta.stats.num_docs = num_docs;
   meta.stats.total_tokens = total;
+  meta.positions = positions;
   auto writer = ShardWriter::Create(path, meta);
   if (!writer.ok()) return writer.status();
   const double avgdl = meta.stats.avgdl();
@@ -103,7 +111,13 @@ inline Status WriteRandomShard(const std::string& path, uint32_t num_docs, uint3
     info.cf = cf;
     info.max_score = view->max_score();
     info.list_bytes = static_cast<uint32_t>(blob->size());
-    SEARCH_RETURN_IF_ERROR((*writer)->AddTerm(term, info, *blob));
+    std::string pos_blob;
+    if (positions) {
+      auto p = EncodePositions(tfs, pos[term]);
+      if (!p.ok()) return p.status();
+      pos_blob = std::move(*p);
+    }
+    SEARCH_RETURN_IF_ERROR((*writer)->AddTerm(term, info, *blob, pos_blob));
   }
   for (uint32_t d = 0; d < num_docs; ++d) {
     SEARCH_RETURN_IF_ERROR((*writer)->AddDoc(d, "ext-" + std::to_string(d), lengths[d]));

@@ -37,7 +37,7 @@ class FakeGpu final : public BatchExecutor {
     for (size_t i = 0; i < items.size(); ++i) {
       BatchItem& it = items[i];
       runs.fetch_add(1);
-      if (GpuUnsupported(*it.query).has_value()) unsupported.fetch_add(1);  // phrases: the scheduler keeps them off
+      if (GpuUnsupported(*it.query).has_value()) unsupported.fetch_add(1);  // the scheduler keeps them off
       if (it.query->tree != nullptr) trees.fetch_add(1);
       if (it.query->count) counts.fetch_add(1);
       if (it.prepared != nullptr) {  // the caller's lookups must be the shard's own
@@ -138,7 +138,7 @@ class ScheduledExecutorTest : public ::testing::Test {
   static void SetUpTestSuite() {
     dir_ = new testing::TempDir();
     const std::string path = dir_->path() + "/shard-0";
-    ASSERT_TRUE(testing::WriteRandomShard(path, kDocs, kVocab, 11).ok());
+    ASSERT_TRUE(testing::WriteRandomShard(path, kDocs, kVocab, 11, /*positions=*/true).ok());
     auto r = ShardReader::Open(path);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     reader_ = std::move(r).value().release();
@@ -464,15 +464,30 @@ TEST_F(ScheduledExecutorTest, ExportsSchedulerMetrics) {
     EXPECT_EQ(value(std::string("search_sched_host_seconds_count{phase=\"") + phase + "\"}"), cpu + on_gpu) << phase;
 }
 
-// Trees (+, -, filter, groups) and counts run on the GPU like bags of words: in gpu mode every one
-// reaches the fake GPU's batches, and with kFlagForceGpu in every mode; never a Griffin step.
-// Phrases, which the GPU engine does not run, stay on the CPU engine in every mode (pinned there,
-// never in a GPU batch), are counted by a GPU node (reason "phrase", once per query) and refused
-// with kFlagForceGpu. Answers and totals are the CPU engine's.
-TEST_F(ScheduledExecutorTest, TreesAndCountsReachTheGpuPhrasesStayOnTheCpu) {
+// Trees (+, -, filter, groups, phrases) and counts run on the GPU like bags of words: in gpu mode
+// every one reaches the fake GPU's batches, and with kFlagForceGpu in every mode; never a Griffin
+// step. A phrase tree past the GPU program's slots (GpuUnsupported) stays on the CPU engine in
+// every mode (pinned there, never in a GPU batch), is counted by a GPU node (reason "phrase", once
+// per query) and refused with kFlagForceGpu. Answers and totals are the CPU engine's.
+TEST_F(ScheduledExecutorTest, TreesPhrasesAndCountsReachTheGpu) {
   std::mt19937_64 rng(31);
   std::vector<Query> qs;
   for (uint64_t i = 0; i < 120; ++i) qs.push_back(ToQuery(testing::RandomTreeRequest(rng, i, i % 4 == 0)));
+  {  // 33 distinct phrases: past the GPU program's slots
+    QueryNode wide;
+    for (uint32_t a = 0; wide.clauses.size() < 33; ++a) {
+      QueryNode ph;
+      ph.kind = QueryNode::Kind::kPhrase;
+      ph.tokens = {testing::Word(a % 6), testing::Word(1 + a / 6)};
+      wide.clauses.push_back({Occur::kShould, ph});
+    }
+    Query q;
+    q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
+    q.terms = TreeTerms(*q.tree);
+    q.mode = QueryMode::kOr;
+    q.k = 10;
+    qs.push_back(std::move(q));
+  }
   for (int i = 0; i < 40; ++i) {  // bags of words, half of them with a count (some the count alone)
     Query q = testing::RandomQuery(rng, kVocab);
     q.count = i % 2 == 0;
@@ -480,15 +495,17 @@ TEST_F(ScheduledExecutorTest, TreesAndCountsReachTheGpuPhrasesStayOnTheCpu) {
     qs.push_back(std::move(q));
   }
   CpuExecutorAdapter ref(reader_);
-  int phrases = 0, trees = 0, counts = 0;
+  int phrases = 0, unsupported = 0, trees = 0, counts = 0;
   for (const Query& q : qs) {
     if (GpuUnsupported(q)) {
-      ++phrases;
+      ++unsupported;
       continue;
     }
+    phrases += q.tree != nullptr && TreeHasPhrase(*q.tree);
     trees += q.tree != nullptr;
     counts += q.count;
   }
+  ASSERT_EQ(unsupported, 1);
   ASSERT_GT(phrases, 0);
   ASSERT_GT(trees, 0);
   ASSERT_GT(counts, 0);
@@ -539,9 +556,9 @@ TEST_F(ScheduledExecutorTest, TreesAndCountsReachTheGpuPhrasesStayOnTheCpu) {
     EXPECT_GE(gpu.trees.load() - trees_before, factor * trees);
     EXPECT_GE(gpu.counts.load() - counts_before, factor * counts);
     const std::string text = metrics.SerializeText();
-    // Each phrase counted once by Execute (the forced runs are refused before they count); no
-    // other reason exists.
-    EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"), phrases);
+    // The unsupported query counted once by Execute (the forced run is refused before it counts);
+    // no other reason exists.
+    EXPECT_EQ(testing::SeriesValue(text, R"(search_node_gpu_unsupported_total{reason="phrase"})"), unsupported);
     EXPECT_EQ(testing::Count(text, "search_node_gpu_unsupported_total{reason="), 1u);
   }
   // A node without a GPU has nothing to count; its answers are the same.

@@ -1,12 +1,14 @@
 // GpuSearcher (gpu_searcher.hpp).
 #include "gpu_searcher.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
 #include "core/topk.hpp"
+#include "gpu_exec/device_positions.hpp"
 #include "index_store/shard_store.hpp"
 
 namespace search::cli {
@@ -77,6 +79,8 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
     for (size_t q = 0; q < n; ++q) {
       const Query& query = queries[q];
       inputs[q].resize(query.terms.size());
+      const std::vector<std::string> phrase_tokens =
+          query.tree != nullptr ? gpu::PhraseTokens(*query.tree) : std::vector<std::string>();
       for (size_t t = 0; t < query.terms.size() && prep[q].ok(); ++t) {
         const std::string& term = query.terms[t];
         auto info = shard->Info(term);
@@ -93,7 +97,25 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
         inputs[q][t].list = &(*dev)->host->view;
         inputs[q][t].d_blob = (*dev)->d_blob;
         inputs[q][t].idf = Bm25Idf(meta.stats.num_docs, (**info).df);
+        const ListView& view = (*dev)->host->view;
         held.push_back(std::move(dev).value());
+        if (!std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), term)) continue;
+        // A phrase token: its positions in the engine's layout too (gpu_exec/device_positions.hpp).
+        auto pos = shard->cache->AcquireBuilt(
+            gpu::PositionsKey(term),
+            [&]() -> Result<std::vector<uint32_t>> {
+              SEARCH_ASSIGN_OR_RETURN(auto positions, shard->reader->GetPositions(term));
+              return gpu::BuildDevicePositions(view, positions->view);
+            },
+            ctx.stream());
+        if (!pos.ok()) {
+          if (pos.status().code() == StatusCode::kResourceExhausted || pos.status().code() == StatusCode::kUnavailable)
+            return pos.status().WithContext("positions of '" + term + "'");  // device trouble
+          prep[q] = pos.status().WithContext("positions of '" + term + "'");
+          break;
+        }
+        inputs[q][t].d_positions = reinterpret_cast<const uint32_t*>((*pos)->d_blob);
+        held.push_back(std::move(pos).value());
       }
       batch[q].terms = inputs[q];
       batch[q].mode = mode;

@@ -3,8 +3,8 @@
 // batch of analyzed queries runs shard by shard through gpu::ExecuteBatchGpu, one launch sequence
 // per shard for the whole batch (Ao 2011 §3.1), and the shards' top-k are merged as LocalIndex
 // merges them (andor decided on the merged and-hits). Trees and counts (Query::tree, ::count) take
-// the engine's tree path; the shards' exact totals are summed. A phrase is the engine's
-// GpuUnimplemented error for that query (searchctl runs phrases on the CPU engine).
+// the engine's tree path; the shards' exact totals are summed. A phrase token's positions go to
+// the shard's GPU cache too (GpuListCache::AcquireBuilt, gpu_exec/device_positions.hpp).
 // Thread-safety: SearchBatch may run on many threads at once, each with its own GpuContext.
 #pragma once
 

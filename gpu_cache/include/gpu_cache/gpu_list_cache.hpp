@@ -56,8 +56,8 @@ struct GpuCacheOptions {
 struct GpuCacheStats {
   uint64_t hits = 0, misses = 0, evictions = 0;
   uint64_t bytes_copied = 0;    // host-to-device bytes of list blobs
-  uint64_t resident_bytes = 0;  // device bytes held by list entries
-  uint64_t resident_lists = 0;
+  uint64_t resident_bytes = 0;  // device bytes held by entries (lists and built blobs)
+  uint64_t resident_lists = 0;  // entries (lists and built blobs)
   uint64_t capacity_bytes = 0;
   uint64_t norm_bytes = 0;          // the resident norms
   uint64_t failed_allocations = 0;  // misses that could not get device memory (list not cached)

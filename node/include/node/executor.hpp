@@ -52,9 +52,12 @@ struct ExecOutput {
   ExecTiming timing;
 };
 
-// Whether the GPU engine cannot run `query`, and why: a query tree with a phrase (kPhrase). The GPU
-// engine runs bags of words, trees of terms (+, -, filters, groups) and counts; a GPU node runs
-// phrases on the CPU engine and counts them (search_node_gpu_unsupported_total).
+// Whether the GPU engine cannot run `query`, and why. It runs bags of words, trees of terms and
+// phrases (+, -, filters, groups) and counts, a tree in a program of at most kGpuTreeSlots slots
+// (one per distinct term leaf and one per distinct phrase: gpu_exec's kMaxSteps): a tree with a
+// phrase past that is kPhrase, and a GPU node runs it on the CPU engine and counts it
+// (search_node_gpu_unsupported_total).
+inline constexpr size_t kGpuTreeSlots = 32;
 std::optional<GpuUnsupportedReason> GpuUnsupported(const Query& query);
 
 // Fills the hits' external ids from the shard (one RocksDB MultiGet for the whole top-k).

@@ -9,10 +9,13 @@
 // CPU reports Corruption itself if the bytes are bad) and is counted in
 // search_gpu_fallbacks_total{reason} (and search_fallback_cpu_total). Host-side lookup errors
 // (the CPU would hit them too) are returned as they are.
-// Query trees of terms and counts run on the GPU engine (gpu::GpuQueryInput::tree/count; k 0 with
-// count: the count alone). Phrases, which it does not run (GpuUnsupported): Execute runs them on
-// the CPU and counts them in search_node_gpu_unsupported_total{reason}; in a batch they are GPU
-// failures (retry_on_cpu; the node's scheduler never sends them).
+// Query trees of terms and phrases and counts run on the GPU engine (gpu::GpuQueryInput::tree/count;
+// k 0 with count: the count alone). A phrase token's positions go to the GPU list cache too, in
+// the engine's layout (gpu_exec/device_positions.hpp, GpuListCache::AcquireBuilt under the
+// lists' budget); when they do not fit, the query falls back (out_of_memory) as for a list. A
+// shape it does not run (GpuUnsupported: a phrase tree past the program's slots): Execute runs it
+// on the CPU and counts it in search_node_gpu_unsupported_total{reason}; in a batch it is a GPU
+// failure (retry_on_cpu; the node's scheduler never sends one).
 // Flags: kFlagForceCpu runs on the CPU; kFlagForceGpu runs on the GPU or returns the GPU's error
 // (no fallback; Unavailable for an unsupported shape); both at once is InvalidArgument.
 // Contexts: a mutex-guarded free list of gpu::GpuContext, created on demand, so there are at most

@@ -31,9 +31,9 @@ inline constexpr size_t kNumGpuFallbackReasons = 5;
 std::string_view GpuFallbackReasonLabel(GpuFallbackReason r);
 
 // Why a GPU node ran a query on the CPU engine from the start (search_node_gpu_unsupported_total
-// {reason}): the GPU engine runs trees of terms and counts, not phrases.
+// {reason}): the GPU engine runs trees of terms and phrases and counts, within its program's slots.
 enum class GpuUnsupportedReason : uint8_t {
-  kPhrase = 0,  // its tree holds a phrase
+  kPhrase = 0,  // its tree holds a phrase, and more term leaves and phrases than kGpuTreeSlots
 };
 inline constexpr size_t kNumGpuUnsupportedReasons = 1;
 std::string_view GpuUnsupportedReasonLabel(GpuUnsupportedReason r);  // "phrase"

@@ -27,9 +27,10 @@
 // hybrid's cheap jobs (SchedPolicy::Cheap); 0 leaves them off, a positive value is used as given.
 // Query trees and counts run on either engine (no Griffin step: the intersection prefix is a flat
 // query's) and are not samples for the cost model (SchedTask::model_sample: their features do not
-// describe their cost). Shapes the GPU engine does not run (GpuUnsupported: a query tree with a
-// phrase) run on the CPU engine: pinned to the CPU, predicted there alone (no GPU estimate), and
-// counted on a GPU node in search_node_gpu_unsupported_total{reason}.
+// describe their cost); phrase trees among them. Shapes the GPU engine does not run (GpuUnsupported:
+// a phrase tree past the GPU program's slots) run on the CPU engine: pinned to the CPU, predicted
+// there alone (no GPU estimate), and counted on a GPU node in
+// search_node_gpu_unsupported_total{reason}.
 // Flags: kFlagForceCpu / kFlagForceGpu pin the query (Unavailable for the GPU when there is none,
 // or when the GPU engine cannot run the query).
 // Never a wrong or lost answer: a GPU failure reruns the query on the CPU.
