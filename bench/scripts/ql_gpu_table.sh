@@ -10,7 +10,8 @@
 #
 # usage: BUNDLE=DIR bench/scripts/ql_gpu_table.sh [DOCS] [WORK_DIR]
 #   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them;  DOCS default 25200000;  WORK_DIR default
-#   /dev/shm/gpu-bench.  env: SECS (4), NODE_CPUS (0-15), COMMANDS ("top topcount count")
+#   /dev/shm/gpu-bench.  env: SECS (4), NODE_CPUS (0-15), COMMANDS ("top topcount count"),
+#   CATEGORIES (all five)
 # Prints one markdown row per cell: category, command, CPU q/s, GPU q/s, GPU / CPU, mismatches.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +46,7 @@ fi
 ncpu=$(taskset -c "$node_cpus" nproc)
 echo "| category | command | CPU q/s ($ncpu threads) | GPU q/s (batch 64) | GPU / CPU | mismatches |"
 echo "|---|---|---:|---:|---:|---:|"
-for cat in term intersection union intersection_union negated; do
+for cat in ${CATEGORIES:-term intersection union intersection_union negated}; do
   for cmd in ${COMMANDS:-top topcount count}; do
     cpu=$(taskset -c "$node_cpus" env LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" bench --index "$idx" \
       --queries "$qdir/$cat.txt" --mode or --k 10 --command "$cmd" --seconds "$secs" --warmup 1 \

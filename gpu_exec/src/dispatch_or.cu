@@ -43,7 +43,9 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     descs[a].slot = s.theta_slot;
     descs[a].k = s.k;
     descs[a].sample = sample;
-    descs[a].blocks = std::max(s.k, sample);
+    // A single list's k best contributions are its k best scores: its k highest block maxima's
+    // blocks hold a tight theta (the sample adds nothing); several lists read `sample` blocks.
+    descs[a].blocks = s.present.size() == 1 ? s.k : std::max(s.k, sample);
     max_nb = std::max<uint64_t>(max_nb, descs[a].list.num_blocks);
     OrPDesc& d = sdescs[a];
     d.m = static_cast<uint32_t>(s.present.size());

@@ -14,6 +14,42 @@
 #include "kernel_tree.cuh"
 
 namespace search::gpu::engine_internal {
+namespace {
+
+// The slots whose tf can reach a document's score: every clause on the way from the root is a
+// must or should clause (a must_not or filter clause, or anything inside one, adds nothing).
+uint32_t ScoringSlots(const std::vector<uint32_t>& prog) {
+  std::vector<uint32_t> group_occur(prog.size(), 0);  // a boolean's occurrence, from its end
+  std::vector<size_t> open;
+  for (size_t pc = 0; pc < prog.size(); ++pc) {
+    const uint32_t kind = prog[pc] & 3u;
+    if (kind == kTreeBegin) {
+      open.push_back(pc);
+    } else if (kind == kTreeEnd) {
+      if (open.empty()) return ~0u;  // not a program CompileTree makes: every slot
+      group_occur[open.back()] = (prog[pc] >> 2) & 7u;
+      open.pop_back();
+    }
+  }
+  auto adds = [](uint32_t occur) {
+    return occur == static_cast<uint32_t>(Occur::kMust) || occur == static_cast<uint32_t>(Occur::kShould);
+  };
+  uint32_t mask = 0;
+  std::vector<bool> scoring;  // per open boolean: its sum reaches the score
+  for (size_t pc = 0; pc < prog.size(); ++pc) {
+    const uint32_t op = prog[pc], kind = op & 3u, occur = (op >> 2) & 7u, slot = (op >> 8) & 0xffu;
+    if (kind == kTreeBegin) {
+      scoring.push_back(scoring.empty() || (scoring.back() && adds(group_occur[pc])));
+    } else if (kind == kTreeTerm) {
+      if (!scoring.empty() && scoring.back() && adds(occur) && slot < 32) mask |= 1u << slot;
+    } else if (!scoring.empty()) {
+      scoring.pop_back();
+    }
+  }
+  return mask;
+}
+
+}  // namespace
 
 Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
   cudaStream_t stream = ctx.stream.get();
@@ -42,6 +78,7 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
       if (l.meta == nullptr) max_leaf = std::max<uint64_t>(max_leaf, l.count);
     }
     d.cap = static_cast<uint32_t>(std::min<uint64_t>(num_docs, TreeMatchBound(s.prog, s.present)));
+    d.score_mask = ScoringSlots(s.prog);
     caps[a] = d.cap;
     max_m = std::max(max_m, d.m);
   }

@@ -199,6 +199,7 @@ struct TreeDesc {
   uint32_t prog_off = 0;
   uint32_t prog_len = 0;
   uint32_t cap = 0;               // a bound on the matches (k > 0: the compact arrays' length)
+  uint32_t score_mask = 0;        // bit s: slot s's tf can reach the score (else its tfs are not gathered)
   uint32_t* bits = nullptr;       // m * words (zeroed): slot s's documents at bits[s * words ..]
   uint32_t* match = nullptr;      // k > 0: words, the query's matches
   uint32_t* wpre = nullptr;       // k > 0: words, the matches in the chunk's earlier words

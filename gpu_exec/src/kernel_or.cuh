@@ -5,8 +5,8 @@
 // grid (Spread, below; the sample's round takes blockIdx.z = the list's canonical slot).
 //   theta:  ThetaBlockHistKernel / ThetaBlockSelectKernel pick the blocks of the highest block
 //           maxima of one list per query (the list with the highest max_score among those with
-//           >= k postings): max(k, sample) of them; ThetaHistKernel scores every posting of those
-//           blocks into a fine histogram of its contributions;
+//           >= k postings): max(k, sample) of them (k for a single list); ThetaHistKernel scores
+//           every posting of those blocks into a fine histogram of its contributions;
 //           ThetaSelectKernel takes the lower edge of the bin holding the k-th best: a lower bound
 //           on that list's k-th best contribution, hence on the query's k-th best final score (a
 //           document's float sum of non-negative contributions is >= each of them), and the bin

@@ -11,7 +11,8 @@
 //                       (wpre) and the chunk's count (chunk_base, before the scan);
 //   TreeChunkScanKernel one CTA per query: chunk counts -> matches before each chunk (more matches
 //                       than TreeDesc::cap, the host's bound, is a corrupt list);
-//   TreeFillKernel      each slot's tf at each match it holds, in match order (tfc, compact);
+//   TreeFillKernel      each scoring slot's tf at each match it holds, in match order (tfc,
+//                       compact); a slot only under must_not or filter clauses is skipped;
 //   TreeScoreKernel     a thread per word scores its matches: a term Bm25TermScore(idf, tf, norm), a
 //                       boolean the float sum, in clause order, of its matching must and should
 //                       clauses (a nested boolean's sum first), exactly as cpu_exec's ExecuteTree
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(kThreads)
     TreeFillKernel(const TreeDesc* descs, const DevList* lists, const TreeLeaf* leaves, ShardDev shard) {
   const TreeDesc& q = descs[blockIdx.y];
   const uint32_t s = blockIdx.z;
-  if (q.m <= s) return;
+  if (q.m <= s || ((q.score_mask >> s) & 1u) == 0) return;  // a slot that adds nothing: matching only
   uint32_t* tfc = q.tfc + size_t{s} * q.cap;
   TreeForEachPosting<true>(q, lists[q.list_off + s], leaves[q.list_off + s], shard, [&](uint32_t doc, uint32_t tf) {
     const uint32_t off = doc - shard.doc_begin;
@@ -295,7 +296,8 @@ __global__ void __launch_bounds__(kThreads)
         } else if (kind == kTreeTerm) {
           const uint32_t slot = (op >> 8) & 0xffu;
           const bool has = slot != kTreeAbsent && TreeHas(q, slot, words, off);
-          const float c = has ? Bm25TermScore(idf[slot], q.tfc[size_t{slot} * q.cap + r], norm, shard.k1) : 0.0f;
+          const bool scores = has && ((q.score_mask >> slot) & 1u) != 0;  // else no tf gathered
+          const float c = scores ? Bm25TermScore(idf[slot], q.tfc[size_t{slot} * q.cap + r], norm, shard.k1) : 0.0f;
           TreeApply(frames[top], occur, has, c);
         } else {  // kTreeEnd
           const TreeFrame& f = frames[top];

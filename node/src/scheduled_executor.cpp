@@ -21,8 +21,8 @@ const Logger& Log() {
 }
 
 // The GPU tree and count path's cost per document and term, in microseconds of a batched GPU
-// (an exhaustive pass: BENCHMARKS.md "Query language").
-constexpr double kGpuTreeUsPerDocTerm = 6.6e-6;
+// (a bit per document and term, every list decoded: BENCHMARKS.md "Query language").
+constexpr double kGpuTreeUsPerDocTerm = 5e-7;
 
 double MicrosSince(SchedTime t0) { return std::chrono::duration<double, std::micro>(SchedClock::now() - t0).count(); }
 
@@ -339,7 +339,8 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
     return Status::DeadlineExceeded("deadline passed before execution");
   }
   if (!(query.count && query.k == 0)) SEARCH_RETURN_IF_ERROR(ValidateK(query.k));
-  // A shape the GPU engine does not run (a phrase): the CPU engine's alone (a GPU node counts it).
+  // A shape the GPU engine does not run (a phrase tree past its program's slots): the CPU engine's
+  // alone (a GPU node counts it). Other phrase trees are GPU work like any tree.
   const std::optional<GpuUnsupportedReason> unsupported = GpuUnsupported(query);
   const bool cpu_only = unsupported.has_value();
   if (cpu_only && gpu_ != nullptr) {
@@ -350,7 +351,7 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
     if (gpu_metrics_ != nullptr) gpu_metrics_->CountUnsupported(*unsupported);
   }
   const SchedTime t_features = SchedClock::now();
-  // A phrase's terms the CPU engine looks up itself (with their positions): nothing kept for a batch.
+  // A CPU-only query's terms the CPU engine looks up itself (with their positions): nothing kept.
   SEARCH_ASSIGN_OR_RETURN(QueryFeatures f, Features(query, cpu_only ? nullptr : &call->prepared));
 
   call->query = &query;
@@ -369,15 +370,14 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   }
   // Trees and counts run on either engine, but the model's features (list lengths, terms, mode)
   // describe a pruned bag of words: the GPU evaluates a tree or a count exhaustively (its cost
-  // ~ the shard's documents x the terms), the CPU a tree by its own rules. Their runs are not
-  // samples for the model (it still predicts them); neither are phrases'.
+  // ~ the shard's documents x the terms, a phrase's tokens among them), the CPU a tree by its own
+  // rules. Their runs are not samples for the model (it still predicts them).
   const bool shaped = query.tree != nullptr || query.count;
   if (shaped) task->model_sample = false;
   if (shaped && gpu_ != nullptr && !cpu_only) {
-    // The GPU's tree and count path decodes every list whole and evaluates every document, so its
-    // time grows with the shard's documents times the terms, whatever the model predicts for a
-    // pruned bag of words: the policy sees at least that (BENCHMARKS.md "Query language" measured
-    // the CPU engine ahead on every tree and count shape at GOV2 scale).
+    // The GPU's tree and count path decodes every list whole and sets and evaluates a bit per
+    // document and term, so its time grows with the shard's documents times the terms, whatever
+    // the model predicts for a pruned bag of words: the policy sees at least that.
     const ShardMeta& meta = shard_->meta();
     const double doc_terms = static_cast<double>(meta.doc_end - meta.doc_begin) * std::max<size_t>(1, query.terms.size());
     j.gpu_us = std::max(j.gpu_us, doc_terms * kGpuTreeUsPerDocTerm);

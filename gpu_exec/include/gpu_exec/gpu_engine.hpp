@@ -39,7 +39,8 @@
 //            num_docs / 8 postings (or when the bounds are inconsistent): a per-query accumulator
 //            over the shard's documents (-0.0f = no posting), lists added one launch per slot.
 //          Queries of few postings or without a list of >= k postings skip the theta round (all
-//          lists essential).
+//          lists essential). A single term takes it too (block-max pruning: theta from the blocks
+//          of its k highest block maxima, then only blocks whose maximum reaches theta decoded).
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
 //   trees and counts (GpuQueryInput::tree or ::count): exhaustive, no pruning. The tree is
 //          resolved (ResolveMode; andor: the and-resolution, then the or-resolution in a second
