@@ -166,8 +166,9 @@ inline constexpr uint32_t kMaxSpreadQueries = kThreads;
 // ------------------------------------------------------------------------------- trees
 
 // A resolved query tree as a postfix program (engine_plan.cpp compiles it, kernel_tree.cuh runs
-// it per document), one uint32 per op: bits 0-1 the kind, 2-4 the occurrence (core Occur: the
-// clause's occurrence in its parent boolean), 5 a flag, 8-15 a term slot.
+// it per word of 32 documents to match, per match to score), one uint32 per op: bits 0-1 the
+// kind, 2-4 the occurrence (core Occur: the clause's occurrence in its parent boolean), 5 a flag,
+// 8-15 a term slot.
 //   kTreeBegin  opens a boolean (flag: it has a must or filter clause);
 //   kTreeTerm   a term clause of the open boolean: the present term at `slot` (kTreeAbsent: a term
 //               with no postings here, which matches nothing);

@@ -398,7 +398,8 @@ bool TreeCountFromLengths(std::span<const uint32_t> prog, std::span<const DevLis
     const uint32_t op = prog[i];
     if ((op & 3u) != kTreeTerm) return false;
     const uint32_t occur = (op >> 2) & 7u, slot = (op >> 8) & 0xffu;
-    const bool required = occur == static_cast<uint32_t>(Occur::kMust) || occur == static_cast<uint32_t>(Occur::kFilter);
+    const bool required =
+        occur == static_cast<uint32_t>(Occur::kMust) || occur == static_cast<uint32_t>(Occur::kFilter);
     if (slot == kTreeAbsent) {
       req_absent = req_absent || required;
       continue;

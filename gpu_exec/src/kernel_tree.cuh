@@ -130,8 +130,7 @@ __device__ __forceinline__ void TreeWordApply(TreeWordFrame& f, uint32_t occur, 
 }
 
 // The matches among documents 32w .. 32w+31 (offsets from doc_begin) of query q.
-__device__ __forceinline__ uint32_t TreeWordMatch(const TreeDesc& q, const uint32_t* prog, uint32_t words,
-                                                  uint32_t w) {
+__device__ __forceinline__ uint32_t TreeWordMatch(const TreeDesc& q, const uint32_t* prog, uint32_t words, uint32_t w) {
   TreeWordFrame frames[kTreeFrames];
   int top = -1;
   uint32_t match = 0;
@@ -159,7 +158,8 @@ __device__ __forceinline__ uint32_t TreeWordMatch(const TreeDesc& q, const uint3
 }
 
 template <bool kRank>
-__global__ void __launch_bounds__(kThreads) TreeEvalKernel(const TreeDesc* descs, const uint32_t* progs, ShardDev shard) {
+__global__ void __launch_bounds__(kThreads)
+    TreeEvalKernel(const TreeDesc* descs, const uint32_t* progs, ShardDev shard) {
   using Reduce = cub::BlockReduce<uint32_t, kThreads>;
   using Scan = cub::BlockScan<uint32_t, kThreads>;
   __shared__ union {
@@ -219,7 +219,8 @@ __global__ void __launch_bounds__(kThreads) TreeChunkScanKernel(const TreeDesc* 
 // The rank of a match at offset `off` among the query's matches (its bit set in q.match).
 __device__ __forceinline__ uint32_t TreeRank(const TreeDesc& q, uint32_t off) {
   const uint32_t w = off >> 5;
-  return q.chunk_base[w / kThreads] + q.wpre[w] + static_cast<uint32_t>(__popc(q.match[w] & ((1u << (off & 31u)) - 1u)));
+  return q.chunk_base[w / kThreads] + q.wpre[w] +
+         static_cast<uint32_t>(__popc(q.match[w] & ((1u << (off & 31u)) - 1u)));
 }
 
 __global__ void __launch_bounds__(kThreads)
