@@ -220,9 +220,12 @@ inline __m256i LaneIndexes(unsigned mask) {
 
 class SolePhrase {
  public:
+  // norm_floor: no document's norm is below it (Bm25Norm of length 0 under the norms' params).
   SolePhrase(std::vector<std::unique_ptr<Token>> tokens, std::vector<uint32_t> slots, float idf, bool scored,
-             const CursorEnv* env)
-      : tokens_(std::move(tokens)), slots_(std::move(slots)), idf_(idf), scored_(scored), env_(env) {
+             float norm_floor, const CursorEnv* env)
+      : tokens_(std::move(tokens)), slots_(std::move(slots)), idf_(idf), scored_(scored), norm_floor_(norm_floor),
+        env_(env) {
+    for (uint32_t tf = 1; tf < kCeilings; ++tf) ceiling_[tf] = Bm25TermScore(idf_, tf, norm_floor_, env_->k1);
     for (auto& t : tokens_) order_.push_back(t.get());
     std::sort(order_.begin(), order_.end(),
               [](const Token* a, const Token* b) { return a->cursor.size() < b->cursor.size(); });
@@ -281,29 +284,27 @@ class SolePhrase {
   bool Visit(uint32_t d) {
     if (!count_ && full_) {
       if (!scored_) return true;
-      float bound = std::numeric_limits<float>::infinity();
-      for (Token* t : order_)
-        if (t->ratio > 0.0f) bound = std::min(bound, t->cursor.score() * t->ratio * kPhraseBoundMargin);
+      // The phrase's tf is at most each token's (every start needs its own occurrence of each),
+      // and BM25 grows with tf: the score at the smallest token tf bounds it (one BM25).
+      uint32_t tf_bound = std::numeric_limits<uint32_t>::max();
+      for (Token* t : order_) tf_bound = std::min(tf_bound, t->cursor.freq());
+      if (Ceiling(tf_bound) * kPhraseBoundMargin * slack_ <= thr_) return true;  // no norm read
+      const float bound = Bm25TermScore(idf_, tf_bound, env_->norms[d - env_->doc_begin], env_->k1) * kPhraseBoundMargin;
       if (bound * slack_ <= thr_) return true;
     }
     const uint32_t tf = Tf();
     if (!env_->error->ok()) return false;
     if (tf == 0) return true;
-    ++matches_;
     if (k_ > 0) {
-      const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
-      if (!full_ || s > thr_) {  // a later docID enters only above the k-th (TopKHeap would refuse it)
-        topk_->Push(d, s);
-        ++env_->stats->postings_scored;
-        full_ = topk_->full();
-        thr_ = topk_->Threshold();
-      }
+      Collect(d, tf);
+    } else {
+      ++matches_;
     }
     return true;
   }
 
   // Any number of distinct tokens: leapfrog to each common document.
-  void RunLeapfrog() {
+  [[gnu::noinline]] void RunLeapfrog() {
     const size_t m = order_.size();
     uint32_t d = 0;
     for (;;) {
@@ -329,7 +330,7 @@ class SolePhrase {
 #if defined(__AVX2__)
   // Two distinct tokens: their decoded blocks intersected eight docIDs against eight (as the
   // and-path's AndFillBlock), each common document visited with both cursors set on it.
-  void RunPair() {
+  [[gnu::noinline]] void RunPair() {
     BlockCursor& a = order_[0]->cursor;
     BlockCursor& b = order_[1]->cursor;
     // With a count, a two-slot phrase of two tokens ("a b") takes a block pair's common documents
@@ -540,9 +541,17 @@ class SolePhrase {
     return true;
   }
 
-  // A matching document d with phrase frequency tf: counted, and scored into the top k.
+  // The largest score a document with phrase frequency tf can have: at the smallest norm (BM25
+  // falls as the norm grows, and float rounding keeps that order), without reading the norm.
+  float Ceiling(uint32_t tf) const {
+    return tf < kCeilings ? ceiling_[tf] : Bm25TermScore(idf_, tf, norm_floor_, env_->k1);
+  }
+
+  // A matching document d with phrase frequency tf: counted, and scored into the top k. A score
+  // that cannot beat the full heap's k-th is not computed (nor its norm read).
   void Collect(uint32_t d, uint32_t tf) {
     ++matches_;
+    if (full_ && scored_ && Ceiling(tf) * kPhraseBoundMargin <= thr_) return;
     const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
     if (!full_ || s > thr_) {  // a later docID enters only above the k-th (TopKHeap would refuse it)
       topk_->Push(d, s);
@@ -659,6 +668,9 @@ class SolePhrase {
   std::vector<std::vector<uint32_t>> scratch_;  // per phrase slot: ToPositions' output
   float idf_;
   bool scored_;
+  float norm_floor_;
+  static constexpr uint32_t kCeilings = 64;
+  float ceiling_[kCeilings] = {};  // Ceiling(tf) for tf < kCeilings
   const CursorEnv* env_;
   // Run's state.
   TopKHeap* topk_ = nullptr;
@@ -727,7 +739,8 @@ Result<std::optional<SearchResult>> ExecuteSolePhrase(const QueryNode& tree, std
       t->ratio = in->idf > 0.0f ? idf / in->idf : 0.0f;
       tokens.push_back(std::move(t));
     }
-    SolePhrase phrase(std::move(tokens), std::move(slots), idf, clause.occur != Occur::kFilter, &env);
+    SolePhrase phrase(std::move(tokens), std::move(slots), idf, clause.occur != Occur::kFilter,
+                      Bm25Norm(0, 1.0, params), &env);
     uint64_t total = 0;
     phrase.Run(k, count, &total, &result.hits);
     if (!error.ok()) return error;
