@@ -179,6 +179,15 @@ inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32
 // v1 + shift reads as 0xffffffff, the padding). Both tfs at most eight, the usual case: one
 // eight-against-eight compare without a branch on the values. REQUIRES: kMergePad readable values
 // past each posting's; n1, n2 >= 1.
+// loadu(kTail + 8 - n): lanes at or past n all ones, the others zero (0 <= n <= 8).
+alignas(32) constexpr int32_t kTail[16] = {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1};
+
+// v[0, n) (n <= 8, readable eight values) with the lanes at or past n as 0xffffffff.
+inline __m256i LoadMasked(const uint32_t* v, uint32_t n) {
+  return _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(v)),
+                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTail + 8 - n)));
+}
+
 [[gnu::noinline]] uint32_t SumsPairTfLong(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
                                           uint32_t shift) {
   return PairTf(a, na, b, nb, shift, true);
@@ -186,15 +195,13 @@ inline uint32_t PairTf(const uint32_t* a, uint32_t na, const uint32_t* b, uint32
 
 inline uint32_t SumsPairTf(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2,
                            uint32_t n2) {
-  alignas(32) static constexpr int32_t kTail[16] = {0, 0, 0, 0, 0, 0, 0, 0, -1, -1, -1, -1, -1, -1, -1, -1};
   const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
   const uint32_t b2 = f2 == 0 ? 0 : s2[f2 - 1];
   const uint32_t shift = b2 - b1 + 1;
   if (n1 <= 8 && n2 <= 8) [[likely]] {
     const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1 + f1)),
                                         _mm256_set1_epi32(static_cast<int>(shift)));
-    const __m256i vb = _mm256_or_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s2 + f2)),
-                                       _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kTail + 8 - n2)));
+    const __m256i vb = LoadMasked(s2 + f2, n2);
     return static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << n1) - 1)));
   }
   return SumsPairTfLong(s1 + f1, n1, s2 + f2, n2, shift);
@@ -241,7 +248,7 @@ class SolePhrase {
     count_ = count;
     slack_ = ScoreSlack(order_.size());
 #if defined(__AVX2__)
-    if (order_.size() == 2) {
+    if (order_.size() >= 2) {
       RunPair();
     } else {
       RunLeapfrog();
@@ -336,6 +343,10 @@ class SolePhrase {
     // With a count, a two-slot phrase of two tokens ("a b") takes a block pair's common documents
     // together (VisitBatch); otherwise each goes through Visit.
     const bool batch = count_ && slots_.size() == 2 && slots_[0] != slots_[1];
+    // More tokens: the two shortest lists' common documents of a block pair taken together, each
+    // then looked up in the other lists (VisitCandidates).
+    const bool multi = order_.size() > 2;
+    const bool extract = batch || multi;
     uint32_t d = 0;
     for (;;) {
       if (!SkipRanges(&d)) return;
@@ -353,7 +364,7 @@ class SolePhrase {
       const uint32_t na = a.block_count(), nb = b.block_count();
       uint32_t i = a.pos(), j = b.pos();
       uint32_t batched = 0;
-      while (batch && i < na && j < nb) {
+      while (extract && i < na && j < nb) {
         // Both chunks' common lanes, compacted in order (the k-th common lane of a's chunk and of
         // b's hold the same docID), without a branch on the docIDs. Padding (kEndDoc) on both
         // sides may match: lanes past either end are masked.
@@ -371,7 +382,7 @@ class SolePhrase {
         i += la <= lb ? 8u : 0u;
         j += lb <= la ? 8u : 0u;
       }
-      while (!batch && i < na && j < nb) {
+      while (!extract && i < na && j < nb) {
         const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
         const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
         unsigned mask = MatchLanes(va, vb);
@@ -393,7 +404,7 @@ class SolePhrase {
         i += la <= lb ? 8u : 0u;
         j += lb <= la ? 8u : 0u;
       }
-      if (batched > 0 && !VisitBatch(batched)) return;
+      if (batched > 0 && !(multi ? VisitCandidates(batched) : VisitBatch(batched))) return;
       const uint32_t done = std::min(ad[na - 1], bd[nb - 1]);  // every common document up to it is done
       if (done + 1 == kEndDoc) return;
       d = done + 1;
@@ -547,6 +558,30 @@ class SolePhrase {
     return tf < kCeilings ? ceiling_[tf] : Bm25TermScore(idf_, tf, norm_floor_, env_->k1);
   }
 
+  // The `count` common documents of the two shortest lists' current blocks at block indexes
+  // batch_a_ / batch_b_ (ascending): each one that every other list holds is visited (Visit) with
+  // every cursor on it. False when a list ran out (nothing more can match) or on Corruption.
+  bool VisitCandidates(uint32_t count) {
+    BlockCursor& a = order_[0]->cursor;
+    BlockCursor& b = order_[1]->cursor;
+    const uint32_t* ad = a.block_docs();
+    for (uint32_t m = 0; m < count; ++m) {
+      const uint32_t x = ad[batch_a_[m]];
+      bool all = true;
+      for (size_t t = 2; t < order_.size() && all; ++t) {
+        BlockCursor& c = order_[t]->cursor;
+        c.next_geq(x);
+        if (c.doc() == kEndDoc) return false;
+        all = c.doc() == x;
+      }
+      if (!all) continue;
+      a.set_pos(batch_a_[m]);
+      b.set_pos(batch_b_[m]);
+      if (!Visit(x)) return false;
+    }
+    return true;
+  }
+
   // A matching document d with phrase frequency tf: counted, and scored into the top k. A score
   // that cannot beat the full heap's k-th is not computed (nor its norm read).
   void Collect(uint32_t d, uint32_t tf) {
@@ -607,6 +642,25 @@ class SolePhrase {
         if (raw_[i].n < raw_[rare].n) rare = i;
       }
       if (n == 2) return PairTf(raw_[0].v, raw_[0].n, raw_[1].v, raw_[1].n, raw_[1].base - raw_[0].base + 1, true);
+      bool short_spans = true;
+      for (size_t i = 0; i < n; ++i) short_spans &= raw_[i].n <= 8;
+      if (short_spans) {  // the usual tfs: the starts as a lane mask, one compare a slot, no branch
+        const RawSpan& r = raw_[rare];
+        const __m256i pos = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.v)),
+                                             _mm256_set1_epi32(static_cast<int>(r.base)));
+        const __m256i v_rare = _mm256_set1_epi32(static_cast<int>(rare));
+        const __m256i start = _mm256_sub_epi32(pos, v_rare);  // lanes with pos >= rare
+        unsigned mask = static_cast<unsigned>(_mm256_movemask_ps(
+                            _mm256_castsi256_ps(_mm256_cmpeq_epi32(_mm256_max_epu32(pos, v_rare), pos)))) &
+                        ((1u << r.n) - 1);
+        for (size_t i = 0; i < n; ++i) {
+          if (i == rare) continue;
+          const __m256i va =
+              _mm256_add_epi32(start, _mm256_set1_epi32(static_cast<int>(raw_[i].base + static_cast<uint32_t>(i))));
+          mask &= MatchLanes(va, LoadMasked(raw_[i].v, raw_[i].n));
+        }
+        return static_cast<uint32_t>(__builtin_popcount(mask));
+      }
       // Starts s = p - rare of the rarest slot's positions p >= rare; slot i keeps those with
       // s + i + base_i among its values.
       const RawSpan& r = raw_[rare];
