@@ -472,9 +472,8 @@ class SolePhrase {
     t.decoded_block = kEndDoc;
     t.pos_size = t.pos.size();
     t.sums = false;
-    uint32_t top = 0;
-    for (uint32_t m = 0; m < count; ++m)
-      for (uint32_t q = t.offsets[idx[m]]; q < t.offsets[idx[m] + 1]; ++q) top = std::max(top, t.pos[q]);
+    uint32_t top = 0;  // each posting's positions ascend (tf >= 1): its last is its largest
+    for (uint32_t m = 0; m < count; ++m) top = std::max(top, t.pos[t.offsets[idx[m] + 1] - 1]);
     t.simd_ok = top <= kMaxSimdPosition;
     t.small = top < (uint32_t{1} << 31);
     t.pos.resize(t.pos_size + kMergePad, 0);
