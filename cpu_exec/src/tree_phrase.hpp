@@ -1,21 +1,26 @@
 // A sole phrase on the CPU, fast and exact: a resolved root boolean whose one clause is a phrase
 // (kMust, kShould or kFilter), the search-benchmark-game's phrase category. Same matching, tf,
 // idf and score as the tree evaluator (tree_query.hpp, docs/SCORING.md "Query language"):
-//   documents  two distinct tokens: their decoded blocks intersected eight docIDs against eight;
-//              more: a leapfrog of next_geq over their cursors;
+//   documents  the two shortest lists' decoded blocks intersected eight docIDs against eight
+//              (the common lanes compacted without a branch on the docIDs), each common document
+//              then looked up in any other list (next_geq); one distinct token: its list;
 //   positions  per common document, each token's positions from its block's decoded positions
 //              (PositionsView::DecodeBlockSums, once per block: running sums, a posting's
 //              positions plus one base, the pair path comparing them by a per-document shift; a
 //              count's two-token pair path decodes only the common postings of a block it leaves
 //              with few of them, PositionsView::DecodePostings), checked against the list's tf;
 //   tf         the starts p with token i at p + i for every i: the rarest slot's positions,
-//              shifted to starts, filtered through every other slot (eight against eight);
-//   top k      TopKHeap. With a count every common document's tf is computed and its exact score
-//              decides. Without one, once the heap is full, a document whose bound (each token's
-//              exact score there times idf_phrase / idf_token, the smallest, times a margin: BM25
-//              grows with tf and a phrase's tf is at most each token's) times ScoreSlack cannot
-//              beat the k-th is skipped before its positions are read, and whole docID ranges
-//              whose block-max bound cannot win are skipped undecoded.
+//              shifted to starts, filtered through every other slot (eight against eight), on
+//              the running sums as stored (each slot's values shifted by its posting's base);
+//   top k      TopKHeap. With a count every common document's tf is computed, and its exact score
+//              decides unless its score at the smallest possible norm (Bm25Norm of length 0 under
+//              `params`: REQUIRES every norm to be a Bm25Norm under them) cannot beat the k-th.
+//              Without one, once the heap is full, a document whose bound (the phrase's score at
+//              the smallest token tf, first at the smallest norm, then at its own, times a margin:
+//              BM25 grows with tf and a phrase's tf is at most each token's) times ScoreSlack
+//              cannot beat the k-th is skipped before its positions are read, and whole docID
+//              ranges whose block-max bound (each token's times idf_phrase / idf_token, the
+//              smallest) cannot win are skipped undecoded.
 // Thread-safety: reentrant; cursors and buffers belong to one call.
 #pragma once
 
