@@ -28,7 +28,7 @@ fi
 
 heavy='-*LongList*:*LargeRandom*:*Ratios*'
 gpu_tests=(tests/gpu_exec/decode_test tests/gpu_exec/intersect_test tests/gpu_exec/engine_test tests/gpu_exec/gpu_tree_test
-           tests/gpu_cache/gpu_list_cache_test tests/node/gpu_executor_adapter_test)
+           tests/gpu_cache/gpu_list_cache_test tests/node/gpu_executor_adapter_test tests/cpu_exec/tree_query_test)
 gpu_benches=(bench/gpu_exec/gpu_decode_bench bench/gpu_exec/gpu_intersect_bench)
 
 prepare() {
