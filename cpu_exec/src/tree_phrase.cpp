@@ -193,6 +193,36 @@ inline __m256i LoadMasked(const uint32_t* v, uint32_t n) {
   return PairTf(a, na, b, nb, shift, true);
 }
 
+// Whether some a[x] + shift is in b[0, nb) (CountShifted's SIMD merge, stopping at the first
+// match: a count needs no more). Same REQUIRES as PairTf with simd under AVX2.
+[[gnu::noinline]] bool AnyShiftedLong(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
+                                      uint32_t shift) {
+  const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
+  uint32_t x = 0, y = 0;
+  while (x < na && y < nb) {
+    const uint32_t va_n = std::min(8u, na - x), vb_n = std::min(8u, nb - y);
+    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + x)), v_shift);
+    if ((MatchLanes(va, LoadMasked(b + y, vb_n)) & ((1u << va_n) - 1)) != 0) return true;
+    const uint32_t la = a[x + va_n - 1] + shift, lb = b[y + vb_n - 1];
+    if (lb <= la) y += vb_n;
+    if (la <= lb) x += va_n;
+  }
+  return false;
+}
+
+// SumsPairTf(...) != 0, stopping at the first match when a tf is above eight.
+inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2) {
+  const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
+  const uint32_t b2 = f2 == 0 ? 0 : s2[f2 - 1];
+  const uint32_t shift = b2 - b1 + 1;
+  if (n1 <= 8 && n2 <= 8) [[likely]] {
+    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1 + f1)),
+                                        _mm256_set1_epi32(static_cast<int>(shift)));
+    return (MatchLanes(va, LoadMasked(s2 + f2, n2)) & ((1u << n1) - 1)) != 0;
+  }
+  return AnyShiftedLong(s1 + f1, n1, s2 + f2, n2, shift);
+}
+
 inline uint32_t SumsPairTf(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2,
                            uint32_t n2) {
   const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
@@ -519,7 +549,7 @@ class SolePhrase {
         for (uint32_t m = 0; m < count; ++m) {
           const uint32_t i1 = first_idx[m], i2 = second_idx[m];
           const uint32_t f1 = first_off[i1], f2 = second_off[i2];
-          hits += SumsPairTf(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2) != 0;
+          hits += SumsPairAny(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2);
         }
         matches_ += hits;
         return true;
