@@ -340,7 +340,8 @@ class SolePhrase {
     return true;
   }
 
-  // Any number of distinct tokens: leapfrog to each common document.
+  // Any number of distinct tokens (RunPair's work without AVX2; one distinct token with it):
+  // leapfrog to each common document.
   [[gnu::noinline]] void RunLeapfrog() {
     const size_t m = order_.size();
     uint32_t d = 0;
@@ -365,18 +366,16 @@ class SolePhrase {
   }
 
 #if defined(__AVX2__)
-  // Two distinct tokens: their decoded blocks intersected eight docIDs against eight (as the
-  // and-path's AndFillBlock), each common document visited with both cursors set on it.
+  // Two or more distinct tokens: the two shortest lists' decoded blocks intersected eight docIDs
+  // against eight (as the and-path's AndFillBlock), block pair by block pair.
   [[gnu::noinline]] void RunPair() {
     BlockCursor& a = order_[0]->cursor;
     BlockCursor& b = order_[1]->cursor;
-    // With a count, a two-slot phrase of two tokens ("a b") takes a block pair's common documents
-    // together (VisitBatch); otherwise each goes through Visit.
+    // A block pair's common documents are taken together: with a count, a two-slot phrase of two
+    // tokens ("a b") by VisitBatch; otherwise each is looked up in any other list and goes
+    // through Visit (VisitCandidates).
     const bool batch = count_ && slots_.size() == 2 && slots_[0] != slots_[1];
-    // More tokens: the two shortest lists' common documents of a block pair taken together, each
-    // then looked up in the other lists (VisitCandidates).
-    const bool multi = order_.size() > 2;
-    const bool extract = batch || multi;
+
     uint32_t d = 0;
     for (;;) {
       if (!SkipRanges(&d)) return;
@@ -394,7 +393,7 @@ class SolePhrase {
       const uint32_t na = a.block_count(), nb = b.block_count();
       uint32_t i = a.pos(), j = b.pos();
       uint32_t batched = 0;
-      while (extract && i < na && j < nb) {
+      while (i < na && j < nb) {
         // Both chunks' common lanes, compacted in order (the k-th common lane of a's chunk and of
         // b's hold the same docID), without a branch on the docIDs. Padding (kEndDoc) on both
         // sides may match: lanes past either end are masked.
@@ -412,29 +411,7 @@ class SolePhrase {
         i += la <= lb ? 8u : 0u;
         j += lb <= la ? 8u : 0u;
       }
-      while (!extract && i < na && j < nb) {
-        const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
-        const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
-        unsigned mask = MatchLanes(va, vb);
-        if (mask != 0) {
-          if (na - i < 8) mask &= (1u << (na - i)) - 1;  // a's padding may equal b's
-          for (; mask != 0; mask &= mask - 1) {
-            const uint32_t ia = i + static_cast<uint32_t>(__builtin_ctz(mask));
-            const uint32_t x = ad[ia];
-            const unsigned mb = static_cast<unsigned>(_mm256_movemask_ps(
-                _mm256_castsi256_ps(_mm256_cmpeq_epi32(vb, _mm256_set1_epi32(static_cast<int>(x))))));
-            const uint32_t ib = j + static_cast<uint32_t>(__builtin_ctz(mb));
-            a.set_pos(ia);
-            b.set_pos(ib);
-            if (!Visit(x)) return;
-          }
-        }
-        // The chunk with the smaller last value is done (both when equal); padding reads as kEndDoc.
-        const uint32_t la = ad[i + 7], lb = bd[j + 7];
-        i += la <= lb ? 8u : 0u;
-        j += lb <= la ? 8u : 0u;
-      }
-      if (batched > 0 && !(multi ? VisitCandidates(batched) : VisitBatch(batched))) return;
+      if (batched > 0 && !(batch ? VisitBatch(batched) : VisitCandidates(batched))) return;
       const uint32_t done = std::min(ad[na - 1], bd[nb - 1]);  // every common document up to it is done
       if (done + 1 == kEndDoc) return;
       d = done + 1;
@@ -516,6 +493,7 @@ class SolePhrase {
   bool VisitBatch(uint32_t count) {
     Token& ta = *order_[0];
     Token& tb = *order_[1];
+    if (k_ > 0 && scored_) PrefetchNorms(ta.cursor.block_docs(), batch_a_, count);
     // A block that goes on past the other's last document meets the next batch too: decoded whole,
     // once; a block that ends here: only the batch's postings.
     const uint32_t la = ta.cursor.block_last_doc(), lb = tb.cursor.block_last_doc();
@@ -594,6 +572,7 @@ class SolePhrase {
     BlockCursor& a = order_[0]->cursor;
     BlockCursor& b = order_[1]->cursor;
     const uint32_t* ad = a.block_docs();
+    if (k_ > 0 && scored_) PrefetchNorms(ad, batch_a_, count);
     for (uint32_t m = 0; m < count; ++m) {
       const uint32_t x = ad[batch_a_[m]];
       bool all = true;
@@ -609,6 +588,12 @@ class SolePhrase {
       if (!Visit(x)) return false;
     }
     return true;
+  }
+
+  // Requests the norms of the documents docs[idx[0, count)], which the top k reads (the norms
+  // of a large shard are megabytes: the reads would otherwise miss the cache one after another).
+  void PrefetchNorms(const uint32_t* docs, const uint32_t* idx, uint32_t count) const {
+    for (uint32_t m = 0; m < count; ++m) __builtin_prefetch(env_->norms + (docs[idx[m]] - env_->doc_begin));
   }
 
   // A matching document d with phrase frequency tf: counted, and scored into the top k. A score
