@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "bitpack_internal.hpp"
 #include "codec/block_codec.hpp"
 
 #if defined(__AVX2__)
@@ -84,6 +85,13 @@ void UnpackStored(const char* p, uint32_t n, uint32_t bits, uint32_t* out) {
     }
     return;
   }
+#if defined(__AVX2__)
+  // A full run read in place: the AVX2 unpack makes only unaligned vector loads.
+  if (n == kBlockSize && bits <= 32 && codec_internal::CpuHasAvx2()) {
+    codec_internal::UnpackFullAvx2(reinterpret_cast<const uint32_t*>(p), bits, out);
+    return;
+  }
+#endif
   uint32_t words[kBlockSize];
   const uint32_t bytes = StoredBytes(n, bits);  // a full run: 16 * bits, whole 16-byte rows
   // 32 bytes a copy (vector moves; a variable-length memcpy of a few hundred bytes is a call).
