@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/query_tree.hpp"
 #include "index_store/shard_store.hpp"
 #include "core/log.hpp"
 #include "metrics/metrics.hpp"
@@ -23,10 +25,30 @@ const Logger& Log() {
 // The GPU tree and count path's cost per document and term, in microseconds of a batched GPU
 // (a bit per document and term, every list decoded: BENCHMARKS.md "Query language").
 constexpr double kGpuTreeUsPerDocTerm = 5e-7;
+// The GPU phrase producer's cost per unit of QueryFeatures::phrase_work (a posting of a phrase's
+// rarest token times the phrase's tokens), in microseconds of a batched GPU, beyond the boolean of
+// the same tokens (bench/scripts/gpu_phrase_cost.sh; BENCHMARKS.md "Query language").
+constexpr double kGpuPhraseUsPerWork = 5e-5;
+
+// Adds the distinct phrases of `node` (their tokens) to `out`.
+void CollectPhrases(const QueryNode& node, std::vector<const std::vector<std::string>*>* out) {
+  if (node.kind == QueryNode::Kind::kPhrase) {
+    for (const auto* p : *out)
+      if (*p == node.tokens) return;
+    out->push_back(&node.tokens);
+  }
+  for (const QueryNode::Clause& c : node.clauses) CollectPhrases(c.node, out);
+}
 
 double MicrosSince(SchedTime t0) { return std::chrono::duration<double, std::micro>(SchedClock::now() - t0).count(); }
 
 }  // namespace
+
+double GpuShapedUs(double predicted_us, uint64_t docs, size_t terms, uint64_t phrase_work) {
+  const double doc_terms = static_cast<double>(docs) * static_cast<double>(std::max<size_t>(1, terms));
+  const double tree_us = doc_terms * kGpuTreeUsPerDocTerm;
+  return std::max(predicted_us, tree_us) + static_cast<double>(phrase_work) * kGpuPhraseUsPerWork;
+}
 
 // What a task carries: the query, the caller's deadline and flags, and the answer.
 struct ScheduledExecutor::Call {
@@ -162,6 +184,7 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query, std::vecto
   QueryFeatures f;
   f.mode = query.mode;
   std::vector<uint64_t> counts;
+  std::vector<uint64_t> term_counts(query.terms.size(), 0);  // per query.terms entry; 0: absent
   if (prepared != nullptr) prepared->assign(gpu_ != nullptr ? query.terms.size() : 0, PreparedTerm{});
   bool keep = prepared != nullptr && gpu_ != nullptr;
   for (size_t i = 0; i < query.terms.size(); ++i) {
@@ -170,6 +193,7 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query, std::vecto
     if (!info.ok()) return info.status().WithContext("term '" + term + "'");
     if (!info->has_value()) continue;
     counts.push_back((*info)->count);
+    term_counts[i] = (*info)->count;
     f.total += (*info)->count;
     // Fetch the list into the main-memory cache here, on the caller's thread: whichever processor
     // runs the query reads it from there, and a cold fetch (RocksDB read and validation) on a GPU
@@ -193,6 +217,20 @@ Result<QueryFeatures> ScheduledExecutor::Features(const Query& query, std::vecto
   f.shortest = counts.empty() ? 0 : counts[0];
   f.second = counts.size() < 2 ? 0 : counts[1];
   f.longest = counts.empty() ? 0 : counts.back();
+  if (query.tree != nullptr) {
+    std::vector<const std::vector<std::string>*> phrases;
+    CollectPhrases(*query.tree, &phrases);
+    for (const auto* tokens : phrases) {
+      uint64_t rarest = std::numeric_limits<uint64_t>::max();
+      for (const std::string& t : *tokens) {
+        // query.terms is canonical (ascending, unique) and holds every token of the tree.
+        const auto it = std::lower_bound(query.terms.begin(), query.terms.end(), t);
+        const uint64_t n = it != query.terms.end() && *it == t ? term_counts[it - query.terms.begin()] : 0;
+        rarest = std::min(rarest, n);
+      }
+      f.phrase_work += rarest * tokens->size();  // an absent token: the producer does not run
+    }
+  }
   if (gpu_ != nullptr) f.nonresident_bytes = gpu_->NonResidentBytes(query);
   return f;
 }
@@ -377,10 +415,10 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   if (shaped && gpu_ != nullptr && !cpu_only) {
     // The GPU's tree and count path decodes every list whole and sets and evaluates a bit per
     // document and term, so its time grows with the shard's documents times the terms, whatever
-    // the model predicts for a pruned bag of words: the policy sees at least that.
+    // the model predicts for a pruned bag of words: the policy sees at least that, and a phrase's
+    // producer on top (GpuShapedUs).
     const ShardMeta& meta = shard_->meta();
-    const double doc_terms = static_cast<double>(meta.doc_end - meta.doc_begin) * std::max<size_t>(1, query.terms.size());
-    j.gpu_us = std::max(j.gpu_us, doc_terms * kGpuTreeUsPerDocTerm);
+    j.gpu_us = GpuShapedUs(j.gpu_us, meta.doc_end - meta.doc_begin, query.terms.size(), f.phrase_work);
   }
   if (force_cpu) j.pinned = Unit::kCpu;
   if (force_gpu) j.pinned = Unit::kGpu;

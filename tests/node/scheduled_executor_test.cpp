@@ -366,6 +366,48 @@ TEST_F(ScheduledExecutorTest, CalibrationFitsBothProcessors) {
   EXPECT_TRUE((*e)->model().Predict(Unit::kGpu, *f, &us));
 }
 
+// A phrase is priced by its tokens' postings (QueryFeatures::phrase_work: the rarest token's
+// postings times the phrase's tokens, each distinct phrase once, none for a phrase with an absent
+// token), and GpuShapedUs adds that work on top of the tree path's floor, linearly, whatever the
+// model predicted.
+TEST_F(ScheduledExecutorTest, PhrasesArePricedByTheirTokensPostings) {
+  auto e = ScheduledExecutor::Create(reader_, nullptr, nullptr, Options(SchedMode::kCpu));
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  auto count = [&](const std::string& t) -> uint64_t {
+    auto info = reader_->GetTermInfo(t);
+    EXPECT_TRUE(info.ok() && info->has_value()) << t;
+    return info.ok() && info->has_value() ? (*info)->count : 0;
+  };
+  auto term = [](const std::string& t) { return QueryNode{QueryNode::Kind::kTerm, {t}, {}}; };
+  auto phrase = [](std::vector<std::string> t) { return QueryNode{QueryNode::Kind::kPhrase, std::move(t), {}}; };
+  auto work = [&](std::vector<QueryNode::Clause> clauses) -> uint64_t {
+    QueryNode root{QueryNode::Kind::kBool, {}, std::move(clauses)};
+    auto f = (*e)->Features(MakeQuery(std::move(root), QueryMode::kOr, 10, false));
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return f.ok() ? f->phrase_work : 0;
+  };
+  const std::string w0 = testing::Word(0), w1 = testing::Word(1), w7 = testing::Word(7), w20 = testing::Word(20);
+  ASSERT_GT(count(w0), count(w20));  // Zipf: w0 is the most frequent word
+  EXPECT_EQ(work({{Occur::kShould, term(w0)}, {Occur::kMust, term(w1)}}), 0u);
+  EXPECT_EQ(work({{Occur::kShould, phrase({w0, w20})}}), 2 * std::min(count(w0), count(w20)));
+  EXPECT_EQ(work({{Occur::kShould, phrase({w0, w7, w0})}}), 3 * std::min(count(w0), count(w7)));  // repeats count
+  EXPECT_EQ(work({{Occur::kShould, phrase({w0, w1})}, {Occur::kMustNot, phrase({w7, w20})}}),
+            2 * std::min(count(w0), count(w1)) + 2 * std::min(count(w7), count(w20)));  // - phrases too
+  // The same phrase in two groups: produced once.
+  QueryNode g1{QueryNode::Kind::kBool, {}, {{Occur::kMust, phrase({w0, w1})}, {Occur::kMust, term(w7)}}};
+  QueryNode g2{QueryNode::Kind::kBool, {}, {{Occur::kMust, phrase({w0, w1})}, {Occur::kMust, term(w20)}}};
+  EXPECT_EQ(work({{Occur::kShould, g1}, {Occur::kShould, g2}}), 2 * std::min(count(w0), count(w1)));
+  EXPECT_EQ(work({{Occur::kShould, phrase({w0, "zzzz-absent"})}, {Occur::kShould, term(w1)}}), 0u);
+  // GpuShapedUs: the tree floor without phrases, the phrase work added linearly on top.
+  const uint64_t docs = 1000000;
+  EXPECT_EQ(GpuShapedUs(5000.0, docs, 2, 0), 5000.0);                   // the model above the floor
+  EXPECT_GT(GpuShapedUs(0.0, 10 * docs, 2, 0), GpuShapedUs(0.0, docs, 2, 0));  // the floor grows with docs
+  const double one = GpuShapedUs(1.0, docs, 2, 100000) - GpuShapedUs(1.0, docs, 2, 0);
+  EXPECT_GT(one, 0.0);
+  EXPECT_DOUBLE_EQ(GpuShapedUs(1.0, docs, 2, 200000) - GpuShapedUs(1.0, docs, 2, 0), 2 * one);
+  EXPECT_DOUBLE_EQ(GpuShapedUs(5000.0, docs, 2, 100000) - GpuShapedUs(5000.0, docs, 2, 0), one);
+}
+
 // ExecTiming (the slow-query log's fields): the phases fit, without overlap, inside the call; a GPU
 // answer names its batch, a CPU answer none, and a GPU failure rerun on the CPU says so.
 TEST_F(ScheduledExecutorTest, TimingTellsWhereAQuerysTimeWent) {

@@ -60,6 +60,12 @@ struct ScheduledExecutorOptions {
   uint64_t seed = 1;
 };
 
+// The GPU time the policy sees for a query tree or count, in microseconds of a batched GPU, from
+// the model's prediction for a pruned bag of words of its terms (`predicted_us`): at least the tree
+// path's (a bit per document and term: `docs` x `terms`, at least one), plus the phrase producer's
+// work (QueryFeatures::phrase_work), which the bag of words does not describe. The constants are
+// measured (BENCHMARKS.md "Query language").
+double GpuShapedUs(double predicted_us, uint64_t docs, size_t terms, uint64_t phrase_work);
 
 class ScheduledExecutor final : public Executor {
  public:

@@ -52,6 +52,10 @@ struct QueryFeatures {
   uint32_t terms = 0;             // lists present
   uint64_t nonresident_bytes = 0;  // bytes of the lists not in GPU memory (a GPU run copies them)
   uint64_t longest = 0;           // postings of the longest list (placement only, not a model input)
+  // The GPU phrase producer's work (placement only, not a model input): over the tree's distinct
+  // phrases whose tokens are all present, the rarest token's postings times the phrase's tokens
+  // (repeats counted). 0 for a flat query or a tree without phrases.
+  uint64_t phrase_work = 0;
   QueryMode mode = QueryMode::kAnd;
 };
 
