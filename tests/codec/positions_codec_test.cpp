@@ -92,6 +92,44 @@ TEST(PositionsCodecTest, RunBoundariesInsideABlock) {
   }
 }
 
+// Every run width 0..32 in short runs (horizontal: 1..127 values, the eight-lane gather up to
+// width 25 and the scalar rest) and full ones: one-position postings whose positions have exactly
+// that width, decoded by DecodeBlock, DecodePostings (all postings) and, where they fit,
+// DecodeBlockSums, each equal to the input.
+TEST(PositionsCodecTest, EveryRunWidthDecodesExactly) {
+  std::mt19937 rng(11);
+  std::vector<uint32_t> offsets, positions, sums, all;
+  for (uint32_t width = 0; width <= 32; ++width) {
+    for (uint32_t n : {1u, 7u, 8u, 9u, 17u, 100u, 127u, 128u, 200u}) {
+      Postings p;
+      for (uint32_t i = 0; i < n; ++i) {
+        p.tfs.push_back(1);
+        const uint64_t low = width == 0 ? 0 : uint64_t{1} << (width - 1);
+        p.positions.push_back(static_cast<uint32_t>(low + (width == 0 ? 0 : rng() % low)));
+      }
+      auto blob = EncodePositions(p.tfs, p.positions);
+      ASSERT_TRUE(blob.ok());
+      ExpectRoundTrip(p, *blob);
+      auto view = PositionsView::Parse(*blob, n);
+      ASSERT_TRUE(view.ok());
+      for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+        const uint32_t bn = std::min(128u, n - 128 * j);
+        all.resize(bn);
+        for (uint32_t i = 0; i < bn; ++i) all[i] = i;
+        ASSERT_TRUE(view->DecodePostings(j, all, &offsets, &positions).ok());
+        for (uint32_t i = 0; i < bn; ++i)
+          ASSERT_EQ(positions[offsets[i]], p.positions[128 * j + i]) << "width " << width << " n " << n;
+        bool fits = false;
+        ASSERT_TRUE(view->DecodeBlockSums(j, &offsets, &sums, &fits).ok());
+        if (!fits) continue;
+        for (uint32_t i = 0; i < bn; ++i)
+          ASSERT_EQ(sums[offsets[i]] - PositionsView::SumsBase(offsets.data(), sums.data(), i), p.positions[128 * j + i])
+              << "width " << width << " n " << n;
+      }
+    }
+  }
+}
+
 TEST(PositionsCodecTest, SinglePostingIsSmall) {
   // One posting at position 5: header 8 + tf width byte + run width byte + 1 byte of 3 bits.
   Postings p{{1}, {5}};
