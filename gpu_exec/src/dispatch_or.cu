@@ -43,6 +43,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     descs[a].slot = s.theta_slot;
     descs[a].k = s.k;
     descs[a].sample = sample;
+    descs[a].contrib_bound = s.excl_mask == 0 ? 1u : 0u;  // excluded documents: the sample's scores only
     // A single list's k best contributions are its k best scores: its k highest block maxima's
     // blocks hold a tight theta (the sample adds nothing); several lists read `sample` blocks.
     descs[a].blocks = s.present.size() == 1 ? s.k : std::max(s.k, sample);
@@ -58,6 +59,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       OrPList pl;
       // The theta list holds every sampled document at a known position: never decoded for them.
       pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
+      pl.exclude = (s.excl_mask >> i) & 1u;
       plists.push_back(pl);
       sum_all_nb += std::min<uint64_t>(l.num_blocks, d.cap);  // blocks decoded at most
     }
@@ -145,6 +147,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     for (uint32_t i = 0; i < d.m; ++i) {
       OrPList pl;
       pl.essential = (s.ess_mask >> i) & 1u;
+      pl.exclude = (s.excl_mask >> i) & 1u;
       pl.rest = s.rest[i];
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;

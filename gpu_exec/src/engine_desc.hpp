@@ -123,6 +123,9 @@ struct ThetaDesc {
   uint32_t* hist = nullptr;        // kHistBins over the read blocks' contributions (zeroed)
   uint32_t* sample_bin = nullptr;  // ThetaSelectKernel's lowest sampled bin
   QueryOut* out = nullptr;         // theta lands in out->theta
+  // 0: the list's k-th best contribution bounds nothing (must_not lists may exclude its
+  // documents): theta comes from the sample's exact scores alone.
+  uint32_t contrib_bound = 1;
 };
 
 // Per list of a pruned or-query (parallel to its DevList).
@@ -131,6 +134,7 @@ struct OrPList {
   uint32_t essential = 0;  // 1: its documents are candidates
   uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
   uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
+  uint32_t exclude = 0;    // 1: a must_not list: a candidate found in it is dropped, it adds nothing
   uint32_t* decoded = nullptr;
   uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
   uint32_t* slot_of = nullptr;    // per block: its slot in decoded (set with the need_list entry)

@@ -163,10 +163,59 @@ bool PrepareTree(const GpuQueryInput& in, QState* s) {
         s->count_phase = true;
     }
   }
+  // One required term with should and must_not terms and a top k: the pruned or-path
+  // (RequiredOr); a count is the required list's length, or with must_not terms a kTreeCount
+  // phase beside it.
+  if (s->tree && in.k > 0 && in.mode != QueryMode::kAndOr && s->phrases.empty() &&
+      RequiredOr(s->prog, s->present, &s->req_slot, &s->excl_mask)) {
+    s->tree = false;
+    s->mode = QueryMode::kOr;
+    s->required_or = true;
+    for (uint32_t i = 0; i < s->present.size(); ++i)
+      if ((s->excl_mask >> i) & 1u) s->max_score[i] = 0.0f;  // adds nothing to a match's score
+    if (in.count && s->excl_mask == 0)
+      s->result.total = s->present[s->req_slot].count;
+    else
+      s->count_phase = in.count;
+  }
   return true;
 }
 
 }  // namespace
+
+bool RequiredOr(std::span<const uint32_t> prog, std::span<const DevList> present, uint32_t* req, uint32_t* excl) {
+  if (prog.size() < 3 || (prog.front() & 3u) != kTreeBegin || (prog.back() & 3u) != kTreeEnd) return false;
+  uint32_t musts = 0, scoring = 0, last = 0, n = 0, seen = 0;
+  bool increasing = true;
+  *excl = 0;
+  for (size_t i = 1; i + 1 < prog.size(); ++i) {
+    const uint32_t op = prog[i];
+    if ((op & 3u) != kTreeTerm) return false;
+    const uint32_t occur = (op >> 2) & 7u, slot = (op >> 8) & 0xffu;
+    const bool must = occur == static_cast<uint32_t>(Occur::kMust);
+    const bool must_not = occur == static_cast<uint32_t>(Occur::kMustNot);
+    if (!must && !must_not && occur != static_cast<uint32_t>(Occur::kShould)) return false;
+    if (slot == kTreeAbsent) {
+      if (must) return false;  // matches nothing: the tree path answers it at once
+      continue;
+    }
+    if (slot >= present.size() || slot >= 32 || present[slot].meta == nullptr || ((seen >> slot) & 1u)) return false;
+    seen |= 1u << slot;
+    ++n;
+    if (must_not) {
+      *excl |= 1u << slot;
+      continue;
+    }
+    if (scoring > 0 && slot <= last) increasing = false;
+    last = slot;
+    ++scoring;
+    if (must) {
+      ++musts;
+      *req = slot;
+    }
+  }
+  return musts == 1 && n == present.size() && (increasing || scoring <= 2);
+}
 
 Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms, std::span<const uint32_t> slot_of,
                    std::vector<uint32_t>* prog, PhraseCollector* phrases) {
@@ -177,7 +226,8 @@ Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms
   return Emit(resolved, 0, 0, terms, slot_of, phrases, prog);
 }
 
-bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
+bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s, bool host_only) {
+  static const BlockMeta kHostOnlyMeta{};  // a non-null meta: the slot is a list (not a phrase)
   s->mode = in.mode;
   s->k = in.k;
   s->n = static_cast<uint32_t>(in.terms.size());
@@ -204,13 +254,16 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s) {
                                      std::to_string(shard.doc_begin) + ", " + std::to_string(doc_end) + ")");
       return false;
     }
-    if (t.d_blob == nullptr) {
+    DevList l;
+    if (host_only) {
+      l.meta = &kHostOnlyMeta;
+    } else if (t.d_blob == nullptr) {
       s->status = Status::InvalidArgument("GpuTermInput with a list but no device blob");
       return false;
+    } else {
+      l.meta = reinterpret_cast<const BlockMeta*>(t.d_blob + sizeof(ListHeader));
+      l.payload = t.d_blob + sizeof(ListHeader) + sizeof(BlockMeta) * size_t{t.list->num_blocks()};
     }
-    DevList l;
-    l.meta = reinterpret_cast<const BlockMeta*>(t.d_blob + sizeof(ListHeader));
-    l.payload = t.d_blob + sizeof(ListHeader) + sizeof(BlockMeta) * size_t{t.list->num_blocks()};
     l.count = t.list->count();
     l.num_blocks = t.list->num_blocks();
     l.base_doc = t.list->base_doc();
@@ -228,6 +281,10 @@ bool NeedTheta(QState& s, uint64_t min_postings) {
   uint64_t postings = 0;
   for (const DevList& l : s.present) postings += l.count;
   if (postings < min_postings) return false;
+  if (s.required_or) {  // theta from the required list: its documents are the matches
+    s.theta_slot = s.req_slot;
+    return s.present[s.req_slot].count >= s.k;
+  }
   bool found = false;
   for (uint32_t i = 0; i < m; ++i) {
     if (s.present[i].count < s.k) continue;
@@ -256,6 +313,7 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     ++first_ess;
   }
   if (first_ess == m) return;  // inconsistent bounds (a corrupt header): the dense path needs none
+  if (s.required_or) first_ess = m;  // the required list alone is essential (below)
   s.ess_mask = 0;
   s.cap = 0;
   s.rest.assign(m, std::numeric_limits<float>::infinity());
@@ -263,6 +321,15 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     const uint32_t e = order[j];
     s.ess_mask |= 1u << e;
     s.cap += s.present[e].count;
+    float rest = 0.0f;
+    for (uint32_t i = 0; i < m; ++i)
+      if (order[i] != e) rest += s.max_score[order[i]];
+    s.rest[e] = rest;
+  }
+  if (s.required_or) {  // candidates: the required list's postings alone (RequiredOr)
+    const uint32_t e = s.req_slot;
+    s.ess_mask = 1u << e;
+    s.cap = s.present[e].count;
     float rest = 0.0f;
     for (uint32_t i = 0; i < m; ++i)
       if (order[i] != e) rest += s.max_score[order[i]];

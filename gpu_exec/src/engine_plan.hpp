@@ -68,6 +68,16 @@ struct QState {
   // A flat query with a count and k > 0 whose hits take the flat paths: its count (prog) comes from
   // a kTreeCount phase in the first round (the hits are not touched by it).
   bool count_phase = false;
+  // A tree of one required term and should terms with a top k (RequiredOr): its hits take the
+  // pruned or-path with the required list the only essential one (req_slot; its postings are the
+  // candidates, theta taken from it); where that path cannot run (no theta and too many postings,
+  // or an overflow) the tree path (prog) instead.
+  // Its must_not lists (a bit per slot) are probed and drop the candidates they hold; theta then
+  // bounds the required list's contributions only, so a top k whose k-th score is below it (or
+  // fewer than k hits) is rerun on the tree path (verify).
+  bool required_or = false;
+  uint32_t req_slot = 0;
+  uint32_t excl_mask = 0;
   // The tree's phrase leaves (phrase_plan.hpp): their slots follow the present terms' in present.
   std::vector<PhraseLeaf> phrases;
 
@@ -90,7 +100,9 @@ Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QSt
 
 // Validates one query and fills its state; false when it is already answered (s->status says how).
 // A tree or count query is compiled for the tree path (s->tree, CompileTree).
-bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s);
+// host_only: the lists' device blobs are not needed (AnswerFromLengths); a present slot's meta is
+// then a placeholder that no kernel may read.
+bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s, bool host_only = false);
 
 // The postfix program (engine_desc.hpp's tree ops) of `resolved` (no kDefault left), whose tokens
 // are among the sorted `terms`; slot_of[i] is terms[i]'s present slot (kTreeAbsent: none).
@@ -148,6 +160,14 @@ uint64_t TreeMatchBound(std::span<const uint32_t> prog, std::span<const DevList>
 // present required or should term, counts 0. False when the program is another shape (a decoded
 // slot, meta == nullptr, has no exact length).
 bool TreeCountFromLengths(std::span<const uint32_t> prog, std::span<const DevList> present, uint64_t* total);
+
+// Whether a program is a root boolean of term clauses: one must clause of a present list, should
+// and must_not clauses (absent terms among them add nothing), no filter, each slot once, the
+// present should and must slots in increasing order when more than two (the or-path sums
+// contributions in slot order, the tree in clause order: equal floats then). Sets *req to the must
+// slot and *excl to the present must_not slots (a bit each). Its matches are the must list's
+// postings that no must_not list holds; a match's score is its or-score over the other lists.
+bool RequiredOr(std::span<const uint32_t> prog, std::span<const DevList> present, uint32_t* req, uint32_t* excl);
 
 // Appends the phases for `ids`: chunks of at most kMaxBatchY queries (kMaxSpreadQueries for the
 // pruned kinds); or-phases also bounded in memory (kOrGroupBytes).

@@ -126,10 +126,16 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   const float floor = std::isfinite(shard.norm_floor) && shard.norm_floor > 0.0f ? shard.norm_floor : 0.0f;
   const ShardDev dev{shard.d_norms, shard.doc_begin, shard.num_docs, shard.params.k1, floor};
   const GpuContextOptions& opt = ctx.impl().options;
+  // A RequiredOr query off the pruned path takes the tree path (the dense path scores every list).
+  auto to_tree = [&](const std::vector<uint32_t>& ids, std::vector<Phase>* phases) {
+    for (uint32_t id : ids) st[id].tree = true;
+    c.tree.fetch_add(ids.size(), std::memory_order_relaxed);
+    AddPhases(PhaseKind::kTree, ids, st, shard.num_docs, opt, phases);
+  };
   // Or-queries: those that need theta wait one round for it (`wait`); the others are planned now.
   auto plan_or = [&](const std::vector<uint32_t>& ids, bool may_wait, std::vector<uint32_t>* wait,
                      std::vector<Phase>* phases) {
-    std::vector<uint32_t> dense, pruned;
+    std::vector<uint32_t> dense, pruned, trees;
     for (uint32_t id : ids) {
       QState& s = st[id];
       if (!s.status.ok()) continue;
@@ -138,8 +144,9 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
         continue;
       }
       PlanOr(s, shard.num_docs, opt);
-      (s.or_path == PhaseKind::kOrPruned ? pruned : dense).push_back(id);
+      (s.or_path == PhaseKind::kOrPruned ? pruned : s.required_or ? trees : dense).push_back(id);
     }
+    to_tree(trees, phases);
     c.or_theta.fetch_add(wait != nullptr ? wait->size() : 0, std::memory_order_relaxed);
     c.or_pruned.fetch_add(pruned.size(), std::memory_order_relaxed);
     c.or_dense.fetch_add(dense.size(), std::memory_order_relaxed);
@@ -149,16 +156,17 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   };
   // Pruned attempts of the last round that overflowed their candidates: dense in this one.
   auto rerun_overflow = [&](std::vector<Phase>* phases) {
-    std::vector<uint32_t> ids;
+    std::vector<uint32_t> ids, trees;
     for (uint32_t i = 0; i < nq; ++i)
       if (st[i].overflow && st[i].status.ok()) {
         st[i].overflow = false;
         st[i].or_path = PhaseKind::kOrDense;
-        ids.push_back(i);
+        (st[i].required_or ? trees : ids).push_back(i);
       }
-    c.or_overflow.fetch_add(ids.size(), std::memory_order_relaxed);
+    c.or_overflow.fetch_add(ids.size() + trees.size(), std::memory_order_relaxed);
     c.or_dense.fetch_add(ids.size(), std::memory_order_relaxed);
     AddPhases(PhaseKind::kOrDense, ids, st, shard.num_docs, opt, phases);
+    to_tree(trees, phases);
   };
   // Tree-path queries: with a top-k, or counts alone (k == 0).
   auto plan_tree = [&](const std::vector<uint32_t>& ids, std::vector<Phase>* phases) {
@@ -253,6 +261,23 @@ GpuEngineTimes EngineTimes() {
   t.theta_ratio_ppm = c.theta_ratio_ppm.load(std::memory_order_relaxed);
   t.theta_ratio_n = c.theta_ratio_n.load(std::memory_order_relaxed);
   return t;
+}
+
+namespace {
+bool HasPhrase(const QueryNode& node) {
+  if (node.kind == QueryNode::Kind::kPhrase) return true;
+  for (const QueryNode::Clause& c : node.clauses)
+    if (HasPhrase(c.node)) return true;
+  return false;
+}
+}  // namespace
+
+std::optional<Result<SearchResult>> AnswerFromLengths(const GpuShardView& shard, const GpuQueryInput& in) {
+  if (!in.count || in.k != 0 || (in.tree != nullptr && HasPhrase(*in.tree))) return std::nullopt;
+  QState s;
+  if (Prepare(shard, in, &s, /*host_only=*/true)) return std::nullopt;  // the device's work
+  if (!s.status.ok()) return Result<SearchResult>(s.status);
+  return Result<SearchResult>(std::move(s.result));
 }
 
 Result<SearchResult> ExecuteQueryGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuTermInput> terms,

@@ -33,6 +33,8 @@
 //           OrScoreKernel gives it the no-document score (-0.0f), which top-k skips. A dropped
 //           document's score is below theta <= the k-th best, so it is not in the top k.
 //           The sample's round probes every list in one step (step == kNone, blockIdx.z = slot).
+//           A must_not list (OrPList::exclude; RequiredOr queries) is probed like the others, but
+//           a candidate found there is dropped, and it adds nothing (its bounds are 0).
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
@@ -224,7 +226,7 @@ __global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* d
   __shared__ uint32_t s_bin;
   const ThetaDesc& q = descs[blockIdx.y];
   const uint32_t b = BinOfRank(q.hist, q.k, scan_tmp, &s_bin);
-  if (threadIdx.x == 0) q.out->theta = b == kNone ? 0.0f : ThetaBinFloor(b);
+  if (threadIdx.x == 0) q.out->theta = b == kNone || q.contrib_bound == 0 ? 0.0f : ThetaBinFloor(b);
   const uint32_t sb = BinOfRank(q.hist, q.sample, scan_tmp, &s_bin);
   if (threadIdx.x == 0) *q.sample_bin = sb == kNone ? 0u : sb;
 }
@@ -481,6 +483,10 @@ __global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, 
       }
       if (lo < cnt && blk[lo] == doc) at = b * kBlockSize + lo;
       pos[i] = at;
+    }
+    if (plists[q.list_off + s].exclude) {  // a must_not list: found means not a match
+      if (at != kNone) q.src[i] = kDeadSrc;
+      return;
     }
     if (step == kNone) return;
     const float after = plists[q.list_off + src].after[step];

@@ -379,6 +379,21 @@ void GpuExecutorAdapter::RunBatch(std::span<BatchItem> items, bool count_fallbac
       item.result = std::move(empty);
       continue;
     }
+    if (q.count && q.k == 0) {  // a count that list lengths answer: no device list, no GPU work
+      std::vector<gpu::GpuTermInput> host(prep[i].lists.size());
+      for (size_t t = 0; t < host.size(); ++t) {
+        if (prep[i].lists[t] == nullptr) continue;
+        host[t].list = &prep[i].lists[t]->view;
+        host[t].idf = prep[i].idf[t];
+      }
+      if (auto answer = gpu::AnswerFromLengths(view_, gpu::GpuQueryInput{host, q.mode, q.k, q.tree.get(), q.count})) {
+        if (answer->ok())
+          item.result = ToOutput(**answer, prep[i].fetched, MicrosSince(t0), item.resolve_ids);
+        else
+          gpu_failed(item, answer->status());  // as the engine's errors: the CPU reruns it
+        continue;
+      }
+    }
     device.push_back(i);
   }
   charge(GpuBatchPart::kPrepare);

@@ -222,6 +222,7 @@ constexpr uint32_t kDocs = 3000, kVocab = 10;
 struct Coverage {
   uint64_t queries = 0, trees = 0, counted = 0, count_only = 0, totals = 0, hits = 0;
   uint64_t phrase_hits = 0;  // hits of queries with a phrase
+  uint64_t from_lengths = 0;  // counts alone that AnswerFromLengths answered
 };
 
 // Random batches of up to 48 queries of every kind, each batch answered by one ExecuteBatchGpu
@@ -287,6 +288,16 @@ void CheckRandomBatches(GpuContext& ctx, const Docs& docs, const TreeReference* 
         ASSERT_TRUE(want.ok()) << what << ": " << want.status().ToString();
         ASSERT_EQ(got[i]->hits, want->hits) << what << " (CPU engine)";
         ASSERT_EQ(got[i]->total, want->total) << what << " (CPU engine)";
+        // A count alone that list lengths answer: the same answer from the host views, no blob.
+        std::vector<GpuTermInput> host = inputs[i].gpu;
+        for (GpuTermInput& t : host) t = GpuTermInput{t.list, nullptr, t.idf, nullptr};
+        if (auto h = gpu::AnswerFromLengths(s->view, GpuQueryInput{host, q.mode, q.k, q.tree.get(), q.count})) {
+          ASSERT_TRUE(q.count && q.k == 0) << what;
+          ASSERT_TRUE(h->ok()) << what << ": " << h->status().ToString();
+          ASSERT_EQ((*h)->total, got[i]->total) << what << " (from lengths)";
+          ASSERT_TRUE((*h)->has_total && (*h)->hits.empty()) << what;
+          ++cov->from_lengths;
+        }
         ++cov->queries;
         cov->trees += q.tree != nullptr;
         cov->counted += q.count;
@@ -320,6 +331,7 @@ TEST(GpuTree, RandomTreesAndCountsEqualTheCpuEngine) {
   CheckRandomBatches(*ctx, docs, &ref, &whole, {&whole, &tail}, kVocab, false, 11, Scaled(40), &cov);
   if (HasFatalFailure()) return;
   ExpectCovered(cov);
+  EXPECT_GT(cov.from_lengths, 0u);
 }
 
 // The same with phrases of 2-5 tokens with repeats among the leaves (positions on the device in
@@ -361,6 +373,96 @@ TEST(GpuTree, RandomTreesOnShardsOfManyChunks) {
   CheckRandomBatches(*ctx, docs, nullptr, &whole, {&whole, &tail}, kVocab2, true, 19, Scaled(8), &pcov);
   if (HasFatalFailure()) return;
   EXPECT_GT(pcov.phrase_hits, 0u);
+}
+
+// One required term with should and must_not terms (`+a b`, `+a -b`, `+a b -c`, absent terms
+// among them) and a top k take the pruned or-path with the required list as the only essential
+// one (engine_plan.hpp RequiredOr; must_not lists drop the candidates they hold), and the tree
+// path where that path cannot run: with theta (the required list's, or with must_not terms the
+// sample's), without it, overflowing the candidate buffer, and with the pruned path off; each
+// equal to the CPU engine and the brute force, counts included.
+TEST(GpuTree, RequiredAndShouldTermsTakeThePrunedOrPath) {
+  SKIP_WITHOUT_GPU();
+  const Docs docs = MakeDocs(kDocs, kVocab, 7);
+  const TreeReference ref(docs.tokens);
+  DevShard whole, tail;
+  BuildShard(docs, 0, kDocs, &whole);
+  BuildShard(docs, kDocs / 3, kDocs, &tail);
+  struct Config {
+    const char* name;
+    gpu::GpuContextOptions o;
+  };
+  std::vector<Config> configs(4);
+  configs[0].name = "default";
+  configs[1].name = "theta";
+  configs[1].o.or_theta_min_postings = 1;
+  configs[2].name = "overflow";
+  configs[2].o.or_theta_min_postings = 1;
+  configs[2].o.or_candidate_cap = 1;
+  configs[3].name = "no pruned path";
+  configs[3].o.or_pruned_divisor = 0;
+  const uint32_t ks[] = {1, 2, 3, 10, 100, 1000};
+  for (const Config& cfg : configs) {
+    auto c = GpuContext::Create(cfg.o);
+    ASSERT_TRUE(c.ok()) << c.status().ToString();
+    std::mt19937_64 rng(23);
+    RandomTreeGen gen{rng, kVocab, false};
+    const gpu::GpuEngineTimes t0 = gpu::EngineTimes();
+    for (int b = 0; b < Scaled(12); ++b) {
+      std::vector<Query> batch;
+      while (batch.size() < 24) {
+        QueryNode tree;
+        tree.kind = QueryNode::Kind::kBool;
+        for (size_t i = 0, m = 2 + rng() % 3; i < m; ++i) {
+          QueryNode::Clause cl;
+          cl.occur = i == 0 ? Occur::kMust : rng() % 3 == 0 ? Occur::kMustNot : Occur::kShould;
+          cl.node.kind = QueryNode::Kind::kTerm;
+          cl.node.tokens = {gen.Token()};
+          tree.clauses.push_back(std::move(cl));
+        }
+        tree = Canonicalize(std::move(tree));
+        if (!ValidateTree(tree).ok()) continue;
+        const uint32_t k = ks[rng() % 6];
+        batch.push_back(MakeQuery(std::move(tree), rng() % 2 ? QueryMode::kOr : QueryMode::kAnd, k, rng() % 2 == 0));
+      }
+      for (const DevShard* sh : {&whole, &tail}) {
+        std::vector<Inputs> inputs;
+        std::vector<GpuQueryInput> in;
+        for (const Query& q : batch) inputs.push_back(InputsFor(*sh, docs, q.terms));
+        for (size_t i = 0; i < batch.size(); ++i)
+          in.push_back(GpuQueryInput{inputs[i].gpu, batch[i].mode, batch[i].k, batch[i].tree.get(), batch[i].count});
+        std::vector<Result<SearchResult>> got;
+        ASSERT_TRUE(gpu::ExecuteBatchGpu(**c, sh->view, in, &got).ok());
+        for (size_t i = 0; i < batch.size(); ++i) {
+          const Query& q = batch[i];
+          const std::string what = std::string(cfg.name) + ": " + Describe(q);
+          ASSERT_TRUE(got[i].ok()) << what << ": " << got[i].status().ToString();
+          if (sh == &whole) {
+            const TreeAnswer bf = ref.Search(q);
+            ASSERT_EQ(got[i]->hits, bf.hits) << what << " (brute force)";
+            if (q.count) {
+              ASSERT_EQ(got[i]->total, bf.total) << what << " (brute force)";
+            }
+          }
+          const Result<SearchResult> want = CpuAnswer(*sh, q, inputs[i]);
+          ASSERT_TRUE(want.ok()) << what;
+          ASSERT_EQ(got[i]->hits, want->hits) << what << " (CPU engine)";
+          ASSERT_EQ(got[i]->total, want->total) << what << " (CPU engine)";
+        }
+      }
+    }
+    const gpu::GpuEngineTimes t1 = gpu::EngineTimes();  // each path ran where it is meant to
+    if (cfg.o.or_theta_min_postings == 1) {
+      EXPECT_GT(t1.or_theta, t0.or_theta) << cfg.name;
+      EXPECT_GT(t1.or_pruned, t0.or_pruned) << cfg.name;
+    }
+    if (cfg.o.or_candidate_cap == 1) {
+      EXPECT_GT(t1.or_overflow, t0.or_overflow) << cfg.name;  // reran as trees
+    }
+    if (cfg.o.or_pruned_divisor == 0) {
+      EXPECT_GT(t1.tree, t0.tree) << cfg.name;
+    }
+  }
 }
 
 // Runs one query alone on the whole shard.

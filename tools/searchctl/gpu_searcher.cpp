@@ -2,10 +2,8 @@
 #include "gpu_searcher.hpp"
 
 #include <algorithm>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "core/topk.hpp"
 #include "gpu_exec/device_positions.hpp"
@@ -17,29 +15,6 @@ struct GpuSearcher::Shard {
   const ShardReader* reader = nullptr;
   std::unique_ptr<gpu::GpuListCache> cache;
   gpu::GpuShardView view;
-  // Term metadata, remembered after the first lookup (absent terms too).
-  mutable std::mutex mu;
-  mutable std::unordered_map<std::string, std::optional<TermInfo>> terms;  // GUARDED_BY(mu)
-
-  Result<std::optional<TermInfo>> Info(const std::string& term) const {
-    {
-      std::lock_guard lk(mu);
-      auto it = terms.find(term);
-      if (it != terms.end()) return it->second;
-    }
-    SEARCH_ASSIGN_OR_RETURN(std::optional<TermInfo> info, reader->GetTermInfo(term));
-    std::lock_guard lk(mu);
-    if (terms.size() >= (size_t{1} << 22)) terms.clear();
-    terms.emplace(term, info);
-    return info;
-  }
-
-  // The device copy of the term's list: resident, or copied now on ctx's stream (the host list
-  // comes through the shard's main-memory list cache).
-  Result<std::shared_ptr<const gpu::DeviceList>> Device(const std::string& term, CUstream_st* stream) const {
-    SEARCH_ASSIGN_OR_RETURN(std::shared_ptr<const CachedList> list, reader->GetList(term));
-    return cache->Acquire(list, stream);
-  }
 };
 
 GpuSearcher::~GpuSearcher() = default;
@@ -76,27 +51,59 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
     std::vector<std::shared_ptr<const gpu::DeviceList>> held;  // pinned until the batch is done
     std::vector<gpu::GpuQueryInput> batch(n);
     std::vector<Status> prep(n);
+    std::vector<std::vector<std::shared_ptr<const CachedList>>> host(n);  // per query and term
+    std::vector<std::optional<SearchResult>> done(n);  // answered from list lengths
+    std::vector<size_t> device;                        // the queries that run on the device
     for (size_t q = 0; q < n; ++q) {
       const Query& query = queries[q];
       inputs[q].resize(query.terms.size());
-      const std::vector<std::string> phrase_tokens =
-          query.tree != nullptr ? gpu::PhraseTokens(*query.tree) : std::vector<std::string>();
+      host[q].resize(query.terms.size());
+      batch[q].mode = mode;
+      batch[q].k = query.k;
+      batch[q].tree = query.tree.get();  // trees and counts: the engine's tree path
+      batch[q].count = query.count;
+      // Host metadata first (the reader remembers term entries; lists come through its main-memory
+      // cache), as the CPU engine looks them up.
       for (size_t t = 0; t < query.terms.size() && prep[q].ok(); ++t) {
         const std::string& term = query.terms[t];
-        auto info = shard->Info(term);
+        auto info = shard->reader->GetTermInfo(term);
         if (!info.ok()) {
           prep[q] = info.status().WithContext("term '" + term + "'");
           break;
         }
         if (!info->has_value()) continue;  // no postings here: list stays nullptr
-        auto dev = shard->Device(term, ctx.stream());
-        if (!dev.ok()) {
-          if (dev.status().code() == StatusCode::kNotFound) continue;
-          return dev.status().WithContext("term '" + term + "'");  // device trouble: the caller falls back
+        auto list = shard->reader->GetList(term);
+        if (!list.ok()) {
+          if (list.status().code() == StatusCode::kNotFound) continue;
+          prep[q] = list.status().WithContext("term '" + term + "'");
+          break;
         }
-        inputs[q][t].list = &(*dev)->host->view;
-        inputs[q][t].d_blob = (*dev)->d_blob;
+        inputs[q][t].list = &(*list)->view;
         inputs[q][t].idf = Bm25Idf(meta.stats.num_docs, (**info).df);
+        host[q][t] = std::move(list).value();
+      }
+      batch[q].terms = inputs[q];
+      if (!prep[q].ok()) continue;
+      // A count that list lengths answer needs no device list (nor any GPU work).
+      if (auto answer = gpu::AnswerFromLengths(shard->view, batch[q])) {
+        if (answer->ok())
+          done[q] = std::move(*answer).value();
+        else
+          prep[q] = answer->status();
+        continue;
+      }
+      device.push_back(q);
+    }
+    for (size_t q : device) {
+      const Query& query = queries[q];
+      const std::vector<std::string> phrase_tokens =
+          query.tree != nullptr ? gpu::PhraseTokens(*query.tree) : std::vector<std::string>();
+      for (size_t t = 0; t < query.terms.size() && prep[q].ok(); ++t) {
+        if (inputs[q][t].list == nullptr) continue;
+        const std::string& term = query.terms[t];
+        auto dev = shard->cache->Acquire(host[q][t], ctx.stream());
+        if (!dev.ok()) return dev.status().WithContext("term '" + term + "'");  // device trouble: the caller falls back
+        inputs[q][t].d_blob = (*dev)->d_blob;
         const ListView& view = (*dev)->host->view;
         held.push_back(std::move(dev).value());
         if (!std::binary_search(phrase_tokens.begin(), phrase_tokens.end(), term)) continue;
@@ -117,24 +124,26 @@ Status GpuSearcher::RunAll(gpu::GpuContext& ctx, std::span<const Query> queries,
         inputs[q][t].d_positions = reinterpret_cast<const uint32_t*>((*pos)->d_blob);
         held.push_back(std::move(pos).value());
       }
-      batch[q].terms = inputs[q];
-      batch[q].mode = mode;
-      batch[q].k = query.k;
-      batch[q].tree = query.tree.get();  // trees and counts: the engine's tree path
-      batch[q].count = query.count;
     }
+    std::vector<gpu::GpuQueryInput> run;
+    for (size_t q : device) run.push_back(batch[q]);
     std::vector<Result<SearchResult>> results;
-    SEARCH_RETURN_IF_ERROR(gpu::ExecuteBatchGpu(ctx, shard->view, batch, &results));
+    if (!run.empty()) SEARCH_RETURN_IF_ERROR(gpu::ExecuteBatchGpu(ctx, shard->view, run, &results));
+    for (size_t r = 0; r < device.size(); ++r) {
+      if (!results[r].ok()) {
+        prep[device[r]] = results[r].status();
+      } else {
+        done[device[r]] = std::move(results[r]).value();
+      }
+    }
     for (size_t q = 0; q < n; ++q) {
       if (!(*out)[q].ok()) continue;
       if (!prep[q].ok()) {
         (*out)[q] = prep[q];
-      } else if (!results[q].ok()) {
-        (*out)[q] = results[q].status();
-      } else {
-        (*out)[q]->stats += results[q]->stats;
-        (*out)[q]->total += results[q]->total;  // exact per shard: summed
-        per_shard[q].push_back(std::move(results[q]->hits));
+      } else if (done[q].has_value()) {
+        (*out)[q]->stats += done[q]->stats;
+        (*out)[q]->total += done[q]->total;  // exact per shard: summed
+        per_shard[q].push_back(std::move(done[q]->hits));
       }
     }
   }

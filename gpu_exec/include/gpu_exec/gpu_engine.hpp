@@ -50,7 +50,14 @@
 //          required term and no must_not term counts that list's length, should clauses aside; a
 //          sole should term its length); a bag of words with a count and k > 0 takes the flat
 //          paths for its hits and counts as the and-path's survivors (and), a length, or a
-//          count-only tree phase beside the or-path (or). Otherwise every slot gets a bit per
+//          count-only tree phase beside the or-path (or). A root boolean of one must term with
+//          should and must_not terms (`+a b`, `+a -b`) and a top k takes the pruned or-path with
+//          the must list the only essential one (its postings are the candidates, blocks skipped
+//          by their block max; theta from its contributions, or with must_not terms from the
+//          sample's exact scores); a must_not list is probed and drops the candidates it holds;
+//          the count is the must list's length, or with must_not terms a count-only tree phase;
+//          where that path cannot run (no theta and many postings, an overflow) the tree path
+//          below. Otherwise every slot gets a bit per
 //          shard document: a present term's list decoded whole (docIDs only), a warp per block,
 //          its bits set; a phrase leaf is a slot too, its documents and tfs from the
 //          phrase producer (dispatch_phrase.cu: a thread per posting of its rarest token finds the
@@ -93,6 +100,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -203,6 +211,13 @@ class GpuContext {
 // REQUIRES: every list's docIDs lie in the shard view's range; device blobs stay valid until return.
 Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<const GpuQueryInput> queries,
                        std::vector<Result<SearchResult>>* out);
+
+// A count-only query (in.count, in.k == 0) that list lengths answer (the shapes of "trees and
+// counts" above) answered from the host views alone: in.terms[i].list (nullptr: absent here) is
+// read for its length and range, d_blob is neither needed nor read. The answer (or error) is what
+// ExecuteBatchGpu gives the same query, stats.micros aside. nullopt: the query needs the device.
+// Lets a caller skip acquiring device lists for such queries. Reentrant.
+std::optional<Result<SearchResult>> AnswerFromLengths(const GpuShardView& shard, const GpuQueryInput& in);
 
 // Where ExecuteBatchGpu's time goes, summed over every call in the process (all contexts):
 // host planning and launching (enqueue), waiting for the stream (wait), and the whole call (total).
