@@ -61,7 +61,7 @@ TEST(ApiKeys, MadeKeyIsRightAndEverythingElseIsRefused) {
 
   // 401: no header, another scheme, not base64, no ':', empty id or key, too long.
   EXPECT_EQ(keys->Check(nullptr), 401);
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(""), std::string("ApiKey"), std::string("ApiKey "), "Basic " + right.substr(7),
         "Bearer " + made->key, "ApiKey" + right.substr(7), std::string("ApiKey !!!!"), std::string("ApiKey a"),
         "ApiKey " + Base64Encode(made->id + made->key), "ApiKey " + Base64Encode(":" + made->key),
@@ -93,7 +93,7 @@ TEST(ApiKeys, OnAConnectionOnlyTheSameBytesSkipTheHash) {
   for (const std::string* v : {static_cast<const std::string*>(nullptr), &wrong}) {
     EXPECT_NE(keys->CheckOnConnection(v, &verified), 0);
   }
-  for (const std::string v : {right.substr(0, right.size() - 1), right + "A", right + "=", changed}) {
+  for (const std::string& v : {right.substr(0, right.size() - 1), right + "A", right + "=", changed}) {
     EXPECT_NE(keys->CheckOnConnection(&v, &verified), 0) << v;
     EXPECT_EQ(verified, right);
   }
@@ -166,7 +166,7 @@ TEST(ApiKeys, Base64BothWays) {
   EXPECT_EQ(Base64Encode("foo"), "Zm9v");
   EXPECT_EQ(Base64Encode("foobar"), "Zm9vYmFy");
   std::string out;
-  for (const std::string s : {std::string(), std::string("f"), std::string("fo"), std::string("foo"),
+  for (const std::string& s : {std::string(), std::string("f"), std::string("fo"), std::string("foo"),
                               std::string("foob"), std::string("fooba"), std::string("\xff\x00\x80", 3)}) {
     ASSERT_TRUE(Base64Decode(Base64Encode(s), &out)) << s;
     EXPECT_EQ(out, s);
