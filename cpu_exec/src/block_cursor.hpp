@@ -159,7 +159,10 @@ class BlockCursor {
   }
 
   // REQUIRES: positioned on a document.
-  uint32_t freq() {
+  uint32_t freq() { return block_freqs()[pos_]; }
+  // The decoded block's term frequencies (freq() at each position, [0, block_count())), decoded
+  // once a block. REQUIRES: decoded() and not exhausted.
+  const uint32_t* block_freqs() {
     if (freq_block_ != block_) {
       list_->DecodeFreqs(block_, freqs_);
       freq_block_ = block_;
@@ -167,7 +170,7 @@ class BlockCursor {
       ++s.freq_blocks_decoded;
       s.bytes_touched += PackedBytes(meta_[block_].count, meta_[block_].freq_bits);
     }
-    return freqs_[pos_];
+    return freqs_;
   }
 
   float score() { return Bm25TermScore(idf_, freq(), env_->norms[doc_ - env_->doc_begin], env_->k1); }

@@ -565,6 +565,7 @@ class SolePhrase {
     return tf < kCeilings ? ceiling_[tf] : Bm25TermScore(idf_, tf, norm_floor_, env_->k1);
   }
 
+#if defined(__AVX2__)
   // The `count` common documents of the two shortest lists' current blocks at block indexes
   // batch_a_ / batch_b_ (ascending): each one that every other list holds is visited (Visit) with
   // every cursor on it. False when a list ran out (nothing more can match) or on Corruption.
@@ -572,6 +573,7 @@ class SolePhrase {
     BlockCursor& a = order_[0]->cursor;
     BlockCursor& b = order_[1]->cursor;
     const uint32_t* ad = a.block_docs();
+    if (!count_ && full_ && scored_) count = KeepBeatable(count);
     if (k_ > 0 && scored_) PrefetchNorms(ad, batch_a_, count);
     for (uint32_t m = 0; m < count; ++m) {
       const uint32_t x = ad[batch_a_[m]];
@@ -589,6 +591,45 @@ class SolePhrase {
     }
     return true;
   }
+
+  // Without a count and with the heap full: keeps (compacted, in order) only the `count` common
+  // documents at batch_a_ / batch_b_ whose bound could beat the k-th, eight a step: Visit's bound
+  // (the same float operations, from the two shortest lists' tfs, which bound the phrase's tf too)
+  // against the current threshold, which only rises. Returns how many are kept.
+  uint32_t KeepBeatable(uint32_t count) {
+    BlockCursor& a = order_[0]->cursor;
+    BlockCursor& b = order_[1]->cursor;
+    const int* fa = reinterpret_cast<const int*>(a.block_freqs());
+    const int* fb = reinterpret_cast<const int*>(b.block_freqs());
+    const int* docs = reinterpret_cast<const int*>(a.block_docs());
+    const float* norms = env_->norms - env_->doc_begin;  // indexed by docID
+    const __m256 idf = _mm256_set1_ps(idf_), k1p1 = _mm256_set1_ps(env_->k1 + 1.0f);
+    const __m256 margin = _mm256_set1_ps(kPhraseBoundMargin), slack = _mm256_set1_ps(slack_);
+    const __m256 thr = _mm256_set1_ps(thr_);
+    uint32_t kept = 0;
+    for (uint32_t m = 0; m < count; m += 8) {
+      const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count - m)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const __m256i ia = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(batch_a_ + m));
+      const __m256i ib = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(batch_b_ + m));
+      const __m256i zero = _mm256_setzero_si256();
+      const __m256i tf = _mm256_min_epu32(_mm256_mask_i32gather_epi32(zero, fa, ia, live, 4),
+                                          _mm256_mask_i32gather_epi32(zero, fb, ib, live, 4));
+      const __m256i d = _mm256_mask_i32gather_epi32(zero, docs, ia, live, 4);
+      const __m256 norm = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), norms, d, _mm256_castsi256_ps(live), 4);
+      const __m256 t = _mm256_cvtepi32_ps(tf);  // tf < 2^31: as static_cast<float>
+      const __m256 s = _mm256_div_ps(_mm256_mul_ps(idf, _mm256_mul_ps(t, k1p1)), _mm256_add_ps(t, norm));
+      const __m256 bound = _mm256_mul_ps(_mm256_mul_ps(s, margin), slack);
+      const unsigned keep = static_cast<unsigned>(_mm256_movemask_ps(_mm256_cmp_ps(bound, thr, _CMP_GT_OQ))) &
+                            static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(live)));
+      const __m256i lanes = LaneIndexes(keep);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_a_ + kept), _mm256_permutevar8x32_epi32(ia, lanes));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_b_ + kept), _mm256_permutevar8x32_epi32(ib, lanes));
+      kept += static_cast<uint32_t>(__builtin_popcount(keep));
+    }
+    return kept;
+  }
+#endif
 
   // Requests the norms of the documents docs[idx[0, count)], which the top k reads (the norms
   // of a large shard are megabytes: the reads would otherwise miss the cache one after another).
