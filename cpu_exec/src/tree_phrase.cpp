@@ -428,9 +428,7 @@ class SolePhrase {
           Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
                              " postings, the list's block " + std::to_string(n));
     if (st.ok()) {
-      alignas(32) uint32_t freqs[kBlockSize];
-      t.list->DecodeFreqs(j, freqs);
-      ++env_->stats->freq_blocks_decoded;
+      const uint32_t* freqs = t.cursor.block_freqs();  // block j's; decoded once for the bounds too
       uint32_t bad = 0;
       for (uint32_t i = 0; i < n; ++i) bad |= (t.offsets[i + 1] - t.offsets[i]) ^ freqs[i];
       if (bad != 0) st = Status::Corruption("positions of a block disagree with its term frequencies");
