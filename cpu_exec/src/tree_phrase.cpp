@@ -491,7 +491,6 @@ class SolePhrase {
   bool VisitBatch(uint32_t count) {
     Token& ta = *order_[0];
     Token& tb = *order_[1];
-    if (k_ > 0 && scored_) PrefetchNorms(ta.cursor.block_docs(), batch_a_, count);
     // A block that goes on past the other's last document meets the next batch too: decoded whole,
     // once; a block that ends here: only the batch's postings.
     const uint32_t la = ta.cursor.block_last_doc(), lb = tb.cursor.block_last_doc();
