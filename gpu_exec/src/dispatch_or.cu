@@ -46,12 +46,16 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
     descs[a].contrib_bound = s.excl_mask == 0 ? 1u : 0u;  // excluded documents: the sample's scores only
     // A single list's k best contributions are its k best scores: its k highest block maxima's
     // blocks hold a tight theta (the sample adds nothing); several lists read `sample` blocks.
-    descs[a].blocks = s.present.size() == 1 ? s.k : std::max(s.k, sample);
+    // A single scoring list with must_not lists (`+a -b`): its best documents less the excluded
+    // ones, so 4k blocks and a sample of 4k (the sample's live k-th best is theta).
+    const bool one_scoring = s.present.size() - static_cast<size_t>(__builtin_popcount(s.excl_mask)) == 1;
+    descs[a].blocks = s.present.size() == 1 ? s.k : one_scoring ? 4 * s.k : std::max(s.k, sample);
+    if (one_scoring && s.excl_mask != 0) descs[a].sample = std::min(sample, 4 * s.k);
     max_nb = std::max<uint64_t>(max_nb, descs[a].list.num_blocks);
     OrPDesc& d = sdescs[a];
     d.m = static_cast<uint32_t>(s.present.size());
     d.list_off = static_cast<uint32_t>(lists.size());
-    d.cap = static_cast<uint32_t>(std::min<uint64_t>(scap, descs[a].list.count));  // drawn from that list
+    d.cap = static_cast<uint32_t>(std::min<uint64_t>(SampleCap(descs[a].sample), descs[a].list.count));  // from it
     max_m = std::max(max_m, d.m);
     for (uint32_t i = 0; i < d.m; ++i) {
       const DevList& l = s.present[i];
@@ -60,6 +64,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       // The theta list holds every sampled document at a known position: never decoded for them.
       pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
       pl.exclude = (s.excl_mask >> i) & 1u;
+      pl.require = s.required_or && i == s.req_slot ? 1u : 0u;
       plists.push_back(pl);
       sum_all_nb += std::min<uint64_t>(l.num_blocks, d.cap);  // blocks decoded at most
     }
@@ -148,6 +153,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       OrPList pl;
       pl.essential = (s.ess_mask >> i) & 1u;
       pl.exclude = (s.excl_mask >> i) & 1u;
+      pl.require = s.required_or && i == s.req_slot ? 1u : 0u;
       pl.rest = s.rest[i];
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;

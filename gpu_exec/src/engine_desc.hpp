@@ -135,6 +135,7 @@ struct OrPList {
   uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
   uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)
   uint32_t exclude = 0;    // 1: a must_not list: a candidate found in it is dropped, it adds nothing
+  uint32_t require = 0;    // 1: the must list of a RequiredOr query: a candidate not in it is dropped
   uint32_t* decoded = nullptr;
   uint32_t* needed = nullptr;     // per block (zeroed; unused when dense)
   uint32_t* slot_of = nullptr;    // per block: its slot in decoded (set with the need_list entry)

@@ -313,23 +313,14 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     ++first_ess;
   }
   if (first_ess == m) return;  // inconsistent bounds (a corrupt header): the dense path needs none
-  if (s.required_or) first_ess = m;  // the required list alone is essential (below)
   s.ess_mask = 0;
   s.cap = 0;
   s.rest.assign(m, std::numeric_limits<float>::infinity());
   for (uint32_t j = first_ess; j < m; ++j) {
     const uint32_t e = order[j];
+    if ((s.excl_mask >> e) & 1u) continue;  // RequiredOr: a must_not list is never a source
     s.ess_mask |= 1u << e;
     s.cap += s.present[e].count;
-    float rest = 0.0f;
-    for (uint32_t i = 0; i < m; ++i)
-      if (order[i] != e) rest += s.max_score[order[i]];
-    s.rest[e] = rest;
-  }
-  if (s.required_or) {  // candidates: the required list's postings alone (RequiredOr)
-    const uint32_t e = s.req_slot;
-    s.ess_mask = 1u << e;
-    s.cap = s.present[e].count;
     float rest = 0.0f;
     for (uint32_t i = 0; i < m; ++i)
       if (order[i] != e) rest += s.max_score[order[i]];
@@ -369,6 +360,7 @@ void PlanSteps(const QState& s, OrPDesc& d, OrPList* pl, bool progressive) {
   std::vector<uint32_t> order(m);
   for (uint32_t i = 0; i < m; ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+    if (s.required_or && x != y && (x == s.req_slot || y == s.req_slot)) return x == s.req_slot;  // drops most
     if (s.max_score[x] != s.max_score[y]) return s.max_score[x] > s.max_score[y];
     return s.present[x].count < s.present[y].count;
   });

@@ -68,13 +68,12 @@ struct QState {
   // A flat query with a count and k > 0 whose hits take the flat paths: its count (prog) comes from
   // a kTreeCount phase in the first round (the hits are not touched by it).
   bool count_phase = false;
-  // A tree of one required term and should terms with a top k (RequiredOr): its hits take the
-  // pruned or-path with the required list the only essential one (req_slot; its postings are the
-  // candidates, theta taken from it); where that path cannot run (no theta and too many postings,
-  // or an overflow) the tree path (prog) instead.
-  // Its must_not lists (a bit per slot) are probed and drop the candidates they hold; theta then
-  // bounds the required list's contributions only, so a top k whose k-th score is below it (or
-  // fewer than k hits) is rerun on the tree path (verify).
+  // A tree of one must term with should and must_not terms and a top k (RequiredOr): its hits
+  // take the pruned or-path over the must and should lists (MaxScore's essential lists, theta
+  // from the must list: each of its postings is a match); a candidate that the must list
+  // (req_slot, probed first) does not hold is dropped, as one that a must_not list (excl_mask, a
+  // bit per slot, bounds 0, never a source) holds. Where that path cannot run (no theta and many
+  // postings, an overflow) the tree path (prog) instead.
   bool required_or = false;
   uint32_t req_slot = 0;
   uint32_t excl_mask = 0;

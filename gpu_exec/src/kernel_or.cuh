@@ -33,8 +33,9 @@
 //           OrScoreKernel gives it the no-document score (-0.0f), which top-k skips. A dropped
 //           document's score is below theta <= the k-th best, so it is not in the top k.
 //           The sample's round probes every list in one step (step == kNone, blockIdx.z = slot).
-//           A must_not list (OrPList::exclude; RequiredOr queries) is probed like the others, but
-//           a candidate found there is dropped, and it adds nothing (its bounds are 0).
+//           RequiredOr queries: a must_not list (OrPList::exclude) is probed like the others, but
+//           a candidate found there is dropped, and it adds nothing (its bounds are 0); a candidate
+//           that the must list (OrPList::require, probed first) does not hold is dropped.
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 
@@ -484,8 +485,9 @@ __global__ void __launch_bounds__(kThreads) OrProbeKernel(const OrPDesc* descs, 
       if (lo < cnt && blk[lo] == doc) at = b * kBlockSize + lo;
       pos[i] = at;
     }
-    if (plists[q.list_off + s].exclude) {  // a must_not list: found means not a match
-      if (at != kNone) q.src[i] = kDeadSrc;
+    const OrPList& probed = plists[q.list_off + s];
+    if (probed.exclude || (probed.require && at == kNone)) {  // a must_not list holds it, the must list not
+      if (at != kNone || probed.require) q.src[i] = kDeadSrc;
       return;
     }
     if (step == kNone) return;

@@ -376,11 +376,11 @@ TEST(GpuTree, RandomTreesOnShardsOfManyChunks) {
 }
 
 // One required term with should and must_not terms (`+a b`, `+a -b`, `+a b -c`, absent terms
-// among them) and a top k take the pruned or-path with the required list as the only essential
-// one (engine_plan.hpp RequiredOr; must_not lists drop the candidates they hold), and the tree
-// path where that path cannot run: with theta (the required list's, or with must_not terms the
-// sample's), without it, overflowing the candidate buffer, and with the pruned path off; each
-// equal to the CPU engine and the brute force, counts included.
+// among them) and a top k take the pruned or-path (engine_plan.hpp RequiredOr: candidates that
+// the must list lacks or a must_not list holds are dropped), and the tree path where that path
+// cannot run: with theta (the must list's, or with must_not terms the sample's), without it,
+// overflowing the candidate buffer, and with the pruned path off; each equal to the CPU engine
+// and the brute force, counts included.
 TEST(GpuTree, RequiredAndShouldTermsTakeThePrunedOrPath) {
   SKIP_WITHOUT_GPU();
   const Docs docs = MakeDocs(kDocs, kVocab, 7);

@@ -51,10 +51,10 @@
 //          sole should term its length); a bag of words with a count and k > 0 takes the flat
 //          paths for its hits and counts as the and-path's survivors (and), a length, or a
 //          count-only tree phase beside the or-path (or). A root boolean of one must term with
-//          should and must_not terms (`+a b`, `+a -b`) and a top k takes the pruned or-path with
-//          the must list the only essential one (its postings are the candidates, blocks skipped
-//          by their block max; theta from its contributions, or with must_not terms from the
-//          sample's exact scores); a must_not list is probed and drops the candidates it holds;
+//          should and must_not terms (`+a b`, `+a -b`) and a top k takes the pruned or-path over
+//          its must and should lists (theta from the must list's contributions, or with must_not
+//          terms from the sample's exact scores), probing the must list first: a candidate it
+//          does not hold is dropped, as one that a must_not list holds (never a source);
 //          the count is the must list's length, or with must_not terms a count-only tree phase;
 //          where that path cannot run (no theta and many postings, an overflow) the tree path
 //          below. Otherwise every slot gets a bit per
