@@ -211,6 +211,12 @@ Result<PositionsView> PositionsView::Parse(std::string_view bytes, uint32_t coun
   return v;
 }
 
+void PositionsView::PrefetchBlock(uint32_t j) const {
+  const uint64_t start = BlockStart(j);
+  const uint64_t end = std::min<uint64_t>(j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size(), start + 512);
+  for (uint64_t q = start; q < end; q += 64) __builtin_prefetch(bytes_.data() + q);
+}
+
 uint32_t PositionsView::BlockStart(uint32_t j) const {
   return j == 0 ? kHeaderBytes + 4 * (num_blocks_ - 1) : Load32(bytes_.data() + kHeaderBytes + 4 * (j - 1));
 }

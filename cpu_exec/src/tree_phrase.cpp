@@ -388,6 +388,10 @@ class SolePhrase {
         if (d > a.block_last_doc()) continue;  // a's block holds nothing more in common
         a.next_geq(d);
       }
+      // Their positions blocks are decoded next if the blocks share a document: their bytes
+      // requested now, to arrive while the docIDs are intersected.
+      if (order_[0]->decoded_block != a.block()) order_[0]->positions->PrefetchBlock(a.block());
+      if (order_[1]->decoded_block != b.block()) order_[1]->positions->PrefetchBlock(b.block());
       const uint32_t* ad = a.block_docs();
       const uint32_t* bd = b.block_docs();
       const uint32_t na = a.block_count(), nb = b.block_count();

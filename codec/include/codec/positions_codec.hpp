@@ -64,6 +64,10 @@ class PositionsView {
     return (offsets[i] == 0 ? 0 : sums[offsets[i] - 1]) + 1;
   }
 
+  // Asks the CPU to start loading block j's first bytes (up to 512), for a caller that will
+  // decode it soon: a hint, no effect on results. REQUIRES: j < num_blocks().
+  void PrefetchBlock(uint32_t j) const;
+
   std::string_view bytes() const { return bytes_; }
 
  private:
