@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <span>
 #include <vector>
 
 #include "block_cursor.hpp"
@@ -11,6 +12,100 @@
 namespace search::cpu_internal {
 
 namespace {
+
+// TopRequired's second phase, from docID d on, once the required lists' maxima alone (req_max)
+// cannot beat the threshold: candidates are the should lists' documents. A should block range
+// whose block maxima plus req_max cannot win is skipped undecoded; a candidate goes on only while
+// its should scores plus the required lists' block maxima can win, then into the required lists
+// (next_geq) and past the excluded ones, and is scored as the first phase scores it.
+void TopShouldDriven(uint32_t d, std::span<BlockCursor* const> req, std::span<BlockCursor* const> should,
+                     std::span<BlockCursor* const> excl, const std::vector<bool>& scored, float req_max, float slack,
+                     ScoreSheet& sheet, TopKHeap& topk, QueryStats& stats) {
+  int64_t passed_through = -1;  // [.., passed_through] passed the metadata bounds below
+  while (d != kEndDoc) {
+    const float thr = topk.Threshold();
+    if (static_cast<int64_t>(d) > passed_through) {
+      // Bound the should lists' blocks at d, first with req_max, then with the required lists'
+      // block maxima through the end of those blocks, then at d alone: metadata only.
+      uint32_t end = kEndDoc;
+      float sb_max = 0.0f;
+      for (BlockCursor* c : should) {
+        c->shallow_seek(d);
+        if (c->blocks_exhausted()) continue;
+        sb_max += c->block_max_score();
+        end = std::min(end, c->block_last_doc());
+      }
+      if (end == kEndDoc) return;  // every should list is exhausted
+      if ((sb_max + req_max) * slack <= thr) {
+        d = end + 1;
+        continue;
+      }
+      float over_end = sb_max, at_d = sb_max;
+      uint32_t end_d = end;
+      for (BlockCursor* c : req) {
+        c->shallow_seek(d);
+        if (c->blocks_exhausted()) return;  // a required list has nothing left
+        end_d = std::min(end_d, c->block_last_doc());
+        if (!scored[c->slot()]) continue;
+        over_end += c->block_max_score_through(end);
+        at_d += c->block_max_score();
+      }
+      if (over_end * slack <= thr) {
+        d = end + 1;
+        continue;
+      }
+      if (at_d * slack <= thr) {
+        d = end_d + 1;
+        continue;
+      }
+      passed_through = end_d;
+    }
+    uint32_t doc = kEndDoc;
+    for (BlockCursor* c : should) {
+      c->next_geq(d);
+      doc = std::min(doc, c->doc());
+    }
+    if (doc == kEndDoc) return;
+    d = doc + 1;  // doc < kEndDoc
+    float sb = 0.0f;
+    for (BlockCursor* c : should) {
+      if (c->doc() != doc) continue;
+      const float v = c->score();
+      sheet.set(c->slot(), v);
+      sb += v;
+    }
+    float rb = 0.0f;
+    for (BlockCursor* c : req) {
+      c->shallow_seek(doc);
+      if (c->blocks_exhausted()) return;  // a required list has nothing left
+      if (scored[c->slot()]) rb += c->block_max_score();
+    }
+    if ((sb + rb) * slack <= thr) {
+      sheet.clear();
+      continue;
+    }
+    bool miss = false;
+    for (size_t i = 0; i < req.size() && !miss; ++i) {
+      req[i]->next_geq(doc);
+      if (req[i]->doc() != doc) {
+        if (req[i]->doc() == kEndDoc) return;
+        miss = true;
+      }
+    }
+    for (size_t i = 0; i < excl.size() && !miss; ++i) {
+      excl[i]->next_geq(doc);
+      miss = excl[i]->doc() == doc;
+    }
+    if (miss) {
+      sheet.clear();
+      continue;
+    }
+    for (BlockCursor* c : req)
+      if (scored[c->slot()]) sheet.set(c->slot(), c->score());
+    topk.Push(doc, sheet.sum_and_clear());
+    ++stats.postings_scored;
+  }
+}
 
 // The top k of a term boolean with at least one required clause (see the header). Lists absent
 // here: a required one matches nothing, an optional or excluded one is dropped.
@@ -59,10 +154,25 @@ std::vector<ScoredDoc> TopRequired(std::span<const TermClause> clauses, const Cu
   const float slack = ScoreSlack(clauses.size());
   QueryStats& stats = *env->stats;
 
+  float req_max = 0.0f;  // the most the scored required lists add to any document
+  for (BlockCursor* c : req)
+    if (scored[c->slot()]) req_max += c->max_score();
+  // The should lists drive the second phase only when they hold under half the lead's postings:
+  // a should candidate costs about twice a lead posting (scored one at a time, probed into every
+  // required list, against the lead's eight lanes at a time).
+  uint64_t should_size = 0;
+  for (BlockCursor* c : should) should_size += c->size();
+  const bool should_can_drive = !should.empty() && 2 * should_size < lead.size();
+
   lead.next_geq(0);
   uint32_t d = lead.doc();  // a lower bound of the lead's next document
   while (d != kEndDoc) {
     float thr = topk.Threshold();
+    if (should_can_drive && topk.full() && req_max * slack <= thr) {
+      // No document without a should match can enter any more: the should lists drive.
+      TopShouldDriven(d, req, should, excl, scored, req_max, slack, sheet, topk, stats);
+      break;
+    }
     if (topk.full()) {
       // Bound every document of [d, end] from metadata (and decoded should blocks) only.
       uint32_t end = kEndDoc;

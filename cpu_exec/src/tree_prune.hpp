@@ -16,6 +16,11 @@
 // frequency decoded), then the kMust lists are scored and the kShould lists probed while the
 // partial score plus their block maxima can still win. Scores are the float sum in clause order
 // (ScoreSheet by clause index); every bound comparison is `bound * ScoreSlack(clauses) <= thr`.
+// Once the heap is full and the scored required lists' maxima alone cannot beat the threshold,
+// only documents with some kShould match can enter: when the kShould lists hold under half the
+// lead's postings they drive from there on, their blocks skipped undecoded against the required
+// lists' block maxima over the same range, and a candidate probed into the required lists only
+// while its optional scores plus their block maxima can win.
 // Thread-safety: reentrant; cursors and buffers belong to one call.
 #pragma once
 

@@ -257,6 +257,29 @@ TEST_F(TreePruneTest, RandomTermBooleansEqualBruteForce) {
   }
 }
 
+// Frequent required words with rarer optional ones (+the easily): once the required lists'
+// maxima alone cannot win, the optional lists drive (TopShouldDriven); with excluded and filter
+// clauses too, and optional lists both rarer and about as frequent as the required ones.
+TEST_F(TreePruneTest, FrequentRequiredRareShouldEqualBruteForce) {
+  std::mt19937_64 rng(4848);
+  for (int i = 0; i < 300; ++i) {
+    QueryNode tree{QueryNode::Kind::kBool, {}, {}};
+    tree.clauses.push_back({Occur::kMust, Term(Word(static_cast<uint32_t>(rng() % 3)))});
+    if (rng() % 4 == 0) tree.clauses.push_back({Occur::kMust, Term(Word(static_cast<uint32_t>(rng() % 6)))});
+    if (rng() % 5 == 0) tree.clauses.push_back({Occur::kFilter, Term(Word(static_cast<uint32_t>(rng() % 4)))});
+    const size_t shoulds = 1 + rng() % 3;
+    for (size_t c = 0; c < shoulds; ++c) {
+      const uint32_t w = rng() % 5 == 0 ? static_cast<uint32_t>(rng() % 8) : 8 + static_cast<uint32_t>(rng() % 32);
+      tree.clauses.push_back({Occur::kShould, Term(Word(w))});
+    }
+    if (rng() % 3 == 0) tree.clauses.push_back({Occur::kMustNot, Term(Word(4 + static_cast<uint32_t>(rng() % 12)))});
+    std::shuffle(tree.clauses.begin(), tree.clauses.end(), rng);
+    const uint32_t ks[] = {1, 2, 3, 10, 37, 100};
+    ExpectExact(MakeQuery(tree, QueryMode::kOr, ks[rng() % 6], rng() % 4 == 0), true);
+    if (HasFatalFailure()) return;
+  }
+}
+
 // A sole phrase (the phrase category): 2-5 tokens, mostly frequent ones so that phrases match,
 // repeated tokens ("w0 w0", overlaps counted), absent tokens; must, should, filter or bare.
 TEST_F(TreePruneTest, SolePhrasesEqualBruteForce) {
