@@ -223,7 +223,21 @@ std::vector<ScoredDoc> TopRequired(std::span<const TermClause> clauses, const Cu
       }
       others_range = std::min(others_range, others_max);
     }
-    for (uint32_t j = lead.pos(); j < count; ++j) {
+    // The positions whose lead score plus others_range can beat the threshold as it stands (it
+    // only rises): a branch-free pass, so that the loop below visits only those.
+    uint32_t cand[kBlockSize];
+    uint32_t num_cand = 0;
+    if (lead_scores != nullptr) {
+      const float need = thr;
+      for (uint32_t j = lead.pos(); j < count; ++j) {
+        cand[num_cand] = j;
+        num_cand += (lead_scores[j] + others_range) * slack > need ? 1 : 0;
+      }
+    } else {
+      for (uint32_t j = lead.pos(); j < count; ++j) cand[num_cand++] = j;
+    }
+    for (uint32_t t = 0; t < num_cand; ++t) {
+      const uint32_t j = cand[t];
       const uint32_t doc = docs[j];
       float c0 = 0.0f;
       if (bounded) {
