@@ -193,10 +193,12 @@ inline __m256i LoadMasked(const uint32_t* v, uint32_t n) {
   return PairTf(a, na, b, nb, shift, true);
 }
 
-// Whether some a[x] + shift is in b[0, nb) (CountShifted's SIMD merge, stopping at the first
-// match: a count needs no more). Same REQUIRES as PairTf with simd under AVX2.
+// Whether some a[x] + shift is in b[0, nb): PairTf's chunks against one vector when a side holds at
+// most eight values, else CountShifted's SIMD merge, stopping at the first match (a count needs no
+// more). Same REQUIRES as PairTf with simd under AVX2.
 [[gnu::noinline]] bool AnyShiftedLong(const uint32_t* a, uint32_t na, const uint32_t* b, uint32_t nb,
                                       uint32_t shift) {
+  if (na <= 8 || nb <= 8) return PairTf(a, na, b, nb, shift, true) != 0;  // no branch on the values
   const __m256i v_shift = _mm256_set1_epi32(static_cast<int>(shift));
   uint32_t x = 0, y = 0;
   while (x < na && y < nb) {
@@ -698,9 +700,9 @@ class SolePhrase {
         if (raw_[i].n < raw_[rare].n) rare = i;
       }
       if (n == 2) return PairTf(raw_[0].v, raw_[0].n, raw_[1].v, raw_[1].n, raw_[1].base - raw_[0].base + 1, true);
-      bool short_spans = true;
-      for (size_t i = 0; i < n; ++i) short_spans &= raw_[i].n <= 8;
-      if (short_spans) {  // the usual tfs: the starts as a lane mask, one compare a slot, no branch
+      // The rarest slot at most eight values (the usual tfs): the starts as a lane mask, filtered by
+      // each other slot eight values (one compare) at a time, no branch on the values.
+      if (raw_[rare].n <= 8) {
         const RawSpan& r = raw_[rare];
         const __m256i pos = _mm256_sub_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r.v)),
                                              _mm256_set1_epi32(static_cast<int>(r.base)));
@@ -713,7 +715,11 @@ class SolePhrase {
           if (i == rare) continue;
           const __m256i va =
               _mm256_add_epi32(start, _mm256_set1_epi32(static_cast<int>(raw_[i].base + static_cast<uint32_t>(i))));
-          mask &= MatchLanes(va, LoadMasked(raw_[i].v, raw_[i].n));
+          const uint32_t* v = raw_[i].v;
+          const uint32_t nv = raw_[i].n;
+          unsigned hit = MatchLanes(va, LoadMasked(v, std::min(8u, nv)));
+          for (uint32_t y = 8; y < nv; y += 8) hit |= MatchLanes(va, LoadMasked(v + y, std::min(8u, nv - y)));
+          mask &= hit;
         }
         return static_cast<uint32_t>(__builtin_popcount(mask));
       }
