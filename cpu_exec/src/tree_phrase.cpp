@@ -540,7 +540,8 @@ class SolePhrase {
         const uint32_t f1 = first_off[i1], f2 = second_off[i2];
         const uint32_t tf =
             SumsPairTf(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2);
-        if (tf != 0) Collect(docs[batch_a_[m]], tf);
+        matches_ += static_cast<uint32_t>(tf != 0);  // no branch on the (unpredictable) match
+        if (tf >= tf_need_) Score(docs[batch_a_[m]], tf);
       }
       return true;
     }
@@ -557,7 +558,8 @@ class SolePhrase {
         matches_ += static_cast<uint32_t>(tf != 0);
         continue;
       }
-      if (tf != 0) Collect(docs[batch_a_[m]], tf);
+      matches_ += static_cast<uint32_t>(tf != 0);
+      if (tf >= tf_need_) Score(docs[batch_a_[m]], tf);
     }
     return true;
   }
@@ -640,10 +642,16 @@ class SolePhrase {
     for (uint32_t m = 0; m < count; ++m) __builtin_prefetch(env_->norms + (docs[idx[m]] - env_->doc_begin));
   }
 
-  // A matching document d with phrase frequency tf: counted, and scored into the top k. A score
-  // that cannot beat the full heap's k-th is not computed (nor its norm read).
+  // A matching document d with phrase frequency tf: counted, and scored into the top k (Score).
   void Collect(uint32_t d, uint32_t tf) {
     ++matches_;
+    Score(d, tf);
+  }
+
+  // Scores a matching document d with phrase frequency tf into the top k. A score that cannot
+  // beat the full heap's k-th is not computed (nor its norm read). A caller may skip it for any
+  // tf below tf_need_ (nothing would be pushed).
+  void Score(uint32_t d, uint32_t tf) {
     if (full_ && scored_ && Ceiling(tf) * kPhraseBoundMargin <= thr_) return;
     const float s = scored_ ? Bm25TermScore(idf_, tf, env_->norms[d - env_->doc_begin], env_->k1) : 0.0f;
     if (!full_ || s > thr_) {  // a later docID enters only above the k-th (TopKHeap would refuse it)
@@ -651,6 +659,11 @@ class SolePhrase {
       ++env_->stats->postings_scored;
       full_ = topk_->full();
       thr_ = topk_->Threshold();
+      // Score's first test returns for every tf below the first one it lets through.
+      uint32_t need = 1;
+      if (full_ && scored_)
+        while (need < kCeilings && ceiling_[need] * kPhraseBoundMargin <= thr_) ++need;
+      tf_need_ = need;
     }
   }
 
@@ -797,6 +810,7 @@ class SolePhrase {
   bool full_ = false;       // k > 0 and the heap is full
   uint32_t bound_end_ = 0;  // SkipRanges checked the block bound through this docID
   uint64_t matches_ = 0;
+  uint32_t tf_need_ = 1;  // Score leaves the top k unchanged for any tf below it (1: unknown)
   // RunPair's common documents of a block pair (eight-lane stores: eight entries of slack).
   uint32_t batch_a_[kBlockSize + 8], batch_b_[kBlockSize + 8];
 };
