@@ -37,7 +37,10 @@ struct TreeAnswer {
   uint64_t total = 0;           // every matching document
 };
 
-inline std::string Word(uint32_t i) { return "w" + std::to_string(i); }
+inline std::string Word(uint32_t i) {
+  std::string w = std::to_string(i);  // not "w" + to_string(i): GCC 12 warns (-Wrestrict) on that
+  return w.insert(0, 1, 'w');
+}
 
 // Random raw trees (not canonical: MakeQuery or Canonicalize them) over the words w0..w<vocab-1>:
 // booleans of 1-4 clauses of every occurrence nested up to three deep, terms mostly among the six

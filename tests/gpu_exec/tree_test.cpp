@@ -263,6 +263,15 @@ void CheckRandomBatches(GpuContext& ctx, const Docs& docs, const TreeReference* 
       if (q.terms.size() > gpu::kGpuMaxTerms) continue;
       batch.push_back(std::move(q));
     }
+    {  // and one term's count alone, which list lengths answer: few batches cover that path too
+      QueryNode tree;
+      tree.kind = QueryNode::Kind::kBool;
+      QueryNode::Clause c;
+      c.node.kind = QueryNode::Kind::kTerm;
+      c.node.tokens = {gen.Token()};
+      tree.clauses.push_back(std::move(c));
+      batch.push_back(MakeQuery(Canonicalize(std::move(tree)), QueryMode::kAnd, 0, true));
+    }
     for (const DevShard* s : shards) {
       std::vector<Inputs> inputs;
       std::vector<GpuQueryInput> in;
