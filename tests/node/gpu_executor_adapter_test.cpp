@@ -467,18 +467,7 @@ TEST_F(GpuExecutorAdapterTest, PhrasesRunOnTheGpu) {
   }
   EXPECT_EQ(gpu->fallbacks_total(), 0u);
   // A phrase tree of 33 slots (distinct phrases as should clauses): the CPU engine's.
-  QueryNode wide;
-  for (uint32_t a = 0; wide.clauses.size() < 33; ++a) {
-    QueryNode ph;
-    ph.kind = QueryNode::Kind::kPhrase;
-    ph.tokens = {testing::Word(a % 6), testing::Word(1 + a / 6)};
-    wide.clauses.push_back({Occur::kShould, ph});
-  }
-  Query q;
-  q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
-  q.terms = TreeTerms(*q.tree);
-  q.mode = QueryMode::kOr;
-  q.k = 10;
+  const Query q = testing::WidePhraseQuery(33);
   ASSERT_TRUE(GpuUnsupported(q).has_value());
   auto want = cpu.Execute(q, kNoDeadline, 0);
   auto got = gpu->Execute(q, kNoDeadline, 0);

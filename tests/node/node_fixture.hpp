@@ -174,6 +174,24 @@ inline SearchRequestMsg RandomTreeRequest(std::mt19937_64& rng, uint64_t id, boo
   return r;
 }
 
+// An or-query of `slots` distinct two-word phrases as should clauses (k 10): past the GPU
+// program's slots when slots > kGpuTreeSlots, so the CPU engine's.
+inline Query WidePhraseQuery(size_t slots) {
+  QueryNode wide;
+  for (uint32_t a = 0; wide.clauses.size() < slots; ++a) {
+    QueryNode ph;
+    ph.kind = QueryNode::Kind::kPhrase;
+    ph.tokens = {Word(a % 6), Word(1 + a / 6)};
+    wide.clauses.push_back({Occur::kShould, ph});
+  }
+  Query q;
+  q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
+  q.terms = TreeTerms(*q.tree);
+  q.mode = QueryMode::kOr;
+  q.k = 10;
+  return q;
+}
+
 // What the node must answer: CpuExecutor's hits with external ids.
 inline std::vector<HitMsg> Reference(const ShardReader& shard, const SearchRequestMsg& r) {
   CpuExecutor exec(&shard);
@@ -212,7 +230,9 @@ class Client {
     // A reply takes its request's shape: [empty][message], or [message] alone.
     last_frames = parts.size();
     EXPECT_LE(parts.size(), 2u);
-    if (parts.size() == 2) EXPECT_EQ(parts.front().size(), 0u);
+    if (parts.size() == 2) {
+      EXPECT_EQ(parts.front().size(), 0u);
+    }
     auto env = DecodeEnvelope(parts.back().to_string_view());
     EXPECT_TRUE(env.ok()) << env.status().ToString();
     if (!env.ok()) return std::nullopt;

@@ -515,21 +515,7 @@ TEST_F(ScheduledExecutorTest, TreesPhrasesAndCountsReachTheGpu) {
   std::mt19937_64 rng(31);
   std::vector<Query> qs;
   for (uint64_t i = 0; i < 120; ++i) qs.push_back(ToQuery(testing::RandomTreeRequest(rng, i, i % 4 == 0)));
-  {  // 33 distinct phrases: past the GPU program's slots
-    QueryNode wide;
-    for (uint32_t a = 0; wide.clauses.size() < 33; ++a) {
-      QueryNode ph;
-      ph.kind = QueryNode::Kind::kPhrase;
-      ph.tokens = {testing::Word(a % 6), testing::Word(1 + a / 6)};
-      wide.clauses.push_back({Occur::kShould, ph});
-    }
-    Query q;
-    q.tree = std::make_shared<const QueryNode>(Canonicalize(std::move(wide)));
-    q.terms = TreeTerms(*q.tree);
-    q.mode = QueryMode::kOr;
-    q.k = 10;
-    qs.push_back(std::move(q));
-  }
+  qs.push_back(testing::WidePhraseQuery(33));  // 33 distinct phrases: past the GPU program's slots
   for (int i = 0; i < 40; ++i) {  // bags of words, half of them with a count (some the count alone)
     Query q = testing::RandomQuery(rng, kVocab);
     q.count = i % 2 == 0;
