@@ -212,30 +212,33 @@ inline __m256i LoadMasked(const uint32_t* v, uint32_t n) {
   return false;
 }
 
-// SumsPairTf(...) != 0, stopping at the first match when a tf is above eight.
-inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2) {
+// b2 - b1 + 1 of the comment above: what posting 1's sums are shifted by to meet posting 2's.
+inline uint32_t SumsShift(const uint32_t* s1, uint32_t f1, const uint32_t* s2, uint32_t f2) {
   const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
   const uint32_t b2 = f2 == 0 ? 0 : s2[f2 - 1];
-  const uint32_t shift = b2 - b1 + 1;
-  if (n1 <= 8 && n2 <= 8) [[likely]] {
-    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1 + f1)),
-                                        _mm256_set1_epi32(static_cast<int>(shift)));
-    return (MatchLanes(va, LoadMasked(s2 + f2, n2)) & ((1u << n1) - 1)) != 0;
-  }
+  return b2 - b1 + 1;
+}
+
+// Both tfs at most eight: the lanes x < n1 whose a[x] + shift is among b[0, n2).
+inline uint32_t ShortPairLanes(const uint32_t* a, uint32_t n1, const uint32_t* b, uint32_t n2, uint32_t shift) {
+  const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)),
+                                      _mm256_set1_epi32(static_cast<int>(shift)));
+  return MatchLanes(va, LoadMasked(b, n2)) & ((1u << n1) - 1);
+}
+
+// SumsPairTf(...) != 0, stopping at the first match when a tf is above eight.
+inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2) {
+  const uint32_t shift = SumsShift(s1, f1, s2, f2);
+  if (n1 <= 8 && n2 <= 8) [[likely]]
+    return ShortPairLanes(s1 + f1, n1, s2 + f2, n2, shift) != 0;
   return AnyShiftedLong(s1 + f1, n1, s2 + f2, n2, shift);
 }
 
 inline uint32_t SumsPairTf(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2,
                            uint32_t n2) {
-  const uint32_t b1 = f1 == 0 ? 0 : s1[f1 - 1];
-  const uint32_t b2 = f2 == 0 ? 0 : s2[f2 - 1];
-  const uint32_t shift = b2 - b1 + 1;
-  if (n1 <= 8 && n2 <= 8) [[likely]] {
-    const __m256i va = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(s1 + f1)),
-                                        _mm256_set1_epi32(static_cast<int>(shift)));
-    const __m256i vb = LoadMasked(s2 + f2, n2);
-    return static_cast<uint32_t>(__builtin_popcount(MatchLanes(va, vb) & ((1u << n1) - 1)));
-  }
+  const uint32_t shift = SumsShift(s1, f1, s2, f2);
+  if (n1 <= 8 && n2 <= 8) [[likely]]
+    return static_cast<uint32_t>(__builtin_popcount(ShortPairLanes(s1 + f1, n1, s2 + f2, n2, shift)));
   return SumsPairTfLong(s1 + f1, n1, s2 + f2, n2, shift);
 }
 #endif
