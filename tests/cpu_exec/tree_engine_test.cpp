@@ -191,7 +191,9 @@ TEST(TreeEngine, RandomTreesWithPhrasesEqualBruteForce) {
       const TreeAnswer got = RunShards(shards, docs, ResolveMode(tree, mode), k, count);
       ASSERT_EQ(got.hits, want.hits) << CanonicalKey(tree) << " " << QueryModeName(mode) << " k=" << k << " over "
                                      << shards.size() << " shards";
-      if (count) ASSERT_EQ(got.total, want.total) << CanonicalKey(tree) << " " << QueryModeName(mode);
+      if (count) {
+        ASSERT_EQ(got.total, want.total) << CanonicalKey(tree) << " " << QueryModeName(mode);
+      }
     }
   }
   EXPECT_GT(phrase_matches, 0u);  // the phrases matched something

@@ -127,15 +127,8 @@ class TreePruneTest : public ::testing::Test {
   // index takes q's resolved tree(s) and answers them as the reference does too.
   static void ExpectExact(const Query& q, bool direct) {
     const TreeAnswer want = reference_->Search(q);
-    for (const auto& index : *indexes_) {
-      auto got = index->Search(q);
-      ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
-      ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
-      ASSERT_EQ(got->has_total, q.count) << Describe(q);
-      if (q.count) {
-        ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
-      }
-    }
+    ExpectIndexesAnswer(*indexes_, q, want, [&] { return Describe(q); });
+    if (HasFatalFailure()) return;
     if (direct && q.tree != nullptr && q.mode != QueryMode::kAndOr) ExpectDirect(q, want);
   }
 

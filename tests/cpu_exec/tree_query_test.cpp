@@ -313,15 +313,8 @@ class ShardedCorpus {
   // Every index and every cluster answers q as the reference does.
   void ExpectExact(const TreeReference& reference, const Query& q) {
     const TreeAnswer want = reference.Search(q);
-    for (const auto& index : indexes_) {
-      auto got = index->Search(q);
-      ASSERT_TRUE(got.ok()) << Describe(q) << ": " << got.status().ToString();
-      ASSERT_EQ(got->hits, want.hits) << Describe(q) << " over " << index->num_shards() << " shards";
-      ASSERT_EQ(got->has_total, q.count) << Describe(q);
-      if (q.count) {
-        ASSERT_EQ(got->total, want.total) << Describe(q) << " over " << index->num_shards() << " shards";
-      }
-    }
+    ExpectIndexesAnswer(indexes_, q, want, [&] { return Describe(q); });
+    if (::testing::Test::HasFatalFailure()) return;
     for (auto& [index, cluster] : clusters_) {
       const std::string where = Describe(q) + " on " + NodeEngineName(cluster->engine()) + " over " +
                                 std::to_string(index->num_shards()) + " shards";

@@ -42,6 +42,21 @@ inline std::string Word(uint32_t i) {
   return w.insert(0, 1, 'w');
 }
 
+// Every index of `indexes` (pointers to indexes with Search(q) and num_shards()) answers q with
+// want's hits, and with want's total when q asks for a count; what() names q in a failure.
+template <class Indexes, class What>
+void ExpectIndexesAnswer(const Indexes& indexes, const Query& q, const TreeAnswer& want, const What& what) {
+  for (const auto& index : indexes) {
+    auto got = index->Search(q);
+    ASSERT_TRUE(got.ok()) << what() << ": " << got.status().ToString();
+    ASSERT_EQ(got->hits, want.hits) << what() << " over " << index->num_shards() << " shards";
+    ASSERT_EQ(got->has_total, q.count) << what();
+    if (q.count) {
+      ASSERT_EQ(got->total, want.total) << what() << " over " << index->num_shards() << " shards";
+    }
+  }
+}
+
 // Random raw trees (not canonical: MakeQuery or Canonicalize them) over the words w0..w<vocab-1>:
 // booleans of 1-4 clauses of every occurrence nested up to three deep, terms mostly among the six
 // most frequent words, now and then a token absent from the corpus, and (with `phrases`) phrases
