@@ -14,7 +14,8 @@
 # env: SECS (5: measured seconds a row), RATES (the ladder, "20000 30000 40000 48000 56000 64000"),
 #      P99_MS (10), REPEATS (1: runs of each build at a rung, in alternating order; the rung is held
 #      where their mean p99 is within P99_MS), SCHEDULERS ("gpu hybrid"),
-#      NODE_CPUS (0-15), CLIENT_CPUS (16-31), CONNECTIONS (512), PARTS ("inproc serve")
+#      NODE_CPUS (0-15), CLIENT_CPUS (16-31), CONNECTIONS (512), PARTS ("inproc serve"),
+#      VARIANTS ("name:node flags;..." more nodes of the new build served beside the two, at most 3)
 # Prints one table row a measurement: part, build, mode or scheduler, engine or rate, q/s, p99 ms.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,14 +39,19 @@ qlog=$work/queries-$docs.txt
 min_df=$(( (docs * 4 + 99999) / 100000 ))
 [ "$min_df" -ge 1 ] || min_df=1
 ctl() { local b=$1; shift; LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/searchctl" "$@"; }
-for b in new old; do
+gen_pids=()
+for b in new old; do  # both at once: generate's phases leave cores idle
   i=idx_$b d=${!b}
   [ -f "${!i}/manifest.json" ] && continue
   step "generate --docs $docs ($b build)"
   rm -rf "${!i}"
   ctl "$d" generate --docs "$docs" --out "${!i}" --shards 1 --seed 1 --threads "$(nproc)" --quiet \
-    2>&1 | tee "$work/generate-$b.txt" || exit 1
+    >"$work/generate-$b.txt" 2>&1 &
+  gen_pids+=($!)
 done
+for p in "${gen_pids[@]}"; do wait "$p" || { cat "$work"/generate-*.txt; exit 1; }; done
+cat "$work"/generate-*.txt 2>/dev/null | grep -E 'docs=' | head -2
+step "generated"
 # The two indexes must hold the same corpus: generate's counts (docs, terms, postings, tokens) agree.
 counts() { grep -o 'docs=[0-9]* terms=[0-9]* postings=[0-9]* tokens=[0-9]*' "$work/generate-$1.txt" 2>/dev/null; }
 if [ -n "$(counts new)" ] && [ -n "$(counts old)" ] && [ "$(counts new)" != "$(counts old)" ]; then
@@ -56,6 +62,7 @@ idx_of() { if [ "$1" = "$old" ]; then echo "$idx_old"; else echo "$idx_new"; fi;
   --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 || exit 1
 
 rows=()
+means=()
 row() { rows+=("$(printf '%-7s %-9s %-7s %-7s %10s %8s' "$@")"); echo "ROW ${rows[-1]}"; }
 
 inproc() {  # label bundle mode engine [flags...]
@@ -100,22 +107,32 @@ loadgen() {  # url rate seconds warmup
     --url "$1" --queries "$qlog" --mode and --deadline-ms 500 --connections "$conns" --rate "$2" --seconds "$3" --warmup "$4" 2>/dev/null
 }
 
-# The serving ladder of one scheduler: both builds up, then at each rate of RATES the two builds
-# in turn, REPEATS times (the order alternating from run to run), until both miss p99 <= P99_MS
-# or drop queries.
+# The serving ladder of one scheduler: every build up at once (old-tuned, new-plain, and the
+# VARIANTS of the new build), then at each rate of RATES each build in turn, REPEATS times (the
+# order rotating from run to run), until all miss p99 <= P99_MS or drop queries. Per rate and
+# build: the mean over the runs of p50, mean and p99, and new / old.
 serve() {  # scheduler
-  local sched=$1 n=0 rate line label u p99 ok
-  local -A held=([old-tuned]=0 [new-plain]=0) out=([old-tuned]=0 [new-plain]=0)
+  local sched=$1 n=0 rate line label u p99 ok slot=2 v
+  local labels=(old-tuned new-plain)
+  local -A held=() out=() flags=()
   pids_before=${#pids[@]}
   start_build old-tuned "$old" "$sched" 0 "--http-threads $conns --http-keep-alive-requests 100" \
     --cache-mb 16384 --gpu-preload-mb 8192 --gpu-sync block || return
   start_build new-plain "$new" "$sched" 1 "" || return
-  loadgen "$url_old_tuned" 20000 1 0 >/dev/null; loadgen "$url_new_plain" 20000 1 0 >/dev/null  # unrecorded passes
+  IFS=';' read -ra vs <<<"${VARIANTS:-}"
+  for v in "${vs[@]}"; do  # name:node flags
+    [ -n "$v" ] || continue
+    # shellcheck disable=SC2086
+    start_build "new-${v%%:*}" "$new" "$sched" "$slot" "" ${v#*:} || return
+    labels+=("new-${v%%:*}"); slot=$((slot + 1))
+  done
+  for label in "${labels[@]}"; do held[$label]=0; out[$label]=0; u=url_${label//-/_}; loadgen "${!u}" 20000 1 0 >/dev/null; done
   for rate in ${RATES:-20000 30000 40000 48000 56000 64000}; do
-    local -A sum=([old-tuned]=0 [new-plain]=0) bad=([old-tuned]=0 [new-plain]=0)
+    local -A sum=() s50=() smean=() bad=()
+    for label in "${labels[@]}"; do sum[$label]=0; s50[$label]=0; smean[$label]=0; bad[$label]=0; done
     for _ in $(seq "${REPEATS:-1}"); do
-      local order=(old-tuned new-plain)
-      (( n++ % 2 )) && order=(new-plain old-tuned)
+      local order=("${labels[@]:n % ${#labels[@]}}" "${labels[@]:0:n % ${#labels[@]}}")
+      n=$((n + 1))
       for label in "${order[@]}"; do
         [ "${out[$label]}" -eq 1 ] && continue
         u=url_${label//-/_}
@@ -127,22 +144,30 @@ serve() {  # scheduler
         echo "$line" | cut -c1-300
         row serve "$label" "$sched" "$rate" "$(field "$line" achieved_qps | cut -d. -f1)" "$p99"
         sum[$label]=$(awk -v s="${sum[$label]}" -v p="$p99" 'BEGIN { print s + p }')
+        s50[$label]=$(awk -v s="${s50[$label]}" -v p="$(field "$line" p50_us)" 'BEGIN { print s + p / 1000 }')
+        smean[$label]=$(awk -v s="${smean[$label]}" -v p="$(field "$line" mean_us)" 'BEGIN { print s + p / 1000 }')
         [ "$ok" -eq 1 ] || bad[$label]=1
       done
     done
-    for label in old-tuned new-plain; do  # a rung is held where the runs' mean p99 is within P99_MS
+    local k=${REPEATS:-1}
+    for label in "${labels[@]}"; do  # a rung is held where the runs' mean p99 is within P99_MS
       [ "${out[$label]}" -eq 1 ] && continue
-      if [ "${bad[$label]}" -eq 0 ] && awk -v s="${sum[$label]}" -v k="${REPEATS:-1}" -v m="${P99_MS:-10}" \
+      means+=("$(awk -v l="$label" -v s="$sched" -v r="$rate" -v k="$k" -v a="${s50[$label]}" -v m="${smean[$label]}" \
+        -v p="${sum[$label]}" -v a0="${s50[old-tuned]}" -v m0="${smean[old-tuned]}" -v p0="${sum[old-tuned]}" \
+        'BEGIN { printf "%-7s %-11s %6d  p50 %6.2f  mean %6.2f  p99 %6.2f   / old: %5.2f %5.2f %5.2f", s, l, r, a/k, m/k, p/k, (a0>0?a/a0:0), (m0>0?m/m0:0), (p0>0?p/p0:0) }')")
+      echo "MEAN ${means[-1]}"
+      if [ "${bad[$label]}" -eq 0 ] && awk -v s="${sum[$label]}" -v k="$k" -v m="${P99_MS:-10}" \
            'BEGIN { exit !(s / k <= m) }'; then
         held[$label]=$rate
       else
         out[$label]=1
       fi
     done
-    [ "${out[old-tuned]}" -eq 1 ] && [ "${out[new-plain]}" -eq 1 ] && break
+    local all_out=1
+    for label in "${labels[@]}"; do [ "${out[$label]}" -eq 1 ] || all_out=0; done
+    [ "$all_out" -eq 1 ] && break
   done
-  row held old-tuned "$sched" "p99<=${P99_MS:-10}" "${held[old-tuned]}" -
-  row held new-plain "$sched" "p99<=${P99_MS:-10}" "${held[new-plain]}" -
+  for label in "${labels[@]}"; do row held "$label" "$sched" "p99<=${P99_MS:-10}" "${held[$label]}" -; done
   for p in "${pids[@]:$pids_before}"; do kill "$p" 2>/dev/null; done
   wait 2>/dev/null
 }
@@ -164,4 +189,5 @@ done
 step "summary (docs=$docs, node CPUs $node_cpus, clients $client_cpus)"
 printf '%-7s %-9s %-7s %-7s %10s %8s\n' part build mode eng/rate q/s p99_ms
 printf '%s\n' "${rows[@]}"
+[ ${#means[@]} -eq 0 ] || { echo "served, mean of the runs at each rate (ms), and the ratio to old-tuned (p50 mean p99):"; printf '%s\n' "${means[@]}"; }
 step "done"
