@@ -226,9 +226,13 @@ inline uint32_t ShortPairLanes(const uint32_t* a, uint32_t n1, const uint32_t* b
   return MatchLanes(va, LoadMasked(b, n2)) & ((1u << n1) - 1);
 }
 
-// SumsPairTf(...) != 0, stopping at the first match when a tf is above eight.
-inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2) {
-  const uint32_t shift = SumsShift(s1, f1, s2, f2);
+// SumsPairTf(...) != 0, stopping at the first match when a tf is above eight; `gap` >= 1: whether
+// posting 2 holds some position p1 + gap (p1 one of posting 1's), 1 for two consecutive slots.
+// The first positions are compared first (in "1913 webster" they are most documents' match).
+inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2,
+                        uint32_t gap = 1) {
+  const uint32_t shift = SumsShift(s1, f1, s2, f2) + (gap - 1);  // v1 + shift = p1 + gap + b2 + 1
+  if (s1[f1] + shift == s2[f2]) return true;
   if (n1 <= 8 && n2 <= 8) [[likely]]
     return ShortPairLanes(s1 + f1, n1, s2 + f2, n2, shift) != 0;
   return AnyShiftedLong(s1 + f1, n1, s2 + f2, n2, shift);
@@ -273,6 +277,20 @@ class SolePhrase {
               [](const Token* a, const Token* b) { return a->cursor.size() < b->cursor.size(); });
     spans_.resize(slots_.size());
     scratch_.resize(std::max<size_t>(slots_.size(), 2));
+    // The two shortest lists' slots, when their tokens hold one slot each (KeepPairMatches).
+    if (order_.size() >= 2 && slots_.size() >= 3) {
+      int at[2] = {-1, -1}, seen[2] = {0, 0};
+      for (size_t i = 0; i < slots_.size(); ++i)
+        for (int o = 0; o < 2; ++o)
+          if (tokens_[slots_[i]].get() == order_[o]) {
+            at[o] = static_cast<int>(i);
+            ++seen[o];
+          }
+      if (seen[0] == 1 && seen[1] == 1) {
+        pair_a_first_ = at[0] < at[1];
+        pair_gap_ = static_cast<uint32_t>(pair_a_first_ ? at[1] - at[0] : at[0] - at[1]);
+      }
+    }
   }
 
   // Visits every match; k == 0: the count only.
@@ -454,9 +472,13 @@ class SolePhrase {
   // (Token::sums) when they fit below PositionsView::kSumsLimit (2^30), else as positions; simd_ok,
   // small as Token says. False on Corruption (recorded).
   bool EnsureBlock(Token& t) {
+    if (t.decoded_block == t.cursor.block()) [[likely]]
+      return true;
+    return DecodeBlockOf(t);
+  }
+  [[gnu::noinline]] bool DecodeBlockOf(Token& t) {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
-    if (t.decoded_block == j) return true;
     bool fits = false;
     Status st = t.positions->DecodeBlockSums(j, &t.offsets, &t.pos, &fits);
     if (st.ok() && !fits) st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
@@ -582,6 +604,11 @@ class SolePhrase {
     BlockCursor& b = order_[1]->cursor;
     const uint32_t* ad = a.block_docs();
     if (!count_ && full_ && scored_) count = KeepBeatable(count);
+    if (count_ && pair_gap_ != 0) {
+      bool ok = true;
+      count = KeepPairMatches(count, &ok);
+      if (!ok) return false;
+    }
     if (k_ > 0 && scored_) PrefetchNorms(ad, batch_a_, count);
     for (uint32_t m = 0; m < count; ++m) {
       const uint32_t x = ad[batch_a_[m]];
@@ -634,6 +661,42 @@ class SolePhrase {
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_a_ + kept), _mm256_permutevar8x32_epi32(ia, lanes));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_b_ + kept), _mm256_permutevar8x32_epi32(ib, lanes));
       kept += static_cast<uint32_t>(__builtin_popcount(keep));
+    }
+    return kept;
+  }
+
+  // With a count, a phrase of three or more slots whose two shortest lists' tokens hold one slot
+  // each (pair_gap_ apart): keeps (compacted, in order) only the `count` common documents at
+  // batch_a_ / batch_b_ where the two tokens occur pair_gap_ positions apart (every match needs
+  // that), so that the other lists are searched, and their positions decoded, for those alone.
+  // Returns how many are kept: all of them when a block's values are not running sums. *ok false
+  // on Corruption (recorded).
+  uint32_t KeepPairMatches(uint32_t count, bool* ok) {
+    Token& ta = *order_[0];
+    Token& tb = *order_[1];
+    if (!EnsureBlock(ta) || !EnsureBlock(tb)) {
+      *ok = false;
+      return 0;
+    }
+    if (!ta.sums || !tb.sums) return count;
+    const Token& first = pair_a_first_ ? ta : tb;
+    const Token& second = pair_a_first_ ? tb : ta;
+    const uint32_t* const first_pos = first.pos.data();
+    const uint32_t* const second_pos = second.pos.data();
+    const uint32_t* const first_off = first.offsets.data();
+    const uint32_t* const second_off = second.offsets.data();
+    const uint32_t* const first_idx = pair_a_first_ ? batch_a_ : batch_b_;
+    const uint32_t* const second_idx = pair_a_first_ ? batch_b_ : batch_a_;
+    uint32_t kept = 0;
+    for (uint32_t m = 0; m < count; ++m) {  // entry m read before entry kept <= m is written
+      const uint32_t i1 = first_idx[m], i2 = second_idx[m];
+      const uint32_t f1 = first_off[i1], f2 = second_off[i2];
+      const bool any =
+          SumsPairAny(first_pos, f1, first_off[i1 + 1] - f1, second_pos, f2, second_off[i2 + 1] - f2, pair_gap_);
+      const uint32_t ia = batch_a_[m], ib = batch_b_[m];
+      batch_a_[kept] = ia;
+      batch_b_[kept] = ib;
+      kept += static_cast<uint32_t>(any);  // no branch on the (unpredictable) match
     }
     return kept;
   }
@@ -736,6 +799,7 @@ class SolePhrase {
           unsigned hit = MatchLanes(va, LoadMasked(v, std::min(8u, nv)));
           for (uint32_t y = 8; y < nv; y += 8) hit |= MatchLanes(va, LoadMasked(v + y, std::min(8u, nv - y)));
           mask &= hit;
+          if (mask == 0) return 0;  // most candidates of a rare phrase: the other slots unread
         }
         return static_cast<uint32_t>(__builtin_popcount(mask));
       }
@@ -816,6 +880,8 @@ class SolePhrase {
   uint32_t tf_need_ = 1;  // Score leaves the top k unchanged for any tf below it (1: unknown)
   // RunPair's common documents of a block pair (eight-lane stores: eight entries of slack).
   uint32_t batch_a_[kBlockSize + 8], batch_b_[kBlockSize + 8];
+  uint32_t pair_gap_ = 0;      // KeepPairMatches' slot distance (0: not used)
+  bool pair_a_first_ = false;  // order_[0]'s slot comes before order_[1]'s
 };
 
 }  // namespace

@@ -3,12 +3,16 @@
 // idf and score as the tree evaluator (tree_query.hpp, docs/SCORING.md "Query language"):
 //   documents  the two shortest lists' decoded blocks intersected eight docIDs against eight
 //              (the common lanes compacted without a branch on the docIDs), each common document
-//              then looked up in any other list (next_geq); one distinct token: its list;
+//              then looked up in any other list (next_geq); one distinct token: its list; with a
+//              count and three or more slots whose two shortest lists' tokens hold one slot each,
+//              only the common documents where those two occur at their slots' distance (from
+//              those two blocks' positions) are looked up, and the other lists' positions read;
 //   positions  per common document, each token's positions from its block's decoded positions
 //              (PositionsView::DecodeBlockSums, once per block: running sums, a posting's
 //              positions plus one base, the pair path comparing them by a per-document shift; a
 //              count's two-token pair path decodes only the common postings of a block it leaves
-//              with few of them, PositionsView::DecodePostings), checked against the list's tf;
+//              with few of them, PositionsView::DecodePostings, and compares the two postings'
+//              first positions before the rest), checked against the list's tf;
 //   tf         the starts p with token i at p + i for every i: the rarest slot's positions,
 //              shifted to starts, filtered through every other slot (eight against eight), on
 //              the running sums as stored (each slot's values shifted by its posting's base);

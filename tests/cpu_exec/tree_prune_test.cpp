@@ -305,5 +305,27 @@ TEST_F(TreePruneTest, SolePhrasesEqualBruteForce) {
   EXPECT_GT(matched, 0u);
 }
 
+// Counted phrases of three and four slots over the six most frequent words, every ordered choice:
+// the count path drops a common document of the two shortest lists unless their tokens occur at
+// their slots' distance (either order of those slots, distances 1 to 3), before the other lists.
+TEST_F(TreePruneTest, CountedLongPhrasesEqualBruteForce) {
+  uint64_t matched = 0;
+  std::mt19937_64 rng(48);
+  for (uint32_t i = 0; i < 6 * 6 * 6 + 100; ++i) {
+    QueryNode phrase{QueryNode::Kind::kPhrase, {}, {}};
+    if (i < 6 * 6 * 6) {
+      for (uint32_t v = i, t = 0; t < 3; ++t, v /= 6) phrase.tokens.push_back(Word(v % 6));
+    } else {
+      for (uint32_t t = 0; t < 4; ++t) phrase.tokens.push_back(Word(static_cast<uint32_t>(rng() % 6)));
+    }
+    QueryNode tree{QueryNode::Kind::kBool, {}, {{Occur::kDefault, phrase}}};
+    const Query q = MakeQuery(tree, QueryMode::kOr, i % 3 == 0 ? 10 : 0, true);
+    ExpectExact(q, true);
+    if (HasFatalFailure()) return;
+    matched += reference_->Search(q).total;
+  }
+  EXPECT_GT(matched, 0u);
+}
+
 }  // namespace
 }  // namespace search::testing
