@@ -4,6 +4,11 @@ term (a), intersection (+a +b), union (a b), phrase ("a b" or "a b c"), intersec
 and negated (+a -b). Words come from random positions of random documents of the corpus, so
 pairs co-occur and phrases occur as often as text makes them; single terms skip words of fewer
 than 3 characters. Deterministic for a given seed.
+Each query occurs at most once in its file, as in the search-benchmark-game: draws that repeat
+a query are dropped until COUNT distinct ones are found (+a +b and +b +a, or a b and b a, are one
+query: Lucene's BooleanQuery takes them as equal). A repeated query would let Lucene's query cache
+answer it from memory instead of searching. A corpus that cannot give COUNT distinct queries of a
+category (no new one in 1,000 draws in a row) gives fewer, with a message on stderr.
 usage: gen_ql_queries.py CORPUS.jsonl OUTDIR COUNT_PER_CATEGORY [SEED]
 writes OUTDIR/<category>.txt"""
 import json
@@ -47,22 +52,37 @@ def main():
         while b == a:
             b = word(tokens())
         return a, b
+    def draw(cat):
+        """One query of cat and its identity (the unordered pair where the clauses are alike)."""
+        if cat == "term":
+            q = word(tokens())
+            return q, q
+        if cat == "phrase":
+            toks = tokens()
+            n = 2 if rng.random() < 0.7 else 3
+            s = rng.randrange(len(toks) - n + 1)
+            q = '"' + " ".join(toks[s:s + n]) + '"'
+            return q, q
+        a, b = pair()
+        q = {"intersection": f"+{a} +{b}", "union": f"{a} {b}",
+             "intersection_union": f"+{a} {b}", "negated": f"+{a} -{b}"}[cat]
+        return q, (tuple(sorted((a, b))) if cat in ("intersection", "union") else q)
     os.makedirs(outdir, exist_ok=True)
     for cat in CATEGORIES:
+        queries, seen, misses = [], set(), 0
+        while len(queries) < count and misses < 1000:
+            q, key = draw(cat)
+            if key in seen:
+                misses += 1
+                continue
+            seen.add(key)
+            queries.append(q)
+            misses = 0
+        if len(queries) < count:
+            print(f"gen_ql_queries.py: {cat}: only {len(queries)} distinct queries of {count} "
+                  f"(no new one in {misses} draws in a row)", file=sys.stderr)
         with open(os.path.join(outdir, cat + ".txt"), "w", encoding="utf-8") as out:
-            for _ in range(count):
-                if cat == "term":
-                    q = word(tokens())
-                elif cat == "phrase":
-                    toks = tokens()
-                    n = 2 if rng.random() < 0.7 else 3
-                    s = rng.randrange(len(toks) - n + 1)
-                    q = '"' + " ".join(toks[s:s + n]) + '"'
-                else:
-                    a, b = pair()
-                    q = {"intersection": f"+{a} +{b}", "union": f"{a} {b}",
-                         "intersection_union": f"+{a} {b}", "negated": f"+{a} -{b}"}[cat]
-                out.write(q + "\n")
+            out.writelines(q + "\n" for q in queries)
 
 
 if __name__ == "__main__":
