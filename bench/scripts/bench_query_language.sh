@@ -6,7 +6,8 @@
 # number of matches for every query (Lucene's totals from its top-k output, ours from `searchctl
 # query --count`); then prints one markdown table row per cell: our q/s, Lucene's q/s and the ratio.
 # usage: bench/scripts/bench_query_language.sh CORPUS.jsonl [QUERIES_PER_CATEGORY] [SECONDS]
-#   env: BUILD_DIR (default build), WORK (default data/ql-bench: index and query files),
+#   env: BUILD_DIR (default build), WORK (default data/ql-bench: index and query files; the queries
+#        are made again when gen_ql_queries.py is newer),
 #        CATEGORIES (default all six, space-separated: run only these)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +26,7 @@ if [[ ! -f "$work/index/manifest.json" || "$work/index/manifest.json" -ot "$corp
     "$ctl" index --input "$corpus" --out "$work/index" --shards 1 --force
 fi
 echo "ours: index_bytes=$(du -sb "$work/index" | awk '{print $1}')"
-[ -s "$work/queries/term.txt" ] || python3 bench/scripts/gen_ql_queries.py "$corpus" "$work/queries" "$per_cat" 1
+[ "$work/queries/term.txt" -nt bench/scripts/gen_ql_queries.py ] || python3 bench/scripts/gen_ql_queries.py "$corpus" "$work/queries" "$per_cat" 1
 lwork=/tmp/lucene-$name
 for cat in ${CATEGORIES:-term intersection union phrase intersection_union negated}; do
   q="$work/queries/$cat.txt"
