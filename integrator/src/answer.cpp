@@ -1,7 +1,10 @@
 #include "integrator/answer.hpp"
 
 #include <algorithm>
+#include <array>
+#include <charconv>
 #include <cmath>
+#include <string_view>
 #include <nlohmann/json.hpp>
 
 #include "core/topk.hpp"
@@ -10,10 +13,6 @@ namespace search {
 namespace {
 
 using nlohmann::json;
-
-bool HitRanksBefore(const MergedHit& a, const MergedHit& b) {
-  return RanksBefore(ScoredDoc{a.doc, a.score}, ScoredDoc{b.doc, b.score});
-}
 
 json ShardsJson(const ShardsSummary& s) {
   json failures = json::array();
@@ -31,92 +30,260 @@ json ShardsJson(const ShardsSummary& s) {
 // the double, which identifies the float), so clients can compare bit for bit.
 double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
 
-json CoverageJson(const SearchAnswer& a) {
-  const uint32_t shards = a.query_shards();
-  return {{"shards", shards},
-          {"shards_total", a.shards.total},
-          {"documents", a.coverage.documents},
-          {"documents_total", a.coverage.documents_total},
-          {"percent", a.coverage.documents_total > 0
-                          ? 100.0 * static_cast<double>(a.coverage.documents) /
-                                static_cast<double>(a.coverage.documents_total)
-                          : (a.shards.total > 0 ? 100.0 * shards / a.shards.total : 0.0)},
-          {"full", a.complete()}};
+double CoveragePercent(const SearchAnswer& a) {
+  return a.coverage.documents_total > 0
+             ? 100.0 * static_cast<double>(a.coverage.documents) / static_cast<double>(a.coverage.documents_total)
+             : (a.shards.total > 0 ? 100.0 * a.query_shards() / a.shards.total : 0.0);
+}
+
+// Appends JSON text byte for byte as nlohmann::json::dump(-1, ' ', false, error_handler_t::replace)
+// writes the same values (the search and count answers are written with it, without building a
+// json tree): keys are given in the order nlohmann's std::map sorts them; numbers through the
+// same formatting (integers in decimal, doubles through nlohmann's own to_chars, null when not
+// finite); strings of printable ASCII without '"' or '\\' copied between quotes, any other string
+// through nlohmann itself (its escapes and its replacement of invalid UTF-8).
+class JsonWriter {
+ public:
+  explicit JsonWriter(std::string* out) : out_(*out) {}
+  // `"name":` (a key that needs no escaping).
+  void Key(std::string_view name) {
+    out_ += '"';
+    out_ += name;
+    out_ += "\":";
+  }
+  void Raw(std::string_view text) { out_ += text; }
+  void Raw(char c) { out_ += c; }
+  void Uint(uint64_t v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    out_.append(buf, r.ptr);
+  }
+  void Bool(bool v) { out_ += v ? "true" : "false"; }
+  void Double(double v) {
+    if (!std::isfinite(v)) {
+      out_ += "null";
+      return;
+    }
+    std::array<char, 64> buf;  // nlohmann's serializer's number buffer
+    char* end = nlohmann::detail::to_chars(buf.data(), buf.data() + buf.size(), v);
+    out_.append(buf.data(), static_cast<size_t>(end - buf.data()));
+  }
+  void String(std::string_view s) {
+    for (const char ch : s) {
+      const auto c = static_cast<unsigned char>(ch);
+      if (c < 0x20 || c >= 0x7f || c == '"' || c == '\\') {
+        out_ += json(s).dump(-1, ' ', false, json::error_handler_t::replace);
+        return;
+      }
+    }
+    out_ += '"';
+    out_ += s;
+    out_ += '"';
+  }
+
+ private:
+  std::string& out_;
+};
+
+// {"failed","failures":[{"phase","reason","shard"}],"successful","total"}, as ShardsJson dumps.
+void WriteShards(JsonWriter& w, const ShardsSummary& s) {
+  w.Raw("{\"failed\":");
+  w.Uint(s.failures.size());
+  w.Raw(",\"failures\":[");
+  for (size_t i = 0; i < s.failures.size(); ++i) {
+    const ShardFailure& f = s.failures[i];
+    if (i > 0) w.Raw(',');
+    w.Raw('{');
+    if (f.fetch) w.Raw("\"phase\":\"fetch\",");
+    w.Key("reason");
+    w.String(f.reason);
+    w.Raw(",\"shard\":");
+    w.Uint(f.shard);
+    w.Raw('}');
+  }
+  w.Raw("],\"successful\":");
+  w.Uint(s.successful);
+  w.Raw(",\"total\":");
+  w.Uint(s.total);
+  w.Raw('}');
+}
+
+// {"documents","documents_total","full","percent","shards","shards_total"}.
+void WriteCoverage(JsonWriter& w, const SearchAnswer& a) {
+  w.Raw("{\"documents\":");
+  w.Uint(a.coverage.documents);
+  w.Raw(",\"documents_total\":");
+  w.Uint(a.coverage.documents_total);
+  w.Raw(",\"full\":");
+  w.Bool(a.complete());
+  w.Raw(",\"percent\":");
+  w.Double(CoveragePercent(a));
+  w.Raw(",\"shards\":");
+  w.Uint(a.query_shards());
+  w.Raw(",\"shards_total\":");
+  w.Uint(a.shards.total);
+  w.Raw('}');
+}
+
+// "_shards":..,"cached":..,"coverage":.. (a search answer's first keys).
+void WriteShardsCachedCoverage(JsonWriter& w, const SearchAnswer& a) {
+  w.Raw("\"_shards\":");
+  WriteShards(w, a.shards);
+  w.Raw(",\"cached\":");
+  w.Bool(a.cached);
+  w.Raw(",\"coverage\":");
+  WriteCoverage(w, a);
+}
+
+// ,"timed_out":..,"took":..,"took_us":..}
+void WriteTimes(JsonWriter& w, const SearchAnswer& a) {
+  w.Raw(",\"timed_out\":");
+  w.Bool(a.timed_out);
+  w.Raw(",\"took\":");
+  w.Uint(a.took_us / 1000);
+  w.Raw(",\"took_us\":");
+  w.Uint(a.took_us);
+  w.Raw('}');
+}
+
+}  // namespace
+
+namespace {
+
+// The best k of `lists` as (list, position) pairs, best first; equal (score, doc) pairs in list
+// order. Sorts 16-byte keys, not the hits (each holds strings).
+struct HitRef {
+  float score;
+  uint32_t doc;
+  uint32_t list;
+  uint32_t at;
+};
+
+std::vector<HitRef> BestRefs(const std::vector<std::vector<MergedHit>>& lists, uint32_t k) {
+  std::vector<HitRef> refs;
+  size_t n = 0;
+  for (const auto& l : lists) n += l.size();
+  refs.reserve(n);
+  for (size_t i = 0; i < lists.size(); ++i)
+    for (size_t j = 0; j < lists[i].size(); ++j)
+      refs.push_back(HitRef{lists[i][j].score, lists[i][j].doc, static_cast<uint32_t>(i), static_cast<uint32_t>(j)});
+  const size_t keep = std::min<size_t>(k, refs.size());
+  std::partial_sort(refs.begin(), refs.begin() + static_cast<std::ptrdiff_t>(keep), refs.end(),
+                    [](const HitRef& a, const HitRef& b) {
+                      const ScoredDoc x{a.doc, a.score}, y{b.doc, b.score};
+                      if (RanksBefore(x, y)) return true;
+                      if (RanksBefore(y, x)) return false;
+                      return a.list != b.list ? a.list < b.list : a.at < b.at;
+                    });
+  refs.resize(keep);
+  return refs;
 }
 
 }  // namespace
 
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k) {
-  std::vector<MergedHit> all;
-  size_t n = 0;
-  for (const auto& l : lists) n += l.size();
-  all.reserve(n);
-  for (const auto& l : lists) all.insert(all.end(), l.begin(), l.end());
-  const size_t keep = std::min<size_t>(k, all.size());
-  std::partial_sort(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(keep), all.end(), HitRanksBefore);
-  all.resize(keep);
-  return all;
+  std::vector<MergedHit> out;
+  const std::vector<HitRef> refs = BestRefs(lists, k);
+  out.reserve(refs.size());
+  for (const HitRef& r : refs) out.push_back(lists[r.list][r.at]);
+  return out;
+}
+
+std::vector<MergedHit> MergeShardHits(std::vector<std::vector<MergedHit>>&& lists, uint32_t k) {
+  std::vector<MergedHit> out;
+  const std::vector<HitRef> refs = BestRefs(lists, k);
+  out.reserve(refs.size());
+  for (const HitRef& r : refs) out.push_back(std::move(lists[r.list][r.at]));
+  return out;
 }
 
 namespace {
 
-// The hits array as JSON text: each hit's fields through nlohmann, then its _source spliced in as
-// stored (byte for byte: a client compares it with what it indexed).
-std::string HitsJson(const std::vector<MergedHit>& hits) {
-  std::string out = "[";
-  for (const auto& h : hits) {
-    json o = {{"_id", h.external_id}, {"_score", ScoreValue(h.score)}, {"_shard", h.shard}, {"_doc", h.doc}};
-    if (!h.source_missing.empty()) o["_source_missing"] = h.source_missing;
-    if (!h.highlights.empty()) o["highlight"] = {{"contents", h.highlights}};
-    // Replace invalid UTF-8 in external ids and fragments instead of throwing.
-    std::string t = o.dump(-1, ' ', false, json::error_handler_t::replace);
-    if (h.has_source && !h.source.empty()) {
-      t.pop_back();  // the object's '}'
-      t += ",\"_source\":";
-      t += h.source;
-      t += '}';
-    }
-    if (out.size() > 1) out += ',';
-    out += t;
+// A hit: {"_doc","_id","_score","_shard","_source_missing"?,"highlight"?:{"contents":[..]}} and,
+// when it has one, ,"_source": spliced in last as stored (byte for byte: a client compares it with
+// what it indexed). Invalid UTF-8 in external ids and fragments is replaced, not thrown on.
+void WriteHit(JsonWriter& w, const MergedHit& h) {
+  w.Raw("{\"_doc\":");
+  w.Uint(h.doc);
+  w.Raw(",\"_id\":");
+  w.String(h.external_id);
+  w.Raw(",\"_score\":");
+  w.Double(ScoreValue(h.score));
+  w.Raw(",\"_shard\":");
+  w.Uint(h.shard);
+  if (!h.source_missing.empty()) {
+    w.Raw(",\"_source_missing\":");
+    w.String(h.source_missing);
   }
-  out += ']';
-  return out;
+  if (!h.highlights.empty()) {
+    w.Raw(",\"highlight\":{\"contents\":[");
+    for (size_t i = 0; i < h.highlights.size(); ++i) {
+      if (i > 0) w.Raw(',');
+      w.String(h.highlights[i]);
+    }
+    w.Raw("]}");
+  }
+  if (h.has_source && !h.source.empty()) {
+    w.Raw(",\"_source\":");
+    w.Raw(h.source);
+  }
+  w.Raw('}');
+}
+
+size_t HitsBytes(const std::vector<MergedHit>& hits) {
+  size_t n = 0;
+  for (const auto& h : hits) {
+    n += 96 + h.external_id.size() + h.source.size() + h.source_missing.size();
+    for (const auto& f : h.highlights) n += 4 + f.size();
+  }
+  return n;
 }
 
 }  // namespace
 
 std::string SearchAnswerJson(const SearchAnswer& a) {
-  // hits.hits is a placeholder string here, replaced by HitsJson's text after the dump: the only
-  // `"hits":"\u0001"` of the text (any string holding those bytes is dumped with its quotes escaped).
-  const json hits = "\x01";
-  json out = {{"took", a.took_us / 1000},
-              {"took_us", a.took_us},
-              {"timed_out", a.timed_out},
-              {"cached", a.cached},
-              {"_shards", ShardsJson(a.shards)},
-              {"coverage", CoverageJson(a)},
-              {"hits",
-               {{"total", a.total.has_value()
-                              ? json{{"value", *a.total}, {"relation", a.query_complete() ? "eq" : "gte"}}
-                              : json(a.hits.size())},
-                {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
-                {"hits", hits}}}};
-  std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
-  static constexpr std::string_view kPlaceholder = "\"hits\":\"\\u0001\"";
-  const size_t at = text.find(kPlaceholder);
-  if (at != std::string::npos) text.replace(at + 7, kPlaceholder.size() - 7, HitsJson(a.hits));
+  std::string text;
+  text.reserve(512 + HitsBytes(a.hits));
+  JsonWriter w(&text);
+  w.Raw('{');
+  WriteShardsCachedCoverage(w, a);
+  w.Raw(",\"hits\":{\"hits\":[");
+  for (size_t i = 0; i < a.hits.size(); ++i) {
+    if (i > 0) w.Raw(',');
+    WriteHit(w, a.hits[i]);
+  }
+  w.Raw("],\"max_score\":");
+  if (a.hits.empty())
+    w.Raw("null");
+  else
+    w.Double(ScoreValue(a.hits.front().score));
+  w.Raw(",\"total\":");
+  if (a.total.has_value()) {
+    w.Raw(a.query_complete() ? "{\"relation\":\"eq\",\"value\":" : "{\"relation\":\"gte\",\"value\":");
+    w.Uint(*a.total);
+    w.Raw('}');
+  } else {
+    w.Uint(a.hits.size());
+  }
+  w.Raw('}');
+  WriteTimes(w, a);
   return text;
 }
 
 std::string CountAnswerJson(const SearchAnswer& a) {
-  json out = {{"count", a.total.value_or(0)},
-              {"took", a.took_us / 1000},
-              {"took_us", a.took_us},
-              {"timed_out", a.timed_out},
-              {"cached", a.cached},
-              {"_shards", ShardsJson(a.shards)},
-              {"coverage", CoverageJson(a)}};
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text;
+  text.reserve(512);
+  JsonWriter w(&text);
+  w.Raw("{\"_shards\":");
+  WriteShards(w, a.shards);
+  w.Raw(",\"cached\":");
+  w.Bool(a.cached);
+  w.Raw(",\"count\":");
+  w.Uint(a.total.value_or(0));
+  w.Raw(",\"coverage\":");
+  WriteCoverage(w, a);
+  WriteTimes(w, a);
+  return text;
 }
 
 std::string ErrorJson(const RequestError& error, const ShardsSummary* shards) {

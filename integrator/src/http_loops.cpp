@@ -211,6 +211,8 @@ class HttpLoops::Loop {
   uint64_t next_gen_ = 1;  // per request: an answer finds its request by (fd, gen)
   std::unordered_map<int, Conn> conns_;
   HttpRequestLimits limits_;
+  // ReadAll's: what one read takes from a socket (or OpenSSL) before it is appended to Conn::in.
+  std::unique_ptr<char[]> read_buf_ = std::make_unique_for_overwrite<char[]>(kReadChunk);
 };
 
 void HttpLoops::Loop::Accept() {
@@ -419,12 +421,11 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
       c.read_blocked = true;
       return;
     }
-    const size_t old = c.in.size();
-    c.in.resize(old + kReadChunk);
-    const ssize_t n =
-        c.ssl ? TlsRecv(c, c.in.data() + old, kReadChunk) : ::recv(c.fd, c.in.data() + old, kReadChunk, 0);
+    // Into the loop's buffer, then appended: growing `in` by a chunk first would zero-fill it.
+    char* const buf = read_buf_.get();
+    const ssize_t n = c.ssl ? TlsRecv(c, buf, kReadChunk) : ::recv(c.fd, buf, kReadChunk, 0);
     if (n > 0) {
-      c.in.resize(old + static_cast<size_t>(n));
+      c.in.append(buf, static_cast<size_t>(n));
       c.last_io = Clock::now();
       // Drained: edge-triggered, more data is a new event. Over TLS a read returns at most one
       // record: drained when a socket read since this call began took less than asked (bytes that
@@ -433,7 +434,6 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
         return;
       continue;
     }
-    c.in.resize(old);
     if (n == 0) {
       c.peer_closed = true;
       return;

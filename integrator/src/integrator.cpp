@@ -538,7 +538,7 @@ std::optional<HttpReply> Integrator::Complete(SearchState& st, std::vector<Shard
                         a.timed_out ? "all shards failed or timed out" : "all shards failed", &a.shards),
                   st.start, false, a.timed_out);
   }
-  a.hits = MergeShardHits(lists, st.query.k);
+  a.hits = MergeShardHits(std::move(lists), st.query.k);
   if (p.count_only || !(st.source || st.highlight) || a.hits.empty()) return Answer(st, std::move(a));
 
   // Query-then-fetch: one FetchRequest to each shard that owns some of the final hits.

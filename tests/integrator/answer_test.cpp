@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <string_view>
 
 #include "core/topk.hpp"
 
@@ -215,6 +219,208 @@ TEST(AnswerJson, TotalsAndCounts) {
   EXPECT_EQ(j["_shards"]["failed"], 1);
   EXPECT_EQ(j["coverage"]["full"], false);
   EXPECT_FALSE(j.contains("hits"));
+}
+
+
+// The answers as an nlohmann tree dumped (how answer.cpp wrote them before it wrote the text
+// itself): SearchAnswerJson and CountAnswerJson must give these bytes exactly.
+namespace reference {
+
+json ShardsJson(const ShardsSummary& s) {
+  json failures = json::array();
+  for (const auto& f : s.failures) {
+    failures.push_back({{"shard", f.shard}, {"reason", f.reason}});
+    if (f.fetch) failures.back()["phase"] = "fetch";
+  }
+  return {{"total", s.total},
+          {"successful", s.successful},
+          {"failed", s.failures.size()},
+          {"failures", std::move(failures)}};
+}
+
+double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
+
+json CoverageJson(const SearchAnswer& a) {
+  const uint32_t shards = a.query_shards();
+  return {{"shards", shards},
+          {"shards_total", a.shards.total},
+          {"documents", a.coverage.documents},
+          {"documents_total", a.coverage.documents_total},
+          {"percent", a.coverage.documents_total > 0
+                          ? 100.0 * static_cast<double>(a.coverage.documents) /
+                                static_cast<double>(a.coverage.documents_total)
+                          : (a.shards.total > 0 ? 100.0 * shards / a.shards.total : 0.0)},
+          {"full", a.complete()}};
+}
+
+std::string HitsJson(const std::vector<MergedHit>& hits) {
+  std::string out = "[";
+  for (const auto& h : hits) {
+    json o = {{"_id", h.external_id}, {"_score", ScoreValue(h.score)}, {"_shard", h.shard}, {"_doc", h.doc}};
+    if (!h.source_missing.empty()) o["_source_missing"] = h.source_missing;
+    if (!h.highlights.empty()) o["highlight"] = {{"contents", h.highlights}};
+    std::string t = o.dump(-1, ' ', false, json::error_handler_t::replace);
+    if (h.has_source && !h.source.empty()) {
+      t.pop_back();
+      t += ",\"_source\":";
+      t += h.source;
+      t += '}';
+    }
+    if (out.size() > 1) out += ',';
+    out += t;
+  }
+  out += ']';
+  return out;
+}
+
+std::string SearchAnswerJson(const SearchAnswer& a) {
+  const json hits = "\x01";
+  json out = {{"took", a.took_us / 1000},
+              {"took_us", a.took_us},
+              {"timed_out", a.timed_out},
+              {"cached", a.cached},
+              {"_shards", ShardsJson(a.shards)},
+              {"coverage", CoverageJson(a)},
+              {"hits",
+               {{"total", a.total.has_value()
+                              ? json{{"value", *a.total}, {"relation", a.query_complete() ? "eq" : "gte"}}
+                              : json(a.hits.size())},
+                {"max_score", a.hits.empty() ? json(nullptr) : json(ScoreValue(a.hits.front().score))},
+                {"hits", hits}}}};
+  std::string text = out.dump(-1, ' ', false, json::error_handler_t::replace);
+  static constexpr std::string_view kPlaceholder = "\"hits\":\"\\u0001\"";
+  const size_t at = text.find(kPlaceholder);
+  if (at != std::string::npos) text.replace(at + 7, kPlaceholder.size() - 7, HitsJson(a.hits));
+  return text;
+}
+
+std::string CountAnswerJson(const SearchAnswer& a) {
+  json out = {{"count", a.total.value_or(0)},
+              {"took", a.took_us / 1000},
+              {"took_us", a.took_us},
+              {"timed_out", a.timed_out},
+              {"cached", a.cached},
+              {"_shards", ShardsJson(a.shards)},
+              {"coverage", CoverageJson(a)}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+}  // namespace reference
+
+// Random strings: printable ASCII, quotes and backslashes, control bytes, DEL, valid UTF-8 of 2-4
+// bytes, and invalid UTF-8 (lone continuation bytes, truncated sequences, overlongs, 0xff).
+std::string RandomText(std::mt19937& rng) {
+  static const std::vector<std::string> kPieces = {
+      "a", "Z", "0", " ", "doc-", "<em>", "</em>", "&quot;", "\"", "\\", "/", "\x01", "\x1f", "\n", "\t", "\r",
+      "\b", "\f", "\x7f", "\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80", "\xed\x9f\xbf", "\x80", "\xbf", "\xc3",
+      "\xe2\x82", "\xf0\x9f\x98", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xfe", "\xff",
+      std::string("\0", 1), "\"hits\":\"\x01\"", "\\u0001"};
+  std::string s;
+  const int n = static_cast<int>(rng() % 6 == 0 ? 0 : rng() % 12);
+  for (int i = 0; i < n; ++i) {
+    if (rng() % 3 == 0)
+      s += static_cast<char>(rng() % 256);
+    else
+      s += kPieces[rng() % kPieces.size()];
+  }
+  return s;
+}
+
+float RandomScore(std::mt19937& rng) {
+  switch (rng() % 10) {
+    case 0: return 0.0f;
+    case 1: return -0.0f;
+    case 2: return std::numeric_limits<float>::quiet_NaN();
+    case 3: return rng() % 2 ? std::numeric_limits<float>::infinity() : -std::numeric_limits<float>::infinity();
+    case 4: return std::numeric_limits<float>::denorm_min() * static_cast<float>(1 + rng() % 1000);
+    case 5: return std::numeric_limits<float>::max() / static_cast<float>(1 + rng() % 1000);
+    case 6: return static_cast<float>(rng() % 100);  // integral: "7.0"
+    case 7: return std::ldexp(static_cast<float>(rng() % 1000 + 1), static_cast<int>(rng() % 80) - 40);
+    default: {
+      uint32_t bits = static_cast<uint32_t>(rng());
+      float f;
+      std::memcpy(&f, &bits, sizeof(f));
+      return f;  // any float, NaN and inf included
+    }
+  }
+}
+
+SearchAnswer RandomAnswer(std::mt19937& rng) {
+  SearchAnswer a;
+  a.took_us = rng() % 4 == 0 ? rng() % 1000 : (static_cast<uint64_t>(rng()) << (rng() % 32));
+  a.timed_out = rng() % 4 == 0;
+  a.cached = rng() % 4 == 0;
+  a.shards.total = rng() % 6;
+  a.shards.successful = a.shards.total > 0 ? rng() % (a.shards.total + 1) : 0;
+  const uint32_t failures = rng() % 3 == 0 ? rng() % 4 : 0;
+  for (uint32_t i = 0; i < failures; ++i)
+    a.shards.failures.push_back(ShardFailure{static_cast<uint32_t>(rng() % 8), RandomText(rng), rng() % 2 == 0});
+  if (rng() % 4 != 0) {
+    a.coverage.documents_total = rng() % 3 == 0 ? rng() % 10 : static_cast<uint64_t>(rng()) << (rng() % 30);
+    a.coverage.documents = a.coverage.documents_total > 0 ? rng() % (a.coverage.documents_total + 1) : 0;
+  }
+  if (rng() % 2) a.total = rng() % 3 == 0 ? 0 : static_cast<uint64_t>(rng()) << (rng() % 32);
+  const uint32_t hits = rng() % 5 == 0 ? 0 : rng() % 12;
+  for (uint32_t i = 0; i < hits; ++i) {
+    MergedHit h{static_cast<uint32_t>(rng()), RandomScore(rng), static_cast<uint32_t>(rng() % 300), RandomText(rng)};
+    if (rng() % 3 == 0) {
+      h.has_source = true;
+      h.source = rng() % 4 == 0 ? "" : "{\"id\":\"" + std::to_string(i) + "\", \"n\" : 1.50e1}";
+    }
+    if (rng() % 4 == 0) h.source_missing = rng() % 2 ? "not stored" : RandomText(rng);
+    if (rng() % 3 == 0) {
+      const uint32_t frags = rng() % 4;
+      for (uint32_t f = 0; f < frags; ++f) h.highlights.push_back(RandomText(rng));
+    }
+    a.hits.push_back(std::move(h));
+  }
+  return a;
+}
+
+TEST(AnswerJson, EqualsNlohmannDumpByteForByte) {
+  std::mt19937 rng(47);
+  for (int round = 0; round < 20000; ++round) {
+    const SearchAnswer a = RandomAnswer(rng);
+    ASSERT_EQ(SearchAnswerJson(a), reference::SearchAnswerJson(a)) << "round " << round;
+    ASSERT_EQ(CountAnswerJson(a), reference::CountAnswerJson(a)) << "round " << round;
+  }
+  // Every float's widened double through nlohmann's formatting (exponent forms, "1.0", "-0.0"):
+  // one hit, scores spread over the exponent range.
+  SearchAnswer a;
+  a.hits.resize(1);
+  for (int e = -149; e <= 127; ++e)
+    for (float m : {1.0f, 1.5f, 1.1f, 9.999999f, 3.3333333f}) {
+      a.hits[0].score = std::ldexp(m, e);
+      ASSERT_EQ(SearchAnswerJson(a), reference::SearchAnswerJson(a)) << a.hits[0].score;
+      a.hits[0].score = -a.hits[0].score;
+      ASSERT_EQ(SearchAnswerJson(a), reference::SearchAnswerJson(a)) << a.hits[0].score;
+    }
+}
+
+// The moving merge gives what the copying one gives, and takes the hits out of the lists.
+TEST(MergeShardHits, MovingEqualsCopying) {
+  std::mt19937 rng(9);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<std::vector<MergedHit>> lists(1 + rng() % 4);
+    for (auto& l : lists) {
+      const uint32_t n = rng() % 20;
+      for (uint32_t i = 0; i < n; ++i) {
+        MergedHit h{static_cast<uint32_t>(rng() % 50), static_cast<float>(rng() % 4), static_cast<uint32_t>(rng() % 4),
+                    "id-" + std::to_string(rng())};
+        h.highlights = {std::string(rng() % 40, 'x')};
+        l.push_back(std::move(h));
+      }
+    }
+    const uint32_t k = rng() % 30;
+    const auto copied = MergeShardHits(lists, k);
+    // Equal (score, doc) pairs keep list order: the first list's hit first.
+    for (size_t i = 1; i < copied.size(); ++i)
+      ASSERT_FALSE(RanksBefore(ScoredDoc{copied[i].doc, copied[i].score},
+                               ScoredDoc{copied[i - 1].doc, copied[i - 1].score}));
+    auto moved_from = lists;
+    const auto moved = MergeShardHits(std::move(moved_from), k);
+    ASSERT_EQ(moved, copied) << "round " << round;
+  }
 }
 
 }  // namespace

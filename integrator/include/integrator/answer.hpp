@@ -77,6 +77,8 @@ struct SearchAnswer {
 // The best k of all lists in docs/SCORING.md order (score desc, then smaller docID). Ties between equal
 // (score, doc) pairs, which only a broken cluster produces, keep the first list's hit.
 std::vector<MergedHit> MergeShardHits(const std::vector<std::vector<MergedHit>>& lists, uint32_t k);
+// The same, moving the hits out of `lists` (left holding moved-from hits).
+std::vector<MergedHit> MergeShardHits(std::vector<std::vector<MergedHit>>&& lists, uint32_t k);
 
 std::string SearchAnswerJson(const SearchAnswer& answer);
 // The _count shape of an answer (REQUIRES: answer.total).
