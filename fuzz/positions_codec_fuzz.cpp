@@ -2,7 +2,8 @@
 // arbitrary bytes. The input's first two bytes give the list's count (1 + u16 % 1024), the rest is
 // the blob. It is parsed twice: as is, and "repaired" (magic and CRC rewritten to agree with the
 // count), so that mutations reach the block table and the blocks instead of dying on the CRC.
-// When Parse accepts, every block is decoded; a block that decodes must keep FORMAT.md's promises
+// When Parse accepts, every block is decoded (also given the list's tfs: the block's own, and
+// those off by one); a block that decodes must keep FORMAT.md's promises
 // (n + 1 offsets from 0 to the number of positions, every tf >= 1, each posting's positions
 // strictly ascending), and a blob whose blocks all decode must re-encode (EncodePositions) to a
 // blob that decodes to the same positions.
@@ -47,6 +48,17 @@ bool DecodeAll(const PositionsView& v, std::vector<uint32_t>* tfs, std::vector<u
     }
     const uint32_t n = std::min(kBlockSize, v.count() - j * kBlockSize);
     FUZZ_CHECK(offsets.size() == n + 1);
+    {  // given the block's own tfs, DecodeBlockSums agrees; given them off by one, Ok or Corruption
+      std::vector<uint32_t> own(n), t_offsets, t_sums;
+      for (uint32_t i = 0; i < n; ++i) own[i] = offsets[i + 1] - offsets[i];
+      bool t_fits = false;
+      const Status t_st = v.DecodeBlockSums(j, own, &t_offsets, &t_sums, &t_fits);
+      FUZZ_CHECK(t_st.ok() == sums_st.ok());
+      if (t_st.ok()) FUZZ_CHECK(t_offsets == offsets && t_fits == fits && (!fits || t_sums == sums));
+      own[own.size() / 2] += 1;
+      const Status off_st = v.DecodeBlockSums(j, own, &t_offsets, &t_sums, &t_fits);
+      FUZZ_CHECK(off_st.ok() || off_st.code() == StatusCode::kCorruption);
+    }
     FUZZ_CHECK(offsets[0] == 0);
     FUZZ_CHECK(offsets[n] == positions.size());
     for (uint32_t i = 0; i < n; ++i) {

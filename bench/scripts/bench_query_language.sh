@@ -8,7 +8,8 @@
 # usage: bench/scripts/bench_query_language.sh CORPUS.jsonl [QUERIES_PER_CATEGORY] [SECONDS]
 #   env: BUILD_DIR (default build), WORK (default data/ql-bench: index and query files; the queries
 #        are made again when gen_ql_queries.py is newer),
-#        CATEGORIES (default all six, space-separated: run only these)
+#        CATEGORIES (default all six, space-separated: run only these),
+#        COMMANDS (default "top topcount count": time only these)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 corpus=$1 per_cat=${2:-500} secs=${3:-5}
@@ -48,7 +49,7 @@ echo "| category | command | ours q/s | Lucene q/s | ours / Lucene | matches per
 echo "|---|---|---:|---:|---:|---:|"
 for cat in ${CATEGORIES:-term intersection union phrase intersection_union negated}; do
   q="$work/queries/$cat.txt"
-  for cmd in top topcount count; do
+  for cmd in ${COMMANDS:-top topcount count}; do
     ours=$("$ctl" bench --index "$work/index" --queries "$q" --mode or --k 10 --threads 1 --seconds "$secs" \
              --warmup 1 --command "$cmd" 2>/dev/null)
     luc=$(COMMAND=$cmd LUCENE_WORK=$lwork bash "$anchor/run.sh" "$corpus" "$q" qp-or 10 1 2>/dev/null | grep '^lucene command')

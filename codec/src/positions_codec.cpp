@@ -221,7 +221,8 @@ uint32_t PositionsView::BlockStart(uint32_t j) const {
   return j == 0 ? kHeaderBytes + 4 * (num_blocks_ - 1) : Load32(bytes_.data() + kHeaderBytes + 4 * (j - 1));
 }
 
-Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets, BlockLayout* out) const {
+Status PositionsView::ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets,
+                                      BlockLayout* out) const {
   const uint64_t start = BlockStart(j);
   const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
   const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
@@ -231,8 +232,17 @@ Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets
   const auto freq_bits = static_cast<uint8_t>(p[at++]);
   if (freq_bits > 31) return BlockCorruption(j, "tf width above 31");
   if (at + StoredBytes(n, freq_bits) > end) return BlockCorruption(j, "tfs past the block's end");
-  uint32_t tfs[kBlockSize];
-  UnpackStored(p + at, n, freq_bits, tfs);
+  uint32_t tfs[kBlockSize];  // tf - 1 each
+  if (list_tfs == nullptr) {
+    UnpackStored(p + at, n, freq_bits, tfs);
+  } else {  // the list's tfs for the stored ones (not read), which they must match in width
+    uint32_t acc = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      tfs[i] = list_tfs[i] - 1;
+      acc |= tfs[i];
+    }
+    if (BitWidth(acc) != freq_bits) return BlockCorruption(j, "the list's tfs are not the block's (width)");
+  }
   at += StoredBytes(n, freq_bits);
   offsets->resize(n + 1);
   uint64_t total = 0;
@@ -268,10 +278,10 @@ Status PositionsView::ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets
   return Status::Ok();
 }
 
-Status PositionsView::UnpackDeltas(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions,
-                                   uint64_t* bound_out) const {
+Status PositionsView::UnpackDeltas(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets,
+                                   std::vector<uint32_t>* positions, uint64_t* bound_out) const {
   BlockLayout layout;
-  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, offsets, &layout));
+  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, list_tfs, offsets, &layout));
   const char* p = bytes_.data();
   const uint64_t end = layout.end, total = layout.total, runs = layout.runs, widths_at = layout.widths_at;
   uint64_t at = layout.runs_at;
@@ -296,8 +306,21 @@ Status PositionsView::UnpackDeltas(uint32_t j, std::vector<uint32_t>* offsets, s
 Status PositionsView::DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* sums,
                                       bool* fits) const {
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlockSums: block out of range");
+  return DecodeSums(j, nullptr, offsets, sums, fits);
+}
+
+Status PositionsView::DecodeBlockSums(uint32_t j, std::span<const uint32_t> tfs, std::vector<uint32_t>* offsets,
+                                      std::vector<uint32_t>* sums, bool* fits) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlockSums: block out of range");
+  if (tfs.size() != std::min(kBlockSize, count_ - j * kBlockSize))
+    return Status::InvalidArgument("PositionsView::DecodeBlockSums: tfs not the block's posting count");
+  return DecodeSums(j, tfs.data(), offsets, sums, fits);
+}
+
+Status PositionsView::DecodeSums(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets,
+                                 std::vector<uint32_t>* sums, bool* fits) const {
   uint64_t bound = 0;
-  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, offsets, sums, &bound));
+  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, list_tfs, offsets, sums, &bound));
   const uint64_t total = sums->size();
   uint32_t* out = sums->data();
   if (bound >= kSumsLimit) {  // the exact last sum decides
@@ -333,7 +356,7 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
   const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
   uint64_t bound = 0;
-  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, offsets, positions, &bound));
+  SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, nullptr, offsets, positions, &bound));
   const uint64_t total = positions->size();
   uint32_t* out = positions->data();
   const auto corrupt = [j](const std::string& what) { return BlockCorruption(j, what); };
@@ -406,6 +429,19 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
 Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> postings, std::vector<uint32_t>* offsets,
                                      std::vector<uint32_t>* positions) const {
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodePostings: block out of range");
+  return DecodeSome(j, nullptr, postings, offsets, positions);
+}
+
+Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> tfs, std::span<const uint32_t> postings,
+                                     std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
+  if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodePostings: block out of range");
+  if (tfs.size() != std::min(kBlockSize, count_ - j * kBlockSize))
+    return Status::InvalidArgument("PositionsView::DecodePostings: tfs not the block's posting count");
+  return DecodeSome(j, tfs.data(), postings, offsets, positions);
+}
+
+Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span<const uint32_t> postings,
+                                 std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
   const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
   for (size_t q = 0; q < postings.size(); ++q) {
     if (postings[q] >= n || (q > 0 && postings[q] <= postings[q - 1]))
@@ -414,7 +450,7 @@ Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> posti
   }
   // The same checks, in the same order, as DecodeBlock's, the runs walked without unpacking.
   BlockLayout layout;
-  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, offsets, &layout));
+  SEARCH_RETURN_IF_ERROR(ReadBlockLayout(j, list_tfs, offsets, &layout));
   const char* p = bytes_.data();
   const uint64_t end = layout.end, total = layout.total, runs = layout.runs, widths_at = layout.widths_at;
   uint64_t at = layout.runs_at;

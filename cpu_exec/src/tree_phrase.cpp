@@ -447,14 +447,15 @@ class SolePhrase {
 #endif
 
   // The checks after a positions decode of token t's block j (n postings): the decode's status, the
-  // block's posting count, and each posting's number of positions against the list's tf. False,
-  // with the first error recorded, when one fails.
-  bool CheckDecoded(Token& t, uint32_t j, uint32_t n, Status st) {
+  // block's posting count, and (unless the decode took the list's tfs for the block's: `with_tfs`)
+  // each posting's number of positions against the list's tf. False, with the first error
+  // recorded, when one fails.
+  bool CheckDecoded(Token& t, uint32_t j, uint32_t n, Status st, bool with_tfs = false) {
     if (st.ok() && t.offsets.size() != n + 1)
       st =
           Status::Corruption("positions block " + std::to_string(j) + " holds " + std::to_string(t.offsets.size() - 1) +
                              " postings, the list's block " + std::to_string(n));
-    if (st.ok()) {
+    if (st.ok() && !with_tfs) {
       const uint32_t* freqs = t.cursor.block_freqs();  // block j's; decoded once for the bounds too
       uint32_t bad = 0;
       for (uint32_t i = 0; i < n; ++i) bad |= (t.offsets[i + 1] - t.offsets[i]) ^ freqs[i];
@@ -480,9 +481,11 @@ class SolePhrase {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
     bool fits = false;
-    Status st = t.positions->DecodeBlockSums(j, &t.offsets, &t.pos, &fits);
+    // The list's tfs (decoded for the bounds anyway) delimit the postings' positions.
+    const std::span<const uint32_t> tfs(c.block_freqs(), c.block_count());
+    Status st = t.positions->DecodeBlockSums(j, tfs, &t.offsets, &t.pos, &fits);
     if (st.ok() && !fits) st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
-    if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
+    if (!CheckDecoded(t, j, c.block_count(), std::move(st), fits)) return false;
     t.decoded_block = j;
     t.pos_size = t.pos.size();
     t.sums = fits;
@@ -503,8 +506,9 @@ class SolePhrase {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
     if (t.decoded_block == j) return true;
-    Status st = t.positions->DecodePostings(j, std::span<const uint32_t>(idx, count), &t.offsets, &t.pos);
-    if (!CheckDecoded(t, j, c.block_count(), std::move(st))) return false;
+    const std::span<const uint32_t> tfs(c.block_freqs(), c.block_count());
+    Status st = t.positions->DecodePostings(j, tfs, std::span<const uint32_t>(idx, count), &t.offsets, &t.pos);
+    if (!CheckDecoded(t, j, c.block_count(), std::move(st), true)) return false;
     t.decoded_block = kEndDoc;
     t.pos_size = t.pos.size();
     t.sums = false;

@@ -378,5 +378,92 @@ TEST(PositionsCodecTest, DecodeBlockSumsEqualsDecodeBlock) {
   EXPECT_GT(corrupt, 0);
 }
 
+// The calls given the list's tfs (DecodeBlockSums and DecodePostings with tfs) agree with the calls
+// without on valid blobs; tfs of another width, or whose sum asks for another number of runs, are
+// Corruption; tfs of another length InvalidArgument; on damaged blobs any tfs give Ok or
+// Corruption (the decode reads only inside the block: ASan and the fuzz target watch that).
+TEST(PositionsCodecTest, DecodeWithListTfsEqualsWithout) {
+  std::mt19937 rng(29);
+  std::vector<uint32_t> offsets, sums, t_offsets, t_sums, positions, t_positions;
+  int compared = 0, width = 0, runs = 0, damaged = 0;
+  for (int iter = 0; iter < 1200; ++iter) {
+    const uint32_t n = 1 + rng() % 400;
+    const Postings p = Random(rng, n, 1 + rng() % (iter % 5 == 0 ? 500 : 20), iter % 7 == 0 ? 0 : 1 + rng() % 100000);
+    auto blob = EncodePositions(p.tfs, p.positions);
+    ASSERT_TRUE(blob.ok());
+    std::string bytes = *blob;
+    const bool damage = iter % 3 == 2;
+    if (damage) {
+      for (int e = 1 + static_cast<int>(rng() % 3); e > 0; --e) bytes[8 + rng() % (bytes.size() - 8)] = static_cast<char>(rng());
+      RepairCrc(&bytes, n);
+    }
+    auto view = PositionsView::Parse(bytes, n);
+    if (!view.ok()) continue;
+    for (uint32_t j = 0; j < view->num_blocks(); ++j) {
+      const uint32_t bn = std::min(128u, n - 128 * j);
+      std::vector<uint32_t> tfs(p.tfs.begin() + 128 * j, p.tfs.begin() + 128 * j + bn);
+      std::vector<uint32_t> postings;
+      for (uint32_t i = 0; i < bn; ++i)
+        if (rng() % 4 == 0) postings.push_back(i);
+      bool fits = false, t_fits = false;
+      const Status st = view->DecodeBlockSums(j, &offsets, &sums, &fits);
+      const Status t_st = view->DecodeBlockSums(j, tfs, &t_offsets, &t_sums, &t_fits);
+      const Status some = view->DecodePostings(j, postings, &offsets, &positions);
+      const Status t_some = view->DecodePostings(j, tfs, postings, &t_offsets, &t_positions);
+      if (damage) {
+        for (const Status* s : {&t_st, &t_some}) EXPECT_TRUE(s->ok() || s->code() == StatusCode::kCorruption);
+        std::vector<uint32_t> junk(bn);  // any tfs, even 0: never out of contract
+        for (uint32_t& t : junk) t = rng() % 4 == 0 ? rng() : rng() % 5;
+        const Status j_st = view->DecodeBlockSums(j, junk, &t_offsets, &t_sums, &t_fits);
+        EXPECT_TRUE(j_st.ok() || j_st.code() == StatusCode::kCorruption);
+        ++damaged;
+        continue;
+      }
+      ASSERT_TRUE(st.ok() && t_st.ok() && some.ok() && t_some.ok());
+      // Again: the DecodePostings calls above reused the buffers.
+      ASSERT_TRUE(view->DecodeBlockSums(j, &offsets, &sums, &fits).ok());
+      ASSERT_TRUE(view->DecodeBlockSums(j, tfs, &t_offsets, &t_sums, &t_fits).ok());
+      ASSERT_EQ(t_fits, fits);
+      ASSERT_EQ(t_offsets, offsets);
+      if (fits) {
+        ASSERT_EQ(t_sums, sums);
+      }
+      ASSERT_TRUE(view->DecodePostings(j, postings, &offsets, &positions).ok());
+      ASSERT_TRUE(view->DecodePostings(j, tfs, postings, &t_offsets, &t_positions).ok());
+      ASSERT_EQ(t_offsets, offsets);
+      for (const uint32_t i : postings)
+        for (uint32_t k = offsets[i]; k < offsets[i + 1]; ++k) ASSERT_EQ(t_positions[k], positions[k]);
+      ++compared;
+      // Another width: a tf of 2^w + 1 where the block's widest tf - 1 is below 2^w.
+      uint32_t acc = 0;
+      for (const uint32_t t : tfs) acc |= t - 1;
+      std::vector<uint32_t> wide = tfs;
+      wide[rng() % bn] = (acc == 0 ? 1u : 2u << (31 - __builtin_clz(acc))) + 1;
+      EXPECT_EQ(view->DecodeBlockSums(j, wide, &t_offsets, &t_sums, &t_fits).code(), StatusCode::kCorruption);
+      ++width;
+      // The same width, 128 positions more (one run more or less): the runs do not end at the block's end.
+      std::vector<uint32_t> more = tfs;
+      uint32_t moved = 0;
+      for (uint32_t& t : more) {
+        const uint32_t room = acc - (t - 1);  // raising t - 1 up to acc keeps the width
+        const uint32_t add = std::min(room, 128 - moved);
+        t += add;
+        moved += add;
+      }
+      if (moved == 128) {
+        EXPECT_EQ(view->DecodeBlockSums(j, more, &t_offsets, &t_sums, &t_fits).code(), StatusCode::kCorruption);
+        EXPECT_EQ(view->DecodePostings(j, more, postings, &t_offsets, &t_positions).code(), StatusCode::kCorruption);
+        ++runs;
+      }
+      std::vector<uint32_t> short_tfs(tfs.begin(), tfs.end() - 1);
+      EXPECT_EQ(view->DecodeBlockSums(j, short_tfs, &t_offsets, &t_sums, &t_fits).code(), StatusCode::kInvalidArgument);
+    }
+  }
+  EXPECT_GT(compared, 500);
+  EXPECT_GT(width, 500);
+  EXPECT_GT(runs, 50);
+  EXPECT_GT(damaged, 100);
+}
+
 }  // namespace
 }  // namespace search

@@ -60,6 +60,19 @@ class PositionsView {
   // positions. Corruption as DecodeBlock for the block's layout. REQUIRES: j < num_blocks().
   static constexpr uint32_t kSumsLimit = uint32_t{1} << 30;
   Status DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* sums, bool* fits) const;
+
+  // DecodeBlockSums and DecodePostings given block j's term frequencies `tfs` (the posting list's,
+  // one a posting of the block, each >= 1) for the block's stored ones, which are then not
+  // unpacked: offsets are tfs' running sums. The stored tfs are checked only through what the
+  // decode reads: Corruption as the calls without tfs for the block's layout, and when the width
+  // of tfs' tf - 1 is not the block's stored tf width or the runs that tfs' sum implies do not end
+  // at the block's end; tfs that pass these checks yet differ from the stored ones partition the
+  // block's positions by tfs. Every byte read lies inside the block, whatever tfs hold.
+  // InvalidArgument when tfs.size() is not the block's posting count (or as the calls without).
+  Status DecodeBlockSums(uint32_t j, std::span<const uint32_t> tfs, std::vector<uint32_t>* offsets,
+                         std::vector<uint32_t>* sums, bool* fits) const;
+  Status DecodePostings(uint32_t j, std::span<const uint32_t> tfs, std::span<const uint32_t> postings,
+                        std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const;
   static uint32_t SumsBase(const uint32_t* offsets, const uint32_t* sums, uint32_t i) {
     return (offsets[i] == 0 ? 0 : sums[offsets[i] - 1]) + 1;
   }
@@ -81,11 +94,17 @@ class PositionsView {
     uint64_t widths_at = 0;  // byte offset of the runs' width bytes
     uint64_t runs_at = 0;    // byte offset of the first run
   };
-  Status ReadBlockLayout(uint32_t j, std::vector<uint32_t>* offsets, BlockLayout* out) const;
+  // list_tfs: the block's tfs from the caller (DecodeBlockSums with tfs), or null: the stored ones.
+  Status ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets, BlockLayout* out) const;
   // Block j's layout read (ReadBlockLayout) and its stored deltas unpacked into positions (one a
   // position); *bound >= the block's last running sum (the deltas' count plus their sum).
-  Status UnpackDeltas(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions,
-                      uint64_t* bound) const;
+  Status UnpackDeltas(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets,
+                      std::vector<uint32_t>* positions, uint64_t* bound) const;
+  // DecodeBlockSums' and DecodePostings' work after their argument checks.
+  Status DecodeSums(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets, std::vector<uint32_t>* sums,
+                    bool* fits) const;
+  Status DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span<const uint32_t> postings,
+                    std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const;
 
   std::string_view bytes_;
   uint32_t count_ = 0;
