@@ -10,3 +10,13 @@ cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/n
 trap cleanup EXIT
 # CPU time (user + system, clock ticks) a process has used so far; 0 once it is gone.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# The GPU host's first line of a log: cores, GPU, UTC time.
+gpu_machine() { step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"; }
+# The synthetic shard of DOCS documents (seed 1, one shard) in DIR, generated with the caller's
+# `ctl` (its searchctl) unless DIR already holds one: synthetic_shard DOCS DIR
+synthetic_shard() {
+  [ -f "$2/manifest.json" ] && return 0
+  step "generate --docs $1"
+  rm -rf "$2"
+  ctl generate --docs "$1" --out "$2" --shards 1 --seed 1 --threads "$(nproc)" --quiet
+}

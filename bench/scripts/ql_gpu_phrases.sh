@@ -21,7 +21,7 @@ secs=${SECS:-3}
 node_cpus=${NODE_CPUS:-0-15}
 ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
 
-step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
+gpu_machine
 mkdir -p "$work"
 idx=$work/index
 if [ ! -f "$idx/manifest.json" ]; then

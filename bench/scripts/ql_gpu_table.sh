@@ -14,7 +14,7 @@
 #   CATEGORIES (all five)
 # Prints one markdown row per cell: category, command, CPU q/s, GPU q/s, GPU / CPU, mismatches.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
 
 docs=${1:-25200000}
@@ -24,14 +24,10 @@ secs=${SECS:-4}
 node_cpus=${NODE_CPUS:-0-15}
 ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
 
-step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
+gpu_machine
 mkdir -p "$work"
 idx=$work/synthetic-$docs
-if [ ! -f "$idx/manifest.json" ]; then
-  step "generate --docs $docs"
-  rm -rf "$idx"
-  ctl generate --docs "$docs" --out "$idx" --shards 1 --seed 1 --threads "$(nproc)" --quiet || exit 1
-fi
+synthetic_shard "$docs" "$idx" || exit 1
 qdir=$work/ql-$docs
 if [ ! -s "$qdir/negated.txt" ]; then
   mkdir -p "$qdir"

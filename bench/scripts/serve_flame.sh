@@ -11,7 +11,7 @@
 #   env: SCHED (gpu), RATE (40000), SECS (12: the load's length), PERF_SECS (4), FREQ (999),
 #        NODE_CPUS (0-7), CLIENT_CPUS (8-15), CONNECTIONS (512), PERF (perf)
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
 out=${1:?OUT_DIR}
 docs=${2:-25200000}
@@ -21,7 +21,7 @@ sched=${SCHED:-gpu} rate=${RATE:-40000} secs=${SECS:-12} psecs=${PERF_SECS:-4} f
 node_cpus=${NODE_CPUS:-0-7} client_cpus=${CLIENT_CPUS:-8-15} conns=${CONNECTIONS:-512} perf=${PERF:-perf}
 mkdir -p "$out"
 export LD_LIBRARY_PATH="$b/lib"
-step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
+gpu_machine
 taskset -c "$node_cpus" "$b/bin/search-node" --index "$work/synthetic-$docs/shard-0" --listen tcp://127.0.0.1:5791 \
   --metrics 127.0.0.1:9791 --scheduler "$sched" >"$out/node.out" 2>"$out/node.err" &
 node=$!
