@@ -14,18 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-json ShardsJson(const ShardsSummary& s) {
-  json failures = json::array();
-  for (const auto& f : s.failures) {
-    failures.push_back({{"shard", f.shard}, {"reason", f.reason}});
-    if (f.fetch) failures.back()["phase"] = "fetch";
-  }
-  return {{"total", s.total},
-          {"successful", s.successful},
-          {"failed", s.failures.size()},
-          {"failures", std::move(failures)}};
-}
-
 // Scores are float32 on the wire; widening to double prints them exactly (shortest round trip of
 // the double, which identifies the float), so clients can compare bit for bit.
 double ScoreValue(float s) { return std::isfinite(s) ? static_cast<double>(s) : 0.0; }
@@ -58,6 +46,11 @@ class JsonWriter {
     const auto r = std::to_chars(buf, buf + sizeof(buf), v);
     out_.append(buf, r.ptr);
   }
+  void Int(int64_t v) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    out_.append(buf, r.ptr);
+  }
   void Bool(bool v) { out_ += v ? "true" : "false"; }
   void Double(double v) {
     if (!std::isfinite(v)) {
@@ -85,7 +78,7 @@ class JsonWriter {
   std::string& out_;
 };
 
-// {"failed","failures":[{"phase","reason","shard"}],"successful","total"}, as ShardsJson dumps.
+// {"failed","failures":[{"phase","reason","shard"}],"successful","total"}.
 void WriteShards(JsonWriter& w, const ShardsSummary& s) {
   w.Raw("{\"failed\":");
   w.Uint(s.failures.size());
@@ -286,10 +279,24 @@ std::string CountAnswerJson(const SearchAnswer& a) {
   return text;
 }
 
+// {"_shards" (with shards),"error":{"reason","type"},"status"}.
 std::string ErrorJson(const RequestError& error, const ShardsSummary* shards) {
-  json out = {{"error", {{"type", error.type}, {"reason", error.reason}}}, {"status", error.http_status}};
-  if (shards) out["_shards"] = ShardsJson(*shards);
-  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+  std::string text;
+  JsonWriter w(&text);
+  w.Raw('{');
+  if (shards) {
+    w.Raw("\"_shards\":");
+    WriteShards(w, *shards);
+    w.Raw(',');
+  }
+  w.Raw("\"error\":{\"reason\":");
+  w.String(error.reason);
+  w.Raw(",\"type\":");
+  w.String(error.type);
+  w.Raw("},\"status\":");
+  w.Int(error.http_status);
+  w.Raw('}');
+  return text;
 }
 
 std::string HealthStatus(const std::vector<ShardHealthView>& shards) {

@@ -305,6 +305,12 @@ std::string CountAnswerJson(const SearchAnswer& a) {
   return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+std::string ErrorJson(const RequestError& error, const ShardsSummary* shards) {
+  json out = {{"error", {{"type", error.type}, {"reason", error.reason}}}, {"status", error.http_status}};
+  if (shards) out["_shards"] = ShardsJson(*shards);
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 }  // namespace reference
 
 // Random strings: printable ASCII, quotes and backslashes, control bytes, DEL, valid UTF-8 of 2-4
@@ -383,6 +389,9 @@ TEST(AnswerJson, EqualsNlohmannDumpByteForByte) {
     const SearchAnswer a = RandomAnswer(rng);
     ASSERT_EQ(SearchAnswerJson(a), reference::SearchAnswerJson(a)) << "round " << round;
     ASSERT_EQ(CountAnswerJson(a), reference::CountAnswerJson(a)) << "round " << round;
+    const RequestError error{static_cast<int>(rng() % 600) - 50, RandomText(rng), RandomText(rng)};
+    ASSERT_EQ(ErrorJson(error), reference::ErrorJson(error, nullptr)) << "round " << round;
+    ASSERT_EQ(ErrorJson(error, &a.shards), reference::ErrorJson(error, &a.shards)) << "round " << round;
   }
   // Every float's widened double through nlohmann's formatting (exponent forms, "1.0", "-0.0"):
   // one hit, scores spread over the exponent range.
