@@ -221,11 +221,13 @@ uint32_t PositionsView::BlockStart(uint32_t j) const {
   return j == 0 ? kHeaderBytes + 4 * (num_blocks_ - 1) : Load32(bytes_.data() + kHeaderBytes + 4 * (j - 1));
 }
 
+uint32_t PositionsView::BlockPostings(uint32_t j) const { return std::min(kBlockSize, count_ - j * kBlockSize); }
+
 Status PositionsView::ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std::vector<uint32_t>* offsets,
                                       BlockLayout* out) const {
   const uint64_t start = BlockStart(j);
   const uint64_t end = j + 1 < num_blocks_ ? BlockStart(j + 1) : bytes_.size();
-  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  const uint32_t n = BlockPostings(j);
   const char* p = bytes_.data();
   // Parse guarantees end - start >= 2 for every block.
   uint64_t at = start;
@@ -312,7 +314,7 @@ Status PositionsView::DecodeBlockSums(uint32_t j, std::vector<uint32_t>* offsets
 Status PositionsView::DecodeBlockSums(uint32_t j, std::span<const uint32_t> tfs, std::vector<uint32_t>* offsets,
                                       std::vector<uint32_t>* sums, bool* fits) const {
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlockSums: block out of range");
-  if (tfs.size() != std::min(kBlockSize, count_ - j * kBlockSize))
+  if (tfs.size() != BlockPostings(j))
     return Status::InvalidArgument("PositionsView::DecodeBlockSums: tfs not the block's posting count");
   return DecodeSums(j, tfs.data(), offsets, sums, fits);
 }
@@ -354,7 +356,7 @@ Status PositionsView::DecodeSums(uint32_t j, const uint32_t* list_tfs, std::vect
 
 Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodeBlock: block out of range");
-  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  const uint32_t n = BlockPostings(j);
   uint64_t bound = 0;
   SEARCH_RETURN_IF_ERROR(UnpackDeltas(j, nullptr, offsets, positions, &bound));
   const uint64_t total = positions->size();
@@ -435,14 +437,14 @@ Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> posti
 Status PositionsView::DecodePostings(uint32_t j, std::span<const uint32_t> tfs, std::span<const uint32_t> postings,
                                      std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
   if (j >= num_blocks_) return Status::InvalidArgument("PositionsView::DecodePostings: block out of range");
-  if (tfs.size() != std::min(kBlockSize, count_ - j * kBlockSize))
+  if (tfs.size() != BlockPostings(j))
     return Status::InvalidArgument("PositionsView::DecodePostings: tfs not the block's posting count");
   return DecodeSome(j, tfs.data(), postings, offsets, positions);
 }
 
 Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span<const uint32_t> postings,
                                  std::vector<uint32_t>* offsets, std::vector<uint32_t>* positions) const {
-  const uint32_t n = std::min(kBlockSize, count_ - j * kBlockSize);
+  const uint32_t n = BlockPostings(j);
   for (size_t q = 0; q < postings.size(); ++q) {
     if (postings[q] >= n || (q > 0 && postings[q] <= postings[q - 1]))
       return Status::InvalidArgument("PositionsView::DecodePostings: postings not strictly ascending below " +

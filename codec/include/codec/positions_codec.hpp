@@ -85,6 +85,7 @@ class PositionsView {
 
  private:
   uint32_t BlockStart(uint32_t j) const;  // byte offset of block j in the blob
+  uint32_t BlockPostings(uint32_t j) const;  // block j's posting count, n_j
   // Block j's layout after its tfs and run widths are checked (DecodeBlock's and DecodePostings's
   // shared first steps): offsets gets the postings' position offsets, as DecodeBlock documents.
   struct BlockLayout {
