@@ -41,16 +41,15 @@ class JsonWriter {
   }
   void Raw(std::string_view text) { out_ += text; }
   void Raw(char c) { out_ += c; }
-  void Uint(uint64_t v) {
+  // An integer in decimal (uint64_t or int64_t).
+  template <typename T>
+  void Integer(T v) {
     char buf[24];
     const auto r = std::to_chars(buf, buf + sizeof(buf), v);
     out_.append(buf, r.ptr);
   }
-  void Int(int64_t v) {
-    char buf[24];
-    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
-    out_.append(buf, r.ptr);
-  }
+  void Uint(uint64_t v) { Integer(v); }
+  void Int(int64_t v) { Integer(v); }
   void Bool(bool v) { out_ += v ? "true" : "false"; }
   void Double(double v) {
     if (!std::isfinite(v)) {
@@ -116,16 +115,6 @@ void WriteCoverage(JsonWriter& w, const SearchAnswer& a) {
   w.Raw(",\"shards_total\":");
   w.Uint(a.shards.total);
   w.Raw('}');
-}
-
-// "_shards":..,"cached":..,"coverage":.. (a search answer's first keys).
-void WriteShardsCachedCoverage(JsonWriter& w, const SearchAnswer& a) {
-  w.Raw("\"_shards\":");
-  WriteShards(w, a.shards);
-  w.Raw(",\"cached\":");
-  w.Bool(a.cached);
-  w.Raw(",\"coverage\":");
-  WriteCoverage(w, a);
 }
 
 // ,"timed_out":..,"took":..,"took_us":..}
@@ -238,8 +227,12 @@ std::string SearchAnswerJson(const SearchAnswer& a) {
   std::string text;
   text.reserve(512 + HitsBytes(a.hits));
   JsonWriter w(&text);
-  w.Raw('{');
-  WriteShardsCachedCoverage(w, a);
+  w.Raw("{\"_shards\":");
+  WriteShards(w, a.shards);
+  w.Raw(",\"cached\":");
+  w.Bool(a.cached);
+  w.Raw(",\"coverage\":");
+  WriteCoverage(w, a);
   w.Raw(",\"hits\":{\"hits\":[");
   for (size_t i = 0; i < a.hits.size(); ++i) {
     if (i > 0) w.Raw(',');
