@@ -8,7 +8,8 @@
 # runs falls on both alike; SCHEDULE=alternate drives one at a time, in turn (the order flips every
 # round), for a quiet machine. Each round's loadgen opens its connections (and their TLS
 # handshakes) in ROUND_WARMUP unmeasured seconds first: the measured span is CPU a query on
-# kept-alive connections (ROUND_WARMUP=0 counts the set-up too). Prints, per round, each
+# kept-alive connections (ROUND_WARMUP=0 counts the set-up too; --keep-idle: a connection once
+# opened stays open, none is closed idle and reopened, with its handshake, in the span). Prints, per round, each
 # integrator's CPU (user + system from /proc/PID/stat over the measured span) per answered query in
 # microseconds of one core, p50/p99, misses and errors; then the medians of REPEATS rounds, the
 # secure/plain ratio of CPU a query (of the medians, and per round: a round is a pair), and each
@@ -172,7 +173,7 @@ loadgen() {  # VARIANT SECONDS [WARMUP]
     apikey) args+=(--api-key "$(cat "$sec/client-api-key")") ;;
   esac
   pinned "$v" 1 "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
-    --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source ${LOADGEN_ARGS:-}
+    --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source --keep-idle ${LOADGEN_ARGS:-}
 }
 # CPU ticks of each thread of PID: "TID NAME TICKS" (NAME with spaces as _).
 thread_ticks() {

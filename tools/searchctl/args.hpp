@@ -75,6 +75,7 @@ struct LoadgenArgs {
   double warmup = 1;            // arrivals before the measured ones, at the same rate
   bool ramp_up = false;         // the warm-up's rate rises linearly from 0 to `rate` instead
   bool no_source = false;       // ask for ids only (_source=false): the query phase alone, no fetch round
+  bool keep_idle = false;       // never close an idle connection (default: closed after 1 s idle)
   int64_t deadline_ms = 500;    // sent as timeout_ms; a later or partial answer is a miss
   uint32_t connections = 64;    // concurrent kept-alive HTTP connections
   uint32_t threads = 0;         // event loops sharing the connections; 0: a quarter of the cores, 1..4

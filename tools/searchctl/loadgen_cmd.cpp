@@ -126,6 +126,7 @@ struct LoopShared {
   std::string auth_header;    // "" or "Authorization: ApiKey ...\r\n" (--api-key)
   TlsClient* tls = nullptr;   // https: every connection through TLS
   Clock::duration read_timeout{}, deadline{};
+  bool keep_idle = false;     // --keep-idle: an idle connection stays open
   const std::vector<std::string>* queries = nullptr;
   const std::vector<Arrival>* arrivals = nullptr;
   std::vector<Sample>* samples = nullptr;  // each index written by the loop that owns the arrival
@@ -519,7 +520,7 @@ class Loop {
       if (conn.arrival != SIZE_MAX && now - conn.sent > sh_.read_timeout) {
         Close(conn);
         Finish(c, 0, nullptr);
-      } else if (conn.arrival == SIZE_MAX && conn.fd >= 0 && now - conn.last_used > kIdleClose) {
+      } else if (!sh_.keep_idle && conn.arrival == SIZE_MAX && conn.fd >= 0 && now - conn.last_used > kIdleClose) {
         Close(conn);
       }
     }
@@ -532,7 +533,7 @@ class Loop {
   // Idle connections, the most recently used last: a query takes the warmest, so as many
   // connections are open as queries are under way at once, and one left idle past kIdleClose is
   // closed (a server with a thread per kept-alive connection, httplib's, would hold a thread for it
-  // until its keep-alive timeout).
+  // until its keep-alive timeout), unless --keep-idle.
   std::vector<size_t> idle_;
   std::deque<size_t> pending_;  // released arrivals waiting for a free connection
   size_t next_ = 0;             // the next of mine_ to release
@@ -586,6 +587,10 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       ->check(CLI::Range(0u, 64u));
   cmd->add_flag("--no-source", a->no_source,
                "ids only (_source=false): measure the query phase without the fetch round of the documents");
+  cmd->add_flag("--keep-idle", a->keep_idle,
+               "keep every connection open once opened (by default one idle for 1 s is closed, so that as many "
+               "are open as queries are under way): each query on a kept-alive connection, none paying a new "
+               "connection's set-up (over https, a handshake)");
   cmd->add_option("--seed", a->seed, "arrival times and query order")->capture_default_str();
   cmd->add_option("--trace", a->trace,
                   "also write every query to this CSV: arrival_s (its scheduled arrival, in seconds from the "
@@ -673,6 +678,7 @@ int RunLoadgen(const LoadgenArgs& a) {
                        "&timeout_ms=" + std::to_string(a.deadline_ms) + (a.no_source ? "&_source=false" : "") + "&q=";
   shared.read_timeout = std::chrono::milliseconds(a.deadline_ms * 4 + 5000);
   shared.deadline = std::chrono::milliseconds(a.deadline_ms);
+  shared.keep_idle = a.keep_idle;
   shared.queries = &*queries;
   shared.arrivals = &arrivals;
   shared.samples = &samples;
