@@ -5,8 +5,9 @@
 # after the other, each driven by `searchctl loadgen` at RATE q/s over CONNECTIONS kept-alive
 # connections. Where CPU times on a loaded 2-core box vary by 30% from run to run, these counts do
 # not. Two passes per variant:
-#  - counts: the integrator under `strace -c -f` for MEASURE_S seconds (system calls by name), and
-#    its threads' voluntary + involuntary context switches (/proc/PID/task/*/status);
+#  - counts: system calls and context switches a query by integrator thread (perf stat's
+#    raw_syscalls:sys_enter and context-switches, MEASURE_S seconds), then system calls by name
+#    (strace -c -f, another MEASURE_S seconds: strace slows it, so these are names, not totals);
 #  - instructions: the integrator under callgrind (--separate-threads), instrumentation on for
 #    MEASURE_S seconds only (after the connections' handshakes), instructions by thread name and
 #    the callgrind files kept for callgrind_annotate (WORK_DIR/cg-VARIANT.*), and the part of them
@@ -76,9 +77,6 @@ loadgen() {  # VARIANT SECONDS
   "$ctl" loadgen "${args[@]}" --queries "$queries" --mode and --k 10 --rate "$rate" --seconds "$2" --warmup 0 \
     --deadline-ms 5000 --connections "$conns" --no-source ${LOADGEN_ARGS:---keep-idle} >/dev/null 2>&1
 }
-ctx() {  # voluntary + involuntary switches of all threads of PID
-  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/ctxt_switches/ { n += $2 } END { print n + 0 }'
-}
 start() {  # VARIANT WRAP
   rm -rf "$run"
   local extra=()
@@ -94,18 +92,28 @@ for v in "${variants[@]}"; do
     if [ "$p" = counts ]; then
       start "$v" ""
       loadgen "$v" "$warm_s"
-      loadgen "$v" $((measure_s + 4)) &
+      loadgen "$v" $((2 * measure_s + 4)) &
       lg=$!
       sleep 2
-      q0=$(queries_done) c0=$(ctx "$pid")
+      # System calls and context switches by thread (perf's tracepoint count, no slower), then
+      # system calls by name under strace (which slows the integrator: names, not totals).
+      q0=$(queries_done)
+      perf stat --per-thread -x, -e raw_syscalls:sys_enter,context-switches -p "$pid" -o "$work/perf-$v.txt" -- sleep "$measure_s"
+      q1=$(queries_done)
+      q=$((q1 - q0))
+      awk -F, -v v="$v" -v q="$q" '$1 ~ /-[0-9]+$/ && $2 ~ /^[0-9]+$/ { n = $1; sub(/-[0-9]+$/, "", n); c[$4 " " n] += $2; t[$4] += $2 }
+        END { printf "%-7s counts   queries %d  syscalls/q %.2f  ctx-switches/q %.2f |", v, q, t["raw_syscalls:sys_enter"] / q, t["context-switches"] / q
+              for (k in c) if (k ~ /^raw/ && c[k] / q >= 0.05) { split(k, a, " "); printf " %s %.2f", a[2], c[k] / q }; print "" }' \
+        "$work/perf-$v.txt" | tee -a "$work/results.txt"
+      q0=$(queries_done)
       timeout -s INT "$measure_s" strace -c -f -q -p "$pid" -o "$work/strace-$v.txt"
-      q1=$(queries_done) c1=$(ctx "$pid")
+      q1=$(queries_done)
       wait "$lg"
       q=$((q1 - q0))
       # strace -c: calls in column 4 (errors in 5 when present); name last.
-      awk -v v="$v" -v q="$q" -v cs=$((c1 - c0)) '
+      awk -v v="$v" -v q="$q" '
         $NF ~ /^[a-z_0-9]+$/ && $4 ~ /^[0-9]+$/ && $NF != "total" { c[$NF] = $4; t += $4 }
-        END { printf "%-7s counts   queries %d  syscalls/q %.2f  ctx-switches/q %.2f |", v, q, t / q, cs / q
+        END { printf "%-7s strace   queries %d  syscalls/q %.2f |", v, q, t / q
               for (k in c) if (c[k] / q >= 0.05) printf " %s %.2f", k, c[k] / q
               print "" }' "$work/strace-$v.txt" | tee -a "$work/results.txt"
     else

@@ -56,12 +56,67 @@ struct SslFree {
   void operator()(SSL* ssl) const { SSL_free(ssl); }
 };
 
-// A connection's socket BIO callback: after each read from the socket, sets the bool it points to
-// when the read took less than OpenSSL asked for (the socket held no more at that moment).
-long NoteSocketDrained(BIO* b, int oper, const char*, size_t len, int, long, int ret, size_t* processed) {
-  if (oper == (BIO_CB_READ | BIO_CB_RETURN))
-    *reinterpret_cast<bool*>(BIO_get_callback_arg(b)) = ret <= 0 || processed == nullptr || *processed < len;
-  return ret;
+// What an HTTPS connection's socket BIO (SocketBioMethod) reads and sets: its descriptor, whether
+// the last read took less than OpenSSL asked for (the socket held no more at that moment), and
+// whether a read saw the peer's end of stream.
+struct SocketBioState {
+  int fd = -1;
+  bool drained = false;
+  bool eof = false;
+};
+
+// The BIO an HTTPS connection's OpenSSL reads and writes through: recv and send(MSG_NOSIGNAL) on
+// SocketBioState::fd, nothing else (its data, owned by the connection). It stands for OpenSSL's
+// socket BIO with a callback that noted `drained`, which ran around each of the BIO_ctrl calls
+// OpenSSL makes for every record (some 14 a request and its answer). Retry flags as the socket BIO
+// sets them (EAGAIN: retry; a read of 0: end of stream, BIO_eof true); flush succeeds, other
+// controls answer 0. Its method is made once and is immutable after; a BIO is used by one thread.
+int SocketBioRead(BIO* b, char* buf, size_t len, size_t* done) {
+  auto* st = static_cast<SocketBioState*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  ssize_t n;
+  do n = ::recv(st->fd, buf, len, 0);
+  while (n < 0 && errno == EINTR);
+  st->drained = n <= 0 || static_cast<size_t>(n) < len;
+  *done = n > 0 ? static_cast<size_t>(n) : 0;
+  if (n > 0) return 1;
+  if (n == 0) {
+    st->eof = true;
+    return 0;
+  }
+  if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_read(b);
+  return -1;
+}
+int SocketBioWrite(BIO* b, const char* buf, size_t len, size_t* done) {
+  auto* st = static_cast<SocketBioState*>(BIO_get_data(b));
+  BIO_clear_retry_flags(b);
+  ssize_t n;
+  do n = ::send(st->fd, buf, len, MSG_NOSIGNAL);
+  while (n < 0 && errno == EINTR);
+  *done = n > 0 ? static_cast<size_t>(n) : 0;
+  if (n >= 0) return 1;
+  if (errno == EAGAIN || errno == EWOULDBLOCK) BIO_set_retry_write(b);
+  return -1;
+}
+long SocketBioCtrl(BIO* b, int cmd, long, void*) {
+  switch (cmd) {
+    case BIO_CTRL_FLUSH: return 1;
+    case BIO_CTRL_EOF: return static_cast<SocketBioState*>(BIO_get_data(b))->eof ? 1 : 0;
+    default: return 0;
+  }
+}
+const BIO_METHOD* SocketBioMethod() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "search http socket");
+    if (m != nullptr &&
+        (BIO_meth_set_read_ex(m, SocketBioRead) != 1 || BIO_meth_set_write_ex(m, SocketBioWrite) != 1 ||
+         BIO_meth_set_ctrl(m, SocketBioCtrl) != 1)) {
+      BIO_meth_free(m);
+      m = nullptr;
+    }
+    return m;
+  }();
+  return method;
 }
 
 const char* StatusText(int status) {
@@ -171,9 +226,9 @@ class HttpLoops::Loop {
     bool handshaking = false;      // HTTPS: the handshake has not completed (last_io: the accept)
     bool read_wants_write = false;  // HTTPS: the last SSL_read stopped for want of writing
     bool write_wants_read = false;  // HTTPS: the last SSL_write stopped for want of reading
-    // HTTPS: the last read from the socket took less than asked (NoteSocketDrained); ReadAll
-    // clears it first and stops once a read of its own drained the socket and OpenSSL holds nothing.
-    bool socket_drained = false;
+    // HTTPS: what the connection's BIO reads and notes (SocketBioState). ReadAll clears `drained`
+    // first and stops once a read of its own drained the socket and OpenSSL holds nothing.
+    SocketBioState socket;
     // API keys: the last Authorization value that passed on this connection (ApiKeys::CheckOnConnection).
     std::string verified_auth;
   };
@@ -273,16 +328,18 @@ void HttpLoops::Loop::Adopt(int fd) {
   c.gen = next_gen_++;
   c.last_io = Clock::now();
   if (server_->options_.tls) {
+    c.socket.fd = fd;
     c.ssl.reset(SSL_new(server_->options_.tls->get()));
-    if (!c.ssl || SSL_set_fd(c.ssl.get(), fd) != 1) {
+    BIO* socket = c.ssl && SocketBioMethod() != nullptr ? BIO_new(SocketBioMethod()) : nullptr;
+    if (socket == nullptr) {
       Log().Warn() << "SSL_new: out of memory; connection closed";
       ERR_clear_error();
       Close(fd);
       return;
     }
-    BIO* socket = SSL_get_rbio(c.ssl.get());
-    BIO_set_callback_ex(socket, NoteSocketDrained);
-    BIO_set_callback_arg(socket, reinterpret_cast<char*>(&c.socket_drained));  // c stays put in conns_
+    BIO_set_data(socket, &c.socket);  // c stays put in conns_, and outlives its SSL (and so the BIO)
+    BIO_set_init(socket, 1);
+    SSL_set_bio(c.ssl.get(), socket, socket);  // the SSL owns it
     SSL_set_accept_state(c.ssl.get());
     c.handshaking = true;  // the first event (already pending, or the ClientHello's) starts it
   }
@@ -415,7 +472,7 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
   // Bounded while a request is in progress: a client pipelining without end is read again once
   // its answers went out.
   const size_t cap = limits_.max_header_bytes + limits_.max_body_bytes + kReadChunk;
-  c.socket_drained = false;
+  c.socket.drained = false;
   while (true) {
     if (c.busy && c.in.size() >= cap) {
       c.read_blocked = true;
@@ -430,7 +487,7 @@ void HttpLoops::Loop::ReadAll(Conn& c) {
       // Drained: edge-triggered, more data is a new event. Over TLS a read returns at most one
       // record: drained when a socket read since this call began took less than asked (bytes that
       // came after it raise a new edge) and OpenSSL holds no more bytes, read or decrypted.
-      if (c.ssl ? c.socket_drained && SSL_has_pending(c.ssl.get()) == 0 : static_cast<size_t>(n) < kReadChunk)
+      if (c.ssl ? c.socket.drained && SSL_has_pending(c.ssl.get()) == 0 : static_cast<size_t>(n) < kReadChunk)
         return;
       continue;
     }
@@ -777,8 +834,9 @@ HttpLoops::~HttpLoops() {
 }
 
 Status HttpLoops::Bind() {
-  // OpenSSL writes to the socket with write(), not send(MSG_NOSIGNAL): a client gone away must be
-  // an error return, not SIGPIPE (search-integrator ignores it already: core/signals.hpp).
+  // A client gone away must be an error return, not SIGPIPE: OpenSSL's writes go through
+  // SocketBioWrite's send(MSG_NOSIGNAL), and SIGPIPE is ignored too for any other write to a
+  // socket (search-integrator ignores it already: core/signals.hpp).
   if (options_.tls) std::signal(SIGPIPE, SIG_IGN);
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
