@@ -22,6 +22,42 @@ namespace {
 // phrase's own score (a few ulps; the tree evaluator's PhraseNode uses the same margin).
 constexpr float kPhraseBoundMargin = 1.0f + 1e-5f;
 
+// x, hidden from the optimizer: an advance computed from an unpredictable comparison stays
+// arithmetic instead of becoming a branch (which the compiler otherwise makes of a comparison).
+inline uint64_t Opaque(uint64_t x) {
+  asm("" : "+r"(x));
+  return x;
+}
+
+#if defined(__AVX2__)
+// MatchLanes(a, b) and MatchLanes(b, a) from one set of compares: *ma gets the lanes of a equal to
+// some lane of b, *mb the lanes of b equal to some lane of a. Each compare of a against b rotated
+// (within the 128-bit halves, then with the halves swapped) is rotated back onto b's lanes.
+inline void MatchBoth(__m256i a, __m256i b, unsigned* ma, unsigned* mb) {
+  const __m256i s = _mm256_permute2x128_si256(b, b, 1);  // b's halves swapped
+  const __m256i e0 = _mm256_cmpeq_epi32(a, b);
+  const __m256i e1 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(0, 3, 2, 1)));
+  const __m256i e2 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256i e3 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(b, _MM_SHUFFLE(2, 1, 0, 3)));
+  const __m256i e4 = _mm256_cmpeq_epi32(a, s);
+  const __m256i e5 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(0, 3, 2, 1)));
+  const __m256i e6 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+  const __m256i e7 = _mm256_cmpeq_epi32(a, _mm256_shuffle_epi32(s, _MM_SHUFFLE(2, 1, 0, 3)));
+  const __m256i any_a = _mm256_or_si256(_mm256_or_si256(_mm256_or_si256(e0, e1), _mm256_or_si256(e2, e3)),
+                                        _mm256_or_si256(_mm256_or_si256(e4, e5), _mm256_or_si256(e6, e7)));
+  // Lane l of e1 compared b's lane l + 1 (mod 4, in its half): b's lane m is lane m - 1 of e1.
+  const __m256i in_b = _mm256_or_si256(_mm256_or_si256(e0, _mm256_shuffle_epi32(e1, _MM_SHUFFLE(2, 1, 0, 3))),
+                                       _mm256_or_si256(_mm256_shuffle_epi32(e2, _MM_SHUFFLE(1, 0, 3, 2)),
+                                                       _mm256_shuffle_epi32(e3, _MM_SHUFFLE(0, 3, 2, 1))));
+  const __m256i in_s = _mm256_or_si256(_mm256_or_si256(e4, _mm256_shuffle_epi32(e5, _MM_SHUFFLE(2, 1, 0, 3))),
+                                       _mm256_or_si256(_mm256_shuffle_epi32(e6, _MM_SHUFFLE(1, 0, 3, 2)),
+                                                       _mm256_shuffle_epi32(e7, _MM_SHUFFLE(0, 3, 2, 1))));
+  *ma = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(any_a)));
+  *mb = static_cast<unsigned>(
+      _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_or_si256(in_b, _mm256_permute2x128_si256(in_s, in_s, 1)))));
+}
+#endif
+
 // Values readable past the end of a start list or of a token's positions (eight-lane loads).
 constexpr uint32_t kMergePad = 8;
 // Positions above this take the scalar merge (start + shift never wraps in 32 bits below it).
@@ -422,22 +458,26 @@ class SolePhrase {
       uint32_t batched = 0;
       while (i < na && j < nb) {
         // Both chunks' common lanes, compacted in order (the k-th common lane of a's chunk and of
-        // b's hold the same docID), without a branch on the docIDs. Padding (kEndDoc) on both
-        // sides may match: lanes past either end are masked.
+        // b's hold the same docID), without a branch on the docIDs. Lanes past a block's end read
+        // kEndDoc, which no docID equals: they match only each other, in the last chunk pair
+        // (both chunks end in padding, so both advance), after every common document; dropped
+        // below. At every store batched <= na (each lane of a matches once): the eight entries stay
+        // inside batch_a_ / batch_b_.
         const __m256i va = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ad + i));
         const __m256i vb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j));
-        const unsigned live_a = na - i < 8 ? (1u << (na - i)) - 1 : 0xffu;
-        const unsigned live_b = nb - j < 8 ? (1u << (nb - j)) - 1 : 0xffu;
-        const unsigned ma = MatchLanes(va, vb) & live_a, mb = MatchLanes(vb, va) & live_b;
+        unsigned ma, mb;
+        MatchBoth(va, vb, &ma, &mb);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_a_ + batched),
                             _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(i)), LaneIndexes(ma)));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(batch_b_ + batched),
                             _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(j)), LaneIndexes(mb)));
         batched += static_cast<uint32_t>(__builtin_popcount(ma));
         const uint32_t la = ad[i + 7], lb = bd[j + 7];
-        i += la <= lb ? 8u : 0u;
-        j += lb <= la ? 8u : 0u;
+        // la <= lb: bit 63 of lb - la clear; both advance on equal lasts.
+        i += static_cast<uint32_t>(~Opaque(uint64_t{lb} - la) >> 63) << 3;
+        j += static_cast<uint32_t>(~Opaque(uint64_t{la} - lb) >> 63) << 3;
       }
+      while (batched > 0 && batch_a_[batched - 1] >= na) --batched;  // the padding's matches
       if (batched > 0 && !(batch ? VisitBatch(batched) : VisitCandidates(batched))) return;
       const uint32_t done = std::min(ad[na - 1], bd[nb - 1]);  // every common document up to it is done
       if (done + 1 == kEndDoc) return;
