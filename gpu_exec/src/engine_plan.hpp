@@ -48,6 +48,7 @@ struct QState {
   QueryMode mode = QueryMode::kAnd;
   uint32_t k = 0;
   uint32_t n = 0;                // terms
+  bool one_list_andor = false;   // an andor of one list, run as or (its or-resolution is its and-resolution)
   std::vector<DevList> present;  // canonical order, present terms only
   std::vector<float> max_score;  // per present list, sanitized (negative / NaN: +inf)
   // or planning (PlanOr): theta from the theta round (0: none), the list it is taken from, and

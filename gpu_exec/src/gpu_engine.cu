@@ -106,6 +106,13 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     }
     if (s.count_phase) count_ids.push_back(i);  // its count beside its flat path
     const bool all = s.present.size() == s.n;
+    // One list: and, or and andor all ask for its k best documents, which the or path finds by
+    // its block maxima (theta from the k highest blocks) instead of scoring every posting.
+    if (all && s.n == 1) {
+      if (s.count) s.result.total = s.present[0].count;  // its matches: the list's documents
+      s.one_list_andor = s.mode == QueryMode::kAndOr;
+      s.mode = QueryMode::kOr;
+    }
     if (s.mode == QueryMode::kOr) {
       if (s.present.empty())
         s.done = true;
@@ -238,6 +245,8 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
       out->emplace_back(s.status);
       continue;
     }
+    // The CPU engine runs andor's or-resolution after fewer than k hits: its lists count again.
+    if (s.one_list_andor && s.result.hits.size() < s.k) s.result.stats.lists += s.present.size();
     s.result.stats.micros = micros;
     out->emplace_back(std::move(s.result));
   }

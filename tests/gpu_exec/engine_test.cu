@@ -422,6 +422,7 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
     std::vector<BatchItem> items;
     std::vector<size_t> probe_only;  // items whose frequent list must be probed, not decoded whole
     std::vector<size_t> filtered;    // two frequent lists, k = 1: few documents may reach theta
+    std::vector<size_t> single;      // the frequent list alone, k <= 10
     for (uint32_t k : {1u, 10u, 1000u, kMaxK}) {
       if (k == 1) filtered.push_back(items.size());
       items.push_back({TestQuery{{0, 1}}, QueryMode::kOr, k});
@@ -438,6 +439,13 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
       }
       items.push_back({TestQuery{{2, rare[0], rare[1]}}, QueryMode::kAndOr, k});
       items.push_back({TestQuery{{0, 3}}, QueryMode::kAndOr, k});
+      // One term under every mode: its k best documents, by its block maxima.
+      for (QueryMode mode : kModes) {
+        if (k <= 10 && fixed < 0) single.push_back(items.size());  // (equal lengths: equal block maxima)
+        items.push_back({TestQuery{{0}}, mode, k});
+        items.push_back({TestQuery{{rare[0]}}, mode, k});
+        for (uint32_t t : tiny) items.push_back({TestQuery{{t}}, mode, k});
+      }
     }
     for (BatchItem& it : items)  // canonical order
       std::sort(it.q.terms.begin(), it.q.terms.end(),
@@ -451,6 +459,12 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
     for (size_t i : probe_only) {
       EXPECT_LT(pruned[i].stats.postings_decoded, c.df(0))
           << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the frequent list was not pruned";
+    }
+    // A list alone is read only in its blocks whose maxima reach theta (its k highest blocks give
+    // theta): far less than the whole list.
+    for (size_t i : single) {
+      EXPECT_LT(pruned[i].stats.postings_decoded, c.df(0) / 2)
+          << Describe(c, items[i].q, items[i].mode, items[i].k) << ": the list was decoded whole";
     }
     // The sampled theta and MaxScore's filter leave few of the union's documents scored.
     for (size_t i : filtered) {
