@@ -16,7 +16,7 @@
 # shards). Prints a line a variant and measure, then secure - plain.
 #
 # usage: bench/scripts/security_instr.sh [BUILD_DIR]   (a build dir or a scripts/bundle.sh bundle)
-# env: DOCS (200000), SHARDS (3), RATE (100), CONNECTIONS (8: all opened before the span), WARM_S (5), MEASURE_S (10),
+# env: DOCS (200000), SHARDS (3), RATE (100), CONNECTIONS (4: all opened before the span), WARM_S (5), MEASURE_S (10),
 #      VARIANTS (plain secure), PASSES (counts instr), BASE_PORT (8400), WORK_DIR (/tmp/security-instr)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -25,7 +25,7 @@ build=${1:-build}
 docs=${DOCS:-200000}
 shards=${SHARDS:-3}
 rate=${RATE:-100}
-conns=${CONNECTIONS:-8}
+conns=${CONNECTIONS:-4}
 warm_s=${WARM_S:-5}
 measure_s=${MEASURE_S:-10}
 base=${BASE_PORT:-8400}
