@@ -12,8 +12,8 @@
 #   OLD, NEW  bundles (bin/ and lib/, as scripts/bundle.sh makes them) of the two builds
 #   DOCS      documents (default 25200000);  WORK_DIR  default /dev/shm/gpu-bench
 # env: SECS (5: measured seconds a row), RATES (the ladder, "20000 30000 40000 48000 56000 64000"),
-#      P99_MS (10), REPEATS (1: runs of each build at a rung, in alternating order; the rung is held
-#      where their mean p99 is within P99_MS), SCHEDULERS ("gpu hybrid"),
+#      P99_MS (10), REPEATS (1: runs of each build, in alternating order, of each in-process row and at
+#      each rung; a rung is held where their mean p99 is within P99_MS), SCHEDULERS ("gpu hybrid"),
 #      NODE_CPUS (0-15), CLIENT_CPUS (16-31), CONNECTIONS (512), PARTS ("inproc serve"),
 #      VARIANTS ("name:node flags;..." more nodes of the new build served beside the two, at most 3)
 # Prints one table row a measurement: part, build, mode or scheduler, engine or rate, q/s, p99 ms.
@@ -175,11 +175,34 @@ serve() {  # scheduler
 for part in ${PARTS:-inproc serve}; do
   case $part in
     inproc)
+      declare -A qsum=()
+      for r in $(seq "${REPEATS:-1}"); do  # each pair in turn, the order flipping every round
+        for mode in and or; do
+          for engine in cpu gpu; do
+            order=(old-tuned new-plain)
+            [ $((r % 2)) -eq 0 ] && order=(new-plain old-tuned)
+            for label in "${order[@]}"; do
+              if [ "$label" = old-tuned ] && [ "$engine" = cpu ]; then
+                inproc old-tuned "$old" "$mode" cpu --threads "$ncpu" --prewarm --list-cache-mib 16384
+              elif [ "$label" = old-tuned ]; then
+                inproc old-tuned "$old" "$mode" gpu --threads "$ncpu" --batch 64 --list-cache-mib 16384
+              else
+                inproc new-plain "$new" "$mode" "$engine"
+              fi
+              q=$(awk '{print $5}' <<<"${rows[-1]}")
+              [[ "$q" =~ ^[0-9]+$ ]] && qsum[$label-$mode-$engine]=$(( ${qsum[$label-$mode-$engine]:-0} + q ))
+            done
+          done
+        done
+      done
+      n=${REPEATS:-1}
       for mode in and or; do
-        inproc old-tuned "$old" "$mode" cpu --threads "$ncpu" --prewarm --list-cache-mib 16384
-        inproc new-plain "$new" "$mode" cpu
-        inproc old-tuned "$old" "$mode" gpu --threads "$ncpu" --batch 64 --list-cache-mib 16384
-        inproc new-plain "$new" "$mode" gpu
+        for engine in cpu gpu; do
+          o=${qsum[old-tuned-$mode-$engine]:-0} w=${qsum[new-plain-$mode-$engine]:-0}
+          means+=("$(awk -v m="$mode" -v e="$engine" -v o="$o" -v w="$w" -v n="$n" 'BEGIN {
+            printf "bench   %-4s %-4s old-tuned %8.0f q/s  new-plain %8.0f q/s  new/old %.3f", m, e, o / n, w / n, (o > 0 ? w / o : 0) }')")
+          echo "MEAN ${means[-1]}"
+        done
       done ;;
     serve)
       for sched in ${SCHEDULERS:-gpu hybrid}; do serve "$sched"; done ;;
@@ -189,5 +212,5 @@ done
 step "summary (docs=$docs, node CPUs $node_cpus, clients $client_cpus)"
 printf '%-7s %-9s %-7s %-7s %10s %8s\n' part build mode eng/rate q/s p99_ms
 printf '%s\n' "${rows[@]}"
-[ ${#means[@]} -eq 0 ] || { echo "served, mean of the runs at each rate (ms), and the ratio to old-tuned (p50 mean p99):"; printf '%s\n' "${means[@]}"; }
+[ ${#means[@]} -eq 0 ] || { echo "means of the runs (in-process: q/s; served: ms at each rate, and the ratio to old-tuned, p50 mean p99):"; printf '%s\n' "${means[@]}"; }
 step "done"
