@@ -17,7 +17,8 @@
 #
 # usage: bench/scripts/security_instr.sh [BUILD_DIR]   (a build dir or a scripts/bundle.sh bundle)
 # env: DOCS (200000), SHARDS (3), RATE (100), CONNECTIONS (4: all opened before the span), WARM_S (5), MEASURE_S (10),
-#      VARIANTS (plain secure), PASSES (counts instr), BASE_PORT (8400), WORK_DIR (/tmp/security-instr)
+#      VARIANTS (plain secure), PASSES (counts instr), LOADGEN_ARGS (--keep-idle), BASE_PORT (8400),
+#      WORK_DIR (/tmp/security-instr)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -30,8 +31,9 @@ warm_s=${WARM_S:-5}
 measure_s=${MEASURE_S:-10}
 base=${BASE_PORT:-8400}
 work=${WORK_DIR:-/tmp/security-instr}
-variants=(${VARIANTS:-plain secure})
-passes=(${PASSES:-counts instr})
+read -ra variants <<<"${VARIANTS:-plain secure}"
+read -ra passes <<<"${PASSES:-counts instr}"
+read -ra lg_args <<<"${LOADGEN_ARGS---keep-idle}"  # loadgen's extra flags (set empty: none)
 mkdir -p "$work"
 build=$(cd "$build" && pwd) || exit 1
 # A layout of build-dir paths for cluster.sh; the integrator a wrapper that runs the real one under
@@ -75,7 +77,7 @@ loadgen() {  # VARIANT SECONDS
   local args=(--url "http://127.0.0.1:$base")
   [ "$1" = secure ] && args=(--url "https://localhost:$base" --cacert "$run/secrets/ca.pem" --api-key "$(cat "$run/api-key")")
   "$ctl" loadgen "${args[@]}" --queries "$queries" --mode and --k 10 --rate "$rate" --seconds "$2" --warmup 0 \
-    --deadline-ms 5000 --connections "$conns" --no-source ${LOADGEN_ARGS:---keep-idle} >/dev/null 2>&1
+    --deadline-ms 5000 --connections "$conns" --no-source "${lg_args[@]}" >/dev/null 2>&1
 }
 start() {  # VARIANT WRAP
   rm -rf "$run"
