@@ -35,9 +35,11 @@
 #      RATE (400), SECONDS_PER_RUN (20), WARMUP_SECONDS (3), ROUND_WARMUP (2), CONNECTIONS (16),
 #      MODE (and), K (10), REPEATS (5), VARIANTS (plain secure), SCHEDULE (together), PIN (auto,
 #      1, 0), CERTS, BASE_PORT (7900; variant i's cluster at BASE_PORT+100i), OUT_DIR
-#      (/tmp/security-cost: run dirs, keys, logs), LOADGEN_ARGS (extra searchctl loadgen flags).
+#      (/tmp/security-cost: run dirs, keys, logs), LOADGEN_ARGS (extra searchctl loadgen flags),
+#      PERF (unset; a perf command, e.g. perf: each integrator's threads' instructions and cycles a
+#      query over each round's span, from hardware counters, `perf stat --per-thread`, medians printed).
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
 build=${1:-build}
 rate=${RATE:-400}
@@ -52,7 +54,8 @@ base=${BASE_PORT:-7900}
 out=${OUT_DIR:-/tmp/security-cost}
 schedule=${SCHEDULE:-together}
 [[ $schedule == together || $schedule == alternate ]] || { echo "security_cost: SCHEDULE is together or alternate" >&2; exit 2; }
-variants=(${VARIANTS:-plain secure})
+read -ra variants <<<"${VARIANTS:-plain secure}"
+read -ra lg_extra <<<"${LOADGEN_ARGS:-}"
 # as_build DIR: DIR, or for a bundle (DIR/bin/searchctl) a folder in OUT_DIR laid out as a build
 # dir (links to DIR/bin), DIR/lib put on LD_LIBRARY_PATH by the caller.
 as_build() {
@@ -173,7 +176,7 @@ loadgen() {  # VARIANT SECONDS [WARMUP]
     apikey) args+=(--api-key "$(cat "$sec/client-api-key")") ;;
   esac
   pinned "$v" 1 "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
-    --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source --keep-idle ${LOADGEN_ARGS:-}
+    --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source --keep-idle "${lg_extra[@]}"
 }
 # CPU ticks of each thread of PID: "TID NAME TICKS" (NAME with spaces as _).
 thread_ticks() {
@@ -185,9 +188,10 @@ thread_ticks() {
 }
 
 hz=$(getconf CLK_TCK)
-results=$out/results.txt threads=$out/threads.txt
+results=$out/results.txt threads=$out/threads.txt counters=$out/counters.txt
 : >"$results"
 : >"$threads"
+: >"$counters"
 step "warm-up: $warm s at $rate q/s on each of ${variants[*]}"
 lg=()
 for v in "${variants[@]}"; do loadgen "$v" "$warm" >/dev/null & lg+=($!); done
@@ -200,7 +204,13 @@ measure() {
   for v; do loadgen "$v" "$secs" "$round_warm" >"$out/${name[$v]}.json" & lg+=($!); done
   sleep "$round_warm"  # the loadgens' own clocks start a little later: the span holds all they measure
   for v; do t0[$v]=$(ticks "${pid[$v]}"); thread_ticks "${pid[$v]}" >"$out/${name[$v]}.threads0"; done
+  if [ -n "${PERF:-}" ]; then  # ends with the span (the loadgens' measured seconds), not waited for
+    for v; do
+      "$PERF" stat --per-thread -x, -e instructions,cycles -p "${pid[$v]}" -o "$out/${name[$v]}.perf" -- sleep "$secs" &
+    done
+  fi
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
+  [ -z "${PERF:-}" ] || wait
   for v; do t1[$v]=$(ticks "${pid[$v]}"); thread_ticks "${pid[$v]}" >"$out/${name[$v]}.threads1"; done
   [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; for v; do cat "$out/${name[$v]}.json"; done >&2; exit 1; }
   for v; do
@@ -216,6 +226,11 @@ measure() {
       { c[$2] += $3 - ($1 in a ? a[$1] : 0) }
       END { printf "%s %d", v, r; for (n in c) printf " %s %.1f", n, c[n] / hz * 1e6 / ok; print "" }' \
       "$out/${name[$v]}.threads0" "$out/${name[$v]}.threads1" >>"$threads"
+    # perf stat -x,: "THREAD-TID,COUNT,,EVENT,..." a thread and event; summed by thread name.
+    [ -z "${PERF:-}" ] || awk -F, -v v="$v" -v r="$r" -v ok="$ok" '$1 ~ /-[0-9]+$/ && $2 ~ /^[0-9]+$/ {
+        n = $1; sub(/-[0-9]+$/, "", n); e = $4; sub(/:.*/, "", e); c[n "." e] += $2 }
+      END { printf "%s %d", v, r; for (k in c) printf " %s %.0f", k, c[k] / ok; print "" }' \
+      "$out/${name[$v]}.perf" >>"$counters"
   done
 }
 for ((r = 1; r <= repeats; r++)); do
@@ -229,18 +244,18 @@ for ((r = 1; r <= repeats; r++)); do
     for v in "${order[@]}"; do measure "$r" "$v"; done
   fi
 done
-python3 - "$results" "$rate" "$conns" "$threads" "${variants[@]}" <<'PY'
+python3 - "$results" "$rate" "$conns" "$threads" "$counters" "${variants[@]}" <<'PY'
 import statistics, sys
 rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = {}
-for v in sys.argv[5:]:
+for v in sys.argv[6:]:
     rs = [dict(zip(r[2::2], map(float, r[3::2]))) for r in rows if r[0] == v]
     med[v] = {key: statistics.median(x[key] for x in rs) for key in ("cpu_us_per_query", "p50_us", "p99_us")}
     print(f"{v:6s} median of {len(rs)}: integrator CPU {med[v]['cpu_us_per_query']:.1f} us/query, "
           f"p50 {med[v]['p50_us'] / 1000:.2f} ms, p99 {med[v]['p99_us'] / 1000:.2f} ms")
 # Per round (a round's variants ran side by side or one after the other: its ratio is one pair's).
 cpu = {(r[0], r[1]): float(r[3]) for r in rows}
-for v in sys.argv[5:]:
+for v in sys.argv[6:]:
     at = v[v.index("@"):] if "@" in v else ""
     plain = "plain" + at if "plain" + at in med else "plain"
     if v != plain and plain in med:
@@ -252,10 +267,22 @@ for v in sys.argv[5:]:
               f"(goal for secure <= 1.15)")
 # Each integrator thread's median CPU a query (threads of one name summed; a round without one counts 0).
 th = [l.split() for l in open(sys.argv[4]) if l.strip()]
-for v in sys.argv[5:]:
+for v in sys.argv[6:]:
     rs = [dict(zip(r[2::2], map(float, r[3::2]))) for r in th if r[0] == v]
     names = sorted({n for x in rs for n in x})
     ms = {n: statistics.median(x.get(n, 0.0) for x in rs) for n in names}
     shown = sorted((n for n in names if ms[n] > 0), key=lambda n: -ms[n])
     print(f"{v:6s} threads, median us a query: " + ", ".join(f"{n} {ms[n]:.1f}" for n in shown))
+# With PERF: each thread's median instructions and cycles a query (hardware counters).
+pc = [l.split() for l in open(sys.argv[5]) if l.strip()]
+for v in sys.argv[6:]:
+    rs = [dict(zip(r[2::2], map(float, r[3::2]))) for r in pc if r[0] == v]
+    names = sorted({n for x in rs for n in x})
+    if not names:  # no counts (no hardware counters here)
+        print(f"{v:6s} counters: none counted")
+        continue
+    ms = {n: statistics.median(x.get(n, 0.0) for x in rs) for n in names}
+    total = {e: sum(ms[n] for n in names if n.endswith("." + e)) for e in ("instructions", "cycles")}
+    print(f"{v:6s} counters, median a query: instructions {total['instructions']:.0f}, cycles {total['cycles']:.0f}; "
+          + ", ".join(f"{n} {ms[n]:.0f}" for n in sorted(names, key=lambda n: -ms[n]) if ms[n] >= 100))
 PY
