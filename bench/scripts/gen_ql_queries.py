@@ -8,7 +8,9 @@ Each query occurs at most once in its file, as in the search-benchmark-game: dra
 a query are dropped until COUNT distinct ones are found (+a +b and +b +a, or a b and b a, are one
 query: Lucene's BooleanQuery takes them as equal). A repeated query would let Lucene's query cache
 answer it from memory instead of searching. A corpus that cannot give COUNT distinct queries of a
-category (no new one in 1,000 draws in a row) gives fewer, with a message on stderr.
+category (no new one in 1,000 draws in a row) gives fewer, with a message on stderr. A corpus with no
+document of 4 or more words, or with a single word of 3 or more characters, cannot give these
+queries: an error says which, exit status 1.
 usage: gen_ql_queries.py CORPUS.jsonl OUTDIR COUNT_PER_CATEGORY [SEED]
 writes OUTDIR/<category>.txt"""
 import json
@@ -22,6 +24,8 @@ CATEGORIES = ["term", "intersection", "union", "phrase", "intersection_union", "
 
 
 def main():
+    if len(sys.argv) < 4:
+        sys.exit("usage: gen_ql_queries.py CORPUS.jsonl OUTDIR COUNT_PER_CATEGORY [SEED]")
     src, outdir, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rng = random.Random(int(sys.argv[4]) if len(sys.argv) > 4 else 1)
     docs = []
@@ -33,12 +37,15 @@ def main():
                 j = rng.randrange(i + 1)
                 if j < len(docs):
                     docs[j] = line
+    if not docs:
+        sys.exit(f"gen_ql_queries.py: {src} holds no documents")
     def tokens():
-        while True:
+        for _ in range(100000):
             toks = [t.lower().decode("utf-8", "replace")
                     for t in TOK.findall(json.loads(docs[rng.randrange(len(docs))]).get("contents", "").encode())]
             if len(toks) >= 4:
                 return toks
+        sys.exit(f"gen_ql_queries.py: no document of {src} has 4 or more words (100,000 drawn)")
     def word(toks):
         for _ in range(20):
             w = toks[rng.randrange(len(toks))]
@@ -49,9 +56,11 @@ def main():
         toks = tokens()
         a = word(toks)
         b = word(toks)
-        while b == a:
+        for _ in range(10000):
+            if b != a:
+                return a, b
             b = word(tokens())
-        return a, b
+        sys.exit(f"gen_ql_queries.py: {src} gives one word only ({a!r}): no pairs of two words")
     def draw(cat):
         """One query of cat and its identity (the unordered pair where the clauses are alike)."""
         if cat == "term":

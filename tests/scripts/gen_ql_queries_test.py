@@ -5,7 +5,8 @@ random draws of a term repeat one almost surely: every category file must hold 1
 query), the same files for the same seed and other files for another seed. One of two documents, which
 cannot give 25 distinct queries of any category: the script must still succeed, write every distinct
 query it can (5 terms, 7 phrases, 10 word pairs, 20 ordered ones) and say on stderr which category
-came up short.
+came up short. Corpora that cannot give the queries (one word only, no document of 4 words, no
+document): exit status 1 with the reason, in bounded time.
 
 usage: gen_ql_queries_test.py --source REPO        Exit status: 0 pass, 1 fail.
 """
@@ -82,6 +83,15 @@ def main():
             check(len(got[cat]) == n, f"tiny {cat}: {len(got[cat])} queries, want every distinct one ({n})")
             check(len(set(identity(cat, q) for q in got[cat])) == len(got[cat]), f"tiny {cat}: a repeat")
             check(f"{cat}: only {n} distinct queries of 25" in err, f"tiny {cat}: no shortfall message")
+    # Corpora that cannot give the queries: a clear error and exit status 1, never a hang.
+    for name, texts, reason in (("one-word", ["same same same same"] * 3 + ["same of it an"], "one word only"),
+                                ("short", ["two words", "three words here"], "4 or more words"),
+                                ("empty", [], "no documents")):
+        path = os.path.join(tmp, name + ".jsonl")
+        write_corpus(path, texts)
+        rc, out, err = run(script, path, os.path.join(tmp, name), "5", "1")
+        context.append(f"{name}: rc {rc}\n{out}{err}")
+        check(rc == 1 and reason in err, f"{name} corpus: exit status {rc}, stderr {err.strip()!r}")
     return report("gen_ql_queries_test", check.failures, *context)
 
 
