@@ -264,10 +264,35 @@ inline uint32_t ShortPairLanes(const uint32_t* a, uint32_t n1, const uint32_t* b
 
 // SumsPairTf(...) != 0, stopping at the first match when a tf is above eight; `gap` >= 1: whether
 // posting 2 holds some position p1 + gap (p1 one of posting 1's), 1 for two consecutive slots.
-// The first positions are compared first (in "1913 webster" they are most documents' match).
+// When one posting holds one or two values (the usual rarer token), each is broadcast against the
+// other's values eight at a time (v1 + shift == v2 exactly when v2 - shift == v1, in 32 bits), the
+// lanes past its end masked out of the result; else the first positions are compared first (in
+// "1913 webster" they are most documents' match).
 inline bool SumsPairAny(const uint32_t* s1, uint32_t f1, uint32_t n1, const uint32_t* s2, uint32_t f2, uint32_t n2,
                         uint32_t gap = 1) {
   const uint32_t shift = SumsShift(s1, f1, s2, f2) + (gap - 1);  // v1 + shift = p1 + gap + b2 + 1
+  const bool a_short = n1 <= n2;
+  const uint32_t short_n = a_short ? n1 : n2;
+  if (short_n <= 2) [[likely]] {
+    const uint32_t* const sp = a_short ? s1 + f1 : s2 + f2;
+    const uint32_t* const lp = a_short ? s2 + f2 : s1 + f1;
+    const uint32_t long_n = a_short ? n2 : n1;
+    const uint32_t d = a_short ? shift : 0u - shift;
+    const __m256i x0 = _mm256_set1_epi32(static_cast<int>(sp[0] + d));
+    const __m256i x1 = _mm256_set1_epi32(static_cast<int>(sp[short_n - 1] + d));
+    unsigned hit = 0;
+    uint32_t y = 0;
+    for (; y + 8 < long_n; y += 8) {
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lp + y));
+      hit |= static_cast<unsigned>(_mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_or_si256(_mm256_cmpeq_epi32(x0, v), _mm256_cmpeq_epi32(x1, v)))));
+    }
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lp + y));
+    hit |= static_cast<unsigned>(_mm256_movemask_ps(
+               _mm256_castsi256_ps(_mm256_or_si256(_mm256_cmpeq_epi32(x0, v), _mm256_cmpeq_epi32(x1, v))))) &
+           ((1u << (long_n - y)) - 1);
+    return hit != 0;
+  }
   if (s1[f1] + shift == s2[f2]) return true;
   if (n1 <= 8 && n2 <= 8) [[likely]]
     return ShortPairLanes(s1 + f1, n1, s2 + f2, n2, shift) != 0;
