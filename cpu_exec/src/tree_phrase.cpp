@@ -22,13 +22,6 @@ namespace {
 // phrase's own score (a few ulps; the tree evaluator's PhraseNode uses the same margin).
 constexpr float kPhraseBoundMargin = 1.0f + 1e-5f;
 
-// x, hidden from the optimizer: an advance computed from an unpredictable comparison stays
-// arithmetic instead of becoming a branch (which the compiler otherwise makes of a comparison).
-inline uint64_t Opaque(uint64_t x) {
-  asm("" : "+r"(x));
-  return x;
-}
-
 #if defined(__AVX2__)
 // MatchLanes(a, b) and MatchLanes(b, a) from one set of compares: *ma gets the lanes of a equal to
 // some lane of b, *mb the lanes of b equal to some lane of a. Each compare of a against b rotated
@@ -498,9 +491,8 @@ class SolePhrase {
                             _mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(j)), LaneIndexes(mb)));
         batched += static_cast<uint32_t>(__builtin_popcount(ma));
         const uint32_t la = ad[i + 7], lb = bd[j + 7];
-        // la <= lb: bit 63 of lb - la clear; both advance on equal lasts.
-        i += static_cast<uint32_t>(~Opaque(uint64_t{lb} - la) >> 63) << 3;
-        j += static_cast<uint32_t>(~Opaque(uint64_t{la} - lb) >> 63) << 3;
+        i += la <= lb ? 8u : 0u;
+        j += lb <= la ? 8u : 0u;
       }
       while (batched > 0 && batch_a_[batched - 1] >= na) --batched;  // the padding's matches
       if (batched > 0 && !(batch ? VisitBatch(batched) : VisitCandidates(batched))) return;
