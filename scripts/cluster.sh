@@ -41,6 +41,9 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "cluster.sh: $*" >&2; exit 1; }
+case "$cmd" in start | status)
+  command -v curl >/dev/null || die "curl is needed to check the cluster's health (scripts/setup.sh installs it)" ;;
+esac
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
 # Waits until FILE holds a line with "event":"ready" (or the process dies).
@@ -55,25 +58,10 @@ wait_ready() {
 }
 
 # /health of the integrator on port $1, over HTTPS with the API key when the run dir's cluster is
-# secure (cluster.env's SECURE=1, or --secure while starting). Through python3 where there is no curl.
+# secure (cluster.env's SECURE=1, or --secure while starting).
 health() {
   local is_secure=0
   if [ "$secure" = 1 ] || grep -qs '^SECURE=1$' "$run_dir/cluster.env"; then is_secure=1; fi
-  if ! command -v curl >/dev/null; then
-    python3 - "$1" "$is_secure" "$run_dir" <<'PY' 2>/dev/null || true
-import base64, ssl, sys, urllib.request
-port, secure, run = sys.argv[1], sys.argv[2] == "1", sys.argv[3]
-if secure:
-    key = open(run + "/api-key").read().strip()
-    req = urllib.request.Request(f"https://localhost:{port}/health",
-                                 headers={"Authorization": "ApiKey " + base64.b64encode(key.encode()).decode()})
-    ans = urllib.request.urlopen(req, timeout=2, context=ssl.create_default_context(cafile=run + "/secrets/ca.pem"))
-else:
-    ans = urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
-print(ans.read().decode())
-PY
-    return 0
-  fi
   if [ "$is_secure" = 1 ]; then
     curl -sf --max-time 2 --cacert "$run_dir/secrets/ca.pem" \
       -H "Authorization: ApiKey $(tr -d '\n' <"$run_dir/api-key" | base64 -w0)" \
