@@ -2,7 +2,7 @@
 // (kMust, kShould or kFilter), the search-benchmark-game's phrase category. Same matching, tf,
 // idf and score as the tree evaluator (tree_query.hpp, docs/SCORING.md "Query language"):
 //   documents  the two shortest lists' decoded blocks intersected eight docIDs against eight
-//              (the common lanes compacted without a branch on the docIDs), each common document
+//              (both sides' common lanes from one set of compares, compacted), each common document
 //              then looked up in any other list (next_geq); one distinct token: its list; with a
 //              count and three or more slots whose two shortest lists' tokens hold one slot each,
 //              only the common documents where those two occur at their slots' distance (from
@@ -11,7 +11,8 @@
 //              (PositionsView::DecodeBlockSums, once per block: running sums, a posting's
 //              positions plus one base, the pair path comparing them by a per-document shift; a
 //              count's two-token pair path decodes only the common postings of a block it leaves
-//              with few of them, PositionsView::DecodePostings, and compares the two postings'
+//              with few of them, PositionsView::DecodePostings, and broadcasts the values of a
+//              posting with one or two against the other's, else compares the two postings'
 //              first positions before the rest), checked against the list's tf;
 //   tf         the starts p with token i at p + i for every i: the rarest slot's positions,
 //              shifted to starts, filtered through every other slot (eight against eight), on
