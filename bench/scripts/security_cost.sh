@@ -10,7 +10,7 @@
 # handshakes) in ROUND_WARMUP unmeasured seconds first: the measured span is CPU a query on
 # kept-alive connections (ROUND_WARMUP=0 counts the set-up too; --keep-idle: a connection once
 # opened stays open, none is closed idle and reopened, with its handshake, in the span). Prints, per round, each
-# integrator's CPU (user + system from /proc/PID/stat over the measured span) per answered query in
+# integrator's CPU (its threads' time on a CPU, /proc/PID/task/*/schedstat, in ns, over the measured span) per answered query in
 # microseconds of one core, p50/p99, misses and errors; then the medians of REPEATS rounds, the
 # secure/plain ratio of CPU a query (of the medians, and per round: a round is a pair), and each
 # integrator thread's (by name, /proc/PID/task) median CPU a query. VARIANTS="plain apikey curve
@@ -178,16 +178,16 @@ loadgen() {  # VARIANT SECONDS [WARMUP]
   pinned "$v" 1 "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
     --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source --keep-idle "${lg_extra[@]}"
 }
-# CPU ticks of each thread of PID: "TID NAME TICKS" (NAME with spaces as _).
-thread_ticks() {
-  local f
-  for f in /proc/"$1"/task/*/stat; do
-    sed -E 's/^([0-9]+) \((.*)\) [A-Za-z] (.*)$/\1 \2|\3/' "$f" 2>/dev/null
-  done | awk -F'|' '{ n = split($2, a, " "); sub(/ /, "\t", $1); split($1, h, "\t"); gsub(/ /, "_", h[2]);
-                      print h[1], h[2], a[11] + a[12] }'
+# CPU time of each thread of PID in ns (/proc/PID/task/TID/schedstat: time on a CPU; clock ticks,
+# 10 ms, are too coarse for short rounds): "TID NAME NS" (NAME with spaces as _).
+thread_ns() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+  done | awk 'NF == 3'
 }
-
-hz=$(getconf CLK_TCK)
+# The process's CPU time in ns: its threads' sum (the integrator's threads live as long as it does).
+cpu_ns() { thread_ns "$1" | awk '{ t += $3 } END { printf "%.0f\n", t }'; }
 results=$out/results.txt threads=$out/threads.txt counters=$out/counters.txt
 : >"$results"
 : >"$threads"
@@ -203,7 +203,7 @@ measure() {
   shift
   for v; do loadgen "$v" "$secs" "$round_warm" >"$out/${name[$v]}.json" & lg+=($!); done
   sleep "$round_warm"  # the loadgens' own clocks start a little later: the span holds all they measure
-  for v; do t0[$v]=$(ticks "${pid[$v]}"); thread_ticks "${pid[$v]}" >"$out/${name[$v]}.threads0"; done
+  for v; do t0[$v]=$(cpu_ns "${pid[$v]}"); thread_ns "${pid[$v]}" >"$out/${name[$v]}.threads0"; done
   if [ -n "${PERF:-}" ]; then  # ends with the span (the loadgens' measured seconds), not waited for
     for v; do
       "$PERF" stat --per-thread -x, -e instructions,cycles -p "${pid[$v]}" -o "$out/${name[$v]}.perf" -- sleep "$secs" &
@@ -211,20 +211,20 @@ measure() {
   fi
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
   [ -z "${PERF:-}" ] || wait
-  for v; do t1[$v]=$(ticks "${pid[$v]}"); thread_ticks "${pid[$v]}" >"$out/${name[$v]}.threads1"; done
+  for v; do t1[$v]=$(cpu_ns "${pid[$v]}"); thread_ns "${pid[$v]}" >"$out/${name[$v]}.threads1"; done
   [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; for v; do cat "$out/${name[$v]}.json"; done >&2; exit 1; }
   for v; do
     line=$(cat "$out/${name[$v]}.json")
     ok=$(field "$line" ok)
     [ "${ok:-0}" -gt 0 ] || { echo "security_cost: no query answered on $v: $line" >&2; exit 1; }
-    awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v hz="$hz" -v ok="$ok" -v q="$(field "$line" queries)" \
+    awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v ok="$ok" -v q="$(field "$line" queries)" \
       -v p50="$(field "$line" p50_us)" -v p99="$(field "$line" p99_us)" -v miss="$(field "$line" deadline_misses)" \
       -v err="$(field "$line" errors)" -v qps="$(field "$line" achieved_qps)" 'BEGIN {
       printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f\n",
-        v, r, t / hz * 1e6 / ok, p50, p99, q, ok, miss, err, qps }' | tee -a "$results"
-    awk -v v="$v" -v r="$r" -v hz="$hz" -v ok="$ok" 'NR == FNR { a[$1] = $3; next }
+        v, r, t / 1e3 / ok, p50, p99, q, ok, miss, err, qps }' | tee -a "$results"
+    awk -v v="$v" -v r="$r" -v ok="$ok" 'NR == FNR { a[$1] = $3; next }
       { c[$2] += $3 - ($1 in a ? a[$1] : 0) }
-      END { printf "%s %d", v, r; for (n in c) printf " %s %.1f", n, c[n] / hz * 1e6 / ok; print "" }' \
+      END { printf "%s %d", v, r; for (n in c) printf " %s %.1f", n, c[n] / 1e3 / ok; print "" }' \
       "$out/${name[$v]}.threads0" "$out/${name[$v]}.threads1" >>"$threads"
     # perf stat -x,: "THREAD-TID,COUNT,,EVENT,..." a thread and event; summed by thread name.
     [ -z "${PERF:-}" ] || awk -F, -v v="$v" -v r="$r" -v ok="$ok" '$1 ~ /-[0-9]+$/ && $2 ~ /^[0-9]+$/ {
