@@ -2,12 +2,14 @@
 #include "node/gpu_executor_adapter.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
 #include <queue>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -202,9 +204,9 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
     }
     return true;
   }));
-  std::vector<std::string> terms;
+  std::vector<Entry> terms;
   terms.reserve(heap.size());
-  for (; !heap.empty(); heap.pop()) terms.push_back(std::move(const_cast<Entry&>(heap.top()).second));
+  for (; !heap.empty(); heap.pop()) terms.push_back(std::move(const_cast<Entry&>(heap.top())));
   std::reverse(terms.begin(), terms.end());  // longest first
   SEARCH_ASSIGN_OR_RETURN(auto ctx, TakeContext());
   auto* const stream = ctx->stream();
@@ -218,29 +220,45 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
     pinned_bytes = 0;
     return synced;
   };
+  // Reading and decompressing the lists is host work: a chunk of about 256 MiB is fetched by
+  // several threads at once, then copied to the device in order by this one.
+  const uint32_t fetchers = std::clamp<uint32_t>(std::thread::hardware_concurrency(), 1, 16);
   Status st;
-  for (const std::string& term : terms) {
-    auto list = shard_->GetList(term);
-    if (!list.ok()) {
-      st = list.status();
-      break;
-    }
-    auto h = cache_->Acquire(*list, stream);
-    if (!h.ok()) {
-      if (h.status().code() == StatusCode::kResourceExhausted) {
-        out.cache_full = true;
-      } else {
-        st = h.status();
+  bool full = false;
+  for (size_t begin = 0, end = 0; begin < terms.size() && st.ok() && !full; begin = end) {
+    end = begin;
+    for (uint64_t chunk_bytes = 0; end < terms.size() && chunk_bytes < (uint64_t{256} << 20); ++end)
+      chunk_bytes += terms[end].first;
+    std::vector<Result<std::shared_ptr<const CachedList>>> lists(end - begin, Status::Internal("not fetched"));
+    std::atomic<size_t> next{begin};
+    std::vector<std::thread> threads;
+    for (uint32_t t = 0; t < std::min<size_t>(fetchers, end - begin); ++t)
+      threads.emplace_back([&] {
+        for (size_t i; (i = next.fetch_add(1)) < end;) lists[i - begin] = shard_->GetList(terms[i].second);
+      });
+    for (auto& th : threads) th.join();
+    for (auto& list : lists) {
+      if (!list.ok()) {
+        st = list.status();
+        break;
       }
-      break;
-    }
-    out.lists++;
-    out.bytes += (*list)->bytes().size();
-    pinned_bytes += (*list)->bytes().size();
-    pinned.push_back(std::move(h).value());
-    if (pinned_bytes >= (uint64_t{256} << 20)) {
-      st = release();
-      if (!st.ok()) break;
+      auto h = cache_->Acquire(*list, stream);
+      if (!h.ok()) {
+        if (h.status().code() == StatusCode::kResourceExhausted) {
+          out.cache_full = full = true;
+        } else {
+          st = h.status();
+        }
+        break;
+      }
+      out.lists++;
+      out.bytes += (*list)->bytes().size();
+      pinned_bytes += (*list)->bytes().size();
+      pinned.push_back(std::move(h).value());
+      if (pinned_bytes >= (uint64_t{256} << 20)) {
+        st = release();
+        if (!st.ok()) break;
+      }
     }
   }
   const Status synced = release();

@@ -249,17 +249,32 @@ int RunBench(const BenchArgs& a) {
   if (tuning.gpu_or_pruned_divisor) ctx_options.or_pruned_divisor = static_cast<uint32_t>(*tuning.gpu_or_pruned_divisor);
   double prewarm_s = 0;
   if (gpu && !a.cold) {
+    // Every query once, in batches of 64 spread over the worker threads (each with its own
+    // context): reading and decompressing the lists is host work that one thread would serialize.
     const auto t0 = Clock::now();
-    auto ctx = gpu::GpuContext::Create(ctx_options);
-    if (!ctx.ok()) return ReportError("bench", ctx.status(), kExitFailure);
-    std::vector<Result<SearchResult>> ignored;
     constexpr size_t kPrewarmBatch = 64;
-    for (size_t i = 0; i < qs.size(); i += kPrewarmBatch) {
-      std::vector<Query> queries;
-      for (size_t j = i; j < std::min(qs.size(), i + kPrewarmBatch); ++j) queries.push_back(make_query(j));
-      Status st = searcher->SearchBatch(**ctx, queries, &ignored);
-      if (!st.ok()) return ReportError("bench", st.WithContext("GPU prewarm"), kExitFailure);
-    }
+    std::atomic<size_t> next{0};
+    std::mutex failure_mu;
+    Status failure;
+    std::vector<std::thread> warm;
+    for (uint32_t t = 0; t < threads; ++t)
+      warm.emplace_back([&] {
+        auto ctx = gpu::GpuContext::Create(ctx_options);
+        Status st = ctx.status();
+        std::vector<Result<SearchResult>> ignored;
+        for (size_t i; st.ok() && (i = next.fetch_add(kPrewarmBatch)) < qs.size();) {
+          std::vector<Query> queries;
+          for (size_t j = i; j < std::min(qs.size(), i + kPrewarmBatch); ++j) queries.push_back(make_query(j));
+          st = searcher->SearchBatch(**ctx, queries, &ignored);
+        }
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> lock(failure_mu);
+          if (failure.ok()) failure = st;
+          next.store(qs.size());  // the others stop too
+        }
+      });
+    for (auto& th : warm) th.join();
+    if (!failure.ok()) return ReportError("bench", failure.WithContext("GPU prewarm"), kExitFailure);
     prewarm_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
 #else
