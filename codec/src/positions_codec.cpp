@@ -234,6 +234,43 @@ Status PositionsView::ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std:
   const auto freq_bits = static_cast<uint8_t>(p[at++]);
   if (freq_bits > 31) return BlockCorruption(j, "tf width above 31");
   if (at + StoredBytes(n, freq_bits) > end) return BlockCorruption(j, "tfs past the block's end");
+#if defined(__AVX2__)
+  if (list_tfs != nullptr && freq_bits <= 24) {
+    // The list's tfs in one pass: their width (checked below) and their running sums as offsets.
+    // Sums of 128 values below 2^24 + 1 fit in 32 bits; with another width the block is corrupt.
+    offsets->resize(n + 1);
+    uint32_t* off = offsets->data();
+    off[0] = 0;
+    const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+    const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+    __m256i carry = _mm256_setzero_si256(), width = _mm256_setzero_si256();
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(list_tfs + i));
+      width = _mm256_or_si256(width, _mm256_sub_epi32(x, one));
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(off + i + 1), _mm256_add_epi32(x, carry));
+      carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));
+    }
+    alignas(32) uint32_t lanes[8];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(lanes), width);
+    uint32_t acc = lanes[0] | lanes[1] | lanes[2] | lanes[3] | lanes[4] | lanes[5] | lanes[6] | lanes[7];
+    uint64_t total = static_cast<uint32_t>(_mm256_cvtsi256_si32(carry));
+    for (; i < n; ++i) {
+      acc |= list_tfs[i] - 1;
+      total += list_tfs[i];
+      off[i + 1] = static_cast<uint32_t>(total);
+    }
+    if (BitWidth(acc) != freq_bits) return BlockCorruption(j, "the list's tfs are not the block's (width)");
+    at += StoredBytes(n, freq_bits);
+    const uint64_t runs = (total + kBlockSize - 1) / kBlockSize;
+    if (at + runs > end) return BlockCorruption(j, "run widths past the block's end");
+    *out = BlockLayout{end, total, runs, at, at + runs};
+    return Status::Ok();
+  }
+#endif
   uint32_t tfs[kBlockSize];  // tf - 1 each
   if (list_tfs == nullptr) {
     UnpackStored(p + at, n, freq_bits, tfs);

@@ -2,7 +2,9 @@
 // (kMust, kShould or kFilter), the search-benchmark-game's phrase category. Same matching, tf,
 // idf and score as the tree evaluator (tree_query.hpp, docs/SCORING.md "Query language"):
 //   documents  the two shortest lists' decoded blocks intersected eight docIDs against eight
-//              (both sides' common lanes from one set of compares, compacted), each common document
+//              (both sides' common lanes from one set of compares, compacted; when the second is
+//              at least kProbeRatio times longer, each of the shortest's documents is looked up
+//              in the other's block instead), each common document
 //              then looked up in any other list (next_geq); one distinct token: its list; with a
 //              count and three or more slots whose two shortest lists' tokens hold one slot each,
 //              only the common documents where those two occur at their slots' distance (from
