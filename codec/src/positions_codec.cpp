@@ -496,6 +496,7 @@ Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span
   const auto corrupt = [j](const std::string& what) { return BlockCorruption(j, what); };
   thread_local std::vector<uint64_t> run_at;
   run_at.resize(runs);
+  uint32_t widest = 0;  // the widest run's width: bounds every delta
   for (uint64_t r = 0; r < runs; ++r) {
     const auto m = static_cast<uint32_t>(std::min<uint64_t>(kBlockSize, total - r * kBlockSize));
     const auto bits = static_cast<uint8_t>(p[widths_at + r]);
@@ -503,6 +504,7 @@ Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span
     if (at + StoredBytes(m, bits) > end) return corrupt("positions past the block's end");
     run_at[r] = at;
     at += StoredBytes(m, bits);
+    widest = std::max<uint32_t>(widest, bits);
   }
   if (at != end) return corrupt("bytes left over after the positions");
   positions->resize(total);
@@ -517,6 +519,28 @@ Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span
       unpacked = r + 1;
     }
     // The posting's first delta is its first position, each next one the gap - 1.
+#if defined(__AVX2__)
+    // Its positions below 2^32 whatever the deltas (tf values each at most 2^widest, less one):
+    // running sums of delta + 1 in 32 bits, eight a step, the last step's lanes past `to` neither
+    // read nor written (they may be the next listed posting's deltas).
+    if (widest < 32 && (uint64_t{to - from} << widest) <= (uint64_t{1} << 32)) {
+      const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+      const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+      const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+      __m256i last = _mm256_set1_epi32(-1);  // every lane the previous position (-1 before the first)
+      for (uint32_t k = from; k < to; k += 8) {
+        const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min(8u, to - k))), lane);
+        __m256i x = _mm256_add_epi32(_mm256_maskload_epi32(reinterpret_cast<const int*>(out + k), live), one);
+        x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+        x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+        x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+        x = _mm256_add_epi32(x, last);
+        _mm256_maskstore_epi32(reinterpret_cast<int*>(out + k), live, x);
+        last = _mm256_permutevar8x32_epi32(x, lane7);
+      }
+      continue;
+    }
+#endif
     uint64_t w = 0, high = 0;
     for (uint32_t k = from; k < to; ++k) {
       w = (k == from ? 0 : w) + uint64_t{out[k]} + 1;
