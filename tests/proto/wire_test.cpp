@@ -95,6 +95,68 @@ TEST(WireTest, SearchResponseRoundTripKeepsEveryField) {
   }
 }
 
+// An ok status and default stats (a CPU answer without kFlagIncludeStats) are left unset, as
+// Cap'n Proto reads an unset struct as its defaults. Mixed versions: a reply of an older node,
+// which set both always, decodes to the same message as the compact one, and the compact one reads,
+// field by field as an older integrator reads it, as ok with default stats.
+TEST(WireTest, DefaultStatusAndStatsAreLeftUnsetAndReadTheSame) {
+  std::mt19937_64 rng(5);
+  SearchResponseMsg m = RandomResponse(rng, 10);
+  m.stats = ExecStatsMsg{};
+  m.has_or_hits = false;
+  m.or_hits.clear();
+  capnp::MallocMessageBuilder old_message;  // as a node before the compact replies wrote it
+  {
+    auto env = old_message.initRoot<wire::Envelope>();
+    env.setMajor(kProtocolMajor);
+    env.setMinor(3);
+    auto b = env.getBody().initSearchResponse();
+    b.setRequestId(m.request_id);
+    b.setShardId(m.shard_id);
+    auto st = b.initStatus();
+    st.setCode(wire::StatusCode::OK);
+    st.setMessage("");
+    auto hits = b.initHits(static_cast<unsigned>(m.hits.size()));
+    for (unsigned i = 0; i < m.hits.size(); ++i) {
+      hits[i].setDoc(m.hits[i].doc);
+      hits[i].setScore(m.hits[i].score);
+      hits[i].setExternalId(m.hits[i].external_id);
+    }
+    b.initStats().setProcessor(wire::Processor::CPU);
+    b.setDocBegin(m.doc_begin);
+    b.setDocEnd(m.doc_end);
+  }
+  kj::Array<capnp::word> old_words = capnp::messageToFlatArray(old_message);
+  const std::string old_frame(reinterpret_cast<const char*>(old_words.asBytes().begin()), old_words.asBytes().size());
+  const std::string frame = EncodeSearchResponse(m);
+  EXPECT_EQ(old_frame.size() - frame.size(), 72u);  // ErrorInfo + its empty message, ExecStats
+  for (const std::string* f : {&old_frame, &frame}) {
+    const auto got = std::get<SearchResponseMsg>(DecodeOk(*f).body);
+    EXPECT_EQ(got.request_id, m.request_id);
+    EXPECT_TRUE(got.status.ok());
+    EXPECT_EQ(got.status.message(), "");
+    EXPECT_EQ(got.hits, m.hits);
+    EXPECT_EQ(got.stats, ExecStatsMsg{});
+    EXPECT_EQ(got.doc_end, m.doc_end);
+  }
+  kj::Array<capnp::word> words = kj::heapArray<capnp::word>(frame.size() / sizeof(capnp::word));
+  std::memcpy(words.begin(), frame.data(), frame.size());
+  capnp::FlatArrayMessageReader reader(words);
+  auto r = reader.getRoot<wire::Envelope>().getBody().getSearchResponse();
+  EXPECT_FALSE(r.hasStatus());
+  EXPECT_FALSE(r.hasStats());
+  EXPECT_EQ(r.getStatus().getCode(), wire::StatusCode::OK);
+  EXPECT_EQ(r.getStatus().getMessage().size(), 0u);
+  EXPECT_EQ(r.getStats().getProcessor(), wire::Processor::CPU);
+  EXPECT_EQ(r.getStats().getPostingsDecoded(), 0u);
+  EXPECT_EQ(r.getStats().getRunMicros(), 0u);
+  // Set stats (a GPU answer, or asked for) and an error are written as before.
+  m.stats.processor = Processor::kGpu;
+  EXPECT_EQ(std::get<SearchResponseMsg>(DecodeOk(EncodeSearchResponse(m)).body).stats.processor, Processor::kGpu);
+  m.status = Status::Unavailable("draining");
+  EXPECT_EQ(std::get<SearchResponseMsg>(DecodeOk(EncodeSearchResponse(m)).body).status.message(), "draining");
+}
+
 TEST(WireTest, StatusCodesRoundTrip) {
   const std::vector<Status> statuses = {
       Status::Ok(), Status::InvalidArgument("a"), Status::NotFound("b"), Status::Corruption("c"),
