@@ -127,6 +127,10 @@ struct Token {
   bool sums = false;
   bool simd_ok = false;  // every position <= kMaxSimdPosition
   bool small = false;    // every value in pos below 2^31: a shifted compare cannot wrap (VisitBatch)
+  // EnsurePostings' last call: block postings_block's postings whose bit is set in postings_mask
+  // hold their positions in pos (the others not).
+  uint32_t postings_block = kEndDoc;
+  uint64_t postings_mask[2] = {0, 0};
   uint32_t Base(uint32_t i) const { return sums ? PositionsView::SumsBase(offsets.data(), pos.data(), i) : 0; }
 };
 
@@ -556,6 +560,15 @@ class SolePhrase {
       return true;
     return DecodeBlockOf(t);
   }
+  // Token t's positions at its cursor's posting: already there when EnsurePostings decoded that
+  // posting (KeepPairMatches' batch), else EnsureBlock. False on Corruption (recorded).
+  bool EnsureAt(Token& t) {
+    const uint32_t j = t.cursor.block(), p = t.cursor.pos();
+    if (t.decoded_block == j || (t.postings_block == j && ((t.postings_mask[p >> 6] >> (p & 63)) & 1) != 0))
+      [[likely]]
+      return true;
+    return DecodeBlockOf(t);
+  }
   [[gnu::noinline]] bool DecodeBlockOf(Token& t) {
     BlockCursor& c = t.cursor;
     const uint32_t j = c.block();
@@ -566,6 +579,7 @@ class SolePhrase {
     if (st.ok() && !fits) st = t.positions->DecodeBlock(j, &t.offsets, &t.pos);
     if (!CheckDecoded(t, j, c.block_count(), std::move(st), fits)) return false;
     t.decoded_block = j;
+    t.postings_block = kEndDoc;
     t.pos_size = t.pos.size();
     t.sums = fits;
     uint32_t top = 0;  // each posting's values ascend: its last is its largest
@@ -589,6 +603,9 @@ class SolePhrase {
     Status st = t.positions->DecodePostings(j, tfs, std::span<const uint32_t>(idx, count), &t.offsets, &t.pos);
     if (!CheckDecoded(t, j, c.block_count(), std::move(st), true)) return false;
     t.decoded_block = kEndDoc;
+    t.postings_block = j;
+    t.postings_mask[0] = t.postings_mask[1] = 0;
+    for (uint32_t m = 0; m < count; ++m) t.postings_mask[idx[m] >> 6] |= uint64_t{1} << (idx[m] & 63);
     t.pos_size = t.pos.size();
     t.sums = false;
     uint32_t top = 0;  // each posting's positions ascend (tf >= 1): its last is its largest
@@ -757,11 +774,36 @@ class SolePhrase {
   uint32_t KeepPairMatches(uint32_t count, bool* ok) {
     Token& ta = *order_[0];
     Token& tb = *order_[1];
-    if (!EnsureBlock(ta) || !EnsureBlock(tb)) {
+    // As VisitBatch: a block that goes on past the other's last document is decoded whole, one
+    // that ends here for a few documents only those postings.
+    const uint32_t la = ta.cursor.block_last_doc(), lb = tb.cursor.block_last_doc();
+    const bool few = count * 8 <= kBlockSize;
+    if (!(la > lb || !few ? EnsureBlock(ta) : EnsurePostings(ta, batch_a_, count)) ||
+        !(lb > la || !few ? EnsureBlock(tb) : EnsurePostings(tb, batch_b_, count))) {
       *ok = false;
       return 0;
     }
-    if (!ta.sums || !tb.sums) return count;
+    if (!ta.sums || !tb.sums) {
+      // Values v = p + Base (0 for positions): p1 + gap == p2 exactly when v1 + (Base2 - Base1 +
+      // gap) == v2 in 32 bits, every value below 2^31 (small) and a base at most 2^30 + 1.
+      if (!ta.small || !tb.small) return count;
+      const Token& first = pair_a_first_ ? ta : tb;
+      const Token& second = pair_a_first_ ? tb : ta;
+      const uint32_t* const first_idx = pair_a_first_ ? batch_a_ : batch_b_;
+      const uint32_t* const second_idx = pair_a_first_ ? batch_b_ : batch_a_;
+      uint32_t kept = 0;
+      for (uint32_t m = 0; m < count; ++m) {
+        const uint32_t i1 = first_idx[m], i2 = second_idx[m];
+        const uint32_t f1 = first.offsets[i1], f2 = second.offsets[i2];
+        const bool any = PairTf(first.pos.data() + f1, first.offsets[i1 + 1] - f1, second.pos.data() + f2,
+                                second.offsets[i2 + 1] - f2, second.Base(i2) - first.Base(i1) + pair_gap_, true) != 0;
+        const uint32_t ia = batch_a_[m], ib = batch_b_[m];
+        batch_a_[kept] = ia;
+        batch_b_[kept] = ib;
+        kept += static_cast<uint32_t>(any);
+      }
+      return kept;
+    }
     const Token& first = pair_a_first_ ? ta : tb;
     const Token& second = pair_a_first_ ? tb : ta;
     const uint32_t* const first_pos = first.pos.data();
@@ -830,7 +872,7 @@ class SolePhrase {
   // The positions of token t at its cursor's document, for phrase slot `slot`; false on Corruption
   // (recorded).
   bool PositionsOf(Token& t, size_t slot, const uint32_t** begin, const uint32_t** end) {
-    if (!EnsureBlock(t)) return false;
+    if (!EnsureAt(t)) return false;
     const uint32_t p = t.cursor.pos();
     const uint32_t from = t.offsets[p], to = t.offsets[p + 1];  // EnsureBlock checked to - from
     *begin = ToPositions(t, p, t.pos.data() + from, to - from, slot);
@@ -850,7 +892,7 @@ class SolePhrase {
     bool small = true;
     for (size_t i = 0; i < n; ++i) {
       Token& t = *tokens_[slots_[i]];
-      if (!EnsureBlock(t)) return 0;
+      if (!EnsureAt(t)) return 0;
       small &= t.small;
     }
     if (small) {

@@ -8,7 +8,8 @@
 //              then looked up in any other list (next_geq); one distinct token: its list; with a
 //              count and three or more slots whose two shortest lists' tokens hold one slot each,
 //              only the common documents where those two occur at their slots' distance (from
-//              those two blocks' positions) are looked up, and the other lists' positions read;
+//              those two blocks' positions; a block ending there with few of them: only their
+//              postings decoded, as the pair path) are looked up, and the other lists' positions read;
 //   positions  per common document, each token's positions from its block's decoded positions
 //              (PositionsView::DecodeBlockSums, once per block: running sums, a posting's
 //              positions plus one base, the pair path comparing them by a per-document shift; a
