@@ -18,6 +18,7 @@
 # usage: bench/scripts/security_instr.sh [BUILD_DIR]   (a build dir or a scripts/bundle.sh bundle)
 # env: DOCS (200000), SHARDS (3), RATE (100), CONNECTIONS (4: all opened before the span), WARM_S (5), MEASURE_S (10),
 #      VARIANTS (plain secure), PASSES (counts instr), LOADGEN_ARGS (--keep-idle), BASE_PORT (8400),
+#      CALLGRIND_ARGS (extra callgrind flags, e.g. "--cache-sim=yes --LL=2097152,16,64": D1 and LL misses a thread),
 #      WORK_DIR (/tmp/security-instr)
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -119,7 +120,7 @@ for v in "${variants[@]}"; do
               for (k in c) if (c[k] / q >= 0.05) printf " %s %.2f", k, c[k] / q
               print "" }' "$work/strace-$v.txt" | tee -a "$work/results.txt"
     else
-      start "$v" "valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes --callgrind-out-file=$work/cg-$v.%p"
+      start "$v" "valgrind --tool=callgrind --instr-atstart=no --separate-threads=yes ${CALLGRIND_ARGS:-} --callgrind-out-file=$work/cg-$v.%p"
       rm -f "$work/cg-$v".*
       loadgen "$v" "$warm_s"
       loadgen "$v" $((measure_s + 14)) &
