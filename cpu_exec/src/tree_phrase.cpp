@@ -487,12 +487,27 @@ class SolePhrase {
       uint32_t i = a.pos(), j = b.pos();
       uint32_t batched = 0;
       if (probe) {
-        // bd's kPad entries past nb read kEndDoc, above every docID: the scan stops inside them.
+        // Each docID x's chunk of eight in bd found without a branch: the number of chunks whose
+        // last docID is below x, the chunks' last docIDs (bd[8c + 7]; kEndDoc, above every docID,
+        // in the kPad entries past nb) compared with x sixteen at once, the chunks past nb masked.
         const uint32_t b_last = bd[nb - 1];
+        const __m256i step = _mm256_setr_epi32(7, 15, 23, 31, 39, 47, 55, 63);
+        const __m256i last_lo = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bd), step, 4);
+        const __m256i last_hi = _mm256_i32gather_epi32(reinterpret_cast<const int*>(bd) + 64, step, 4);
+        const unsigned chunks = (nb + 7) / 8;
+        const unsigned live = chunks >= 16 ? 0xffffu : (1u << chunks) - 1;
         for (; i < na; ++i) {
           const uint32_t x = ad[i];
           if (x > b_last) break;
-          while (bd[j + 7] < x) j += 8;
+          const __m256i vx = _mm256_set1_epi32(static_cast<int>(x));
+          // last >= x exactly when max(last, x) == last (unsigned)
+          const unsigned at_or_above =
+              static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+                  _mm256_cmpeq_epi32(_mm256_max_epu32(last_lo, vx), last_lo)))) |
+              static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(
+                  _mm256_cmpeq_epi32(_mm256_max_epu32(last_hi, vx), last_hi))))
+                  << 8;
+          j = 8 * static_cast<uint32_t>(__builtin_popcount(~at_or_above & live));
           const unsigned eq = static_cast<unsigned>(_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(
               _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bd + j)), _mm256_set1_epi32(static_cast<int>(x))))));
           batch_a_[batched] = i;
