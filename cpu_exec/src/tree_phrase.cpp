@@ -53,7 +53,7 @@ inline void MatchBoth(__m256i a, __m256i b, unsigned* ma, unsigned* mb) {
 
 // RunPair looks each document of the shortest list up in the second shortest's block (instead of
 // merging the two blocks) when the second list is at least this many times longer.
-constexpr uint32_t kProbeRatio = 4;
+constexpr uint32_t kProbeRatio = 2;
 
 // Values readable past the end of a start list or of a token's positions (eight-lane loads).
 constexpr uint32_t kMergePad = 8;
