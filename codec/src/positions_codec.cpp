@@ -25,6 +25,18 @@ uint32_t StoredBytes(uint32_t n, uint32_t bits) {
   return n == kBlockSize ? 16u * bits : static_cast<uint32_t>((static_cast<uint64_t>(n) * bits + 7) / 8);
 }
 
+#if defined(__AVX2__)
+// Inclusive sums of the eight 32-bit lanes of x (lane i: x[0] + ... + x[i]): a prefix within each
+// 128-bit half by two byte shifts, then the lower half's total added to the upper half.
+inline __m256i InclusiveSum8(__m256i x) {
+  const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3);
+  const __m256i high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
+  x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
+  x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
+  return _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+}
+#endif
+
 uint32_t Load32(const char* p) {
   uint32_t v;
   std::memcpy(&v, p, sizeof(v));
@@ -241,16 +253,13 @@ Status PositionsView::ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std:
     offsets->resize(n + 1);
     uint32_t* off = offsets->data();
     off[0] = 0;
-    const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
-    const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+    const __m256i one = _mm256_set1_epi32(1), lane7 = _mm256_set1_epi32(7);
     __m256i carry = _mm256_setzero_si256(), width = _mm256_setzero_si256();
     uint32_t i = 0;
     for (; i + 8 <= n; i += 8) {
       __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(list_tfs + i));
       width = _mm256_or_si256(width, _mm256_sub_epi32(x, one));
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
-      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      x = InclusiveSum8(x);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(off + i + 1), _mm256_add_epi32(x, carry));
       carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));
     }
@@ -289,14 +298,11 @@ Status PositionsView::ReadBlockLayout(uint32_t j, const uint32_t* list_tfs, std:
   uint32_t* off = offsets->data();
 #if defined(__AVX2__)
   if (freq_bits <= 24) {  // 128 values of tf - 1 < 2^24, plus one each: the sums fit in 32 bits
-    const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
-    const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+    const __m256i one = _mm256_set1_epi32(1), lane7 = _mm256_set1_epi32(7);
     __m256i carry = _mm256_setzero_si256();
     for (; i + 8 <= n; i += 8) {  // off[i + 1 ..] = inclusive sums of tf
       __m256i x = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tfs + i)), one);
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
-      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      x = InclusiveSum8(x);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(off + i + 1), _mm256_add_epi32(x, carry));
       carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));
     }
@@ -371,14 +377,11 @@ Status PositionsView::DecodeSums(uint32_t j, const uint32_t* list_tfs, std::vect
   uint64_t k = 0;
   uint32_t s_run = 0;
 #if defined(__AVX2__)
-  const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
-  const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+  const __m256i one = _mm256_set1_epi32(1), lane7 = _mm256_set1_epi32(7);
   __m256i carry = _mm256_setzero_si256();  // every lane the sum so far
   for (; k + 8 <= total; k += 8) {
     __m256i x = _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + k)), one);
-    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
-    x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
-    x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+    x = InclusiveSum8(x);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + k), _mm256_add_epi32(x, carry));
     carry = _mm256_add_epi32(carry, _mm256_permutevar8x32_epi32(x, lane7));  // one add on the chain
   }
@@ -425,9 +428,7 @@ Status PositionsView::DecodeBlock(uint32_t j, std::vector<uint32_t>* offsets, st
     for (; k + 8 <= total; k += 8) {
       const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(out + k));
       __m256i x = _mm256_add_epi32(d, one);
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
-      x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
-      x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+      x = InclusiveSum8(x);
       const __m256i sv = _mm256_add_epi32(x, carry_s);
       uint64_t f8;
       std::memcpy(&f8, first.data() + k, 8);
@@ -524,16 +525,13 @@ Status PositionsView::DecodeSome(uint32_t j, const uint32_t* list_tfs, std::span
     // running sums of delta + 1 in 32 bits, eight a step, the last step's lanes past `to` neither
     // read nor written (they may be the next listed posting's deltas).
     if (widest < 32 && (uint64_t{to - from} << widest) <= (uint64_t{1} << 32)) {
-      const __m256i one = _mm256_set1_epi32(1), high_half = _mm256_setr_epi32(0, 0, 0, 0, -1, -1, -1, -1);
-      const __m256i lane3 = _mm256_setr_epi32(0, 0, 0, 0, 3, 3, 3, 3), lane7 = _mm256_set1_epi32(7);
+      const __m256i one = _mm256_set1_epi32(1), lane7 = _mm256_set1_epi32(7);
       const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
       __m256i last = _mm256_set1_epi32(-1);  // every lane the previous position (-1 before the first)
       for (uint32_t k = from; k < to; k += 8) {
         const __m256i live = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(std::min(8u, to - k))), lane);
         __m256i x = _mm256_add_epi32(_mm256_maskload_epi32(reinterpret_cast<const int*>(out + k), live), one);
-        x = _mm256_add_epi32(x, _mm256_slli_si256(x, 4));
-        x = _mm256_add_epi32(x, _mm256_slli_si256(x, 8));
-        x = _mm256_add_epi32(x, _mm256_and_si256(_mm256_permutevar8x32_epi32(x, lane3), high_half));
+        x = InclusiveSum8(x);
         x = _mm256_add_epi32(x, last);
         _mm256_maskstore_epi32(reinterpret_cast<int*>(out + k), live, x);
         last = _mm256_permutevar8x32_epi32(x, lane7);
