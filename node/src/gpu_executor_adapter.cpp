@@ -211,7 +211,8 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
   SEARCH_ASSIGN_OR_RETURN(auto ctx, TakeContext());
   auto* const stream = ctx->stream();
   // Handles pin their entries until the stream has finished the copies: synchronize and let go
-  // every 256 MiB so the host lists can be released.
+  // every kChunkBytes so the host lists can be released.
+  constexpr uint64_t kChunkBytes = uint64_t{256} << 20;
   std::vector<std::shared_ptr<const gpu::DeviceList>> pinned;
   uint64_t pinned_bytes = 0;
   auto release = [&]() -> Status {
@@ -220,14 +221,14 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
     pinned_bytes = 0;
     return synced;
   };
-  // Reading and decompressing the lists is host work: a chunk of about 256 MiB is fetched by
+  // Reading and decompressing the lists is host work: a chunk of about kChunkBytes is fetched by
   // several threads at once, then copied to the device in order by this one.
   const uint32_t fetchers = std::clamp<uint32_t>(std::thread::hardware_concurrency(), 1, 16);
   Status st;
   bool full = false;
   for (size_t begin = 0, end = 0; begin < terms.size() && st.ok() && !full; begin = end) {
     end = begin;
-    for (uint64_t chunk_bytes = 0; end < terms.size() && chunk_bytes < (uint64_t{256} << 20); ++end)
+    for (uint64_t chunk_bytes = 0; end < terms.size() && chunk_bytes < kChunkBytes; ++end)
       chunk_bytes += terms[end].first;
     std::vector<Result<std::shared_ptr<const CachedList>>> lists(end - begin, Status::Internal("not fetched"));
     std::atomic<size_t> next{begin};
@@ -255,7 +256,7 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
       out.bytes += (*list)->bytes().size();
       pinned_bytes += (*list)->bytes().size();
       pinned.push_back(std::move(h).value());
-      if (pinned_bytes >= (uint64_t{256} << 20)) {
+      if (pinned_bytes >= kChunkBytes) {
         st = release();
         if (!st.ok()) break;
       }
