@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "codec/block_codec.hpp"
+#include "core/parallel_for.hpp"
 #include "index_store/shard_store.hpp"
 #include "shard_format.hpp"
 
@@ -35,20 +36,6 @@ struct EncodedTerm {
 };
 
 uint32_t HardwareThreads() { return std::max(1u, std::thread::hardware_concurrency()); }
-
-// Runs fn(i) for i in [0, n) on up to `threads` threads (dynamic hand-out).
-template <class Fn>
-void RunParallel(size_t n, uint32_t threads, Fn&& fn) {
-  const size_t t = std::min<size_t>(std::max<uint32_t>(threads, 1), n);
-  std::atomic<size_t> next{0};
-  auto body = [&] {
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (size_t k = 1; k < t; ++k) pool.emplace_back(body);
-  body();
-  for (auto& th : pool) th.join();
-}
 
 using store::QuoteTerm;  // one quoting rule for every index_store error message
 
@@ -358,7 +345,7 @@ Result<IngestSummary> PostingsIngest::Finish(const IdFn& id_of) {
   m.finished = true;
   const size_t shards = m.writers.size();
   std::vector<Status> done(shards);
-  RunParallel(shards, m.threads, [&](size_t s) {
+  ParallelFor(shards, m.threads, [&](size_t s) {
     std::string id;
     for (uint32_t d = m.begin[s]; d < m.end[s]; ++d) {
       id.clear();

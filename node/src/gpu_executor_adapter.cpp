@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/cache_sizing.hpp"
+#include "core/parallel_for.hpp"
 #include "core/thread_cpu.hpp"
 #include "gpu_cache/gpu_cache_metrics.hpp"
 #include "gpu_exec/cuda_util.hpp"
@@ -231,13 +232,7 @@ Result<GpuPreloadStats> GpuExecutorAdapter::Preload(uint64_t max_bytes, uint32_t
     for (uint64_t chunk_bytes = 0; end < terms.size() && chunk_bytes < kChunkBytes; ++end)
       chunk_bytes += terms[end].first;
     std::vector<Result<std::shared_ptr<const CachedList>>> lists(end - begin, Status::Internal("not fetched"));
-    std::atomic<size_t> next{begin};
-    std::vector<std::thread> threads;
-    for (uint32_t t = 0; t < std::min<size_t>(fetchers, end - begin); ++t)
-      threads.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < end;) lists[i - begin] = shard_->GetList(terms[i].second);
-      });
-    for (auto& th : threads) th.join();
+    ParallelFor(end - begin, fetchers, [&](size_t i) { lists[i] = shard_->GetList(terms[begin + i].second); });
     for (auto& list : lists) {
       if (!list.ok()) {
         st = list.status();

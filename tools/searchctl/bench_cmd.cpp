@@ -26,6 +26,7 @@
 #include "common.hpp"
 #include "core/cache_sizing.hpp"
 #include "core/cpus.hpp"
+#include "core/parallel_for.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
 #include "core/thread_cpu.hpp"
@@ -285,13 +286,7 @@ int RunBench(const BenchArgs& a) {
   double cpu_prewarm_s = 0;
   if (!gpu && !a.cold) {
     const auto t0 = Clock::now();
-    std::atomic<size_t> next{0};
-    std::vector<std::thread> warm;
-    for (uint32_t t = 0; t < threads; ++t)
-      warm.emplace_back([&] {
-        for (size_t i; (i = next.fetch_add(1)) < qs.size();) (void)idx.Search(*parse_query(i));
-      });
-    for (auto& th : warm) th.join();
+    ParallelFor(qs.size(), threads, [&](size_t i) { (void)idx.Search(*parse_query(i)); });
     cpu_prewarm_s = std::chrono::duration<double>(Clock::now() - t0).count();
   }
   // Runs the batch of queries starting at i (wrapping around the list).

@@ -6,10 +6,10 @@
 
 #include "args.hpp"
 #include "common.hpp"
+#include "core/parallel_for.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
 #include "cpu_exec/local_index.hpp"
-#include "indexer/parallel_for.hpp"
 
 namespace search::cli {
 

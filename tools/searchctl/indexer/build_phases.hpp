@@ -11,11 +11,11 @@
 #include <vector>
 
 #include "core/analyzer.hpp"
+#include "core/parallel_for.hpp"
 #include "core/status.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/source_block.hpp"
 #include "indexer/index_builder.hpp"
-#include "indexer/parallel_for.hpp"
 
 namespace search {
 

@@ -10,9 +10,9 @@
 #include <mutex>
 #include <thread>
 
+#include "core/parallel_for.hpp"
 #include "index_store/postings_ingest.hpp"
 #include "indexer/build_dir.hpp"
-#include "indexer/parallel_for.hpp"
 
 namespace search {
 
