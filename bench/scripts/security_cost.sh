@@ -19,7 +19,8 @@
 # secure - apikey - curve is what TLS costs. A variant written VARIANT@DIR runs the binaries of
 # build DIR (e.g. VARIANTS="plain secure plain@build-old secure@build-old": two builds side by
 # side); its ratio is to plain@DIR when that runs too.
-# Pinning (PIN=auto: when the machine has 2 + 6 x variants CPUs): variant i's integrator on CPUs
+# Pinning (PIN=auto: when the machine has 2 + 6 x variants CPUs, 8 under SCHEDULE=alternate, where
+# every variant takes variant 0's CPUs): variant i's integrator on CPUs
 # 2+6i and 3+6i (started there, so its HTTP loops and fan-out lanes are sized for 2 CPUs as on a
 # 2-core machine), its loadgen on the next two, its nodes on the two after; CPUs 0-1 for the rest.
 # A build dir may be a bundle (scripts/bundle.sh: DIR/bin, DIR/lib, run with LD_LIBRARY_PATH).
@@ -96,11 +97,14 @@ for i in "${!variants[@]}"; do
 done
 mkdir -p "$out"
 ncpu=$(nproc)
-need=$((2 + 6 * ${#variants[@]}))
+# alternate runs one variant at a time: every variant on the same CPUs (a tighter comparison, and
+# more variants than the machine has CPUs for side by side); together: each its own.
+slots=${#variants[@]}; [ "$schedule" = alternate ] && slots=1
+need=$((2 + 6 * slots))
 pin=${PIN:-auto}
 if [ "$pin" = auto ]; then if [ "$ncpu" -ge "$need" ] && command -v taskset >/dev/null; then pin=1; else pin=0; fi; fi
 [ "$pin" = 0 ] || [ "$ncpu" -ge "$need" ] || { echo "security_cost: PIN=1 needs $need CPUs, $ncpu here" >&2; exit 2; }
-cpus() { local c=$((2 + 6 * idx[$1] + 2 * $2)); echo "$c-$((c + 1))"; }  # VARIANT ROLE (0 integrator, 1 loadgen, 2 nodes)
+cpus() { local c=$((2 + 6 * (slots == 1 ? 0 : idx[$1]) + 2 * $2)); echo "$c-$((c + 1))"; }  # VARIANT ROLE (0 integrator, 1 loadgen, 2 nodes)
 pinned() { local v=$1 role=$2; shift 2; if [ "$pin" = 1 ]; then taskset -c "$(cpus "$v" "$role")" "$@"; else "$@"; fi; }
 step "$(hostname 2>/dev/null) $ncpu CPUs ($(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1)), load $(cut -d' ' -f1-3 /proc/loadavg), pinning $([ "$pin" = 1 ] && echo on || echo off), schedule $schedule"
 index=${INDEX:-data/gcide-index}
