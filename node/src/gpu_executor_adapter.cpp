@@ -2,7 +2,6 @@
 #include "node/gpu_executor_adapter.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <optional>
