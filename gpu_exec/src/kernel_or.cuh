@@ -237,11 +237,24 @@ __device__ __forceinline__ uint32_t CandCount(const OrPDesc& q) {
   return min(q.counters[0], q.cap);
 }
 
-// Whether the candidate buffer is already full (warp-uniform: lane 0 reads, all lanes get it).
-__device__ __forceinline__ bool CandFull(const OrPDesc& q) {
+// The candidate counter (warp-uniform: lane 0 reads, all lanes get it).
+__device__ __forceinline__ uint32_t CandCounter(const OrPDesc& q) {
   uint32_t c = 0;
   if (Lane() == 0) c = *static_cast<volatile uint32_t*>(q.counters);
-  return __shfl_sync(0xffffffffu, c, 0) >= q.cap;
+  return __shfl_sync(0xffffffffu, c, 0);
+}
+
+// Whether the candidate buffer is already full: the sample may stop there (any subset will do).
+__device__ __forceinline__ bool CandFull(const OrPDesc& q) {
+  return CandCounter(q) >= q.cap;
+}
+
+// Whether the candidates already overflowed: some append went past the buffer and set kErrOverflow.
+// A buffer exactly full has not: a block skipped then may hold a candidate that is never appended,
+// so nothing sets kErrOverflow and the incomplete answer stands. Whether that happens depends on
+// when the warps look (one warp filling the buffer before the others start, as under racecheck).
+__device__ __forceinline__ bool CandOverflowed(const OrPDesc& q) {
+  return CandCounter(q) > q.cap;
 }
 
 // The sample: documents of the theta list whose contribution falls in the sampled bins, appended
@@ -318,7 +331,7 @@ __global__ void __launch_bounds__(kThreads)
     const DevList l = lists[q.list_off + s];
     const uint32_t b = e - pl.ess_off;
     if (!pl.essential || b >= l.num_blocks) continue;  // only with inconsistent descriptors
-    if (CandFull(q)) continue;  // overflowed: the host reruns the query dense
+    if (CandOverflowed(q)) continue;  // kErrOverflow is set: the host reruns the query dense
     st.To(q.out);
     const BlockMeta m = l.meta[b];
     const float bmax = SanitizeBoundHD(m.max_score);
