@@ -333,8 +333,10 @@ struct Fanout::Impl {
   // sent, the listener told, one shard fewer to wait for.
   void SettleShard(Pending& p, size_t i) {
     ShardCallResult& r = p.shards[i];
-    r.latency_us = static_cast<uint64_t>(
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - p.sent_at).count());
+    r.sent_at = p.sent_at;
+    r.settled_at = Clock::now();
+    r.latency_us =
+        static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(r.settled_at - p.sent_at).count());
     if (listener) listener->OnShardReply(i, r.state, static_cast<double>(r.latency_us) * 1e-6);
     --p.remaining;
   }
@@ -443,6 +445,8 @@ struct Fanout::Impl {
       res.has_total = resp.has_total;
       res.total = resp.total;
       res.or_total = resp.or_total;
+      res.node_queue_us = resp.stats.queue_micros;
+      res.node_run_us = resp.stats.run_micros;
       res.or_hits.reserve(resp.or_hits.size());
       for (auto& h : resp.or_hits)
         res.or_hits.push_back(MergedHit{h.doc, h.score, resp.shard_id, std::move(h.external_id)});

@@ -583,6 +583,8 @@ void HttpLoops::Loop::Dispatch(Conn& c, HttpRequest& req) {
       } else {
         parsed = search ? ParseSearchQuery(req.params) : ParseCountQuery(req.params);
       }
+      if (IntegratorObserver* o = in->observer())
+        o->OnPhase(RequestPhase::kParse, std::chrono::duration<double>(Clock::now() - c.last_io).count());
       std::shared_ptr<Mailbox> box = mailbox_;
       Integrator::Post post = [box](std::function<void()> fn) { box->Post(std::move(fn)); };
       // `done` runs on this loop's thread (at once, or from the mailbox).

@@ -670,15 +670,25 @@ void Integrator::SearchAsyncFrom(const SearchParams& p, size_t waiting, Clock::t
 void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t flags, const Post& post,
                        ReplyCallback done) {
   SearchRequestMsg req = Request(*st, mode, flags);
+  // One round in kPhaseSample asks the nodes for their queue and engine times (the replies stay
+  // compact otherwise), which split its round trip in the phase metrics.
+  const bool timed = observer_ != nullptr && phase_sample_.fetch_add(1, std::memory_order_relaxed) % kPhaseSample == 0;
+  if (timed) req.flags |= kFlagIncludeStats;
   const auto deadline = st->query_deadline;
   // The results go back to the caller's thread (post): the I/O thread only hands them over.
+  // The first round's hand-off counts from the search's start (its analysis and cache lookup too).
+  const Clock::time_point begun = st->or_round ? Clock::now() : st->start;
   PickLane().SearchAsync(std::move(req), deadline,
-                         [this, st = std::move(st), post, done = std::move(done)](std::vector<ShardCallResult> r) {
-                           post([this, st, post, done, r = std::move(r)]() mutable {
+                         [this, st = std::move(st), post, done = std::move(done), begun, timed](std::vector<ShardCallResult> r) {
+                           post([this, st, post, done, r = std::move(r), begun, timed]() mutable {
+                             const Clock::time_point resumed = Clock::now();
+                             if (observer_ != nullptr) ObservePhases(begun, resumed, r, timed);
                              std::optional<HttpReply> reply = Advance(*st, std::move(r));
-                             if (reply)
+                             if (reply) {
                                done(std::move(*reply));
-                             else if (st->fetching)
+                               if (observer_ != nullptr)
+                                 observer_->OnPhase(RequestPhase::kAnswer, static_cast<double>(MicrosSince(resumed)) * 1e-6);
+                             } else if (st->fetching)
                                FetchRound(std::move(st), post, std::move(done));
                              else
                                Round(std::move(st), QueryMode::kOr, 0, post, std::move(done));
@@ -686,12 +696,44 @@ void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t
                          });
 }
 
+const char* RequestPhaseName(RequestPhase p) {
+  static constexpr const char* kNames[kNumRequestPhases] = {"parse",     "to_lane", "node_queue", "engine",
+                                                            "transport", "to_loop", "fetch",      "answer"};
+  return kNames[static_cast<int>(p)];
+}
+
+void Integrator::ObservePhases(Clock::time_point begun, Clock::time_point resumed,
+                               const std::vector<ShardCallResult>& results, bool timed) const {
+  // The shard answered last decides the round's time: its round trip, split by its own stats.
+  const ShardCallResult* last = nullptr;
+  for (const auto& r : results)
+    if (r.state == ShardCallState::kOk && (last == nullptr || r.settled_at > last->settled_at)) last = &r;
+  if (last == nullptr) return;
+  const auto secs = [](Clock::duration d) { return std::max(0.0, std::chrono::duration<double>(d).count()); };
+  const double node = static_cast<double>(last->node_queue_us + last->node_run_us) * 1e-6;
+  observer_->OnPhase(RequestPhase::kToLane, secs(last->sent_at - begun));
+  if (timed) {
+    observer_->OnPhase(RequestPhase::kNodeQueue, static_cast<double>(last->node_queue_us) * 1e-6);
+    observer_->OnPhase(RequestPhase::kEngine, static_cast<double>(last->node_run_us) * 1e-6);
+    observer_->OnPhase(RequestPhase::kTransport, std::max(0.0, secs(last->settled_at - last->sent_at) - node));
+  }
+  observer_->OnPhase(RequestPhase::kToLoop, secs(resumed - last->settled_at));
+}
+
 void Integrator::FetchRound(std::shared_ptr<SearchState> st, const Post& post, ReplyCallback done) {
   auto requests = std::move(st->fetches);
   const auto deadline = st->deadline;
+  const Clock::time_point begun = Clock::now();
   PickLane().FetchAsync(std::move(requests), deadline,
-                        [this, st = std::move(st), post, done = std::move(done)](std::vector<ShardCallResult> r) {
-                          post([this, st, done, r = std::move(r)]() mutable { done(Fetched(*st, std::move(r))); });
+                        [this, st = std::move(st), post, done = std::move(done), begun](std::vector<ShardCallResult> r) {
+                          post([this, st, done, r = std::move(r), begun]() mutable {
+                            const Clock::time_point resumed = Clock::now();
+                            done(Fetched(*st, std::move(r)));
+                            if (observer_ != nullptr) {
+                              observer_->OnPhase(RequestPhase::kFetch, std::chrono::duration<double>(resumed - begun).count());
+                              observer_->OnPhase(RequestPhase::kAnswer, static_cast<double>(MicrosSince(resumed)) * 1e-6);
+                            }
+                          });
                         });
 }
 

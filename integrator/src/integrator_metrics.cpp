@@ -38,6 +38,11 @@ constexpr Family kHttpConnectionsRefused{
     "search_http_connections_refused_total",
     "HTTP connections closed by the front: over the connection limit when accepted, or headers not in within the "
     "header timeout."};
+// A search's phases (RequestPhase). Labels: component, phase.
+constexpr Family kRequestPhase{"search_request_phase_seconds",
+                               "Where a search's time goes in the integrator, by phase: parse, to_lane (hand-off to a "
+                               "fan-out lane), node_queue, engine and transport (of the last shard's round trip), "
+                               "to_loop (hand-back to the HTTP loop), fetch (the documents' round), answer (merge, JSON, write)."};
 // The result cache.
 constexpr Family kResultCacheHits{"search_result_cache_hits_total", "Result cache hits."};
 constexpr Family kResultCacheMisses{"search_result_cache_misses_total", "Result cache misses."};
@@ -68,6 +73,18 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   refused_max_connections_ = &refused.Add({{"component", metrics_->component()}, {"reason", "max_connections"}});
   refused_header_timeout_ = &refused.Add({{"component", metrics_->component()}, {"reason", "header_timeout"}});
   tls_handshake_failures_ = &counters(kTlsHandshakeFailures).Add(component);
+  auto& phases = prometheus::BuildHistogram()
+                     .Name(std::string(kRequestPhase.name))
+                     .Help(std::string(kRequestPhase.help))
+                     .Register(r);
+  // Microseconds to milliseconds: the phases of a fast path are tens of microseconds.
+  const prometheus::Histogram::BucketBoundaries phase_buckets{5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
+                                                              5e-4,   1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
+                                                              5e-2,   0.1,  0.25,   0.5};
+  for (int p = 0; p < kNumRequestPhases; ++p)
+    phases_[p] = &phases.Add(
+        {{"component", metrics_->component()}, {"phase", RequestPhaseName(static_cast<RequestPhase>(p))}},
+        phase_buckets);
   shard_duration_family_ = &prometheus::BuildHistogram()
                                 .Name(std::string(kShardRequestDuration.name))
                                 .Help(std::string(kShardRequestDuration.help))
@@ -92,6 +109,7 @@ void IntegratorMetrics::OnHttpConnectionRefused(const char* reason) {
   (std::string_view(reason) == "max_connections" ? refused_max_connections_ : refused_header_timeout_)->Increment();
 }
 void IntegratorMetrics::OnTlsHandshakeFailure() { tls_handshake_failures_->Increment(); }
+void IntegratorMetrics::OnPhase(RequestPhase phase, double seconds) { phases_[static_cast<int>(phase)]->Observe(seconds); }
 
 IntegratorMetrics::~IntegratorMetrics() { Detach(); }
 

@@ -57,6 +57,22 @@ TEST(IntegratorMetricsTest, HttpRefusalsLandOnTheirSeries) {
   EXPECT_EQ(SeriesValue(t, R"(search_http_connections_refused_total{component="integrator",reason="header_timeout"})"), 3);
 }
 
+TEST(IntegratorMetricsTest, PhasesLandOnTheirSeries) {
+  Metrics m("integrator");
+  IntegratorMetrics im(&m, 1);
+  im.OnPhase(RequestPhase::kParse, 0.00001);
+  im.OnPhase(RequestPhase::kTransport, 0.0002);
+  im.OnPhase(RequestPhase::kTransport, 0.0004);
+  const std::string t = m.SerializeText();
+  EXPECT_EQ(SeriesValue(t, R"(search_request_phase_seconds_count{component="integrator",phase="parse"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_phase_seconds_count{component="integrator",phase="transport"})"), 2);
+  EXPECT_NEAR(SeriesValue(t, R"(search_request_phase_seconds_sum{component="integrator",phase="transport"})"), 0.0006,
+              1e-9);
+  EXPECT_EQ(SeriesValue(t, R"(search_request_phase_seconds_count{component="integrator",phase="engine"})"), 0);
+  for (int p = 0; p < kNumRequestPhases; ++p)
+    EXPECT_NE(t.find(std::string("phase=\"") + RequestPhaseName(static_cast<RequestPhase>(p)) + "\""), std::string::npos);
+}
+
 TEST(IntegratorMetricsTest, HooksLandOnTheirSeries) {
   Metrics m("integrator");
   IntegratorMetrics im(&m, 3);

@@ -90,6 +90,11 @@ struct ShardCallResult {
   std::vector<FetchedDocMsg> docs;  // a fetch, kOk: one per requested doc, in the request's order
   uint32_t doc_begin = 0, doc_end = 0;  // kOk: the shard's docID range (coverage)
   uint64_t latency_us = 0;
+  // Where the call's time went: when the lane took it up (and sent it) and when this shard's
+  // answer settled it, on the lane's thread; for kOk, the node's time in its queue and its engine
+  // (the reply's ExecStats).
+  std::chrono::steady_clock::time_point sent_at{}, settled_at{};
+  uint64_t node_queue_us = 0, node_run_us = 0;
 };
 
 // Events for metrics and logs; every method is called on the I/O thread and must not block.

@@ -59,8 +59,23 @@ namespace search {
 // Hooks for metrics (integrator_metrics.hpp implements them over Prometheus). Fanout events arrive
 // on the I/O threads (one a fan-out lane), request events on HTTP threads; implementations must be
 // thread-safe and quick.
+// A search's path through the integrator, phase by phase (search_request_phase_seconds):
+// kParse, the HTTP loop from the request's last bytes read to the search begun (HTTP and search
+// parameter parsing, the API key); kToLane, from there to a fan-out lane sending it (the hand-off
+// to the lane's thread); then, of the slowest shard's answer, kNodeQueue and kEngine, the node's
+// time waiting for a worker and executing (its ExecStats), and kTransport, the rest of the round
+// trip (both sides' ZeroMQ threads, TCP, the node's I/O loop); kToLoop, from the answer to the
+// HTTP loop taking it up (the hand-back); with documents, kFetch, the fetch round from its start
+// to the HTTP loop taking its answers up; kAnswer, from the last round's answers taken up to the
+// reply written (merge, JSON, the socket write). One observation per phase and round.
+enum class RequestPhase : uint8_t { kParse, kToLane, kNodeQueue, kEngine, kTransport, kToLoop, kFetch, kAnswer };
+inline constexpr int kNumRequestPhases = 8;
+const char* RequestPhaseName(RequestPhase p);
+
 class IntegratorObserver : public FanoutListener {
  public:
+  // A phase of a search (RequestPhase), on the thread that saw it end.
+  virtual void OnPhase(RequestPhase /*phase*/, double /*seconds*/) {}
   // mode: nullopt when the request did not parse; status: the HTTP status; partial: a 200 missing
   // some shards (timed_out: some shard missed the deadline).
   virtual void OnRequest(std::optional<QueryMode> /*mode*/, int /*http_status*/, bool /*partial*/,
@@ -182,6 +197,12 @@ class Integrator {
   void SearchAsyncFrom(const SearchParams& p, size_t waiting, std::chrono::steady_clock::time_point start,
                        bool may_wait, const Post& post, ReplyCallback done);
   void Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t flags, const Post& post, ReplyCallback done);
+  // A round's phases to the observer (RequestPhase): begun when Round handed it to a lane,
+  // resumed when the HTTP loop took the answers up; timed: the nodes were asked for their times.
+  void ObservePhases(std::chrono::steady_clock::time_point begun, std::chrono::steady_clock::time_point resumed,
+                     const std::vector<ShardCallResult>& results, bool timed) const;
+  static constexpr uint64_t kPhaseSample = 8;
+  std::atomic<uint64_t> phase_sample_{0};
   void WaiterLoop();  // the waiter thread: asynchronous searches waiting for the first shard report
   HttpReply Finish(std::optional<QueryMode> mode, HttpReply reply, std::chrono::steady_clock::time_point start,
                    bool partial = false, bool timed_out = false);

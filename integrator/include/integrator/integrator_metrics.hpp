@@ -14,6 +14,7 @@
 // per-shard pointer table is touched only by the fan-out I/O thread (every FanoutListener hook).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -45,6 +46,7 @@ class IntegratorMetrics : public IntegratorObserver {
   void OnHttpAuthFailure(int http_status) override;
   void OnHttpConnectionRefused(const char* reason) override;
   void OnTlsHandshakeFailure() override;
+  void OnPhase(RequestPhase phase, double seconds) override;
 
  private:
   struct ShardSeries {
@@ -72,6 +74,7 @@ class IntegratorMetrics : public IntegratorObserver {
   prometheus::Counter *auth_401_ = nullptr, *auth_403_ = nullptr;
   prometheus::Counter *refused_max_connections_ = nullptr, *refused_header_timeout_ = nullptr;
   prometheus::Counter* tls_handshake_failures_ = nullptr;
+  std::array<prometheus::Histogram*, kNumRequestPhases> phases_{};
   int hook_id_ = 0;
 };
 
