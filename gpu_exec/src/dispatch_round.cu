@@ -4,7 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_segmented_sort.cuh>
 #include <vector>
 
 #include "dispatch.cuh"
@@ -24,10 +24,13 @@ Status PrepareTopk(TopkPlan& t, const std::vector<uint64_t>& caps, cudaStream_t 
   }
   if (t.total_keys >= (uint64_t{1} << 31))
     return Status::ResourceExhausted("gpu top-k: too many candidates in one batch");
-  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
+  // cub::DeviceSegmentedSort, not DeviceSegmentedRadixSort: a batch's few segments (up to 300-500,
+  // by CUB's policy; past that it partitions them first, with one stream sync) are sorted in one
+  // launch, where the radix sort made 11 passes. The keys are unique: the same order.
+  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedSort::SortKeysDescending(
       nullptr, t.temp_bytes, static_cast<const unsigned long long*>(nullptr), static_cast<unsigned long long*>(nullptr),
-      static_cast<int>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int>(caps.size()), static_cast<int*>(nullptr),
-      static_cast<int*>(nullptr), 0, 64, stream));
+      static_cast<int64_t>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int64_t>(caps.size()),
+      static_cast<const int*>(nullptr), static_cast<const int*>(nullptr), stream));
   return Status::Ok();
 }
 
@@ -90,9 +93,9 @@ Status FinishTopk(GpuContext::Impl& ctx, TopkPlan& t, const Phase& ph, QueryOut*
   SEARCH_RETURN_IF_ERROR(Launch(TopkThresholdKernel, dim3(1, q), stream, t.d_tk, t.d_thr));
   SEARCH_RETURN_IF_ERROR(Launch(TopkSelectKernel, grid, stream, t.d_tk, t.d_thr, doc_begin, t.d_keys));
   size_t temp = t.temp_bytes;
-  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedRadixSort::SortKeysDescending(
-      t.d_temp, temp, t.d_keys, t.d_sorted, static_cast<int>(std::max<uint64_t>(t.total_keys, 1)), static_cast<int>(q),
-      t.d_seg_begin, t.d_seg_end, 0, 64, stream));
+  SEARCH_CUDA_RETURN_IF_ERROR(cub::DeviceSegmentedSort::SortKeysDescending(
+      t.d_temp, temp, t.d_keys, t.d_sorted, static_cast<int64_t>(std::max<uint64_t>(t.total_keys, 1)),
+      static_cast<int64_t>(q), static_cast<const int*>(t.d_seg_begin), static_cast<const int*>(t.d_seg_end), stream));
   uint32_t max_k = 0;
   for (uint32_t id = 0; id < q; ++id) max_k = std::max(max_k, t.tk[id].k);
   SEARCH_RETURN_IF_ERROR(

@@ -1,8 +1,8 @@
 // The GPU engine's top-k kernels (dispatch_round.cu launches them) over one query's scored items
 // (TopkDesc), blockIdx.y the query: TopkHistogramKernel (13-bit score bins), TopkThresholdKernel
-// (the bin holding the k-th), TopkSelectKernel (keys of bins >= it, unordered); then a segmented
-// radix sort of the 64-bit keys (score, ~doc), a total order, so unordered compaction cannot
-// change results; TopkOutputKernel writes the first k.
+// (the bin holding the k-th), TopkSelectKernel (keys of bins >= it, unordered); then
+// cub::DeviceSegmentedSort of the 64-bit keys (score, ~doc), a total order, so unordered
+// compaction cannot change results; TopkOutputKernel writes the first k.
 // Thread-safety: kernels touch only their query's scratch.
 #pragma once
 

@@ -74,7 +74,7 @@
 //          top-k tail below picks the k best. The same documents, order, float bits and totals
 //          as cpu_exec's tree evaluator (ExecuteTree).
 //   top-k: a 13-bit score histogram finds the bin of the k-th score; the candidates at or above it
-//          are sorted by the 64-bit key (score, ~docID) with a segmented radix sort: exactly
+//          are sorted by the 64-bit key (score, ~docID) with cub::DeviceSegmentedSort: exactly
 //          docs/SCORING.md's order (score desc, docID asc) whatever the compaction order.
 // A batch runs as one launch sequence for all its queries (Ao 2011 §3.1): every kernel takes the
 // batch's per-query descriptors (blockIdx.y = query). Scratch comes from the context's
