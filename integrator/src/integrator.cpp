@@ -28,6 +28,11 @@ uint64_t MicrosSince(Clock::time_point t) {
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t).count());
 }
 
+// Seconds from `from` to `to`, never negative (a phase's length: RequestPhase).
+double SecondsBetween(Clock::time_point from, Clock::time_point to) {
+  return std::max(0.0, std::chrono::duration<double>(to - from).count());
+}
+
 // Canonical form for comparing analyzers reported as JSON: parsed and re-serialised.
 std::string CanonicalAnalyzer(const std::string& json, std::string* error) {
   auto cfg = AnalyzerConfig::FromJson(json);
@@ -687,7 +692,7 @@ void Integrator::Round(std::shared_ptr<SearchState> st, QueryMode mode, uint32_t
                              if (reply) {
                                done(std::move(*reply));
                                if (observer_ != nullptr)
-                                 observer_->OnPhase(RequestPhase::kAnswer, static_cast<double>(MicrosSince(resumed)) * 1e-6);
+                                 observer_->OnPhase(RequestPhase::kAnswer, SecondsBetween(resumed, Clock::now()));
                              } else if (st->fetching)
                                FetchRound(std::move(st), post, std::move(done));
                              else
@@ -709,15 +714,16 @@ void Integrator::ObservePhases(Clock::time_point begun, Clock::time_point resume
   for (const auto& r : results)
     if (r.state == ShardCallState::kOk && (last == nullptr || r.settled_at > last->settled_at)) last = &r;
   if (last == nullptr) return;
-  const auto secs = [](Clock::duration d) { return std::max(0.0, std::chrono::duration<double>(d).count()); };
-  const double node = static_cast<double>(last->node_queue_us + last->node_run_us) * 1e-6;
-  observer_->OnPhase(RequestPhase::kToLane, secs(last->sent_at - begun));
+  const double queue = static_cast<double>(last->node_queue_us) * 1e-6;
+  const double run = static_cast<double>(last->node_run_us) * 1e-6;
+  observer_->OnPhase(RequestPhase::kToLane, SecondsBetween(begun, last->sent_at));
   if (timed) {
-    observer_->OnPhase(RequestPhase::kNodeQueue, static_cast<double>(last->node_queue_us) * 1e-6);
-    observer_->OnPhase(RequestPhase::kEngine, static_cast<double>(last->node_run_us) * 1e-6);
-    observer_->OnPhase(RequestPhase::kTransport, std::max(0.0, secs(last->settled_at - last->sent_at) - node));
+    observer_->OnPhase(RequestPhase::kNodeQueue, queue);
+    observer_->OnPhase(RequestPhase::kEngine, run);
+    observer_->OnPhase(RequestPhase::kTransport,
+                       std::max(0.0, SecondsBetween(last->sent_at, last->settled_at) - queue - run));
   }
-  observer_->OnPhase(RequestPhase::kToLoop, secs(resumed - last->settled_at));
+  observer_->OnPhase(RequestPhase::kToLoop, SecondsBetween(last->settled_at, resumed));
 }
 
 void Integrator::FetchRound(std::shared_ptr<SearchState> st, const Post& post, ReplyCallback done) {
@@ -730,8 +736,8 @@ void Integrator::FetchRound(std::shared_ptr<SearchState> st, const Post& post, R
                             const Clock::time_point resumed = Clock::now();
                             done(Fetched(*st, std::move(r)));
                             if (observer_ != nullptr) {
-                              observer_->OnPhase(RequestPhase::kFetch, std::chrono::duration<double>(resumed - begun).count());
-                              observer_->OnPhase(RequestPhase::kAnswer, static_cast<double>(MicrosSince(resumed)) * 1e-6);
+                              observer_->OnPhase(RequestPhase::kFetch, SecondsBetween(begun, resumed));
+                              observer_->OnPhase(RequestPhase::kAnswer, SecondsBetween(resumed, Clock::now()));
                             }
                           });
                         });

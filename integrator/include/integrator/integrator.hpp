@@ -56,9 +56,6 @@
 
 namespace search {
 
-// Hooks for metrics (integrator_metrics.hpp implements them over Prometheus). Fanout events arrive
-// on the I/O threads (one a fan-out lane), request events on HTTP threads; implementations must be
-// thread-safe and quick.
 // A search's path through the integrator, phase by phase (search_request_phase_seconds):
 // kParse, the HTTP loop from the request's last bytes read to the search begun (HTTP and search
 // parameter parsing, the API key); kToLane, from there to a fan-out lane sending it (the hand-off
@@ -72,6 +69,9 @@ enum class RequestPhase : uint8_t { kParse, kToLane, kNodeQueue, kEngine, kTrans
 inline constexpr int kNumRequestPhases = 8;
 const char* RequestPhaseName(RequestPhase p);
 
+// Hooks for metrics (integrator_metrics.hpp implements them over Prometheus). Fanout events arrive
+// on the I/O threads (one a fan-out lane), request events on HTTP threads; implementations must be
+// thread-safe and quick.
 class IntegratorObserver : public FanoutListener {
  public:
   // A phase of a search (RequestPhase), on the thread that saw it end.
