@@ -25,6 +25,10 @@ constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
 constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
                                   "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
 
+constexpr Family kNodeIoThreadRequests{"search_node_io_thread_requests_total",
+                                       "Searches that reached an idle node and were handed to the engine by its I/O "
+                                       "thread, without a worker (run there too when predicted short)."};
+
 // CURVE (curve/zap_handler.hpp). Labels: reason (unknown_key|no_curve|bad_handshake).
 constexpr Family kNodeRefusedPeers{"search_node_refused_peers_total",
                                    "Peers the CURVE node refused (answered nothing), by reason: unknown_key (a client "
@@ -76,6 +80,7 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
                  .Add({});
   unroutable_ = &counter(kNodeUnroutable).Add({});
   slow_queries_ = &counter(kNodeSlowQueries).Add({});
+  io_thread_requests_ = &counter(kNodeIoThreadRequests).Add({});
   auto& fetches = counter(kNodeFetches);
   fetches_[0] = &fetches.Add({{"status", "ok"}});
   fetches_[1] = &fetches.Add({{"status", "error"}});

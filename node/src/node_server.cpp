@@ -48,6 +48,13 @@ double SecondsBetween(Clock::time_point a, Clock::time_point b) {
 constexpr size_t kMaxParts = 4;
 // Messages read per poll round before replies get a turn.
 constexpr int kReceiveBatch = 256;
+// A search that reaches an idle node (nothing in flight) skips the worker: the I/O thread hands it
+// to the executor itself, and runs it too when the engine would run it on the caller at once and
+// the cost model predicts at most this many microseconds on the CPU (ExecuteAsync's
+// caller_max_us); its reply then leaves without a thread hand-off either. That saves the two
+// wake-ups of a worker and of the I/O thread, ~50 us each on an idle host (BENCHMARKS.md "Serving
+// path latency"), and holds a request arriving meanwhile back by about as long at most.
+constexpr double kIoThreadMaxUs = 100;
 
 // Where a reply goes: the ROUTER's identity of the peer, and the shape its request came in (a reply
 // mirrors it): [empty][message] (delimited), or the message alone, one frame, which CURVE boxes once
@@ -457,17 +464,30 @@ void NodeServer::IoLoop() {
     const QueryMode mode = req.mode;
     bool queued = false;
     size_t depth = 0;
+    // An idle node's I/O thread hands the request to the executor itself (below).
+    const bool split = mode == QueryMode::kAnd && (req.flags & kFlagAndOrSplit) != 0;
+    bool here = false;
     {
       std::lock_guard<std::mutex> lock(impl_->jobs_mu);
       depth = impl_->jobs.size();
       // A worker hands each request on at once, so the queue alone bounds nothing: every request
       // not yet answered counts, against the queue plus one running request a worker.
       const bool room = in_flight_.load() < options_.queue_capacity + options_.threads;
-      if (room) {
+      here = room && in_flight_.load() == 0 && !split && executor_->BoundsCaller();
+      if (room && !here) {
         impl_->jobs.push_back(Job{peer, std::move(req), received, deadline});
         queued = true;
-        in_flight_.fetch_add(1);
       }
+      if (room) in_flight_.fetch_add(1);
+    }
+    if (here) {
+      if (metrics_ != nullptr) {
+        metrics_->inflight().Increment();
+        node_metrics_->io_thread_requests().Increment();
+      }
+      ExecuteAsync(Job{peer, std::move(req), received, deadline}, Clock::now(), kIoThreadMaxUs);
+      send_pending();  // its reply, when the query ran here
+      return;
     }
     if (!queued) {
       Status st = Status::ResourceExhausted("node full (" + std::to_string(in_flight_.load()) +
@@ -698,7 +718,7 @@ void NodeServer::WorkerLoop() {
     // integrator decides on the merged AND hits). Two runs in a row: on this thread.
     const bool split = job.request.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
     if (!split) {
-      ExecuteAsync(std::move(job), start);
+      ExecuteAsync(std::move(job), start, kNoCallerBound);
       continue;
     }
     Result<ExecOutput> out = Status::Internal("not run");
@@ -724,7 +744,7 @@ void NodeServer::WorkerLoop() {
   }
 }
 
-void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point start) {
+void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point start, double caller_max_us) {
   // The request's state until its answer; the executor's done may run on another thread (the one
   // that finished the query) or on this one, once. `answered` guards against a throw after the
   // executor took the request.
@@ -748,7 +768,7 @@ void NodeServer::ExecuteAsync(Job job, std::chrono::steady_clock::time_point sta
   };
   try {
     // A copy of the terms: the reply's slow-query line still names them.
-    executor_->ExecuteAsync(ToQuery(p->job.request), p->job.deadline, p->job.request.flags, answer);
+    executor_->ExecuteAsync(ToQuery(p->job.request), p->job.deadline, p->job.request.flags, answer, caller_max_us);
   } catch (const std::exception& e) {
     answer(Status::Internal(std::string("executor failed: ") + e.what()));
   }

@@ -60,6 +60,7 @@ struct ScheduledExecutor::Call {
   Result<ExecOutput> out = Status::Internal("not run");
   bool ids_pending = false;  // out's hits still need their external ids (Finalize resolves them)
   std::vector<PreparedTerm> prepared;  // the terms as Features looked them up (empty: not kept)
+  bool cpu_predicted = false;  // the model predicted the CPU's time (job.cpu_us is not a stand-in)
 };
 
 class ScheduledExecutor::Runner final : public SchedRunner {
@@ -400,7 +401,8 @@ Status ScheduledExecutor::Prepare(const Query& query, Deadline deadline, uint32_
   SchedJob& j = task->job;
   j.arrival = SchedClock::now();
   j.deadline = deadline == kNoDeadline ? SchedTime::max() : deadline;
-  if (!model_.Predict(Unit::kCpu, f, &j.cpu_us)) j.cpu_us = 1;
+  call->cpu_predicted = model_.Predict(Unit::kCpu, f, &j.cpu_us);
+  if (!call->cpu_predicted) j.cpu_us = 1;
   if (gpu_ == nullptr || !model_.Predict(Unit::kGpu, f, &j.gpu_us)) j.gpu_us = gpu_ == nullptr ? 1e12 : 1;
   if (cpu_only) {
     j.gpu_us = 1e12;  // CPU work for the policy: its queue, never a GPU batch, never stolen
@@ -485,7 +487,7 @@ struct ScheduledExecutor::AsyncCall {
 };
 
 void ScheduledExecutor::ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
-                                     std::function<void(Result<ExecOutput>)> done) {
+                                     std::function<void(Result<ExecOutput>)> done, double caller_max_us) {
   auto a = std::make_unique<AsyncCall>();
   a->query = std::move(query);
   a->done = std::move(done);
@@ -493,6 +495,8 @@ void ScheduledExecutor::ExecuteAsync(Query query, Deadline deadline, uint32_t fl
     a->done(std::move(st));
     return;
   }
+  const bool described = a->call.cpu_predicted && a->query.tree == nullptr && !a->query.count;
+  a->task.caller_max_us = described || caller_max_us == kNoCallerBound ? caller_max_us : -1;  // -1: never
   AsyncCall* raw = a.get();
   raw->task.on_done = [this, raw](SchedTask&) {
     std::unique_ptr<AsyncCall> own(raw);

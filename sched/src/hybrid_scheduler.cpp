@@ -332,8 +332,11 @@ Status HybridScheduler::Enqueue(SchedTask& task) {
   // only block here while a worker ran the job, and handing the job over and back cost two
   // wake-ups and two context switches. What it takes is what an idle worker would (the policy's
   // order, so perhaps an older job; then its own is handed on as usual, before that run).
+  // A bounded caller (task.caller_max_us) runs only a job predicted within its bound; it takes
+  // what the policy hands it, which is its own job whenever nothing else is queued (the node's
+  // I/O thread bounds itself only then).
   if (options_.caller_runs && queue != SchedQueue::kGpu && options_.cpu_nice == 0 &&
-      cpu_busy_ < CpuSlotsLocked()) {
+      task.job.cpu_us <= task.caller_max_us && cpu_busy_ < CpuSlotsLocked()) {
     const SchedTime now = SchedClock::now();
     const std::optional<SchedJob> taken = policy_.TakeCpu(now);
     if (!taken.has_value() || taken->id != id) wake_for_it();

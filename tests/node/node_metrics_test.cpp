@@ -32,7 +32,7 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
         "search_node_unroutable_replies_total", "search_node_slow_queries_total", "search_postings_decoded_total",
         "search_blocks_decoded_total", "search_postings_scored_total", "search_gpu_fallbacks_total",
         "search_fallback_cpu_total", "search_gpu_batch_cpu_seconds_total", "search_node_fetches_total",
-        "search_node_fetched_docs_total", "search_node_fetch_seconds"}) {
+        "search_node_fetched_docs_total", "search_node_fetch_seconds", "search_node_io_thread_requests_total"}) {
     EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
     EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
   }

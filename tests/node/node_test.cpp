@@ -4,6 +4,7 @@
 #include "node/node_server.hpp"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "../prometheus_text.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
 #include "node/scheduled_executor.hpp"
@@ -65,16 +67,30 @@ class DeferredExecutor final : public Executor {
     sync_.fetch_add(1);
     return inner_->Execute(q, d, flags);
   }
-  void ExecuteAsync(Query q, Deadline d, uint32_t flags, std::function<void(Result<ExecOutput>)> done) override {
+  void ExecuteAsync(Query q, Deadline d, uint32_t flags, std::function<void(Result<ExecOutput>)> done,
+                    double caller_max_us) override {
     started_.fetch_add(1);
     std::lock_guard<std::mutex> lock(mu_);
+    char name[16] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    calls_.push_back(Call{name, caller_max_us});
     threads_.emplace_back([this, q = std::move(q), d, flags, done = std::move(done)] {
       std::this_thread::sleep_for(delay_);
       done(inner_->Execute(q, d, flags));
     });
   }
+  bool BoundsCaller() const override { return true; }
   int started() const { return started_.load(); }
   int sync() const { return sync_.load(); }
+  // Each ExecuteAsync's calling thread (its name) and caller_max_us, in call order.
+  struct Call {
+    std::string thread;
+    double caller_max_us = 0;
+  };
+  std::vector<Call> calls() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
 
  private:
   Executor* inner_;
@@ -82,6 +98,7 @@ class DeferredExecutor final : public Executor {
   std::atomic<int> started_{0}, sync_{0};
   std::mutex mu_;
   std::vector<std::thread> threads_;
+  std::vector<Call> calls_;
 };
 
 class NodeTest : public ::testing::Test {
@@ -387,6 +404,58 @@ TEST_F(NodeTest, AsyncExecuteStopWaitsForHandedOverRequests) {
   ASSERT_EQ(deferred.started(), 6);  // two workers took six requests: none waited for an answer
   StopWhileBusyAndCheck(*server, client, r, 6);
   EXPECT_EQ(deferred.sync(), 0);
+}
+
+// A search reaching an idle node (nothing in flight) is handed to the executor by the I/O thread,
+// with a bound on what it may run itself, and counted; one arriving while another is in flight,
+// and an andor split (two runs in a row), go through a worker, unbounded. Answers stay exact.
+TEST_F(NodeTest, IdleNodeHandsASearchOnFromItsIoThread) {
+  DeferredExecutor deferred(&cpu_, std::chrono::milliseconds(300));
+  auto server = Start(&deferred, AsyncOptions());
+  Client client(ctx_, server->endpoint());
+  const double before = testing::SeriesValue(metrics_.SerializeText(), "search_node_io_thread_requests_total");
+  std::mt19937_64 rng(5);
+  std::vector<SearchRequestMsg> sent;
+  for (uint64_t id = 1; id <= 2; ++id) {  // the second arrives while the first is in flight (300 ms)
+    sent.push_back(RandomRequest(rng, kVocab, id));
+    client.Send(EncodeSearchRequest(sent.back()));
+    for (int i = 0; i < 5000 && deferred.started() < static_cast<int>(id); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (int i = 0; i < 2; ++i) {
+    SearchResponseMsg resp = client.RecvResponse();
+    ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+    ASSERT_TRUE(resp.request_id == 1 || resp.request_id == 2) << resp.request_id;
+    EXPECT_EQ(resp.hits, Reference(*shard_, sent[resp.request_id - 1]));
+  }
+  const auto calls = deferred.calls();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_EQ(calls[0].thread, "node-io");
+  EXPECT_GT(calls[0].caller_max_us, 0);
+  EXPECT_LT(calls[0].caller_max_us, 1e6);
+  EXPECT_EQ(calls[1].thread, "node-worker");
+  EXPECT_EQ(calls[1].caller_max_us, kNoCallerBound);
+  // Idle again: an andor split goes to a worker (not through ExecuteAsync), the next plain one to
+  // the I/O thread.
+  SearchRequestMsg split = RandomRequest(rng, kVocab, 3);
+  split.mode = QueryMode::kAnd;
+  split.flags |= kFlagAndOrSplit;
+  client.Send(EncodeSearchRequest(split));
+  SearchResponseMsg resp = client.RecvResponse();
+  ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+  EXPECT_EQ(resp.request_id, 3u);
+  EXPECT_GE(deferred.sync(), 1);  // its AND, and its OR when the AND found fewer than k
+  EXPECT_EQ(deferred.calls().size(), 2u);
+  SearchRequestMsg last = RandomRequest(rng, kVocab, 4);
+  client.Send(EncodeSearchRequest(last));
+  resp = client.RecvResponse();
+  ASSERT_TRUE(resp.status.ok()) << resp.status.ToString();
+  EXPECT_EQ(resp.hits, Reference(*shard_, last));
+  ASSERT_EQ(deferred.calls().size(), 3u);
+  EXPECT_EQ(deferred.calls()[2].thread, "node-io");
+  EXPECT_EQ(testing::SeriesValue(metrics_.SerializeText(), "search_node_io_thread_requests_total") - before, 2);
+  server->Stop();
+  EXPECT_EQ(server->in_flight(), 0u);
 }
 
 // --slow-query-ms: a request that spends the threshold in the node is counted and logged with

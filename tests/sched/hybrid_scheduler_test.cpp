@@ -26,6 +26,7 @@
 #include <thread>
 #include <tuple>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -856,12 +857,13 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
     bool block = false;
     std::vector<std::thread::id> threads;
   };
-  auto submit = [](HybridScheduler& s) {
+  auto submit = [](HybridScheduler& s, double caller_max_us = std::numeric_limits<double>::infinity()) {
     SchedTask t;
     t.job.arrival = SchedClock::now();
     t.job.deadline = t.job.arrival + std::chrono::seconds(30);
     t.job.cpu_us = 10;
     t.job.gpu_us = 1000;
+    t.caller_max_us = caller_max_us;
     return s.Submit(t);
   };
   for (bool caller_runs : {true, false}) {
@@ -875,6 +877,20 @@ TEST(HybridSchedulerTest, CallerRunsCpuWorkAnIdleWorkerWouldTake) {
     ASSERT_TRUE(submit(s).ok());
     ASSERT_EQ(r.threads.size(), 1u);
     EXPECT_EQ(r.threads[0] == std::this_thread::get_id(), caller_runs);
+    EXPECT_EQ(s.stats().jobs[0], 1u);
+  }
+  // A bounded caller (SchedTask::caller_max_us, the node's I/O thread) runs only a job predicted
+  // within its bound: the 10-us job at a bound of 10 and 50, a worker's at 9.9 and "never" (-1).
+  for (double bound : {10.0, 50.0, 9.9, -1.0}) {
+    SCOPED_TRACE(bound);
+    ThreadRecorder r;
+    HybridSchedulerOptions o = Options(SchedMode::kCpu);
+    o.cpu_workers = 1;
+    HybridScheduler s(o, &r, nullptr, nullptr);
+    s.Start();
+    ASSERT_TRUE(submit(s, bound).ok());
+    ASSERT_EQ(r.threads.size(), 1u);
+    EXPECT_EQ(r.threads[0] == std::this_thread::get_id(), bound >= 10);
     EXPECT_EQ(s.stats().jobs[0], 1u);
   }
   // The one CPU slot busy (a job blocked in the runner): the next job waits and runs on whichever

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <span>
@@ -66,6 +67,9 @@ Status ResolveExternalIds(const ShardReader& shard, std::vector<HitMsg>* hits);
 using Deadline = std::chrono::steady_clock::time_point;
 inline constexpr Deadline kNoDeadline = Deadline::max();
 
+// ExecuteAsync's caller_max_us when the caller may run any query itself.
+inline constexpr double kNoCallerBound = std::numeric_limits<double>::infinity();
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -84,10 +88,17 @@ class Executor {
   // Execute without holding the calling thread: `done` gets the answer, perhaps on another thread
   // (the one that finished the query) and perhaps before this returns. The query is the call's
   // own (moved in; kept until the answer). Default: Execute, then done, on the calling thread.
+  // caller_max_us (honoured where BoundsCaller()): the calling thread runs the query itself only
+  // when it is predicted to take at most this many microseconds, and hands it to the executor's
+  // own threads otherwise (infinity: no bound). The node's I/O thread passes one when it takes a
+  // query itself (node_server.hpp).
   virtual void ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
-                            std::function<void(Result<ExecOutput>)> done) {
+                            std::function<void(Result<ExecOutput>)> done, double caller_max_us = kNoCallerBound) {
+    (void)caller_max_us;
     done(Execute(query, deadline, flags));
   }
+  // Whether ExecuteAsync honours caller_max_us (the default runs every query on the caller).
+  virtual bool BoundsCaller() const { return false; }
 };
 
 // A processor that answers batches of queries in one go (the GPU executor; unit tests use fakes).

@@ -1,5 +1,5 @@
 // NodeMetrics: the shard node's own metric families (the node's queue and execution times, its
-// queued requests, unroutable replies and slow queries, the postings its engines decoded and
+// queued requests, unroutable replies, slow queries and searches its I/O thread took, the postings its engines decoded and
 // scored, by processor, the peers a CURVE node refused, by reason, and the fetch phase: fetches by status, documents fetched, fetch time), registered with their help texts on the registry it is given, with its
 // GPU executor's (GpuExecutorMetrics: zero on a node without a GPU, so dashboards read 0 rather
 // than nothing). The request families a node shares with the integrator stay with Metrics.
@@ -31,6 +31,8 @@ class NodeMetrics {
   prometheus::Gauge& queued() { return *queued_; }
   prometheus::Counter& unroutable_replies() { return *unroutable_; }
   prometheus::Counter& slow_queries() { return *slow_queries_; }
+  // Searches an idle node's I/O thread handed to the engine itself (node_server.hpp).
+  prometheus::Counter& io_thread_requests() { return *io_thread_requests_; }
   prometheus::Counter& postings_decoded(Processor p) { return *postings_decoded_[Idx(p)]; }
   prometheus::Counter& blocks_decoded(Processor p) { return *blocks_decoded_[Idx(p)]; }
   prometheus::Counter& postings_scored(Processor p) { return *postings_scored_[Idx(p)]; }
@@ -50,6 +52,7 @@ class NodeMetrics {
   prometheus::Gauge* queued_ = nullptr;
   prometheus::Counter* unroutable_ = nullptr;
   prometheus::Counter* slow_queries_ = nullptr;
+  prometheus::Counter* io_thread_requests_ = nullptr;
   std::array<prometheus::Counter*, 2> fetches_{};
   prometheus::Counter* fetched_docs_ = nullptr;
   prometheus::Histogram* fetch_seconds_ = nullptr;

@@ -3,7 +3,9 @@
 // one frame from integrators that know the node speaks kMinorOneFrame, and each reply takes its
 // request's shape) from integrator DEALERs; one
 // I/O thread owns the ROUTER and answers Pings itself; SearchRequests go through a job queue to a
-// pool of worker threads that hand each to the Executor (ExecuteAsync) and take the next; the
+// pool of worker threads that hand each to the Executor (ExecuteAsync) and take the next (on an
+// idle node, nothing in flight, the I/O thread hands a search on itself and runs it when it is
+// predicted short: node_server.cpp kIoThreadMaxUs; counted in search_node_io_thread_requests_total); the
 // thread that finishes a query encodes its reply and hands it back to the I/O thread through a
 // mutex-guarded queue plus an eventfd the I/O thread polls (no socket is ever shared between
 // threads). FetchRequests (the fetch phase: stored sources and highlights, node/fetch.hpp) take the
@@ -109,7 +111,9 @@ class NodeServer {
   // it (Respond), and this worker takes the next request at once. Every request but an andor
   // split's (two runs in a row, on the worker) goes this way, so no worker waits per query;
   // Stop() waits for every request handed over to be answered.
-  void ExecuteAsync(Job job, std::chrono::steady_clock::time_point start);
+  // caller_max_us: the executor's (Executor::ExecuteAsync); the I/O thread's bound when it hands
+  // on a request itself.
+  void ExecuteAsync(Job job, std::chrono::steady_clock::time_point start, double caller_max_us);
   // An andor split's OR answer: its hits, and its total when the request asked for a count.
   struct SplitOr {
     std::vector<HitMsg> hits;

@@ -80,8 +80,11 @@ class ScheduledExecutor final : public Executor {
   Result<ExecOutput> Execute(const Query& query, Deadline deadline, uint32_t flags) override;
   // The scheduler's SubmitAsync: no thread waits for the job; `done` runs on the thread that
   // finishes it (a CPU worker, a GPU dispatcher, or this caller when it runs the job itself).
-  void ExecuteAsync(Query query, Deadline deadline, uint32_t flags,
-                    std::function<void(Result<ExecOutput>)> done) override;
+  // caller_max_us: SchedTask::caller_max_us (a query tree or count, whose cost the model does not
+  // describe, and a query the model cannot predict never run on a bounded caller).
+  void ExecuteAsync(Query query, Deadline deadline, uint32_t flags, std::function<void(Result<ExecOutput>)> done,
+                    double caller_max_us = kNoCallerBound) override;
+  bool BoundsCaller() const override { return true; }
 
   // The query's features as this shard sees them. With a GPU executor it also brings the query's
   // lists into the shard's main-memory list cache (on the calling thread, not a GPU dispatcher's)

@@ -14,6 +14,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <mutex>
 
 #include "core/status.hpp"
@@ -47,6 +48,10 @@ struct SchedTask {
   // False: the cost model does not learn from this task's run, on either processor (a query whose
   // cost its features do not describe, such as a query tree or a count); it is still predicted.
   bool model_sample = true;
+  // caller_runs (hybrid_scheduler.hpp) for a caller that must not be held long: the caller runs
+  // the job itself only when its predicted CPU time (job.cpu_us) is at most this many
+  // microseconds; a job predicted longer goes to a CPU worker (infinity: no bound; negative: never).
+  double caller_max_us = std::numeric_limits<double>::infinity();
   // SubmitAsync: called once when the job is answered, on the thread that finished it (a CPU
   // worker, a GPU dispatcher, SubmitAsync's own caller when it runs the job, or Stop()), never
   // under the scheduler's lock; it may destroy the task.
