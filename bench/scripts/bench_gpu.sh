@@ -44,8 +44,7 @@ fi
 mkdir -p "$work"
 idx=$work/synthetic-$docs
 qlog=$work/queries-$docs.txt
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
+min_df=$(gov2_min_df "$docs")
 if [ ! -f "$idx/manifest.json" ]; then
   step "generate --docs $docs -> $idx"
   rm -rf "$idx"

@@ -102,8 +102,7 @@ ctl=$bundle/bin/searchctl
 mkdir -p "$work" "$out_dir"
 idx=$work/synthetic-$docs
 qlog=$work/queries-$docs.txt
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
+min_df=$(gov2_min_df "$docs")
 
 step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
 if [ ! -f "$idx/manifest.json" ]; then

@@ -20,3 +20,16 @@ synthetic_shard() {
   rm -rf "$2"
   ctl generate --docs "$1" --out "$2" --shards 1 --seed 1 --threads "$(nproc)" --quiet
 }
+# The GOV2-shaped log's --min-df for a shard of DOCS documents (4 in 100,000, at least 1): gov2_min_df DOCS
+gov2_min_df() { local m=$(( ($1 * 4 + 99999) / 100000 )); [ "$m" -ge 1 ] || m=1; echo "$m"; }
+# gen-queries' flags for the query-log shapes of issue 52 (gpu_shapes.sh, gpu_latency.sh): log_shape LOG DOCS
+log_shape() {
+  case $1 in
+    gov2) echo "--lengths 0,27,33,40 --four-share 0.6 --df-exponent 0.62 --min-df $(gov2_min_df "$2")" ;;
+    default) echo "" ;;
+    single) echo "--lengths 50,20,15,15" ;;
+    long) echo "--lengths 0,0,0,100 --four-share 0" ;;
+    df1) echo "--df-exponent 1.0" ;;
+    *) echo "unknown log $1" >&2; return 1 ;;
+  esac
+}

@@ -47,8 +47,7 @@ qlog=$work/queries-$docs.txt
 # Candidate query terms: df >= 4e-5 * N (1009 at 25.2M), weight df^0.62: mean postings per query
 # = 0.148 N, GOV2's 3.74M at 25.2M (Ding et al. 2009 section 6.3); the df law is scale-free, so
 # the same holds at any N.
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
+min_df=$(gov2_min_df "$docs")
 
 
 step "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(date -u +%Y-%m-%dT%H:%MZ)"

@@ -36,8 +36,7 @@ mkdir -p "$work"
 idx_new=$work/synthetic-$docs      # each build reads its own index format: the same corpus, generated
 idx_old=$work/synthetic-$docs-old  # by each build's searchctl from the same seed (checked below)
 qlog=$work/queries-$docs.txt
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
+min_df=$(gov2_min_df "$docs")
 ctl() { local b=$1; shift; LD_LIBRARY_PATH="$b/lib:$new/lib" "$b/bin/searchctl" "$@"; }
 gen_pids=()
 for b in new old; do  # both at once: generate's phases leave cores idle

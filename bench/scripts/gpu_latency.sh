@@ -23,16 +23,10 @@ gpu_machine
 mkdir -p "$work"
 idx=$work/synthetic-$docs
 synthetic_shard "$docs" "$idx" || exit 1
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
 rows=()
 for log in ${LOGS:-gov2 default}; do
   q=$work/latency-$log.txt
-  case $log in
-    gov2) shape="--lengths 0,27,33,40 --four-share 0.6 --df-exponent 0.62 --min-df $min_df" ;;
-    default) shape="" ;;
-    *) echo "gpu_latency: unknown log $log" >&2; exit 2 ;;
-  esac
+  shape=$(log_shape "$log" "$docs") || exit 2
   # shellcheck disable=SC2086
   [ -f "$q" ] || ctl gen-queries --index "$idx" --count 10000 --out "$q" --seed 1 $shape >/dev/null 2>&1 || exit 1
   for mode in ${MODES:-and or}; do

@@ -30,23 +30,11 @@ gpu_machine
 mkdir -p "$work"
 idx=$work/synthetic-$docs
 synthetic_shard "$docs" "$idx" || exit 1
-min_df=$(( (docs * 4 + 99999) / 100000 ))
-[ "$min_df" -ge 1 ] || min_df=1
-shape() {
-  case $1 in
-    gov2) echo "--lengths 0,27,33,40 --four-share 0.6 --df-exponent 0.62 --min-df $min_df" ;;
-    default) echo "" ;;
-    single) echo "--lengths 50,20,15,15" ;;
-    long) echo "--lengths 0,0,0,100 --four-share 0" ;;
-    df1) echo "--df-exponent 1.0" ;;
-    *) echo "unknown log $1" >&2; return 1 ;;
-  esac
-}
 rows=()
 for log in ${LOGS:-gov2 default single long df1}; do
   q=$work/shape-$log.txt
   # shellcheck disable=SC2046
-  [ -f "$q" ] || ctl gen-queries --index "$idx" --count 10000 --out "$q" --seed 1 $(shape "$log") 2>/dev/null || exit 1
+  [ -f "$q" ] || ctl gen-queries --index "$idx" --count 10000 --out "$q" --seed 1 $(log_shape "$log" "$docs") 2>/dev/null || exit 1
   for mode in ${MODES:-and or}; do
     step "$log $mode"
     cpu=$(taskset -c "$node_cpus" timeout 300 env LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" bench --index "$idx" \
