@@ -33,3 +33,6 @@ log_shape() {
     *) echo "unknown log $1" >&2; return 1 ;;
   esac
 }
+# A GPU benchmark's start (gpu_shapes.sh, gpu_latency.sh): the machine line, then the synthetic shard
+# of DOCS documents in WORK/synthetic-DOCS, whose path it sets in idx: gpu_synthetic_start DOCS WORK
+gpu_synthetic_start() { gpu_machine; mkdir -p "$2"; idx=$2/synthetic-$1; synthetic_shard "$1" "$idx"; }

@@ -19,10 +19,7 @@ work=${2:-/dev/shm/gpu-bench}
 b=${BUNDLE:?BUNDLE=bundle of a CUDA build}
 ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
 
-gpu_machine
-mkdir -p "$work"
-idx=$work/synthetic-$docs
-synthetic_shard "$docs" "$idx" || exit 1
+gpu_synthetic_start "$docs" "$work" || exit 1
 rows=()
 for log in ${LOGS:-gov2 default}; do
   q=$work/latency-$log.txt

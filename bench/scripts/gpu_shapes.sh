@@ -26,10 +26,7 @@ secs=${SECS:-3}
 node_cpus=${NODE_CPUS:-0-15}
 ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
 
-gpu_machine
-mkdir -p "$work"
-idx=$work/synthetic-$docs
-synthetic_shard "$docs" "$idx" || exit 1
+gpu_synthetic_start "$docs" "$work" || exit 1
 rows=()
 for log in ${LOGS:-gov2 default single long df1}; do
   q=$work/shape-$log.txt

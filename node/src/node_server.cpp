@@ -56,6 +56,10 @@ constexpr int kReceiveBatch = 256;
 // path latency"), and holds a request arriving meanwhile back by about as long at most.
 constexpr double kIoThreadMaxUs = 100;
 
+// An andor split (the integrator's AND round that may need an OR run too): two runs in a row, on a
+// worker (WorkerLoop).
+bool IsAndOrSplit(const SearchRequestMsg& r) { return r.mode == QueryMode::kAnd && (r.flags & kFlagAndOrSplit) != 0; }
+
 // Where a reply goes: the ROUTER's identity of the peer, and the shape its request came in (a reply
 // mirrors it): [empty][message] (delimited), or the message alone, one frame, which CURVE boxes once
 // instead of twice (integrators that know the node speaks kMinorOneFrame send that).
@@ -465,7 +469,7 @@ void NodeServer::IoLoop() {
     bool queued = false;
     size_t depth = 0;
     // An idle node's I/O thread hands the request to the executor itself (below).
-    const bool split = mode == QueryMode::kAnd && (req.flags & kFlagAndOrSplit) != 0;
+    const bool split = IsAndOrSplit(req);
     bool here = false;
     {
       std::lock_guard<std::mutex> lock(impl_->jobs_mu);
@@ -716,7 +720,7 @@ void NodeServer::WorkerLoop() {
     }
     // andor split: AND here; OR too when this shard alone has fewer than k AND hits (the
     // integrator decides on the merged AND hits). Two runs in a row: on this thread.
-    const bool split = job.request.mode == QueryMode::kAnd && (job.request.flags & kFlagAndOrSplit) != 0;
+    const bool split = IsAndOrSplit(job.request);
     if (!split) {
       ExecuteAsync(std::move(job), start, kNoCallerBound);
       continue;
