@@ -14,6 +14,8 @@
 #include <utility>
 #include <zmq.hpp>
 
+#include "core/cpu_home.hpp"
+#include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
 
@@ -118,6 +120,7 @@ struct Fanout::Impl {
   std::vector<char> ping_owed;  // per replica: handshake done, its first ping not yet taken (SendPing)
   static constexpr std::chrono::milliseconds kOwedPingRetry{5};
   std::atomic<uint64_t> retries{0}, hedged{0};
+  std::unique_ptr<CpuHome> home;  // with FanoutOptions::home_cpu
 
   mutable std::mutex health_mu;
   std::vector<ShardLive> live;       // GUARDED_BY(health_mu), per replica
@@ -694,8 +697,10 @@ struct Fanout::Impl {
       if (have_monitors)
         for (size_t i = 0; i < n; ++i)
           if (items[1 + n + i].revents & ZMQ_POLLIN) DrainMonitor(i, next_id);
-      FireHedges(Clock::now());
-      ExpireDeadlines(Clock::now());
+      now = Clock::now();
+      FireHedges(now);
+      ExpireDeadlines(now);
+      if (home) home->Tick(now);
     }
     // Shutting down: nothing stays outstanding.
     for (auto it = pending.begin(); it != pending.end();) {
@@ -739,6 +744,12 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
       im.shard_of.push_back(sh);
     }
     if (im.replicas_of.back().empty()) return Status::InvalidArgument("shard " + std::to_string(sh) + " has no endpoint");
+  }
+  if (o.home_cpu >= 0) {
+    const int prefix = NextZmqThreadPrefix();
+    zmq_ctx_set(im.ctx.handle(), ZMQ_THREAD_NAME_PREFIX, prefix);
+    im.home = std::make_unique<CpuHome>(o.home_cpu, AllowedCpus());
+    im.home->AddNamedThread(ZmqIoThreadName(prefix));
   }
   im.live.resize(im.replica_ep.size());
   im.load.resize(im.replica_ep.size());
@@ -793,6 +804,7 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
   }
   f->io_thread_ = std::thread([fp = f.get()] {
     SetThreadName("fanout-io");
+    if (fp->impl_->home) fp->impl_->home->AddThread(CpuHome::ThisThread());
     fp->impl_->Run(fp->stopped_, fp->next_id_);
   });
   return f;
@@ -811,6 +823,14 @@ void Fanout::Stop() {
   impl_->monitors.clear();
   impl_->dealers.clear();
   impl_->ctx.close();
+}
+
+void Fanout::JoinHome() {
+  if (impl_->home) impl_->home->AddThread(CpuHome::ThisThread());
+}
+
+void Fanout::LeaveHome() {
+  if (impl_->home) impl_->home->Leave(CpuHome::ThisThread());
 }
 
 void Fanout::Submit(const std::shared_ptr<Call>& call) {

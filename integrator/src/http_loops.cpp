@@ -768,6 +768,7 @@ bool HttpLoops::Loop::Drained() const {
 
 void HttpLoops::Loop::Run() {
   SetThreadName(index_ == 0 ? "http-loop" : ("http-loop-" + std::to_string(index_)).c_str());
+  server_->integrator_->JoinLane(index_);
   epoll_event events[kMaxEvents];
   auto next_sweep = Clock::now() + kSweepEvery;
   std::optional<Clock::time_point> drain_until;
@@ -825,6 +826,7 @@ void HttpLoops::Loop::Run() {
   for (auto& [fd, c] : conns_) ::close(fd);
   server_->open_.fetch_sub(conns_.size(), std::memory_order_relaxed);
   conns_.clear();
+  server_->integrator_->LeaveLane();
 }
 
 HttpLoops::HttpLoops(Integrator* integrator, const HttpFrontOptions& options)

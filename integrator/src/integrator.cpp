@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "index_store/manifest.hpp"
+#include "core/cpu_home.hpp"
+#include "core/cpus.hpp"
 #include "core/highlight.hpp"
 #include "core/log.hpp"
 #include "core/query_parser.hpp"
@@ -127,6 +129,7 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
   for (uint32_t lane = 0; lane < in->options_.fanout_lanes; ++lane) {
     FanoutOptions fo = in->options_.fanout;
     fo.endpoints = in->options_.shards;
+    fo.home_cpu = CpuHome::PickHome(AllowedCpus(), 1 + lane);
     FanoutListener* l = lane == 0 ? static_cast<FanoutListener*>(in->listener_.get()) : in->lane_listener_.get();
     SEARCH_ASSIGN_OR_RETURN(auto f, Fanout::Start(std::move(fo), l));
     in->fanouts_.push_back(std::move(f));
@@ -323,9 +326,30 @@ SearchRequestMsg Integrator::Request(const SearchState& st, QueryMode mode, uint
   return req;
 }
 
+namespace {
+// The lane of the calling HTTP loop thread (Integrator::JoinLane), or none. A loop thread serves
+// one Integrator; a search started elsewhere (Search, a waiter's hand-off) takes the lanes in turn.
+thread_local const Integrator* t_lane_owner = nullptr;
+thread_local size_t t_lane = 0;
+}  // namespace
+
+void Integrator::JoinLane(size_t loop) {
+  t_lane_owner = this;
+  t_lane = loop % fanouts_.size();
+  fanouts_[t_lane]->JoinHome();
+}
+
+void Integrator::LeaveLane() {
+  if (t_lane_owner != this) return;
+  fanouts_[t_lane]->LeaveHome();
+  t_lane_owner = nullptr;
+}
+
 Fanout& Integrator::PickLane() {
-  // The lanes in turn; a lane still without every shard up (just started, or its connection to a
-  // node dropped) gives its turn to the next one that has them all.
+  // The calling loop's own lane while it has every shard up; else the lanes in turn: a lane still
+  // without every shard up (just started, or its connection to a node dropped) gives its turn to
+  // the next one that has them all.
+  if (t_lane_owner == this && fanouts_[t_lane]->AllUp()) return *fanouts_[t_lane];
   const size_t n = fanouts_.size();
   const size_t first = n == 1 ? 0 : static_cast<size_t>(next_lane_.fetch_add(1, std::memory_order_relaxed) % n);
   for (size_t i = 0; i < n; ++i) {

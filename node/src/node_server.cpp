@@ -11,6 +11,7 @@
 #include <zmq.hpp>
 
 #include "core/analyzer.hpp"
+#include "core/cpu_home.hpp"
 #include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 #include "core/wake_fd.hpp"
@@ -139,6 +140,10 @@ struct NodeServer::Job {
 
 struct NodeServer::Impl {
   zmq::context_t ctx{1};
+  // The I/O thread and the context's ZeroMQ I/O thread share a CPU while they are mostly idle
+  // (core/cpu_home.hpp): a request then reaches the I/O thread, and its reply the wire, without
+  // waking another CPU.
+  std::unique_ptr<CpuHome> home;
   zmq::socket_t router;
   std::unique_ptr<curve::ZapHandler> zap;  // with CURVE; after router: stopped before the context ends
   WakeFd wake;  // the I/O thread's: queued replies wake it only while it may block (wake_fd.hpp)
@@ -210,6 +215,12 @@ Status NodeServer::Start() {
   if (io_thread_.joinable()) return Status::InvalidArgument("a stopped node server cannot restart");
   if (!impl_->wake.Open()) return Status::IOError("eventfd failed");
   try {
+    if (const std::vector<int> cpus = AllowedCpus(); cpus.size() >= 2) {
+      const int prefix = NextZmqThreadPrefix();
+      zmq_ctx_set(impl_->ctx.handle(), ZMQ_THREAD_NAME_PREFIX, prefix);
+      impl_->home = std::make_unique<CpuHome>(CpuHome::PickHome(cpus, 0), cpus);
+      impl_->home->AddNamedThread(ZmqIoThreadName(prefix));
+    }
     impl_->router = zmq::socket_t(impl_->ctx, zmq::socket_type::router);
     auto& s = impl_->router;
     s.set(zmq::sockopt::linger, 0);
@@ -656,7 +667,10 @@ void NodeServer::IoLoop() {
                                           zmq::pollitem_t{nullptr, impl_->wake.fd(), ZMQ_POLLIN, 0}};
   bool draining = false;
   Clock::time_point drain_deadline{};
+  CpuHome* home = impl_->home.get();
+  if (home != nullptr) home->AddThread(CpuHome::ThisThread());
   for (;;) {
+    if (home != nullptr) home->Tick(Clock::now());
     try {
       // Idle before the last look at the queue (wake_fd.hpp).
       impl_->wake.SetIdle(true);

@@ -17,10 +17,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <set>
 #include <string_view>
 #include <zmq.hpp>
 
 #include "../prometheus_text.hpp"
+#include "../thread_cpus.hpp"
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "core/cpus.hpp"
@@ -212,6 +214,41 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
     ASSERT_EQ(n.status, 200);
     EXPECT_GE(SeriesValue(n.raw, R"(search_sched_jobs_total{processor="cpu"})"), 100.0) << "node " << i;
     EXPECT_GE(SeriesValue(n.raw, "search_node_io_thread_requests_total"), 100.0) << "node " << i;
+  }
+  // At rest, each process's chain of threads shares one CPU (core/cpu_home.hpp): a node's I/O
+  // thread with its ZeroMQ I/O thread; in the integrator each fan-out lane's I/O thread with its
+  // ZeroMQ I/O thread and the HTTP loops that feed it.
+  if (AvailableCores() < 2) GTEST_SKIP() << "CPU homes need 2 CPUs";
+  auto one_cpu = [](const std::string& cpus) { return !cpus.empty() && cpus.find_first_of(",-") == std::string::npos; };
+  auto at_home = [&](pid_t pid, bool integrator, std::string* why) {
+    const auto threads = testing::ThreadsOf(pid);
+    std::set<std::string> homes;  // the CPUs of the chains' I/O threads
+    for (const auto& t : threads)
+      if (t.name == (integrator ? "fanout-io" : "node-io")) homes.insert(t.cpus);
+    size_t members = 0;
+    for (const auto& t : threads) {
+      const bool member = t.name == "fanout-io" || t.name == "node-io" || t.name.rfind("http-loop", 0) == 0 ||
+                          t.name.find("/ZMQbg/IO/0") != std::string::npos;
+      if (!member) continue;
+      ++members;
+      if (!one_cpu(t.cpus) || !homes.count(t.cpus)) {
+        *why = t.name + " on " + t.cpus;
+        return false;
+      }
+    }
+    *why = std::to_string(members) + " threads";
+    return members >= (integrator ? 3u : 2u);
+  };
+  std::vector<pid_t> pids{integrator_->pid()};
+  for (const auto& n : nodes_) pids.push_back(n->pid());
+  for (size_t i = 0; i < pids.size(); ++i) {
+    std::string why;
+    bool home = false;
+    for (auto until = std::chrono::steady_clock::now() + 20s; !home && std::chrono::steady_clock::now() < until;) {
+      home = at_home(pids[i], i == 0, &why);
+      if (!home) std::this_thread::sleep_for(100ms);
+    }
+    EXPECT_TRUE(home) << (i == 0 ? "integrator: " : "node: ") << why;
   }
 }
 

@@ -15,6 +15,8 @@
 #include <thread>
 
 #include "../prometheus_text.hpp"
+#include "../thread_cpus.hpp"
+#include "core/cpus.hpp"
 #include "metrics/metrics.hpp"
 #include "node/executor.hpp"
 #include "node/scheduled_executor.hpp"
@@ -736,6 +738,32 @@ TEST_F(NodeTest, PingAnswersPongWithShardHealth) {
   ASSERT_EQ(env->kind(), MessageKind::kPong);
   EXPECT_EQ(std::get<PongMsg>(env->body).request_id, 32u);
   EXPECT_EQ(std::get<PongMsg>(env->body).status.code(), StatusCode::kInvalidArgument);
+}
+
+// core/cpu_home.hpp: with nothing to do, the I/O thread and the ZeroMQ I/O thread behind its
+// socket move to one CPU (so that a request reaches the I/O thread without waking another).
+TEST_F(NodeTest, IdleIoThreadSharesACpuWithItsZeroMqIoThread) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  auto server = Start(&cpu_);
+  Client client(ctx_, server->endpoint());
+  std::string io, zmq;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (uint64_t ping = 1; std::chrono::steady_clock::now() < until; ++ping) {
+    client.Send(EncodePing(PingMsg{ping}));  // keeps the I/O thread turning (its window is 100 ms)
+    ASSERT_TRUE(client.Recv().has_value());
+    const auto threads = testing::ThreadsOf(::getpid());
+    io = testing::CpusOfThreads(threads, "node-io");
+    zmq = testing::CpusOfThreads(threads, "/ZMQbg/IO/");  // the node's context names its threads
+    if (!io.empty() && io == zmq && io.find_first_of(",-") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_FALSE(io.empty());
+  EXPECT_EQ(io, zmq);
+  ASSERT_EQ(io.find_first_of(",-"), std::string::npos) << io;  // one CPU
+  EXPECT_NE(std::find(allowed.begin(), allowed.end(), std::stoi(io)), allowed.end()) << io;
+  // The workers keep every CPU.
+  EXPECT_NE(testing::CpusOfThreads(testing::ThreadsOf(::getpid()), "node-worker"), io);
 }
 
 TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {

@@ -73,6 +73,9 @@ struct FanoutOptions {
   std::chrono::milliseconds grace{2000};  // how long a caller waits past its deadline at most
   // CurveZMQ to the nodes (nullopt: plain ZeroMQ). Start() refuses an endpoint without a server key.
   std::optional<curve::ClientKeys> curve;
+  // A CPU of this process's for the I/O thread, the ZeroMQ I/O thread behind its sockets and the
+  // threads that JoinHome, while together they are mostly idle (core/cpu_home.hpp); -1: none.
+  int home_cpu = -1;
 };
 
 enum class ShardCallState : uint8_t { kPending, kOk, kFailed, kTimedOut };
@@ -148,6 +151,11 @@ class Fanout {
   uint64_t hedges() const;   // requests also sent to another replica after the first's p95
   // The last ShardHealth each node reported (nullopt before its first pong).
   std::vector<std::optional<ShardHealthMsg>> LastReportedHealth() const;
+
+  // Adds the calling thread to the I/O thread's CPU home (FanoutOptions::home_cpu; nothing without
+  // one), as a thread that hands it searches; LeaveHome takes it out and gives it every CPU back.
+  void JoinHome();
+  void LeaveHome();
 
   // Completes every outstanding search as failed ("integrator shutting down"), stops the I/O
   // thread and closes the sockets. Later Search() calls fail at once. Idempotent.

@@ -143,6 +143,13 @@ class Integrator {
   using ReplyCallback = std::function<void(HttpReply)>;
   void HandleSearchAsync(const ParsedSearch& parsed, size_t waiting, const Post& post, ReplyCallback done);
 
+  // For the thread of HTTP loop `loop`: its searches go to lane loop % lanes while that lane has
+  // every shard up (PickLane's turn otherwise), and it joins that lane's CPU home (fanout.hpp,
+  // core/cpu_home.hpp), so that at low load the loop, the lane and ZeroMQ's I/O thread share a CPU.
+  // LeaveLane, before the thread ends, undoes both.
+  void JoinLane(size_t loop);
+  void LeaveLane();
+
   // GET /health's body; `status`, when given, receives its "status" (green, yellow or red).
   std::string HealthJson(std::string* status = nullptr) const;
   std::string StatsJson() const;

@@ -1,0 +1,89 @@
+// CpuHome: keeps a chain of threads that hand each request on to one another (an I/O loop, the
+// ZeroMQ I/O thread behind its sockets, the HTTP loops that feed it) on one CPU while together they
+// keep less than a quarter of a CPU busy, and lets them run on any of the process's CPUs once they
+// need more than half of one.
+//
+// Why: at low load every hand-off between threads wakes a CPU that sat idle, and on the virtual
+// machines we measured (H200 hosts, issue 52 goal 4) waking an idle CPU costs ~50-70 us. A query
+// crosses ten threads. Threads that share a CPU hand work on with a context switch instead. Pinned
+// for good, a chain caps the process at one CPU (a node's pinned I/O pair broke at 30,000 q/s), so
+// the pin follows the load.
+//
+// Measure: every `window` (100 ms), the members' time on a CPU plus their time waiting for one
+// (/proc/self/task/TID/schedstat), over the window. Above 0.5 the members get the process's CPUs
+// back; below 0.25 they go home. The wait counts so that a home CPU crowded by other work is left
+// too. A member whose schedstat cannot be read (it ended) is dropped.
+//
+// Members: threads by id (AddThread), and a thread found by name (AddNamedThread: a ZeroMQ
+// context's I/O thread, named through ZMQ_THREAD_NAME_PREFIX with NextZmqThreadPrefix; looked up
+// by Tick until found, since a thread names itself after it starts).
+// Inactive (Tick does nothing) with fewer than 2 CPUs allowed or a home outside them.
+// Thread-safety: AddThread, AddNamedThread and Leave from any thread; Tick from one thread
+// (the chain's I/O loop), cheap when the window has not ended (a clock read).
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace search {
+
+class CpuHome {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr double kLeaveAbove = 0.5, kReturnBelow = 0.25;
+
+  CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window = std::chrono::milliseconds(100));
+
+  // allowed[(pid + salt) % size]: processes on one host, and the chains of one process (salt), get
+  // different homes. -1 when `allowed` is empty.
+  static int PickHome(const std::vector<int>& allowed, size_t salt);
+  // The calling thread's id.
+  static pid_t ThisThread();
+
+  void AddThread(pid_t tid);
+  // Takes `tid` out and gives it every allowed CPU back.
+  void Leave(pid_t tid);
+  void AddNamedThread(std::string name);
+
+  void Tick(Clock::time_point now);
+
+  bool active() const { return active_; }
+  int home() const { return home_; }
+  // Whether the members are pinned to home() now; how many times they moved home and left it.
+  bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
+  uint64_t moves_home() const { return moves_home_.load(std::memory_order_relaxed); }
+  uint64_t moves_out() const { return moves_out_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Member {
+    pid_t tid;
+    uint64_t last_ns;  // cpu + wait at the last window's end
+    bool fresh;        // not read yet
+  };
+  bool Pin(pid_t tid, bool home) const;
+  void FindNamed();
+
+  const int home_;
+  const std::vector<int> allowed_;
+  const std::chrono::milliseconds window_;
+  const bool active_;
+  std::mutex mu_;
+  std::vector<Member> members_;        // GUARDED_BY(mu_)
+  std::vector<std::string> names_;  // GUARDED_BY(mu_): named threads not found yet
+  Clock::time_point window_end_{};
+  std::atomic<bool> pinned_{false};
+  std::atomic<uint64_t> moves_home_{0}, moves_out_{0};
+};
+
+// A number for ZMQ_THREAD_NAME_PREFIX unique in this process (1 to 999), and the name its context's
+// (first) I/O thread then carries ("N/ZMQbg/IO/0").
+int NextZmqThreadPrefix();
+std::string ZmqIoThreadName(int prefix);
+
+}  // namespace search

@@ -1,0 +1,155 @@
+#include "core/cpu_home.hpp"
+
+#include <dirent.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+namespace search {
+namespace {
+
+// cpu + wait ns of a thread of this process (the first two fields of its schedstat).
+std::optional<uint64_t> ReadBusyNs(pid_t tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(tid));
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return std::nullopt;
+  unsigned long long run = 0, wait = 0;
+  const int n = std::fscanf(f, "%llu %llu", &run, &wait);
+  std::fclose(f);
+  if (n != 2) return std::nullopt;
+  return run + wait;
+}
+
+std::string ReadComm(const char* tid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%s/comm", tid);
+  FILE* f = std::fopen(path, "re");
+  if (f == nullptr) return {};
+  char buf[32] = {0};
+  const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
+  std::fclose(f);
+  if (!ok) return {};
+  std::string s(buf);
+  while (!s.empty() && (s.back() == '\n')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+CpuHome::CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window)
+    : home_(home),
+      allowed_(std::move(allowed)),
+      window_(window),
+      active_(allowed_.size() >= 2 && std::find(allowed_.begin(), allowed_.end(), home) != allowed_.end()) {}
+
+int CpuHome::PickHome(const std::vector<int>& allowed, size_t salt) {
+  if (allowed.empty()) return -1;
+  return allowed[(static_cast<size_t>(::getpid()) + salt) % allowed.size()];
+}
+
+pid_t CpuHome::ThisThread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
+
+void CpuHome::AddThread(pid_t tid) {
+  if (!active_) return;
+  std::lock_guard lock(mu_);
+  members_.push_back({tid, 0, true});
+  if (pinned_.load(std::memory_order_relaxed)) Pin(tid, true);
+}
+
+void CpuHome::Leave(pid_t tid) {
+  if (!active_) return;
+  std::lock_guard lock(mu_);
+  members_.erase(std::remove_if(members_.begin(), members_.end(), [&](const Member& m) { return m.tid == tid; }),
+                 members_.end());
+  Pin(tid, false);
+}
+
+void CpuHome::AddNamedThread(std::string name) {
+  if (!active_) return;
+  std::lock_guard lock(mu_);
+  names_.push_back(std::move(name));
+}
+
+bool CpuHome::Pin(pid_t tid, bool home) const {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (home) {
+    CPU_SET(home_, &set);
+  } else {
+    for (int c : allowed_)
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+  }
+  return ::sched_setaffinity(tid, sizeof set, &set) == 0;
+}
+
+void CpuHome::FindNamed() {  // REQUIRES: mu_ held, names_ not empty
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return;
+  std::vector<bool> found(names_.size(), false);
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string comm = ReadComm(e->d_name);
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (!found[i] && comm == names_[i]) {
+        const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+        members_.push_back({tid, 0, true});
+        if (pinned_.load(std::memory_order_relaxed)) Pin(tid, true);
+        found[i] = true;
+      }
+  }
+  ::closedir(d);
+  std::vector<std::string> left;
+  for (size_t i = 0; i < names_.size(); ++i)
+    if (!found[i]) left.push_back(std::move(names_[i]));
+  names_.swap(left);
+}
+
+void CpuHome::Tick(Clock::time_point now) {
+  if (!active_ || now < window_end_) return;
+  const bool first = window_end_ == Clock::time_point{};
+  const double window_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                   now - (first ? now : window_end_ - window_))
+                                                   .count());
+  window_end_ = now + window_;
+  std::lock_guard lock(mu_);
+  if (!names_.empty()) FindNamed();
+  uint64_t busy_ns = 0;
+  for (auto it = members_.begin(); it != members_.end();) {
+    const std::optional<uint64_t> ns = ReadBusyNs(it->tid);
+    if (!ns) {
+      it = members_.erase(it);
+      continue;
+    }
+    if (!it->fresh) busy_ns += *ns - std::min(*ns, it->last_ns);
+    it->last_ns = *ns;
+    it->fresh = false;
+    ++it;
+  }
+  if (first || window_ns <= 0) return;
+  const double busy = static_cast<double>(busy_ns) / window_ns;
+  const bool pinned = pinned_.load(std::memory_order_relaxed);
+  if (!pinned && busy < kReturnBelow) {
+    for (const Member& m : members_) Pin(m.tid, true);
+    pinned_.store(true, std::memory_order_relaxed);
+    moves_home_.fetch_add(1, std::memory_order_relaxed);
+  } else if (pinned && busy > kLeaveAbove) {
+    for (const Member& m : members_) Pin(m.tid, false);
+    pinned_.store(false, std::memory_order_relaxed);
+    moves_out_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+int NextZmqThreadPrefix() {
+  static std::atomic<int> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) % 999 + 1;
+}
+
+std::string ZmqIoThreadName(int prefix) { return std::to_string(prefix) + "/ZMQbg/IO/0"; }
+
+}  // namespace search

@@ -1,0 +1,167 @@
+#include "core/cpu_home.hpp"
+
+#include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "core/cpus.hpp"
+
+namespace search {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = CpuHome::Clock;
+
+std::vector<int> CpusOf(pid_t tid) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(tid, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  return out;
+}
+
+// A thread that sleeps until told to spin or to end; reports its id.
+class Member {
+ public:
+  explicit Member(const char* name = nullptr) {
+    thread_ = std::thread([this, name] {
+      if (name != nullptr) pthread_setname_np(pthread_self(), name);
+      tid_ = CpuHome::ThisThread();
+      std::unique_lock lock(mu_);
+      started_ = true;
+      cv_.notify_all();
+      while (!end_) {
+        if (spin_) {
+          lock.unlock();
+          const auto until = Clock::now() + 2ms;
+          while (Clock::now() < until) {
+          }
+          lock.lock();
+        } else {
+          cv_.wait(lock);
+        }
+      }
+    });
+    std::unique_lock lock(mu_);
+    cv_.wait(lock, [&] { return started_; });
+  }
+  ~Member() { End(); }
+  pid_t tid() const { return tid_; }
+  void Spin(bool on) {
+    std::lock_guard lock(mu_);
+    spin_ = on;
+    cv_.notify_all();
+  }
+  void End() {
+    {
+      std::lock_guard lock(mu_);
+      end_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool started_ = false, spin_ = false, end_ = false;
+  pid_t tid_ = 0;
+  std::thread thread_;
+};
+
+// Ticks `home` once a window until `done` holds or 3 s pass.
+template <typename F>
+bool TickUntil(CpuHome& home, F done) {
+  const auto give_up = Clock::now() + 3s;
+  while (Clock::now() < give_up) {
+    home.Tick(Clock::now());
+    if (done()) return true;
+    std::this_thread::sleep_for(5ms);
+  }
+  return false;
+}
+
+TEST(CpuHomeTest, InactiveWithOneCpuOrAHomeOutsideTheAllowedOnes) {
+  CpuHome one(0, {0}, 10ms);
+  EXPECT_FALSE(one.active());
+  CpuHome outside(7, {0, 1}, 10ms);
+  EXPECT_FALSE(outside.active());
+  Member m;
+  outside.AddThread(m.tid());
+  for (int i = 0; i < 5; ++i) {
+    outside.Tick(Clock::now());
+    std::this_thread::sleep_for(12ms);
+  }
+  EXPECT_FALSE(outside.pinned());
+  EXPECT_EQ(outside.moves_home(), 0u);
+  EXPECT_EQ(CpuHome::PickHome({}, 3), -1);
+  EXPECT_EQ(CpuHome::PickHome({4}, 3), 4);
+}
+
+TEST(CpuHomeTest, IdleMembersGoHomeBusyOnesLeaveAndComeBack) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  const int home_cpu = allowed.back();
+  CpuHome home(home_cpu, allowed, 20ms);
+  ASSERT_TRUE(home.active());
+  Member a, b;
+  home.AddThread(a.tid());
+  home.AddThread(b.tid());
+  // Asleep: home after a window.
+  ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
+  EXPECT_EQ(home.moves_home(), 1u);
+  EXPECT_EQ(CpusOf(a.tid()), std::vector<int>{home_cpu});
+  EXPECT_EQ(CpusOf(b.tid()), std::vector<int>{home_cpu});
+  // One of them busy all the time: both get every CPU back.
+  a.Spin(true);
+  ASSERT_TRUE(TickUntil(home, [&] { return !home.pinned(); }));
+  EXPECT_EQ(home.moves_out(), 1u);
+  EXPECT_EQ(CpusOf(a.tid()), allowed);
+  EXPECT_EQ(CpusOf(b.tid()), allowed);
+  // Quiet again: home again.
+  a.Spin(false);
+  ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
+  EXPECT_EQ(home.moves_home(), 2u);
+  EXPECT_EQ(CpusOf(a.tid()), std::vector<int>{home_cpu});
+  // A thread added while home goes home at once; one that leaves gets every CPU back.
+  Member c;
+  home.AddThread(c.tid());
+  EXPECT_EQ(CpusOf(c.tid()), std::vector<int>{home_cpu});
+  home.Leave(c.tid());
+  EXPECT_EQ(CpusOf(c.tid()), allowed);
+  // A member that ended is dropped, and the others still move.
+  b.End();
+  a.Spin(true);
+  ASSERT_TRUE(TickUntil(home, [&] { return !home.pinned(); }));
+  EXPECT_EQ(CpusOf(a.tid()), allowed);
+}
+
+TEST(CpuHomeTest, FindsAThreadByName) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  const int prefix = NextZmqThreadPrefix();
+  EXPECT_NE(NextZmqThreadPrefix(), prefix);
+  const std::string name = ZmqIoThreadName(prefix);
+  EXPECT_EQ(name, std::to_string(prefix) + "/ZMQbg/IO/0");
+  CpuHome home(allowed.front(), allowed, 20ms);
+  home.AddNamedThread(name);
+  Member named(name.c_str()), other((std::to_string(prefix) + "/ZMQbg/Reaper").c_str());
+  ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
+  EXPECT_EQ(CpusOf(named.tid()), std::vector<int>{allowed.front()});
+  EXPECT_EQ(CpusOf(other.tid()), allowed);
+  named.Spin(true);
+  ASSERT_TRUE(TickUntil(home, [&] { return !home.pinned(); }));  // it counts: found and measured
+  EXPECT_EQ(CpusOf(named.tid()), allowed);
+}
+
+}  // namespace
+}  // namespace search
