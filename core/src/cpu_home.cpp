@@ -1,35 +1,47 @@
 #include "core/cpu_home.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <random>
 #include <optional>
 
 namespace search {
 namespace {
 
-// cpu + wait ns of a thread of this process (the first two fields of its schedstat).
-std::optional<uint64_t> ReadBusyNs(pid_t tid) {
+// The schedstat file of a thread of this process, held open: a read is one pread, and once the
+// thread has ended it fails (ESRCH) even if the kernel gives its id to a new thread.
+int OpenSchedstat(pid_t tid) {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/schedstat", static_cast<int>(tid));
-  FILE* f = std::fopen(path, "re");
-  if (f == nullptr) return std::nullopt;
-  unsigned long long run = 0, wait = 0;
-  const int n = std::fscanf(f, "%llu %llu", &run, &wait);
-  std::fclose(f);
-  if (n != 2) return std::nullopt;
+  return ::open(path, O_RDONLY | O_CLOEXEC);
+}
+
+// cpu + wait ns (the first two fields of schedstat).
+std::optional<uint64_t> ReadBusyNs(int fd) {
+  char buf[96];
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  if (n <= 0) return std::nullopt;
+  buf[n] = 0;
+  char* end = nullptr;
+  const unsigned long long run = std::strtoull(buf, &end, 10);
+  if (end == buf) return std::nullopt;
+  char* end2 = nullptr;
+  const unsigned long long wait = std::strtoull(end, &end2, 10);
+  if (end2 == end) return std::nullopt;
   return run + wait;
 }
 
 std::string ReadComm(const char* tid) {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%s/comm", tid);
-  FILE* f = std::fopen(path, "re");
+  const std::string path = std::string("/proc/self/task/") + tid + "/comm";
+  FILE* f = std::fopen(path.c_str(), "re");
   if (f == nullptr) return {};
   char buf[32] = {0};
   const bool ok = std::fgets(buf, sizeof buf, f) != nullptr;
@@ -50,23 +62,37 @@ CpuHome::CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds w
 
 int CpuHome::PickHome(const std::vector<int>& allowed, size_t salt) {
   if (allowed.empty()) return -1;
-  return allowed[(static_cast<size_t>(::getpid()) + salt) % allowed.size()];
+  // Drawn once a process: processes with the same pid (each PID 1 in its container) still differ.
+  static const size_t base = std::random_device{}();
+  return allowed[(base + salt) % allowed.size()];
 }
 
 pid_t CpuHome::ThisThread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
+CpuHome::~CpuHome() {
+  for (const Member& m : members_) ::close(m.fd);
+}
+
 void CpuHome::AddThread(pid_t tid) {
   if (!active_) return;
+  const int fd = OpenSchedstat(tid);
+  if (fd < 0) return;
   std::lock_guard lock(mu_);
-  members_.push_back({tid, 0, true});
+  members_.push_back({tid, fd, 0, true});
   if (pinned_.load(std::memory_order_relaxed)) Pin(tid, true);
 }
 
 void CpuHome::Leave(pid_t tid) {
   if (!active_) return;
   std::lock_guard lock(mu_);
-  members_.erase(std::remove_if(members_.begin(), members_.end(), [&](const Member& m) { return m.tid == tid; }),
-                 members_.end());
+  for (auto it = members_.begin(); it != members_.end();) {
+    if (it->tid == tid) {
+      ::close(it->fd);
+      it = members_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   Pin(tid, false);
 }
 
@@ -98,7 +124,9 @@ void CpuHome::FindNamed() {  // REQUIRES: mu_ held, names_ not empty
     for (size_t i = 0; i < names_.size(); ++i)
       if (!found[i] && comm == names_[i]) {
         const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
-        members_.push_back({tid, 0, true});
+        const int fd = OpenSchedstat(tid);
+        if (fd < 0) continue;
+        members_.push_back({tid, fd, 0, true});
         if (pinned_.load(std::memory_order_relaxed)) Pin(tid, true);
         found[i] = true;
       }
@@ -121,8 +149,9 @@ void CpuHome::Tick(Clock::time_point now) {
   if (!names_.empty()) FindNamed();
   uint64_t busy_ns = 0;
   for (auto it = members_.begin(); it != members_.end();) {
-    const std::optional<uint64_t> ns = ReadBusyNs(it->tid);
+    const std::optional<uint64_t> ns = ReadBusyNs(it->fd);
     if (!ns) {
+      ::close(it->fd);
       it = members_.erase(it);
       continue;
     }

@@ -10,9 +10,9 @@
 // the pin follows the load.
 //
 // Measure: every `window` (100 ms), the members' time on a CPU plus their time waiting for one
-// (/proc/self/task/TID/schedstat), over the window. Above 0.5 the members get the process's CPUs
-// back; below 0.25 they go home. The wait counts so that a home CPU crowded by other work is left
-// too. A member whose schedstat cannot be read (it ended) is dropped.
+// (/proc/self/task/TID/schedstat, held open: one pread a member), over the window. Above 0.5 the
+// members get the process's CPUs back; below 0.25 they go home. The wait counts so that a home CPU
+// crowded by other work is left too. A member whose schedstat cannot be read (it ended) is dropped.
 //
 // Members: threads by id (AddThread), and a thread found by name (AddNamedThread: a ZeroMQ
 // context's I/O thread, named through ZMQ_THREAD_NAME_PREFIX with NextZmqThreadPrefix; looked up
@@ -39,9 +39,13 @@ class CpuHome {
   static constexpr double kLeaveAbove = 0.5, kReturnBelow = 0.25;
 
   CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window = std::chrono::milliseconds(100));
+  ~CpuHome();
+  CpuHome(const CpuHome&) = delete;
+  CpuHome& operator=(const CpuHome&) = delete;
 
-  // allowed[(pid + salt) % size]: processes on one host, and the chains of one process (salt), get
-  // different homes. -1 when `allowed` is empty.
+  // allowed[(base + salt) % size], base drawn at random once a process: the chains of one process
+  // (salt) get different homes, processes on one host (containers: each PID 1) most likely too.
+  // -1 when `allowed` is empty.
   static int PickHome(const std::vector<int>& allowed, size_t salt);
   // The calling thread's id.
   static pid_t ThisThread();
@@ -63,6 +67,7 @@ class CpuHome {
  private:
   struct Member {
     pid_t tid;
+    int fd;            // its /proc/self/task/TID/schedstat
     uint64_t last_ns;  // cpu + wait at the last window's end
     bool fresh;        // not read yet
   };
