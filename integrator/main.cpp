@@ -234,6 +234,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   observer.AttachCache(&(*integrator)->cache());
+  observer.AttachCpuHomes([in = integrator->get()] { return in->CpuHomes(); });
   HttpFront front(integrator->get(), http);
   if (Status st = front.Bind(); !st.ok()) {
     log.Error() << st.ToString();

@@ -833,6 +833,11 @@ void Fanout::LeaveHome() {
   if (impl_->home) impl_->home->Leave(CpuHome::ThisThread());
 }
 
+std::optional<CpuHomeState> Fanout::HomeState() const {
+  if (!impl_->home || !impl_->home->active()) return std::nullopt;
+  return impl_->home->state();
+}
+
 void Fanout::Submit(const std::shared_ptr<Call>& call) {
   bool pushed = false, first = false;
   {

@@ -339,6 +339,13 @@ void Integrator::JoinLane(size_t loop) {
   fanouts_[t_lane]->JoinHome();
 }
 
+std::vector<CpuHomeState> Integrator::CpuHomes() const {
+  std::vector<CpuHomeState> out;
+  for (const auto& f : fanouts_)
+    if (std::optional<CpuHomeState> s = f->HomeState()) out.push_back(*s);
+  return out;
+}
+
 void Integrator::LeaveLane() {
   if (t_lane_owner != this) return;
   fanouts_[t_lane]->LeaveHome();

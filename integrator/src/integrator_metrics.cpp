@@ -50,6 +50,12 @@ constexpr Family kResultCacheEvictions{"search_result_cache_evictions_total", "R
 constexpr Family kResultCacheBytes{"search_result_cache_bytes", "Bytes held by the result cache."};
 constexpr Family kResultCacheEntries{"search_result_cache_entries", "Entries in the result cache."};
 constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byte budget of the result cache."};
+constexpr Family kCpuHomePinned{"search_integrator_cpu_home_pinned",
+                                "1 while a fan-out lane's I/O thread, its ZeroMQ I/O thread and the HTTP loops that "
+                                "feed it share their home CPU (little load), 0 while they may run on every CPU, by lane."};
+constexpr Family kCpuHomeMoves{"search_integrator_cpu_home_moves_total",
+                               "Moves of a lane's threads to their home CPU (to=home: under a quarter of a CPU busy) "
+                               "and back to every CPU (to=out: over half), by lane."};
 
 }  // namespace
 
@@ -97,6 +103,8 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   cache_bytes_ = &gauges(kResultCacheBytes).Add({});
   cache_entries_ = &gauges(kResultCacheEntries).Add({});
   cache_capacity_ = &gauges(kResultCacheCapacity).Add({});
+  home_pinned_family_ = &gauges(kCpuHomePinned);
+  home_moves_family_ = &counters(kCpuHomeMoves);
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
 
@@ -144,9 +152,33 @@ void IntegratorMetrics::AttachCache(const ResultCache* cache) {
   });
 }
 
+void IntegratorMetrics::AttachCpuHomes(std::function<std::vector<CpuHomeState>()> homes) {
+  if (homes_hook_id_) metrics_->RemoveScrapeHook(homes_hook_id_);
+  struct Lane {
+    prometheus::Gauge* pinned;
+    prometheus::Counter *home, *out;
+  };
+  std::vector<Lane> lanes;
+  for (size_t i = 0; i < homes().size(); ++i) {
+    const std::string lane = std::to_string(i);
+    lanes.push_back({&home_pinned_family_->Add({{"lane", lane}}), &home_moves_family_->Add({{"lane", lane}, {"to", "home"}}),
+                     &home_moves_family_->Add({{"lane", lane}, {"to", "out"}})});
+  }
+  homes_hook_id_ = metrics_->AddScrapeHook([homes = std::move(homes), lanes = std::move(lanes)] {
+    const std::vector<CpuHomeState> now = homes();
+    for (size_t i = 0; i < now.size() && i < lanes.size(); ++i) {
+      lanes[i].pinned->Set(now[i].pinned ? 1 : 0);
+      SetCounterTo(*lanes[i].home, static_cast<double>(now[i].moves_home));
+      SetCounterTo(*lanes[i].out, static_cast<double>(now[i].moves_out));
+    }
+  });
+}
+
 void IntegratorMetrics::Detach() {
   if (hook_id_) metrics_->RemoveScrapeHook(hook_id_);
   hook_id_ = 0;
+  if (homes_hook_id_) metrics_->RemoveScrapeHook(homes_hook_id_);
+  homes_hook_id_ = 0;
 }
 
 void IntegratorMetrics::OnRequest(std::optional<QueryMode> mode, int http_status, bool partial, bool timed_out,

@@ -25,6 +25,12 @@ constexpr Family kNodeUnroutable{"search_node_unroutable_replies_total",
 constexpr Family kNodeSlowQueries{"search_node_slow_queries_total",
                                   "Requests that reached the node's --slow-query-ms (logged up to a rate)."};
 
+constexpr Family kNodeCpuHomePinned{"search_node_cpu_home_pinned",
+                                    "1 while the node's I/O thread and its ZeroMQ I/O thread share their home CPU "
+                                    "(little load), 0 while they may run on every CPU of the node's."};
+constexpr Family kNodeCpuHomeMoves{"search_node_cpu_home_moves_total",
+                                   "Moves of the node's I/O thread and its ZeroMQ I/O thread to their home CPU "
+                                   "(to=home: under a quarter of a CPU busy) and back to every CPU (to=out: over half)."};
 constexpr Family kNodeIoThreadRequests{"search_node_io_thread_requests_total",
                                        "Searches that reached an idle node and were handed to the engine by its I/O "
                                        "thread, without a worker (run there too when predicted short)."};
@@ -94,6 +100,20 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
                 .Help(std::string(kNodeCurve.help))
                 .Register(r)
                 .Add({});
+  cpu_home_pinned_ = &prometheus::BuildGauge()
+                          .Name(std::string(kNodeCpuHomePinned.name))
+                          .Help(std::string(kNodeCpuHomePinned.help))
+                          .Register(r)
+                          .Add({});
+  auto& moves = counter(kNodeCpuHomeMoves);
+  cpu_home_moves_[0] = &moves.Add({{"to", "home"}});
+  cpu_home_moves_[1] = &moves.Add({{"to", "out"}});
+}
+
+void NodeMetrics::SetCpuHome(const CpuHomeState& s) {
+  cpu_home_pinned_->Set(s.pinned ? 1 : 0);
+  SetCounterTo(*cpu_home_moves_[0], static_cast<double>(s.moves_home));
+  SetCounterTo(*cpu_home_moves_[1], static_cast<double>(s.moves_out));
 }
 
 }  // namespace search

@@ -264,6 +264,7 @@ Status NodeServer::Start() {
     hook_id_ = metrics_->AddScrapeHook([this, shard_metrics] {
       shard_metrics->Set(shard_->list_cache().stats(), shard_->external_id_stats());
       node_metrics_->queued().Set(static_cast<double>(queued()));
+      if (impl_->home) node_metrics_->SetCpuHome(impl_->home->state());
     });
   }
   running_ = true;

@@ -250,6 +250,16 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
     }
     EXPECT_TRUE(home) << (i == 0 ? "integrator: " : "node: ") << why;
   }
+  // Their metrics say so: the integrator's lanes and each node at home (pinned 1).
+  auto im = Fetch(metrics_port_, "/metrics");
+  ASSERT_EQ(im.status, 200);
+  for (unsigned lane = 0; lane < ready_lanes_; ++lane)
+    EXPECT_EQ(SeriesValue(im.raw, "search_integrator_cpu_home_pinned{lane=\"" + std::to_string(lane) + "\"}"), 1.0) << lane;
+  for (uint32_t i = 0; i < kShards; ++i) {
+    auto n = Fetch(node_metrics_[i], "/metrics");
+    ASSERT_EQ(n.status, 200);
+    EXPECT_EQ(SeriesValue(n.raw, "search_node_cpu_home_pinned"), 1.0) << "node " << i;
+  }
 }
 
 TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {

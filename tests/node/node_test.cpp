@@ -764,6 +764,10 @@ TEST_F(NodeTest, IdleIoThreadSharesACpuWithItsZeroMqIoThread) {
   EXPECT_NE(std::find(allowed.begin(), allowed.end(), std::stoi(io)), allowed.end()) << io;
   // The workers keep every CPU.
   EXPECT_NE(testing::CpusOfThreads(testing::ThreadsOf(::getpid()), "node-worker"), io);
+  // And the metrics say so.
+  const std::string text = metrics_.SerializeText();
+  EXPECT_EQ(testing::SeriesValue(text, "search_node_cpu_home_pinned"), 1);
+  EXPECT_GE(testing::SeriesValue(text, R"(search_node_cpu_home_moves_total{to="home"})"), 1);
 }
 
 TEST_F(NodeTest, StopDrainsInFlightWorkAndRefusesNewWork) {

@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_home.hpp"
 #include "core/status.hpp"
 #include "curve/curve_keys.hpp"
 #include "integrator/answer.hpp"
@@ -156,6 +157,8 @@ class Fanout {
   // one), as a thread that hands it searches; LeaveHome takes it out and gives it every CPU back.
   void JoinHome();
   void LeaveHome();
+  // The CPU home's state (nullopt without one).
+  std::optional<CpuHomeState> HomeState() const;
 
   // Completes every outstanding search as failed ("integrator shutting down"), stops the I/O
   // thread and closes the sockets. Later Search() calls fail at once. Idempotent.

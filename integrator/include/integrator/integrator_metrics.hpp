@@ -18,6 +18,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <functional>
+#include <vector>
+
+#include "core/cpu_home.hpp"
 #include "integrator/integrator.hpp"
 #include "metrics/metrics.hpp"
 
@@ -31,6 +35,9 @@ class IntegratorMetrics : public IntegratorObserver {
 
   // Refreshes the result-cache series from `cache` at every scrape until Detach().
   void AttachCache(const ResultCache* cache);
+  // Refreshes search_integrator_cpu_home_* from `homes` (one state a fan-out lane: Integrator::CpuHomes)
+  // at every scrape until Detach(); its first call sizes the series.
+  void AttachCpuHomes(std::function<std::vector<CpuHomeState>()> homes);
   void Detach();
 
   void OnRequest(std::optional<QueryMode> mode, int http_status, bool partial, bool timed_out,
@@ -75,7 +82,9 @@ class IntegratorMetrics : public IntegratorObserver {
   prometheus::Counter *refused_max_connections_ = nullptr, *refused_header_timeout_ = nullptr;
   prometheus::Counter* tls_handshake_failures_ = nullptr;
   std::array<prometheus::Histogram*, kNumRequestPhases> phases_{};
-  int hook_id_ = 0;
+  int hook_id_ = 0, homes_hook_id_ = 0;
+  prometheus::Family<prometheus::Gauge>* home_pinned_family_ = nullptr;
+  prometheus::Family<prometheus::Counter>* home_moves_family_ = nullptr;
 };
 
 }  // namespace search

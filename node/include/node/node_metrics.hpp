@@ -16,6 +16,7 @@
 
 #include <array>
 
+#include "core/cpu_home.hpp"
 #include "core/query.hpp"
 #include "curve/zap_handler.hpp"
 #include "node/gpu_executor_metrics.hpp"
@@ -44,6 +45,8 @@ class NodeMetrics {
   // CURVE: peers refused (answered nothing), by reason; whether the node serves CURVE only (1/0).
   prometheus::Counter& refused_peers(curve::RefusalReason r) { return *refused_peers_[static_cast<size_t>(r)]; }
   prometheus::Gauge& curve() { return *curve_; }
+  // CPU home (core/cpu_home.hpp) of the I/O thread and its ZeroMQ I/O thread, at scrape time.
+  void SetCpuHome(const CpuHomeState& s);
 
  private:
   static size_t Idx(Processor p) { return static_cast<size_t>(p); }
@@ -58,6 +61,8 @@ class NodeMetrics {
   prometheus::Histogram* fetch_seconds_ = nullptr;
   std::array<prometheus::Counter*, curve::kRefusalReasons> refused_peers_{};
   prometheus::Gauge* curve_ = nullptr;
+  prometheus::Gauge* cpu_home_pinned_ = nullptr;
+  std::array<prometheus::Counter*, 2> cpu_home_moves_{};  // home, out
   GpuExecutorMetrics gpu_executor_;  // registered with the node's; the GPU executor shares its series
 };
 
