@@ -74,7 +74,7 @@ CpuHome::~CpuHome() {
 }
 
 void CpuHome::AddThread(pid_t tid) {
-  if (!active_) return;
+  if (!active()) return;
   const int fd = OpenSchedstat(tid);
   if (fd < 0) return;
   std::lock_guard lock(mu_);
@@ -83,7 +83,7 @@ void CpuHome::AddThread(pid_t tid) {
 }
 
 void CpuHome::Leave(pid_t tid) {
-  if (!active_) return;
+  if (!active()) return;
   std::lock_guard lock(mu_);
   for (auto it = members_.begin(); it != members_.end();) {
     if (it->tid == tid) {
@@ -97,7 +97,7 @@ void CpuHome::Leave(pid_t tid) {
 }
 
 void CpuHome::AddNamedThread(std::string name) {
-  if (!active_) return;
+  if (!active()) return;
   std::lock_guard lock(mu_);
   names_.push_back(std::move(name));
 }
@@ -139,7 +139,7 @@ void CpuHome::FindNamed() {  // REQUIRES: mu_ held, names_ not empty
 }
 
 void CpuHome::Tick(Clock::time_point now) {
-  if (!active_ || now < window_end_) return;
+  if (!active() || now < window_end_) return;
   const bool first = window_end_ == Clock::time_point{};
   const double window_ns = static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                                    now - (first ? now : window_end_ - window_))
@@ -164,7 +164,12 @@ void CpuHome::Tick(Clock::time_point now) {
   const double busy = static_cast<double>(busy_ns) / window_ns;
   const bool pinned = pinned_.load(std::memory_order_relaxed);
   if (!pinned && busy < kReturnBelow) {
-    for (const Member& m : members_) Pin(m.tid, true);
+    size_t moved = 0;
+    for (const Member& m : members_) moved += Pin(m.tid, true) ? 1 : 0;
+    if (moved == 0 && !members_.empty()) {  // the kernel refuses: stay off
+      active_.store(false, std::memory_order_relaxed);
+      return;
+    }
     pinned_.store(true, std::memory_order_relaxed);
     moves_home_.fetch_add(1, std::memory_order_relaxed);
   } else if (pinned && busy > kLeaveAbove) {

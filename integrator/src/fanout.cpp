@@ -834,7 +834,7 @@ void Fanout::LeaveHome() {
 }
 
 std::optional<CpuHomeState> Fanout::HomeState() const {
-  if (!impl_->home || !impl_->home->active()) return std::nullopt;
+  if (!impl_->home) return std::nullopt;
   return impl_->home->state();
 }
 

@@ -107,6 +107,23 @@ TEST(CpuHomeTest, InactiveWithOneCpuOrAHomeOutsideTheAllowedOnes) {
   EXPECT_EQ(CpuHome::PickHome({4}, 3), 4);
 }
 
+// A home the kernel will not pin to (here a CPU that does not exist; a sandbox forbidding
+// sched_setaffinity is alike): the home turns itself off and the threads keep their CPUs.
+TEST(CpuHomeTest, AHomeTheKernelRefusesTurnsItselfOff) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.empty() || allowed.back() >= CPU_SETSIZE - 1) GTEST_SKIP() << "needs a CPU number left over";
+  std::vector<int> with_missing = allowed;
+  with_missing.push_back(CPU_SETSIZE - 1);
+  CpuHome home(CPU_SETSIZE - 1, with_missing, 10ms);
+  ASSERT_TRUE(home.active());
+  Member m;
+  home.AddThread(m.tid());
+  EXPECT_TRUE(TickUntil(home, [&] { return !home.active(); }));
+  EXPECT_FALSE(home.pinned());
+  EXPECT_EQ(home.moves_home(), 0u);
+  EXPECT_EQ(CpusOf(m.tid()), allowed);
+}
+
 TEST(CpuHomeTest, IdleMembersGoHomeBusyOnesLeaveAndComeBack) {
   const std::vector<int> allowed = AllowedCpus();
   if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";

@@ -17,7 +17,8 @@
 // Members: threads by id (AddThread), and a thread found by name (AddNamedThread: a ZeroMQ
 // context's I/O thread, named through ZMQ_THREAD_NAME_PREFIX with NextZmqThreadPrefix; looked up
 // by Tick until found, since a thread names itself after it starts).
-// Inactive (Tick does nothing) with fewer than 2 CPUs allowed or a home outside them.
+// Inactive (Tick does nothing) with fewer than 2 CPUs allowed or a home outside them, or once no
+// member could be pinned (active()).
 // Thread-safety: AddThread, AddNamedThread and Leave from any thread; Tick from one thread
 // (the chain's I/O loop), cheap when the window has not ended (a clock read).
 #pragma once
@@ -64,7 +65,9 @@ class CpuHome {
 
   void Tick(Clock::time_point now);
 
-  bool active() const { return active_; }
+  // False with fewer than 2 CPUs or a home outside them, and once the kernel refused to pin every
+  // member (a sandbox that forbids sched_setaffinity, a CPU gone offline): the home then stays off.
+  bool active() const { return active_.load(std::memory_order_relaxed); }
   int home() const { return home_; }
   // Whether the members are pinned to home() now; how many times they moved home and left it.
   bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
@@ -85,7 +88,7 @@ class CpuHome {
   const int home_;
   const std::vector<int> allowed_;
   const std::chrono::milliseconds window_;
-  const bool active_;
+  std::atomic<bool> active_;
   std::mutex mu_;
   std::vector<Member> members_;        // GUARDED_BY(mu_)
   std::vector<std::string> names_;  // GUARDED_BY(mu_): named threads not found yet

@@ -149,7 +149,7 @@ class Integrator {
   // LeaveLane, before the thread ends, undoes both.
   void JoinLane(size_t loop);
   void LeaveLane();
-  // Each lane's CPU home state, in lane order (empty when the lanes have none: fewer than 2 CPUs).
+  // Each lane's CPU home state, in lane order (never pinned where homes are off: fewer than 2 CPUs).
   std::vector<CpuHomeState> CpuHomes() const;
 
   // GET /health's body; `status`, when given, receives its "status" (green, yellow or red).
