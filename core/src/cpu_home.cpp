@@ -102,6 +102,12 @@ void CpuHome::AddNamedThread(std::string name) {
   names_.push_back(std::move(name));
 }
 
+int CpuHome::AddZmqIoThread() {
+  const int prefix = NextZmqThreadPrefix();
+  AddNamedThread(ZmqIoThreadName(prefix));
+  return prefix;
+}
+
 bool CpuHome::Pin(pid_t tid, bool home) const {
   cpu_set_t set;
   CPU_ZERO(&set);

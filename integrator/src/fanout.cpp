@@ -746,10 +746,8 @@ Result<std::unique_ptr<Fanout>> Fanout::Start(FanoutOptions options, FanoutListe
     if (im.replicas_of.back().empty()) return Status::InvalidArgument("shard " + std::to_string(sh) + " has no endpoint");
   }
   if (o.home_cpu >= 0) {
-    const int prefix = NextZmqThreadPrefix();
-    zmq_ctx_set(im.ctx.handle(), ZMQ_THREAD_NAME_PREFIX, prefix);
     im.home = std::make_unique<CpuHome>(o.home_cpu, AllowedCpus());
-    im.home->AddNamedThread(ZmqIoThreadName(prefix));
+    zmq_ctx_set(im.ctx.handle(), ZMQ_THREAD_NAME_PREFIX, im.home->AddZmqIoThread());
   }
   im.live.resize(im.replica_ep.size());
   im.load.resize(im.replica_ep.size());

@@ -15,7 +15,7 @@
 // crowded by other work is left too. A member whose schedstat cannot be read (it ended) is dropped.
 //
 // Members: threads by id (AddThread), and a thread found by name (AddNamedThread: a ZeroMQ
-// context's I/O thread, named through ZMQ_THREAD_NAME_PREFIX with NextZmqThreadPrefix; looked up
+// context's I/O thread, named through ZMQ_THREAD_NAME_PREFIX: AddZmqIoThread; looked up
 // by Tick until found, since a thread names itself after it starts).
 // Inactive (Tick does nothing) with fewer than 2 CPUs allowed or a home outside them, or once no
 // member could be pinned (active()).
@@ -62,6 +62,9 @@ class CpuHome {
   // Takes `tid` out and gives it every allowed CPU back.
   void Leave(pid_t tid);
   void AddNamedThread(std::string name);
+  // Adds the I/O thread of a ZeroMQ context not started yet (before its first socket): returns the
+  // number to set as its ZMQ_THREAD_NAME_PREFIX, under which AddNamedThread finds it.
+  int AddZmqIoThread();
 
   void Tick(Clock::time_point now);
 
