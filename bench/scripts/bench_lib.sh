@@ -8,8 +8,18 @@ field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
-# CPU time (user + system, clock ticks) a process has used so far; 0 once it is gone.
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null || echo 0; }
+# CPU time (user + system, clock ticks) a process has used so far; 0 once it is gone. Less its CPU
+# homes' pollers (threads named cpu-home-poll: idle-priority spinning, core/cpu_home.hpp), which
+# take only time no other thread wants; thread_cpu.sh lists them.
+ticks() {
+  local total poll=0 t
+  total=$(awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+  for t in /proc/"$1"/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = cpu-home-poll ] || continue
+    poll=$((poll + $(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null || echo 0)))
+  done
+  echo $((total - poll))
+}
 # The GPU host's first line of a log: cores, GPU, UTC time.
 gpu_machine() { step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"; }
 # The synthetic shard of DOCS documents (seed 1, one shard) in DIR, generated with the caller's

@@ -190,8 +190,10 @@ thread_ns() {
     printf '%s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
   done | awk 'NF == 3'
 }
-# The process's CPU time in ns: its threads' sum (the integrator's threads live as long as it does).
-cpu_ns() { thread_ns "$1" | awk '{ t += $3 } END { printf "%.0f\n", t }'; }
+# The process's CPU time in ns: its threads' sum (the integrator's threads live as long as it does),
+# less its CPU homes' pollers (cpu-home-poll: idle-priority spinning while serving at low load,
+# core/cpu_home.hpp; in threads.txt by name).
+cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
 results=$out/results.txt threads=$out/threads.txt counters=$out/counters.txt
 : >"$results"
 : >"$threads"

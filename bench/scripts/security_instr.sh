@@ -140,6 +140,7 @@ for v in "${variants[@]}"; do
       for f in "$work/cg-$v".*-*; do
         [ -f "$f" ] || continue
         n=other
+        grep -q 'CpuHome::PollLoop' "$f" && continue  # the home's idle-priority poller: not the queries' work
         if grep -q 'HttpLoops::Loop::Run' "$f"; then n=http-loop
         elif grep -q 'Fanout::Impl::Run' "$f"; then n=fanout
         elif grep -q 'libzmq' "$f"; then n=zmq-io; fi  # libzmq has no symbols here

@@ -2,8 +2,11 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <cstring>
 #include <random>
 #include <optional>
+#include <string>
 
 namespace search {
 namespace {
@@ -39,6 +43,14 @@ std::optional<uint64_t> ReadBusyNs(int fd) {
   return run + wait;
 }
 
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 std::string ReadComm(const char* tid) {
   const std::string path = std::string("/proc/self/task/") + tid + "/comm";
   FILE* f = std::fopen(path.c_str(), "re");
@@ -60,17 +72,73 @@ CpuHome::CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds w
       window_(window),
       active_(allowed_.size() >= 2 && std::find(allowed_.begin(), allowed_.end(), home) != allowed_.end()) {}
 
-int CpuHome::PickHome(const std::vector<int>& allowed, size_t salt) {
+int CpuHome::PickHome(const std::vector<int>& allowed) {
   if (allowed.empty()) return -1;
-  // Drawn once a process: processes with the same pid (each PID 1 in its container) still differ.
-  static const size_t base = std::random_device{}();
-  return allowed[(base + salt) % allowed.size()];
+  // The same CPU for every process of one host (containers too: they see the host's boot id), so
+  // that a node and the integrator that queries it hand requests on without waking another CPU;
+  // another host most likely another. Without a boot id, drawn once a process.
+  static const size_t base = [] {
+    std::string id;
+    if (FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "re")) {
+      char b[64] = {0};
+      if (std::fgets(b, sizeof b, f) != nullptr) id = b;
+      std::fclose(f);
+    }
+    return id.empty() ? static_cast<size_t>(std::random_device{}()) : std::hash<std::string>{}(id);
+  }();
+  return allowed[base % allowed.size()];
 }
 
 pid_t CpuHome::ThisThread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 CpuHome::~CpuHome() {
+  {
+    std::lock_guard lock(poll_mu_);
+    stop_poll_ = true;
+  }
+  poll_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
   for (const Member& m : members_) ::close(m.fd);
+}
+
+bool CpuHome::polling() const {
+  return pinned() && active() && Clock::now().time_since_epoch().count() < poll_until_.load(std::memory_order_relaxed);
+}
+
+// The poller: at SCHED_IDLE on the home CPU, so that any other thread that wants the CPU takes it at
+// once; spins while polling(), else sleeps until Tick starts it again (or a window passes). Every
+// kSpinBurst it sleeps a moment: a CPU that runs an idle-priority thread never goes idle, and only a
+// CPU going idle pulls at once threads queued on busy ones (else the periodic balance does, after
+// milliseconds).
+void CpuHome::PollLoop() {
+  pthread_setname_np(pthread_self(), kPollerName);
+  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // the moment's sleep: a microsecond, not 50
+  sched_param p{};
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(home_, &set);
+  // Spinning at normal priority would take the CPU from the members: without SCHED_IDLE, no poller.
+  const bool ok = ::sched_setscheduler(0, SCHED_IDLE, &p) == 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+  std::unique_lock lock(poll_mu_);
+  Clock::time_point burst_end{};
+  while (!stop_poll_) {
+    if (ok && polling()) {
+      lock.unlock();
+      const Clock::time_point now = Clock::now();
+      if (burst_end == Clock::time_point{}) {
+        burst_end = now + kSpinBurst;
+      } else if (now >= burst_end) {
+        const timespec moment{0, 1000};
+        ::nanosleep(&moment, nullptr);
+        burst_end = Clock::now() + kSpinBurst;
+      }
+      for (int i = 0; i < 256; ++i) CpuRelax();
+      lock.lock();
+    } else {
+      burst_end = {};
+      poll_cv_.wait_for(lock, window_);
+    }
+  }
 }
 
 void CpuHome::AddThread(pid_t tid) {
@@ -168,6 +236,11 @@ void CpuHome::Tick(Clock::time_point now) {
   }
   if (first || window_ns <= 0) return;
   const double busy = static_cast<double>(busy_ns) / window_ns;
+  if (busy >= kServingAbove) {
+    const bool was = polling();
+    poll_until_.store((now + kPollWindows * window_).time_since_epoch().count(), std::memory_order_relaxed);
+    if (!was) poll_cv_.notify_all();
+  }
   const bool pinned = pinned_.load(std::memory_order_relaxed);
   if (!pinned && busy < kReturnBelow) {
     size_t moved = 0;
@@ -178,6 +251,8 @@ void CpuHome::Tick(Clock::time_point now) {
     }
     pinned_.store(true, std::memory_order_relaxed);
     moves_home_.fetch_add(1, std::memory_order_relaxed);
+    if (!poller_.joinable()) poller_ = std::thread([this] { PollLoop(); });
+    poll_cv_.notify_all();
   } else if (pinned && busy > kLeaveAbove) {
     for (const Member& m : members_) Pin(m.tid, false);
     pinned_.store(false, std::memory_order_relaxed);

@@ -130,7 +130,7 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
   for (uint32_t lane = 0; lane < in->options_.fanout_lanes; ++lane) {
     FanoutOptions fo = in->options_.fanout;
     fo.endpoints = in->options_.shards;
-    fo.home_cpu = CpuHome::PickHome(cpus, 1 + lane);
+    fo.home_cpu = CpuHome::PickHome(cpus);
     FanoutListener* l = lane == 0 ? static_cast<FanoutListener*>(in->listener_.get()) : in->lane_listener_.get();
     SEARCH_ASSIGN_OR_RETURN(auto f, Fanout::Start(std::move(fo), l));
     in->fanouts_.push_back(std::move(f));

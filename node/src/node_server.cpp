@@ -216,7 +216,7 @@ Status NodeServer::Start() {
   if (!impl_->wake.Open()) return Status::IOError("eventfd failed");
   try {
     if (const std::vector<int> cpus = AllowedCpus(); cpus.size() >= 2) {
-      impl_->home = std::make_unique<CpuHome>(CpuHome::PickHome(cpus, 0), cpus);
+      impl_->home = std::make_unique<CpuHome>(CpuHome::PickHome(cpus), cpus);
       zmq_ctx_set(impl_->ctx.handle(), ZMQ_THREAD_NAME_PREFIX, impl_->home->AddZmqIoThread());
     }
     impl_->router = zmq::socket_t(impl_->ctx, zmq::socket_type::router);

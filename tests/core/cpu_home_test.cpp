@@ -4,7 +4,12 @@
 #include <pthread.h>
 #include <sched.h>
 
+#include <dirent.h>
+
 #include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <string>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -103,8 +108,83 @@ TEST(CpuHomeTest, InactiveWithOneCpuOrAHomeOutsideTheAllowedOnes) {
   }
   EXPECT_FALSE(outside.pinned());
   EXPECT_EQ(outside.moves_home(), 0u);
-  EXPECT_EQ(CpuHome::PickHome({}, 3), -1);
-  EXPECT_EQ(CpuHome::PickHome({4}, 3), 4);
+  EXPECT_EQ(CpuHome::PickHome({}), -1);
+  EXPECT_EQ(CpuHome::PickHome({4}), 4);
+}
+
+// One home a host: every call (every lane, the node, another process of this boot) gets the same
+// CPU of the same set, one of them.
+TEST(CpuHomeTest, OneHomeAHost) {
+  const std::vector<int> cpus = {0, 1, 2, 3, 4, 5, 6, 7};
+  const int home = CpuHome::PickHome(cpus);
+  EXPECT_GE(home, 0);
+  EXPECT_LE(home, 7);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(CpuHome::PickHome(cpus), home);
+}
+
+// The poller's CPU time so far (0 when there is none).
+uint64_t PollerNs() {
+  uint64_t ns = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    const std::string dir = std::string("/proc/self/task/") + e->d_name;
+    std::ifstream comm(dir + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != CpuHome::kPollerName) continue;
+    std::ifstream stat(dir + "/schedstat");
+    uint64_t run = 0;
+    stat >> run;
+    ns += run;
+    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+    EXPECT_EQ(sched_getscheduler(tid), SCHED_IDLE);
+  }
+  closedir(d);
+  return ns;
+}
+
+// A home chain that serves gets a poller on its CPU at SCHED_IDLE; it spins while the chain works
+// now and then, and stops once a chain has not served for kPollWindows windows.
+TEST(CpuHomeTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  bool idle_ok = false;
+  std::thread([&] {
+    sched_param p{};
+    idle_ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
+  }).join();
+  if (!idle_ok) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+  const auto window = 20ms;
+  CpuHome home(allowed.back(), allowed, window);
+  Member m;
+  home.AddThread(m.tid());
+  ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
+  EXPECT_TRUE(TickUntil(home, [&] { return !home.polling(); }));  // asleep (past its start): not serving
+  // Serving: a little work a window (~1 ms of 20, under the quarter that would take it out), until
+  // the poller has spun for 1 ms (at SCHED_IDLE it gets little of a CPU other tests keep busy).
+  const uint64_t before = PollerNs();
+  bool polled = false, spun = false;
+  const auto give_up = Clock::now() + 5s;
+  while (!(polled && spun) && Clock::now() < give_up) {
+    m.Spin(true);
+    std::this_thread::sleep_for(1ms);
+    m.Spin(false);
+    home.Tick(Clock::now());
+    polled = polled || home.polling();
+    spun = PollerNs() > before + 1'000'000;
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(polled) << "a serving chain at home should poll";
+  EXPECT_TRUE(spun) << "the poller should spin";
+  // Asleep again: polling ends kPollWindows windows after the last serving one.
+  EXPECT_TRUE(TickUntil(home, [&] { return !home.polling(); }));
+  EXPECT_TRUE(home.pinned());
+  std::this_thread::sleep_for(3 * window);
+  const uint64_t b = PollerNs();
+  std::this_thread::sleep_for(100ms);
+  EXPECT_LT(PollerNs(), b + 2'000'000) << "the poller should sleep";
 }
 
 // A home the kernel will not pin to (here a CPU that does not exist; a sandbox forbidding

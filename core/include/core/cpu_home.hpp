@@ -9,6 +9,18 @@
 // for good, a chain caps the process at one CPU (a node's pinned I/O pair broke at 30,000 q/s), so
 // the pin follows the load.
 //
+// Which CPU: one a host (PickHome), so that at low load a node and the integrator that queries it
+// share it too, and a request crosses no idle CPU between them.
+//
+// Polling: while the chain is home and serving (it kept at least 0.1% of a CPU busy in one of the
+// last 10 windows), a poller thread spins on the home CPU at SCHED_IDLE priority. Any member that
+// wakes takes the CPU from it at once; what it saves is the virtual CPU halting between requests,
+// which on the H200 hosts (Firecracker guests: no cpuidle driver, idle means HLT) made the next
+// wake-up cost ~50-70 us. Idle time a core while serving below a quarter of a CPU, none when idle
+// (a ping a second is not serving) or busy (the chain has left home). Every kSpinBurst it sleeps a
+// microsecond, so that its CPU goes idle and pulls threads queued elsewhere. The poller is named
+// kPollerName, so that CPU accounting by thread can tell it apart.
+//
 // Measure: every `window` (100 ms), the members' time on a CPU plus their time waiting for one
 // (/proc/self/task/TID/schedstat, held open: one pread a member), over the window. Above 0.5 the
 // members get the process's CPUs back; below 0.25 they go home. The wait counts so that a home CPU
@@ -27,9 +39,11 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace search {
@@ -45,16 +59,20 @@ class CpuHome {
  public:
   using Clock = std::chrono::steady_clock;
   static constexpr double kLeaveAbove = 0.5, kReturnBelow = 0.25;
+  static constexpr double kServingAbove = 0.001;  // a window this busy counts as serving
+  static constexpr int kPollWindows = 10;         // poll this many windows after the last serving one
+  static constexpr const char* kPollerName = "cpu-home-poll";
+  static constexpr std::chrono::microseconds kSpinBurst{500};  // then the poller sleeps a moment
 
   CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window = std::chrono::milliseconds(100));
   ~CpuHome();
   CpuHome(const CpuHome&) = delete;
   CpuHome& operator=(const CpuHome&) = delete;
 
-  // allowed[(base + salt) % size], base drawn at random once a process: the chains of one process
-  // (salt) get different homes, processes on one host (containers: each PID 1) most likely too.
+  // allowed[base % size], base the hash of the host's boot id (/proc/sys/kernel/random/boot_id):
+  // every chain of every process of a host that may run on the same CPUs gets the same home.
   // -1 when `allowed` is empty.
-  static int PickHome(const std::vector<int>& allowed, size_t salt);
+  static int PickHome(const std::vector<int>& allowed);
   // The calling thread's id.
   static pid_t ThisThread();
 
@@ -77,6 +95,8 @@ class CpuHome {
   uint64_t moves_home() const { return moves_home_.load(std::memory_order_relaxed); }
   uint64_t moves_out() const { return moves_out_.load(std::memory_order_relaxed); }
   CpuHomeState state() const { return {pinned(), moves_home(), moves_out()}; }
+  // Whether the poller spins now: home, and serving in the last kPollWindows windows.
+  bool polling() const;
 
  private:
   struct Member {
@@ -86,6 +106,7 @@ class CpuHome {
     bool fresh;        // not read yet
   };
   bool Pin(pid_t tid, bool home) const;
+  void PollLoop();
   void FindNamed();
 
   const int home_;
@@ -98,6 +119,11 @@ class CpuHome {
   Clock::time_point window_end_{};
   std::atomic<bool> pinned_{false};
   std::atomic<uint64_t> moves_home_{0}, moves_out_{0};
+  std::atomic<int64_t> poll_until_{0};  // steady-clock ticks
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool stop_poll_ = false;  // GUARDED_BY(poll_mu_)
+  std::thread poller_;      // started the first time the chain goes home
 };
 
 // A number for ZMQ_THREAD_NAME_PREFIX unique in this process (1 to 999), and the name its context's
