@@ -53,6 +53,9 @@ constexpr Family kResultCacheCapacity{"search_result_cache_capacity_bytes", "Byt
 constexpr Family kCpuHomePinned{"search_integrator_cpu_home_pinned",
                                 "1 while a fan-out lane's I/O thread, its ZeroMQ I/O thread and the HTTP loops that "
                                 "feed it share their home CPU (little load), 0 while they may run on every CPU, by lane."};
+constexpr Family kCpuHomePolling{"search_integrator_cpu_home_polling",
+                                 "1 while an idle-priority thread spins on a lane's home CPU (at home and serving: it "
+                                 "keeps that CPU from halting between requests), by lane."};
 constexpr Family kCpuHomeMoves{"search_integrator_cpu_home_moves_total",
                                "Moves of a lane's threads to their home CPU (to=home: under a quarter of a CPU busy) "
                                "and back to every CPU (to=out: over half), by lane."};
@@ -104,6 +107,7 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
   cache_entries_ = &gauges(kResultCacheEntries).Add({});
   cache_capacity_ = &gauges(kResultCacheCapacity).Add({});
   home_pinned_family_ = &gauges(kCpuHomePinned);
+  home_polling_family_ = &gauges(kCpuHomePolling);
   home_moves_family_ = &counters(kCpuHomeMoves);
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
@@ -155,19 +159,21 @@ void IntegratorMetrics::AttachCache(const ResultCache* cache) {
 void IntegratorMetrics::AttachCpuHomes(std::function<std::vector<CpuHomeState>()> homes) {
   if (homes_hook_id_) metrics_->RemoveScrapeHook(homes_hook_id_);
   struct Lane {
-    prometheus::Gauge* pinned;
+    prometheus::Gauge *pinned, *polling;
     prometheus::Counter *home, *out;
   };
   std::vector<Lane> lanes;
   for (size_t i = 0; i < homes().size(); ++i) {
     const std::string lane = std::to_string(i);
-    lanes.push_back({&home_pinned_family_->Add({{"lane", lane}}), &home_moves_family_->Add({{"lane", lane}, {"to", "home"}}),
+    lanes.push_back({&home_pinned_family_->Add({{"lane", lane}}), &home_polling_family_->Add({{"lane", lane}}),
+                     &home_moves_family_->Add({{"lane", lane}, {"to", "home"}}),
                      &home_moves_family_->Add({{"lane", lane}, {"to", "out"}})});
   }
   homes_hook_id_ = metrics_->AddScrapeHook([homes = std::move(homes), lanes = std::move(lanes)] {
     const std::vector<CpuHomeState> now = homes();
     for (size_t i = 0; i < now.size() && i < lanes.size(); ++i) {
       lanes[i].pinned->Set(now[i].pinned ? 1 : 0);
+      lanes[i].polling->Set(now[i].polling ? 1 : 0);
       SetCounterTo(*lanes[i].home, static_cast<double>(now[i].moves_home));
       SetCounterTo(*lanes[i].out, static_cast<double>(now[i].moves_out));
     }

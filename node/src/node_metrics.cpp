@@ -31,6 +31,9 @@ constexpr Family kNodeCpuHomePinned{"search_node_cpu_home_pinned",
 constexpr Family kNodeCpuHomeMoves{"search_node_cpu_home_moves_total",
                                    "Moves of the node's I/O thread and its ZeroMQ I/O thread to their home CPU "
                                    "(to=home: under a quarter of a CPU busy) and back to every CPU (to=out: over half)."};
+constexpr Family kNodeCpuHomePolling{"search_node_cpu_home_polling",
+                                     "1 while an idle-priority thread spins on the home CPU of the node's I/O thread "
+                                     "(at home and serving: it keeps that CPU from halting between requests)."};
 constexpr Family kNodeIoThreadRequests{"search_node_io_thread_requests_total",
                                        "Searches that reached an idle node and were handed to the engine by its I/O "
                                        "thread, without a worker (run there too when predicted short)."};
@@ -105,6 +108,11 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
                           .Help(std::string(kNodeCpuHomePinned.help))
                           .Register(r)
                           .Add({});
+  cpu_home_polling_ = &prometheus::BuildGauge()
+                           .Name(std::string(kNodeCpuHomePolling.name))
+                           .Help(std::string(kNodeCpuHomePolling.help))
+                           .Register(r)
+                           .Add({});
   auto& moves = counter(kNodeCpuHomeMoves);
   cpu_home_moves_[0] = &moves.Add({{"to", "home"}});
   cpu_home_moves_[1] = &moves.Add({{"to", "out"}});
@@ -112,6 +120,7 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
 
 void NodeMetrics::SetCpuHome(const CpuHomeState& s) {
   cpu_home_pinned_->Set(s.pinned ? 1 : 0);
+  cpu_home_polling_->Set(s.polling ? 1 : 0);
   SetCounterTo(*cpu_home_moves_[0], static_cast<double>(s.moves_home));
   SetCounterTo(*cpu_home_moves_[1], static_cast<double>(s.moves_out));
 }

@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,7 +18,9 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <random>
 #include <set>
+#include <thread>
 #include <string_view>
 #include <zmq.hpp>
 
@@ -260,6 +263,60 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
     ASSERT_EQ(n.status, 200);
     EXPECT_EQ(SeriesValue(n.raw, "search_node_cpu_home_pinned"), 1.0) << "node " << i;
   }
+  // One home a host: the integrator's chains and every node's on the same CPU.
+  std::set<std::string> host_homes;
+  for (size_t i = 0; i < pids.size(); ++i)
+    host_homes.insert(testing::CpusOfThreads(testing::ThreadsOf(pids[i]), i == 0 ? "fanout-io" : "node-io"));
+  ASSERT_EQ(host_homes.size(), 1u);
+  const std::string home_cpu = *host_homes.begin();
+  // Serving now and then, each process gets its poller (cpu-home-poll, SCHED_IDLE, on the home CPU)
+  // and its metrics read polling 1.
+  bool idle_ok = false;
+  std::thread([&] {
+    sched_param p{};
+    idle_ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
+  }).join();
+  if (!idle_ok) GTEST_SKIP() << "SCHED_IDLE refused here: no pollers";
+  auto pollers = [&](pid_t pid, std::string* why) {
+    size_t n = 0;
+    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
+    DIR* d = opendir(dir.c_str());
+    if (d == nullptr) return false;
+    while (dirent* e = readdir(d)) {
+      std::ifstream comm(dir + "/" + e->d_name + "/comm");
+      std::string name;
+      std::getline(comm, name);
+      if (name != "cpu-home-poll") continue;
+      const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
+      if (sched_getscheduler(tid) != SCHED_IDLE) *why = "a poller not at SCHED_IDLE";
+      ++n;
+    }
+    closedir(d);
+    const std::string cpus = testing::CpusOfThreads(testing::ThreadsOf(pid), "cpu-home-poll");
+    if (n > 0 && cpus != home_cpu) *why = "pollers on " + cpus + ", home " + home_cpu;
+    return n > 0 && why->empty();
+  };
+  bool polled = false;
+  std::string why;
+  for (auto until = std::chrono::steady_clock::now() + 20s; !polled && std::chrono::steady_clock::now() < until;) {
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_EQ(Search(RandomQuery(g_index->corpus, rng), QueryMode::kAnd, 10).status, 200);
+      std::this_thread::sleep_for(10ms);
+    }
+    why.clear();
+    polled = true;
+    for (size_t i = 0; i < pids.size() && polled; ++i) {
+      polled = pollers(pids[i], &why);
+      if (!polled && why.empty()) why = (i == 0 ? "integrator" : "node") + std::string(": no poller");
+    }
+    if (!polled) continue;
+    auto mi = Fetch(metrics_port_, "/metrics");
+    polled = mi.status == 200 && SeriesValue(mi.raw, R"(search_integrator_cpu_home_polling{lane="0"})") == 1.0;
+    for (uint32_t i = 0; i < kShards && polled; ++i)
+      polled = SeriesValue(Fetch(node_metrics_[i], "/metrics").raw, "search_node_cpu_home_polling") == 1.0;
+    if (!polled) why = "metrics: polling not 1";
+  }
+  EXPECT_TRUE(polled) << why;
 }
 
 TEST_F(ClusterTest, RepeatedQueryIsCachedAndEqual) {

@@ -133,17 +133,21 @@ TEST(IntegratorMetricsTest, ResultCacheSeriesFollowTheCacheAtScrapeTime) {
 TEST(IntegratorMetricsTest, CpuHomeSeriesFollowTheLanesAtScrapeTime) {
   Metrics m("integrator");
   IntegratorMetrics im(&m, 1);
-  std::vector<CpuHomeState> lanes = {{true, 3, 2}, {false, 1, 1}};
+  std::vector<CpuHomeState> lanes = {{.pinned = true, .polling = true, .moves_home = 3, .moves_out = 2},
+                                     {.pinned = false, .polling = false, .moves_home = 1, .moves_out = 1}};
   im.AttachCpuHomes([&] { return lanes; });
   std::string t = m.SerializeText();
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_pinned{lane="0"})"), 1);
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_pinned{lane="1"})"), 0);
+  EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_polling{lane="0"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_polling{lane="1"})"), 0);
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_moves_total{lane="0",to="home"})"), 3);
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_moves_total{lane="0",to="out"})"), 2);
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_moves_total{lane="1",to="home"})"), 1);
-  lanes[1] = {true, 2, 1};
+  lanes[1] = {.pinned = true, .polling = false, .moves_home = 2, .moves_out = 1};
   t = m.SerializeText();
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_pinned{lane="1"})"), 1);
+  EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_polling{lane="1"})"), 0);
   EXPECT_EQ(SeriesValue(t, R"(search_integrator_cpu_home_moves_total{lane="1",to="home"})"), 2);
   im.Detach();  // the function is not called again
   lanes.clear();

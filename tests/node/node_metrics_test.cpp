@@ -33,7 +33,8 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
         "search_blocks_decoded_total", "search_postings_scored_total", "search_gpu_fallbacks_total",
         "search_fallback_cpu_total", "search_gpu_batch_cpu_seconds_total", "search_node_fetches_total",
         "search_node_fetched_docs_total", "search_node_fetch_seconds", "search_node_io_thread_requests_total",
-        "search_node_cpu_home_pinned", "search_node_cpu_home_moves_total"}) {
+        "search_node_cpu_home_pinned", "search_node_cpu_home_polling",
+        "search_node_cpu_home_moves_total"}) {
     EXPECT_EQ(Count(t, std::string("# HELP ") + name + " "), 1u) << name;
     EXPECT_EQ(Count(t, std::string("# TYPE ") + name + " "), 1u) << name;
   }
@@ -44,9 +45,11 @@ TEST(NodeMetricsTest, FamiliesOnceWithHelpAndSeriesOfTheirOwn) {
   EXPECT_EQ(testing::SeriesValue(t, "search_node_queued_requests"), 3);
   EXPECT_EQ(testing::SeriesValue(t, "search_node_unroutable_replies_total"), 2);
   EXPECT_EQ(testing::SeriesValue(t, "search_node_cpu_home_pinned"), 0);
-  a.SetCpuHome({true, 4, 3});
+  EXPECT_EQ(testing::SeriesValue(t, "search_node_cpu_home_polling"), 0);
+  a.SetCpuHome({.pinned = true, .polling = true, .moves_home = 4, .moves_out = 3});
   const std::string t2 = m.SerializeText();
   EXPECT_EQ(testing::SeriesValue(t2, "search_node_cpu_home_pinned"), 1);
+  EXPECT_EQ(testing::SeriesValue(t2, "search_node_cpu_home_polling"), 1);
   EXPECT_EQ(testing::SeriesValue(t2, R"(search_node_cpu_home_moves_total{to="home"})"), 4);
   EXPECT_EQ(testing::SeriesValue(t2, R"(search_node_cpu_home_moves_total{to="out"})"), 3);
   EXPECT_EQ(testing::SeriesValue(t, R"(search_node_queue_seconds_count{processor="gpu"})"), 1);

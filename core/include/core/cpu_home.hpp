@@ -48,10 +48,11 @@
 
 namespace search {
 
-// Where a chain is now, for metrics: pinned to its home (1) or on every CPU (0), and how many times
-// it moved home and out since it started.
+// Where a chain is now, for metrics: pinned to its home (1) or on every CPU (0), whether its poller
+// spins, and how many times it moved home and out since it started.
 struct CpuHomeState {
   bool pinned = false;
+  bool polling = false;
   uint64_t moves_home = 0, moves_out = 0;
 };
 
@@ -94,7 +95,7 @@ class CpuHome {
   bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
   uint64_t moves_home() const { return moves_home_.load(std::memory_order_relaxed); }
   uint64_t moves_out() const { return moves_out_.load(std::memory_order_relaxed); }
-  CpuHomeState state() const { return {pinned(), moves_home(), moves_out()}; }
+  CpuHomeState state() const { return {pinned(), polling(), moves_home(), moves_out()}; }
   // Whether the poller spins now: home, and serving in the last kPollWindows windows.
   bool polling() const;
 

@@ -84,6 +84,7 @@ class IntegratorMetrics : public IntegratorObserver {
   std::array<prometheus::Histogram*, kNumRequestPhases> phases_{};
   int hook_id_ = 0, homes_hook_id_ = 0;
   prometheus::Family<prometheus::Gauge>* home_pinned_family_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* home_polling_family_ = nullptr;
   prometheus::Family<prometheus::Counter>* home_moves_family_ = nullptr;
 };
 

@@ -62,6 +62,7 @@ class NodeMetrics {
   std::array<prometheus::Counter*, curve::kRefusalReasons> refused_peers_{};
   prometheus::Gauge* curve_ = nullptr;
   prometheus::Gauge* cpu_home_pinned_ = nullptr;
+  prometheus::Gauge* cpu_home_polling_ = nullptr;
   std::array<prometheus::Counter*, 2> cpu_home_moves_{};  // home, out
   GpuExecutorMetrics gpu_executor_;  // registered with the node's; the GPU executor shares its series
 };
