@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <dirent.h>
+#include <sched.h>
 
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace search::testing {
@@ -50,6 +52,17 @@ inline std::string CpusOfThreads(const std::vector<ThreadCpus>& threads, const s
     cpus = t.cpus;
   }
   return cpus;
+}
+
+// Whether this process may put a thread at SCHED_IDLE (the CPU homes' pollers need it; a sandbox
+// may refuse), tried on a thread of its own.
+inline bool SchedIdleAllowed() {
+  bool ok = false;
+  std::thread([&] {
+    sched_param p{};
+    ok = ::sched_setscheduler(0, SCHED_IDLE, &p) == 0;
+  }).join();
+  return ok;
 }
 
 }  // namespace search::testing

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "../thread_cpus.hpp"
 #include "core/cpus.hpp"
 
 namespace search {
@@ -150,12 +151,7 @@ uint64_t PollerNs() {
 TEST(CpuHomeTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
   const std::vector<int> allowed = AllowedCpus();
   if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
-  bool idle_ok = false;
-  std::thread([&] {
-    sched_param p{};
-    idle_ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
-  }).join();
-  if (!idle_ok) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
   const auto window = 20ms;
   CpuHome home(allowed.back(), allowed, window);
   Member m;

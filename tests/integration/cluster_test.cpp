@@ -271,12 +271,7 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
   const std::string home_cpu = *host_homes.begin();
   // Serving now and then, each process gets its poller (cpu-home-poll, SCHED_IDLE, on the home CPU)
   // and its metrics read polling 1.
-  bool idle_ok = false;
-  std::thread([&] {
-    sched_param p{};
-    idle_ok = sched_setscheduler(0, SCHED_IDLE, &p) == 0;
-  }).join();
-  if (!idle_ok) GTEST_SKIP() << "SCHED_IDLE refused here: no pollers";
+  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: no pollers";
   auto pollers = [&](pid_t pid, std::string* why) {
     size_t n = 0;
     const std::string dir = "/proc/" + std::to_string(pid) + "/task";
