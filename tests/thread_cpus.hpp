@@ -16,6 +16,7 @@
 namespace search::testing {
 
 struct ThreadCpus {
+  pid_t tid = 0;
   std::string name;  // comm
   std::string cpus;  // Cpus_allowed_list, e.g. "3" or "0-15"
 };
@@ -28,6 +29,7 @@ inline std::vector<ThreadCpus> ThreadsOf(pid_t pid) {
   while (dirent* e = ::readdir(d)) {
     if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
     ThreadCpus t;
+    t.tid = static_cast<pid_t>(std::stoi(e->d_name));
     std::ifstream comm(dir + "/" + e->d_name + "/comm");
     std::getline(comm, t.name);
     std::ifstream status(dir + "/" + e->d_name + "/status");

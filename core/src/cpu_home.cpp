@@ -101,8 +101,10 @@ CpuHome::~CpuHome() {
   for (const Member& m : members_) ::close(m.fd);
 }
 
-bool CpuHome::polling() const {
-  return pinned() && active() && Clock::now().time_since_epoch().count() < poll_until_.load(std::memory_order_relaxed);
+bool CpuHome::polling() const { return PollingAt(Clock::now()); }
+
+bool CpuHome::PollingAt(Clock::time_point now) const {
+  return pinned() && active() && now.time_since_epoch().count() < poll_until_.load(std::memory_order_relaxed);
 }
 
 // The poller: at SCHED_IDLE on the home CPU, so that any other thread that wants the CPU takes it at
@@ -122,9 +124,9 @@ void CpuHome::PollLoop() {
   std::unique_lock lock(poll_mu_);
   Clock::time_point burst_end{};
   while (!stop_poll_) {
-    if (ok && polling()) {
+    const Clock::time_point now = Clock::now();
+    if (ok && PollingAt(now)) {
       lock.unlock();
-      const Clock::time_point now = Clock::now();
       if (burst_end == Clock::time_point{}) {
         burst_end = now + kSpinBurst;
       } else if (now >= burst_end) {
@@ -237,7 +239,7 @@ void CpuHome::Tick(Clock::time_point now) {
   if (first || window_ns <= 0) return;
   const double busy = static_cast<double>(busy_ns) / window_ns;
   if (busy >= kServingAbove) {
-    const bool was = polling();
+    const bool was = PollingAt(now);
     poll_until_.store((now + kPollWindows * window_).time_since_epoch().count(), std::memory_order_relaxed);
     if (!was) poll_cv_.notify_all();
   }

@@ -126,11 +126,11 @@ Result<std::unique_ptr<Integrator>> Integrator::Start(IntegratorOptions options,
   }
   in->listener_ = std::make_unique<Listener>(in.get());
   in->lane_listener_ = std::make_unique<LaneListener>(in->listener_.get());
-  const std::vector<int> cpus = AllowedCpus();
+  const int home = CpuHome::PickHome(AllowedCpus());  // the same for every lane: one home a host
   for (uint32_t lane = 0; lane < in->options_.fanout_lanes; ++lane) {
     FanoutOptions fo = in->options_.fanout;
     fo.endpoints = in->options_.shards;
-    fo.home_cpu = CpuHome::PickHome(cpus);
+    fo.home_cpu = home;
     FanoutListener* l = lane == 0 ? static_cast<FanoutListener*>(in->listener_.get()) : in->lane_listener_.get();
     SEARCH_ASSIGN_OR_RETURN(auto f, Fanout::Start(std::move(fo), l));
     in->fanouts_.push_back(std::move(f));

@@ -4,15 +4,12 @@
 #include <pthread.h>
 #include <sched.h>
 
-#include <dirent.h>
-
 #include <atomic>
-#include <cstdlib>
-#include <fstream>
-#include <string>
 #include <chrono>
 #include <condition_variable>
+#include <fstream>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -126,23 +123,14 @@ TEST(CpuHomeTest, OneHomeAHost) {
 // The poller's CPU time so far (0 when there is none).
 uint64_t PollerNs() {
   uint64_t ns = 0;
-  DIR* d = opendir("/proc/self/task");
-  if (d == nullptr) return 0;
-  while (dirent* e = readdir(d)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const std::string dir = std::string("/proc/self/task/") + e->d_name;
-    std::ifstream comm(dir + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name != CpuHome::kPollerName) continue;
-    std::ifstream stat(dir + "/schedstat");
+  for (const testing::ThreadCpus& t : testing::ThreadsOf(getpid())) {
+    if (t.name != CpuHome::kPollerName) continue;
+    std::ifstream stat("/proc/self/task/" + std::to_string(t.tid) + "/schedstat");
     uint64_t run = 0;
     stat >> run;
     ns += run;
-    const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
-    EXPECT_EQ(sched_getscheduler(tid), SCHED_IDLE);
+    EXPECT_EQ(sched_getscheduler(t.tid), SCHED_IDLE);
   }
-  closedir(d);
   return ns;
 }
 

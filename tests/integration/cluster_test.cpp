@@ -28,6 +28,7 @@
 #include "../thread_cpus.hpp"
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
+#include "core/cpu_home.hpp"
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/url_encode.hpp"
@@ -274,21 +275,12 @@ TEST_F(ClusterAsyncTest, AnswersEqualSingleProcessThroughTheAsyncScheduler) {
   if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: no pollers";
   auto pollers = [&](pid_t pid, std::string* why) {
     size_t n = 0;
-    const std::string dir = "/proc/" + std::to_string(pid) + "/task";
-    DIR* d = opendir(dir.c_str());
-    if (d == nullptr) return false;
-    while (dirent* e = readdir(d)) {
-      std::ifstream comm(dir + "/" + e->d_name + "/comm");
-      std::string name;
-      std::getline(comm, name);
-      if (name != "cpu-home-poll") continue;
-      const pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
-      if (sched_getscheduler(tid) != SCHED_IDLE) *why = "a poller not at SCHED_IDLE";
+    for (const testing::ThreadCpus& t : testing::ThreadsOf(pid)) {
+      if (t.name != CpuHome::kPollerName) continue;
       ++n;
+      if (sched_getscheduler(t.tid) != SCHED_IDLE) *why = "a poller not at SCHED_IDLE";
+      if (t.cpus != home_cpu) *why = "a poller on " + t.cpus + ", home " + home_cpu;
     }
-    closedir(d);
-    const std::string cpus = testing::CpusOfThreads(testing::ThreadsOf(pid), "cpu-home-poll");
-    if (n > 0 && cpus != home_cpu) *why = "pollers on " + cpus + ", home " + home_cpu;
     return n > 0 && why->empty();
   };
   bool polled = false;

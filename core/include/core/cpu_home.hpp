@@ -108,6 +108,7 @@ class CpuHome {
   };
   bool Pin(pid_t tid, bool home) const;
   void PollLoop();
+  bool PollingAt(Clock::time_point now) const;
   void FindNamed();
 
   const int home_;
