@@ -292,6 +292,34 @@ std::string ErrorJson(const RequestError& error, const ShardsSummary* shards) {
   return text;
 }
 
+std::vector<ShardHealthView> MergeLaneHealth(std::vector<std::vector<ShardHealthView>> lanes) {
+  if (lanes.empty()) return {};
+  std::vector<ShardHealthView> out = std::move(lanes.front());
+  for (size_t l = 1; l < lanes.size(); ++l) {
+    for (size_t sh = 0; sh < out.size() && sh < lanes[l].size(); ++sh) {
+      ShardHealthView& v = out[sh];
+      const ShardHealthView& lane = lanes[l][sh];
+      for (size_t r = 0; r < v.replica_detail.size() && r < lane.replica_detail.size(); ++r) {
+        auto& rep = v.replica_detail[r];
+        if (rep.state == "up" && lane.replica_detail[r].state != "up") {
+          rep.state = lane.replica_detail[r].state;
+          rep.last_error = lane.replica_detail[r].last_error;
+        }
+      }
+      v.replicas_up = std::min(v.replicas_up, lane.replicas_up);
+      if (v.state == "up" && lane.state != "up") v.state = lane.state;
+      if (v.last_error.empty()) v.last_error = lane.last_error;
+    }
+  }
+  for (ShardHealthView& v : out) {  // up in every lane, replica by replica
+    uint32_t up = 0;
+    for (const auto& rep : v.replica_detail) up += rep.state == "up";
+    if (!v.replica_detail.empty()) v.replicas_up = up;
+    if (v.state == "up" && v.replicas_up == 0) v.state = "down";
+  }
+  return out;
+}
+
 std::string HealthStatus(const std::vector<ShardHealthView>& shards) {
   size_t up = 0;
   for (const auto& s : shards) up += s.state == "up";

@@ -821,8 +821,15 @@ uint64_t Integrator::CollectionDocs() const {
   return manifest_num_docs_;
 }
 
+std::vector<ShardHealthView> Integrator::LaneHealth() const {
+  std::vector<std::vector<ShardHealthView>> lanes;
+  lanes.reserve(fanouts_.size());
+  for (const auto& f : fanouts_) lanes.push_back(f->Health());
+  return MergeLaneHealth(std::move(lanes));
+}
+
 std::string Integrator::HealthJson(std::string* status) const {
-  auto views = fanouts_.front()->Health();
+  auto views = LaneHealth();
   const std::string err = AnalyzerError();
   if (status) *status = HealthStatus(views, err);
   return search::HealthJson(views, err);
@@ -833,7 +840,7 @@ std::string Integrator::StatsJson() const {
   const auto w = window_.Take();
   const auto c = cache_.stats();
   const uint64_t lookups = c.hits + c.misses;
-  const auto views = fanouts_.front()->Health();
+  const auto views = LaneHealth();
   json out = {
       {"health", HealthStatus(views)},
       {"shards_total", views.size()},

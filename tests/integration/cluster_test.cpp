@@ -1168,15 +1168,19 @@ TEST_F(ClusterLoopsTest, LoopsEngineSigtermAnswersEverySearchInFlight) {
   ASSERT_TRUE(ready.has_value()) << held.Logs();
   EXPECT_EQ(ready->value("http_loops", 0), 2) << ready->dump();
   const int port = PortOf(ready->at("http").get<std::string>());
-  // Shards 0 and 1 up (shard 2 never pongs: yellow).
+  // Shards 0 and 1 up on both lanes (shard 2 never pongs: yellow). Yellow alone is one shard up.
   const auto up_by = Clock::now() + 30s;
   HttpResult h;
+  auto both_up = [&h] {
+    return h.status == 200 && h.body.is_object() && h.body.value("status", "") == "yellow" && h.body["shards"].size() == 3 &&
+           h.body["shards"][0]["state"] == "up" && h.body["shards"][1]["state"] == "up";
+  };
   while (Clock::now() < up_by) {
     h = Fetch(port, "/health");
-    if (h.status == 200 && h.body.value("status", "") == "yellow") break;
+    if (both_up()) break;
     std::this_thread::sleep_for(20ms);
   }
-  ASSERT_EQ(h.body.value("status", ""), "yellow") << h.raw << held.Logs();
+  ASSERT_TRUE(both_up()) << h.raw << held.Logs();
 
   std::vector<std::unique_ptr<RawConn>> conns;
   std::vector<std::string> queries;

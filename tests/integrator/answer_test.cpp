@@ -197,6 +197,50 @@ TEST(HealthJson, GreenYellowRed) {
   EXPECT_EQ(j["error"], "shards disagree on the analyzer");
 }
 
+// Each lane connects to every replica on its own: a replica is up only where every lane has it up,
+// so that green means a search on any loop reaches every shard.
+TEST(HealthJson, LanesMergeToWhatEveryLaneReaches) {
+  auto lane = [](std::vector<std::vector<const char*>> replicas) {
+    std::vector<ShardHealthView> v;
+    for (uint32_t sh = 0; sh < replicas.size(); ++sh) {
+      ShardHealthView s;
+      s.shard = sh;
+      s.replicas = static_cast<uint32_t>(replicas[sh].size());
+      for (const char* st : replicas[sh]) {
+        s.replica_detail.push_back({"tcp://r" + std::to_string(s.replica_detail.size()), st, "", ""});
+        s.replicas_up += std::string(st) == "up";
+      }
+      s.state = s.replicas_up > 0 ? "up" : "down";
+      v.push_back(s);
+    }
+    return v;
+  };
+  EXPECT_TRUE(MergeLaneHealth({}).empty());
+  // One lane: as it is.
+  auto one = MergeLaneHealth({lane({{"up"}, {"down"}})});
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_EQ(one[0].state, "up");
+  EXPECT_EQ(one[1].state, "down");
+  // Lane 1 has not reached shard 0 yet: down, though lane 0 has it.
+  auto m = MergeLaneHealth({lane({{"up"}, {"up"}}), lane({{"down"}, {"up"}})});
+  EXPECT_EQ(m[0].state, "down");
+  EXPECT_EQ(m[0].replicas_up, 0u);
+  EXPECT_EQ(m[1].state, "up");
+  EXPECT_EQ(HealthStatus(m), "yellow");
+  // Replicas: up only where both lanes have them; the shard stays up while one replica is.
+  m = MergeLaneHealth({lane({{"up", "up", "down"}}), lane({{"up", "down", "up"}})});
+  EXPECT_EQ(m[0].state, "up");
+  EXPECT_EQ(m[0].replicas_up, 1u);
+  EXPECT_EQ(m[0].replica_detail[0].state, "up");
+  EXPECT_EQ(m[0].replica_detail[1].state, "down");
+  EXPECT_EQ(m[0].replica_detail[2].state, "down");
+  m = MergeLaneHealth({lane({{"up", "down"}}), lane({{"down", "up"}})});
+  EXPECT_EQ(m[0].state, "down");
+  EXPECT_EQ(HealthStatus(m), "red");
+  m = MergeLaneHealth({lane({{"up"}, {"up"}}), lane({{"up"}, {"up"}}), lane({{"up"}, {"up"}})});
+  EXPECT_EQ(HealthStatus(m), "green");
+}
+
 // track_total_hits: hits.total is {value, relation}; "gte" when the answer is partial. The count
 // shape is Elasticsearch's _count.
 TEST(AnswerJson, TotalsAndCounts) {

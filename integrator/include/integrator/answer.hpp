@@ -103,6 +103,10 @@ struct ShardHealthView {
   std::vector<Replica> replica_detail;  // every replica of the shard
 };
 
+// The integrator's view from each lane's own connections (one Fanout a lane): a replica is up only
+// where it is up in every lane, so that "up" means any search, on any loop, reaches it.
+std::vector<ShardHealthView> MergeLaneHealth(std::vector<std::vector<ShardHealthView>> lanes);
+
 // green: every shard up; yellow: some up; red: none up.
 std::string HealthStatus(const std::vector<ShardHealthView>& shards);
 // GET /health's status: HealthStatus, or red while searches are refused (analyzer_error not empty).

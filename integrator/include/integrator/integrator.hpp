@@ -168,6 +168,8 @@ class Integrator {
   void Stop();
 
  private:
+  // Every lane's shard health, merged (MergeLaneHealth): /health, /stats and the status page.
+  std::vector<ShardHealthView> LaneHealth() const;
   class Listener;
   class LaneListener;
   struct AnalyzerState {
