@@ -657,8 +657,14 @@ struct Fanout::Impl {
     std::vector<zmq::pollitem_t> items;
     items.push_back({nullptr, waker.fd(), ZMQ_POLLIN, 0});
     for (auto& d : dealers) items.push_back({d.handle(), 0, ZMQ_POLLIN, 0});
-    if (have_monitors)
-      for (auto& m : monitors) items.push_back({m.handle(), 0, ZMQ_POLLIN, 0});
+    // The monitors by their ZMQ_FD, not as sockets: zmq_poll asks a socket item for ZMQ_EVENTS
+    // before and after it waits, two system calls each (libzmq's fork check, getpid, and a poll of
+    // its mailbox) on every turn of this loop. A monitor is only ever read here, and DrainMonitor
+    // reads it to EAGAIN, so its descriptor turns readable again with its next event.
+    if (have_monitors) {
+      for (auto& m : monitors) items.push_back({nullptr, m.get(zmq::sockopt::fd), ZMQ_POLLIN, 0});
+      for (size_t i = 0; i < n; ++i) DrainMonitor(i, next_id);  // any event from before
+    }
     auto next_ping = Clock::now();
     while (!stopped.load(std::memory_order_acquire)) {
       auto now = Clock::now();
