@@ -4,18 +4,23 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/file.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <random>
+#include <map>
 #include <optional>
+#include <random>
 #include <string>
+#include <thread>
+#include <utility>
 
 namespace search {
 namespace {
@@ -66,10 +71,125 @@ std::string ReadComm(const char* tid) {
 
 }  // namespace
 
-CpuHome::CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window)
+// The poller of one CPU in this process, shared by every CpuHome there whose home it is (For), and
+// spinning only while it holds the host's flock for that CPU: one poller spins on a CPU at a time.
+class CpuHome::Poller {
+ public:
+  static std::shared_ptr<Poller> For(int cpu, const std::string& lock_dir, std::chrono::milliseconds window) {
+    static std::mutex mu;
+    static std::map<std::pair<int, std::string>, std::weak_ptr<Poller>> pollers;
+    std::lock_guard lock(mu);
+    std::weak_ptr<Poller>& slot = pollers[{cpu, lock_dir}];
+    std::shared_ptr<Poller> p = slot.lock();
+    if (!p) {
+      p = std::shared_ptr<Poller>(new Poller(cpu, lock_dir, window));
+      slot = p;
+    }
+    return p;
+  }
+
+  ~Poller() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (lock_fd_ >= 0) ::close(lock_fd_);  // and with it the flock
+  }
+
+  void Add(const CpuHome* home) {
+    std::lock_guard lock(mu_);
+    homes_.push_back(home);
+  }
+  void Remove(const CpuHome* home) {
+    std::lock_guard lock(mu_);
+    homes_.erase(std::remove(homes_.begin(), homes_.end(), home), homes_.end());
+  }
+  void Wake() { cv_.notify_all(); }
+
+ private:
+  Poller(int cpu, const std::string& lock_dir, std::chrono::milliseconds window) : cpu_(cpu), window_(window) {
+    const std::string path = lock_dir + "/search-cpu-home-poll." + std::to_string(cpu);
+    // Read-only: any user's process may take its turn on a file another user made.
+    lock_fd_ = ::open(path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+    thread_ = std::thread([this] { Loop(); });
+  }
+
+  // Whether any chain of this CPU wants polling now. REQUIRES: mu_ held.
+  bool Wanted(Clock::time_point now) const {
+    for (const CpuHome* h : homes_)
+      if (h->PollingAt(now)) return true;
+    return false;
+  }
+
+  // This process's turn: the flock held (or no lock file to take turns through).
+  bool Turn() {
+    if (lock_fd_ < 0) return true;
+    if (!locked_) locked_ = ::flock(lock_fd_, LOCK_EX | LOCK_NB) == 0;
+    return locked_;
+  }
+  void EndTurn() {
+    if (locked_) ::flock(lock_fd_, LOCK_UN);
+    locked_ = false;
+  }
+
+  // At SCHED_IDLE on the CPU, so that any other thread that wants it takes it at once; spins while
+  // a chain wants polling and it is this process's turn, else sleeps until Wake (or a turn is
+  // tried again: kTurnRetry). Every kSpinBurst it sleeps a moment: a CPU that runs an idle-priority
+  // thread never goes idle, and only a CPU going idle pulls at once threads queued on busy ones
+  // (else the periodic balance does, after milliseconds).
+  void Loop() {
+    pthread_setname_np(pthread_self(), kPollerName);
+    ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // the moment's sleep: a microsecond, not 50
+    sched_param p{};
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu_, &set);
+    // Spinning at normal priority would take the CPU from the members: without SCHED_IDLE, no poller.
+    const bool ok = ::sched_setscheduler(0, SCHED_IDLE, &p) == 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+    constexpr auto kTurnRetry = std::chrono::milliseconds(10);
+    std::unique_lock lock(mu_);
+    Clock::time_point burst_end{};
+    while (!stop_) {
+      const Clock::time_point now = Clock::now();
+      const bool wanted = ok && Wanted(now);
+      if (wanted && Turn()) {
+        lock.unlock();
+        if (burst_end == Clock::time_point{}) {
+          burst_end = now + kSpinBurst;
+        } else if (now >= burst_end) {
+          const timespec moment{0, 1000};
+          ::nanosleep(&moment, nullptr);
+          burst_end = Clock::now() + kSpinBurst;
+        }
+        for (int i = 0; i < 256; ++i) CpuRelax();
+        lock.lock();
+      } else {
+        burst_end = {};
+        EndTurn();
+        cv_.wait_for(lock, wanted ? kTurnRetry : window_);
+      }
+    }
+    EndTurn();
+  }
+
+  const int cpu_;
+  const std::chrono::milliseconds window_;
+  int lock_fd_ = -1;
+  bool locked_ = false;  // the poller thread's own
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<const CpuHome*> homes_;  // GUARDED_BY(mu_)
+  bool stop_ = false;                  // GUARDED_BY(mu_)
+  std::thread thread_;
+};
+
+CpuHome::CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window, std::string lock_dir)
     : home_(home),
       allowed_(std::move(allowed)),
       window_(window),
+      lock_dir_(std::move(lock_dir)),
       active_(allowed_.size() >= 2 && std::find(allowed_.begin(), allowed_.end(), home) != allowed_.end()) {}
 
 int CpuHome::PickHome(const std::vector<int>& allowed) {
@@ -92,12 +212,7 @@ int CpuHome::PickHome(const std::vector<int>& allowed) {
 pid_t CpuHome::ThisThread() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 CpuHome::~CpuHome() {
-  {
-    std::lock_guard lock(poll_mu_);
-    stop_poll_ = true;
-  }
-  poll_cv_.notify_all();
-  if (poller_.joinable()) poller_.join();
+  if (poller_) poller_->Remove(this);
   for (const Member& m : members_) ::close(m.fd);
 }
 
@@ -105,42 +220,6 @@ bool CpuHome::polling() const { return PollingAt(Clock::now()); }
 
 bool CpuHome::PollingAt(Clock::time_point now) const {
   return pinned() && active() && now.time_since_epoch().count() < poll_until_.load(std::memory_order_relaxed);
-}
-
-// The poller: at SCHED_IDLE on the home CPU, so that any other thread that wants the CPU takes it at
-// once; spins while polling(), else sleeps until Tick starts it again (or a window passes). Every
-// kSpinBurst it sleeps a moment: a CPU that runs an idle-priority thread never goes idle, and only a
-// CPU going idle pulls at once threads queued on busy ones (else the periodic balance does, after
-// milliseconds).
-void CpuHome::PollLoop() {
-  pthread_setname_np(pthread_self(), kPollerName);
-  ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // the moment's sleep: a microsecond, not 50
-  sched_param p{};
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  CPU_SET(home_, &set);
-  // Spinning at normal priority would take the CPU from the members: without SCHED_IDLE, no poller.
-  const bool ok = ::sched_setscheduler(0, SCHED_IDLE, &p) == 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
-  std::unique_lock lock(poll_mu_);
-  Clock::time_point burst_end{};
-  while (!stop_poll_) {
-    const Clock::time_point now = Clock::now();
-    if (ok && PollingAt(now)) {
-      lock.unlock();
-      if (burst_end == Clock::time_point{}) {
-        burst_end = now + kSpinBurst;
-      } else if (now >= burst_end) {
-        const timespec moment{0, 1000};
-        ::nanosleep(&moment, nullptr);
-        burst_end = Clock::now() + kSpinBurst;
-      }
-      for (int i = 0; i < 256; ++i) CpuRelax();
-      lock.lock();
-    } else {
-      burst_end = {};
-      poll_cv_.wait_for(lock, window_);
-    }
-  }
 }
 
 void CpuHome::AddThread(pid_t tid) {
@@ -241,7 +320,7 @@ void CpuHome::Tick(Clock::time_point now) {
   if (busy >= kServingAbove) {
     const bool was = PollingAt(now);
     poll_until_.store((now + kPollWindows * window_).time_since_epoch().count(), std::memory_order_relaxed);
-    if (!was) poll_cv_.notify_all();
+    if (!was && poller_) poller_->Wake();
   }
   const bool pinned = pinned_.load(std::memory_order_relaxed);
   if (!pinned && busy < kReturnBelow) {
@@ -253,8 +332,11 @@ void CpuHome::Tick(Clock::time_point now) {
     }
     pinned_.store(true, std::memory_order_relaxed);
     moves_home_.fetch_add(1, std::memory_order_relaxed);
-    if (!poller_.joinable()) poller_ = std::thread([this] { PollLoop(); });
-    poll_cv_.notify_all();
+    if (!poller_) {
+      poller_ = Poller::For(home_, lock_dir_, window_);
+      poller_->Add(this);
+    }
+    poller_->Wake();
   } else if (pinned && busy > kLeaveAbove) {
     for (const Member& m : members_) Pin(m.tid, false);
     pinned_.store(false, std::memory_order_relaxed);

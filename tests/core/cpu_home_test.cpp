@@ -1,12 +1,16 @@
 #include "core/cpu_home.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <mutex>
 #include <string>
@@ -120,6 +124,33 @@ TEST(CpuHomeTest, OneHomeAHost) {
   for (int i = 0; i < 4; ++i) EXPECT_EQ(CpuHome::PickHome(cpus), home);
 }
 
+// A lock dir of the test's own: the host's pollers (other tests' nodes and integrators, on the same
+// home) take turns through /dev/shm, and this test's poller must not wait for theirs.
+class LockDir {
+ public:
+  LockDir() {
+    char tmpl[] = "/tmp/cpu-home-test-XXXXXX";
+    const char* d = ::mkdtemp(tmpl);
+    if (d != nullptr) path_ = d;
+  }
+  ~LockDir() {
+    if (path_.empty()) return;
+    for (int c = 0; c < CPU_SETSIZE; ++c) ::unlink((path_ + "/search-cpu-home-poll." + std::to_string(c)).c_str());
+    ::rmdir(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// The poller threads of this process.
+size_t Pollers() {
+  size_t n = 0;
+  for (const testing::ThreadCpus& t : testing::ThreadsOf(getpid())) n += t.name == CpuHome::kPollerName;
+  return n;
+}
+
 // The poller's CPU time so far (0 when there is none).
 uint64_t PollerNs() {
   uint64_t ns = 0;
@@ -141,7 +172,9 @@ TEST(CpuHomeTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
   if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
   if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
   const auto window = 20ms;
-  CpuHome home(allowed.back(), allowed, window);
+  LockDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  CpuHome home(allowed.back(), allowed, window, dir.path());
   Member m;
   home.AddThread(m.tid());
   ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
@@ -169,6 +202,95 @@ TEST(CpuHomeTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
   const uint64_t b = PollerNs();
   std::this_thread::sleep_for(100ms);
   EXPECT_LT(PollerNs(), b + 2'000'000) << "the poller should sleep";
+}
+
+// Serves `home` (a little work a window by `m`) until `done` holds or 5 s pass.
+template <typename F>
+bool ServeUntil(CpuHome& home, Member& m, F done) {
+  const auto give_up = Clock::now() + 5s;
+  while (Clock::now() < give_up) {
+    m.Spin(true);
+    std::this_thread::sleep_for(1ms);
+    m.Spin(false);
+    home.Tick(Clock::now());
+    if (done()) return true;
+    std::this_thread::sleep_for(10ms);
+  }
+  return false;
+}
+
+// Two chains of a process with one home share one poller: two threads spinning on one CPU would
+// keep it from ever going idle, pauses or not.
+TEST(CpuHomeTest, ChainsWithOneHomeShareOnePoller) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+  LockDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const size_t before = Pollers();
+  {
+    CpuHome a(allowed.back(), allowed, 20ms, dir.path()), b(allowed.back(), allowed, 20ms, dir.path());
+    Member ma, mb;
+    a.AddThread(ma.tid());
+    b.AddThread(mb.tid());
+    ASSERT_TRUE(TickUntil(a, [&] { return a.pinned(); }));
+    ASSERT_TRUE(TickUntil(b, [&] { return b.pinned(); }));
+    const uint64_t ns = PollerNs();
+    EXPECT_TRUE(ServeUntil(a, ma, [&] {
+      b.Tick(Clock::now());
+      return a.polling() && PollerNs() > ns + 1'000'000;
+    }));
+    EXPECT_EQ(Pollers(), before + 1);
+    // Another home (another CPU): a poller of its own.
+    CpuHome c(allowed.front(), allowed, 20ms, dir.path());
+    Member mc;
+    c.AddThread(mc.tid());
+    ASSERT_TRUE(TickUntil(c, [&] { return c.pinned(); }));
+    const auto named_by = Clock::now() + 3s;  // a thread names itself once it runs
+    while (Pollers() < before + 2 && Clock::now() < named_by) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(Pollers(), before + 2);
+  }
+  // Gone with the last chain of its home.
+  EXPECT_EQ(Pollers(), before);
+}
+
+// The processes of a host take turns: a poller spins only while it holds the flock of its CPU in
+// the lock dir, which another process's poller (here: the test, through a file of its own) may
+// hold. It still counts as polled (the CPU is, by the other), and spins once the lock is free.
+TEST(CpuHomeTest, PollersOfAHostTakeTurns) {
+  const std::vector<int> allowed = AllowedCpus();
+  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+  LockDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  const int cpu = allowed.back();
+  const std::string lock_path = dir.path() + "/search-cpu-home-poll." + std::to_string(cpu);
+  const int other = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(::flock(other, LOCK_EX | LOCK_NB), 0);
+  CpuHome home(cpu, allowed, 20ms, dir.path());
+  Member m;
+  home.AddThread(m.tid());
+  ASSERT_TRUE(TickUntil(home, [&] { return home.pinned(); }));
+  ASSERT_TRUE(ServeUntil(home, m, [&] { return home.polling(); }));
+  // Not its turn: it waits (a try every 10 ms), it does not spin.
+  const uint64_t waiting = PollerNs();
+  const auto half_a_second = Clock::now() + 500ms;
+  int polled = 0;  // windows that wanted polling (a loaded machine may take the chain out of home)
+  const bool spun_waiting = ServeUntil(home, m, [&] {
+                              polled += home.polling();
+                              return PollerNs() > waiting + 5'000'000 || Clock::now() > half_a_second;
+                            }) &&
+                            PollerNs() > waiting + 5'000'000;
+  EXPECT_FALSE(spun_waiting) << "a poller spun without its turn";
+  EXPECT_GT(polled, 0);
+  // The other process's turn ends: this one spins.
+  ASSERT_EQ(::flock(other, LOCK_UN), 0);
+  const uint64_t free = PollerNs();
+  EXPECT_TRUE(ServeUntil(home, m, [&] { return PollerNs() > free + 1'000'000; })) << "the poller should spin";
+  // And holds the turn while it spins: another cannot take it.
+  EXPECT_NE(::flock(other, LOCK_EX | LOCK_NB), 0);
+  ::close(other);
 }
 
 // A home the kernel will not pin to (here a CPU that does not exist; a sandbox forbidding

@@ -20,6 +20,9 @@
 // (a ping a second is not serving) or busy (the chain has left home). Every kSpinBurst it sleeps a
 // microsecond, so that its CPU goes idle and pulls threads queued elsewhere. The poller is named
 // kPollerName, so that CPU accounting by thread can tell it apart.
+// One poller a CPU: the chains of a process with the same home share one thread, and the
+// processes of a host take turns through an flock on lock_dir/search-cpu-home-poll.CPU (a poller
+// spins only while it holds it). Two spinning on one CPU would leave it never idle, pauses or not.
 //
 // Measure: every `window` (100 ms), the members' time on a CPU plus their time waiting for one
 // (/proc/self/task/TID/schedstat, held open: one pread a member), over the window. Above 0.5 the
@@ -39,11 +42,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace search {
@@ -65,7 +67,12 @@ class CpuHome {
   static constexpr const char* kPollerName = "cpu-home-poll";
   static constexpr std::chrono::microseconds kSpinBurst{500};  // then the poller sleeps a moment
 
-  CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window = std::chrono::milliseconds(100));
+  static constexpr const char* kHostLockDir = "/dev/shm";  // where a host's pollers take turns
+
+  // lock_dir: where the flock that lets one poller a host spin on `home` lives (a test's own, to
+  // keep out of the way of other processes; a dir that cannot hold it: no turns, each spins).
+  CpuHome(int home, std::vector<int> allowed, std::chrono::milliseconds window = std::chrono::milliseconds(100),
+          std::string lock_dir = kHostLockDir);
   ~CpuHome();
   CpuHome(const CpuHome&) = delete;
   CpuHome& operator=(const CpuHome&) = delete;
@@ -96,8 +103,10 @@ class CpuHome {
   uint64_t moves_home() const { return moves_home_.load(std::memory_order_relaxed); }
   uint64_t moves_out() const { return moves_out_.load(std::memory_order_relaxed); }
   CpuHomeState state() const { return {pinned(), polling(), moves_home(), moves_out()}; }
-  // Whether the poller spins now: home, and serving in the last kPollWindows windows.
+  // Whether the home CPU is polled for this chain now: home, and serving in the last kPollWindows
+  // windows (by this process's poller, or another's on the same CPU whose turn it is).
   bool polling() const;
+  bool PollingAt(Clock::time_point now) const;
 
  private:
   struct Member {
@@ -106,14 +115,14 @@ class CpuHome {
     uint64_t last_ns;  // cpu + wait at the last window's end
     bool fresh;        // not read yet
   };
+  class Poller;
   bool Pin(pid_t tid, bool home) const;
-  void PollLoop();
-  bool PollingAt(Clock::time_point now) const;
   void FindNamed();
 
   const int home_;
   const std::vector<int> allowed_;
   const std::chrono::milliseconds window_;
+  const std::string lock_dir_;
   std::atomic<bool> active_;
   std::mutex mu_;
   std::vector<Member> members_;        // GUARDED_BY(mu_)
@@ -122,10 +131,7 @@ class CpuHome {
   std::atomic<bool> pinned_{false};
   std::atomic<uint64_t> moves_home_{0}, moves_out_{0};
   std::atomic<int64_t> poll_until_{0};  // steady-clock ticks
-  std::mutex poll_mu_;
-  std::condition_variable poll_cv_;
-  bool stop_poll_ = false;  // GUARDED_BY(poll_mu_)
-  std::thread poller_;      // started the first time the chain goes home
+  std::shared_ptr<Poller> poller_;      // the process's poller of home_: joined the first time home (Tick's thread)
 };
 
 // A number for ZMQ_THREAD_NAME_PREFIX unique in this process (1 to 999), and the name its context's
