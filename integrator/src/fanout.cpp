@@ -1,5 +1,6 @@
 #include "integrator/fanout.hpp"
 
+#include <poll.h>
 #include <zmq.h>
 
 #include <algorithm>
@@ -118,6 +119,10 @@ struct Fanout::Impl {
   std::set<std::tuple<Clock::time_point, uint64_t, size_t>> hedges;  // (when, request, shard)
   std::vector<ReplicaLoad> load;
   std::vector<char> ping_owed;  // per replica: handshake done, its first ping not yet taken (SendPing)
+  // Per replica: sent on since its last drain to EAGAIN. Run polls the dealers by their ZMQ_FD,
+  // which a send may reset (libzmq processes the socket's commands then, a reply's among them), so
+  // a dealer sent on is drained once more before the wait.
+  std::vector<char> unread;
   static constexpr std::chrono::milliseconds kOwedPingRetry{5};
   std::atomic<uint64_t> retries{0}, hedged{0};
   std::unique_ptr<CpuHome> home;  // with FanoutOptions::home_cpu
@@ -231,6 +236,7 @@ struct Fanout::Impl {
   // after the monitor's event) is owed, and Run retries it within milliseconds rather than leaving
   // the replica unknown until the next tick, a whole ping interval away.
   bool SendPing(size_t r, std::atomic<uint64_t>& next_id) {
+    unread[r] = 1;
     return SendFrame(dealers[r], EncodePing(PingMsg{next_id.fetch_add(1, std::memory_order_relaxed)}),
                      load[r].one_frame);
   }
@@ -253,6 +259,7 @@ struct Fanout::Impl {
     for (const auto& [key, r] : order) {
       c.tried.push_back(r);
       c.sent.push_back(now);
+      unread[r] = 1;
       if (!SendFrame(dealers[r], p.call->FrameFor(sh), load[r].one_frame)) {  // IMMEDIATE: not connected
         c.open.push_back(false);
         continue;
@@ -511,6 +518,7 @@ struct Fanout::Impl {
 
   void DrainReplies(size_t r) {
     const size_t sh = shard_of[r];
+    unread[r] = 0;
     while (true) {
       std::vector<zmq::message_t> parts;
       try {
@@ -654,17 +662,20 @@ struct Fanout::Impl {
 
   void Run(const std::atomic<bool>& stopped, std::atomic<uint64_t>& next_id) {
     const size_t n = dealers.size();
-    std::vector<zmq::pollitem_t> items;
-    items.push_back({nullptr, waker.fd(), ZMQ_POLLIN, 0});
-    for (auto& d : dealers) items.push_back({d.handle(), 0, ZMQ_POLLIN, 0});
-    // The monitors by their ZMQ_FD, not as sockets: zmq_poll asks a socket item for ZMQ_EVENTS
-    // before and after it waits, two system calls each (libzmq's fork check, getpid, and a poll of
-    // its mailbox) on every turn of this loop. A monitor is only ever read here, and DrainMonitor
-    // reads it to EAGAIN, so its descriptor turns readable again with its next event.
-    if (have_monitors) {
-      for (auto& m : monitors) items.push_back({nullptr, m.get(zmq::sockopt::fd), ZMQ_POLLIN, 0});
+    // Every socket by its ZMQ_FD, in one poll(2): zmq_poll would ask each socket item for
+    // ZMQ_EVENTS before and after it waits, two system calls each (libzmq's fork check, getpid,
+    // and a poll of its mailbox), and poll twice. A descriptor turns readable when the socket's
+    // mailbox gets a command while asleep, which it is once the socket was read to EAGAIN with no
+    // send since (unread): so every dealer sent on is drained before the wait, and a monitor (only
+    // ever read, by DrainMonitor, to EAGAIN) needs nothing more.
+    std::vector<pollfd> fds;
+    fds.push_back({waker.fd(), POLLIN, 0});
+    for (auto& d : dealers) fds.push_back({d.get(zmq::sockopt::fd), POLLIN, 0});
+    if (have_monitors)
+      for (auto& m : monitors) fds.push_back({m.get(zmq::sockopt::fd), POLLIN, 0});
+    unread.assign(n, 1);
+    if (have_monitors)
       for (size_t i = 0; i < n; ++i) DrainMonitor(i, next_id);  // any event from before
-    }
     auto next_ping = Clock::now();
     while (!stopped.load(std::memory_order_acquire)) {
       auto now = Clock::now();
@@ -673,36 +684,45 @@ struct Fanout::Impl {
         UpdateStates(now);
         next_ping = now + opt.ping_interval;
       }
-      auto wake = next_ping;
       bool owed = false;
       for (size_t i = 0; i < n; ++i)
         if (ping_owed[i]) {
           ping_owed[i] = !SendPing(i, next_id);
           owed = owed || ping_owed[i];
         }
+      // Read what the sends may have hidden; a reply read may send again (a retry on another
+      // replica), so until no dealer is left unread.
+      for (bool again = true; again;) {
+        again = false;
+        for (size_t i = 0; i < n; ++i)
+          if (unread[i]) {
+            DrainReplies(i);
+            again = true;
+          }
+      }
+      now = Clock::now();
+      auto wake = next_ping;
       if (owed) wake = std::min(wake, now + kOwedPingRetry);
       if (!by_deadline.empty()) wake = std::min(wake, by_deadline.begin()->first);
       if (!hedges.empty()) wake = std::min(wake, std::get<0>(*hedges.begin()));
       auto wait_us = std::chrono::duration_cast<std::chrono::microseconds>(wake - now).count();
-      long timeout_ms = wait_us <= 0 ? 0 : static_cast<long>((wait_us + 999) / 1000);
+      int timeout_ms = wait_us <= 0 ? 0 : static_cast<int>(std::min<int64_t>((wait_us + 999) / 1000, 1 << 30));
       // Idle before the last look at the queue (wake_fd.hpp).
       waker.SetIdle(true);
       if (Queued()) timeout_ms = 0;
-      try {
-        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
-      } catch (const zmq::error_t& e) {
-        waker.SetIdle(false);
-        if (e.num() != EINTR) break;
+      const int ready = ::poll(fds.data(), fds.size(), timeout_ms);
+      waker.SetIdle(false);
+      if (ready < 0) {
+        if (errno != EINTR) break;
         continue;
       }
-      waker.SetIdle(false);
-      if (items[0].revents & ZMQ_POLLIN) waker.Drain();
+      if (fds[0].revents & POLLIN) waker.Drain();
       DrainSubmissions(false);
       for (size_t i = 0; i < n; ++i)
-        if (items[1 + i].revents & ZMQ_POLLIN) DrainReplies(i);
+        if (fds[1 + i].revents & POLLIN) DrainReplies(i);
       if (have_monitors)
         for (size_t i = 0; i < n; ++i)
-          if (items[1 + n + i].revents & ZMQ_POLLIN) DrainMonitor(i, next_id);
+          if (fds[1 + n + i].revents & POLLIN) DrainMonitor(i, next_id);
       now = Clock::now();
       FireHedges(now);
       ExpireDeadlines(now);
