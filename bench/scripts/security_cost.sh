@@ -6,7 +6,9 @@
 # two `searchctl loadgen` at the same Poisson rate over the same number of kept-alive connections.
 # SCHEDULE=together (the default) drives them at the same time, so that whatever else the machine
 # runs falls on both alike; SCHEDULE=alternate drives one at a time, in turn (the order flips every
-# round), for a quiet machine. Each round's loadgen opens its connections (and their TLS
+# round), for a quiet machine. Each round also reads how much of a CPU the host's CPU-home pollers
+# (any process's, core/cpu_home.hpp) spun over its span (host_poll_pct): a polled home CPU never
+# halts, which makes every hand-off on it cheaper. Each round's loadgen opens its connections (and their TLS
 # handshakes) in ROUND_WARMUP unmeasured seconds first: the measured span is CPU a query on
 # kept-alive connections (ROUND_WARMUP=0 counts the set-up too; --keep-idle: a connection once
 # opened stays open, none is closed idle and reopened, with its handshake, in the span). Prints, per round, each
@@ -194,6 +196,14 @@ thread_ns() {
 # less its CPU homes' pollers (cpu-home-poll: idle-priority spinning while serving at low load,
 # core/cpu_home.hpp; in threads.txt by name).
 cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
+# CPU time in ns of every CPU home poller on the host (any process's): whether the CPU homes were
+# kept from idling during a span (host_poll_pct in results.txt: of one CPU, over the span).
+host_poll_ns() {
+  local t
+  for t in /proc/[0-9]*/task/*; do
+    [ "$(cat "$t/comm" 2>/dev/null)" = cpu-home-poll ] && cut -d' ' -f1 "$t/schedstat" 2>/dev/null
+  done | awk '{ t += $1 } END { printf "%.0f\n", t }'
+}
 results=$out/results.txt threads=$out/threads.txt counters=$out/counters.txt
 : >"$results"
 : >"$threads"
@@ -210,6 +220,8 @@ measure() {
   for v; do loadgen "$v" "$secs" "$round_warm" >"$out/${name[$v]}.json" & lg+=($!); done
   sleep "$round_warm"  # the loadgens' own clocks start a little later: the span holds all they measure
   for v; do t0[$v]=$(cpu_ns "${pid[$v]}"); thread_ns "${pid[$v]}" >"$out/${name[$v]}.threads0"; done
+  local poll0 poll1 span0 span1
+  poll0=$(host_poll_ns) span0=$(date +%s%N)
   if [ -n "${PERF:-}" ]; then  # ends with the span (the loadgens' measured seconds), not waited for
     for v; do
       "$PERF" stat --per-thread -x, -e instructions,cycles -p "${pid[$v]}" -o "$out/${name[$v]}.perf" -- sleep "$secs" &
@@ -218,6 +230,7 @@ measure() {
   for l in "${lg[@]}"; do wait "$l" || failed=1; done
   [ -z "${PERF:-}" ] || wait
   for v; do t1[$v]=$(cpu_ns "${pid[$v]}"); thread_ns "${pid[$v]}" >"$out/${name[$v]}.threads1"; done
+  poll1=$(host_poll_ns) span1=$(date +%s%N)
   [ $failed -eq 0 ] || { echo "security_cost: a loadgen failed" >&2; for v; do cat "$out/${name[$v]}.json"; done >&2; exit 1; }
   for v; do
     line=$(cat "$out/${name[$v]}.json")
@@ -225,9 +238,10 @@ measure() {
     [ "${ok:-0}" -gt 0 ] || { echo "security_cost: no query answered on $v: $line" >&2; exit 1; }
     awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v ok="$ok" -v q="$(field "$line" queries)" \
       -v p50="$(field "$line" p50_us)" -v p99="$(field "$line" p99_us)" -v miss="$(field "$line" deadline_misses)" \
-      -v err="$(field "$line" errors)" -v qps="$(field "$line" achieved_qps)" 'BEGIN {
-      printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f\n",
-        v, r, t / 1e3 / ok, p50, p99, q, ok, miss, err, qps }' | tee -a "$results"
+      -v err="$(field "$line" errors)" -v qps="$(field "$line" achieved_qps)" \
+      -v hp="$(awk -v p=$((poll1 - poll0)) -v s=$((span1 - span0)) 'BEGIN { printf "%.1f", (s > 0 ? 100 * p / s : 0) }')" 'BEGIN {
+      printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f host_poll_pct %s\n",
+        v, r, t / 1e3 / ok, p50, p99, q, ok, miss, err, qps, hp }' | tee -a "$results"
     awk -v v="$v" -v r="$r" -v ok="$ok" 'NR == FNR { a[$1] = $3; next }
       { c[$2] += $3 - ($1 in a ? a[$1] : 0) }
       END { printf "%s %d", v, r; for (n in c) printf " %s %.1f", n, c[n] / 1e3 / ok; print "" }' \
@@ -256,9 +270,11 @@ rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 med = {}
 for v in sys.argv[6:]:
     rs = [dict(zip(r[2::2], map(float, r[3::2]))) for r in rows if r[0] == v]
-    med[v] = {key: statistics.median(x[key] for x in rs) for key in ("cpu_us_per_query", "p50_us", "p99_us")}
+    med[v] = {key: statistics.median(x.get(key, 0) for x in rs)
+              for key in ("cpu_us_per_query", "p50_us", "p99_us", "host_poll_pct")}
     print(f"{v:6s} median of {len(rs)}: integrator CPU {med[v]['cpu_us_per_query']:.1f} us/query, "
-          f"p50 {med[v]['p50_us'] / 1000:.2f} ms, p99 {med[v]['p99_us'] / 1000:.2f} ms")
+          f"p50 {med[v]['p50_us'] / 1000:.2f} ms, p99 {med[v]['p99_us'] / 1000:.2f} ms, "
+          f"host's CPU-home pollers {med[v]['host_poll_pct']:.0f}% of a CPU")
 # Per round (a round's variants ran side by side or one after the other: its ratio is one pair's).
 cpu = {(r[0], r[1]): float(r[3]) for r in rows}
 for v in sys.argv[6:]:

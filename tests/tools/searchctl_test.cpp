@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "core/cpu_home.hpp"
 #include "core/cpus.hpp"
 #include "core/query_parser.hpp"
 #include "core/query_tree.hpp"
@@ -667,14 +668,17 @@ TEST(SearchctlLoadgenTest, DescriptorTableIsGrownForEveryConnectionUpFront) {
 }
 
 // --pin-loops: each loop pins itself to one CPU of the process's mask and the summary counts them;
-// off by default. Either way every answer is counted as before.
-TEST(SearchctlLoadgenTest, PinLoopsPinsEveryLoop) {
+// off by default. Without it the loops share the host's CPU home at low load: at 200 q/s they move
+// there (the node's and the integrator's home: PickHome of the same CPUs). Either way every answer
+// is counted as before.
+TEST(SearchctlLoadgenTest, PinLoopsPinsEveryLoopAndElseTheyGoHome) {
   EmptyAnswers stand_in(4);
   ASSERT_FALSE(stand_in.url.empty());
+  const std::vector<int> cpus = AllowedCpus();
   for (const bool pin : {false, true}) {
     SCOPED_TRACE(pin);
     std::vector<std::string> args = {"loadgen", "--url", stand_in.url, "--queries", stand_in.tmp / "q.txt", "--rate",
-                                     "200", "--seconds", "0.2", "--warmup", "0", "--connections", "4", "--threads", "3"};
+                                     "200", "--seconds", "0.5", "--warmup", "0", "--connections", "4", "--threads", "3"};
     if (pin) args.insert(args.end(), {"--pin-loops", "true"});
     auto r = Ctl(args);
     ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -682,6 +686,14 @@ TEST(SearchctlLoadgenTest, PinLoopsPinsEveryLoop) {
     EXPECT_EQ(j["pinned_loops"].get<int>(), pin ? 3 : 0) << j.dump();
     EXPECT_EQ(j["errors"].get<int>(), 0) << j.dump();
     EXPECT_GT(j["ok"].get<int>(), 0) << j.dump();
+    ASSERT_TRUE(j.contains("cpu_home")) << j.dump();
+    if (pin || cpus.size() < 2) {
+      EXPECT_TRUE(j["cpu_home"].is_null()) << j.dump();
+    } else {
+      ASSERT_TRUE(j["cpu_home"].is_object()) << j.dump();
+      EXPECT_EQ(j["cpu_home"]["cpu"].get<int>(), CpuHome::PickHome(cpus)) << j.dump();
+      EXPECT_GE(j["cpu_home"]["moves_home"].get<int>(), 1) << j.dump();
+    }
   }
 }
 

@@ -13,7 +13,10 @@
 // The load generator shares its host with what it measures, so it is
 // event-driven: --threads loops, each an epoll over its share of the connections and a timerfd
 // for its next arrival (nonblocking sockets, HTTP/1.1 written and parsed here), instead of a
-// thread per connection woken for every query.
+// thread per connection woken for every query. Without --pin-loops the loops share the host's CPU
+// home (core/cpu_home.hpp) with the node's and the integrator's chains while they keep less than a
+// quarter of a CPU busy: at low load an answer then wakes a loop with a context switch, not by
+// waking an idle CPU (~50-70 us on the H200 hosts), which would count in every query's latency.
 //
 // An https:// --url speaks TLS (tls_client.hpp): the server's certificate verified against
 // --cacert, sessions resumed on every new connection after the first, the handshake driven by the
@@ -39,11 +42,13 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
 
 #include "args.hpp"
+#include "core/cpu_home.hpp"
 #include "core/cpus.hpp"
 #include "core/fd_table.hpp"
 #include "core/url_encode.hpp"
@@ -169,7 +174,9 @@ struct Conn {
 
 class Loop {
  public:
-  Loop(LoopShared& sh, const std::vector<size_t>& mine, uint32_t conns) : sh_(sh), mine_(mine), conns_(conns) {}
+  // home: the loops' CPU home, ticked by this loop (one loop ticks it); nullptr: none, or another's.
+  Loop(LoopShared& sh, const std::vector<size_t>& mine, uint32_t conns, CpuHome* home)
+      : sh_(sh), mine_(mine), conns_(conns), home_(home) {}
 
   Status Run() {
     ep_.reset(::epoll_create1(EPOLL_CLOEXEC));
@@ -185,6 +192,7 @@ class Loop {
     Clock::time_point armed = Clock::time_point::max();
     for (;;) {
       const auto now = Clock::now();
+      if (home_ != nullptr) home_->Tick(now);
       while (next_ < mine_.size() && (*sh_.arrivals)[mine_[next_]].at <= now) Dispatch(mine_[next_++], now);
       CheckTimeouts(now);
       Pump();
@@ -540,10 +548,11 @@ class Loop {
   size_t busy_ = 0;             // connections with a query under way
   Clock::time_point last_check_{};
   Fd ep_, timer_;
+  CpuHome* const home_;
 };
 
-Status RunLoop(LoopShared& shared, const std::vector<size_t>& mine, uint32_t conns) {
-  return Loop(shared, mine, conns).Run();
+Status RunLoop(LoopShared& shared, const std::vector<size_t>& mine, uint32_t conns, CpuHome* home) {
+  return Loop(shared, mine, conns, home).Run();
 }
 
 }  // namespace
@@ -557,7 +566,9 @@ CLI::App* AddLoadgenCommand(CLI::App& app, LoadgenArgs* a) {
       "sent (the load generator's own queue, when every connection is busy); release_lag_p99_us and\n"
       "release_lag_max_us: the part of that wait before a loop released the arrival at all (the load\n"
       "generator itself behind its schedule, its loops busy or off their CPUs); fd_slots: the descriptor table's\n"
-      "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned.\n"
+      "size, grown for --connections before the loops start; pinned_loops: the loops --pin-loops pinned;\n"
+      "cpu_home: without --pin-loops, the CPU the loops share with the host's node and integrator while they keep\n"
+      "less than a quarter of it busy (null with fewer than 2 CPUs), and how often they moved there and out.\n"
       "https only: tls_handshakes (connections that completed one), tls_resumed (of those, sessions resumed)\n"
       "and tls_handshake_failures (the first failure's reason is the error when no query succeeded).");
   cmd->add_option("--url", a->url, "the integrator, http://HOST:PORT or https://HOST:PORT")->capture_default_str();
@@ -697,12 +708,18 @@ int RunLoadgen(const LoadgenArgs& a) {
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);
   const std::vector<int> cpus = a.pin_loops ? AllowedCpus() : std::vector<int>{};
+  std::unique_ptr<CpuHome> home;  // the loops' (without --pin-loops); loop 0 ticks it
+  if (cpus.empty()) {
+    const std::vector<int> allowed = AllowedCpus();
+    home = std::make_unique<CpuHome>(CpuHome::PickHome(allowed), allowed);
+  }
   std::atomic<uint32_t> pinned{0};
   for (uint32_t l = 0; l < loops; ++l) {
     const uint32_t conns = a.connections / loops + (l < a.connections % loops ? 1 : 0);
     threads.emplace_back([&, l, conns] {
       if (!cpus.empty() && PinThisThread({cpus[l % cpus.size()]})) pinned.fetch_add(1);
-      loop_status[l] = RunLoop(shared, mine[l], conns);
+      if (home) home->AddThread(CpuHome::ThisThread());
+      loop_status[l] = RunLoop(shared, mine[l], conns, l == 0 ? home.get() : nullptr);
     });
   }
   for (auto& t : threads) t.join();
@@ -762,6 +779,14 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["http"] = statuses;
   out["stale_connection_retries"] = shared.stale_retries.load();
   out["threads"] = loops;
+  // The loops' CPU home (without --pin-loops): where, whether there now, and how often they moved.
+  if (home && home->active())
+    out["cpu_home"] = {{"cpu", home->home()},
+                       {"pinned", home->pinned()},
+                       {"moves_home", home->moves_home()},
+                       {"moves_out", home->moves_out()}};
+  else
+    out["cpu_home"] = nullptr;
   out["ramp_up"] = a.ramp_up;
   out["answered_p99_us"] = Percentile(answered_lat, 0.99);
   out["rejected"] = rejected_lat.size();
