@@ -165,15 +165,22 @@ uint64_t PollerNs() {
   return ns;
 }
 
+// The poller's tests: 2 CPUs allowed (allowed), SCHED_IDLE allowed, and a lock dir of their own (dir).
+class CpuHomePollerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
+    if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+    ASSERT_FALSE(dir.path().empty());
+  }
+  const std::vector<int> allowed = AllowedCpus();
+  LockDir dir;
+};
+
 // A home chain that serves gets a poller on its CPU at SCHED_IDLE; it spins while the chain works
 // now and then, and stops once a chain has not served for kPollWindows windows.
-TEST(CpuHomeTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
-  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
+TEST_F(CpuHomePollerTest, APollerSpinsWhileTheChainServesAndStopsAfter) {
   const auto window = 20ms;
-  LockDir dir;
-  ASSERT_FALSE(dir.path().empty());
   CpuHome home(allowed.back(), allowed, window, dir.path());
   Member m;
   home.AddThread(m.tid());
@@ -221,12 +228,7 @@ bool ServeUntil(CpuHome& home, Member& m, F done) {
 
 // Two chains of a process with one home share one poller: two threads spinning on one CPU would
 // keep it from ever going idle, pauses or not.
-TEST(CpuHomeTest, ChainsWithOneHomeShareOnePoller) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
-  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
-  LockDir dir;
-  ASSERT_FALSE(dir.path().empty());
+TEST_F(CpuHomePollerTest, ChainsWithOneHomeShareOnePoller) {
   const size_t before = Pollers();
   {
     CpuHome a(allowed.back(), allowed, 20ms, dir.path()), b(allowed.back(), allowed, 20ms, dir.path());
@@ -257,12 +259,7 @@ TEST(CpuHomeTest, ChainsWithOneHomeShareOnePoller) {
 // The processes of a host take turns: a poller spins only while it holds the flock of its CPU in
 // the lock dir, which another process's poller (here: the test, through a file of its own) may
 // hold. It still counts as polled (the CPU is, by the other), and spins once the lock is free.
-TEST(CpuHomeTest, PollersOfAHostTakeTurns) {
-  const std::vector<int> allowed = AllowedCpus();
-  if (allowed.size() < 2) GTEST_SKIP() << "needs 2 CPUs";
-  if (!testing::SchedIdleAllowed()) GTEST_SKIP() << "SCHED_IDLE refused here: the home runs without a poller";
-  LockDir dir;
-  ASSERT_FALSE(dir.path().empty());
+TEST_F(CpuHomePollerTest, PollersOfAHostTakeTurns) {
   const int cpu = allowed.back();
   const std::string lock_path = dir.path() + "/search-cpu-home-poll." + std::to_string(cpu);
   const int other = ::open(lock_path.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
