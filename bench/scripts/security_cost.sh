@@ -198,11 +198,10 @@ thread_ns() {
 cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
 # CPU time in ns of every CPU home poller on the host (any process's): whether the CPU homes were
 # kept from idling during a span (host_poll_pct in results.txt: of one CPU, over the span).
+# Three processes, not one a thread: the span's start must not load the machine it measures.
 host_poll_ns() {
-  local t
-  for t in /proc/[0-9]*/task/*; do
-    [ "$(cat "$t/comm" 2>/dev/null)" = cpu-home-poll ] && cut -d' ' -f1 "$t/schedstat" 2>/dev/null
-  done | awk '{ t += $1 } END { printf "%.0f\n", t }'
+  grep -lxs cpu-home-poll /proc/[0-9]*/task/*/comm | sed 's|/comm$|/schedstat|' | xargs -r cat 2>/dev/null |
+    awk '{ t += $1 } END { printf "%.0f\n", t }'
 }
 results=$out/results.txt threads=$out/threads.txt counters=$out/counters.txt
 : >"$results"

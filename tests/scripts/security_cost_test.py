@@ -3,8 +3,8 @@
 with API keys, with CurveZMQ and secure (scripts/cluster.sh --secure: keys and certificates from
 docker/secrets-init.sh, HTTPS, API keys, CURVE), drives each with searchctl loadgen (HTTPS with the
 CA and the key for the secure one), every query answered, and prints each variant's integrator CPU
-a query as a positive number and each ratio to plain; a build directory without the binaries is
-refused with exit 2.
+a query as a positive number, the host's CPU-home pollers' share of a CPU, and each ratio to plain;
+a build directory without the binaries is refused with exit 2.
 
 usage: security_cost_test.py --source REPO --build BUILD_DIR        Exit status: 0 pass, 1 fail.
 """
@@ -48,14 +48,17 @@ def main():
         if p.returncode != 0:
             failures.append(f"exit {p.returncode}: {p.stdout[-1500:]} {p.stderr[-2000:]}")
         for v in VARIANTS:
-            m = re.search(rf"^{v} 1 cpu_us_per_query ([0-9.]+) .* queries (\d+) ok (\d+) misses \d+ errors (\d+)",
-                          p.stdout, re.M)
+            m = re.search(rf"^{v} 1 cpu_us_per_query ([0-9.]+) .* queries (\d+) ok (\d+) misses \d+ errors (\d+) "
+                          rf"qps [0-9.]+ host_poll_pct ([0-9.]+)$", p.stdout, re.M)
             if not m:
                 failures.append(f"no round line for {v}: {p.stdout[-2000:]}")
                 continue
             cpu, queries, ok, errors = float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4))
             if not (cpu > 0 and queries > 0 and ok == queries and errors == 0):
                 failures.append(f"{v}: cpu {cpu}, queries {queries}, ok {ok}, errors {errors}")
+            # The host's CPU-home pollers' share of a CPU over the span: at most every CPU's.
+            if not 0 <= float(m.group(5)) <= 100 * os.cpu_count():
+                failures.append(f"{v}: host_poll_pct {m.group(5)}")
             if v != "plain" and not re.search(rf"^{v}/plain integrator CPU a query .*: [0-9.]+ ", p.stdout, re.M):
                 failures.append(f"no {v}/plain ratio line: {p.stdout[-1500:]}")
         # The secure cluster really was secure: its run dir holds the keys, its integrator served HTTPS.
