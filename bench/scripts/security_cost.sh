@@ -238,9 +238,9 @@ measure() {
     awk -v v="$v" -v r="$r" -v t=$((t1[$v] - t0[$v])) -v ok="$ok" -v q="$(field "$line" queries)" \
       -v p50="$(field "$line" p50_us)" -v p99="$(field "$line" p99_us)" -v miss="$(field "$line" deadline_misses)" \
       -v err="$(field "$line" errors)" -v qps="$(field "$line" achieved_qps)" \
-      -v hp="$(awk -v p=$((poll1 - poll0)) -v s=$((span1 - span0)) 'BEGIN { printf "%.1f", (s > 0 ? 100 * p / s : 0) }')" 'BEGIN {
-      printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f host_poll_pct %s\n",
-        v, r, t / 1e3 / ok, p50, p99, q, ok, miss, err, qps, hp }' | tee -a "$results"
+      -v poll=$((poll1 - poll0)) -v span=$((span1 - span0)) 'BEGIN {
+      printf "%s %d cpu_us_per_query %.1f p50_us %.0f p99_us %.0f queries %d ok %d misses %d errors %d qps %.1f host_poll_pct %.1f\n",
+        v, r, t / 1e3 / ok, p50, p99, q, ok, miss, err, qps, (span > 0 ? 100 * poll / span : 0) }' | tee -a "$results"
     awk -v v="$v" -v r="$r" -v ok="$ok" 'NR == FNR { a[$1] = $3; next }
       { c[$2] += $3 - ($1 in a ? a[$1] : 0) }
       END { printf "%s %d", v, r; for (n in c) printf " %s %.1f", n, c[n] / 1e3 / ok; print "" }' \

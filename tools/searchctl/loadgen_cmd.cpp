@@ -707,12 +707,10 @@ int RunLoadgen(const LoadgenArgs& a) {
   for (Arrival& x : arrivals) x.at += start - drawn_start;
   std::vector<std::thread> threads;
   std::vector<Status> loop_status(loops);
-  const std::vector<int> cpus = a.pin_loops ? AllowedCpus() : std::vector<int>{};
+  const std::vector<int> allowed = AllowedCpus();
+  const std::vector<int> cpus = a.pin_loops ? allowed : std::vector<int>{};
   std::unique_ptr<CpuHome> home;  // the loops' (without --pin-loops); loop 0 ticks it
-  if (cpus.empty()) {
-    const std::vector<int> allowed = AllowedCpus();
-    home = std::make_unique<CpuHome>(CpuHome::PickHome(allowed), allowed);
-  }
+  if (!a.pin_loops) home = std::make_unique<CpuHome>(CpuHome::PickHome(allowed), allowed);
   std::atomic<uint32_t> pinned{0};
   for (uint32_t l = 0; l < loops; ++l) {
     const uint32_t conns = a.connections / loops + (l < a.connections % loops ? 1 : 0);
@@ -780,13 +778,13 @@ int RunLoadgen(const LoadgenArgs& a) {
   out["stale_connection_retries"] = shared.stale_retries.load();
   out["threads"] = loops;
   // The loops' CPU home (without --pin-loops): where, whether there now, and how often they moved.
-  if (home && home->active())
-    out["cpu_home"] = {{"cpu", home->home()},
-                       {"pinned", home->pinned()},
-                       {"moves_home", home->moves_home()},
-                       {"moves_out", home->moves_out()}};
-  else
+  if (home && home->active()) {
+    const CpuHomeState hs = home->state();
+    out["cpu_home"] = {
+        {"cpu", home->home()}, {"pinned", hs.pinned}, {"moves_home", hs.moves_home}, {"moves_out", hs.moves_out}};
+  } else {
     out["cpu_home"] = nullptr;
+  }
   out["ramp_up"] = a.ramp_up;
   out["answered_p99_us"] = Percentile(answered_lat, 0.99);
   out["rejected"] = rejected_lat.size();
