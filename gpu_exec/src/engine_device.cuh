@@ -35,6 +35,18 @@ __device__ __forceinline__ uint32_t BlockBase(const DevList& l, uint32_t b) {
   return b == 0 ? l.base_doc : l.meta[b - 1].last_doc + 1u;
 }
 
+// The first block x in [lo, hi) of l with last_doc >= doc (hi when none): a skip-array search.
+__device__ __forceinline__ uint32_t FirstBlockReaching(const DevList& l, uint32_t lo, uint32_t hi, uint32_t doc) {
+  while (lo < hi) {
+    const uint32_t mid = (lo + hi) >> 1;
+    if (l.meta[mid].last_doc < doc)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
 // Decodes block b of l into docs; false (all lanes) when corrupt or below the shard.
 __device__ __forceinline__ bool DecodeChecked(const DevList& l, uint32_t b, const BlockMeta& m, uint32_t doc_begin,
                                               uint32_t (&docs)[kWarpValues]) {

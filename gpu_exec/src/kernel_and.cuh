@@ -53,14 +53,7 @@ __global__ void __launch_bounds__(kThreads) AndLocateKernel(const AndDesc* descs
   const bool dense = (q.dense_mask >> j) & 1u;
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
     const uint32_t doc = cand[i];
-    uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
-    while (lo < hi) {
-      const uint32_t mid = (lo + hi) >> 1;
-      if (l.meta[mid].last_doc < doc)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    const uint32_t lo = FirstBlockReaching(l, 0, l.num_blocks, doc);
     const uint32_t b = lo < l.num_blocks ? lo : kNone;
     q.cand_block[i] = b;
     if (!dense && b != kNone) q.needed[b] = 1u;  // same value from every writer

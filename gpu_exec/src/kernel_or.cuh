@@ -17,7 +17,10 @@
 //           best score from below.
 //   pruned: OrGatherKernel decodes the essential
 //           lists' blocks, skipping blocks whose block max plus every other list's max_score
-//           cannot reach theta, keeps a document when its own contribution plus that bound can,
+//           cannot reach theta, keeps a document when its own contribution plus that bound can
+//           (a bounded query, whose essential postings outnumber its buffer: the other lists'
+//           bound is the highest block max of their blocks over the block's documents, then per
+//           document the block max of their block that can hold it: WindowBound, DocBound),
 //           and appends each kept document once with its position in that list and that
 //           contribution as its partial score (a bitmap over the shard dedupes; past the buffer:
 //           kErrOverflow); then per other list OrLocateKernel (skip-array binary search per
@@ -312,6 +315,52 @@ __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* t
 
 // ------------------------------------------------------------------------------------ pruned
 
+// A bounded query's gather (OrPDesc::bounded), per essential block: lane t < m gets the window
+// [*lo, *hi] of list t's blocks that can hold a document in [first, last] (lo > hi: none, and for
+// the block's own list s and must_not lists); returns the sum over those lists of their windows'
+// highest block maxima, the bound of what the other lists add to a document of this block.
+// Warp-uniform arguments; every lane calls.
+__device__ __forceinline__ float WindowBound(const OrPDesc& q, const DevList* lists, const OrPList* plists, uint32_t s,
+                                             uint32_t first, uint32_t last, uint32_t* lo, uint32_t* hi) {
+  *lo = 1;
+  *hi = 0;
+  const uint32_t t = Lane();
+  if (t < q.m && t != s && !plists[q.list_off + t].exclude) {
+    const DevList lt = lists[q.list_off + t];
+    const uint32_t x = FirstBlockReaching(lt, 0, lt.num_blocks, first);
+    if (x < lt.num_blocks) {
+      *lo = x;
+      *hi = min(FirstBlockReaching(lt, x, lt.num_blocks, last), lt.num_blocks - 1);
+    }
+  }
+  float bound = 0.0f;
+  for (uint32_t u = 0; u < q.m; ++u) {
+    const uint32_t a = __shfl_sync(0xffffffffu, *lo, u), z = __shfl_sync(0xffffffffu, *hi, u);
+    if (a > z) continue;
+    const BlockMeta* meta = lists[q.list_off + u].meta;
+    uint32_t mx = 0;  // non-negative floats (and +inf) order as their bits
+    for (uint32_t x = a + Lane(); x <= z; x += 32) mx = max(mx, __float_as_uint(SanitizeBoundHD(meta[x].max_score)));
+    bound += __uint_as_float(__reduce_max_sync(0xffffffffu, mx));
+  }
+  return bound;
+}
+
+// The bound of what the other lists add to document doc of a bounded query's block: over the
+// windows WindowBound set, the block maximum of each list's block that can hold doc. Every lane
+// calls (valid: whether this lane's doc is one).
+__device__ __forceinline__ float DocBound(const OrPDesc& q, const DevList* lists, uint32_t lo, uint32_t hi, bool valid,
+                                          uint32_t doc) {
+  float bound = 0.0f;
+  for (uint32_t u = 0; u < q.m; ++u) {
+    const uint32_t a = __shfl_sync(0xffffffffu, lo, u), z = __shfl_sync(0xffffffffu, hi, u);
+    if (a > z || !valid) continue;
+    const DevList& lu = lists[q.list_off + u];
+    const uint32_t x = FirstBlockReaching(lu, a, z + 1, doc);
+    if (x <= z && doc >= BlockBase(lu, x)) bound += SanitizeBoundHD(lu.meta[x].max_score);
+  }
+  return bound;
+}
+
 // A warp per block of the essential lists, spread over the batch (OrPDesc::ess_blocks,
 // OrPList::ess_off).
 __global__ void __launch_bounds__(kThreads)
@@ -338,6 +387,12 @@ __global__ void __launch_bounds__(kThreads)
     // No document of this block reaches theta: its score is at most about bmax + rest (rounding
     // covered by slack; strict, so bounds of 0 against theta 0 prune nothing).
     if ((bmax + pl.rest) * q.slack < q.theta) continue;
+    float rest = pl.rest;  // the block's bound of the other lists
+    uint32_t win_lo = 1, win_hi = 0;
+    if (q.bounded) {
+      rest = WindowBound(q, lists, plists, s, BlockBase(l, b), m.last_doc, &win_lo, &win_hi);
+      if ((bmax + rest) * q.slack < q.theta) continue;
+    }
     uint32_t docs[kWarpValues], tfs[kWarpValues];
     const bool decoded = DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, st.blocks, st.postings, st.bytes);
     st.freq_blocks = st.blocks;  // scored whole: both payloads
@@ -349,18 +404,20 @@ __global__ void __launch_bounds__(kThreads)
       const uint32_t i = Lane() * kWarpValues + r;
       bool fresh = false;
       float own = 0.0f;
+      // A bounded query's document: the blocks of the other lists that can hold it.
+      const float doc_rest = q.bounded ? DocBound(q, lists, win_lo, win_hi, i < m.count, docs[r]) : rest;
       if (i < m.count) {
         const uint32_t off = docs[r] - shard.doc_begin;
         // Its tf alone bounds the contribution (the norm at its floor; Bm25TermScore falls as
         // the norm grows, in float too): most postings fail here without reading their norm.
         const bool may = shard.norm_floor <= 0.0f ||
-                         !((Bm25TermScore(l.idf, tfs[r], shard.norm_floor, shard.k1) + pl.rest) * q.slack < q.theta);
+                         !((Bm25TermScore(l.idf, tfs[r], shard.norm_floor, shard.k1) + doc_rest) * q.slack < q.theta);
         if (off >= shard.num_docs) {
           atomicOr(&q.out->error, kErrCorrupt);  // a corrupt block that decoded past the shard
         } else if (may) {
           // The document's own contribution plus what the other lists can add.
           own = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
-          if (!((own + pl.rest) * q.slack < q.theta)) {
+          if (!((own + doc_rest) * q.slack < q.theta)) {
             const uint32_t bit = 1u << (off & 31u);
             fresh = (atomicOr(&q.bitmap[off >> 5], bit) & bit) == 0;
           }
@@ -417,14 +474,7 @@ __global__ void __launch_bounds__(kThreads)
   ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t) {
     const DevList l = lists[q.list_off + s];
     const uint32_t doc = q.cand[i];
-    uint32_t lo = 0, hi = l.num_blocks;  // first block with last_doc >= doc
-    while (lo < hi) {
-      const uint32_t mid = (lo + hi) >> 1;
-      if (l.meta[mid].last_doc < doc)
-        lo = mid + 1;
-      else
-        hi = mid;
-    }
+    const uint32_t lo = FirstBlockReaching(l, 0, l.num_blocks, doc);
     uint32_t b = lo < l.num_blocks ? lo : kNone;
     if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
     q.pos[static_cast<size_t>(s) * q.cap + i] = b;

@@ -119,6 +119,19 @@ GpuContext* SmallPrunedContext() {
   return ctx.get();
 }
 
+// The small buffer with the gather bounding the other lists by their max_scores only (most
+// pruned attempts bound them by their blocks: their essential lists outnumber the buffer).
+GpuContext* SmallUnboundedContext() {
+  static std::unique_ptr<GpuContext> ctx = [] {
+    gpu::GpuContextOptions o = PrunedOptions();
+    o.or_candidate_cap = 24;
+    o.or_theta_sample = 3;
+    o.or_bounded_gather = false;
+    return MakeContext(o);
+  }();
+  return ctx.get();
+}
+
 // The dense or-path always.
 GpuContext* DenseContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
@@ -140,6 +153,7 @@ std::vector<NamedContext> AllContexts() {
   // racecheck (level 2) leaves it out for time: its kernels are the pruned context's.
   if (QuickLevel() < 2) {
     all.push_back({"pruned-or-small", SmallPrunedContext()});
+    all.push_back({"pruned-or-small-unbounded", SmallUnboundedContext()});
   }
   return all;
 }
@@ -214,6 +228,25 @@ struct BatchInputs {
   }
   BatchInputs(const BatchInputs&) = delete;
   BatchInputs& operator=(const BatchInputs&) = delete;
+};
+
+// A zipf corpus (s = 1.0) as one shard, on the device.
+struct ZipfShard {
+  Corpus c;
+  MemShard s;
+  DeviceShard d;
+  ZipfShard(uint32_t docs, uint32_t vocab, uint32_t max_len, uint64_t seed, int fixed_len = -1) {
+    CorpusOptions o;
+    o.num_docs = docs;
+    o.vocab = vocab;
+    o.max_len = max_len;
+    o.fixed_len = fixed_len;
+    o.zipf_s = 1.0;
+    o.seed = seed;
+    c = MakeCorpus(o);
+    s = BuildShard(c, 0, c.num_docs);
+    Upload(s, {}, &d);
+  }
 };
 
 // Runs the items as one GPU batch on each context and compares each with the CPU engine.
@@ -367,16 +400,10 @@ TEST(GpuEngine, MatchesCpuOnManySmallCorporaAndShards) {
 // lengths) variants, large or-accumulators, k up to kMaxK over many ties.
 TEST(GpuEngine, MatchesCpuOnLongLists) {
   SKIP_WITHOUT_GPU();
-  CorpusOptions o;
-  o.num_docs = 250000;
-  o.vocab = 4000;
-  o.max_len = 60;
-  o.zipf_s = 1.0;
-  o.seed = 77;
-  const Corpus c = MakeCorpus(o);
-  const MemShard s = BuildShard(c, 0, c.num_docs);
-  DeviceShard d;
-  Upload(s, {}, &d);
+  const ZipfShard z(250000, 4000, 60, 77);
+  const Corpus& c = z.c;
+  const MemShard& s = z.s;
+  const DeviceShard& d = z.d;
   ASSERT_GT(c.df(0), 100000u);
   std::vector<BatchItem> items;
   const uint32_t rare[] = {500, 1500, 3999};
@@ -400,17 +427,10 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
   SKIP_WITHOUT_GPU();
   for (int fixed : {-1, 4}) {
     SCOPED_TRACE("fixed_len " + std::to_string(fixed));
-    CorpusOptions o;
-    o.num_docs = 60000;
-    o.vocab = 5000;
-    o.max_len = 50;
-    o.fixed_len = fixed;
-    o.zipf_s = 1.0;
-    o.seed = 91 + static_cast<uint64_t>(fixed + 1);
-    const Corpus c = MakeCorpus(o);
-    const MemShard s = BuildShard(c, 0, c.num_docs);
-    DeviceShard d;
-    Upload(s, {}, &d);
+    const ZipfShard z(60000, 5000, 50, 91 + static_cast<uint64_t>(fixed + 1), fixed);
+    const Corpus& c = z.c;
+    const MemShard& s = z.s;
+    const DeviceShard& d = z.d;
     // Rare terms: df in [12, 60] (>= k = 10, < k = 100) and [1, 5] (< k for every k > 5).
     std::vector<uint32_t> rare, tiny;
     for (uint32_t t = 50; t < c.postings.size() && (rare.size() < 6 || tiny.size() < 3); ++t) {
@@ -491,6 +511,48 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
     // The same queries one at a time (batches of one).
     for (size_t i = 0; i < items.size() && !HasFailure(); i += Quick() ? 20 : 5) CheckBatch(c, s, d, {items[i]}, {});
   }
+}
+
+// Frequent terms whose lists outnumber the candidate buffer: the gather bounds the other lists by
+// their blocks (or_bounded_gather), and the answers stay exact while fewer postings are decoded
+// than with their max_scores as the bound (blocks skipped, fewer candidates to probe for, fewer
+// dense reruns of a buffer overflowed).
+TEST(GpuEngine, BoundedGatherIsExactAndDecodesLess) {
+  SKIP_WITHOUT_GPU();
+  const ZipfShard z(60000, 5000, 50, 1234);
+  ASSERT_GT(z.c.df(5), 4096u);
+  std::vector<BatchItem> items;
+  for (uint32_t k : {1u, 10u, 100u})
+    for (const std::vector<uint32_t>& t : std::vector<std::vector<uint32_t>>{
+             {0, 1}, {0, 1, 2}, {1, 3, 5}, {0, 1, 2, 3, 4, 5}, {2, 4, 30}, {0, 40, 60}})
+      items.push_back({TestQuery{t}, QueryMode::kOr, k});
+  for (BatchItem& it : items)  // canonical order
+    std::sort(it.q.terms.begin(), it.q.terms.end(),
+              [&](uint32_t a, uint32_t b) { return QueryTermName(z.c, a) < QueryTermName(z.c, b); });
+  const BatchInputs in(z.c, z.s, z.d, items);
+  uint64_t decoded[2] = {0, 0};
+  for (bool bounded : {true, false}) {
+    SCOPED_TRACE(bounded ? "bounded" : "unbounded");
+    gpu::GpuContextOptions opt = PrunedOptions();
+    opt.or_candidate_cap = 4096;
+    opt.or_bounded_gather = bounded;
+    const std::unique_ptr<GpuContext> ctx = MakeContext(opt);
+    ASSERT_NE(ctx, nullptr);
+    std::vector<Result<SearchResult>> out;
+    const Status st = gpu::ExecuteBatchGpu(*ctx, z.d.view, in.batch, &out);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(out.size(), items.size());
+    for (size_t i = 0; i < items.size(); ++i) {
+      const std::string what = Describe(z.c, items[i].q, items[i].mode, items[i].k);
+      const Result<SearchResult> cpu =
+          ExecuteQuery(in.cpu_in[i], std::span<const float>(z.s.norms), z.s.doc_begin, items[i].mode, items[i].k, {});
+      ASSERT_TRUE(cpu.ok()) << what;
+      ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
+      ExpectSameHits(out[i]->hits, cpu->hits, what);
+      decoded[bounded ? 0 : 1] += out[i]->stats.postings_decoded;
+    }
+  }
+  EXPECT_LT(decoded[0], decoded[1]) << "the block bounds pruned nothing more than the max_scores";
 }
 
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {

@@ -25,7 +25,10 @@
 //            pruning slack (ScoreSlack, core/score_slack.hpp) stays strictly below theta are
 //            non-essential: a document only they hold cannot reach the top k. A candidate is a document of an
 //            essential list whose own contribution plus the other lists' max_scores can reach
-//            theta (whole blocks skipped by their block max).
+//            theta (whole blocks skipped by their block max). Where the essential lists hold
+//            more postings than or_candidate_cap, the other lists' bound is tighter: per block
+//            the highest block max of their blocks over its documents, per document the block max
+//            of the block that can hold it (as block-max MaxScore bounds a document on the CPU).
 //          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
 //            in the list it came from) are found in the other lists as and does (skip-array
 //            binary search, only the blocks holding candidates decoded, binary search in the
@@ -179,8 +182,14 @@ struct GpuContextOptions {
   // accumulator always);
   uint32_t or_pruned_divisor = 8;
   // candidates a pruned query with theta > 0 may collect (1 .. 2^30); past it the query reruns
-  // dense (a round later);
-  uint32_t or_candidate_cap = uint32_t{1} << 20;
+  // dense (a round later). 2^22: at 25.2M documents 2^20 left ~1.8% of or-queries to rerun dense
+  // and 2^24 sized buffers past need (both slower on the three logs measured, BENCHMARKS.md);
+  uint32_t or_candidate_cap = uint32_t{1} << 22;
+  // a pruned query whose essential lists hold more postings than its candidate buffer bounds the
+  // other lists by their blocks over each document (false: by their max_scores, as the others do,
+  // for tests; at 2^20 candidates it ran 5-14% more or-queries a second than false on three logs at
+  // 25.2M documents, the GOV2 shape +4%, 5-6 terms -2%: BENCHMARKS.md).
+  bool or_bounded_gather = true;
   // documents of the theta list (its best contributions) scored exactly in the theta round to
   // raise theta (1 .. 2^24).
   uint32_t or_theta_sample = 1024;
