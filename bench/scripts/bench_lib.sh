@@ -20,6 +20,18 @@ ticks() {
   done
   echo $((total - poll))
 }
+# CPU time of each thread of PID in ns (/proc/PID/task/TID/schedstat: time on a CPU; clock ticks,
+# 10 ms, are too coarse for short rounds): "TID NAME NS" (NAME with spaces as _).
+thread_ns() {
+  local t
+  for t in /proc/"$1"/task/*; do
+    printf '%s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
+  done | awk 'NF == 3'
+}
+# A long-lived process's CPU time in ns: its threads' sum (a thread that exits takes its time along),
+# less its CPU homes' pollers (cpu-home-poll). Each thread's own counter: ticks' total less the
+# pollers read a moment later can lose a tick the pollers spun in between.
+cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
 # The GPU host's first line of a log: cores, GPU, UTC time.
 gpu_machine() { step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"; }
 # The synthetic shard of DOCS documents (seed 1, one shard) in DIR, generated with the caller's

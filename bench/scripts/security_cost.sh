@@ -184,18 +184,6 @@ loadgen() {  # VARIANT SECONDS [WARMUP]
   pinned "$v" 1 "$ctl" loadgen "${args[@]}" --queries "$queries" --mode "$mode" --k "$k" --rate "$rate" \
     --seconds "$2" --warmup "${3:-0}" --deadline-ms 1000 --connections "$conns" --no-source --keep-idle "${lg_extra[@]}"
 }
-# CPU time of each thread of PID in ns (/proc/PID/task/TID/schedstat: time on a CPU; clock ticks,
-# 10 ms, are too coarse for short rounds): "TID NAME NS" (NAME with spaces as _).
-thread_ns() {
-  local t
-  for t in /proc/"$1"/task/*; do
-    printf '%s %s %s\n' "${t##*/}" "$(tr ' ' _ <"$t/comm" 2>/dev/null)" "$(cut -d' ' -f1 "$t/schedstat" 2>/dev/null)"
-  done | awk 'NF == 3'
-}
-# The process's CPU time in ns: its threads' sum (the integrator's threads live as long as it does),
-# less its CPU homes' pollers (cpu-home-poll: idle-priority spinning while serving at low load,
-# core/cpu_home.hpp; in threads.txt by name).
-cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
 # CPU time in ns of every CPU home poller on the host (any process's): whether the CPU homes were
 # kept from idling during a span (host_poll_pct in results.txt: of one CPU, over the span).
 # Three processes, not one a thread: the span's start must not load the machine it measures.

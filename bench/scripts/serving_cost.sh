@@ -2,8 +2,9 @@
 # Host CPU per query of the serving path, process by process: a local one-node cluster (a
 # search-node with the CPU scheduler over a small synthetic shard, a search-integrator with its
 # result cache off) driven by `searchctl loadgen` at a Poisson rate over CONNECTIONS kept-alive
-# connections. Prints the node's, the integrator's and the load generator's CPU (user + system)
-# per answered query, in microseconds of one core, and the load generator's summary line. With
+# connections. Prints the node's and the integrator's CPU (their threads' time on a CPU, less the
+# CPU homes' pollers) and the load generator's (user + system) per answered query, in microseconds
+# of one core, and the load generator's summary line. With
 # PERF=1 it also records the integrator with `perf record -g` (OUT_DIR/perf-integrator.data; the node
 # with PERF_WHO=node).
 # Where a GPU host's cores go at high rates (BENCHMARKS.md, serving cost) without the GPU host.
@@ -58,7 +59,7 @@ loadgen() {  # seconds
 }
 step "warm-up: 2 s at $rate q/s"
 loadgen 2 >/dev/null || { echo "serving_cost: the warm-up failed" >&2; exit 1; }
-n0=$(ticks "$node_pid") i0=$(ticks "$int_pid")
+n0=$(cpu_ns "$node_pid") i0=$(cpu_ns "$int_pid")
 perf_pid=
 if [ "${PERF:-0}" = 1 ]; then
   perf_who=${PERF_WHO:-integrator}
@@ -69,13 +70,12 @@ if [ "${PERF:-0}" = 1 ]; then
 fi
 step "measured: $secs s at $rate q/s over $conns connections"
 line=$( { TIMEFORMAT='loadgen-cpu-seconds %U %S'; time loadgen "$secs"; } 2>"$out/loadgen.err")
-n1=$(ticks "$node_pid") i1=$(ticks "$int_pid")
+n1=$(cpu_ns "$node_pid") i1=$(cpu_ns "$int_pid")
 [ -n "$perf_pid" ] && wait "$perf_pid"
 echo "$line"
-hz=$(getconf CLK_TCK)
 queries=$(field "$line" queries)
 [ "${queries:-0}" -gt 0 ] || { echo "serving_cost: no query was answered" >&2; exit 1; }
 lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$out/loadgen.err" | tail -1)
-awk -v n=$((n1 - n0)) -v i=$((i1 - i0)) -v lg="${lg:-0}" -v hz="$hz" -v q="$queries" -v c="$conns" -v r="$rate" 'BEGIN {
+awk -v n=$((n1 - n0)) -v i=$((i1 - i0)) -v lg="${lg:-0}" -v q="$queries" -v c="$conns" -v r="$rate" 'BEGIN {
   printf "serving cost at %d q/s, %d connections (us of CPU a query): node %.1f, integrator %.1f, loadgen %.1f\n",
-    r, c, n / hz * 1e6 / q, i / hz * 1e6 / q, lg * 1e6 / q }'
+    r, c, n / 1e3 / q, i / 1e3 / q, lg * 1e6 / q }'
