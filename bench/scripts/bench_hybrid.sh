@@ -150,7 +150,6 @@ ramp=()
 node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job,loadgen_release_lag_p99_ms,cpu_model_ratio,gpu_model_ratio" >"$csv"
-hz=$(getconf CLK_TCK)
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
 # shares per step show a host whose other tenants or hypervisor took cores (steal) or whose cores
 # ran out (busy near 100%), which the per-process columns alone cannot tell apart.
@@ -261,7 +260,7 @@ for mode in $modes; do
     # Host CPU per answered query, by process (warm-up included in both the time and the count):
     # on one host the node's CPU engine, its GPU dispatch, the integrator and the load generator
     # share the cores.
-    n0=$(ticks "$node_pid") i0=$(ticks "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks); read -r c0 ci0 < <(node_cpu_ticks); u0=$(cut -d' ' -f1 /proc/uptime)
+    n0=$(cpu_ns "$node_pid") i0=$(cpu_ns "$int_pid"); read -r h0 hi0 hs0 < <(host_ticks); read -r c0 ci0 < <(node_cpu_ticks); u0=$(cut -d' ' -f1 /proc/uptime)
     scrape 0
     trace=()
     [ "${TRACE:-0}" = 1 ] && trace=(--trace "$out_dir/trace-$mode$label-$rate.csv")
@@ -280,12 +279,14 @@ for mode in $modes; do
       --mode "$qmode" --rate "$rate" --seconds "$secs" --warmup "$warmup" --deadline-ms "$deadline" \
       --connections "$conns" "${lg_threads[@]}" "${ramp[@]}" "${trace[@]}"; } 2>"$work/loadgen.err"; )
     [ -n "$line" ] || { echo "loadgen failed at rate $rate"; break; }
-    n1=$(ticks "$node_pid") i1=$(ticks "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); read -r c1 ci1 < <(node_cpu_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
+    n1=$(cpu_ns "$node_pid") i1=$(cpu_ns "$int_pid"); read -r h1 hi1 hs1 < <(host_ticks); read -r c1 ci1 < <(node_cpu_ticks); u1=$(cut -d' ' -f1 /proc/uptime)
     scrape 1
     lg=$(awk '/^loadgen-cpu-seconds/ { print $2 + $3 }' "$work/loadgen.err" | tail -1)
     # Per query sent (rate x (warm-up + measured seconds)), in microseconds of one core.
-    per_q() { awk -v t="$1" -v hz="$hz" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / hz * 1e6 / (r * s) }'; }
-    diag_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" -v hz="$hz" 'BEGIN { print x * hz }')")"
+    # The node's and the integrator's CPU in ns (cpu_ns: their threads less the pollers), the load
+    # generator's in seconds (time's user + system).
+    per_q() { awk -v t="$1" -v r="$rate" -v s=$((secs + warmup)) 'BEGIN { printf "%.1f", t / 1e3 / (r * s) }'; }
+    diag_cols="$(per_q $((n1 - n0))),$(per_q $((i1 - i0))),$(per_q "$(awk -v x="${lg:-0}" 'BEGIN { printf "%.0f", x * 1e9 }')")"
     # The host's busy and steal shares (steal_pct also decides MAX_STEAL_PCT below).
     steal_pct=$(awk -v t=$((h1 - h0)) -v st=$((hs1 - hs0)) 'BEGIN { if (t <= 0) t = 1; printf "%.2f", 100 * st / t }')
     diag_cols="$diag_cols,$(awk -v t=$((h1 - h0)) -v i=$((hi1 - hi0)) 'BEGIN { if (t <= 0) t = 1; printf "%.1f", 100 * (t - i) / t }'),$steal_pct"

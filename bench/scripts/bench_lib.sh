@@ -1,25 +1,13 @@
 # Sourced by the benchmark and load scripts (bench_gpu.sh, bench_hybrid.sh, bench_scale.sh,
 # serving_cost.sh, soak.sh): progress lines with the seconds since start, a field of searchctl's
 # one-line JSON answers, the background processes (appended to pids) killed when the script
-# exits, and a process's CPU ticks.
+# exits, and a process's CPU time (cpu_ns).
 bench_t0=$(date +%s)
 step() { echo "== [$(( $(date +%s) - bench_t0 ))s] $*"; }
 field() { echo "$1" | grep -o "\"$2\":[^,}]*" | head -1 | cut -d: -f2 | tr -d '"'; }
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done; wait 2>/dev/null; }
 trap cleanup EXIT
-# CPU time (user + system, clock ticks) a process has used so far; 0 once it is gone. Less its CPU
-# homes' pollers (threads named cpu-home-poll: idle-priority spinning, core/cpu_home.hpp), which
-# take only time no other thread wants; thread_cpu.sh lists them.
-ticks() {
-  local total poll=0 t
-  total=$(awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
-  for t in /proc/"$1"/task/*; do
-    [ "$(cat "$t/comm" 2>/dev/null)" = cpu-home-poll ] || continue
-    poll=$((poll + $(awk '{ print $14 + $15 }' "$t/stat" 2>/dev/null || echo 0)))
-  done
-  echo $((total - poll))
-}
 # CPU time of each thread of PID in ns (/proc/PID/task/TID/schedstat: time on a CPU; clock ticks,
 # 10 ms, are too coarse for short rounds): "TID NAME NS" (NAME with spaces as _).
 thread_ns() {
@@ -29,8 +17,9 @@ thread_ns() {
   done | awk 'NF == 3'
 }
 # A long-lived process's CPU time in ns: its threads' sum (a thread that exits takes its time along),
-# less its CPU homes' pollers (cpu-home-poll). Each thread's own counter: ticks' total less the
-# pollers read a moment later can lose a tick the pollers spun in between.
+# less its CPU homes' pollers (threads named cpu-home-poll: idle-priority spinning, core/cpu_home.hpp),
+# which take only time no other thread wants; thread_cpu.sh lists them. Each thread's own counter: a
+# process total less its pollers read a moment later would lose what they spun in between.
 cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
 # The GPU host's first line of a log: cores, GPU, UTC time.
 gpu_machine() { step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"; }

@@ -148,7 +148,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
     d.theta = s.theta;
     d.slack = ScoreSlack(s.n);
     lists.insert(lists.end(), s.present.begin(), s.present.end());
-    uint64_t step_nb = 1, ess_postings = 0;
+    uint64_t step_nb = 1;
     for (uint32_t i = 0; i < d.m; ++i) {
       OrPList pl;
       pl.essential = (s.ess_mask >> i) & 1u;
@@ -160,14 +160,13 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       if (pl.essential) {
         pl.ess_off = d.ess_blocks;
         d.ess_blocks += s.present[i].num_blocks;
-        ess_postings += s.present[i].count;
       }
       plists.push_back(pl);
       // Blocks decoded for probing: at most one per candidate unless dense (the largest step).
       step_nb = std::max<uint64_t>(
           step_nb, pl.dense ? s.present[i].num_blocks : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
     }
-    d.bounded = ctx.options.or_bounded_gather && s.theta > 0.0f && ess_postings > s.cap ? 1u : 0u;
+    d.bounded = s.bounded ? 1u : 0u;
     sum_nb += step_nb;
     sum_ess_nb += d.ess_blocks;
     PlanSteps(s, d, plists.data() + d.list_off, s.theta > 0.0f);

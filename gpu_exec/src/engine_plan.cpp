@@ -299,6 +299,7 @@ bool NeedTheta(QState& s, uint64_t min_postings) {
 void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   const uint32_t divisor = o.or_pruned_divisor;
   s.or_path = PhaseKind::kOrDense;
+  s.bounded = false;
   if (divisor == 0 || num_docs == 0) return;
   const uint32_t m = static_cast<uint32_t>(s.present.size());
   const float slack = ScoreSlack(s.n);
@@ -328,6 +329,7 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   }
   const uint64_t ess = s.cap;
   if (s.theta > 0.0f) s.cap = std::min<uint64_t>(s.cap, o.or_candidate_cap);
+  s.bounded = o.or_bounded_gather && s.theta > 0.0f && ess > s.cap;
   if ((s.theta > 0.0f || ess <= uint64_t{num_docs} / divisor) && s.cap < (uint64_t{1} << 30))
     s.or_path = PhaseKind::kOrPruned;
 }

@@ -320,6 +320,7 @@ __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* t
 // the block's own list s and must_not lists); returns the sum over those lists of their windows'
 // highest block maxima, the bound of what the other lists add to a document of this block.
 // Warp-uniform arguments; every lane calls.
+static_assert(kMaxSteps <= 32, "WindowBound gives each list of a query a lane of one warp");
 __device__ __forceinline__ float WindowBound(const OrPDesc& q, const DevList* lists, const OrPList* plists, uint32_t s,
                                              uint32_t first, uint32_t last, uint32_t* lo, uint32_t* hi) {
   *lo = 1;

@@ -109,13 +109,15 @@ GpuContext* PrunedContext() {
 
 // The same with a tiny candidate buffer (most attempts overflow and rerun dense) and a theta
 // sample of a few documents.
+gpu::GpuContextOptions SmallPrunedOptions() {
+  gpu::GpuContextOptions o = PrunedOptions();
+  o.or_candidate_cap = 24;
+  o.or_theta_sample = 3;
+  return o;
+}
+
 GpuContext* SmallPrunedContext() {
-  static std::unique_ptr<GpuContext> ctx = [] {
-    gpu::GpuContextOptions o = PrunedOptions();
-    o.or_candidate_cap = 24;
-    o.or_theta_sample = 3;
-    return MakeContext(o);
-  }();
+  static std::unique_ptr<GpuContext> ctx = MakeContext(SmallPrunedOptions());
   return ctx.get();
 }
 
@@ -123,9 +125,7 @@ GpuContext* SmallPrunedContext() {
 // pruned attempts bound them by their blocks: their essential lists outnumber the buffer).
 GpuContext* SmallUnboundedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
-    gpu::GpuContextOptions o = PrunedOptions();
-    o.or_candidate_cap = 24;
-    o.or_theta_sample = 3;
+    gpu::GpuContextOptions o = SmallPrunedOptions();
     o.or_bounded_gather = false;
     return MakeContext(o);
   }();
