@@ -16,6 +16,7 @@
 #      libraries),
 #      MODES ("cpu gpu hybrid griffin"), QMODE (and), START_RATE (300), FACTOR (1.6),
 #      MAX_STEPS (8), SECONDS_PER_RATE (5), WARMUP (1), DEADLINE_MS (500), MISS_LIMIT (0.05),
+#      STOP_P99_MS (unset: off; e.g. 10: a scheduler's sweep also ends after the first step whose p99 is above it),
 #      RAMP (1: each step's warm-up arrivals come at a rate rising from 0 to the step's, loadgen
 #      --ramp-up, so a step does not open with the rate's worth of new connections at once, a
 #      start-up backlog that near a knee could outlast the warm-up; 0: the full rate from the start),
@@ -55,6 +56,7 @@
 #      enabled, for this sweep, set before the node starts and put back when the script exits; needs
 #      root; default: left as it is. The node's norms and list cache are arrays of hundreds of MiB
 #      read at random, a 4 KiB page's TLB miss a scored document; a step line says what was set),
+#      BASE_PORT (7700: the integrator's HTTP port; the node, the node's and the integrator's metrics the next three),
 #      KEEP=1 keeps the index.
 # Each step also records the GPU dispatchers' CPU time per GPU job, inside the GPU executor's
 # batches and the scheduler's own (dispatch_batch_cpu_us_per_gpu_job, dispatch_sched_cpu_us_per_gpu_job),
@@ -147,7 +149,8 @@ ramp=()
 [ "${RAMP:-1}" = 1 ] && ramp=(--ramp-up)
 [ ${#node_pin[@]} -gt 0 ] || [ ${#client_pin[@]} -gt 0 ] && step "pinned: node ${NODE_CPUS:-any}, clients ${CLIENT_CPUS:-any}"
 [ -n "${LOADGEN_CPUS:-}" ] && step "load generator and host_jitter on ${LOADGEN_CPUS}, the integrator on $integrator_cpus"
-node_port=7701 http_port=7700 metrics_port=7702 int_metrics_port=7703
+base_port=${BASE_PORT:-7700}
+http_port=$base_port node_port=$((base_port + 1)) metrics_port=$((base_port + 2)) int_metrics_port=$((base_port + 3))
 csv=$out_dir/fig7.csv
 echo "scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,node_cpu_us_per_q,integrator_cpu_us_per_q,loadgen_cpu_us_per_q,host_busy_pct,host_steal_pct,host_stall_max_ms,host_stall_sum_ms,node_p99_ms_le,integrator_p99_ms_le,node_exec_ms,sched_wait_ms,sched_run_ms,host_features_ms,host_submit_ms,host_return_ms,host_resolve_ms,gpu_jobs,cpu_jobs,gpu_jobs_per_batch,cheap_jobs,loadgen_send_wait_p99_ms,node_cpus_busy_pct,dispatch_batch_cpu_us_per_gpu_job,dispatch_sched_cpu_us_per_gpu_job,batch_prepare_cpu_us,batch_acquire_cpu_us,batch_engine_cpu_us,batch_finish_cpu_us,batch_prepare_wall_us,batch_acquire_wall_us,batch_engine_wall_us,batch_finish_wall_us,cheap_threshold_us,node_queue_ms,node_request_ms,integrator_request_ms,integrator_shard_ms,cpu_run_us_per_cpu_job,cpu_account_us_per_cpu_job,cpu_answer_us_per_cpu_job,cpu_lock_us_per_cpu_job,loadgen_release_lag_p99_ms,cpu_model_ratio,gpu_model_ratio" >"$csv"
 # The host's aggregate CPU counters: total, idle (idle + iowait) and steal ticks. Busy and steal
@@ -346,6 +349,7 @@ for mode in $modes; do
       fi
     fi
     awk -v m="$miss" -v l="$miss_limit" 'BEGIN { exit !(m > l) }' && break
+    [ -n "${STOP_P99_MS:-}" ] && awk -v p="$(ms p99_us)" -v l="$STOP_P99_MS" 'BEGIN { exit !(p > l) }' && break
     rate=$(awk -v r="$rate" -v f="$factor" 'BEGIN { printf "%d", r * f + 0.5 }')
   done
   # The node's scheduler counters for this run (jobs per processor, stolen, migrations, misses, error).

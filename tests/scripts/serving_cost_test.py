@@ -9,23 +9,14 @@ usage: serving_cost_test.py --source REPO --build BUILD_DIR        Exit status: 
 import argparse
 import json
 import os
-import random
 import re
 import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from local_ports import port_free  # noqa: E402
+from local_ports import free_port_block  # noqa: E402
 from check_report import report  # noqa: E402
-
-
-def free_base():
-    for _ in range(200):
-        base = random.randrange(20000, 60000, 4)
-        if all(port_free(base + i) for i in range(4)):
-            return base
-    raise RuntimeError("no 4 free consecutive ports")
 
 
 def main():
@@ -37,7 +28,7 @@ def main():
     failures = []
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, DOCS="5000", RATE="200", SECONDS_PER_RUN="1", CONNECTIONS="4",
-                   BASE_PORT=str(free_base()), OUT_DIR=d)
+                   BASE_PORT=str(free_port_block()), OUT_DIR=d)
         p = subprocess.run([script, os.path.abspath(a.build)], env=env, capture_output=True, text=True, timeout=240)
         if p.returncode != 0:
             failures.append(f"exit {p.returncode}: {p.stderr[-2000:]}")

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Issue 52, goal 2, on one GPU host in one call: what the serving path delivers of what the engines
+# can do. First the ceilings, in-process `searchctl bench` on the GOV2-shaped `and` log: the GPU
+# engine on the node's CPUs, and the CPU engine on the CPUs that hybrid gives its CPU workers (5/8
+# of the node's). Then the served sweeps through a real integrator (bench_hybrid.sh: Poisson
+# arrivals, 512 connections, result cache off), gpu and then hybrid, each up to the first step whose
+# p99 is above 10 ms. Prints each ceiling, each scheduler's highest rate with p99 <= 10 ms and no
+# deadline miss, and the ratios: gpu / GPU ceiling, hybrid / (GPU ceiling + CPU ceiling). A sweep
+# whose last step still held reports its rate as ">=": raise its start or MAX_STEPS.
+#
+# usage: BUNDLE=DIR bench/scripts/served_ceiling.sh [DOCS] [WORK_DIR]
+#   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them (searchctl, search-node, search-integrator,
+#           host_jitter);  DOCS default 25200000;  WORK_DIR default /dev/shm/gpu-bench (the index is
+#           generated there unless it exists; each sweep's files go to WORK_DIR/served-SCHEDULER).
+#   env: NODE_CPUS (0-15), CLIENT_CPUS (16-31), LOADGEN_CPUS (28-31): a 2 x H200 host's 32 CPUs, the
+#        node apart from its clients; CPU_CEILING_CPUS (0-9, the node's CPUs that hybrid's CPU
+#        workers get); GPU_START (36000), HYBRID_START (48000), FACTOR (1.1), MAX_STEPS (8),
+#        SECS (8 measured seconds a step), P99_MS (10).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+. bench/scripts/bench_lib.sh
+
+docs=${1:-25200000}
+work=${2:-/dev/shm/gpu-bench}
+b=${BUNDLE:?BUNDLE=bundle of this build}
+node_cpus=${NODE_CPUS:-0-15}
+p99_ms=${P99_MS:-10}
+ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
+count_cpus() { taskset -c "$1" nproc; }
+
+gpu_synthetic_start "$docs" "$work" || exit 1
+step "cpu: $(lscpu | grep -m1 'Model name' | sed 's/ \+/ /g')"
+q=$work/queries-$docs.txt  # bench_hybrid.sh's log, made the same way
+# shellcheck disable=SC2046
+[ -f "$q" ] || ctl gen-queries --index "$idx" --count 10000 --out "$q" --seed 1 $(log_shape gov2 "$docs") >/dev/null || exit 1
+
+inproc() {  # CPUS ENGINE [flags...]: the engine's in-process q/s on CPUS, one client thread a CPU
+  local cpus=$1 engine=$2 r
+  shift 2
+  r=$(taskset -c "$cpus" timeout 300 env LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" bench --index "$idx" --queries "$q" \
+    --k 10 --seconds 4 --warmup 1 --mode and --engine "$engine" --threads "$(count_cpus "$cpus")" "$@" 2>/dev/null)
+  echo "inproc cpus=$cpus engine=$engine $r" >&2
+  [ "$engine" = gpu ] && [ "$(field "$r" verify_mismatches)" != 0 ] && { echo "GPU verify mismatches: $(field "$r" verify_mismatches)" >&2; }
+  field "$r" qps
+}
+step "ceilings"
+gpu_ceiling=$(inproc "$node_cpus" gpu --verify 300)
+cpu_ceiling=$(inproc "${CPU_CEILING_CPUS:-0-9}" cpu)
+echo "ceiling gpu $gpu_ceiling q/s (cpus $node_cpus), cpu $cpu_ceiling q/s (cpus ${CPU_CEILING_CPUS:-0-9})"
+
+served() {  # SCHEDULER START: the sweep, then its highest rate with p99 <= P99_MS and no miss ("" if none)
+  local out=$work/served-$1
+  rm -rf "$out"
+  step "served $1 from $2 q/s" >&2
+  MODES=$1 BUNDLE=$b START_RATE=$2 FACTOR=${FACTOR:-1.1} MAX_STEPS=${MAX_STEPS:-8} SECONDS_PER_RATE=${SECS:-8} WARMUP=2 \
+    CONNECTIONS=512 STOP_P99_MS=$p99_ms NODE_CPUS=$node_cpus CLIENT_CPUS=${CLIENT_CPUS:-16-31} \
+    LOADGEN_CPUS=${LOADGEN_CPUS:-28-31} OUT_DIR=$out KEEP=1 bench/scripts/bench_hybrid.sh "$docs" "$work" >"$out.log" 2>&1
+  cut -d, -f1-9 "$out/fig7.csv" >&2
+  # The held rate; ">=" when the sweep's last step held too (its knee lies beyond the sweep).
+  awk -F, -v l="$p99_ms" 'NR > 1 { last_ok = ($7 <= l && $8 == 0); if (last_ok) best = $3 }
+    END { if (best != "") printf "%s%d\n", (last_ok ? ">=" : ""), best }' "$out/fig7.csv"
+}
+gpu_served=$(served gpu "${GPU_START:-36000}")
+hybrid_served=$(served hybrid "${HYBRID_START:-48000}")
+ratio() { awk -v s="${1#>=}" -v c="$2" -v ge="${1%%[0-9]*}" 'BEGIN { if (s == "" || c <= 0) print "-"; else printf "%s%.1f%%", ge, 100 * s / c }'; }
+step "summary (docs=$docs, GOV2-shaped and, p99 <= $p99_ms ms)"
+echo "| scheduler | served q/s | ceiling q/s | served / ceiling |"
+echo "|---|---|---|---|"
+echo "| gpu | ${gpu_served:--} | $(printf '%.0f' "$gpu_ceiling") (GPU engine) | $(ratio "$gpu_served" "$gpu_ceiling") |"
+both=$(awk -v g="$gpu_ceiling" -v c="$cpu_ceiling" 'BEGIN { printf "%.0f", g + c }')
+echo "| hybrid | ${hybrid_served:--} | $both (GPU engine + CPU engine on ${CPU_CEILING_CPUS:-0-9}) | $(ratio "$hybrid_served" "$both") |"
