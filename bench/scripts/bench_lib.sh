@@ -21,8 +21,11 @@ thread_ns() {
 # which take only time no other thread wants; thread_cpu.sh lists them. Each thread's own counter: a
 # process total less its pollers read a moment later would lose what they spun in between.
 cpu_ns() { thread_ns "$1" | awk '$2 != "cpu-home-poll" { t += $3 } END { printf "%.0f\n", t }'; }
-# The GPU host's first line of a log: cores, GPU, UTC time.
-gpu_machine() { step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"; }
+# The GPU host's first line of a log: cores, their model (hosts of one kind differ, and a GPU / CPU
+# ratio moves with the CPU engine's host), GPU, UTC time.
+gpu_machine() {
+  step "machine: $(nproc) cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1)), $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
+}
 # The synthetic shard of DOCS documents (seed 1, one shard) in DIR, generated with the caller's
 # `ctl` (its searchctl) unless DIR already holds one: synthetic_shard DOCS DIR
 synthetic_shard() {

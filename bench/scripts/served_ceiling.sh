@@ -29,7 +29,6 @@ ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
 count_cpus() { taskset -c "$1" nproc; }
 
 gpu_synthetic_start "$docs" "$work" || exit 1
-step "cpu: $(lscpu | grep -m1 'Model name' | sed 's/ \+/ /g')"
 q=$work/queries-$docs.txt  # bench_hybrid.sh's log, made the same way
 # shellcheck disable=SC2046
 [ -f "$q" ] || ctl gen-queries --index "$idx" --count 10000 --out "$q" --seed 1 $(log_shape gov2 "$docs") >/dev/null || exit 1
