@@ -104,7 +104,6 @@ ctl=$bundle/bin/searchctl
 mkdir -p "$work" "$out_dir"
 idx=$work/synthetic-$docs
 qlog=$work/queries-$docs.txt
-min_df=$(gov2_min_df "$docs")
 
 step "machine: $(nproc) cores, $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1), $(date -u +%Y-%m-%dT%H:%MZ)"
 if [ ! -f "$idx/manifest.json" ]; then
@@ -112,8 +111,9 @@ if [ ! -f "$idx/manifest.json" ]; then
   rm -rf "$idx"
   "$ctl" generate --docs "$docs" --out "$idx" --shards 1 --seed 1 --threads "$(nproc)" --quiet || exit 1
 fi
-[ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 \
-  --lengths 0,27,33,40 --four-share 0.6 --min-df "$min_df" --df-exponent 0.62 >/dev/null || exit 1
+# shellcheck disable=SC2046
+[ -f "$qlog" ] || "$ctl" gen-queries --index "$idx" --count 10000 --out "$qlog" --seed 1 $(log_shape gov2 "$docs") \
+  >/dev/null || exit 1
 
 node_pin=() client_pin=() loadgen_pin=() integrator_cpus=${CLIENT_CPUS:-any}
 [ -n "${NODE_CPUS:-}" ] && node_pin=(taskset -c "$NODE_CPUS")
