@@ -202,7 +202,8 @@ async function refresh() {
     set('requests', s.requests_total); set('errors', s.errors_total);
     set('rejected', s.rejected_total); set('inflight', s.in_flight);
     const lat = s.latency_ms;
-    const ms = x => lat.samples > 0 ? fix(x, 2) : '\u2013';  // no searches in the window: no latency
+    // Three significant digits below 1 ms: a result-cache hit takes a few us, and two decimals showed it as 0.00.
+    const ms = x => lat.samples > 0 ? (typeof x === 'number' && x < 1 ? String(Number(x.toPrecision(3))) : fix(x, 2)) : '\u2013';
     for (const p of ['p50', 'p95', 'p99', 'p999', 'max']) set(p, ms(lat[p]));
     set('p99-big', ms(lat.p99)); set('samples', lat.samples);
     set('partial', s.partial_total); set('late', s.late_replies_total);
