@@ -229,6 +229,8 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
 Status EnqueueOr(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
 // The theta round (kernel_or.cuh); out->theta comes back.
 Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
+// A one-list top-k in one round (TopBlocksEligible); out->theta (the floor read) comes back.
+Status EnqueueTopBlocks(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
 // or on the pruned path (PlanOr chose it).
 Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph);
 // The tree path (kTree: scores and top-k; kTreeCount: counts only); out->total comes back.
@@ -237,7 +239,7 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
 // The engine's process-wide counters behind EngineTimes.
 struct EngineCounters {
   std::atomic<uint64_t> calls{0}, rounds{0}, enqueue_ns{0}, wait_ns{0}, total_ns{0};
-  std::atomic<uint64_t> or_theta{0}, or_pruned{0}, or_dense{0}, or_overflow{0};
+  std::atomic<uint64_t> or_theta{0}, or_pruned{0}, or_dense{0}, or_overflow{0}, top_blocks{0}, top_blocks_rerun{0};
   std::atomic<uint64_t> tree{0}, tree_count_only{0};
   std::atomic<uint64_t> theta_ratio_ppm{0}, theta_ratio_n{0};
 };

@@ -130,6 +130,64 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   return Status::Ok();
 }
 
+Status EnqueueTopBlocks(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st,
+                        const Phase& ph) {
+  cudaStream_t stream = ctx.stream.get();
+  const uint32_t q = static_cast<uint32_t>(ph.ids.size());
+  std::vector<ThetaDesc> tdescs(q);
+  std::vector<TopBlocksDesc> gdescs(q);
+  std::vector<uint64_t> caps(q);
+  uint64_t max_nb = 1;
+  for (uint32_t a = 0; a < q; ++a) {
+    const QState& s = st[ph.ids[a]];
+    ThetaDesc& t = tdescs[a];
+    t.list = s.present[0];
+    t.k = s.k;
+    t.blocks = s.k;
+    gdescs[a].cap = TopBlocksCap(s);
+    caps[a] = gdescs[a].cap;
+    max_nb = std::max<uint64_t>(max_nb, t.list.num_blocks);
+  }
+  TopkPlan tp;
+  SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
+  QueryOut* d_out = nullptr;
+  ThetaDesc* d_tdescs = nullptr;
+  TopBlocksDesc* d_gdescs = nullptr;
+  auto layout = [&](Arena& ar) {
+    d_out = TakeAnswers(ar, tp, q, ph.total_k);
+    for (uint32_t a = 0; a < q; ++a) {
+      tdescs[a].out = d_out + a;
+      tdescs[a].block_hist = ar.Take<uint32_t>(kHistBins);
+      gdescs[a].count = ar.Take<uint32_t>(1);
+      TakeTopkZeroed(ar, tp, a);
+    }
+    const size_t zeroed = ar.size();
+    d_tdescs = ar.Take<ThetaDesc>(q);
+    d_gdescs = ar.Take<TopBlocksDesc>(q);
+    TakeTopkUploads(ar, tp, q);
+    for (uint32_t a = 0; a < q; ++a) {
+      TopBlocksDesc& g = gdescs[a];
+      tdescs[a].block_bin = ar.Take<uint32_t>(1);
+      g.docs = ar.Take<uint32_t>(g.cap);
+      g.scores = ar.Take<float>(g.cap);
+      SetTopkInput(tp, ph, st, a, g.scores, g.docs, g.count, g.cap, d_out + a);
+    }
+    TakeTopkRest(ar, tp, q);
+    return zeroed;
+  };
+  SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
+  Uploads up;
+  up.Add(d_tdescs, tdescs.data(), q);
+  up.Add(d_gdescs, gdescs.data(), q);
+  AddTopkUploads(up, tp, q);
+  SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
+  SEARCH_RETURN_IF_ERROR(Launch(ThetaBlockHistKernel, dim3(GridFor(max_nb, kThreads, q), q), stream, d_tdescs));
+  SEARCH_RETURN_IF_ERROR(Launch(ThetaBlockSelectKernel, dim3(1, q), stream, d_tdescs));
+  SEARCH_RETURN_IF_ERROR(Launch(TopBlocksGatherKernel, dim3(GridFor(max_nb, kWarpsPerCta, q), q), stream, d_tdescs,
+                                d_gdescs, shard));
+  return FinishTopk(ctx, tp, ph, d_out, shard.doc_begin, scratch);
+}
+
 Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::vector<QState>& st, const Phase& ph) {
   cudaStream_t stream = ctx.stream.get();
   const uint32_t q = static_cast<uint32_t>(ph.ids.size());

@@ -150,6 +150,9 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       case PhaseKind::kTheta:
         launched = EnqueueTheta(ctx, shard, st, p);
         break;
+      case PhaseKind::kTopBlocks:
+        launched = EnqueueTopBlocks(ctx, shard, st, p);
+        break;
       case PhaseKind::kTree:
       case PhaseKind::kTreeCount:
         launched = EnqueueTree(ctx, shard, st, p);
@@ -172,14 +175,15 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
       QState& s = st[p.ids[a]];
       const QueryOut& o = p.h_out[a];
       QueryStats& stats = s.result.stats;
-      const bool overflow = p.kind == PhaseKind::kOrPruned && o.error == kErrOverflow;
+      const bool overflow =
+          (p.kind == PhaseKind::kOrPruned || p.kind == PhaseKind::kTopBlocks) && o.error == kErrOverflow;
       if (p.kind != PhaseKind::kTheta && !overflow) stats.lists += s.present.size();
       stats.blocks_decoded += o.blocks;
       stats.freq_blocks_decoded += o.freq_blocks;
       stats.postings_decoded += o.postings;
       stats.bytes_touched += o.bytes;
       stats.postings_scored += o.scored;
-      if (overflow) {  // the answer is incomplete: ExecuteBatchGpu reruns the query dense
+      if (overflow) {  // the answer is incomplete: ExecuteBatchGpu reruns the query (dense, or theta first)
         s.overflow = true;
         continue;
       }
@@ -192,6 +196,7 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
         s.theta = o.theta;
         continue;
       }
+      if (p.kind == PhaseKind::kTopBlocks) s.theta = o.theta;  // the floor read: TopBlocksExact
       if (p.kind == PhaseKind::kTree || p.kind == PhaseKind::kTreeCount) s.result.total = s.count ? o.total : 0;
       if (p.kind == PhaseKind::kTreeCount) continue;  // no hits (a count_phase query's come from its flat path)
       if (p.kind == PhaseKind::kAnd && s.count) s.result.total = o.scored;  // the survivors: every match

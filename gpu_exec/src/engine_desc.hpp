@@ -128,6 +128,16 @@ struct ThetaDesc {
   uint32_t contrib_bound = 1;
 };
 
+// A one-list top-k (PhaseKind::kTopBlocks, kernel_or.cuh's TopBlocksGatherKernel), beside its
+// ThetaDesc (list, k, blocks = k, block_hist, block_bin, out): the postings of the blocks of the k
+// highest block maxima whose contribution reaches the floor of the lowest bin read (out->theta).
+struct TopBlocksDesc {
+  uint32_t cap = 0;           // the candidate buffer (past it: kErrOverflow)
+  uint32_t* count = nullptr;  // candidates appended (zeroed; may run past cap)
+  uint32_t* docs = nullptr;
+  float* scores = nullptr;
+};
+
 // Per list of a pruned or-query (parallel to its DevList).
 struct OrPList {
   float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)

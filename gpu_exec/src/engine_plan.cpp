@@ -334,6 +334,11 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     s.or_path = PhaseKind::kOrPruned;
 }
 
+bool TopBlocksExact(const QState& s) {
+  if (s.theta == 0.0f) return true;  // every posting was a candidate
+  return s.result.hits.size() == s.k && s.result.hits.back().score >= s.theta * ScoreSlack(1);
+}
+
 void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vector<QState>& st, uint32_t num_docs,
                const GpuContextOptions& o, std::vector<Phase>* phases) {
   std::vector<uint32_t> cur;
@@ -342,6 +347,7 @@ void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vect
     const uint64_t b = kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
                        : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
                        : kind == PhaseKind::kTheta    ? ThetaBytes(st[id], o.or_theta_sample)
+                       : kind == PhaseKind::kTopBlocks ? uint64_t{TopBlocksCap(st[id])} * 32 + kHistBins * 8
                        : kind == PhaseKind::kTree || kind == PhaseKind::kTreeCount ? TreeBytes(st[id], num_docs)
                                                                                    : 0;
     // The pruned kernels spread a launch's work over at most kMaxSpreadQueries queries.

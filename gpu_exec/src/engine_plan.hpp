@@ -6,6 +6,7 @@
 // Thread-safety: functions over the caller's state; no shared data.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -39,7 +40,7 @@ inline constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
 
 // The launch sequences (phases) of a round; an or-query's path is one of the kOr kinds; a tree or
 // count query runs kTree (with a top-k) or kTreeCount (k == 0: the count alone).
-enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta, kTree, kTreeCount };
+enum class PhaseKind : uint8_t { kAnd, kOrDense, kOrPruned, kTheta, kTopBlocks, kTree, kTreeCount };
 
 // One query's host-side state through the rounds.
 struct QState {
@@ -142,6 +143,24 @@ inline bool ProbeDense(uint64_t cap, const DevList& l) {
 inline uint64_t SampleCap(uint32_t sample) {
   return uint64_t{2} * sample;
 }
+
+// The one-list top-k of one round (kTopBlocks, kernel_or.cuh's TopBlocksGatherKernel): for a
+// query that would take the theta round (NeedTheta) with one list, no must_not list and k <=
+// kTopBlocksMaxK. Its candidates are the postings that reach the floor of the k-th highest block
+// max's bin: k of them when the maxima are attained, more on ties; past the buffer the query
+// reruns on the theta path, as it does when TopBlocksExact fails.
+inline constexpr uint32_t kTopBlocksMaxK = 1024;
+inline bool TopBlocksEligible(const QState& s) {
+  return s.present.size() == 1 && s.excl_mask == 0 && !s.required_or && s.k >= 1 && s.k <= kTopBlocksMaxK;
+}
+inline uint32_t TopBlocksCap(const QState& s) {
+  return static_cast<uint32_t>(std::min<uint64_t>(s.present[0].count, uint64_t{8} * s.k + 1024));
+}
+// Whether a kTopBlocks answer is exact (s.theta: the floor F it read down to, hits best first):
+// F = 0 read every posting; otherwise the k-th best must reach F * ScoreSlack(1), above every
+// posting of the blocks not read (their maxima are below F; a score exceeds its block's maximum
+// by less than the slack).
+bool TopBlocksExact(const QState& s);
 
 // Bytes of device scratch one query needs on each or-path: dense, pruned (PlanOr has set its
 // cap) and the theta round.

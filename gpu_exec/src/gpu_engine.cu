@@ -139,27 +139,37 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
     c.tree.fetch_add(ids.size(), std::memory_order_relaxed);
     AddPhases(PhaseKind::kTree, ids, st, shard.num_docs, opt, phases);
   };
-  // Or-queries: those that need theta wait one round for it (`wait`); the others are planned now.
+  // Or-queries: those that need theta wait one round for it (`wait`), but a query of one list
+  // (TopBlocksEligible) takes its top blocks in this round when `top` is given; the others are
+  // planned now.
   auto plan_or = [&](const std::vector<uint32_t>& ids, bool may_wait, std::vector<uint32_t>* wait,
-                     std::vector<Phase>* phases) {
+                     std::vector<Phase>* phases, std::vector<uint32_t>* top = nullptr) {
     std::vector<uint32_t> dense, pruned, trees;
+    const size_t waited = wait != nullptr ? wait->size() : 0, topped = top != nullptr ? top->size() : 0;
     for (uint32_t id : ids) {
       QState& s = st[id];
       if (!s.status.ok()) continue;
       if (may_wait && opt.or_pruned_divisor != 0 && NeedTheta(s, opt.or_theta_min_postings)) {
-        wait->push_back(id);
+        (top != nullptr && TopBlocksEligible(s) ? top : wait)->push_back(id);
         continue;
       }
       PlanOr(s, shard.num_docs, opt);
       (s.or_path == PhaseKind::kOrPruned ? pruned : s.required_or ? trees : dense).push_back(id);
     }
     to_tree(trees, phases);
-    c.or_theta.fetch_add(wait != nullptr ? wait->size() : 0, std::memory_order_relaxed);
+    c.or_theta.fetch_add(wait != nullptr ? wait->size() - waited : 0, std::memory_order_relaxed);
+    if (top != nullptr) {
+      c.top_blocks.fetch_add(top->size() - topped, std::memory_order_relaxed);
+      AddPhases(PhaseKind::kTopBlocks, std::vector<uint32_t>(top->begin() + topped, top->end()), st, shard.num_docs,
+                opt, phases);
+    }
     c.or_pruned.fetch_add(pruned.size(), std::memory_order_relaxed);
     c.or_dense.fetch_add(dense.size(), std::memory_order_relaxed);
     AddPhases(PhaseKind::kOrDense, dense, st, shard.num_docs, opt, phases);
     AddPhases(PhaseKind::kOrPruned, pruned, st, shard.num_docs, opt, phases);
-    if (wait != nullptr) AddPhases(PhaseKind::kTheta, *wait, st, shard.num_docs, opt, phases);
+    if (wait != nullptr)  // this call's (a round may add to `wait` twice)
+      AddPhases(PhaseKind::kTheta, std::vector<uint32_t>(wait->begin() + waited, wait->end()), st, shard.num_docs, opt,
+                phases);
   };
   // Pruned attempts of the last round that overflowed their candidates: dense in this one.
   auto rerun_overflow = [&](std::vector<Phase>* phases) {
@@ -194,14 +204,27 @@ Status ExecuteBatchGpu(GpuContext& ctx, const GpuShardView& shard, std::span<con
   };
   // Round 1: and (and the and-part of andor), or planned without theta, theta for the rest of or.
   std::vector<Phase> phases;
-  std::vector<uint32_t> wait1, wait2;
+  std::vector<uint32_t> wait1, wait2, top;
   AddPhases(PhaseKind::kAnd, and_ids, st, shard.num_docs, opt, &phases);
-  plan_or(or_ids, true, &wait1, &phases);
+  plan_or(or_ids, true, &wait1, &phases, &top);
   plan_tree(tree_ids, &phases);
   AddPhases(PhaseKind::kTreeCount, count_ids, st, shard.num_docs, opt, &phases);
   SEARCH_RETURN_IF_ERROR(run(phases));
-  // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k).
+  // Round 2: the or-queries that waited for theta; andor's or-part (and found fewer than k); the
+  // one-list queries whose top blocks were not enough take the theta path (theta now, round 3).
   phases.clear();
+  std::vector<uint32_t> rerun;
+  for (uint32_t id : top) {
+    QState& s = st[id];
+    if (!s.status.ok() || (!s.overflow && TopBlocksExact(s))) continue;
+    if (!s.overflow) s.result.stats.lists -= s.present.size();  // counted again when it answers
+    s.overflow = false;
+    s.theta = 0.0f;
+    s.result.hits.clear();
+    rerun.push_back(id);
+  }
+  c.top_blocks_rerun.fetch_add(rerun.size(), std::memory_order_relaxed);
+  plan_or(rerun, true, &wait2, &phases);
   rerun_overflow(&phases);
   plan_or(wait1, false, nullptr, &phases);
   std::vector<uint32_t> or2;
@@ -265,6 +288,8 @@ GpuEngineTimes EngineTimes() {
   t.or_pruned = c.or_pruned.load(std::memory_order_relaxed);
   t.or_dense = c.or_dense.load(std::memory_order_relaxed);
   t.or_overflow = c.or_overflow.load(std::memory_order_relaxed);
+  t.top_blocks = c.top_blocks.load(std::memory_order_relaxed);
+  t.top_blocks_rerun = c.top_blocks_rerun.load(std::memory_order_relaxed);
   t.tree = c.tree.load(std::memory_order_relaxed);
   t.tree_count_only = c.tree_count_only.load(std::memory_order_relaxed);
   t.theta_ratio_ppm = c.theta_ratio_ppm.load(std::memory_order_relaxed);

@@ -15,6 +15,8 @@
 //           exactly over every list, and SampleThetaKernel raises theta to the lower edge of the
 //           bin holding their k-th best exact score: any k real documents' scores bound the k-th
 //           best score from below.
+//   top blocks: a query of one list takes its k best documents in one round from the blocks of
+//           its k highest block maxima (TopBlocksGatherKernel), without a theta round.
 //   pruned: OrGatherKernel decodes the essential
 //           lists' blocks, skipping blocks whose block max plus every other list's max_score
 //           cannot reach theta, keeps a document when its own contribution plus that bound can
@@ -311,6 +313,57 @@ __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* t
   __syncthreads();
   const uint32_t b = BinOfRank(hist, t.k, scan_tmp, &s_bin);
   if (threadIdx.x == 0 && b != kNone) t.out->theta = fmaxf(t.out->theta, ThetaBinFloor(b));
+}
+
+// ------------------------------------------------------------------------------- top blocks
+
+// A one-list top-k in one round (PhaseKind::kTopBlocks), after ThetaBlockHistKernel and
+// ThetaBlockSelectKernel with blocks = k: every posting of the blocks whose maximum lies in the
+// lowest bin read or above, whose contribution (its final score: one list) reaches that bin's floor
+// F, is a candidate (out->theta = F). The blocks not read have maxima below F, so when the k-th
+// best candidate scores at least F * ScoreSlack(1) no posting outside them can enter the top k
+// (the host checks that, engine_plan.hpp's TopBlocksExact, and otherwise reruns the query on the
+// theta path). k blocks of maxima >= F each hold such a posting when the maxima are attained.
+__global__ void __launch_bounds__(kThreads)
+    TopBlocksGatherKernel(const ThetaDesc* tdescs, const TopBlocksDesc* gdescs, ShardDev shard) {
+  const ThetaDesc& t = tdescs[blockIdx.y];
+  const TopBlocksDesc& g = gdescs[blockIdx.y];
+  const DevList l = t.list;
+  const uint32_t lowest = *t.block_bin;
+  const float floor = ThetaBinFloor(lowest);
+  if (blockIdx.x == 0 && threadIdx.x == 0) t.out->theta = floor;
+  uint64_t blocks = 0, postings = 0, bytes = 0;
+  bool overflow = false;
+  for (uint32_t b = GlobalWarp(); b < l.num_blocks; b += WarpStride()) {
+    const BlockMeta m = l.meta[b];
+    if (BlockMaxBin(m) < lowest) continue;
+    uint32_t docs[kWarpValues], tfs[kWarpValues];
+    if (!DecodeScoredBlock(l, b, m, shard.doc_begin, docs, tfs, blocks, postings, bytes)) {
+      if (Lane() == 0) atomicOr(&t.out->error, kErrCorrupt);
+      continue;
+    }
+    for (uint32_t r = 0; r < kWarpValues; ++r) {
+      const uint32_t i = Lane() * kWarpValues + r;
+      bool take = false;
+      float score = 0.0f;
+      if (i < m.count) {
+        const uint32_t off = docs[r] - shard.doc_begin;
+        if (off < shard.num_docs) {  // only a corrupt block that decoded holds others
+          score = Bm25TermScore(l.idf, tfs[r], shard.norms[off], shard.k1);
+          take = score >= floor;
+        }
+      }
+      const uint32_t at = WarpAppend(g.count, take);
+      if (take && at < g.cap) {
+        g.docs[at] = docs[r];
+        g.scores[at] = score;
+      }
+      overflow |= take && at >= g.cap;
+    }
+  }
+  if (overflow) atomicOr(&t.out->error, kErrOverflow);
+  AddStats(t.out, blocks, postings, bytes, blocks);
+  if (Lane() == 0 && postings != 0) atomicAdd(&t.out->scored, static_cast<unsigned long long>(postings));
 }
 
 // ------------------------------------------------------------------------------------ pruned

@@ -555,6 +555,62 @@ TEST(GpuEngine, BoundedGatherIsExactAndDecodesLess) {
   EXPECT_LT(decoded[0], decoded[1]) << "the block bounds pruned nothing more than the max_scores";
 }
 
+// A query of one list takes the blocks of its k highest block maxima in one round (kTopBlocks):
+// exact with no rerun where the maxima differ ("varied": lengths and tfs drawn), and rerun on the
+// theta path where they tie ("tied": every posting has tf 1 in a document of length 6, so every
+// posting reaches the floor and the buffer overflows); both equal the CPU engine, in every mode.
+TEST(GpuEngine, OneListTopBlocksAreExactAndRerunOnTies) {
+  SKIP_WITHOUT_GPU();
+  Corpus c;
+  c.num_docs = 40000;
+  c.postings.resize(3);
+  for (uint32_t t = 0; t < 3; ++t) c.names.push_back(TermName(t));
+  std::mt19937_64 rng(77);
+  for (uint32_t d = 0; d < c.num_docs; ++d) {
+    const bool tied = d % 2 == 0;
+    const uint32_t len = tied ? 6 : 10 + static_cast<uint32_t>(rng() % 190);
+    c.doc_len.push_back(len);
+    c.total_tokens += len;
+    if (tied)
+      c.postings[0].push_back({d, 1});
+    else if (rng() % 2 == 0)
+      c.postings[1].push_back({d, 1 + static_cast<uint32_t>(rng() % 20)});
+    if (d % 7 == 0) c.postings[2].push_back({d, 1});
+  }
+  const MemShard s = BuildShard(c, 0, c.num_docs);
+  DeviceShard d;
+  Upload(s, {}, &d);
+  ASSERT_GT(c.df(1), 8000u);
+  std::vector<BatchItem> items;
+  std::vector<size_t> varied_small_k;
+  for (uint32_t k : {1u, 10u, 100u, 1000u})
+    for (QueryMode mode : kModes)
+      for (uint32_t t : {0u, 1u}) {
+        if (t == 1 && k <= 10) varied_small_k.push_back(items.size());
+        items.push_back({TestQuery{{t}}, mode, k});
+      }
+  items.push_back({TestQuery{{0, 2}}, QueryMode::kOr, 10});  // two lists: the theta round as before
+  CheckBatch(c, s, d, items, {});
+  if (HasFailure()) return;
+  // On the pruned context (theta for any list of >= k postings) every one-list query is eligible.
+  const BatchInputs in(c, s, d, items);
+  const gpu::GpuEngineTimes t0 = gpu::EngineTimes();
+  std::vector<Result<SearchResult>> out;
+  const Status st = gpu::ExecuteBatchGpu(*PrunedContext(), d.view, in.batch, &out);
+  const gpu::GpuEngineTimes t1 = gpu::EngineTimes();
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(out.size(), items.size());
+  EXPECT_EQ(t1.top_blocks - t0.top_blocks, items.size() - 1);
+  // Every tied query reran (12); a varied one with k <= 10 did not, and read less than half its list
+  // (24 of 79 blocks on an H200).
+  EXPECT_GE(t1.top_blocks_rerun - t0.top_blocks_rerun, 12u);
+  EXPECT_LT(t1.top_blocks_rerun - t0.top_blocks_rerun, items.size() - 1 - varied_small_k.size() + 1);
+  for (size_t i : varied_small_k) {
+    ASSERT_TRUE(out[i].ok()) << out[i].status().ToString();
+    EXPECT_LT(out[i]->stats.postings_decoded, c.df(1) / 2) << Describe(c, items[i].q, items[i].mode, items[i].k);
+  }
+}
+
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
   SKIP_WITHOUT_GPU();
   CorpusOptions o;

@@ -459,6 +459,8 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;
     out["gpu_or_dense"] = times1.or_dense - times0.or_dense;
     out["gpu_or_overflow"] = times1.or_overflow - times0.or_overflow;
+    out["gpu_top_blocks"] = times1.top_blocks - times0.top_blocks;
+    out["gpu_top_blocks_rerun"] = times1.top_blocks_rerun - times0.top_blocks_rerun;
     // Runs of the tree path (trees and counts), and the count-only ones among them.
     out["gpu_tree"] = times1.tree - times0.tree;
     out["gpu_tree_count_only"] = times1.tree_count_only - times0.tree_count_only;

@@ -42,8 +42,11 @@
 //            num_docs / 8 postings (or when the bounds are inconsistent): a per-query accumulator
 //            over the shard's documents (-0.0f = no posting), lists added one launch per slot.
 //          Queries of few postings or without a list of >= k postings skip the theta round (all
-//          lists essential). A single term takes it too (block-max pruning: theta from the blocks
-//          of its k highest block maxima, then only blocks whose maximum reaches theta decoded).
+//          lists essential). A single term (k <= 1024, no must_not) skips it: one round decodes
+//          the blocks whose maxima reach the bin of its k-th highest block max and takes its
+//          postings that reach that bin's floor F; exact when the k-th best reaches F times the
+//          score slack (every other block's maximum is below F), else (ties, a full buffer) the
+//          query reruns with the theta round.
 //   andor: and; if fewer than k hits, or (Ding §8): a second round for those queries only.
 //   trees and counts (GpuQueryInput::tree or ::count): exhaustive, no pruning. The tree is
 //          resolved (ResolveMode; andor: the and-resolution, then the or-resolution in a second
@@ -233,11 +236,14 @@ std::optional<Result<SearchResult>> AnswerFromLengths(const GpuShardView& shard,
 // enqueue >> wait: the host's launches bound the rate; wait >> enqueue: the GPU's work does.
 // Also how or-queries (and andor's or-parts) were run: with a theta round, on the pruned path,
 // on the dense path, and pruned attempts that overflowed their candidate buffer and reran dense
-// (counted in or_dense too); and the tree path's runs.
+// (counted in or_dense too); and the tree path's runs. A query of one list that would take the
+// theta round takes its top blocks in one round instead (top_blocks), and reruns on the theta
+// path when they were not enough (top_blocks_rerun, counted in or_theta then).
 struct GpuEngineTimes {
   uint64_t calls = 0, rounds = 0;
   uint64_t enqueue_ns = 0, wait_ns = 0, total_ns = 0;
   uint64_t or_theta = 0, or_pruned = 0, or_dense = 0, or_overflow = 0;
+  uint64_t top_blocks = 0, top_blocks_rerun = 0;
   // Tree-path runs (trees and counts; andor's or-resolution counted apart), count-only among them.
   uint64_t tree = 0, tree_count_only = 0;
   // Quality of theta: over queries with theta > 0 that found k hits, the sum of theta / (k-th
