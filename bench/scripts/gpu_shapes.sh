@@ -9,6 +9,8 @@
 #   single   half 1-term queries: --lengths 50,20,15,15
 #   long     5-6 terms: --lengths 0,0,0,100 --four-share 0
 #   df1      --df-exponent 1.0
+#   one      1-term queries only: --lengths 100,0,0,0 (not in the default LOGS: issue 52's family is the
+#            five above; one-list queries are the GPU's single-round top blocks)
 #
 # usage: BUNDLE=DIR bench/scripts/gpu_shapes.sh [DOCS] [WORK_DIR]
 #   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them;  DOCS default 25200000;  WORK_DIR default
