@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/score_slack.hpp"
+#include "engine_plan.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_exec/cuda_util.hpp"
 #include "gpu_exec/gpu_engine.hpp"
@@ -609,6 +611,43 @@ TEST(GpuEngine, OneListTopBlocksAreExactAndRerunOnTies) {
     ASSERT_TRUE(out[i].ok()) << out[i].status().ToString();
     EXPECT_LT(out[i]->stats.postings_decoded, c.df(1) / 2) << Describe(c, items[i].q, items[i].mode, items[i].k);
   }
+}
+
+// The one-list top blocks' exactness rule and eligibility, on the host (no GPU needed).
+TEST(GpuEnginePlan, TopBlocksAnswerIsExactOnlyWhenTheKthBestClearsTheFloorBySlack) {
+  using gpu::engine_internal::QState;
+  QState s;
+  s.k = 3;
+  s.present.resize(1);
+  s.present[0].count = 100000;
+  s.max_score = {4.0f};
+  auto with = [&](float theta, std::vector<float> scores) {
+    QState q = s;
+    q.theta = theta;
+    for (size_t i = 0; i < scores.size(); ++i) q.result.hits.push_back(ScoredDoc{static_cast<uint32_t>(i), scores[i]});
+    return gpu::engine_internal::TopBlocksExact(q);
+  };
+  const float f = 2.0f, need = f * ScoreSlack(1);
+  EXPECT_TRUE(with(0.0f, {}));                      // every posting was read
+  EXPECT_TRUE(with(0.0f, {3.0f, 1.0f}));            // a list of fewer than k postings
+  EXPECT_FALSE(with(f, {3.0f, 2.5f}));              // fewer than k reached the floor
+  EXPECT_TRUE(with(f, {3.0f, 2.5f, need}));         // the k-th best clears F * slack
+  EXPECT_FALSE(with(f, {3.0f, 2.5f, f}));           // at F itself a posting of a block not read may tie it
+  EXPECT_FALSE(with(f, {3.0f, 2.5f, std::nextafter(need, 0.0f)}));
+  EXPECT_TRUE(gpu::engine_internal::TopBlocksEligible(s));
+  EXPECT_EQ(gpu::engine_internal::TopBlocksCap(s), 8u * 3 + 1024);
+  QState two = s;
+  two.present.resize(2);
+  EXPECT_FALSE(gpu::engine_internal::TopBlocksEligible(two));  // two lists: the theta round
+  QState excl = s;
+  excl.excl_mask = 1;
+  EXPECT_FALSE(gpu::engine_internal::TopBlocksEligible(excl));
+  QState big = s;
+  big.k = gpu::engine_internal::kTopBlocksMaxK + 1;
+  EXPECT_FALSE(gpu::engine_internal::TopBlocksEligible(big));
+  QState shortl = s;
+  shortl.present[0].count = 10;
+  EXPECT_EQ(gpu::engine_internal::TopBlocksCap(shortl), 10u);
 }
 
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
