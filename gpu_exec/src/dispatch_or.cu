@@ -276,6 +276,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
   SEARCH_RETURN_IF_ERROR(
       Launch(OrGatherKernel, dim3(SpreadGrid(sum_ess_nb, kWarpsPerCta)), stream, d_descs, q, d_lists, d_plists, shard));
+  SEARCH_RETURN_IF_ERROR(Launch(OrDropOverflowKernel, dim3(GridFor(q, kThreads)), stream, d_descs, q));
   // A step per list (PlanSteps' order), each kernel spread over the batch.
   const uint32_t cand_grid = SpreadGrid(sum_cap, kThreads);
   const uint32_t decode_grid = SpreadGrid(sum_nb, kWarpsPerCta);

@@ -25,7 +25,8 @@
 //           document the block max of their block that can hold it: WindowBound, DocBound),
 //           and appends each kept document once with its position in that list and that
 //           contribution as its partial score (a bitmap over the shard dedupes; past the buffer:
-//           kErrOverflow); then per other list OrLocateKernel (skip-array binary search per
+//           kErrOverflow, and OrDropOverflowKernel empties the buffer for the later steps); then
+//           per other list OrLocateKernel (skip-array binary search per
 //           candidate; the first candidate to need a block appends it to the list's need_list),
 //           OrDecodeKernel (only the needed blocks, or the whole list when most blocks are),
 //           OrProbeKernel (binary search in the decoded block: the posting's position or kNone);
@@ -491,6 +492,14 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   st.Flush();
+}
+
+// After the gather: a query whose candidates overflowed (kErrOverflow is set; the host reruns it
+// dense) keeps none, so the steps after it (locate, decode, probe, score, top-k) skip it instead of
+// working through a full buffer of candidates that no answer uses. A thread per query.
+__global__ void __launch_bounds__(kThreads) OrDropOverflowKernel(const OrPDesc* descs, uint32_t nq) {
+  const uint32_t a = blockIdx.x * kThreads + threadIdx.x;
+  if (a < nq && descs[a].counters[0] > descs[a].cap) descs[a].counters[0] = 0;
 }
 
 // The first candidate to need block b of list s appends it to the list's need_list.
