@@ -60,8 +60,9 @@ struct QState {
   uint32_t ess_mask = 0;
   std::vector<float> rest;
   uint64_t cap = 0;
-  // The essential lists hold more postings than cap (theta only): the gather bounds the other lists
-  // by their block maxima over each essential block, not by their max_scores (kernel_or.cuh).
+  // Theta only, and two lists or essential lists that hold more postings than cap: the gather bounds
+  // the other lists by their block maxima over each essential block, not by their max_scores
+  // (kernel_or.cuh).
   bool bounded = false;
   bool overflow = false;  // the pruned attempt overflowed: rerun dense
   // The tree path (a tree or a count): the program the next tree phase runs (engine_desc.hpp's

@@ -20,14 +20,15 @@
 //   pruned: OrGatherKernel decodes the essential
 //           lists' blocks, skipping blocks whose block max plus every other list's max_score
 //           cannot reach theta, keeps a document when its own contribution plus that bound can
-//           (a bounded query, whose essential postings outnumber its buffer: the other lists'
-//           bound is the highest block max of their blocks over the block's documents, then per
-//           document the block max of their block that can hold it: WindowBound, DocBound),
+//           (a bounded query, of two lists or whose essential postings outnumber its buffer:
+//           the other lists' bound is the highest block max of their blocks over the block's
+//           documents, then per document the block max of their block that can hold it:
+//           WindowBound, DocBound),
 //           and appends each kept document once with its position in that list and that
 //           contribution as its partial score (a bitmap over the shard dedupes; past the buffer:
 //           kErrOverflow, and OrDropOverflowKernel empties the buffer for the later steps); then
-//           per other list OrLocateKernel (skip-array binary search per
-//           candidate; the first candidate to need a block appends it to the list's need_list),
+//           per other list OrLocateKernel (skip-array binary search per candidate; the first
+//           candidate to need a block appends it to the list's need_list),
 //           OrDecodeKernel (only the needed blocks, or the whole list when most blocks are),
 //           OrProbeKernel (binary search in the decoded block: the posting's position or kNone);
 //           OrScoreKernel sums the contributions in canonical order.

@@ -124,7 +124,8 @@ GpuContext* SmallPrunedContext() {
 }
 
 // The small buffer with the gather bounding the other lists by their max_scores only (most
-// pruned attempts bound them by their blocks: their essential lists outnumber the buffer).
+// pruned attempts bound them by their blocks: their essential lists outnumber the buffer, or they
+// have two lists).
 GpuContext* SmallUnboundedContext() {
   static std::unique_ptr<GpuContext> ctx = [] {
     gpu::GpuContextOptions o = SmallPrunedOptions();
@@ -648,6 +649,39 @@ TEST(GpuEnginePlan, TopBlocksAnswerIsExactOnlyWhenTheKthBestClearsTheFloorBySlac
   QState shortl = s;
   shortl.present[0].count = 10;
   EXPECT_EQ(gpu::engine_internal::TopBlocksCap(shortl), 10u);
+}
+
+// PlanOr's choice of the gather's bound for the other lists: their blocks (bounded) for a query of
+// two lists with theta, or one whose essential postings outnumber the buffer; their max_scores for
+// longer queries that fit it, and for any query without theta (or with the option off).
+TEST(GpuEnginePlan, OrGatherBoundsTwoListsAndOverfullQueriesByTheirBlocks) {
+  using gpu::engine_internal::PhaseKind;
+  using gpu::engine_internal::QState;
+  gpu::GpuContextOptions o;
+  o.or_candidate_cap = 1000;
+  auto plan = [&](std::vector<uint32_t> counts, float theta, const gpu::GpuContextOptions& opt) {
+    QState s;
+    s.k = 10;
+    s.n = static_cast<uint32_t>(counts.size());
+    s.theta = theta;
+    for (uint32_t c : counts) {
+      gpu::engine_internal::DevList l;
+      l.count = c;
+      s.present.push_back(l);
+      s.max_score.push_back(2.0f);  // each list alone is essential for theta <= 2
+    }
+    gpu::engine_internal::PlanOr(s, 1000000, opt);
+    EXPECT_EQ(s.or_path, PhaseKind::kOrPruned);
+    return s.bounded;
+  };
+  EXPECT_TRUE(plan({500, 400}, 1.0f, o));           // two lists
+  EXPECT_FALSE(plan({300, 300, 300}, 1.0f, o));     // three that fit the buffer
+  EXPECT_TRUE(plan({400, 400, 400}, 1.0f, o));      // three past it (1,200 > 1,000)
+  EXPECT_FALSE(plan({500, 400}, 0.0f, o));          // no theta: max_scores
+  gpu::GpuContextOptions off = o;
+  off.or_bounded_gather = false;
+  EXPECT_FALSE(plan({500, 400}, 1.0f, off));
+  EXPECT_FALSE(plan({400, 400, 400}, 1.0f, off));
 }
 
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {

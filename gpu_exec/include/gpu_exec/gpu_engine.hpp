@@ -188,10 +188,11 @@ struct GpuContextOptions {
   // dense (a round later). 2^22: at 25.2M documents 2^20 left ~1.8% of or-queries to rerun dense
   // and 2^24 sized buffers past need (both slower on the three logs measured, BENCHMARKS.md);
   uint32_t or_candidate_cap = uint32_t{1} << 22;
-  // a pruned query whose essential lists hold more postings than its candidate buffer bounds the
-  // other lists by their blocks over each document (false: by their max_scores, as the others do,
-  // for tests; at 2^20 candidates it ran 5-14% more or-queries a second than false on three logs at
-  // 25.2M documents, the GOV2 shape +4%, 5-6 terms -2%: BENCHMARKS.md).
+  // a pruned query of two lists, or one whose essential lists hold more postings than its
+  // candidate buffer, bounds the other lists by their blocks over each document (false: by their
+  // max_scores, as longer queries do, for tests; at 2^20 candidates it ran 5-14% more or-queries a
+  // second than false on three logs at 25.2M documents, the GOV2 shape +4%, 5-6 terms -2%; for
+  // every 2-list query: 2-term logs +8-11%, while for every query 5-6 terms lost 5%: BENCHMARKS.md).
   bool or_bounded_gather = true;
   // documents of the theta list (its best contributions) scored exactly in the theta round to
   // raise theta (1 .. 2^24).
