@@ -21,26 +21,12 @@
 #include "core/bm25.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/shard_store.hpp"
+#include "../temp_dir.hpp"
 
 namespace search {
 namespace {
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "cpu_exec_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using ::search::testing::TempDir;
 
 struct TextCorpus {
   std::vector<std::string> texts;

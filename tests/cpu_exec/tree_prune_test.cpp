@@ -30,6 +30,7 @@
 #include "indexer/index_builder.hpp"
 #include "tree_phrase.hpp"
 #include "tree_reference.hpp"
+#include "../temp_dir.hpp"
 
 namespace search {
 inline void PrintTo(const ScoredDoc& h, std::ostream* os) {
@@ -44,23 +45,6 @@ namespace {
 
 constexpr uint32_t kDocs = 6000;
 constexpr uint32_t kVocab = 40;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tree_prune_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Documents of 0..40 words from a Zipf vocabulary: w0 is in most documents, w39 in a few dozen.
 std::vector<std::string> Texts() {

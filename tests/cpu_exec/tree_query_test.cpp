@@ -36,6 +36,7 @@
 #ifdef SEARCH_HAVE_GPU
 #include "gpu_exec/cuda_util.hpp"
 #include "node/gpu_executor_adapter.hpp"
+#include "../temp_dir.hpp"
 #endif
 
 namespace search {
@@ -49,23 +50,6 @@ inline void PrintTo(const ScoredDoc& h, std::ostream* os) {
 
 namespace search::testing {
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "tree_query_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Documents of 0..max_len words drawn from a Zipf vocabulary of `vocab` words, with separators
 // the analyzer drops and letters it folds.

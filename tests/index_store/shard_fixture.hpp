@@ -17,28 +17,11 @@
 #include "codec/positions_codec.hpp"
 #include "core/bm25.hpp"
 #include "index_store/shard_store.hpp"
+#include "../temp_dir.hpp"
 
 namespace search::testing {
 
 // A fresh directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "index_store_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 struct TermData {
   std::string term;
   std::vector<uint32_t> docs, tfs;

@@ -27,28 +27,13 @@
 
 #include "core/status.hpp"
 #include "indexer/index_builder.hpp"
+#include "../temp_dir.hpp"
 
 namespace search::testing {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "cluster-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 inline std::string Slurp(const std::string& path);
 

@@ -26,25 +26,9 @@
 #include "index_store/shard_store.hpp"
 #include "proto/wire.hpp"
 #include "../rocksdb_fault.hpp"
+#include "../temp_dir.hpp"
 
 namespace search::testing {
-
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "node_test.XXXXXX").string();
-    if (::mkdtemp(tmpl.data()) == nullptr) std::abort();
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 inline std::string Word(uint32_t i) {
   char buf[16];

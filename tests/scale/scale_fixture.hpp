@@ -19,30 +19,13 @@
 #include "indexer/index_builder.hpp"
 #include "scale/ciff_format.hpp"
 #include "scale/import_ciff.hpp"
+#include "../temp_dir.hpp"
 
 namespace search::scaletest {
 
 namespace fs = std::filesystem;
 
-class TempDir {
- public:
-  TempDir() {
-    path_ = (fs::temp_directory_path() / (std::string("scale-test-") + std::to_string(::getpid()) + std::string("-") + std::to_string(counter_++)))
-                .string();
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  static inline int counter_ = 0;
-  std::string path_;
-};
+using ::search::testing::TempDir;
 
 // `searchctl index` options for a JSON-lines file without positions or sources, on 2 threads: the
 // index a CIFF import or a PostingsIngest build is compared with (their lists carry neither).

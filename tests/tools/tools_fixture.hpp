@@ -23,6 +23,7 @@
 #include "core/bm25.hpp"
 #include "core/query.hpp"
 #include "core/topk.hpp"
+#include "../temp_dir.hpp"
 
 namespace search::testing {
 
@@ -156,23 +157,6 @@ class Reference {
 };
 
 // A fresh directory under the system temp dir, removed at destruction.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "tools_test_XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
 struct CommandResult {
   int exit_code = -1;  // the exit status; 128 + signal when killed by one
   std::string out, err;
