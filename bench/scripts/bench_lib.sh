@@ -44,6 +44,7 @@ log_shape() {
     single) echo "--lengths 50,20,15,15" ;;
     long) echo "--lengths 0,0,0,100 --four-share 0" ;;
     one) echo "--lengths 100,0,0,0" ;;
+    two) echo "--lengths 0,100,0,0" ;;
     df1) echo "--df-exponent 1.0" ;;
     *) echo "unknown log $1" >&2; return 1 ;;
   esac

@@ -11,6 +11,8 @@
 #   df1      --df-exponent 1.0
 #   one      1-term queries only: --lengths 100,0,0,0 (not in the default LOGS: issue 52's family is the
 #            five above; one-list queries are the GPU's single-round top blocks)
+#   two      2-term queries only: --lengths 0,100,0,0 (not in the default LOGS either: where `or` trails
+#            most, BENCHMARKS.md)
 #
 # usage: BUNDLE=DIR bench/scripts/gpu_shapes.sh [DOCS] [WORK_DIR]
 #   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them;  DOCS default 25200000;  WORK_DIR default
