@@ -32,11 +32,11 @@
 #include "integrator/answer.hpp"
 #include "node/executor.hpp"
 #include "node/scheduled_executor.hpp"
+#include "../temp_dir.hpp"
 #include "tree_reference.hpp"
 #ifdef SEARCH_HAVE_GPU
 #include "gpu_exec/cuda_util.hpp"
 #include "node/gpu_executor_adapter.hpp"
-#include "../temp_dir.hpp"
 #endif
 
 namespace search {
