@@ -140,7 +140,6 @@ class CpuHome::Poller {
   // thread never goes idle, and only a CPU going idle pulls at once threads queued on busy ones
   // (else the periodic balance does, after milliseconds).
   void Loop() {
-    pthread_setname_np(pthread_self(), kPollerName);
     ::prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);  // the moment's sleep: a microsecond, not 50
     sched_param p{};
     cpu_set_t set;
@@ -148,6 +147,9 @@ class CpuHome::Poller {
     CPU_SET(cpu_, &set);
     // Spinning at normal priority would take the CPU from the members: without SCHED_IDLE, no poller.
     const bool ok = ::sched_setscheduler(0, SCHED_IDLE, &p) == 0 && ::sched_setaffinity(0, sizeof set, &set) == 0;
+    // Named only now: whoever finds a thread by this name (CPU accounting, the tests) finds it at
+    // its own policy, not at the one it inherited.
+    pthread_setname_np(pthread_self(), kPollerName);
     constexpr auto kTurnRetry = std::chrono::milliseconds(10);
     std::unique_lock lock(mu_);
     Clock::time_point burst_end{};
