@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <concepts>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 
@@ -121,6 +122,32 @@ class BlockCursor {
   }
   // True when the block position's docIDs are decoded (doc() is then a real position in it).
   bool decoded() const { return decoded_block_ == block_; }
+  // Moves the block position past every block, from the current one on, whose maximum cannot beat
+  // thr (block_max_score() * slack <= thr), reading metadata only; doc() is then only a lower
+  // bound (that block's base) until next_geq. REQUIRES: not decoded().
+  void skip_blocks_at_most(float thr, float slack) {
+    uint32_t b = block_;
+#if defined(__AVX2__)
+    // Eight blocks a step: the same float operations as the scalar loop, a lane each.
+    static_assert(sizeof(BlockMeta) == 16 && offsetof(BlockMeta, max_score) == 12);
+    const __m256i stride = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+    const __m256 v_slack = _mm256_set1_ps(slack), v_thr = _mm256_set1_ps(thr);
+    for (; b + 8 <= num_blocks_; b += 8) {
+      const __m256 m = _mm256_i32gather_ps(&meta_[b].max_score, stride, 4);
+      const __m256 bound = _mm256_blendv_ps(inf, m, _mm256_cmp_ps(m, zero, _CMP_GE_OQ));
+      const int skip = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_mul_ps(bound, v_slack), v_thr, _CMP_LE_OQ));
+      if (skip != 0xff) {
+        b += static_cast<uint32_t>(__builtin_ctz(~static_cast<unsigned>(skip)));
+        break;
+      }
+    }
+#endif
+    while (b < num_blocks_ && SanitizeBound(meta_[b].max_score) * slack <= thr) ++b;
+    if (b == block_) return;
+    block_ = b;
+    doc_ = b < num_blocks_ ? list_->block_base(b) : kEndDoc;
+  }
 
   // --- document position ---
   void next_geq(uint32_t target) {
@@ -181,6 +208,7 @@ class BlockCursor {
   const uint32_t* block_docs() const { return docs_; }
   // block_scores()[j] == score() at position j, for j in [pos(), block_count()): the same float
   // operations, eight lanes at a time, computed once per block (positions only move forward).
+  // It points at kBlockSize floats, all readable: those outside that range mean nothing.
   const float* block_scores() {
     if (scores_block_ != block_ || scores_from_ > pos_) {
       score_rest_of_block(scores_);
@@ -325,7 +353,7 @@ class BlockCursor {
 
   alignas(32) uint32_t docs_[kBlockSize + kPad];
   alignas(32) uint32_t freqs_[kBlockSize];
-  alignas(32) float scores_[kBlockSize];
+  alignas(32) float scores_[kBlockSize] = {};  // whole: OrQuery's ScanSingle reads 64 at a time
   const ListView* list_ = nullptr;
   const BlockMeta* meta_ = nullptr;
   const CursorEnv* env_ = nullptr;

@@ -114,6 +114,11 @@ class OrQuery {
   // decoded); fills ne[] with the non-essential block maxima's prefix sums at pivot. True when
   // the bound can beat the threshold.
   bool BoundAdmits(uint32_t pivot, uint32_t* end_out) {
+    if (n_ == 1) {  // one list: every block that cannot beat the threshold, skipped in one scan
+      C& c = *cur_[0];
+      c.shallow_seek(pivot);
+      if (!c.decoded()) c.skip_blocks_at_most(thr_, slack_);
+    }
     float bound = 0.0f;
     uint32_t end = kEndDoc;
     for (size_t i = 0; i < first_ess_; ++i) {
@@ -189,15 +194,25 @@ class OrQuery {
     const uint32_t last = docs[count - 1];
     const float* scores = e.block_scores();
     float ne_max = NonEssentialRangeMax(docs[e.pos()], last);
-    for (uint32_t j = e.pos(); j < count; ++j) {
-      const float c = scores[j];
-      if ((c + ne_max) * slack_ <= thr_) continue;
-      const uint32_t doc = docs[j];
-      if ((c + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
-      sheet_.set(e.slot(), c);
-      if (ProbeAndPush(cur_, first_ess_, doc, c, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
-        if (!UpdateThreshold()) return false;
-        ne_max = NonEssentialRangeMax(doc, last);
+    // 64 positions at a time: the survivors of (score + ne_max) * slack <= thr, eight lanes a step
+    // (scores[] is a whole block's array: lanes outside [pos, count) are masked off).
+    for (uint32_t w = e.pos() / 64; 64 * w < count; ++w) {
+      const uint32_t from = std::max(e.pos(), 64 * w), to = std::min(count, 64 * w + 64);
+      const uint64_t valid = (to - 64 * w == 64 ? ~uint64_t{0} : (uint64_t{1} << (to - 64 * w)) - 1) &
+                             ~((uint64_t{1} << (from - 64 * w)) - 1);
+      uint64_t pass = valid & PassMask(scores + 64 * w, ne_max);
+      while (pass != 0) {
+        const uint32_t j = 64 * w + static_cast<uint32_t>(__builtin_ctzll(pass));
+        pass &= pass - 1;
+        const float c = scores[j];
+        const uint32_t doc = docs[j];
+        if ((c + NonEssentialBlockMax(doc)) * slack_ <= thr_) continue;
+        sheet_.set(e.slot(), c);
+        if (ProbeAndPush(cur_, first_ess_, doc, c, buf_.ne, sheet_, topk_, slack_, thr_, stats_)) {
+          if (!UpdateThreshold()) return false;
+          ne_max = NonEssentialRangeMax(doc, last);
+          pass &= PassMask(scores + 64 * w, ne_max);  // the rest of the word, against the new bound
+        }
       }
     }
     e.skip_block();

@@ -171,6 +171,56 @@ TEST_F(BlockCursorTest, ShallowSeekDecodesNothing) {
   EXPECT_EQ(e.stats.freq_blocks_decoded, 1u);
 }
 
+// skip_blocks_at_most lands on the first block, from the block position on, whose maximum times
+// slack beats the threshold (eight at a time where it can, one by one at the end), decodes
+// nothing, and leaves doc() at that block's base.
+TEST_F(BlockCursorTest, SkipBlocksLandsOnTheFirstBlockThatCanBeatTheThreshold) {
+  const ListView* v = shard_->view(0);
+  ASSERT_NE(v, nullptr);
+  const uint32_t nb = v->num_blocks();
+  ASSERT_GT(nb, 20u);
+  std::vector<float> maxima;
+  for (uint32_t b = 0; b < nb; ++b) maxima.push_back(v->block(b).max_score);
+  std::vector<float> thresholds = maxima;
+  std::sort(thresholds.begin(), thresholds.end());
+  thresholds.insert(thresholds.begin(), -1.0f);
+  thresholds.push_back(thresholds.back() * 2.0f);
+  Env e(*shard_);
+  int landed_past_start = 0;
+  for (uint32_t start : {0u, 1u, 7u, 8u, nb / 2, nb - 9, nb - 1}) {
+    for (size_t ti = 0; ti < thresholds.size(); ti += std::max<size_t>(1, thresholds.size() / 40)) {
+      for (float slack : {1.0f, 0.97f}) {
+        const float thr = thresholds[ti];
+        uint32_t want = start;
+        while (want < nb && maxima[want] * slack <= thr) ++want;
+        BlockCursor cur;
+        cur.reset(v, 1.0f, 0, &e.env);
+        cur.shallow_seek(v->block_base(start));
+        ASSERT_EQ(cur.block(), start);
+        cur.skip_blocks_at_most(thr, slack);
+        const std::string what = std::to_string(start) + " thr " + std::to_string(thr) + " slack " + std::to_string(slack);
+        EXPECT_EQ(cur.block(), want) << what;
+        if (want < nb) {
+          EXPECT_FALSE(cur.blocks_exhausted()) << what;
+          EXPECT_EQ(cur.block_max_score(), maxima[want]) << what;
+          if (want > start) {
+            EXPECT_EQ(cur.doc(), v->block_base(want)) << what;
+          }
+          cur.next_geq(v->block_base(want));  // then positions in that block
+          EXPECT_GE(cur.doc(), v->block_base(want)) << what;
+          EXPECT_LE(cur.doc(), v->block(want).last_doc) << what;
+        } else {
+          EXPECT_TRUE(cur.blocks_exhausted()) << what;
+          EXPECT_EQ(cur.doc(), kEndDoc) << what;
+        }
+        landed_past_start += want > start + 8 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(landed_past_start, 0);  // the eight-at-a-time steps were exercised
+  EXPECT_LE(e.stats.blocks_decoded, 7u * 2u * 41u);  // only the next_geq calls decode
+}
+
 TEST_F(BlockCursorTest, CorruptBlockEndsTheCursorWithCorruption) {
   const uint32_t t = 0;
   std::vector<uint32_t> copy = shard_->storage[t];
