@@ -8,6 +8,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "cluster_harness.hpp"
@@ -33,6 +34,29 @@ struct ReplicatedIndex {
     auto l = LocalIndex::Open(dirs[0]);
     ASSERT_TRUE(l.ok()) << l.status().ToString();
     local = std::move(*l);
+  }
+};
+
+// A random corpus indexed as `shards` shards (index3) and as one (index1), each opened as the
+// LocalIndex that answers for it.
+struct SharedIndex {
+  TempDir dir;
+  Corpus corpus;
+  std::string index3, index1;
+  std::unique_ptr<LocalIndex> local3, local1;
+
+  // Fatal gtest failures on error (call from SetUpTestSuite and check local3 != nullptr in SetUp).
+  void Build(size_t docs, uint32_t seed, uint32_t shards) {
+    corpus = WriteCorpus(dir.path(), docs, seed);
+    index3 = dir.path() + "/index3";
+    index1 = dir.path() + "/index1";
+    for (const auto& [path, n, local] : {std::tuple{&index3, shards, &local3}, std::tuple{&index1, 1u, &local1}}) {
+      const Status st = BuildTestIndex(corpus, *path, n);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      auto l = LocalIndex::Open(*path);
+      ASSERT_TRUE(l.ok()) << l.status().ToString();
+      *local = std::move(*l);
+    }
   }
 };
 

@@ -42,12 +42,6 @@ constexpr int kNodePort = 5555;          // every node has its own network stack
 const char* const kNsPrefix = "gsnt-";   // namespaces: gsnt-<pid>-<role>
 const char* const kLinkPrefix = "gsnt";  // the root namespace's veth end: gsnt<pid>
 
-struct SharedIndex {
-  TempDir dir;
-  Corpus corpus;
-  std::string index3, index1;
-  std::unique_ptr<LocalIndex> local3, local1;
-};
 SharedIndex* g_index = nullptr;
 
 // A query's identity for the result cache: its analyzed terms (as a set), mode and k.
@@ -72,19 +66,7 @@ class NetnsClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     g_index = new SharedIndex;
-    g_index->corpus = WriteCorpus(g_index->dir.path(), kDocs, 20240611);
-    g_index->index3 = g_index->dir.path() + "/index3";
-    g_index->index1 = g_index->dir.path() + "/index1";
-    Status s3 = BuildTestIndex(g_index->corpus, g_index->index3, kShards);
-    ASSERT_TRUE(s3.ok()) << s3.ToString();
-    Status s1 = BuildTestIndex(g_index->corpus, g_index->index1, 1);
-    ASSERT_TRUE(s1.ok()) << s1.ToString();
-    auto l3 = LocalIndex::Open(g_index->index3);
-    ASSERT_TRUE(l3.ok()) << l3.status().ToString();
-    auto l1 = LocalIndex::Open(g_index->index1);
-    ASSERT_TRUE(l1.ok()) << l1.status().ToString();
-    g_index->local3 = std::move(*l3);
-    g_index->local1 = std::move(*l1);
+    g_index->Build(kDocs, 20240611, kShards);
   }
   static void TearDownTestSuite() {
     delete g_index;
