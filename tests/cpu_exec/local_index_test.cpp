@@ -28,6 +28,14 @@ namespace {
 
 using ::search::testing::TempDir;
 
+Query BagOfWords(std::vector<std::string> terms, QueryMode mode, uint32_t k) {
+  Query q;
+  q.terms = std::move(terms);
+  q.mode = mode;
+  q.k = k;
+  return q;
+}
+
 struct TextCorpus {
   std::vector<std::string> texts;
   std::vector<std::string> ids;
@@ -233,7 +241,7 @@ TEST_F(LocalIndexTest, SearchStatsAndErrors) {
     ASSERT_FALSE(e.ok());
     EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
     CpuExecutor exec(&(*three)->shard(0));
-    auto e2 = exec.Search(Query{{"w1"}, QueryMode::kOr, bad});
+    auto e2 = exec.Search(BagOfWords({"w1"}, QueryMode::kOr, bad));
     ASSERT_FALSE(e2.ok());
     EXPECT_EQ(e2.status().code(), StatusCode::kInvalidArgument);
   }
@@ -265,7 +273,7 @@ TEST_F(LocalIndexTest, CpuExecutorTakesPreparedTerms) {
     if (i % 5 == 0) terms.push_back("zzunknown");
     std::sort(terms.begin(), terms.end());
     terms.erase(std::unique(terms.begin(), terms.end()), terms.end());
-    const Query q{terms, modes[i % 3], 1 + static_cast<uint32_t>(rng() % 40)};
+    const Query q = BagOfWords(terms, modes[i % 3], 1 + static_cast<uint32_t>(rng() % 40));
     std::vector<PreparedTerm> prepared(terms.size());
     for (size_t t = 0; t < terms.size(); ++t) {
       auto info = shard.GetTermInfo(terms[t]);
@@ -291,7 +299,7 @@ TEST_F(LocalIndexTest, CpuExecutorTakesPreparedTerms) {
   EXPECT_EQ(compared, 300);
   EXPECT_GT(with_absent, 0);
 
-  const Query q{{Word(1), Word(2)}, QueryMode::kOr, 10};
+  const Query q = BagOfWords({Word(1), Word(2)}, QueryMode::kOr, 10);
   std::vector<PreparedTerm> one(1);
   auto short_list = exec.Search(q, &one);
   ASSERT_FALSE(short_list.ok());

@@ -113,7 +113,9 @@ void CheckShard(const Corpus& c, const ShardReader& r) {
     EXPECT_EQ(all, td.positions) << td.term;
     auto again = r.GetPositions(td.term);  // from the positions cache (when it has room): the same entry
     ASSERT_TRUE(again.ok());
-    if (r.positions_cache().stats().capacity_bytes > (size_t{1} << 20)) EXPECT_EQ(again->get(), pos->get());
+    if (r.positions_cache().stats().capacity_bytes > (size_t{1} << 20)) {
+      EXPECT_EQ(again->get(), pos->get());
+    }
   }
   // Absent terms: neighbours and extensions of present ones.
   std::set<std::string> present;
@@ -127,7 +129,9 @@ void CheckShard(const Corpus& c, const ShardReader& r) {
       auto list = r.GetList(probe);
       ASSERT_FALSE(list.ok());
       EXPECT_EQ(list.status().code(), StatusCode::kNotFound);
-      if (c.meta.positions) EXPECT_EQ(r.GetPositions(probe).status().code(), StatusCode::kNotFound) << probe;
+      if (c.meta.positions) {
+        EXPECT_EQ(r.GetPositions(probe).status().code(), StatusCode::kNotFound) << probe;
+      }
     }
   }
   // ForEachTerm: ascending, complete, same infos.

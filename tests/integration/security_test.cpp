@@ -162,7 +162,7 @@ class SecurityTest : public ::testing::Test {
     ASSERT_TRUE(ready.has_value()) << impostor.Logs();
     const std::string http = ready->value("http", "");
     const int port = std::atoi(http.substr(http.rfind(':') + 1).c_str());
-    for (const std::string q : {g->index.corpus.vocab[0], g->index.corpus.vocab[1] + " " + g->index.corpus.vocab[2]}) {
+    for (const std::string& q : {g->index.corpus.vocab[0], g->index.corpus.vocab[1] + " " + g->index.corpus.vocab[2]}) {
       auto r = Fetch("127.0.0.1", port, "/search", {{"q", q}, {"k", "10"}});
       EXPECT_EQ(r.status, 503) << name << ": " << r.raw;
       EXPECT_FALSE(r.body.contains("hits")) << name << ": " << r.raw;

@@ -1097,7 +1097,9 @@ TEST(Integrator, SyntaxTreesTravelToTheShardsAndBagsOfWordsStayFlat) {
     EXPECT_EQ(e.status, 400) << bad;
     const json j = json::parse(e.body);
     EXPECT_EQ(j["error"]["type"], "query_shard_exception") << bad;
-    if (std::string(bad) != "") EXPECT_NE(e.body.find("position"), std::string::npos) << e.body;
+    if (std::string(bad) != "") {
+      EXPECT_NE(e.body.find("position"), std::string::npos) << e.body;
+    }
   }
   EXPECT_EQ(a.requests().size(), 3u);
 }

@@ -132,7 +132,9 @@ TEST_F(SearchctlTest, QuerySyntaxAndCount) {
           EXPECT_EQ(j["hits"][h].at("id"), (*ids)[h].id);
           EXPECT_EQ(static_cast<float>(j["hits"][h].at("score").get<double>()), (*ids)[h].score);
         }
-        if (std::string(k) == "0") EXPECT_TRUE(j.at("hits").empty());
+        if (std::string(k) == "0") {
+          EXPECT_TRUE(j.at("hits").empty());
+        }
       }
     }
   }
