@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -107,6 +108,16 @@ Result<std::string> EncodeList(std::span<const uint32_t> docs, std::span<const u
   h.crc32c = Crc32c(out.data() + sizeof(ListHeader), out.size() - sizeof(ListHeader));
   std::memcpy(out.data(), &h, sizeof(h));
   return out;
+}
+
+std::vector<float> ListView::ComputeGroupMaxima() const {
+  std::vector<float> g((num_blocks() + kBlocksPerGroup - 1) / kBlocksPerGroup, 0.0f);
+  for (uint32_t j = 0; j < num_blocks(); ++j) {
+    const float m = meta_[j].max_score;
+    float& v = g[j / kBlocksPerGroup];
+    v = m >= 0.0f ? std::max(v, m) : std::numeric_limits<float>::infinity();
+  }
+  return g;
 }
 
 Result<ListView> ListView::Parse(std::string_view bytes, bool verify_crc) {

@@ -126,24 +126,19 @@ class BlockCursor {
   // thr (block_max_score() * slack <= thr), reading metadata only; doc() is then only a lower
   // bound (that block's base) until next_geq. REQUIRES: not decoded().
   void skip_blocks_at_most(float thr, float slack) {
+    // A group whose maximum cannot beat thr is passed at once; else its blocks one by one.
+    const float* groups = list_->group_maxima();
+    const uint32_t per_group = groups != nullptr ? ListView::kBlocksPerGroup : num_blocks_;
     uint32_t b = block_;
-#if defined(__AVX2__)
-    // Eight blocks a step: the same float operations as the scalar loop, a lane each.
-    static_assert(sizeof(BlockMeta) == 16 && offsetof(BlockMeta, max_score) == 12);
-    const __m256i stride = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
-    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
-    const __m256 v_slack = _mm256_set1_ps(slack), v_thr = _mm256_set1_ps(thr);
-    for (; b + 8 <= num_blocks_; b += 8) {
-      const __m256 m = _mm256_i32gather_ps(&meta_[b].max_score, stride, 4);
-      const __m256 bound = _mm256_blendv_ps(inf, m, _mm256_cmp_ps(m, zero, _CMP_GE_OQ));
-      const int skip = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_mul_ps(bound, v_slack), v_thr, _CMP_LE_OQ));
-      if (skip != 0xff) {
-        b += static_cast<uint32_t>(__builtin_ctz(~static_cast<unsigned>(skip)));
-        break;
+    while (b < num_blocks_) {
+      const uint32_t group_end = std::min(num_blocks_, (b / per_group + 1) * per_group);
+      if (groups != nullptr && groups[b / per_group] * slack <= thr) {
+        b = group_end;
+        continue;
       }
+      b = FirstBlockAbove(b, group_end, thr, slack);
+      if (b < group_end) break;
     }
-#endif
-    while (b < num_blocks_ && SanitizeBound(meta_[b].max_score) * slack <= thr) ++b;
     if (b == block_) return;
     block_ = b;
     doc_ = b < num_blocks_ ? list_->block_base(b) : kEndDoc;
@@ -237,6 +232,25 @@ class BlockCursor {
 
  private:
   static constexpr uint32_t kNoBlock = std::numeric_limits<uint32_t>::max();
+
+  // The first block in [b, end) whose maximum times slack beats thr, or end.
+  uint32_t FirstBlockAbove(uint32_t b, uint32_t end, float thr, float slack) const {
+#if defined(__AVX2__)
+    // Eight blocks a step: the same float operations as the scalar loop, a lane each.
+    static_assert(sizeof(BlockMeta) == 16 && offsetof(BlockMeta, max_score) == 12);
+    const __m256i stride = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+    const __m256 zero = _mm256_setzero_ps(), inf = _mm256_set1_ps(std::numeric_limits<float>::infinity());
+    const __m256 v_slack = _mm256_set1_ps(slack), v_thr = _mm256_set1_ps(thr);
+    for (; b + 8 <= end; b += 8) {
+      const __m256 m = _mm256_i32gather_ps(&meta_[b].max_score, stride, 4);
+      const __m256 bound = _mm256_blendv_ps(inf, m, _mm256_cmp_ps(m, zero, _CMP_GE_OQ));
+      const int skip = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_mul_ps(bound, v_slack), v_thr, _CMP_LE_OQ));
+      if (skip != 0xff) return b + static_cast<uint32_t>(__builtin_ctz(~static_cast<unsigned>(skip)));
+    }
+#endif
+    while (b < end && SanitizeBound(meta_[b].max_score) * slack <= thr) ++b;
+    return b;
+  }
 
   // out[j] = score() of position j, for j in [pos(), block_count()).
   void score_rest_of_block(float* out) {

@@ -153,7 +153,7 @@ Result<std::vector<ScoredDoc>> RunMode(std::span<const TermInput> terms, const C
   ScoreSheet sheet(s.sheet.data(), n);
   cpu_internal::TopKHeap topk(k);
   const float slack = ScoreSlack(n);
-  if (conjunctive) {
+  if (conjunctive && m > 1) {  // one list: its and is its or, and the or skips blocks faster
     SortBySize(cur, m);
     cpu_internal::RunAnd(cur, m, sheet, topk, slack, s.a.data(), local);
   } else {

@@ -33,6 +33,8 @@ Result<std::shared_ptr<const CachedList>> CachedList::Make(std::string_view term
   auto view = ListView::Parse(list->bytes(), /*verify_crc=*/true);
   if (!view.ok()) return Status::Corruption("list of term " + store::QuoteTerm(term) + ": " + view.status().message());
   list->view = *view;
+  list->group_maxima = list->view.ComputeGroupMaxima();
+  list->view.set_group_maxima(list->group_maxima.data());
   return std::shared_ptr<const CachedList>(std::move(list));
 }
 

@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "exec_fixture.hpp"
@@ -172,53 +174,80 @@ TEST_F(BlockCursorTest, ShallowSeekDecodesNothing) {
 }
 
 // skip_blocks_at_most lands on the first block, from the block position on, whose maximum times
-// slack beats the threshold (eight at a time where it can, one by one at the end), decodes
-// nothing, and leaves doc() at that block's base.
-TEST_F(BlockCursorTest, SkipBlocksLandsOnTheFirstBlockThatCanBeatTheThreshold) {
-  const ListView* v = shard_->view(0);
-  ASSERT_NE(v, nullptr);
-  const uint32_t nb = v->num_blocks();
-  ASSERT_GT(nb, 20u);
+// slack beats the threshold (eight at a time where it can, one by one at the end; whole groups of
+// ListView::kBlocksPerGroup where the view has their maxima), decodes nothing, and leaves doc()
+// at that block's base. A list of 157 blocks (three groups), with and without group maxima.
+TEST(BlockCursorSkip, LandsOnTheFirstBlockThatCanBeatTheThreshold) {
+  std::mt19937_64 rng(5);
+  std::vector<uint32_t> docs, tfs;
+  for (uint32_t d = 0; docs.size() < 20000; d += 1 + static_cast<uint32_t>(rng() % 3)) {
+    docs.push_back(d);
+    tfs.push_back(1 + static_cast<uint32_t>(rng() % 4));
+  }
+  // Scores that rise and fall along the list, so that block and group maxima differ.
+  auto blob = EncodeList(docs, tfs, 0, [](uint32_t doc, uint32_t f) {
+    return static_cast<float>(f) * (1.0f + static_cast<float>((doc / 5000) % 7)) *
+           (1.0f + 0.01f * static_cast<float>((doc / 900) % 13));
+  });
+  ASSERT_TRUE(blob.ok()) << blob.status().ToString();
+  std::vector<uint32_t> storage((blob->size() + 3) / 4);
+  std::memcpy(storage.data(), blob->data(), blob->size());
+  auto parsed = ListView::Parse(std::string_view(reinterpret_cast<const char*>(storage.data()), blob->size()));
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const uint32_t nb = parsed->num_blocks();
+  ASSERT_EQ(nb, 157u);
   std::vector<float> maxima;
-  for (uint32_t b = 0; b < nb; ++b) maxima.push_back(v->block(b).max_score);
+  for (uint32_t b = 0; b < nb; ++b) maxima.push_back(parsed->block(b).max_score);
+  const std::vector<float> groups = parsed->ComputeGroupMaxima();
+  ASSERT_EQ(groups.size(), 3u);
+  EXPECT_EQ(groups[0], *std::max_element(maxima.begin(), maxima.begin() + 64));
+  EXPECT_EQ(groups[2], *std::max_element(maxima.begin() + 128, maxima.end()));
+  EXPECT_LT(groups[0], groups[1]);  // group maxima that differ, so that whole groups can be skipped
   std::vector<float> thresholds = maxima;
   std::sort(thresholds.begin(), thresholds.end());
+  thresholds.erase(std::unique(thresholds.begin(), thresholds.end()), thresholds.end());
   thresholds.insert(thresholds.begin(), -1.0f);
   thresholds.push_back(thresholds.back() * 2.0f);
-  Env e(*shard_);
-  int landed_past_start = 0;
-  for (uint32_t start : {0u, 1u, 7u, 8u, nb / 2, nb - 9, nb - 1}) {
-    for (size_t ti = 0; ti < thresholds.size(); ti += std::max<size_t>(1, thresholds.size() / 40)) {
-      for (float slack : {1.0f, 0.97f}) {
-        const float thr = thresholds[ti];
-        uint32_t want = start;
-        while (want < nb && maxima[want] * slack <= thr) ++want;
-        BlockCursor cur;
-        cur.reset(v, 1.0f, 0, &e.env);
-        cur.shallow_seek(v->block_base(start));
-        ASSERT_EQ(cur.block(), start);
-        cur.skip_blocks_at_most(thr, slack);
-        const std::string what = std::to_string(start) + " thr " + std::to_string(thr) + " slack " + std::to_string(slack);
-        EXPECT_EQ(cur.block(), want) << what;
-        if (want < nb) {
-          EXPECT_FALSE(cur.blocks_exhausted()) << what;
-          EXPECT_EQ(cur.block_max_score(), maxima[want]) << what;
-          if (want > start) {
-            EXPECT_EQ(cur.doc(), v->block_base(want)) << what;
+  QueryStats stats;
+  Status error;
+  const std::vector<float> norms(docs.back() + 1, 1.0f);
+  CursorEnv env{.norms = norms.data(), .doc_begin = 0, .k1 = 0.9f, .stats = &stats, .error = &error};
+  int landed_past_a_group = 0;
+  for (const bool with_groups : {false, true}) {
+    ListView v = *parsed;
+    v.set_group_maxima(with_groups ? groups.data() : nullptr);
+    for (uint32_t start : {0u, 1u, 7u, 8u, 63u, 64u, 100u, nb - 9, nb - 1}) {
+      for (const float thr : thresholds) {
+        for (const float slack : {1.0f, 0.97f}) {
+          uint32_t want = start;
+          while (want < nb && maxima[want] * slack <= thr) ++want;
+          BlockCursor cur;
+          cur.reset(&v, 1.0f, 0, &env);
+          cur.shallow_seek(v.block_base(start));
+          ASSERT_EQ(cur.block(), start);
+          cur.skip_blocks_at_most(thr, slack);
+          const std::string what = std::string(with_groups ? "groups, " : "") + "from " + std::to_string(start) +
+                                   " thr " + std::to_string(thr) + " slack " + std::to_string(slack);
+          ASSERT_EQ(cur.block(), want) << what;
+          if (want < nb) {
+            EXPECT_EQ(cur.block_max_score(), maxima[want]) << what;
+            if (want > start) {
+              EXPECT_EQ(cur.doc(), v.block_base(want)) << what;
+            }
+            cur.next_geq(v.block_base(want));  // then positions in that block
+            EXPECT_GE(cur.doc(), v.block_base(want)) << what;
+            EXPECT_LE(cur.doc(), v.block(want).last_doc) << what;
+          } else {
+            EXPECT_TRUE(cur.blocks_exhausted()) << what;
+            EXPECT_EQ(cur.doc(), kEndDoc) << what;
           }
-          cur.next_geq(v->block_base(want));  // then positions in that block
-          EXPECT_GE(cur.doc(), v->block_base(want)) << what;
-          EXPECT_LE(cur.doc(), v->block(want).last_doc) << what;
-        } else {
-          EXPECT_TRUE(cur.blocks_exhausted()) << what;
-          EXPECT_EQ(cur.doc(), kEndDoc) << what;
+          landed_past_a_group += want / ListView::kBlocksPerGroup > start / ListView::kBlocksPerGroup ? 1 : 0;
         }
-        landed_past_start += want > start + 8 ? 1 : 0;
       }
     }
   }
-  EXPECT_GT(landed_past_start, 0);  // the eight-at-a-time steps were exercised
-  EXPECT_LE(e.stats.blocks_decoded, 7u * 2u * 41u);  // only the next_geq calls decode
+  EXPECT_GT(landed_past_a_group, 0);  // whole groups were skipped
+  EXPECT_TRUE(error.ok());
 }
 
 TEST_F(BlockCursorTest, CorruptBlockEndsTheCursorWithCorruption) {

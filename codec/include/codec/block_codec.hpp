@@ -25,6 +25,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/status.hpp"
 
@@ -114,11 +115,22 @@ class ListView {
   // The last docID of the list. REQUIRES: a parsed view.
   uint32_t last_doc() const { return meta_[header_.num_blocks - 1].last_doc; }
 
+  // Block maxima by group: group g holds blocks [g * kBlocksPerGroup, (g + 1) * kBlocksPerGroup),
+  // and its value is the largest of their max_score, or +inf when one of them is not a number >= 0
+  // (a bound that never prunes). A cursor skips a whole group at once when even its maximum cannot
+  // count. The view does not own them: whoever keeps the list keeps them (CachedList), and a view
+  // without them (nullptr) is scanned block by block.
+  static constexpr uint32_t kBlocksPerGroup = 64;
+  std::vector<float> ComputeGroupMaxima() const;
+  void set_group_maxima(const float* g) { group_maxima_ = g; }
+  const float* group_maxima() const { return group_maxima_; }
+
  private:
   std::string_view bytes_;
   ListHeader header_{};
   const BlockMeta* meta_ = nullptr;
   const uint8_t* payload_ = nullptr;
+  const float* group_maxima_ = nullptr;  // num_blocks / kBlocksPerGroup rounded up, or nullptr
 };
 
 // CRC-32C (Castagnoli), hardware-accelerated where SSE4.2 is present.

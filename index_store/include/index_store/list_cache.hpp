@@ -36,6 +36,9 @@ struct CachedList {
   LargeBuffer storage;
   size_t size = 0;
   ListView view;
+  // ListView::ComputeGroupMaxima(), which the view points at: 4 bytes a 64 blocks (of at least
+  // 1,024 bytes of metadata), left out of charge() so that ShardListCacheNeed can plan from sizes.
+  std::vector<float> group_maxima;
   std::string_view bytes() const { return {reinterpret_cast<const char*>(storage.get()), size}; }
   size_t charge() const { return sizeof(CachedList) + size; }
   // Copies `bytes` into aligned storage and parses (with CRC check).
