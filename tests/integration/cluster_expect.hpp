@@ -8,7 +8,6 @@
 #include <cmath>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "cluster_harness.hpp"
@@ -37,6 +36,17 @@ struct ReplicatedIndex {
   }
 };
 
+// Indexes `corpus` as `shards` shards at `path` and opens that as *local. Fatal gtest failures on
+// error (call under ASSERT_NO_FATAL_FAILURE, or check *local afterwards).
+inline void BuildAndOpen(const Corpus& corpus, const std::string& path, uint32_t shards,
+                         std::unique_ptr<LocalIndex>* local) {
+  const Status st = BuildTestIndex(corpus, path, shards);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  auto l = LocalIndex::Open(path);
+  ASSERT_TRUE(l.ok()) << l.status().ToString();
+  *local = std::move(*l);
+}
+
 // A random corpus indexed as `shards` shards (index3) and as one (index1), each opened as the
 // LocalIndex that answers for it.
 struct SharedIndex {
@@ -50,13 +60,8 @@ struct SharedIndex {
     corpus = WriteCorpus(dir.path(), docs, seed);
     index3 = dir.path() + "/index3";
     index1 = dir.path() + "/index1";
-    for (const auto& [path, n, local] : {std::tuple{&index3, shards, &local3}, std::tuple{&index1, 1u, &local1}}) {
-      const Status st = BuildTestIndex(corpus, *path, n);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      auto l = LocalIndex::Open(*path);
-      ASSERT_TRUE(l.ok()) << l.status().ToString();
-      *local = std::move(*l);
-    }
+    ASSERT_NO_FATAL_FAILURE(BuildAndOpen(corpus, index3, shards, &local3));
+    ASSERT_NO_FATAL_FAILURE(BuildAndOpen(corpus, index1, 1, &local1));
   }
 };
 

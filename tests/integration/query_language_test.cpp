@@ -149,11 +149,7 @@ class QueryLanguageTest : public ::testing::TestWithParam<int> {
     const uint32_t shards[2] = {1, 3};
     for (int i = 0; i < 2; ++i) {
       g_indexes->path[i] = g_indexes->dir.path() + "/index" + std::to_string(shards[i]);
-      const Status st = BuildTestIndex(g_indexes->corpus, g_indexes->path[i], shards[i]);
-      ASSERT_TRUE(st.ok()) << st.ToString();
-      auto l = LocalIndex::Open(g_indexes->path[i]);
-      ASSERT_TRUE(l.ok()) << l.status().ToString();
-      g_indexes->local[i] = std::move(*l);
+      ASSERT_NO_FATAL_FAILURE(BuildAndOpen(g_indexes->corpus, g_indexes->path[i], shards[i], &g_indexes->local[i]));
     }
   }
   static void TearDownTestSuite() {
