@@ -14,8 +14,9 @@
 #           generated there unless it exists; each sweep's files go to WORK_DIR/served-SCHEDULER).
 #   env: NODE_CPUS (0-15), CLIENT_CPUS (16-31), LOADGEN_CPUS (28-31): a 2 x H200 host's 32 CPUs, the
 #        node apart from its clients; CPU_CEILING_CPUS (0-9, the node's CPUs that hybrid's CPU
-#        workers get); GPU_START (36000), HYBRID_START (48000), FACTOR (1.1), MAX_STEPS (8),
-#        SECS (8 measured seconds a step), P99_MS (10).
+#        workers get); GPU_START (36000), HYBRID_START (48000), or START_FRACTION (unset; e.g. 0.6:
+#        each sweep starts at that share of its ceiling: gpu's, and gpu's plus cpu's), FACTOR (1.1),
+#        MAX_STEPS (8), SECS (8 measured seconds a step), P99_MS (10).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -59,12 +60,17 @@ served() {  # SCHEDULER START: the sweep, then its highest rate with p99 <= P99_
   awk -F, -v l="$p99_ms" 'NR > 1 { last_ok = ($7 <= l && $8 == 0); if (last_ok) best = $3 }
     END { if (best != "") printf "%s%d\n", (last_ok ? ">=" : ""), best }' "$out/fig7.csv"
 }
-gpu_served=$(served gpu "${GPU_START:-36000}")
-hybrid_served=$(served hybrid "${HYBRID_START:-48000}")
+share() { awk -v c="$1" -v f="$2" 'BEGIN { printf "%d", c * f }'; }
+both=$(awk -v g="$gpu_ceiling" -v c="$cpu_ceiling" 'BEGIN { printf "%.0f", g + c }')
+gpu_start=${GPU_START:-36000} hybrid_start=${HYBRID_START:-48000}
+if [ -n "${START_FRACTION:-}" ]; then
+  gpu_start=$(share "$gpu_ceiling" "$START_FRACTION") hybrid_start=$(share "$both" "$START_FRACTION")
+fi
+gpu_served=$(served gpu "$gpu_start")
+hybrid_served=$(served hybrid "$hybrid_start")
 ratio() { awk -v s="${1#>=}" -v c="$2" -v ge="${1%%[0-9]*}" 'BEGIN { if (s == "" || c <= 0) print "-"; else printf "%s%.1f%%", ge, 100 * s / c }'; }
 step "summary (docs=$docs, GOV2-shaped and, p99 <= $p99_ms ms)"
 echo "| scheduler | served q/s | ceiling q/s | served / ceiling |"
 echo "|---|---|---|---|"
 echo "| gpu | ${gpu_served:--} | $(printf '%.0f' "$gpu_ceiling") (GPU engine) | $(ratio "$gpu_served" "$gpu_ceiling") |"
-both=$(awk -v g="$gpu_ceiling" -v c="$cpu_ceiling" 'BEGIN { printf "%.0f", g + c }')
 echo "| hybrid | ${hybrid_served:--} | $both (GPU engine + CPU engine on ${CPU_CEILING_CPUS:-0-9}) | $(ratio "$hybrid_served" "$both") |"

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Issue 52's four tables for one GPU host, in one device call (under 10 minutes on a 1 x H200 host
+# of 16 cores): goal 1 (gpu_shapes.sh: the GPU engine against the CPU engine on 16 cores, five
+# query-log shapes, `and` and `or`), goal 3 (gpu_latency.sh: batch 1, warm), goal 2
+# (served_ceiling.sh: served rate at p99 <= 10 ms under gpu and hybrid against the engines'
+# in-process ceilings) and goal 4 (path_latency.sh: GCIDE as one shard, served p50 against
+# in-process p50 from 100 q/s up). Goals 1-3 share one synthetic 25.2M-document shard (seed 1);
+# GCIDE is converted and indexed beside its generation. Each goal's log goes to OUT_DIR/goalN.log as
+# it runs (and nothing else does), so a call cut short still returns what ran; the summary tables
+# end the output.
+#
+# On a host of 16 CPUs goal 2 puts the node on 0-9 (the GPU engine's ceiling is measured there too,
+# and the CPU engine's on 0-5, the 6 of 10 CPUs that hybrid gives its CPU workers) and the integrator
+# and load generator on 10-15 (the load generator on 13-15). Each sweep starts at START_FRACTION of
+# its ceiling and climbs by FACTOR for MAX_STEPS steps, up to the first step whose p99 is over 10 ms.
+#
+# usage: BUNDLE=DIR bench/scripts/gpu_host_tables.sh [DOCS] [WORK_DIR]
+#   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them (a CUDA build: searchctl, search-node,
+#           search-integrator, host_jitter);  DOCS default 25200000;  WORK_DIR default /dev/shm/gpu-bench.
+#   env: DICT_DIR (gcide.index and gcide.dict.dz, default /usr/share/dictd; or JSONL, a converted
+#        file), CHECK_CMD (a command run beside the shard's generation), OUT_DIR (default
+#        WORK_DIR/tables), GOALS ("1 3 2 4", in that order), SECS (2 a row in goals 1 and 3), VERIFY
+#        (300), ENGINE_CPUS (goal 1's CPU engine: 0-15); goal 2: NODE_CPUS (0-9), CLIENT_CPUS
+#        (10-15), LOADGEN_CPUS (13-15), CPU_CEILING_CPUS (0-5), START_FRACTION (0.6), FACTOR (1.12),
+#        MAX_STEPS (5), SERVED_SECS (4); goal 4: RATES ("100 1000 10000"), PATH_SECS (3).
+set -uo pipefail
+cd "$(dirname "$0")/../.." || exit 1
+. bench/scripts/bench_lib.sh
+
+docs=${1:-25200000}
+work=${2:-/dev/shm/gpu-bench}
+b=${BUNDLE:?BUNDLE=bundle of a CUDA build}
+b=$(cd "$b" && pwd) || exit 1
+out=${OUT_DIR:-$work/tables}
+mkdir -p "$work" "$out"
+ctl() { LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" "$@"; }
+goals=${GOALS:-1 3 2 4}
+
+gpu_machine | tee "$work/machine.txt"
+# GCIDE for goal 4, converted and indexed beside the shard's generation (a few seconds of one core).
+path_dir=$work/path-latency
+jsonl=${JSONL:-$work/gcide.jsonl}
+if [[ " $goals " == *" 4 "* ]]; then
+  (
+    [ -s "$jsonl" ] || python3 scripts/gcide_to_jsonl.py "$jsonl" --dict-dir "${DICT_DIR:-/usr/share/dictd}" || exit 1
+    mkdir -p "$path_dir"
+    [ -f "$path_dir/idx/manifest.json" ] || ctl index --input "$jsonl" --out "$path_dir/idx" --shards 1 --force --quiet
+  ) >"$work/gcide.log" 2>&1 &
+  gcide_pid=$!
+fi
+# CHECK_CMD (e.g. the GPU tests of this build) runs beside the generation too, and is waited for
+# before the first goal, so nothing else shares the GPU while the goals measure.
+[ -n "${CHECK_CMD:-}" ] && { bash -c "$CHECK_CMD" & check_pid=$!; }
+if [[ " $goals " == *" "[123]" "* ]]; then
+  t0=$SECONDS
+  synthetic_shard "$docs" "$work/synthetic-$docs" 2>&1 | tail -2
+  step "shard: $((SECONDS - t0)) s"
+fi
+if [ -n "${check_pid:-}" ]; then
+  wait "$check_pid"
+  step "CHECK_CMD exited $?"
+fi
+
+run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the terminal
+  local n=$1 t0=$SECONDS
+  step "goal $n"
+  case $n in
+    1) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_shapes.sh "$docs" "$work" ;;
+    3) SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_latency.sh "$docs" "$work" ;;
+    2) NODE_CPUS=${NODE_CPUS:-0-9} CLIENT_CPUS=${CLIENT_CPUS:-10-15} LOADGEN_CPUS=${LOADGEN_CPUS:-13-15} \
+         CPU_CEILING_CPUS=${CPU_CEILING_CPUS:-0-5} START_FRACTION=${START_FRACTION:-0.6} FACTOR=${FACTOR:-1.12} \
+         MAX_STEPS=${MAX_STEPS:-5} SECS=${SERVED_SECS:-4} BUNDLE=$b bench/scripts/served_ceiling.sh "$docs" "$work" ;;
+    4) wait "${gcide_pid:-0}" 2>/dev/null
+       [ -f "$path_dir/idx/manifest.json" ] || { echo "GCIDE index missing:"; cat "$work/gcide.log"; return 1; }
+       JSONL=$jsonl OUT_DIR=$path_dir RATES=${RATES:-100 1000 10000} SECS=${PATH_SECS:-3} bench/scripts/path_latency.sh "$b" ;;
+    *) echo "unknown goal $n" >&2; return 2 ;;
+  esac 2>&1 | tee "$out/goal$n.log"
+  step "goal $n: $((SECONDS - t0)) s"
+}
+for g in $goals; do run_goal "$g"; done
+
+step "tables ($(cut -d' ' -f3- "$work/machine.txt"))"
+for g in $goals; do
+  echo "### goal $g"
+  case $g in
+    1|3|2) sed -n '/== \[[0-9]*s\] summary/,$p' "$out/goal$g.log" ;;
+    4) grep -E '^(== .*in-process|mode |and |or )' "$out/goal$g.log" ;;
+  esac
+done
