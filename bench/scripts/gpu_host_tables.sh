@@ -64,14 +64,15 @@ fi
 run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the terminal
   local n=$1 t0=$SECONDS
   step "goal $n"
+  # The GCIDE job is this shell's child: waited for here, not in the pipeline's subshell below.
+  [ "$n" = 4 ] && [ -n "${gcide_pid:-}" ] && wait "$gcide_pid"
   case $n in
     1) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_shapes.sh "$docs" "$work" ;;
     3) SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_latency.sh "$docs" "$work" ;;
     2) NODE_CPUS=${NODE_CPUS:-0-9} CLIENT_CPUS=${CLIENT_CPUS:-10-15} LOADGEN_CPUS=${LOADGEN_CPUS:-13-15} \
          CPU_CEILING_CPUS=${CPU_CEILING_CPUS:-0-5} START_FRACTION=${START_FRACTION:-0.7} FACTOR=${FACTOR:-1.1} \
          MAX_STEPS=${MAX_STEPS:-4} SECS=${SERVED_SECS:-4} BUNDLE=$b bench/scripts/served_ceiling.sh "$docs" "$work" ;;
-    4) wait "${gcide_pid:-0}" 2>/dev/null
-       [ -f "$path_dir/idx/manifest.json" ] || { echo "GCIDE index missing:"; cat "$work/gcide.log"; return 1; }
+    4) [ -f "$path_dir/idx/manifest.json" ] || { echo "GCIDE index missing:"; cat "$work/gcide.log"; return 1; }
        JSONL=$jsonl OUT_DIR=$path_dir RATES=${RATES:-100 1000 10000} SECS=${PATH_SECS:-3} bench/scripts/path_latency.sh "$b" ;;
     *) echo "unknown goal $n" >&2; return 2 ;;
   esac 2>&1 | tee "$out/goal$n.log"
