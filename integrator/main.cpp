@@ -93,7 +93,7 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1u, 1u << 20));
   int http_loops = 0;
   app.add_option("--http-loops", http_loops,
-                 "event-loop threads (0: one per 2 CPUs the integrator may use, 1 to 16); lower it to leave CPUs to "
+                 "event-loop threads (0: one per 2 CPUs the integrator may use, rounded up, 1 to 16); lower it to leave CPUs to "
                  "a node on the same host")
       ->capture_default_str()
       ->check(CLI::Range(0, 64));

@@ -21,8 +21,8 @@
 #        file), CHECK_CMD (a command run beside the shard's generation), OUT_DIR (default
 #        WORK_DIR/tables), GOALS ("1 3 2 4", in that order), SECS (2 a row in goals 1 and 3), VERIFY
 #        (300), ENGINE_CPUS (goal 1's CPU engine: 0-15); goal 2: NODE_CPUS (0-9), CLIENT_CPUS
-#        (10-15), LOADGEN_CPUS (13-15), CPU_CEILING_CPUS (0-5), START_FRACTION (0.7), FACTOR (1.1),
-#        MAX_STEPS (4), SERVED_SECS (4); goal 4: RATES ("100 1000 10000"), PATH_SECS (3).
+#        (10-15), LOADGEN_CPUS (13-15), CPU_CEILING_CPUS (0-5), START_FRACTION (0.5), FACTOR (1.1),
+#        MAX_STEPS (5), SERVED_SECS (4); goal 4: RATES ("100 1000 10000"), PATH_SECS (3).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -70,8 +70,8 @@ run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the te
     1) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_shapes.sh "$docs" "$work" ;;
     3) SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_latency.sh "$docs" "$work" ;;
     2) NODE_CPUS=${NODE_CPUS:-0-9} CLIENT_CPUS=${CLIENT_CPUS:-10-15} LOADGEN_CPUS=${LOADGEN_CPUS:-13-15} \
-         CPU_CEILING_CPUS=${CPU_CEILING_CPUS:-0-5} START_FRACTION=${START_FRACTION:-0.7} FACTOR=${FACTOR:-1.1} \
-         MAX_STEPS=${MAX_STEPS:-4} SECS=${SERVED_SECS:-4} BUNDLE=$b bench/scripts/served_ceiling.sh "$docs" "$work" ;;
+         CPU_CEILING_CPUS=${CPU_CEILING_CPUS:-0-5} START_FRACTION=${START_FRACTION:-0.5} FACTOR=${FACTOR:-1.1} \
+         MAX_STEPS=${MAX_STEPS:-5} SECS=${SERVED_SECS:-4} BUNDLE=$b bench/scripts/served_ceiling.sh "$docs" "$work" ;;
     4) [ -f "$path_dir/idx/manifest.json" ] || { echo "GCIDE index missing:"; cat "$work/gcide.log"; return 1; }
        JSONL=$jsonl OUT_DIR=$path_dir RATES=${RATES:-100 1000 10000} SECS=${PATH_SECS:-3} bench/scripts/path_latency.sh "$b" ;;
     *) echo "unknown goal $n" >&2; return 2 ;;

@@ -7,7 +7,9 @@
 #include <rocksdb/sst_file_writer.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 #include <future>
 #include <system_error>
 
@@ -320,8 +322,16 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path
   impl->tmp_dir = path + "/" + kTmpDirName;
   if (!fs::create_directory(impl->tmp_dir, ec) || ec)
     return Status::IOError("create " + impl->tmp_dir + ": " + (ec ? ec.message() : "failed"));
+  // The lists' and positions' blocks are compressed by RocksDB's parallel compression threads, not
+  // by the one thread that delivers a shard's terms: compressing 10 GB of lists at ZSTD level 3 on
+  // that thread took 150-200 s of a 25.2M-document shard's 200-250 s build on 16 cores. The file
+  // format is the same either way. A host's cores are split among the shards written side by side.
+  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const uint32_t compress_threads = std::clamp<uint32_t>(cores / std::max<uint32_t>(1, meta.num_shards), 1, 8);
   for (int i = 0; i < kNumCfs; ++i) {
     rocksdb::Options options(db_options, cf_options[i]);
+    if ((i == kListsIdx || i == kPositionsIdx) && options.compression != rocksdb::kNoCompression)
+      options.compression_opts.parallel_threads = compress_threads;
     impl->sinks.push_back(
         std::make_unique<CfSink>(options, impl->handles[i], impl->tmp_dir, CfNames()[i], !CfHasFilter(i)));
   }

@@ -23,6 +23,17 @@ TEST(HttpFront, DefaultMaxConnectionsKeepsDescriptorsForTheRest) {
   EXPECT_EQ(DefaultMaxConnections(0), 16u);
 }
 
+TEST(HttpFront, DefaultHttpLoopsIsOnePerTwoCpusRoundedUp) {
+  EXPECT_EQ(DefaultHttpLoops(0), 1);
+  EXPECT_EQ(DefaultHttpLoops(1), 1);
+  EXPECT_EQ(DefaultHttpLoops(2), 1);
+  EXPECT_EQ(DefaultHttpLoops(3), 2);  // one loop on 3 CPUs capped a 16-core host's served rate
+  EXPECT_EQ(DefaultHttpLoops(16), 8);
+  EXPECT_EQ(DefaultHttpLoops(31), 16);
+  EXPECT_EQ(DefaultHttpLoops(32), 16);
+  EXPECT_EQ(DefaultHttpLoops(256), 16);
+}
+
 TEST(HttpFront, OnlyTheStatusPageAndOpenHealthGoWithoutAKey) {
   for (const char* m : {"GET", "HEAD"}) {
     EXPECT_TRUE(OpenWithoutApiKey(m, "/", false)) << m;

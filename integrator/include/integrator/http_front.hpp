@@ -45,10 +45,11 @@ struct HttpFrontOptions {
   std::shared_ptr<const TlsServerContext> tls;
 };
 
-// --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, 1 to 16.
-// A loop reads, parses, analyzes, merges and writes every request of its connections, so too few
-// loops fall behind at high rates.
-constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>(cpus / 2) : 1; }
+// --http-loops' default for an integrator that may use `cpus` CPUs: one loop per 2 of them, rounded
+// up, 1 to 16. A loop reads, parses, analyzes, merges and writes every request of its connections,
+// so too few loops fall behind at high rates: on 3 CPUs one loop was a whole core at 41k q/s and
+// capped the served rate there, where two held 50-61k (BENCHMARKS.md, issue 52's goal 2).
+constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>((cpus + 1) / 2) : 1; }
 
 // --max-connections' default under a descriptor limit (RLIMIT_NOFILE) of `fd_limit`: all but an
 // eighth of it (at least 256) kept for the fan-out's sockets, files and the metrics listener.
