@@ -203,10 +203,10 @@ std::shared_ptr<const rocksdb::FilterPolicy> BloomPolicy() {
 // Even the bit-packed blobs compress well: most terms have a few postings, and their headers, block
 // metadata and width bytes dominate; long lists' block metadata compresses too. RocksDB stores a
 // block uncompressed when compression saves less than 1/8 of it. Level kZstdLevel, except
-// kListsZstdLevel for the lists: they are most of a large index's bytes, all compressed by the one
-// writer thread of a shard, so their level sets the build time; 3 is the fastest level that keeps an
-// index with positions under Lucene 8's size (index_store/FORMAT.md "Tuning choices" has the sizes
-// and times).
+// kListsZstdLevel for the lists: they are most of a large index's bytes (compressed on RocksDB's
+// parallel compression threads: shard_writer.cpp), so their level sets the build time; 3 is the
+// fastest level that keeps an index with positions under Lucene 8's size (index_store/FORMAT.md
+// "Tuning choices" has the sizes and times).
 constexpr int kZstdLevel = 6;
 constexpr int kListsZstdLevel = 3;
 rocksdb::CompressionType Compression() {
