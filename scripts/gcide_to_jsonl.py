@@ -48,6 +48,12 @@ def main():
     used = set()
     count = 0
     tmp = args.out + ".tmp"
+    parent = os.path.dirname(args.out)
+    if parent:
+        try:
+            os.makedirs(parent, exist_ok=True)
+        except OSError as e:
+            sys.exit("gcide_to_jsonl: cannot create %s: %s" % (parent, e.strerror))
     with open(index_path, "rb") as index, open(tmp, "w", encoding="utf-8") as out:
         for line_no, raw in enumerate(index, 1):
             line = raw.decode("utf-8", errors="replace").rstrip("\n")
