@@ -56,7 +56,10 @@ served() {  # SCHEDULER START: the sweep, then its highest rate with p99 <= P99_
   MODES=$1 BUNDLE=$b START_RATE=$2 FACTOR=${FACTOR:-1.1} MAX_STEPS=${MAX_STEPS:-8} SECONDS_PER_RATE=${SECS:-8} WARMUP=2 \
     CONNECTIONS=512 STOP_P99_MS=$p99_ms NODE_CPUS=$node_cpus CLIENT_CPUS=${CLIENT_CPUS:-16-31} \
     LOADGEN_CPUS=${LOADGEN_CPUS:-28-31} OUT_DIR=$out KEEP=1 bench/scripts/bench_hybrid.sh "$docs" "$work" >"$out.log" 2>&1
-  cut -d, -f1-9 "$out/fig7.csv" >&2
+  # Columns 1-9, then where a knee comes from: the integrator's CPU a query, the GPU batch size, the load
+  # generator's wait for a free connection (an integrator or a connection pool at its limit), the node's
+  # CPUs busy, and the node's and the integrator's time a request.
+  cut -d, -f1-9,11,28,30,31,44,45 "$out/fig7.csv" >&2
   # The held rate; ">=" when the sweep's last step held too (its knee lies beyond the sweep).
   awk -F, -v l="$p99_ms" 'NR > 1 { last_ok = ($7 <= l && $8 == 0); if (last_ok) best = $3 }
     END { if (best != "") printf "%s%d\n", (last_ok ? ">=" : ""), best }' "$out/fig7.csv"
