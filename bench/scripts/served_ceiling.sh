@@ -56,10 +56,13 @@ served() {  # SCHEDULER START: the sweep, then its highest rate with p99 <= P99_
   MODES=$1 BUNDLE=$b START_RATE=$2 FACTOR=${FACTOR:-1.1} MAX_STEPS=${MAX_STEPS:-8} SECONDS_PER_RATE=${SECS:-8} WARMUP=2 \
     CONNECTIONS=512 STOP_P99_MS=$p99_ms NODE_CPUS=$node_cpus CLIENT_CPUS=${CLIENT_CPUS:-16-31} \
     LOADGEN_CPUS=${LOADGEN_CPUS:-28-31} OUT_DIR=$out KEEP=1 bench/scripts/bench_hybrid.sh "$docs" "$work" >"$out.log" 2>&1
-  # Columns 1-9, then where a knee comes from: the integrator's CPU a query, the GPU batch size, the load
-  # generator's wait for a free connection (an integrator or a connection pool at its limit), the node's
-  # CPUs busy, and the node's and the integrator's time a request.
-  cut -d, -f1-9,11,28,30,31,44,45 "$out/fig7.csv" >&2
+  # By name from fig7.csv: the step's latencies, then where a knee comes from: the integrator's CPU a
+  # query, the GPU batch size, the load generator's wait for a free connection (an integrator or a
+  # connection pool at its limit), the node's CPUs busy, and the node's and the integrator's time a
+  # request.
+  awk -F, -v want="scheduler,rate,achieved_qps,mean_ms,p50_ms,p95_ms,p99_ms,miss_ratio,queries,integrator_cpu_us_per_q,gpu_jobs_per_batch,loadgen_send_wait_p99_ms,node_cpus_busy_pct,node_request_ms,integrator_request_ms" '
+    NR == 1 { n = split(want, w, ","); for (i = 1; i <= NF; i++) col[$i] = i }
+    { line = ""; for (j = 1; j <= n; j++) line = line (j > 1 ? "," : "") (w[j] in col ? $col[w[j]] : "-"); print line }' "$out/fig7.csv" >&2
   # The held rate; ">=" when the sweep's last step held too (its knee lies beyond the sweep).
   awk -F, -v l="$p99_ms" 'NR > 1 { last_ok = ($7 <= l && $8 == 0); if (last_ok) best = $3 }
     END { if (best != "") printf "%s%d\n", (last_ok ? ">=" : ""), best }' "$out/fig7.csv"

@@ -9,12 +9,12 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <thread>
 #include <future>
 #include <system_error>
 
 #include "codec/block_codec.hpp"
 #include "codec/positions_codec.hpp"
+#include "core/cpus.hpp"
 #include "index_store/manifest.hpp"
 #include "index_store/shard_store.hpp"
 #include "index_store/source_block.hpp"
@@ -326,8 +326,7 @@ Result<std::unique_ptr<ShardWriter>> ShardWriter::Create(const std::string& path
   // by the one thread that delivers a shard's terms: compressing 10 GB of lists at ZSTD level 3 on
   // that thread took 150-200 s of a 25.2M-document shard's 200-250 s build on 16 cores. The file
   // format is the same either way. A host's cores are split among the shards written side by side.
-  const uint32_t cores = std::max(1u, std::thread::hardware_concurrency());
-  const uint32_t compress_threads = std::clamp<uint32_t>(cores / std::max<uint32_t>(1, meta.num_shards), 1, 8);
+  const uint32_t compress_threads = std::clamp<uint32_t>(AvailableCores() / std::max<uint32_t>(1, meta.num_shards), 1, 8);
   for (int i = 0; i < kNumCfs; ++i) {
     rocksdb::Options options(db_options, cf_options[i]);
     if ((i == kListsIdx || i == kPositionsIdx) && options.compression != rocksdb::kNoCompression)

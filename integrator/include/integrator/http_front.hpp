@@ -13,6 +13,7 @@
 // in-flight requests finished.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -49,7 +50,7 @@ struct HttpFrontOptions {
 // up, 1 to 16. A loop reads, parses, analyzes, merges and writes every request of its connections,
 // so too few loops fall behind at high rates: on 3 CPUs one loop was a whole core at 41k q/s and
 // capped the served rate there, where two held 50-61k (BENCHMARKS.md, issue 52's goal 2).
-constexpr int DefaultHttpLoops(unsigned cpus) { return cpus >= 32 ? 16 : cpus >= 2 ? static_cast<int>((cpus + 1) / 2) : 1; }
+constexpr int DefaultHttpLoops(unsigned cpus) { return static_cast<int>(std::clamp(cpus / 2 + cpus % 2, 1u, 16u)); }
 
 // --max-connections' default under a descriptor limit (RLIMIT_NOFILE) of `fd_limit`: all but an
 // eighth of it (at least 256) kept for the fan-out's sockets, files and the metrics listener.
