@@ -327,6 +327,15 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
       if (order[i] != e) rest += s.max_score[order[i]];
     s.rest[e] = rest;
   }
+  // RequiredOr: every match is in the must list, so when that list is essential its postings alone
+  // are the candidates. Another essential list's documents would only add work: those outside the
+  // must list are dropped at its probe, and those inside it are gathered from it anyway.
+  if (s.required_or && ((s.ess_mask >> s.req_slot) & 1u)) {
+    for (uint32_t i = 0; i < m; ++i)
+      if (i != s.req_slot) s.rest[i] = std::numeric_limits<float>::infinity();
+    s.ess_mask = 1u << s.req_slot;
+    s.cap = s.present[s.req_slot].count;
+  }
   const uint64_t ess = s.cap;
   if (s.theta > 0.0f) s.cap = std::min<uint64_t>(s.cap, o.or_candidate_cap);
   // Bounded by the other lists' blocks: a query of two lists (one other list: its block maxima are

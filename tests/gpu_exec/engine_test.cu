@@ -684,6 +684,49 @@ TEST(GpuEnginePlan, OrGatherBoundsTwoListsAndOverfullQueriesByTheirBlocks) {
   EXPECT_FALSE(plan({400, 400, 400}, 1.0f, off));
 }
 
+// PlanOr under RequiredOr (`+a b`, `+a -b`): every match is in the must list, so when it is
+// essential it is the only source of candidates (the other lists are probed); when it is not (its
+// max_score below theta), the should lists are the sources and the must list drops their
+// documents it lacks; a must_not list is never a source.
+TEST(GpuEnginePlan, RequiredOrGathersFromTheMustListWhenItIsEssential) {
+  using gpu::engine_internal::PhaseKind;
+  using gpu::engine_internal::QState;
+  gpu::GpuContextOptions o;
+  // counts and max_scores of the lists; slot 0 is the must list, excl the must_not lists' bits.
+  auto plan = [&](std::vector<uint32_t> counts, std::vector<float> max_score, uint32_t excl) {
+    QState s;
+    s.k = 10;
+    s.n = static_cast<uint32_t>(counts.size());
+    s.theta = 1.0f;
+    s.required_or = true;
+    s.req_slot = 0;
+    s.excl_mask = excl;
+    for (uint32_t c : counts) {
+      gpu::engine_internal::DevList l;
+      l.count = c;
+      s.present.push_back(l);
+    }
+    s.max_score = std::move(max_score);
+    gpu::engine_internal::PlanOr(s, 1000000, o);
+    EXPECT_EQ(s.or_path, PhaseKind::kOrPruned);
+    return s;
+  };
+  QState s = plan({500, 400000}, {2.0f, 1.5f}, 0);  // both reach theta alone: the must list only
+  EXPECT_EQ(s.ess_mask, 1u);
+  EXPECT_EQ(s.cap, 500u);
+  EXPECT_FLOAT_EQ(s.rest[0], 1.5f);
+  s = plan({500, 400000, 300}, {2.0f, 1.5f, 3.0f}, 0);  // two should lists, the must list essential
+  EXPECT_EQ(s.ess_mask, 1u);
+  EXPECT_EQ(s.cap, 500u);
+  EXPECT_FLOAT_EQ(s.rest[0], 4.5f);
+  s = plan({400000, 500}, {0.5f, 2.0f}, 0);  // the must list alone cannot reach theta: the should list
+  EXPECT_EQ(s.ess_mask, 2u);
+  EXPECT_EQ(s.cap, 500u);
+  s = plan({500, 400000, 300}, {2.0f, 1.5f, 0.0f}, 4u);  // `+a b -c`: c is never a source
+  EXPECT_EQ(s.ess_mask, 1u);
+  EXPECT_EQ(s.cap, 500u);
+}
+
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
   SKIP_WITHOUT_GPU();
   CorpusOptions o;
