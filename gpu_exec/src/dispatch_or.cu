@@ -39,11 +39,15 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
   uint32_t max_m = 1;
   for (uint32_t a = 0; a < q; ++a) {
     const QState& s = st[ph.ids[a]];
-    descs[a].list = s.present[s.theta_slot];
-    descs[a].slot = s.theta_slot;
+    const uint32_t slot = ph.theta_slot[a];
+    descs[a].list = s.present[slot];
+    descs[a].slot = slot;
     descs[a].k = s.k;
     descs[a].sample = sample;
-    descs[a].contrib_bound = s.excl_mask == 0 ? 1u : 0u;  // excluded documents: the sample's scores only
+    // The list's k-th best contribution bounds theta when each of its postings is a match: not with
+    // must_not lists (they may exclude its documents), nor a RequiredOr's should list (the must
+    // list may lack them): the sample's exact scores only (the must list's probe drops those).
+    descs[a].contrib_bound = s.excl_mask == 0 && (!s.required_or || slot == s.req_slot) ? 1u : 0u;
     // A single list's k best contributions are its k best scores: its k highest block maxima's
     // blocks hold a tight theta (the sample adds nothing); several lists read `sample` blocks.
     // A single scoring list with must_not lists (`+a -b`): its best documents less the excluded
@@ -62,7 +66,7 @@ Status EnqueueTheta(GpuContext::Impl& ctx, const ShardDev& shard, const std::vec
       lists.push_back(l);
       OrPList pl;
       // The theta list holds every sampled document at a known position: never decoded for them.
-      pl.dense = i != s.theta_slot && ProbeDense(d.cap, l) ? 1u : 0u;
+      pl.dense = i != slot && ProbeDense(d.cap, l) ? 1u : 0u;
       pl.exclude = (s.excl_mask >> i) & 1u;
       pl.require = s.required_or && i == s.req_slot ? 1u : 0u;
       plists.push_back(pl);

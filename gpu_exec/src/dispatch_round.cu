@@ -192,8 +192,8 @@ Status RunRound(GpuContext::Impl& ctx, const ShardDev& shard, std::vector<Phase>
         s.done = true;
         continue;
       }
-      if (p.kind == PhaseKind::kTheta) {
-        s.theta = o.theta;
+      if (p.kind == PhaseKind::kTheta) {  // a query sampled twice (alt_theta_slot): the higher
+        s.theta = std::max(s.theta, o.theta);
         continue;
       }
       if (p.kind == PhaseKind::kTopBlocks) s.theta = o.theta;  // the floor read: TopBlocksExact

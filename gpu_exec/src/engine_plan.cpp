@@ -13,7 +13,18 @@ namespace search::gpu::engine_internal {
 Phase MakePhase(PhaseKind kind, std::vector<uint32_t> ids, const std::vector<QState>& st) {
   Phase p;
   p.kind = kind;
-  p.ids = std::move(ids);
+  if (kind == PhaseKind::kTheta) {
+    for (uint32_t id : ids) {
+      p.ids.push_back(id);
+      p.theta_slot.push_back(st[id].theta_slot);
+      if (st[id].alt_theta_slot != kNone) {
+        p.ids.push_back(id);
+        p.theta_slot.push_back(st[id].alt_theta_slot);
+      }
+    }
+  } else {
+    p.ids = std::move(ids);
+  }
   for (uint32_t id : p.ids) {
     p.hit_off.push_back(p.total_k);
     if (kind != PhaseKind::kTheta) p.total_k += st[id].k;
@@ -276,6 +287,7 @@ bool Prepare(const GpuShardView& shard, const GpuQueryInput& in, QState* s, bool
 }
 
 bool NeedTheta(QState& s, uint64_t min_postings) {
+  s.alt_theta_slot = kNone;
   const size_t m = s.present.size();
   if (m < 1) return false;
   uint64_t postings = 0;
@@ -283,7 +295,13 @@ bool NeedTheta(QState& s, uint64_t min_postings) {
   if (postings < min_postings) return false;
   if (s.required_or) {  // theta from the required list: its documents are the matches
     s.theta_slot = s.req_slot;
-    return s.present[s.req_slot].count >= s.k;
+    if (s.present[s.req_slot].count < s.k) return false;
+    for (uint32_t i = 0; i < m; ++i) {
+      if (i == s.req_slot || ((s.excl_mask >> i) & 1u) || s.present[i].count == 0) continue;
+      const uint32_t best = s.alt_theta_slot == kNone ? s.req_slot : s.alt_theta_slot;
+      if (s.max_score[i] > s.max_score[best]) s.alt_theta_slot = i;
+    }
+    return true;
   }
   bool found = false;
   for (uint32_t i = 0; i < m; ++i) {
@@ -356,22 +374,26 @@ void AddPhases(PhaseKind kind, const std::vector<uint32_t>& ids, const std::vect
                const GpuContextOptions& o, std::vector<Phase>* phases) {
   std::vector<uint32_t> cur;
   uint64_t cur_bytes = 0;
+  size_t cur_n = 0;  // entries: a theta phase samples a query twice when it has alt_theta_slot
   for (uint32_t id : ids) {
-    const uint64_t b = kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
+    const uint32_t n = kind == PhaseKind::kTheta && st[id].alt_theta_slot != kNone ? 2 : 1;
+    const uint64_t b = n * (kind == PhaseKind::kOrDense    ? OrQueryBytes(st[id], num_docs)
                        : kind == PhaseKind::kOrPruned ? OrPrunedBytes(st[id], num_docs)
                        : kind == PhaseKind::kTheta    ? ThetaBytes(st[id], o.or_theta_sample)
                        : kind == PhaseKind::kTopBlocks ? uint64_t{TopBlocksCap(st[id])} * 32 + kHistBins * 8
                        : kind == PhaseKind::kTree || kind == PhaseKind::kTreeCount ? TreeBytes(st[id], num_docs)
-                                                                                   : 0;
+                                                                                   : 0);
     // The pruned kernels spread a launch's work over at most kMaxSpreadQueries queries.
     const size_t max_q = kind == PhaseKind::kOrPruned || kind == PhaseKind::kTheta ? kMaxSpreadQueries : kMaxBatchY;
-    if (!cur.empty() && (cur.size() >= max_q || cur_bytes + b > kOrGroupBytes)) {
+    if (!cur.empty() && (cur_n + n > max_q || cur_bytes + b > kOrGroupBytes)) {
       phases->push_back(MakePhase(kind, std::move(cur), st));
       cur.clear();
       cur_bytes = 0;
+      cur_n = 0;
     }
     cur.push_back(id);
     cur_bytes += b;
+    cur_n += n;
   }
   if (!cur.empty()) phases->push_back(MakePhase(kind, std::move(cur), st));
 }

@@ -56,6 +56,9 @@ struct QState {
   // the pruned plan: essential lists, the other lists' bound per list, the candidate bound.
   float theta = 0.0f;
   uint32_t theta_slot = 0;
+  // RequiredOr: a should list whose best documents may outscore the must list's (its max_score is
+  // higher); the theta round also samples them (kNone: none). Theta is the higher of the two.
+  uint32_t alt_theta_slot = kNone;
   PhaseKind or_path = PhaseKind::kOrDense;
   uint32_t ess_mask = 0;
   std::vector<float> rest;
@@ -95,6 +98,9 @@ struct Phase {
   PhaseKind kind = PhaseKind::kAnd;
   std::vector<uint32_t> ids;
   std::vector<uint32_t> hit_off;  // per query, into hits
+  // kTheta: per entry, the list its sample is drawn from (a query with alt_theta_slot has two
+  // entries in one phase: theta_slot's, then alt_theta_slot's).
+  std::vector<uint32_t> theta_slot;
   uint32_t total_k = 0;
   QueryOut* h_out = nullptr;
   DevHit* h_hits = nullptr;
@@ -120,6 +126,9 @@ Status CompileTree(const QueryNode& resolved, std::span<const std::string> terms
 // Whether an or-query takes the theta round first: a list, at least min_postings postings,
 // and a list of at least k postings to take the k-th best contribution from (else theta would be
 // 0). Sets theta_slot: the list of the highest max_score among those (fewer postings on ties).
+// RequiredOr: the must list (each of its postings is a match), and alt_theta_slot the should list
+// of the highest max_score when that is above the must list's: the sample of its best documents
+// that the must list holds bounds theta too, higher where the must list's terms score low.
 bool NeedTheta(QState& s, uint64_t min_postings);
 
 // Plans an or-query given s.theta (0 when there was no theta round): lists taken by increasing

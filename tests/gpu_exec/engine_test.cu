@@ -727,6 +727,72 @@ TEST(GpuEnginePlan, RequiredOrGathersFromTheMustListWhenItIsEssential) {
   EXPECT_EQ(s.cap, 500u);
 }
 
+// NeedTheta under RequiredOr: theta from the must list (its postings are matches), and a second
+// sample from the should list of the highest max_score when that is above the must list's (a rare
+// should term whose best documents the must list holds scores far above the must list's own);
+// never from a must_not list. A theta phase gives such a query two entries, kept together.
+TEST(GpuEnginePlan, RequiredOrSamplesTheBestShouldListToo) {
+  using gpu::engine_internal::kNone;
+  using gpu::engine_internal::PhaseKind;
+  using gpu::engine_internal::QState;
+  auto state = [](std::vector<float> max_score, uint32_t excl) {
+    QState s;
+    s.k = 10;
+    s.n = static_cast<uint32_t>(max_score.size());
+    s.required_or = true;
+    s.req_slot = 0;
+    s.excl_mask = excl;
+    for (size_t i = 0; i < max_score.size(); ++i) {
+      gpu::engine_internal::DevList l;
+      l.count = 1000;
+      s.present.push_back(l);
+    }
+    s.max_score = std::move(max_score);
+    return s;
+  };
+  QState s = state({1.0f, 3.0f, 2.0f}, 0);
+  ASSERT_TRUE(gpu::engine_internal::NeedTheta(s, 1));
+  EXPECT_EQ(s.theta_slot, 0u);
+  EXPECT_EQ(s.alt_theta_slot, 1u);
+  s = state({3.0f, 1.0f}, 0);  // the must list scores highest: its sample alone
+  ASSERT_TRUE(gpu::engine_internal::NeedTheta(s, 1));
+  EXPECT_EQ(s.alt_theta_slot, kNone);
+  s = state({1.0f, 3.0f, 2.0f}, 2u);  // `+a -b c`: b is never sampled
+  ASSERT_TRUE(gpu::engine_internal::NeedTheta(s, 1));
+  EXPECT_EQ(s.alt_theta_slot, 2u);
+  s = state({1.0f, 3.0f}, 0);
+  s.present[0].count = 5;  // fewer matches than k: no theta
+  EXPECT_FALSE(gpu::engine_internal::NeedTheta(s, 1));
+
+  // A phase of theta entries: each query with a second sample has both, side by side, and no phase
+  // holds more entries than the spread kernels serve.
+  std::vector<QState> st;
+  std::vector<uint32_t> ids;
+  for (uint32_t i = 0; i < gpu::engine_internal::kMaxSpreadQueries + 7; ++i) {
+    st.push_back(state({1.0f, i % 3 == 0 ? 0.5f : 3.0f}, 0));
+    ASSERT_TRUE(gpu::engine_internal::NeedTheta(st.back(), 1));
+    ids.push_back(i);
+  }
+  std::vector<gpu::engine_internal::Phase> phases;
+  gpu::engine_internal::AddPhases(PhaseKind::kTheta, ids, st, 1000000, gpu::GpuContextOptions{}, &phases);
+  ASSERT_GE(phases.size(), 2u);
+  std::vector<uint32_t> seen(ids.size(), 0);
+  for (const auto& p : phases) {
+    ASSERT_EQ(p.ids.size(), p.theta_slot.size());
+    EXPECT_LE(p.ids.size(), gpu::engine_internal::kMaxSpreadQueries);
+    for (size_t e = 0; e < p.ids.size(); ++e) {
+      const QState& q = st[p.ids[e]];
+      if (seen[p.ids[e]]++ == 0) {
+        EXPECT_EQ(p.theta_slot[e], q.theta_slot);
+      } else {
+        EXPECT_EQ(p.theta_slot[e], q.alt_theta_slot);
+        EXPECT_EQ(p.ids[e - 1], p.ids[e]);  // right after its first entry, in the same phase
+      }
+    }
+  }
+  for (uint32_t i = 0; i < ids.size(); ++i) EXPECT_EQ(seen[i], i % 3 == 0 ? 1u : 2u) << i;
+}
+
 TEST(GpuEngine, SameListTwiceAndAbsentTerms) {
   SKIP_WITHOUT_GPU();
   CorpusOptions o;
