@@ -59,8 +59,10 @@
 //          count-only tree phase beside the or-path (or). A root boolean of one must term with
 //          should and must_not terms (`+a b`, `+a -b`) and a top k takes the pruned or-path over
 //          its must and should lists (theta from the must list's contributions, or with must_not
-//          terms from the sample's exact scores), probing the must list first: a candidate it
-//          does not hold is dropped, as one that a must_not list holds (never a source);
+//          terms from the sample's exact scores, and from a second sample of the should list of
+//          the highest max_score when that is above the must list's), probing the must list
+//          first: a candidate it does not hold is dropped, as one that a must_not list holds
+//          (never a source); the must list, when essential, is the only source;
 //          the count is the must list's length, or with must_not terms a count-only tree phase;
 //          where that path cannot run (no theta and many postings, an overflow) the tree path
 //          below. Otherwise every slot gets a bit per
