@@ -22,10 +22,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -52,9 +52,11 @@ double Positive(const char* flag, const std::string& v) {
   return x;
 }
 
-bool ReadFull(int fd, char* p, size_t n) {
+// Moves all n bytes through `io` (read or write), again after EINTR; false at EOF or an error.
+template <class Io, class Byte>
+bool Full(Io io, int fd, Byte* p, size_t n) {
   while (n > 0) {
-    const ssize_t r = read(fd, p, n);
+    const ssize_t r = io(fd, p, n);
     if (r <= 0) {
       if (r < 0 && errno == EINTR) continue;
       return false;
@@ -64,19 +66,8 @@ bool ReadFull(int fd, char* p, size_t n) {
   }
   return true;
 }
-
-bool WriteFull(int fd, const char* p, size_t n) {
-  while (n > 0) {
-    const ssize_t r = write(fd, p, n);
-    if (r <= 0) {
-      if (r < 0 && errno == EINTR) continue;
-      return false;
-    }
-    p += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
+bool ReadFull(int fd, char* p, size_t n) { return Full(::read, fd, p, n); }
+bool WriteFull(int fd, const char* p, size_t n) { return Full(::write, fd, p, n); }
 
 // The echo server of a mode, in the forked child: writes its endpoint (one line) to `report`, then
 // echoes until killed.
@@ -227,12 +218,7 @@ int main(int argc, char** argv) {
         auto next = Clock::now();
         while (next < end) {
           next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(gap(rng)));
-          while (Clock::now() < next) {
-            const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(next - Clock::now()).count();
-            if (left <= 0) break;
-            timespec ts{static_cast<time_t>(left / 1000000000), static_cast<long>(left % 1000000000)};
-            nanosleep(&ts, nullptr);
-          }
+          std::this_thread::sleep_until(next);
           const auto t0 = Clock::now();
           if (!c.RoundTrip()) Die(mode + ": round trip failed");
           us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
