@@ -64,7 +64,8 @@ served() {  # SCHEDULER START: the sweep, then its highest rate with p99 <= P99_
     NR == 1 { n = split(want, w, ","); for (i = 1; i <= NF; i++) col[$i] = i }
     { line = ""; for (j = 1; j <= n; j++) line = line (j > 1 ? "," : "") (w[j] in col ? $col[w[j]] : "-"); print line }' "$out/fig7.csv" >&2
   # The held rate; ">=" when the sweep's last step held too (its knee lies beyond the sweep).
-  awk -F, -v l="$p99_ms" 'NR > 1 { last_ok = ($7 <= l && $8 == 0); if (last_ok) best = $3 }
+  awk -F, -v l="$p99_ms" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
+    { last_ok = ($col["p99_ms"] <= l && $col["miss_ratio"] == 0); if (last_ok) best = $col["achieved_qps"] }
     END { if (best != "") printf "%s%d\n", (last_ok ? ">=" : ""), best }' "$out/fig7.csv"
 }
 share() { awk -v c="$1" -v f="$2" 'BEGIN { printf "%d", c * f }'; }
