@@ -325,24 +325,28 @@ void CpuHome::Tick(Clock::time_point now) {
     if (!was && poller_) poller_->Wake();
   }
   const bool pinned = pinned_.load(std::memory_order_relaxed);
+  // A move is counted and marked before its first member moves, so that whoever sees a member
+  // moved (a scrape, a test reading the threads' affinities) sees the mark too.
   if (!pinned && busy < kReturnBelow) {
+    moves_home_.fetch_add(1, std::memory_order_seq_cst);
+    pinned_.store(true, std::memory_order_seq_cst);
     size_t moved = 0;
     for (const Member& m : members_) moved += Pin(m.tid, true) ? 1 : 0;
-    if (moved == 0 && !members_.empty()) {  // the kernel refuses: stay off
+    if (moved == 0 && !members_.empty()) {  // the kernel refuses: stay off, and it was no move
+      pinned_.store(false, std::memory_order_seq_cst);
+      moves_home_.fetch_sub(1, std::memory_order_seq_cst);
       active_.store(false, std::memory_order_relaxed);
       return;
     }
-    pinned_.store(true, std::memory_order_relaxed);
-    moves_home_.fetch_add(1, std::memory_order_relaxed);
     if (!poller_) {
       poller_ = Poller::For(home_, lock_dir_, window_);
       poller_->Add(this);
     }
     poller_->Wake();
   } else if (pinned && busy > kLeaveAbove) {
+    moves_out_.fetch_add(1, std::memory_order_seq_cst);
+    pinned_.store(false, std::memory_order_seq_cst);
     for (const Member& m : members_) Pin(m.tid, false);
-    pinned_.store(false, std::memory_order_relaxed);
-    moves_out_.fetch_add(1, std::memory_order_relaxed);
   }
 }
 

@@ -755,7 +755,10 @@ TEST_F(NodeTest, IdleIoThreadSharesACpuWithItsZeroMqIoThread) {
     const auto threads = testing::ThreadsOf(::getpid());
     io = testing::CpusOfThreads(threads, "node-io");
     zmq = testing::CpusOfThreads(threads, "/ZMQbg/IO/");  // the node's context names its threads
-    if (!io.empty() && io == zmq && io.find_first_of(",-") == std::string::npos) break;
+    // The home pins its members one by one and then marks itself pinned: wait for the mark too.
+    if (!io.empty() && io == zmq && io.find_first_of(",-") == std::string::npos &&
+        testing::SeriesValue(metrics_.SerializeText(), "search_node_cpu_home_pinned") == 1)
+      break;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   ASSERT_FALSE(io.empty());

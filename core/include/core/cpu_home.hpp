@@ -99,9 +99,9 @@ class CpuHome {
   bool active() const { return active_.load(std::memory_order_relaxed); }
   int home() const { return home_; }
   // Whether the members are pinned to home() now; how many times they moved home and left it.
-  bool pinned() const { return pinned_.load(std::memory_order_relaxed); }
-  uint64_t moves_home() const { return moves_home_.load(std::memory_order_relaxed); }
-  uint64_t moves_out() const { return moves_out_.load(std::memory_order_relaxed); }
+  bool pinned() const { return pinned_.load(std::memory_order_seq_cst); }
+  uint64_t moves_home() const { return moves_home_.load(std::memory_order_seq_cst); }
+  uint64_t moves_out() const { return moves_out_.load(std::memory_order_seq_cst); }
   CpuHomeState state() const { return {pinned(), polling(), moves_home(), moves_out()}; }
   // Whether the home CPU is polled for this chain now: home, and serving in the last kPollWindows
   // windows (by this process's poller, or another's on the same CPU whose turn it is).
