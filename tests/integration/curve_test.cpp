@@ -28,6 +28,7 @@
 
 #include "../prometheus_text.hpp"
 #include "cluster_expect.hpp"
+#include "load_clients.hpp"
 #include "curve/curve_keys.hpp"
 #include "proto/wire.hpp"
 
@@ -38,22 +39,6 @@ using namespace std::chrono_literals;
 
 constexpr uint32_t kShards = 2, kReplicas = 2;
 ReplicatedIndex* g = nullptr;
-
-struct Tally {
-  std::atomic<uint64_t> requests{0}, exact{0}, wrong{0}, no_answer{0}, http_errors{0}, incomplete{0};
-  std::mutex mu;
-  std::vector<std::string> notes;
-  void Note(const std::string& s) {
-    std::lock_guard lock(mu);
-    if (notes.size() < 10) notes.push_back(s);
-  }
-  std::string Notes() {
-    std::lock_guard lock(mu);
-    std::string out;
-    for (const auto& n : notes) out += n + "\n";
-    return out;
-  }
-};
 
 class CurveTest : public ::testing::Test {
  protected:
@@ -146,37 +131,17 @@ class CurveTest : public ::testing::Test {
     auto r = Fetch("127.0.0.1", port, "/search",
                    {{"q", q}, {"k", std::to_string(k)}, {"mode", std::string(QueryModeName(mode))}});
     const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " '" + q + "'";
-    if (r.status == 0) {
-      ++t.no_answer;
-      t.Note("no answer: " + what);
-      return;
-    }
-    if (r.status != 200 || !r.body.is_object()) {
-      ++t.http_errors;
-      t.Note("HTTP " + std::to_string(r.status) + " " + what + ": " + r.raw.substr(0, 300));
-      return;
-    }
-    if (r.body["_shards"]["successful"] != kShards || r.body["timed_out"] != false) {
-      ++t.incomplete;
-      t.Note("incomplete " + what + ": " + r.body["_shards"].dump());
-      return;
-    }
-    const std::string diff = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g->local, q, mode, k));
-    if (diff.empty()) {
-      ++t.exact;
-    } else {
-      ++t.wrong;
-      t.Note("wrong " + what + ": " + diff);
-    }
+    TallyAnswer(t, r, what, kShards, [&] { return ExpectedHits(*g->local, q, mode, k); });
   }
 
   void ExpectAllExact(Tally& t) {
     EXPECT_GT(t.requests.load(), 0u);
-    EXPECT_EQ(t.exact.load(), t.requests.load()) << t.Notes();
+    EXPECT_EQ(t.complete.load(), t.requests.load()) << t.Examples();
     EXPECT_EQ(t.wrong.load(), 0u);
     EXPECT_EQ(t.no_answer.load(), 0u);
     EXPECT_EQ(t.http_errors.load(), 0u);
     EXPECT_EQ(t.incomplete.load(), 0u);
+    EXPECT_EQ(t.bad_shard_counts.load(), 0u);
   }
 
   bool WaitUp(int port, uint32_t replicas) {
@@ -507,7 +472,7 @@ TEST_P(JunkFloodTest, JunkFloodLeavesAnswersExact) {
   EXPECT_GE(raw_sent.load(), 300u);
   std::cout << "junk messages sent " << frames_sent.load() << ", counted bad by the node " << seen
             << ", raw TCP connections " << raw_sent.load() << ", searches " << t.requests.load() << " ("
-            << t.exact.load() << " exact)\n";
+            << t.complete.load() - t.wrong.load() << " exact)\n";
   ExpectAllExact(t);
   EXPECT_TRUE(nodes_[0]->running()) << nodes_[0]->Logs().substr(0, 4000);
   const std::string text = Scrape(nodes_[0].get());

@@ -21,6 +21,7 @@
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "load_clients.hpp"
 #include "../rocksdb_fault.hpp"
 
 namespace search::testing {
@@ -31,35 +32,6 @@ using namespace std::chrono_literals;
 constexpr uint32_t kShards = 2, kReplicas = 2;
 
 ReplicatedIndex* g = nullptr;  // built once per suite
-
-// What the clients saw.
-struct Tally {
-  std::atomic<uint64_t> requests{0}, complete{0}, incomplete{0}, wrong{0}, http_errors{0}, no_answer{0},
-      bad_shard_counts{0};
-  std::mutex mu;
-  std::vector<std::string> examples;  // GUARDED_BY(mu), a few
-  void Note(std::string what) {
-    std::lock_guard lock(mu);
-    if (examples.size() < 8) examples.push_back(std::move(what));
-  }
-  std::string Examples() {
-    std::lock_guard lock(mu);
-    std::string s;
-    for (const auto& e : examples) s += "\n  " + e;
-    return s;
-  }
-};
-
-// Stops and joins the client threads when a test returns, also early (a failed ASSERT).
-struct ClientsJoin {
-  std::atomic<bool>& stop;
-  std::vector<std::thread>& threads;
-  ~ClientsJoin() {
-    stop = true;
-    for (auto& th : threads)
-      if (th.joinable()) th.join();
-  }
-};
 
 class ReliabilityTest : public ::testing::Test {
  protected:
@@ -149,32 +121,7 @@ class ReliabilityTest : public ::testing::Test {
       auto r = Fetch("127.0.0.1", http_port_, "/search",
                      {{"q", q}, {"k", std::to_string(k)}, {"mode", std::string(QueryModeName(mode))}});
       const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " '" + q + "'";
-      if (r.status == 0) {
-        ++t.no_answer;
-        t.Note("no answer: " + what);
-        continue;
-      }
-      if (r.status != 200 || !r.body.is_object()) {
-        ++t.http_errors;
-        t.Note("HTTP " + std::to_string(r.status) + " " + what + ": " + r.raw.substr(0, 300));
-        continue;
-      }
-      const auto& sh = r.body["_shards"];
-      if (sh["total"].get<int>() != sh["successful"].get<int>() + sh["failed"].get<int>()) {
-        ++t.bad_shard_counts;
-        t.Note("_shards does not add up: " + sh.dump());
-      }
-      if (sh["successful"] != kShards || r.body["timed_out"] != false) {
-        ++t.incomplete;
-        if (expect_complete) t.Note("incomplete " + what + ": " + sh.dump());
-        continue;
-      }
-      ++t.complete;
-      const std::string diff = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g->local, q, mode, k));
-      if (!diff.empty()) {
-        ++t.wrong;
-        t.Note("wrong " + what + ": " + diff);
-      }
+      TallyAnswer(t, r, what, kShards, [&] { return ExpectedHits(*g->local, q, mode, k); }, expect_complete);
     }
   }
 
@@ -192,35 +139,12 @@ TEST_F(ReliabilityTest, RollingRestartWithEightClientsLosesNothing) {
   std::vector<std::thread> clients;
   for (uint32_t c = 0; c < 8; ++c) clients.emplace_back([&, c] { Client(100 + c, stop, t, true); });
   ClientsJoin join{stop, clients};
-  // Waits (30 s at most) for the clients to have sent `n` more requests: counts, not a fixed time.
-  auto more_requests = [&](uint64_t n) {
-    const uint64_t want = t.requests.load() + n;
-    const auto until = Clock::now() + 30s;
-    while (Clock::now() < until && t.requests.load() < want) std::this_thread::sleep_for(5ms);
-    return t.requests.load() >= want;
-  };
-  EXPECT_TRUE(more_requests(8));
-  for (size_t i = 0; i < kShards * kReplicas; ++i) {
-    const uint64_t before = t.requests.load();
-    nodes_[i]->Signal(SIGTERM);
-    auto st = nodes_[i]->Wait(15s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node " << i << ": " << DescribeExit(st);
-    EXPECT_TRUE(more_requests(8)) << "queries run while this replica is away";
-    ASSERT_NO_FATAL_FAILURE(StartNode(i));
-    ASSERT_TRUE(WaitReplicasUp(15s)) << "replica " << i << " did not come back";
-    EXPECT_GT(t.requests.load(), before) << "no queries ran while node " << i << " restarted";
-  }
-  EXPECT_TRUE(more_requests(t.requests.load() > 100 ? 8 : 108 - t.requests.load()));
-  stop = true;
-  for (auto& c : clients) c.join();
-  std::cerr << "rolling restart: " << t.requests << " requests, " << t.complete << " complete\n";
-  EXPECT_GT(t.requests.load(), 100u);
-  EXPECT_EQ(t.complete.load(), t.requests.load()) << t.Examples();
-  EXPECT_EQ(t.incomplete.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.wrong.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.http_errors.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.no_answer.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.bad_shard_counts.load(), 0u) << t.Examples();
+  RollingRestart(t, stop, clients,
+                 {.nodes = kShards * kReplicas,
+                  .node = [&](size_t i) { return nodes_[i].get(); },
+                  .start = [&](size_t i) { StartNode(i); },
+                  .replicas_up = [&] { return WaitReplicasUp(15s); }},
+                 "rolling restart");
 }
 
 // The clients run before and during the kill (they see no answer while it is down), then pause

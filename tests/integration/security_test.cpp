@@ -28,6 +28,7 @@
 #include "cluster_expect.hpp"
 #include "cluster_harness.hpp"
 #include "cpu_exec/local_index.hpp"
+#include "load_clients.hpp"
 #include "secure_cluster.hpp"
 
 namespace search::testing {
@@ -50,23 +51,6 @@ uint32_t SuiteSeed() {
   if (const char* s = std::getenv("SECURITY_TEST_SEED")) return static_cast<uint32_t>(std::strtoul(s, nullptr, 10));
   return std::random_device{}();
 }
-
-// What the clients saw.
-struct Tally {
-  std::atomic<uint64_t> requests{0}, complete{0}, incomplete{0}, wrong{0}, http_errors{0}, no_answer{0};
-  std::mutex mu;
-  std::vector<std::string> examples;  // GUARDED_BY(mu), a few
-  void Note(std::string what) {
-    std::lock_guard lock(mu);
-    if (examples.size() < 8) examples.push_back(std::move(what));
-  }
-  std::string Examples() {
-    std::lock_guard lock(mu);
-    std::string s;
-    for (const auto& e : examples) s += "\n  " + e;
-    return s;
-  }
-};
 
 class SecurityTest : public ::testing::Test {
  protected:
@@ -224,27 +208,7 @@ class SecurityTest : public ::testing::Test {
       ++t.requests;
       auto r = Search(q, mode, k, /*post=*/rng() % 2 == 0);
       const std::string what = std::string(QueryModeName(mode)) + " k=" + std::to_string(k) + " '" + q + "'";
-      if (r.status == 0) {
-        ++t.no_answer;
-        t.Note("no answer: " + what);
-        continue;
-      }
-      if (r.status != 200 || !r.body.is_object()) {
-        ++t.http_errors;
-        t.Note("HTTP " + std::to_string(r.status) + " " + what + ": " + r.raw.substr(0, 300));
-        continue;
-      }
-      if (r.body["_shards"]["successful"] != kShards || r.body["timed_out"] != false) {
-        ++t.incomplete;
-        t.Note("incomplete " + what + ": " + r.body["_shards"].dump());
-        continue;
-      }
-      ++t.complete;
-      const std::string diff = HitsDiffer(r.body["hits"]["hits"], ExpectedHits(*g->index.local, q, mode, k));
-      if (!diff.empty()) {
-        ++t.wrong;
-        t.Note("wrong " + what + ": " + diff);
-      }
+      TallyAnswer(t, r, what, kShards, [&] { return ExpectedHits(*g->index.local, q, mode, k); });
     }
   }
 
@@ -317,44 +281,14 @@ TEST_F(SecurityTest, RollingRestartUnderHttpsLoadLosesNothing) {
   std::atomic<bool> stop{false};
   std::vector<std::thread> clients;
   for (uint32_t c = 0; c < 8; ++c) clients.emplace_back([&, c] { Client(g->seed + 100 + c, stop, t); });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::vector<std::thread>& threads;
-    ~Join() {
-      stop = true;
-      for (auto& th : threads)
-        if (th.joinable()) th.join();
-    }
-  } join{stop, clients};
-  // Waits (60 s at most) for the clients to have sent `n` more requests: counts, not a fixed time.
-  auto more_requests = [&](uint64_t n) {
-    const uint64_t want = t.requests.load() + n;
-    const auto until = Clock::now() + 60s;
-    while (Clock::now() < until && t.requests.load() < want) std::this_thread::sleep_for(5ms);
-    return t.requests.load() >= want;
-  };
-  EXPECT_TRUE(more_requests(8));
-  for (size_t i = 0; i < kNodes; ++i) {
-    const uint64_t before = t.requests.load();
-    nodes_[i]->Signal(SIGTERM);
-    auto st = nodes_[i]->Wait(15s);
-    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << "node " << i << ": " << DescribeExit(st);
-    EXPECT_TRUE(more_requests(8)) << "queries run while this replica is away";
-    ASSERT_NO_FATAL_FAILURE(StartNode(i));
-    ASSERT_TRUE(WaitReplicasUp(kReplicas, 30s)) << "replica " << i << " did not come back";
-    EXPECT_GT(t.requests.load(), before) << "no queries ran while node " << i << " restarted";
-  }
-  EXPECT_TRUE(more_requests(t.requests.load() > 100 ? 8 : 108 - t.requests.load()));
-  stop = true;
-  for (auto& c : clients) c.join();
-  std::cerr << "rolling restart over HTTPS + CURVE: " << t.requests << " requests, " << t.complete
-            << " complete (seed " << g->seed << ")\n";
-  EXPECT_GT(t.requests.load(), 100u);
-  EXPECT_EQ(t.complete.load(), t.requests.load()) << t.Examples();
-  EXPECT_EQ(t.incomplete.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.wrong.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.http_errors.load(), 0u) << t.Examples();
-  EXPECT_EQ(t.no_answer.load(), 0u) << t.Examples();
+  ClientsJoin join{stop, clients};
+  RollingRestart(t, stop, clients,
+                 {.nodes = kNodes,
+                  .node = [&](size_t i) { return nodes_[i].get(); },
+                  .start = [&](size_t i) { StartNode(i); },
+                  .replicas_up = [&] { return WaitReplicasUp(kReplicas, 30s); },
+                  .wait = 60s},
+                 "rolling restart over HTTPS + CURVE (seed " + std::to_string(g->seed) + ")");
 }
 
 // The compose secrets job run twice: the second run keeps every key, certificate and API key

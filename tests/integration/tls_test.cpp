@@ -34,6 +34,7 @@
 
 #include "../http_wire.hpp"
 #include "../prometheus_text.hpp"
+#include "../tls_client.hpp"
 #include "cluster_harness.hpp"
 
 namespace search::testing {
@@ -84,74 +85,6 @@ int PortOf(const json& ready, const std::string& key) {
   const std::string a = ready.at(key).get<std::string>();
   return std::stoi(a.substr(a.rfind(':') + 1));
 }
-
-
-// A blocking TLS client connection from this process, verifying the server against `ca_file`.
-class TlsClientConn {
- public:
-  TlsClientConn(int port, const std::string& ca_file) {
-    ctx_ = SSL_CTX_new(TLS_client_method());
-    SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    if (SSL_CTX_load_verify_locations(ctx_, ca_file.c_str(), nullptr) != 1) return;
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{30, 0};  // no hang if the server never answers
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) return;
-    ssl_ = SSL_new(ctx_);
-    SSL_set_fd(ssl_, fd_);
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl_), "127.0.0.1");
-    ok_ = SSL_connect(ssl_) == 1;
-  }
-  ~TlsClientConn() {
-    if (ssl_) SSL_free(ssl_);
-    if (fd_ >= 0) ::close(fd_);
-    SSL_CTX_free(ctx_);
-  }
-  bool ok() const { return ok_; }
-  bool Write(const std::string& bytes) { return SSL_write(ssl_, bytes.data(), static_cast<int>(bytes.size())) > 0; }
-  // Reads until `n` answers came (or the connection ended / 30 s passed without a byte).
-  std::vector<HttpAnswer> Read(size_t n) {
-    std::vector<HttpAnswer> out;
-    while (out.size() < n) {
-      char buf[16384];
-      const int r = SSL_read(ssl_, buf, sizeof(buf));
-      if (r <= 0) break;
-      in_.append(buf, static_cast<size_t>(r));
-      for (HttpAnswer& a : TakeHttpAnswers(in_)) out.push_back(std::move(a));
-    }
-    return out;
-  }
-
- private:
-  SSL_CTX* ctx_ = nullptr;
-  SSL* ssl_ = nullptr;
-  int fd_ = -1;
-  bool ok_ = false;
-  std::string in_;
-};
-
-// The bytes of a real TLS ClientHello (an OpenSSL client writing into memory).
-std::string ClientHello() {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL* ssl = SSL_new(ctx);
-  BIO* rbio = BIO_new(BIO_s_mem());
-  BIO* wbio = BIO_new(BIO_s_mem());
-  SSL_set_bio(ssl, rbio, wbio);
-  SSL_set_connect_state(ssl);
-  (void)SSL_do_handshake(ssl);  // writes the ClientHello, then wants the server's answer
-  char* data = nullptr;
-  const long n = BIO_get_mem_data(wbio, &data);
-  std::string out(data, static_cast<size_t>(n));
-  SSL_free(ssl);
-  SSL_CTX_free(ctx);
-  ERR_clear_error();
-  return out;
-}
-
 
 // The corpus word "w<i>" (appended, not "w" + to_string(i): a -Wrestrict false positive in GCC 12).
 std::string W(int i) {
@@ -302,7 +235,7 @@ TEST_F(Tls, CurlWithTheRightCaAnswersAsPlainHttp) {
 }
 
 TEST_F(Tls, PipelinedRequestsOverOneTlsConnectionAreAnsweredInOrder) {
-  TlsClientConn conn(cluster_->tls_port, cluster_->pki + "/ca.pem");
+  TlsClient conn(cluster_->tls_port, {cluster_->pki + "/ca.pem"});
   ASSERT_TRUE(conn.ok());
   std::vector<std::string> targets;
   std::string batch;
@@ -392,7 +325,7 @@ TEST_F(Tls, GarbageAndHalfOpenHandshakesLeaveOrdinaryClientsServed) {
     std::this_thread::sleep_for(300ms);
     before = cluster_->HandshakeFailures();
   }
-  const std::string hello = ClientHello();
+  const std::string hello = TlsClientHello();
   ASSERT_GT(hello.size(), 100u);
   ASSERT_EQ(hello[0], 0x16);  // a handshake record
   std::mt19937 rng(49);
@@ -428,7 +361,7 @@ TEST_F(Tls, GarbageAndHalfOpenHandshakesLeaveOrdinaryClientsServed) {
     ASSERT_EQ(r.code, 0) << r.out;
     ExpectSameAsPlain(target, r.out);
   }
-  TlsClientConn conn(cluster_->tls_port, cluster_->pki + "/ca.pem");
+  TlsClient conn(cluster_->tls_port, {cluster_->pki + "/ca.pem"});
   ASSERT_TRUE(conn.ok());
   for (int i = 0; i < 5; ++i) {
     const std::string target = SearchTarget(W(20 + i));
