@@ -8,13 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "metrics/families.hpp"
+
 namespace search::gpu {
 namespace {
 
-// The families: names (dashboards, alerts and tests refer to them) and help texts.
-struct Family {
-  std::string_view name, help;
-};
+using families::Family;  // names (dashboards, alerts and tests refer to them) and help texts
 constexpr Family kHits{"search_gpu_cache_hits_total", "GPU posting-list cache hits."};
 constexpr Family kMisses{"search_gpu_cache_misses_total", "GPU posting-list cache misses."};
 constexpr Family kEvictions{"search_gpu_cache_evictions_total", "GPU posting-list cache evictions."};
@@ -26,37 +25,24 @@ constexpr Family kBytes{"search_gpu_cache_bytes", "Device bytes held by the GPU 
 constexpr Family kEntries{"search_gpu_cache_entries", "Lists held by the GPU posting-list cache."};
 constexpr Family kCapacity{"search_gpu_cache_capacity_bytes", "Device byte budget of the GPU posting-list cache."};
 
-prometheus::Counter* Counter(prometheus::Registry& r, const Family& f) {
-  return &prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r).Add({});
-}
-prometheus::Gauge* Gauge(prometheus::Registry& r, const Family& f) {
-  return &prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r).Add({});
-}
-
-// Moves a counter up to an external monotonic total (never down).
-void CounterTo(prometheus::Counter& c, uint64_t total) {
-  const double delta = static_cast<double>(total) - c.Value();
-  if (delta > 0) c.Increment(delta);
-}
-
 }  // namespace
 
 GpuCacheMetrics::GpuCacheMetrics(prometheus::Registry& r)
-    : hits_(Counter(r, kHits)),
-      misses_(Counter(r, kMisses)),
-      evictions_(Counter(r, kEvictions)),
-      copied_(Counter(r, kCopiedBytes)),
-      failed_(Counter(r, kFailedAllocations)),
-      bytes_(Gauge(r, kBytes)),
-      entries_(Gauge(r, kEntries)),
-      capacity_(Gauge(r, kCapacity)) {}
+    : hits_(&CounterFamily(r, kHits).Add({})),
+      misses_(&CounterFamily(r, kMisses).Add({})),
+      evictions_(&CounterFamily(r, kEvictions).Add({})),
+      copied_(&CounterFamily(r, kCopiedBytes).Add({})),
+      failed_(&CounterFamily(r, kFailedAllocations).Add({})),
+      bytes_(&GaugeFamily(r, kBytes).Add({})),
+      entries_(&GaugeFamily(r, kEntries).Add({})),
+      capacity_(&GaugeFamily(r, kCapacity).Add({})) {}
 
 void GpuCacheMetrics::Set(const GpuCacheStats& s) {
-  CounterTo(*hits_, s.hits);
-  CounterTo(*misses_, s.misses);
-  CounterTo(*evictions_, s.evictions);
-  CounterTo(*copied_, s.bytes_copied);
-  CounterTo(*failed_, s.failed_allocations);
+  SetCounterTo(*hits_, static_cast<double>(s.hits));
+  SetCounterTo(*misses_, static_cast<double>(s.misses));
+  SetCounterTo(*evictions_, static_cast<double>(s.evictions));
+  SetCounterTo(*copied_, static_cast<double>(s.bytes_copied));
+  SetCounterTo(*failed_, static_cast<double>(s.failed_allocations));
   bytes_->Set(static_cast<double>(s.resident_bytes));
   entries_->Set(static_cast<double>(s.resident_lists));
   capacity_->Set(static_cast<double>(s.capacity_bytes));

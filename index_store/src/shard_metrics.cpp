@@ -8,13 +8,12 @@
 #include <string>
 #include <string_view>
 
+#include "metrics/families.hpp"
+
 namespace search {
 namespace {
 
-// The families: names (dashboards, alerts and tests refer to them) and help texts.
-struct Family {
-  std::string_view name, help;
-};
+using families::Family;  // names (dashboards, alerts and tests refer to them) and help texts
 constexpr Family kListCacheHits{"search_list_cache_hits_total", "Posting-list cache hits."};
 constexpr Family kListCacheMisses{"search_list_cache_misses_total", "Posting-list cache misses."};
 constexpr Family kListCacheEvictions{"search_list_cache_evictions_total", "Posting-list cache evictions."};
@@ -25,40 +24,27 @@ constexpr Family kListCacheCapacity{"search_list_cache_capacity_bytes", "Byte bu
 constexpr Family kExternalIdLookups{"search_external_id_lookups_total",
                                     "External ids of hits looked up, by source: memo (remembered) or rocksdb (read)."};
 
-prometheus::Family<prometheus::Counter>& Counters(prometheus::Registry& r, const Family& f) {
-  return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-}
-prometheus::Gauge* Gauge(prometheus::Registry& r, const Family& f) {
-  return &prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r).Add({});
-}
-
-// Moves a counter up to an external monotonic total (never down).
-void CounterTo(prometheus::Counter& c, uint64_t total) {
-  const double delta = static_cast<double>(total) - c.Value();
-  if (delta > 0) c.Increment(delta);
-}
-
 }  // namespace
 
 ShardMetrics::ShardMetrics(prometheus::Registry& r)
-    : hits_(&Counters(r, kListCacheHits).Add({})),
-      misses_(&Counters(r, kListCacheMisses).Add({})),
-      evictions_(&Counters(r, kListCacheEvictions).Add({})),
-      id_memo_(&Counters(r, kExternalIdLookups).Add({{"source", "memo"}})),
-      id_reads_(&Counters(r, kExternalIdLookups).Add({{"source", "rocksdb"}})),
-      bytes_(Gauge(r, kListCacheBytes)),
-      entries_(Gauge(r, kListCacheEntries)),
-      capacity_(Gauge(r, kListCacheCapacity)) {}
+    : hits_(&CounterFamily(r, kListCacheHits).Add({})),
+      misses_(&CounterFamily(r, kListCacheMisses).Add({})),
+      evictions_(&CounterFamily(r, kListCacheEvictions).Add({})),
+      id_memo_(&CounterFamily(r, kExternalIdLookups).Add({{"source", "memo"}})),
+      id_reads_(&CounterFamily(r, kExternalIdLookups).Add({{"source", "rocksdb"}})),
+      bytes_(&GaugeFamily(r, kListCacheBytes).Add({})),
+      entries_(&GaugeFamily(r, kListCacheEntries).Add({})),
+      capacity_(&GaugeFamily(r, kListCacheCapacity).Add({})) {}
 
 void ShardMetrics::Set(const ListCacheStats& cache, const ExternalIdStats& ids) {
-  CounterTo(*hits_, cache.hits);
-  CounterTo(*misses_, cache.misses);
-  CounterTo(*evictions_, cache.evictions);
+  SetCounterTo(*hits_, static_cast<double>(cache.hits));
+  SetCounterTo(*misses_, static_cast<double>(cache.misses));
+  SetCounterTo(*evictions_, static_cast<double>(cache.evictions));
   bytes_->Set(static_cast<double>(cache.bytes));
   entries_->Set(static_cast<double>(cache.entries));
   capacity_->Set(static_cast<double>(cache.capacity_bytes));
-  CounterTo(*id_memo_, ids.memo_hits);
-  CounterTo(*id_reads_, ids.reads);
+  SetCounterTo(*id_memo_, static_cast<double>(ids.memo_hits));
+  SetCounterTo(*id_reads_, static_cast<double>(ids.reads));
 }
 
 }  // namespace search

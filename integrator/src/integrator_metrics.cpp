@@ -65,27 +65,18 @@ constexpr Family kCpuHomeMoves{"search_integrator_cpu_home_moves_total",
 IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
     : metrics_(metrics), buckets_(LatencyBuckets()), shards_(num_shards) {
   prometheus::Registry& r = metrics_->registry();
-  auto counters = [&](const Family& f) -> auto& {
-    return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-  };
-  auto gauges = [&](const Family& f) -> auto& {
-    return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-  };
   const prometheus::Labels component{{"component", metrics_->component()}};
-  late_replies_ = &counters(kLateReplies).Add(component);
-  retries_ = &counters(kReplicaRetries).Add(component);
-  hedges_ = &counters(kReplicaHedges).Add(component);
-  auto& auth = counters(kHttpAuthFailures);
+  late_replies_ = &CounterFamily(r, kLateReplies).Add(component);
+  retries_ = &CounterFamily(r, kReplicaRetries).Add(component);
+  hedges_ = &CounterFamily(r, kReplicaHedges).Add(component);
+  auto& auth = CounterFamily(r, kHttpAuthFailures);
   auth_401_ = &auth.Add({{"component", metrics_->component()}, {"status", "401"}});
   auth_403_ = &auth.Add({{"component", metrics_->component()}, {"status", "403"}});
-  auto& refused = counters(kHttpConnectionsRefused);
+  auto& refused = CounterFamily(r, kHttpConnectionsRefused);
   refused_max_connections_ = &refused.Add({{"component", metrics_->component()}, {"reason", "max_connections"}});
   refused_header_timeout_ = &refused.Add({{"component", metrics_->component()}, {"reason", "header_timeout"}});
-  tls_handshake_failures_ = &counters(kTlsHandshakeFailures).Add(component);
-  auto& phases = prometheus::BuildHistogram()
-                     .Name(std::string(kRequestPhase.name))
-                     .Help(std::string(kRequestPhase.help))
-                     .Register(r);
+  tls_handshake_failures_ = &CounterFamily(r, kTlsHandshakeFailures).Add(component);
+  auto& phases = HistogramFamily(r, kRequestPhase);
   // Microseconds to milliseconds: the phases of a fast path are tens of microseconds.
   const prometheus::Histogram::BucketBoundaries phase_buckets{5e-6,   1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4,
                                                               5e-4,   1e-3, 2.5e-3, 5e-3, 1e-2, 2.5e-2,
@@ -94,21 +85,18 @@ IntegratorMetrics::IntegratorMetrics(Metrics* metrics, size_t num_shards)
     phases_[p] = &phases.Add(
         {{"component", metrics_->component()}, {"phase", RequestPhaseName(static_cast<RequestPhase>(p))}},
         phase_buckets);
-  shard_duration_family_ = &prometheus::BuildHistogram()
-                                .Name(std::string(kShardRequestDuration.name))
-                                .Help(std::string(kShardRequestDuration.help))
-                                .Register(r);
-  shard_requests_family_ = &counters(kShardRequests);
-  shard_up_family_ = &gauges(kShardUp);
-  cache_hits_ = &counters(kResultCacheHits).Add({});
-  cache_misses_ = &counters(kResultCacheMisses).Add({});
-  cache_evictions_ = &counters(kResultCacheEvictions).Add({});
-  cache_bytes_ = &gauges(kResultCacheBytes).Add({});
-  cache_entries_ = &gauges(kResultCacheEntries).Add({});
-  cache_capacity_ = &gauges(kResultCacheCapacity).Add({});
-  home_pinned_family_ = &gauges(kCpuHomePinned);
-  home_polling_family_ = &gauges(kCpuHomePolling);
-  home_moves_family_ = &counters(kCpuHomeMoves);
+  shard_duration_family_ = &HistogramFamily(r, kShardRequestDuration);
+  shard_requests_family_ = &CounterFamily(r, kShardRequests);
+  shard_up_family_ = &GaugeFamily(r, kShardUp);
+  cache_hits_ = &CounterFamily(r, kResultCacheHits).Add({});
+  cache_misses_ = &CounterFamily(r, kResultCacheMisses).Add({});
+  cache_evictions_ = &CounterFamily(r, kResultCacheEvictions).Add({});
+  cache_bytes_ = &GaugeFamily(r, kResultCacheBytes).Add({});
+  cache_entries_ = &GaugeFamily(r, kResultCacheEntries).Add({});
+  cache_capacity_ = &GaugeFamily(r, kResultCacheCapacity).Add({});
+  home_pinned_family_ = &GaugeFamily(r, kCpuHomePinned);
+  home_polling_family_ = &GaugeFamily(r, kCpuHomePolling);
+  home_moves_family_ = &CounterFamily(r, kCpuHomeMoves);
   for (size_t i = 0; i < num_shards; ++i) Bind(i, static_cast<uint32_t>(i));
 }
 

@@ -25,16 +25,6 @@ using prometheus::Labels;
 
 constexpr std::array<QueryMode, 3> kModes = {QueryMode::kAnd, QueryMode::kOr, QueryMode::kAndOr};
 
-prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& r, const families::Family& f) {
-  return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-}
-prometheus::Family<prometheus::Gauge>& GaugeFamily(prometheus::Registry& r, const families::Family& f) {
-  return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-}
-prometheus::Family<prometheus::Histogram>& HistogramFamily(prometheus::Registry& r, const families::Family& f) {
-  return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-}
-
 // Opens and closes a TCP connection to host:port (IPv4 literal or "localhost"); errors ignored.
 void PokeTcp(const std::string& host, int port) {
   sockaddr_in addr{};
@@ -111,10 +101,6 @@ prometheus::Histogram::BucketBoundaries LatencyBuckets() {
   return b;
 }
 
-void SetCounterTo(prometheus::Counter& counter, double value) {
-  const double delta = value - counter.Value();
-  if (delta > 0) counter.Increment(delta);
-}
 
 Metrics::Metrics(std::string component)
     : component_(std::move(component)), registry_(std::make_shared<prometheus::Registry>()) {

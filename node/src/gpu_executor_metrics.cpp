@@ -54,20 +54,17 @@ std::string_view GpuBatchPartLabel(GpuBatchPart p) {
 }
 
 GpuExecutorMetrics::GpuExecutorMetrics(prometheus::Registry& r) {
-  auto counter = [&](const Family& f) -> auto& {
-    return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-  };
-  fallback_cpu_ = &counter(kFallbackCpu).Add({});
-  auto& fallbacks = counter(kGpuFallbacks);
+  fallback_cpu_ = &CounterFamily(r, kFallbackCpu).Add({});
+  auto& fallbacks = CounterFamily(r, kGpuFallbacks);
   for (size_t i = 0; i < kNumGpuFallbackReasons; ++i)
     fallbacks_[i] =
         &fallbacks.Add({{"reason", std::string(GpuFallbackReasonLabel(static_cast<GpuFallbackReason>(i)))}});
-  auto& unsupported = counter(kGpuUnsupported);
+  auto& unsupported = CounterFamily(r, kGpuUnsupported);
   for (size_t i = 0; i < kNumGpuUnsupportedReasons; ++i)
     unsupported_[i] =
         &unsupported.Add({{"reason", std::string(GpuUnsupportedReasonLabel(static_cast<GpuUnsupportedReason>(i)))}});
-  auto& batch_cpu = counter(kGpuBatchCpu);
-  auto& batch_wall = counter(kGpuBatchWall);
+  auto& batch_cpu = CounterFamily(r, kGpuBatchCpu);
+  auto& batch_wall = CounterFamily(r, kGpuBatchWall);
   for (size_t i = 0; i < kNumGpuBatchParts; ++i) {
     const std::string part(GpuBatchPartLabel(static_cast<GpuBatchPart>(i)));
     batch_cpu_[i] = &batch_cpu.Add({{"part", part}});

@@ -62,18 +62,12 @@ constexpr std::array<Processor, 3> kProcessors = {Processor::kCpu, Processor::kG
 }  // namespace
 
 NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
-  auto counter = [&](const Family& f) -> auto& {
-    return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-  };
-  auto histogram = [&](const Family& f) -> auto& {
-    return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-  };
   const prometheus::Histogram::BucketBoundaries buckets = LatencyBuckets();
-  auto& queue = histogram(kNodeQueue);
-  auto& exec = histogram(kNodeExecution);
-  auto& postings = counter(kPostingsDecoded);
-  auto& blocks = counter(kBlocksDecoded);
-  auto& scored = counter(kPostingsScored);
+  auto& queue = HistogramFamily(r, kNodeQueue);
+  auto& exec = HistogramFamily(r, kNodeExecution);
+  auto& postings = CounterFamily(r, kPostingsDecoded);
+  auto& blocks = CounterFamily(r, kBlocksDecoded);
+  auto& scored = CounterFamily(r, kPostingsScored);
   for (Processor p : kProcessors) {
     const prometheus::Labels l{{"processor", std::string(ProcessorName(p))}};
     queue_[Idx(p)] = &queue.Add(l, buckets);
@@ -82,38 +76,26 @@ NodeMetrics::NodeMetrics(prometheus::Registry& r) : gpu_executor_(r) {
     blocks_decoded_[Idx(p)] = &blocks.Add(l);
     postings_scored_[Idx(p)] = &scored.Add(l);
   }
-  queued_ = &prometheus::BuildGauge()
-                 .Name(std::string(kNodeQueued.name))
-                 .Help(std::string(kNodeQueued.help))
-                 .Register(r)
+  queued_ = &GaugeFamily(r, kNodeQueued)
                  .Add({});
-  unroutable_ = &counter(kNodeUnroutable).Add({});
-  slow_queries_ = &counter(kNodeSlowQueries).Add({});
-  io_thread_requests_ = &counter(kNodeIoThreadRequests).Add({});
-  auto& fetches = counter(kNodeFetches);
+  unroutable_ = &CounterFamily(r, kNodeUnroutable).Add({});
+  slow_queries_ = &CounterFamily(r, kNodeSlowQueries).Add({});
+  io_thread_requests_ = &CounterFamily(r, kNodeIoThreadRequests).Add({});
+  auto& fetches = CounterFamily(r, kNodeFetches);
   fetches_[0] = &fetches.Add({{"status", "ok"}});
   fetches_[1] = &fetches.Add({{"status", "error"}});
-  fetched_docs_ = &counter(kNodeFetchedDocs).Add({});
-  fetch_seconds_ = &histogram(kNodeFetchSeconds).Add({}, buckets);
-  auto& refused = counter(kNodeRefusedPeers);
+  fetched_docs_ = &CounterFamily(r, kNodeFetchedDocs).Add({});
+  fetch_seconds_ = &HistogramFamily(r, kNodeFetchSeconds).Add({}, buckets);
+  auto& refused = CounterFamily(r, kNodeRefusedPeers);
   for (size_t i = 0; i < curve::kRefusalReasons; ++i)
     refused_peers_[i] = &refused.Add({{"reason", curve::RefusalReasonName(static_cast<curve::RefusalReason>(i))}});
-  curve_ = &prometheus::BuildGauge()
-                .Name(std::string(kNodeCurve.name))
-                .Help(std::string(kNodeCurve.help))
-                .Register(r)
+  curve_ = &GaugeFamily(r, kNodeCurve)
                 .Add({});
-  cpu_home_pinned_ = &prometheus::BuildGauge()
-                          .Name(std::string(kNodeCpuHomePinned.name))
-                          .Help(std::string(kNodeCpuHomePinned.help))
-                          .Register(r)
+  cpu_home_pinned_ = &GaugeFamily(r, kNodeCpuHomePinned)
                           .Add({});
-  cpu_home_polling_ = &prometheus::BuildGauge()
-                           .Name(std::string(kNodeCpuHomePolling.name))
-                           .Help(std::string(kNodeCpuHomePolling.help))
-                           .Register(r)
+  cpu_home_polling_ = &GaugeFamily(r, kNodeCpuHomePolling)
                            .Add({});
-  auto& moves = counter(kNodeCpuHomeMoves);
+  auto& moves = CounterFamily(r, kNodeCpuHomeMoves);
   cpu_home_moves_[0] = &moves.Add({{"to", "home"}});
   cpu_home_moves_[1] = &moves.Add({{"to", "out"}});
 }

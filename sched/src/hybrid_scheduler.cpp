@@ -129,26 +129,17 @@ struct HybridScheduler::MetricSet {
 
   explicit MetricSet(Metrics& m) {
     auto& r = m.registry();
-    auto counter = [&](const families::Family& f) -> auto& {
-      return prometheus::BuildCounter().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-    };
-    auto gauge = [&](const families::Family& f) -> auto& {
-      return prometheus::BuildGauge().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-    };
-    auto histogram = [&](const families::Family& f) -> auto& {
-      return prometheus::BuildHistogram().Name(std::string(f.name)).Help(std::string(f.help)).Register(r);
-    };
-    auto& q = gauge(kSchedQueueLength);
+    auto& q = GaugeFamily(r, kSchedQueueLength);
     for (size_t i = 0; i < kNumSchedQueues; ++i)
       queue[i] = &q.Add({{"queue", SchedQueueName(static_cast<SchedQueue>(i))}});
-    auto& w = histogram(kSchedWait);
-    auto& rn = histogram(kSchedRun);
-    auto& j = counter(kSchedJobs);
-    auto& s = counter(kSchedStolen);
-    auto& d = counter(kSchedDeadlineMisses);
-    auto& e = gauge(kSchedPredictionError);
-    auto& mo = counter(kSchedModelObserved);
-    auto& mp = counter(kSchedModelPredicted);
+    auto& w = HistogramFamily(r, kSchedWait);
+    auto& rn = HistogramFamily(r, kSchedRun);
+    auto& j = CounterFamily(r, kSchedJobs);
+    auto& s = CounterFamily(r, kSchedStolen);
+    auto& d = CounterFamily(r, kSchedDeadlineMisses);
+    auto& e = GaugeFamily(r, kSchedPredictionError);
+    auto& mo = CounterFamily(r, kSchedModelObserved);
+    auto& mp = CounterFamily(r, kSchedModelPredicted);
     for (size_t u = 0; u < kNumUnits; ++u) {
       const prometheus::Labels l{{"processor", UnitName(static_cast<Unit>(u))}};
       wait[u] = &w.Add(l, LatencyBuckets());
@@ -160,23 +151,23 @@ struct HybridScheduler::MetricSet {
       model_observed[u] = &mo.Add(l);
       model_predicted[u] = &mp.Add(l);
     }
-    migrations = &counter(kSchedMigrations).Add({});
-    balanced = &counter(kSchedBalanced).Add({});
-    cheap = &counter(kSchedCheap).Add({});
-    retries = &counter(kSchedGpuRetries).Add({});
-    batches = &counter(kSchedGpuBatches).Add({});
-    auto& dc = counter(kSchedDispatchCpu);
+    migrations = &CounterFamily(r, kSchedMigrations).Add({});
+    balanced = &CounterFamily(r, kSchedBalanced).Add({});
+    cheap = &CounterFamily(r, kSchedCheap).Add({});
+    retries = &CounterFamily(r, kSchedGpuRetries).Add({});
+    batches = &CounterFamily(r, kSchedGpuBatches).Add({});
+    auto& dc = CounterFamily(r, kSchedDispatchCpu);
     dispatch_cpu[0] = &dc.Add({{"part", "batch"}});
     dispatch_cpu[1] = &dc.Add({{"part", "scheduler"}});
-    cpu_slots = &gauge(kSchedCpuSlots).Add({});
-    cpu_pin_failures = &gauge(kSchedCpuPinFailures).Add({});
-    auto& cw = counter(kSchedCpuWorker);
+    cpu_slots = &GaugeFamily(r, kSchedCpuSlots).Add({});
+    cpu_pin_failures = &GaugeFamily(r, kSchedCpuPinFailures).Add({});
+    auto& cw = CounterFamily(r, kSchedCpuWorker);
     cpu_worker[0] = &cw.Add({{"part", "run"}});
     cpu_worker[1] = &cw.Add({{"part", "account"}});
     cpu_worker[2] = &cw.Add({{"part", "answer"}});
     cpu_worker[3] = &cw.Add({{"part", "lock"}});
-    cheap_threshold = &gauge(kSchedCheapThreshold).Add({});
-    auto& h = histogram(kSchedHost);
+    cheap_threshold = &GaugeFamily(r, kSchedCheapThreshold).Add({});
+    auto& h = HistogramFamily(r, kSchedHost);
     for (size_t p = 0; p < kNumSchedHostPhases; ++p)
       host[p] = &h.Add({{"phase", SchedHostPhaseName(static_cast<SchedHostPhase>(p))}}, LatencyBuckets());
   }

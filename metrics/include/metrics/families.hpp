@@ -4,9 +4,17 @@
 // families of its own lists and registers them itself (the integrator: integrator_metrics.cpp;
 // the shard reader's list cache: index_store/src/shard_metrics.cpp; the GPU list cache:
 // gpu_cache/src/gpu_cache_metrics.cpp).
-// Dashboards, alerts and tests refer to these names.
-// Thread-safety: constants.
+// Dashboards, alerts and tests refer to these names. Every component registers its families
+// through CounterFamily / GaugeFamily / HistogramFamily below (library search_metric_families:
+// prometheus-cpp core only, so that a library without an exposer can use them).
+// Thread-safety: constants; the functions as prometheus-cpp's registry and metrics are.
 #pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
 
 #include <string_view>
 
@@ -39,3 +47,15 @@ inline constexpr Family kProcessStartTime{"process_start_time_seconds",
                                           "Start time of the process since the Unix epoch in seconds."};
 
 }  // namespace search::families
+
+namespace search {
+
+// Registers the family `f` (its name and help) in `r` (again: the same family).
+prometheus::Family<prometheus::Counter>& CounterFamily(prometheus::Registry& r, const families::Family& f);
+prometheus::Family<prometheus::Gauge>& GaugeFamily(prometheus::Registry& r, const families::Family& f);
+prometheus::Family<prometheus::Histogram>& HistogramFamily(prometheus::Registry& r, const families::Family& f);
+
+// Adds max(0, value - current) so a prometheus counter follows an external monotonic counter.
+void SetCounterTo(prometheus::Counter& counter, double value);
+
+}  // namespace search

@@ -37,6 +37,7 @@
 
 #include "core/query.hpp"
 #include "core/status.hpp"
+#include "metrics/families.hpp"
 
 namespace prometheus {
 class Exposer;
@@ -71,8 +72,6 @@ std::string_view ModeLabel(QueryMode mode);
 // The latency buckets: 50 us * 2^i, i = 0..17.
 prometheus::Histogram::BucketBoundaries LatencyBuckets();
 
-// Adds max(0, value - current) so a prometheus counter follows an external monotonic counter.
-void SetCounterTo(prometheus::Counter& counter, double value);
 
 class Metrics {
  public:
