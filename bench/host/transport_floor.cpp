@@ -7,21 +7,29 @@
 //   zmq-ipc  the same over a Unix socket;
 //   tcp      a plain TCP socket, blocking reads (one wake-up per process a round trip).
 // Prints one line per mode and rate: round trips, p50, p90, p99 and mean in us.
+// --idle-spinner: a thread at SCHED_IDLE priority spins through the whole run, as the CPU homes'
+// poller does in the served path (core/cpu_home.hpp); with `taskset -c N` (both processes on one
+// CPU, as the homes put a chain) it keeps that CPU from halting between round trips, so what is
+// left is the hand-offs' own cost.
 //   transport_floor [--rates 100,1000,10000] [--seconds 3] [--bytes 200] [--modes zmq-tcp,zmq-ipc,tcp]
+//                   [--idle-spinner]
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -160,16 +168,59 @@ double Pct(std::vector<double>& v, double p) {
   return v[i];
 }
 
+// A thread at SCHED_IDLE that spins until destroyed; Die when the kernel refuses the policy.
+class IdleSpinner {
+ public:
+  IdleSpinner() {
+    std::atomic<int> started{0};  // 1: spinning, -1: refused
+    thread_ = std::thread([this, &started] {
+      sched_param p{};
+      if (sched_setscheduler(0, SCHED_IDLE, &p) != 0) {
+        started = -1;
+        return;
+      }
+      started = 1;
+      while (!stop_.load(std::memory_order_relaxed)) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+      }
+    });
+    while (started.load() == 0) std::this_thread::yield();
+    if (started.load() < 0) {
+      thread_.join();
+      Die("--idle-spinner: SCHED_IDLE refused");
+    }
+  }
+  ~IdleSpinner() {
+    stop_ = true;
+    thread_.join();
+  }
+  IdleSpinner(const IdleSpinner&) = delete;
+  IdleSpinner& operator=(const IdleSpinner&) = delete;
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string rates = "100,1000,10000", modes = "zmq-tcp,zmq-ipc,tcp";
   double seconds = 3, bytes = 200;
+  bool idle_spinner = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--help" || a == "-h") {
-      std::puts("transport_floor [--rates 100,1000,10000] [--seconds 3] [--bytes 200] [--modes zmq-tcp,zmq-ipc,tcp]");
+      std::puts(
+          "transport_floor [--rates 100,1000,10000] [--seconds 3] [--bytes 200] [--modes zmq-tcp,zmq-ipc,tcp] "
+          "[--idle-spinner]");
       return 0;
+    }
+    if (a == "--idle-spinner") {
+      idle_spinner = true;
+      continue;
     }
     if (i + 1 >= argc) Die(a + ": needs a value (--help)");
     const std::string v = argv[++i];
@@ -191,6 +242,8 @@ int main(int argc, char** argv) {
   for (const std::string& mode : mode_list)
     if (mode != "tcp" && mode != "zmq-tcp" && mode != "zmq-ipc") Die("unknown mode " + mode + " (zmq-tcp, zmq-ipc, tcp)");
   if (mode_list.empty() || rate_list.empty()) Die("--modes and --rates need at least one value");
+  std::unique_ptr<IdleSpinner> spinner;
+  if (idle_spinner) spinner = std::make_unique<IdleSpinner>();
   std::printf("%-8s %8s %8s %8s %8s %8s %8s\n", "mode", "rate", "trips", "p50_us", "p90_us", "p99_us", "mean_us");
   for (const std::string& mode : mode_list) {
     int p[2];

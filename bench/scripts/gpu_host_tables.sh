@@ -9,7 +9,10 @@
 # it runs (and nothing else does), so a call cut short still returns what ran; the summary tables
 # end the output. Goal 1's query-language part (COUNT and TOP_10_COUNT per category,
 # ql_gpu_table.sh) is the goal `ql`, a second call (`GOALS=ql`, about 300 s with the shard's
-# generation): with the other four it would run past a device call's 10 minutes.
+# generation): with the other four it would run past a device call's 10 minutes. Goal `floor` (for
+# that second call: `GOALS="ql floor"`, about 40 s) is goal 4's transport floor: bench/host/
+# transport_floor (BUNDLE/bin/transport_floor) alone, both processes on CPU FLOOR_CPU (2), and on
+# that CPU beside an idle-priority spinner as the CPU homes' poller (--idle-spinner).
 #
 # On a host of 16 CPUs goal 2 puts the node on 0-9 (the GPU engine's ceiling is measured there too,
 # and the CPU engine's on 0-5, the 6 of 10 CPUs that hybrid gives its CPU workers) and the integrator
@@ -18,14 +21,14 @@
 #
 # usage: BUNDLE=DIR bench/scripts/gpu_host_tables.sh [DOCS] [WORK_DIR]
 #   BUNDLE  bin/ and lib/ as scripts/bundle.sh makes them (a CUDA build: searchctl, search-node,
-#           search-integrator, host_jitter);  DOCS default 25200000;  WORK_DIR default /dev/shm/gpu-bench.
+#           search-integrator, host_jitter; transport_floor for goal floor);  DOCS default 25200000;  WORK_DIR default /dev/shm/gpu-bench.
 #   env: DICT_DIR (gcide.index and gcide.dict.dz, default /usr/share/dictd; or JSONL, a converted
 #        file), CHECK_CMD (a command run beside the shard's generation), OUT_DIR (default
 #        WORK_DIR/tables), GOALS ("1 3 2 4", in that order), SECS (2 a row in goals 1 and 3), VERIFY
 #        (300), ENGINE_CPUS (goal 1's CPU engine: 0-15); goal 2: NODE_CPUS (0-9), CLIENT_CPUS
 #        (10-15), LOADGEN_CPUS (13-15), CPU_CEILING_CPUS (0-5), START_FRACTION (0.5), FACTOR (1.1),
 #        MAX_STEPS (5), SERVED_SECS (4); goal 4: RATES ("100 1000 10000"), PATH_SECS (3); goal ql:
-#        QL_COMMANDS ("topcount count"; ENGINE_CPUS and SECS as goal 1's).
+#        QL_COMMANDS ("topcount count"; ENGINE_CPUS and SECS as goal 1's); goal floor: FLOOR_CPU (2).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -79,6 +82,13 @@ run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the te
        JSONL=$jsonl OUT_DIR=$path_dir RATES=${RATES:-100 1000 10000} SECS=${PATH_SECS:-3} bench/scripts/path_latency.sh "$b" ;;
     ql) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} COMMANDS=${QL_COMMANDS:-topcount count} BUNDLE=$b \
           bench/scripts/ql_gpu_table.sh "$docs" "$work" ;;
+    floor) [ -x "$b/bin/transport_floor" ] || { echo "no $b/bin/transport_floor in the bundle"; return 1; }
+       fc=${FLOOR_CPU:-2}
+       for how in "alone" "one CPU:taskset -c $fc" "one CPU + idle spinner:taskset -c $fc::--idle-spinner"; do
+         IFS=: read -r name pin _ extra <<<"$how"
+         echo "== floor: $name"
+         LD_LIBRARY_PATH="$b/lib" $pin "$b/bin/transport_floor" --modes zmq-tcp,tcp --seconds 2 $extra
+       done ;;
     *) echo "unknown goal $n" >&2; return 2 ;;
   esac 2>&1 | tee "$out/goal$n.log"
   step "goal $n: $((SECONDS - t0)) s"
@@ -92,5 +102,6 @@ for g in $goals; do
     1|3|2) sed -n '/== \[[0-9]*s\] summary/,$p' "$out/goal$g.log" ;;
     4) grep -E '^(== .*in-process|mode |and |or )' "$out/goal$g.log" ;;
     ql) grep '^|' "$out/goal$g.log" ;;
+    floor) grep -E '^(== floor|mode |zmq-tcp |tcp )' "$out/goal$g.log" ;;
   esac
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """bench/host/transport_floor end to end: it forks real echo servers and measures real round trips
 over ZeroMQ (TCP and IPC) and a plain TCP socket; each mode and rate gives one row of positive,
-ordered percentiles; bad flags exit 2 with the reason and print no row.
+ordered percentiles, also beside --idle-spinner (or, where the kernel refuses SCHED_IDLE, exit 2
+saying so); bad flags exit 2 with the reason and print no row.
 
 usage: transport_floor_test.py --tool PATH_TO_transport_floor        Exit status: 0 pass, 1 fail.
 """
@@ -31,6 +32,14 @@ def main():
         check(trips > 0, f"{r[0]} at {r[1]}: no round trips")
         check(0 < p50 <= p90 <= p99, f"{r[0]} at {r[1]}: percentiles {p50} {p90} {p99}")
         check(mean > 0, f"{r[0]} at {r[1]}: mean {mean}")
+    sp = subprocess.run([tool, "--idle-spinner", "--modes", "tcp", "--rates", "500", "--seconds", "0.3"],
+                        capture_output=True, text=True, timeout=60)
+    if sp.returncode == 2:
+        check("SCHED_IDLE refused" in sp.stderr and "p50_us" not in sp.stdout, f"--idle-spinner: {sp.stderr!r}")
+    else:
+        srows = [l.split() for l in sp.stdout.strip().splitlines()[1:]]
+        check(sp.returncode == 0 and len(srows) == 1 and srows[0][:2] == ["tcp", "500"] and int(srows[0][2]) > 0 and
+              0 < float(srows[0][3]) <= float(srows[0][5]), f"--idle-spinner: exit {sp.returncode}, {sp.stdout!r}")
     for bad, says in ((["--modes", "udp"], "unknown mode udp"), (["--rates", "0"], "--rates"),
                       (["--seconds"], "needs a value"), (["--bytes", "2000000"], "--bytes")):
         q = subprocess.run([tool, *bad], capture_output=True, text=True, timeout=30)
