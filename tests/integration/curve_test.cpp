@@ -21,7 +21,6 @@
 #include <atomic>
 #include <iostream>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <zmq.hpp>

@@ -20,7 +20,6 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <thread>
 #include <vector>

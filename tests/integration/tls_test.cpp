@@ -19,9 +19,6 @@
 //     certificate's, a missing file) exit 2 before serving.
 // Skips when curl or openssl is not installed (scripts/setup.sh installs both).
 #include <gtest/gtest.h>
-#include <openssl/bio.h>
-#include <openssl/err.h>
-#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/stat.h>
 
