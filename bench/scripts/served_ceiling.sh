@@ -41,9 +41,10 @@ inproc() {  # CPUS ENGINE [flags...]: the engine's in-process q/s on CPUS, one c
   local cpus=$1 engine=$2 r
   shift 2
   r=$(taskset -c "$cpus" timeout 300 env LD_LIBRARY_PATH="$b/lib" "$b/bin/searchctl" bench --index "$idx" --queries "$q" \
-    --k 10 --seconds 4 --warmup 1 --mode and --engine "$engine" --threads "$(count_cpus "$cpus")" "$@" 2>/dev/null)
+    --k 10 --seconds 4 --warmup 1 --mode and --engine "$engine" --threads "$(count_cpus "$cpus")" "$@" 2>"$work/inproc.err")
   echo "inproc cpus=$cpus engine=$engine $r" >&2
-  [ "$engine" = gpu ] && [ "$(field "$r" verify_mismatches)" != 0 ] && { echo "GPU verify mismatches: $(field "$r" verify_mismatches)" >&2; }
+  [ -n "$r" ] || { echo "inproc: searchctl bench printed no result:" >&2; tail -5 "$work/inproc.err" >&2; }
+  [ "$engine" = gpu ] && [ -n "$(field "$r" verify_mismatches)" ] && [ "$(field "$r" verify_mismatches)" != 0 ] && { echo "GPU verify mismatches: $(field "$r" verify_mismatches)" >&2; }
   echo "$(field "$r" qps) $(field "$r" p99_us)"
 }
 step "ceilings"
@@ -60,9 +61,9 @@ elif awk -v p="$gpu_ceiling_p99" -v l="$ms_us" 'BEGIN { exit !(p > l) }'; then
   first=${node_cpus%%[-,]*}
   while [ "$within_threads" -gt 1 ]; do
     within_threads=$((within_threads > 2 ? within_threads - 2 : 1))
-    read -r q p < <(inproc "$first-$((first + within_threads - 1))" gpu)
-    echo "gpu engine, $within_threads client threads: $q q/s, a batch's p99 $p us"
-    if awk -v p="$p" -v l="$ms_us" 'BEGIN { exit !(p <= l) }'; then within=$q; break; fi
+    read -r wq wp < <(inproc "$first-$((first + within_threads - 1))" gpu)
+    echo "gpu engine, $within_threads client threads: $wq q/s, a batch's p99 $wp us"
+    if awk -v p="$wp" -v l="$ms_us" 'BEGIN { exit !(p != "" && p <= l) }'; then within=$wq; break; fi
   done
 else
   within=$gpu_ceiling
