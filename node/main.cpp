@@ -333,9 +333,7 @@ int main(int argc, char** argv) {
       sched_trace = std::move(t).value();
       sched.sched.trace = sched_trace.get();
     }
-    sched.sched.gpu_dispatchers = batch_gpu == nullptr            ? 0
-                                  : tuning.gpu_dispatchers > 0 ? static_cast<size_t>(tuning.gpu_dispatchers)
-                                                               : DefaultGpuDispatchers(policy.mode, cores_apart);
+    sched.sched.gpu_dispatchers = batch_gpu != nullptr ? DefaultGpuDispatchers(policy.mode, cores_apart) : 0;
     if (!cores_apart) {
       // Host-aware admission: the CPU engine starts queries only while the host has idle cores.
       // A node pinned to part of the host (taskset, a container's cpuset) counts only its CPUs.

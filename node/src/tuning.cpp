@@ -17,9 +17,6 @@ constexpr TuningKey kTuningKeys[] = {
      "write the scheduler's decisions to this CSV file, one line per sampled finished job (at most 2,000,000 "
      "lines): to study where queries ran"},
     {"trace_every", "uint", "16", "with trace: record one finished job in this many"},
-    {"gpu_dispatchers", "uint", "0",
-     "threads that take the GPU's batches; 0 = by scheduler (4 under gpu, 8 under griffin, hybrid 4 or 8): "
-     "to measure batch size against latency (fewer dispatchers gather larger batches)"},
 };
 
 template <typename T>
@@ -65,7 +62,6 @@ Status ApplyTuning(std::string_view key_value, NodeTuning* tuning) {
   if (key == "sched_cpu_cores") return ParseNumber<int64_t>(key, value, -1, 4096, &tuning->sched_cpu_cores);
   if (key == "calibration_queries") return ParseNumber<uint64_t>(key, value, 1, 1000000, &tuning->calibration_queries);
   if (key == "trace_every") return ParseNumber<uint64_t>(key, value, 1, uint64_t{1} << 40, &tuning->trace_every);
-  if (key == "gpu_dispatchers") return ParseNumber<uint64_t>(key, value, 0, 64, &tuning->gpu_dispatchers);
   if (key == "trace") {
     if (value.empty()) return Status::InvalidArgument("--tuning trace: needs a file path");
     tuning->trace = std::string(value);

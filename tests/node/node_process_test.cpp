@@ -440,7 +440,7 @@ TEST(NodeProcessTest, HelpListsFewOptionsAndTheTuningKeys) {
   EXPECT_GT(options, 5) << help;
   // 15 serving options plus the three of security (--insecure, --curve-key, --curve-clients).
   EXPECT_LE(options, 18) << help;
-  for (const char* key : {"sched_cpu_cores", "calibration_queries", "trace", "trace_every", "gpu_dispatchers"})
+  for (const char* key : {"sched_cpu_cores", "calibration_queries", "trace", "trace_every"})
     EXPECT_NE(help.find(std::string("  ") + key + " ("), std::string::npos) << key << "\n" << help;
 }
 

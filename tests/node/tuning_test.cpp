@@ -19,20 +19,17 @@ TEST(TuningTest, EveryKeyOfTheTableIsAccepted) {
     EXPECT_FALSE(k.help.empty()) << k.key;
     EXPECT_NE(TuningHelp().find(std::string(k.key) + " ("), std::string::npos) << k.key;
   }
-  EXPECT_EQ(keys, (std::set<std::string>{"sched_cpu_cores", "calibration_queries", "trace", "trace_every",
-                                          "gpu_dispatchers"}));
+  EXPECT_EQ(keys, (std::set<std::string>{"sched_cpu_cores", "calibration_queries", "trace", "trace_every"}));
   NodeTuning t;
   ASSERT_TRUE(ApplyTuning("sched_cpu_cores=0", &t).ok());
   ASSERT_TRUE(ApplyTuning("calibration_queries=8", &t).ok());
   ASSERT_TRUE(ApplyTuning(" trace = /tmp/x.csv ", &t).ok());
   ASSERT_TRUE(ApplyTuning("trace_every=4", &t).ok());
   ASSERT_TRUE(ApplyTuning("trace_every=16", &t).ok());  // the last value holds
-  ASSERT_TRUE(ApplyTuning("gpu_dispatchers=2", &t).ok());
   EXPECT_EQ(t.sched_cpu_cores, 0);
   EXPECT_EQ(t.calibration_queries, 8u);
   EXPECT_EQ(t.trace, "/tmp/x.csv");
   EXPECT_EQ(t.trace_every, 16u);
-  EXPECT_EQ(t.gpu_dispatchers, 2u);
 }
 
 TEST(TuningTest, DefaultsMatchTheTable) {
@@ -43,7 +40,6 @@ TEST(TuningTest, DefaultsMatchTheTable) {
     if (k.key == "calibration_queries") value = std::to_string(t.calibration_queries);
     if (k.key == "trace") value = t.trace;
     if (k.key == "trace_every") value = std::to_string(t.trace_every);
-    if (k.key == "gpu_dispatchers") value = std::to_string(t.gpu_dispatchers);
     EXPECT_EQ(value, k.default_value) << k.key;
   }
 }
@@ -52,7 +48,7 @@ TEST(TuningTest, BadInputIsRefusedWithTheKeyNamed) {
   NodeTuning t;
   for (const char* bad : {"no_such_key=1", "sched_cpu_cores=-2", "sched_cpu_cores=1.5", "calibration_queries=0",
                           "calibration_queries=", "calibration_queries=2000000", "trace_every=0", "trace_every=-1",
-                          "trace_every=4k", "trace=", "trace_every", "gpu_dispatchers=65", "gpu_dispatchers=-1"}) {
+                          "trace_every=4k", "trace=", "trace_every"}) {
     const Status st = ApplyTuning(bad, &t);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << bad;
     const std::string key = std::string(bad).substr(0, std::string(bad).find('='));

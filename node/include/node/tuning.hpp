@@ -22,7 +22,6 @@ struct NodeTuning {
   uint64_t calibration_queries = 48;  // the scheduler's start-up cost calibration
   std::string trace;                  // scheduler decision trace (CSV path); empty: none
   uint64_t trace_every = 16;          // one traced job in this many
-  uint64_t gpu_dispatchers = 0;       // 0: by scheduler (DefaultGpuDispatchers)
 };
 
 struct TuningKey {
