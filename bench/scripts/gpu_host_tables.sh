@@ -13,6 +13,10 @@
 # that second call: `GOALS="ql floor"`, about 40 s) is goal 4's transport floor: bench/host/
 # transport_floor (BUNDLE/bin/transport_floor) alone, both processes on CPU FLOOR_CPU (2), and on
 # that CPU beside an idle-priority spinner as the CPU homes' poller (--idle-spinner).
+# Goal `ab` (a call of its own: `GOALS=ab`, about 8 minutes with the shard's generation) is goal 2's
+# A/B of node settings on one host: the ceilings once, then served_ceiling.sh's sweeps (SCHEDULERS,
+# default gpu) for each set of search-node flags in NODE_VARIANTS, separated by ';' (an empty set:
+# the defaults), one after another.
 #
 # On a host of 16 CPUs goal 2 puts the node on 0-9 (the GPU engine's ceiling is measured there too,
 # and the CPU engine's on 0-5, the 6 of 10 CPUs that hybrid gives its CPU workers) and the integrator
@@ -29,7 +33,8 @@
 #        (10-15), LOADGEN_CPUS (13-15), CPU_CEILING_CPUS (0-5), START_FRACTION (0.5), FACTOR (1.1),
 #        MAX_STEPS (5), SERVED_SECS (4), WITHIN (0: served_ceiling.sh's GPU rate within p99 <= 10 ms
 #        is left out, to keep the call under 10 minutes); goal 4: RATES ("100 1000 10000"), PATH_SECS (3); goal ql:
-#        QL_COMMANDS ("topcount count"; ENGINE_CPUS and SECS as goal 1's); goal floor: FLOOR_CPU (2).
+#        QL_COMMANDS ("topcount count"; ENGINE_CPUS and SECS as goal 1's); goal floor: FLOOR_CPU (2);
+#        goal ab: NODE_VARIANTS (required), SCHEDULERS (gpu), and goal 2's CPU sets and sweep settings.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -58,7 +63,7 @@ fi
 # CHECK_CMD (e.g. the GPU tests of this build) runs beside the generation too, and is waited for
 # before the first goal, so nothing else shares the GPU while the goals measure.
 [ -n "${CHECK_CMD:-}" ] && { bash -c "$CHECK_CMD" & check_pid=$!; }
-if [[ " $goals " == *" "[123]" "* || " $goals " == *" ql "* ]]; then
+if [[ " $goals " == *" "[123]" "* || " $goals " == *" ql "* || " $goals " == *" ab "* ]]; then
   t0=$SECONDS
   synthetic_shard "$docs" "$work/synthetic-$docs" 2>&1 | tail -2
   step "shard: $((SECONDS - t0)) s"
@@ -73,12 +78,25 @@ run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the te
   step "goal $n"
   # The GCIDE job is this shell's child: waited for here, not in the pipeline's subshell below.
   [ "$n" = 4 ] && [ -n "${gcide_pid:-}" ] && wait "$gcide_pid"
+  local served_env=(NODE_CPUS="${NODE_CPUS:-0-9}" CLIENT_CPUS="${CLIENT_CPUS:-10-15}" LOADGEN_CPUS="${LOADGEN_CPUS:-13-15}"
+    CPU_CEILING_CPUS="${CPU_CEILING_CPUS:-0-5}" START_FRACTION="${START_FRACTION:-0.5}" FACTOR="${FACTOR:-1.1}"
+    MAX_STEPS="${MAX_STEPS:-5}" SECS="${SERVED_SECS:-4}" WITHIN="${WITHIN:-0}" BUNDLE="$b")
   case $n in
     1) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_shapes.sh "$docs" "$work" ;;
     3) SECS=${SECS:-2} VERIFY=${VERIFY:-300} BUNDLE=$b bench/scripts/gpu_latency.sh "$docs" "$work" ;;
-    2) NODE_CPUS=${NODE_CPUS:-0-9} CLIENT_CPUS=${CLIENT_CPUS:-10-15} LOADGEN_CPUS=${LOADGEN_CPUS:-13-15} \
-         CPU_CEILING_CPUS=${CPU_CEILING_CPUS:-0-5} START_FRACTION=${START_FRACTION:-0.5} FACTOR=${FACTOR:-1.1} \
-         MAX_STEPS=${MAX_STEPS:-5} SECS=${SERVED_SECS:-4} WITHIN=${WITHIN:-0} BUNDLE=$b bench/scripts/served_ceiling.sh "$docs" "$work" ;;
+    2) env "${served_env[@]}" bench/scripts/served_ceiling.sh "$docs" "$work" ;;
+    ab)
+       [ -n "${NODE_VARIANTS:-}" ] || { echo "goal ab needs NODE_VARIANTS (search-node flag sets, ';' between)"; return 1; }
+       env "${served_env[@]}" CEILINGS_ONLY=1 bench/scripts/served_ceiling.sh "$docs" "$work" | tee "$out/ceilings.log"
+       # "ceiling gpu Q q/s (cpus C, a batch's p99 P us), cpu Q2 q/s (...)": Q P Q2
+       ceilings=$(awk '/^ceiling gpu/ && $3 + 0 > 0 && $10 + 0 > 0 { print $3, $10, $13 }' "$out/ceilings.log")
+       [ -n "$ceilings" ] || { echo "no ceilings measured"; return 1; }
+       IFS=';' read -ra variants <<<"$NODE_VARIANTS"
+       for v in "${variants[@]}"; do
+         echo "== node flags: ${v:-(defaults)}"
+         env "${served_env[@]}" CEILINGS="$ceilings" SCHEDULERS="${SCHEDULERS:-gpu}" NODE_ARGS="${NODE_ARGS:-} $v" \
+           bench/scripts/served_ceiling.sh "$docs" "$work"
+       done ;;
     4) [ -f "$path_dir/idx/manifest.json" ] || { echo "GCIDE index missing:"; cat "$work/gcide.log"; return 1; }
        JSONL=$jsonl OUT_DIR=$path_dir RATES=${RATES:-100 1000 10000} SECS=${PATH_SECS:-3} bench/scripts/path_latency.sh "$b" ;;
     ql) NODE_CPUS=${ENGINE_CPUS:-0-15} SECS=${SECS:-2} COMMANDS=${QL_COMMANDS:-topcount count} BUNDLE=$b \
@@ -104,5 +122,6 @@ for g in $goals; do
     4) grep -E '^(== .*in-process|mode |and |or )' "$out/goal$g.log" ;;
     ql) grep '^|' "$out/goal$g.log" ;;
     floor) grep -E '^(== floor|mode |zmq-tcp |tcp )' "$out/goal$g.log" ;;
+    ab) grep -E '^(ceiling gpu|== node flags|\| (gpu|hybrid) )' "$out/goal$g.log" ;;
   esac
 done

@@ -19,7 +19,9 @@
 #        MAX_STEPS (8), SECS (8 measured seconds a step), P99_MS (10); a sweep whose first step is
 #        over P99_MS sweeps again from half its start, by RETRY_FACTOR (1.15) for RETRY_STEPS (5);
 #        WITHIN (1; 0 skips the GPU engine's rate within the p99 target, below); CEILINGS_ONLY=1
-#        stops after the ceilings.
+#        stops after the ceilings; CEILINGS ("GPU_QPS GPU_P99_US CPU_QPS", as an earlier run's
+#        `ceiling` line printed them: taken as measured, nothing re-measured); SCHEDULERS ("gpu
+#        hybrid": the sweeps to run; one left out reads "-" in the summary).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
 . bench/scripts/bench_lib.sh
@@ -48,14 +50,19 @@ inproc() {  # CPUS ENGINE [flags...]: the engine's in-process q/s on CPUS, one c
   echo "$(field "$r" qps) $(field "$r" p99_us)"
 }
 step "ceilings"
-read -r gpu_ceiling gpu_ceiling_p99 < <(inproc "$node_cpus" gpu --verify 300)
-read -r cpu_ceiling _ < <(inproc "${CPU_CEILING_CPUS:-0-9}" cpu)
+if [ -n "${CEILINGS:-}" ]; then
+  read -r gpu_ceiling gpu_ceiling_p99 cpu_ceiling <<<"$CEILINGS"
+  [ -n "$cpu_ceiling" ] || { echo "CEILINGS needs three numbers: GPU_QPS GPU_P99_US CPU_QPS" >&2; exit 2; }
+else
+  read -r gpu_ceiling gpu_ceiling_p99 < <(inproc "$node_cpus" gpu --verify 300)
+  read -r cpu_ceiling _ < <(inproc "${CPU_CEILING_CPUS:-0-9}" cpu)
+fi
 echo "ceiling gpu $gpu_ceiling q/s (cpus $node_cpus, a batch's p99 $gpu_ceiling_p99 us), cpu $cpu_ceiling q/s (cpus ${CPU_CEILING_CPUS:-0-9})"
 # The GPU ceiling's own batches can take longer than the served target: one client thread a CPU,
 # each with a batch of 64 in flight. The GPU engine's rate within the target too: fewer client
 # threads (the first CPUs of NODE_CPUS), two fewer each time, until a batch's p99 is within P99_MS.
 ms_us=$((p99_ms * 1000)) within="" within_threads=$(count_cpus "$node_cpus")
-if [ "${WITHIN:-1}" = 0 ]; then
+if [ "${WITHIN:-1}" = 0 ] || [ -n "${CEILINGS:-}" ]; then
   within_threads=-
 elif awk -v p="$gpu_ceiling_p99" -v l="$ms_us" 'BEGIN { exit !(p > l) }'; then
   first=${node_cpus%%[-,]*}
@@ -103,8 +110,9 @@ served_or_lower() {  # SCHEDULER START
   [ -n "$r" ] && { echo "$r"; return; }
   FACTOR=${RETRY_FACTOR:-1.15} MAX_STEPS=${RETRY_STEPS:-5} served "$1" "$(share "$2" 0.5)"
 }
-gpu_served=$(served_or_lower gpu "$gpu_start")
-hybrid_served=$(served_or_lower hybrid "$hybrid_start")
+scheds=" ${SCHEDULERS:-gpu hybrid} " gpu_served="" hybrid_served=""
+[[ $scheds == *" gpu "* ]] && gpu_served=$(served_or_lower gpu "$gpu_start")
+[[ $scheds == *" hybrid "* ]] && hybrid_served=$(served_or_lower hybrid "$hybrid_start")
 ratio() { awk -v s="${1#>=}" -v c="$2" -v ge="${1%%[0-9]*}" 'BEGIN { if (s == "" || c <= 0) print "-"; else printf "%s%.1f%%", ge, 100 * s / c }'; }
 step "summary (docs=$docs, GOV2-shaped and, p99 <= $p99_ms ms)"
 echo "| scheduler | served q/s | ceiling q/s | served / ceiling |"
