@@ -151,6 +151,19 @@ size_t Pollers() {
   return n;
 }
 
+// Pollers(), once it reads `want` or 3 s have passed: a new thread is listed under its name only
+// once it has run, and a joined one's /proc entry may outlive the join by a moment (the kernel
+// clears the tid the join waits on before it reaps the task).
+size_t PollersAfterSettling(size_t want) {
+  const auto give_up = Clock::now() + 3s;
+  size_t n = Pollers();
+  while (n != want && Clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+    n = Pollers();
+  }
+  return n;
+}
+
 // The poller's CPU time so far (0 when there is none).
 uint64_t PollerNs() {
   uint64_t ns = 0;
@@ -264,15 +277,10 @@ TEST_F(CpuHomePollerTest, ChainsWithOneHomeShareOnePoller) {
     Member mc;
     c.AddThread(mc.tid());
     ASSERT_TRUE(TickUntil(c, [&] { return c.pinned(); }));
-    const auto named_by = Clock::now() + 3s;  // a thread names itself once it runs
-    while (Pollers() < before + 2 && Clock::now() < named_by) std::this_thread::sleep_for(1ms);
-    EXPECT_EQ(Pollers(), before + 2);
+    EXPECT_EQ(PollersAfterSettling(before + 2), before + 2);  // a thread names itself once it runs
   }
-  // Gone with the last chain of its home. A joined thread's /proc entry may outlive the join by a
-  // moment (the kernel clears the tid the join waits on before it reaps the task).
-  const auto reaped_by = Clock::now() + 3s;
-  while (Pollers() > before && Clock::now() < reaped_by) std::this_thread::sleep_for(1ms);
-  EXPECT_EQ(Pollers(), before);
+  // Gone with the last chain of its home.
+  EXPECT_EQ(PollersAfterSettling(before), before);
 }
 
 // The processes of a host take turns: a poller spins only while it holds the flock of its CPU in
