@@ -88,9 +88,8 @@ run_goal() {  # N: the goal's script, its output to OUT_DIR/goalN.log and the te
     ab)
        [ -n "${NODE_VARIANTS:-}" ] || { echo "goal ab needs NODE_VARIANTS (search-node flag sets, ';' between)"; return 1; }
        env "${served_env[@]}" CEILINGS_ONLY=1 bench/scripts/served_ceiling.sh "$docs" "$work" | tee "$out/ceilings.log"
-       # "ceiling gpu Q q/s (cpus C, a batch's p99 P us), cpu Q2 q/s (...)": Q P Q2
-       ceilings=$(awk '/^ceiling gpu/ && $3 + 0 > 0 && $10 + 0 > 0 { print $3, $10, $13 }' "$out/ceilings.log")
-       [ -n "$ceilings" ] || { echo "no ceilings measured"; return 1; }
+       ceilings=$(sed -n 's/^CEILINGS="\(.*\)"$/\1/p' "$out/ceilings.log")
+       [ "$(wc -w <<<"$ceilings")" = 3 ] || { echo "no ceilings measured"; return 1; }
        IFS=';' read -ra variants <<<"$NODE_VARIANTS"
        for v in "${variants[@]}"; do
          echo "== node flags: ${v:-(defaults)}"

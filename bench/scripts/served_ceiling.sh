@@ -20,7 +20,7 @@
 #        over P99_MS sweeps again from half its start, by RETRY_FACTOR (1.15) for RETRY_STEPS (5);
 #        WITHIN (1; 0 skips the GPU engine's rate within the p99 target, below); CEILINGS_ONLY=1
 #        stops after the ceilings; CEILINGS ("GPU_QPS GPU_P99_US CPU_QPS", as an earlier run's
-#        `ceiling` line printed them: taken as measured, nothing re-measured); SCHEDULERS ("gpu
+#        CEILINGS= line printed them: taken as measured, nothing re-measured); SCHEDULERS ("gpu
 #        hybrid": the sweeps to run; one left out reads "-" in the summary).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 1
@@ -58,6 +58,7 @@ else
   read -r cpu_ceiling _ < <(inproc "${CPU_CEILING_CPUS:-0-9}" cpu)
 fi
 echo "ceiling gpu $gpu_ceiling q/s (cpus $node_cpus, a batch's p99 $gpu_ceiling_p99 us), cpu $cpu_ceiling q/s (cpus ${CPU_CEILING_CPUS:-0-9})"
+echo "CEILINGS=\"$gpu_ceiling $gpu_ceiling_p99 $cpu_ceiling\""  # for a later run on this host
 # The GPU ceiling's own batches can take longer than the served target: one client thread a CPU,
 # each with a batch of 64 in flight. The GPU engine's rate within the target too: fewer client
 # threads (the first CPUs of NODE_CPUS), two fewer each time, until a batch's p99 is within P99_MS.
