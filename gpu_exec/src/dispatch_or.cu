@@ -217,6 +217,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       pl.exclude = (s.excl_mask >> i) & 1u;
       pl.require = s.required_or && i == s.req_slot ? 1u : 0u;
       pl.rest = s.rest[i];
+      pl.omit = s.omit.empty() ? 0u : s.omit[i];
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
       if (pl.essential) {

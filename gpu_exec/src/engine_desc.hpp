@@ -141,6 +141,7 @@ struct TopBlocksDesc {
 // Per list of a pruned or-query (parallel to its DevList).
 struct OrPList {
   float rest = 0.0f;       // bound of the other lists' summed contributions (essential lists)
+  uint32_t omit = 0;       // essential: the lists rest leaves out (essential lists gathered before it)
   uint32_t essential = 0;  // 1: its documents are candidates
   uint32_t ess_off = 0;    // essential: the query's essential blocks in the lists before it
   uint32_t dense = 0;      // 1: decoded whole for probing (block b in slot b)

@@ -335,15 +335,29 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   s.ess_mask = 0;
   s.cap = 0;
   s.rest.assign(m, std::numeric_limits<float>::infinity());
+  s.omit.assign(m, 0u);
+  // The essential lists, fewest postings first: a document is gathered from the first of them that
+  // holds it, so a later one's documents need no bound of the earlier ones (those lack them), and
+  // the long lists, gathered last, are bounded by the fewest others.
+  std::vector<uint32_t> sources;
   for (uint32_t j = first_ess; j < m; ++j) {
     const uint32_t e = order[j];
     if ((s.excl_mask >> e) & 1u) continue;  // RequiredOr: a must_not list is never a source
+    sources.push_back(e);
+  }
+  std::sort(sources.begin(), sources.end(), [&](uint32_t x, uint32_t y) {
+    return s.present[x].count != s.present[y].count ? s.present[x].count < s.present[y].count : x < y;
+  });
+  uint32_t earlier = 0;
+  for (const uint32_t e : sources) {
     s.ess_mask |= 1u << e;
     s.cap += s.present[e].count;
     float rest = 0.0f;
     for (uint32_t i = 0; i < m; ++i)
-      if (order[i] != e) rest += s.max_score[order[i]];
+      if (i != e && !((earlier >> i) & 1u)) rest += s.max_score[i];
     s.rest[e] = rest;
+    s.omit[e] = earlier;
+    earlier |= 1u << e;
   }
   // RequiredOr: every match is in the must list, so when that list is essential its postings alone
   // are the candidates. Another essential list's documents would only add work: those outside the
@@ -351,6 +365,11 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   if (s.required_or && ((s.ess_mask >> s.req_slot) & 1u)) {
     for (uint32_t i = 0; i < m; ++i)
       if (i != s.req_slot) s.rest[i] = std::numeric_limits<float>::infinity();
+    float rest = 0.0f;
+    for (uint32_t i = 0; i < m; ++i)
+      if (i != s.req_slot) rest += s.max_score[i];
+    s.rest[s.req_slot] = rest;
+    s.omit.assign(m, 0u);
     s.ess_mask = 1u << s.req_slot;
     s.cap = s.present[s.req_slot].count;
   }

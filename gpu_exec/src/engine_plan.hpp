@@ -62,6 +62,8 @@ struct QState {
   PhaseKind or_path = PhaseKind::kOrDense;
   uint32_t ess_mask = 0;
   std::vector<float> rest;
+  // Per essential list: the essential lists gathered before it (PlanOr), whose bounds rest leaves out.
+  std::vector<uint32_t> omit;
   uint64_t cap = 0;
   // Theta only, and two lists or essential lists that hold more postings than cap: the gather bounds
   // the other lists by their block maxima over each essential block, not by their max_scores
@@ -134,8 +136,11 @@ bool NeedTheta(QState& s, uint64_t min_postings);
 // Plans an or-query given s.theta (0 when there was no theta round): lists taken by increasing
 // max_score whose running sum times ScoreSlack stays below theta are non-essential (no document
 // only they hold can reach theta <= the k-th best score; strict, so bounds of 0 never prune
-// against theta 0); the rest are essential. The pruned path when theta > 0 (at most
-// or_candidate_cap candidates) or the essential lists' postings are few, else the dense path.
+// against theta 0); the rest are essential. An essential list's rest bounds the other lists but
+// those essential ones with fewer postings (ties: the earlier slot; omit has their bits): a
+// document such a list holds is gathered from it, so a document gathered from this one lacks them.
+// The pruned path when theta > 0 (at most or_candidate_cap candidates) or the essential lists'
+// postings are few, else the dense path.
 void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o);
 
 // The pruned path's probing steps (kernel_or.cuh): the lists by decreasing max_score (fewer

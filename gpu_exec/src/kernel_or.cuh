@@ -19,7 +19,9 @@
 //           its k highest block maxima (TopBlocksGatherKernel), without a theta round.
 //   pruned: OrGatherKernel decodes the essential
 //           lists' blocks, skipping blocks whose block max plus every other list's max_score
-//           cannot reach theta, keeps a document when its own contribution plus that bound can
+//           cannot reach theta (but the essential lists of fewer postings, OrPList::omit: a
+//           document they hold is gathered from them), keeps a document when its own
+//           contribution plus that bound can
 //           (a bounded query, of two lists or whose essential postings outnumber its buffer:
 //           the other lists' bound is the highest block max of their blocks over the block's
 //           documents, then per document the block max of their block that can hold it:
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // A bounded query's gather (OrPDesc::bounded), per essential block: lane t < m gets the window
 // [*lo, *hi] of list t's blocks that can hold a document in [first, last] (lo > hi: none, and for
-// the block's own list s and must_not lists); returns the sum over those lists of their windows'
+// the block's own list s, must_not lists and the lists s omits); returns the sum over those lists of their windows'
 // highest block maxima, the bound of what the other lists add to a document of this block.
 // Warp-uniform arguments; every lane calls.
 static_assert(kMaxSteps <= 32, "WindowBound gives each list of a query a lane of one warp");
@@ -381,7 +383,8 @@ __device__ __forceinline__ float WindowBound(const OrPDesc& q, const DevList* li
   *lo = 1;
   *hi = 0;
   const uint32_t t = Lane();
-  if (t < q.m && t != s && !plists[q.list_off + t].exclude) {
+  const uint32_t omit = plists[q.list_off + s].omit;
+  if (t < q.m && t != s && !plists[q.list_off + t].exclude && !((omit >> t) & 1u)) {
     const DevList lt = lists[q.list_off + t];
     const uint32_t x = FirstBlockReaching(lt, 0, lt.num_blocks, first);
     if (x < lt.num_blocks) {

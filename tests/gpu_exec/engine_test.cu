@@ -7,6 +7,7 @@
 // pruned path wherever it applies); the same with a tiny candidate buffer and sample (overflows
 // rerun dense; left out under racecheck); and the dense or forced.
 // Skips when no CUDA device is present.
+#include <cmath>
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -682,6 +683,35 @@ TEST(GpuEnginePlan, OrGatherBoundsTwoListsAndOverfullQueriesByTheirBlocks) {
   off.or_bounded_gather = false;
   EXPECT_FALSE(plan({500, 400}, 1.0f, off));
   EXPECT_FALSE(plan({400, 400, 400}, 1.0f, off));
+}
+
+// PlanOr's essential lists, fewest postings first: each bounds only the lists after it (and the
+// non-essential ones), as a document an earlier one holds is gathered from that one.
+TEST(GpuEnginePlan, EssentialListsBoundOnlyTheListsGatheredAfterThem) {
+  using gpu::engine_internal::QState;
+  gpu::GpuContextOptions o;
+  QState s;
+  s.k = 10;
+  s.n = 4;
+  s.theta = 2.0f;
+  for (uint32_t c : {500u, 300u, 400u, 9000u}) {
+    gpu::engine_internal::DevList l;
+    l.count = c;
+    s.present.push_back(l);
+  }
+  s.max_score = {2.0f, 2.0f, 3.0f, 0.25f};  // slot 3 alone stays below theta: non-essential
+  gpu::engine_internal::PlanOr(s, 1000000, o);
+  EXPECT_EQ(s.ess_mask, 0b0111u);
+  EXPECT_EQ(s.cap, 1200u);
+  // Slot 1 (300 postings) first: every other list; slot 2 (400) all but slot 1; slot 0 (500) only
+  // the non-essential slot 3.
+  EXPECT_EQ(s.omit[1], 0u);
+  EXPECT_FLOAT_EQ(s.rest[1], 5.25f);
+  EXPECT_EQ(s.omit[2], 0b0010u);
+  EXPECT_FLOAT_EQ(s.rest[2], 2.25f);
+  EXPECT_EQ(s.omit[0], 0b0110u);
+  EXPECT_FLOAT_EQ(s.rest[0], 0.25f);
+  EXPECT_TRUE(std::isinf(s.rest[3]));
 }
 
 // PlanOr under RequiredOr (`+a b`, `+a -b`): every match is in the must list, so when it is

@@ -25,7 +25,8 @@
 //            pruning slack (ScoreSlack, core/score_slack.hpp) stays strictly below theta are
 //            non-essential: a document only they hold cannot reach the top k. A candidate is a document of an
 //            essential list whose own contribution plus the other lists' max_scores can reach
-//            theta (whole blocks skipped by their block max). Where the essential lists hold
+//            theta (whole blocks skipped by their block max), less the essential lists of fewer
+//            postings: a document one of those holds is gathered from it. Where the essential lists hold
 //            more postings than or_candidate_cap, the other lists' bound is tighter: per block
 //            the highest block max of their blocks over its documents, per document the block max
 //            of the block that can hold it (as block-max MaxScore bounds a document on the CPU).
