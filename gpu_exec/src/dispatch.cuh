@@ -240,7 +240,7 @@ Status EnqueueTree(GpuContext::Impl& ctx, const ShardDev& shard, const std::vect
 struct EngineCounters {
   std::atomic<uint64_t> calls{0}, rounds{0}, enqueue_ns{0}, wait_ns{0}, total_ns{0};
   std::atomic<uint64_t> or_theta{0}, or_pruned{0}, or_dense{0}, or_overflow{0}, top_blocks{0}, top_blocks_rerun{0};
-  std::atomic<uint64_t> tree{0}, tree_count_only{0};
+  std::atomic<uint64_t> tree{0}, tree_count_only{0}, and_bounded{0};
   std::atomic<uint64_t> theta_ratio_ppm{0}, theta_ratio_n{0};
 };
 EngineCounters& Counters();

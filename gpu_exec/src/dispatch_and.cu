@@ -3,7 +3,10 @@
 #pragma nv_diag_suppress 2810
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
+
+#include "core/score_slack.hpp"
 
 #include "dispatch.cuh"
 #include "kernel_and.cuh"
@@ -15,16 +18,18 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   cudaStream_t stream = ctx.stream.get();
   const uint32_t q = static_cast<uint32_t>(ph.ids.size());
   std::vector<DevList> lists;
-  std::vector<AndDesc> descs(q);
-  std::vector<uint64_t> caps(q);
+  std::vector<AndDesc> descs(q), samples(q);  // a sample desc has n == 0 unless its query is bounded
+  std::vector<uint64_t> caps(q), sample_caps(q, 0);
   std::vector<uint64_t> dec_blocks(q, 1), needed_len(q, 1);
-  uint32_t max_n = 0;
-  uint64_t max_cap = 0;
+  uint32_t max_n = 0, max_sample_n = 0;
+  uint64_t max_cap = 0, max_lead = 0, max_sample_cap = 0;
   std::vector<uint64_t> step_max_nb(kMaxSteps, 0);
+  uint64_t bounded = 0;
   for (uint32_t a = 0; a < q; ++a) {
     const QState& s = st[ph.ids[a]];
     AndDesc& d = descs[a];
     d.n = s.n;
+    d.k = s.k;
     d.list_off = static_cast<uint32_t>(lists.size());
     lists.insert(lists.end(), s.present.begin(), s.present.end());
     std::vector<uint32_t> order(s.n);
@@ -36,6 +41,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
       d.slot_step[order[j]] = static_cast<uint8_t>(j);
     }
     d.cap = s.present[order[0]].count;
+    d.pos_stride = d.cap;
     caps[a] = d.cap;
     max_cap = std::max<uint64_t>(max_cap, d.cap);
     max_n = std::max(max_n, s.n);
@@ -43,31 +49,64 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
       const uint64_t nb = s.present[order[j]].num_blocks;
       step_max_nb[j] = std::max(step_max_nb[j], nb);
       if (j == 0) continue;
+      needed_len[a] = std::max(needed_len[a], nb);  // a list may be decoded in part when few candidates are left
       if (uint64_t{d.cap} >= kDenseFactor * nb) {
         d.dense_mask |= 1u << j;
         dec_blocks[a] = std::max(dec_blocks[a], nb);
       } else {
         dec_blocks[a] = std::max(dec_blocks[a], std::min<uint64_t>(nb, d.cap));
-        needed_len[a] = std::max(needed_len[a], nb);
       }
     }
+    const uint32_t want = AndSampleWant(s, shard.num_docs, ctx.options.and_bound_min_lead);
+    if (want == 0) continue;
+    ++bounded;
+    d.lead_count = d.cap;
+    d.sample_want = want;
+    d.slack = ScoreSlack(s.n);
+    const float lead_max = s.max_score[order[0]];
+    d.lead_scale = std::isfinite(lead_max) && lead_max > 0.0f ? static_cast<float>(kLeadBins) / lead_max : 0.0f;
+    float after = 0.0f;
+    for (uint32_t j = s.n; j-- > 0;) {
+      d.rest[j] = after;
+      after += s.max_score[order[j]];
+    }
+    AndDesc& sd = samples[a];
+    sd = d;
+    sd.sample = 1;
+    sd.dense_mask = 0;
+    sd.cap = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{2} * want, d.cap));
+    sample_caps[a] = sd.cap;
+    max_lead = std::max<uint64_t>(max_lead, d.cap);
+    max_sample_cap = std::max<uint64_t>(max_sample_cap, sd.cap);
+    max_sample_n = std::max(max_sample_n, s.n);
   }
+  Counters().and_bounded.fetch_add(bounded, std::memory_order_relaxed);
   TopkPlan tp;
   SEARCH_RETURN_IF_ERROR(PrepareTopk(tp, caps, stream));
 
   QueryOut* d_out = nullptr;
   AndDesc* d_descs = nullptr;
+  AndDesc* d_samples = nullptr;
   DevList* d_lists = nullptr;
   auto layout = [&](Arena& ar) {
     d_out = TakeAnswers(ar, tp, q, ph.total_k);
     for (uint32_t a = 0; a < q; ++a) {
-      descs[a].out = d_out + a;
-      descs[a].counters = ar.Take<uint32_t>(2 * kMaxSteps);
-      descs[a].needed = ar.Take<uint32_t>(needed_len[a]);
+      AndDesc& d = descs[a];
+      AndDesc& sd = samples[a];
+      d.out = d_out + a;
+      sd.out = d_out + a;
+      d.counters = ar.Take<uint32_t>(2 * kMaxSteps);
+      d.needed = ar.Take<uint32_t>(needed_len[a]);
       TakeTopkZeroed(ar, tp, a);
+      if (sd.n != 0) {
+        sd.counters = ar.Take<uint32_t>(2 * kMaxSteps);
+        d.lead_hist = ar.Take<uint32_t>(kLeadBins);
+        d.theta = ar.Take<float>(1);
+      }
     }
     const size_t zeroed = ar.size();
     d_descs = ar.Take<AndDesc>(q);
+    d_samples = ar.Take<AndDesc>(q);
     d_lists = ar.Take<DevList>(std::max<size_t>(lists.size(), 1));
     TakeTopkUploads(ar, tp, q);
     for (uint32_t a = 0; a < q; ++a) {
@@ -83,6 +122,30 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
       d.scores = ar.Take<float>(d.cap);
       d.docs = ar.Take<uint32_t>(d.cap);
       SetTopkInput(tp, ph, st, a, d.scores, d.docs, d.counters + (d.n - 1), d.cap, d.out);
+      AndDesc& sd = samples[a];
+      if (sd.n == 0) continue;
+      d.lead_doc = ar.Take<uint32_t>(d.lead_count);
+      d.lead_score = ar.Take<float>(d.lead_count);
+      d.bound = ar.Take<float>(d.lead_count);
+      d.sample_bin = ar.Take<uint32_t>(1);
+      for (int b = 0; b < 2; ++b) {
+        sd.cand_doc[b] = ar.Take<uint32_t>(sd.cap);
+        sd.cand_orig[b] = ar.Take<uint32_t>(sd.cap);
+      }
+      sd.cand_block = ar.Take<uint32_t>(sd.cap);
+      sd.scores = ar.Take<float>(sd.cap);
+      sd.docs = ar.Take<uint32_t>(sd.cap);
+      // Shared with the main desc, which runs after it: the lead, the block buffers (the sample's
+      // candidates are among the main desc's) and the positions (the same values by cand_orig).
+      sd.lead_doc = d.lead_doc;
+      sd.lead_score = d.lead_score;
+      sd.lead_hist = d.lead_hist;
+      sd.sample_bin = d.sample_bin;
+      sd.posmat = d.posmat;
+      sd.decoded = d.decoded;
+      sd.needed = d.needed;
+      sd.slot_of = d.slot_of;
+      sd.theta = nullptr;  // the sample itself is not bounded
     }
     TakeTopkRest(ar, tp, q);
     return zeroed;
@@ -90,20 +153,32 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   SEARCH_ASSIGN_OR_RETURN(void* scratch, AllocateScratch(ctx, layout));
   Uploads up;
   up.Add(d_descs, descs.data(), q);
+  up.Add(d_samples, samples.data(), q);
   up.Add(d_lists, lists.data(), lists.size());
   AddTopkUploads(up, tp, q);
   SEARCH_RETURN_IF_ERROR(up.Flush(ctx, stream));
 
   SEARCH_RETURN_IF_ERROR(
       Launch(AndLeadKernel, dim3(GridFor(step_max_nb[0], kWarpsPerCta, q), q), stream, d_descs, d_lists, shard));
-  const dim3 cand_grid(GridFor(max_cap, kThreads, q), q);
-  for (uint32_t j = 1; j < max_n; ++j) {
-    SEARCH_RETURN_IF_ERROR(Launch(AndLocateKernel, cand_grid, stream, d_descs, d_lists, j));
-    SEARCH_RETURN_IF_ERROR(
-        Launch(AndDecodeKernel, dim3(GridFor(step_max_nb[j], kWarpsPerCta, q), q), stream, d_descs, d_lists, shard, j));
-    SEARCH_RETURN_IF_ERROR(Launch(AndProbeKernel, cand_grid, stream, d_descs, d_lists, j));
+  auto steps = [&](const AndDesc* dd, uint32_t n, uint64_t cap) -> Status {
+    const dim3 cand_grid(GridFor(cap, kThreads, q), q);
+    for (uint32_t j = 1; j < n; ++j) {
+      SEARCH_RETURN_IF_ERROR(Launch(AndLocateKernel, cand_grid, stream, dd, d_lists, j));
+      SEARCH_RETURN_IF_ERROR(
+          Launch(AndDecodeKernel, dim3(GridFor(step_max_nb[j], kWarpsPerCta, q), q), stream, dd, d_lists, shard, j));
+      SEARCH_RETURN_IF_ERROR(Launch(AndProbeKernel, cand_grid, stream, dd, d_lists, j));
+    }
+    return Launch(AndScoreKernel, cand_grid, stream, dd, d_lists, shard);
+  };
+  if (bounded != 0) {
+    const dim3 lead_grid(GridFor(max_lead, kThreads, q), q);
+    SEARCH_RETURN_IF_ERROR(Launch(AndSampleBinKernel, dim3(1, q), stream, d_descs));
+    SEARCH_RETURN_IF_ERROR(Launch(AndFilterKernel, lead_grid, stream, d_samples));
+    SEARCH_RETURN_IF_ERROR(steps(d_samples, max_sample_n, max_sample_cap));
+    SEARCH_RETURN_IF_ERROR(Launch(AndThetaKernel, dim3(1, q), stream, d_samples, d_descs));
+    SEARCH_RETURN_IF_ERROR(Launch(AndFilterKernel, lead_grid, stream, d_descs));
   }
-  SEARCH_RETURN_IF_ERROR(Launch(AndScoreKernel, cand_grid, stream, d_descs, d_lists, shard));
+  SEARCH_RETURN_IF_ERROR(steps(d_descs, max_n, max_cap));
   return FinishTopk(ctx, tp, ph, d_out, shard.doc_begin, scratch);
 }
 

@@ -22,6 +22,11 @@ inline constexpr uint32_t kMaxSteps = 32;  // == kGpuMaxTerms
 inline constexpr uint32_t kErrCorrupt = 1u;
 // A pruned or-query found more candidates than its buffer holds: the host reruns it dense.
 inline constexpr uint32_t kErrOverflow = 2u;
+// A later list is decoded whole when the candidates are at least this many times its block count
+// (most blocks would hold a candidate anyway); otherwise only blocks holding candidates.
+inline constexpr uint64_t kDenseFactor = 2;
+// The linear bins of an and-query's lead contributions (AndDesc::lead_hist), over [0, its max_score].
+inline constexpr uint32_t kLeadBins = 1024;
 
 // One list of a query on the device.
 struct DevList {
@@ -52,17 +57,26 @@ struct ShardDev {
 
 // One and-query. Lists are at lists[list_off + slot] in canonical order; step j handles slot
 // step_slot[j] (steps: shortest list first).
+// Bounded (lead_doc != nullptr; kernel_and.cuh): the shortest list is decoded into lead_doc with
+// each posting's exact contribution (lead_score); the `sample` desc beside it takes the postings of
+// the highest contributions (their lead_hist bins) through every step and scores them, and the
+// k-th best of those real scores is theta (*theta); then only postings whose contribution plus the
+// later lists' max_scores (rest) can reach theta are candidates, and at each step a candidate whose
+// bound so far plus its located block's max plus the rest cannot is dropped before any decoding.
 struct AndDesc {
-  uint32_t n = 0;
-  uint32_t cap = 0;  // the shortest list's count: a bound on every candidate set
+  uint32_t n = 0;  // 0: nothing to do (a sample desc of a query that is not bounded)
+  uint32_t cap = 0;  // the candidate buffers (main: the shortest list's count; sample: its buffer)
   uint32_t list_off = 0;
-  uint32_t dense_mask = 0;  // bit j: step j decodes its whole list (block b in slot b)
+  uint32_t k = 0;
+  uint32_t dense_mask = 0;  // bit j: step j may decode its whole list (when its candidates still outnumber
+                            // its blocks kDenseFactor times; block b in slot b)
   uint8_t step_slot[kMaxSteps] = {};
   uint8_t slot_step[kMaxSteps] = {};
   uint32_t* cand_doc[2] = {};
   uint32_t* cand_orig[2] = {};  // the candidate's position in the shortest list
   uint32_t* cand_block = nullptr;
-  uint32_t* posmat = nullptr;    // (n - 1) * cap: position (block * 128 + i) in step j's list
+  uint32_t* posmat = nullptr;    // (n - 1) * pos_stride: position (block * 128 + i) in step j's list, by cand_orig
+  uint32_t pos_stride = 0;       // the shortest list's count (the sample shares the main desc's posmat)
   uint32_t* decoded = nullptr;   // decoded blocks, 128 docIDs per slot
   uint32_t* needed = nullptr;    // per block of the current list: 1 when a candidate needs it (zeroed)
   uint32_t* slot_of = nullptr;   // per block: its slot in `decoded`
@@ -70,6 +84,19 @@ struct AndDesc {
   float* scores = nullptr;       // survivors' scores and docs (cap)
   uint32_t* docs = nullptr;
   QueryOut* out = nullptr;
+  // Bounded queries (both descs share the lead arrays; nullptr: not bounded).
+  uint32_t lead_count = 0;         // postings of the shortest list
+  uint32_t* lead_doc = nullptr;    // lead_count docIDs
+  float* lead_score = nullptr;     // lead_count exact contributions
+  float* bound = nullptr;          // per lead position: contribution plus the located block maxima so far
+  uint32_t* lead_hist = nullptr;   // kLeadBins over lead_score (zeroed)
+  uint32_t* sample_bin = nullptr;  // the lowest bin the sample takes
+  float* theta = nullptr;          // main desc: the sample's k-th best score floor (zeroed: 0 prunes nothing)
+  float lead_scale = 0.0f;         // kLeadBins / the shortest list's max_score
+  float slack = 1.0f;              // ScoreSlack(n)
+  uint32_t sample = 0;             // 1: this is the sample desc (its scores go to *theta, not the answer)
+  uint32_t sample_want = 0;        // main desc: postings the sample should take (the lowest bin may add more)
+  float rest[kMaxSteps] = {};      // main desc: sum of the max_scores of the steps after step j
 };
 
 // One or-query: its present lists at lists[list_off + i], i < m, in canonical order.

@@ -384,6 +384,24 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
     s.or_path = PhaseKind::kOrPruned;
 }
 
+uint32_t AndSampleWant(const QState& s, uint32_t num_docs, uint64_t min_lead) {
+  if (s.count || s.k == 0 || s.present.size() < 2 || num_docs == 0) return 0;
+  uint64_t lead = s.present[0].count;
+  size_t lead_slot = 0;
+  for (size_t i = 1; i < s.present.size(); ++i)
+    if (s.present[i].count < lead) {
+      lead = s.present[i].count;
+      lead_slot = i;
+    }
+  if (lead < std::max<uint64_t>(min_lead, 1)) return 0;
+  double p = 1.0;  // the chance that a lead posting is a match
+  for (size_t i = 0; i < s.present.size(); ++i)
+    if (i != lead_slot) p *= std::min(1.0, static_cast<double>(s.present[i].count) / num_docs);
+  if (static_cast<double>(lead) * p < 4.0 * s.k) return 0;
+  const double want = std::clamp(8.0 * s.k / std::max(p, 1e-9), 256.0, 8192.0);
+  return static_cast<uint32_t>(std::min<double>(want, static_cast<double>(lead)));
+}
+
 bool TopBlocksExact(const QState& s) {
   if (s.theta == 0.0f) return true;  // every posting was a candidate
   return s.result.hits.size() == s.k && s.result.hits.back().score >= s.theta * ScoreSlack(1);

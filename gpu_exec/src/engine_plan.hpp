@@ -32,9 +32,6 @@ constexpr size_t Align(size_t x) {
 }
 
 inline constexpr uint32_t kMaxBatchY = 4096;  // queries per launch sequence (gridDim.y)
-// A later list is decoded whole when the candidates are at least this many times its block count
-// (most blocks would hold a candidate anyway); otherwise only blocks holding candidates.
-inline constexpr uint64_t kDenseFactor = 2;
 // Device memory one or-sequence may take for its dense accumulators and keys.
 inline constexpr uint64_t kOrGroupBytes = uint64_t{2} << 30;
 
@@ -148,6 +145,13 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o);
 // lists probed after that step: with `progressive` (the query has theta > 0), their max_scores
 // (candidates are dropped between steps), else +inf (none is).
 void PlanSteps(const QState& s, OrPDesc& d, OrPList* pl, bool progressive);
+
+// Whether an and-query is bounded (AndDesc: theta from a sample of its best lead contributions,
+// then candidates dropped by their bounds), and how many lead postings its sample takes: 0 when
+// it is not. Bounded: a top k (no count), at least min_lead postings in the shortest list, and,
+// with the other lists' documents drawn independently, at least 4k expected matches; the sample
+// expects 8k matches, within [256, 8192] postings and at most the list.
+uint32_t AndSampleWant(const QState& s, uint32_t num_docs, uint64_t min_lead);
 
 // Whether a probed list is decoded whole: the candidates outnumber its blocks kDenseFactor times.
 inline bool ProbeDense(uint64_t cap, const DevList& l) {

@@ -292,6 +292,7 @@ GpuEngineTimes EngineTimes() {
   t.top_blocks_rerun = c.top_blocks_rerun.load(std::memory_order_relaxed);
   t.tree = c.tree.load(std::memory_order_relaxed);
   t.tree_count_only = c.tree_count_only.load(std::memory_order_relaxed);
+  t.and_bounded = c.and_bounded.load(std::memory_order_relaxed);
   t.theta_ratio_ppm = c.theta_ratio_ppm.load(std::memory_order_relaxed);
   t.theta_ratio_n = c.theta_ratio_n.load(std::memory_order_relaxed);
   return t;

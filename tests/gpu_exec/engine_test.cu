@@ -96,12 +96,14 @@ GpuContext* Context() {
   return ctx.get();
 }
 
-// Theta for every or-query of >= 2 lists: the pruned path wherever it applies.
+// Theta for every or-query of >= 2 lists: the pruned path wherever it applies; and-queries
+// bounded by a sample whatever their lengths.
 gpu::GpuContextOptions PrunedOptions() {
   gpu::GpuContextOptions o;
   o.scratch_bytes = size_t{64} << 20;
   o.or_theta_min_postings = 0;
   o.or_pruned_divisor = 1;
+  o.and_bound_min_lead = 0;
   return o;
 }
 
@@ -517,6 +519,25 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
   }
 }
 
+// Runs `items` as one batch on ctx and checks every answer against the CPU engine; adds the
+// postings the GPU decoded to *decoded.
+void RunAgainstCpu(const ZipfShard& z, const BatchInputs& in, const std::vector<BatchItem>& items, GpuContext& ctx,
+                   uint64_t* decoded) {
+  std::vector<Result<SearchResult>> out;
+  const Status st = gpu::ExecuteBatchGpu(ctx, z.d.view, in.batch, &out);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_EQ(out.size(), items.size());
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string what = Describe(z.c, items[i].q, items[i].mode, items[i].k);
+    const Result<SearchResult> cpu =
+        ExecuteQuery(in.cpu_in[i], std::span<const float>(z.s.norms), z.s.doc_begin, items[i].mode, items[i].k, {});
+    ASSERT_TRUE(cpu.ok()) << what;
+    ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
+    ExpectSameHits(out[i]->hits, cpu->hits, what);
+    *decoded += out[i]->stats.postings_decoded;
+  }
+}
+
 // Frequent terms whose lists outnumber the candidate buffer: the gather bounds the other lists by
 // their blocks (or_bounded_gather), and the answers stay exact while fewer postings are decoded
 // than with their max_scores as the bound (blocks skipped, fewer candidates to probe for, fewer
@@ -542,21 +563,41 @@ TEST(GpuEngine, BoundedGatherIsExactAndDecodesLess) {
     opt.or_bounded_gather = bounded;
     const std::unique_ptr<GpuContext> ctx = MakeContext(opt);
     ASSERT_NE(ctx, nullptr);
-    std::vector<Result<SearchResult>> out;
-    const Status st = gpu::ExecuteBatchGpu(*ctx, z.d.view, in.batch, &out);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    ASSERT_EQ(out.size(), items.size());
-    for (size_t i = 0; i < items.size(); ++i) {
-      const std::string what = Describe(z.c, items[i].q, items[i].mode, items[i].k);
-      const Result<SearchResult> cpu =
-          ExecuteQuery(in.cpu_in[i], std::span<const float>(z.s.norms), z.s.doc_begin, items[i].mode, items[i].k, {});
-      ASSERT_TRUE(cpu.ok()) << what;
-      ASSERT_TRUE(out[i].ok()) << what << ": " << out[i].status().ToString();
-      ExpectSameHits(out[i]->hits, cpu->hits, what);
-      decoded[bounded ? 0 : 1] += out[i]->stats.postings_decoded;
-    }
+    RunAgainstCpu(z, in, items, *ctx, &decoded[bounded ? 0 : 1]);
   }
   EXPECT_LT(decoded[0], decoded[1]) << "the block bounds pruned nothing more than the max_scores";
+}
+
+// Bounded and-queries (theta from a sample of the lead's best contributions, then candidates
+// dropped by their bounds before the longer lists are decoded): the CPU engine's answers, every k,
+// with fewer postings decoded than unbounded, on lists of comparable and of very different lengths.
+TEST(GpuEngine, BoundedAndIsExactAndDecodesLess) {
+  SKIP_WITHOUT_GPU();
+  const ZipfShard z(250000, 4000, 60, 91);
+  ASSERT_GT(z.c.df(1), 50000u);
+  std::vector<BatchItem> items;
+  for (uint32_t k : {1u, 10u, 100u, kMaxK})
+    for (const std::vector<uint32_t>& t : std::vector<std::vector<uint32_t>>{
+             {0, 1}, {0, 1, 2}, {1, 2, 3}, {0, 3}, {2, 9}, {0, 1, 2, 3, 4}})
+      items.push_back({TestQuery{t}, QueryMode::kAnd, k});
+  items.push_back({TestQuery{{0, 1}}, QueryMode::kAndOr, 10});
+  for (BatchItem& it : items)  // canonical order
+    std::sort(it.q.terms.begin(), it.q.terms.end(),
+              [&](uint32_t a, uint32_t b) { return QueryTermName(z.c, a) < QueryTermName(z.c, b); });
+  const BatchInputs in(z.c, z.s, z.d, items);
+  uint64_t decoded[2] = {0, 0}, bounded_queries = 0;
+  for (bool bounded : {true, false}) {
+    SCOPED_TRACE(bounded ? "bounded" : "unbounded");
+    gpu::GpuContextOptions opt;
+    opt.and_bound_min_lead = bounded ? 1024 : uint64_t{1} << 40;
+    const std::unique_ptr<GpuContext> ctx = MakeContext(opt);
+    ASSERT_NE(ctx, nullptr);
+    const uint64_t before = gpu::EngineTimes().and_bounded;
+    RunAgainstCpu(z, in, items, *ctx, &decoded[bounded ? 0 : 1]);
+    if (bounded) bounded_queries = gpu::EngineTimes().and_bounded - before;
+  }
+  EXPECT_GE(bounded_queries, items.size() / 2) << "most of these queries should be bounded";
+  EXPECT_LT(decoded[0], decoded[1]) << "the bounds pruned nothing";
 }
 
 // A query of one list takes the blocks of its k highest block maxima in one round (kTopBlocks):
@@ -712,6 +753,45 @@ TEST(GpuEnginePlan, EssentialListsBoundOnlyTheListsGatheredAfterThem) {
   EXPECT_EQ(s.omit[0], 0b0110u);
   EXPECT_FLOAT_EQ(s.rest[0], 0.25f);
   EXPECT_TRUE(std::isinf(s.rest[3]));
+}
+
+// AndSampleWant: which and-queries are bounded, and how many lead postings their sample takes.
+TEST(GpuEnginePlan, AndQueriesAreBoundedWhenTheirLeadIsLongAndMatchesAreExpected) {
+  using gpu::engine_internal::AndSampleWant;
+  using gpu::engine_internal::QState;
+  auto query = [](std::vector<uint32_t> counts, uint32_t k) {
+    QState s;
+    s.k = k;
+    s.n = static_cast<uint32_t>(counts.size());
+    for (uint32_t c : counts) {
+      gpu::engine_internal::DevList l;
+      l.count = c;
+      s.present.push_back(l);
+      s.max_score.push_back(1.0f);
+    }
+    return s;
+  };
+  constexpr uint32_t kDocs = 1000000;
+  // Lead 100K, the other list on half the documents: 50K matches expected; the sample expects 8k
+  // matches from 160 postings, raised to 256.
+  EXPECT_EQ(AndSampleWant(query({500000, 100000}, 10), kDocs, 16384), 256u);
+  // Lead 20K, the other list on 4% of the documents: 800 matches expected, a sample of 2,000.
+  EXPECT_EQ(AndSampleWant(query({40000, 20000}, 10), kDocs, 16384), 2000u);
+  // Two lists on 3% each: 18 matches expected, fewer than 4k = 40 for k = 10; for k = 1 the
+  // sample would need 8,889 postings: its cap, 8,192.
+  EXPECT_EQ(AndSampleWant(query({20000, 30000, 30000}, 10), kDocs, 16384), 0u);
+  EXPECT_EQ(AndSampleWant(query({20000, 30000, 30000}, 1), kDocs, 16384), 8192u);
+  // A lead shorter than min_lead is not bounded; with min_lead 0 it is, and a sample never takes
+  // more than the lead.
+  EXPECT_EQ(AndSampleWant(query({500000, 10000}, 10), kDocs, 16384), 0u);
+  EXPECT_EQ(AndSampleWant(query({500000, 10000}, 10), kDocs, 0), 256u);
+  EXPECT_EQ(AndSampleWant(query({200, 1000000}, 10), kDocs, 0), 200u);
+  // Nor are a count, k = 0 and a single list.
+  QState counted = query({500000, 100000}, 10);
+  counted.count = true;
+  EXPECT_EQ(AndSampleWant(counted, kDocs, 16384), 0u);
+  EXPECT_EQ(AndSampleWant(query({500000, 100000}, 0), kDocs, 16384), 0u);
+  EXPECT_EQ(AndSampleWant(query({500000}, 10), kDocs, 0), 0u);
 }
 
 // PlanOr under RequiredOr (`+a b`, `+a -b`): every match is in the must list, so when it is

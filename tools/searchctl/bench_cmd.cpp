@@ -50,6 +50,7 @@ using Clock = std::chrono::steady_clock;
 struct BenchTuning {
   std::optional<uint64_t> gpu_or_theta_min_postings;
   std::optional<uint64_t> gpu_or_pruned_divisor;
+  std::optional<uint64_t> gpu_and_bound_min_lead;
 };
 
 struct BenchTuningKey {
@@ -65,6 +66,9 @@ constexpr BenchTuningKey kBenchTuningKeys[] = {
     {"gpu-or-pruned-divisor", uint64_t{1} << 31, &BenchTuning::gpu_or_pruned_divisor,
      "gpu: or-queries without theta take the pruned path when their essential lists hold at most docs / this "
      "postings; 0: every or-query dense (default 8)"},
+    {"gpu-and-bound-min-lead", uint64_t{1} << 40, &BenchTuning::gpu_and_bound_min_lead,
+     "gpu: and-queries whose shortest list holds at least this many postings are bounded by theta from a sample "
+     "(default 16384)"},
 };
 
 std::string BenchTuningHelp() {
@@ -252,6 +256,7 @@ int RunBench(const BenchArgs& a) {
   gpu::GpuContextOptions ctx_options;
   if (tuning.gpu_or_theta_min_postings) ctx_options.or_theta_min_postings = *tuning.gpu_or_theta_min_postings;
   if (tuning.gpu_or_pruned_divisor) ctx_options.or_pruned_divisor = static_cast<uint32_t>(*tuning.gpu_or_pruned_divisor);
+  if (tuning.gpu_and_bound_min_lead) ctx_options.and_bound_min_lead = *tuning.gpu_and_bound_min_lead;
   double prewarm_s = 0;
   if (gpu && !a.cold) {
     // Every query once, in batches of 64 spread over warm_threads (each with its own context):
@@ -458,6 +463,7 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_pruned_divisor"] = ctx_options.or_pruned_divisor;
     out["gpu_or_candidate_cap"] = ctx_options.or_candidate_cap;
     out["gpu_or_theta_sample"] = ctx_options.or_theta_sample;
+    out["gpu_and_bound_min_lead"] = ctx_options.and_bound_min_lead;
     // How the timed window's or-queries ran (andor's or-parts included).
     out["gpu_or_theta"] = times1.or_theta - times0.or_theta;
     out["gpu_or_pruned"] = times1.or_pruned - times0.or_pruned;
@@ -465,6 +471,7 @@ int RunBench(const BenchArgs& a) {
     out["gpu_or_overflow"] = times1.or_overflow - times0.or_overflow;
     out["gpu_top_blocks"] = times1.top_blocks - times0.top_blocks;
     out["gpu_top_blocks_rerun"] = times1.top_blocks_rerun - times0.top_blocks_rerun;
+    out["gpu_and_bounded"] = times1.and_bounded - times0.and_bounded;
     // Runs of the tree path (trees and counts), and the count-only ones among them.
     out["gpu_tree"] = times1.tree - times0.tree;
     out["gpu_tree_count_only"] = times1.tree_count_only - times0.tree_count_only;

@@ -12,7 +12,20 @@
 //          (kDenseFactor) the whole list is decoded instead (the comparable-lengths case, Liu 2018
 //          §3.1.2; the lookup is still a per-candidate binary search, not a merge path). Survivors
 //          are appended unordered; frequencies are read (FreqAt) only for the final survivors,
-//          whose contributions are summed in canonical order with the resident norms.
+//          whose contributions are summed in canonical order with the resident norms. A step
+//          whose candidates no longer outnumber its list's blocks kDenseFactor times decodes only
+//          their blocks, whatever the shortest list's length.
+//          bounded (a top k, the shortest list >= and_bound_min_lead postings, >= 4k matches
+//            expected from the lengths; AndSampleWant): the shortest list is decoded with each
+//            posting's exact contribution; a sample of its highest contributions (expected to hold
+//            8k matches, 256 to 8,192 postings) goes through the same steps and is scored, and the
+//            floor of its k-th best score is theta (real documents: a lower bound on the k-th
+//            best; 0 when the sample matched fewer than k). Then a posting is a candidate only if
+//            its contribution plus the other lists' max_scores can reach theta, and at each step
+//            a candidate whose bound (its contribution plus the block maxima of the blocks it
+//            was located in so far plus the later lists' max_scores) cannot reach theta is dropped
+//            before any block is decoded for it (docs/SCORING.md's slack, core/score_slack.hpp).
+//            No extra host synchronization: theta stays on the device.
 //   or:    exact pruned (the GPU analogue of MaxScore, kernel_or.cuh):
 //          theta: the list of the highest max_score among those with >= k postings is scored whole
 //            into a fine histogram; the floor of the bin holding its k-th best contribution is a
@@ -200,6 +213,11 @@ struct GpuContextOptions {
   // documents of the theta list (its best contributions) scored exactly in the theta round to
   // raise theta (1 .. 2^24).
   uint32_t or_theta_sample = 1024;
+  // and-queries whose shortest list holds at least this many postings (and that expect enough
+  // matches) are bounded: theta from a sample of their best lead postings, then a candidate is
+  // dropped where its bound (its lead contribution, the block maxima found so far, the other
+  // lists' max_scores) cannot reach theta, before the longer lists' blocks are decoded.
+  uint64_t and_bound_min_lead = uint64_t{1} << 14;
 };
 
 // A stream and its scratch memory (a stream-ordered device memory pool plus pinned host buffers
@@ -250,6 +268,8 @@ struct GpuEngineTimes {
   uint64_t top_blocks = 0, top_blocks_rerun = 0;
   // Tree-path runs (trees and counts; andor's or-resolution counted apart), count-only among them.
   uint64_t tree = 0, tree_count_only = 0;
+  // and-queries bounded by theta from a sample (GpuContextOptions::and_bound_min_lead).
+  uint64_t and_bounded = 0;
   // Quality of theta: over queries with theta > 0 that found k hits, the sum of theta / (k-th
   // best score) in millionths, and their number (1e6 when theta is the k-th best score itself).
   uint64_t theta_ratio_ppm = 0, theta_ratio_n = 0;
