@@ -277,7 +277,8 @@ __global__ void __launch_bounds__(kThreads) AndScoreKernel(const AndDesc* descs,
   const uint32_t last = q.n - 1;
   const uint32_t c = AndCount(q, last);
   const uint32_t src = last & 1u;
-  if (!q.sample && blockIdx.x == 0 && threadIdx.x == 0) q.out->scored = c;
+  // Both the sample's and the answer's scoring count (out is zeroed; the sample runs first).
+  if (blockIdx.x == 0 && threadIdx.x == 0) atomicAdd(&q.out->scored, static_cast<unsigned long long>(c));
   for (uint32_t i = blockIdx.x * kThreads + threadIdx.x; i < c; i += gridDim.x * kThreads) {
     const uint32_t doc = q.cand_doc[src][i];
     const uint32_t orig = q.cand_orig[src][i];
