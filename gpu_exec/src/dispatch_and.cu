@@ -19,7 +19,7 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
   const uint32_t q = static_cast<uint32_t>(ph.ids.size());
   std::vector<DevList> lists;
   std::vector<AndDesc> descs(q), samples(q);  // a sample desc has n == 0 unless its query is bounded
-  std::vector<uint64_t> caps(q), sample_caps(q, 0);
+  std::vector<uint64_t> caps(q);
   std::vector<uint64_t> dec_blocks(q, 1), needed_len(q, 1);
   uint32_t max_n = 0, max_sample_n = 0;
   uint64_t max_cap = 0, max_lead = 0, max_sample_cap = 0;
@@ -75,7 +75,6 @@ Status EnqueueAnd(GpuContext::Impl& ctx, const ShardDev& shard, const std::vecto
     sd.sample = 1;
     sd.dense_mask = 0;
     sd.cap = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{2} * want, d.cap));
-    sample_caps[a] = sd.cap;
     max_lead = std::max<uint64_t>(max_lead, d.cap);
     max_sample_cap = std::max<uint64_t>(max_sample_cap, sd.cap);
     max_sample_n = std::max(max_sample_n, s.n);

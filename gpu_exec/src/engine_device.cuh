@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cub/block/block_scan.cuh>
 
 #include "codec/block_codec.hpp"
 #include "engine_desc.hpp"
@@ -29,6 +30,42 @@ __device__ __forceinline__ uint32_t WarpAppend(uint32_t* counter, bool pred) {
   if (Lane() == 0 && mask != 0) base = atomicAdd(counter, static_cast<uint32_t>(__popc(mask)));
   base = __shfl_sync(0xffffffffu, base, 0);
   return base + static_cast<uint32_t>(__popc(mask & ((1u << Lane()) - 1u)));
+}
+
+using BinScan = cub::BlockScan<uint32_t, kThreads>;
+
+// One CTA: the highest bin B of hist[0, kBins) with count(bins >= B) >= need, or kNone when the
+// bins hold fewer (or need is 0); every thread gets it, and with `above` also the count of the bins
+// above B. `s` is two shared words. Ends with a barrier, so `tmp` and `s` may be reused at once.
+template <uint32_t kBins = kHistBins>
+__device__ __forceinline__ uint32_t BinOfRank(const uint32_t* hist, uint32_t need, BinScan::TempStorage& tmp,
+                                              uint32_t* s, uint32_t* above = nullptr) {
+  constexpr uint32_t kPer = kBins / kThreads;
+  static_assert(kPer * kThreads == kBins);
+  const uint32_t hi = kBins - kPer * threadIdx.x;  // this thread's bins: [hi - kPer, hi), top first
+  uint32_t sum = 0;
+  for (uint32_t b = hi - kPer; b < hi; ++b) sum += hist[b];
+  uint32_t before = 0, total = 0;
+  BinScan(tmp).ExclusiveSum(sum, before, total);
+  if (threadIdx.x == 0) {
+    s[0] = kNone;
+    s[1] = 0;
+  }
+  __syncthreads();
+  if (need > 0 && before < need && before + sum >= need) {  // exactly one thread
+    uint32_t acc = before;
+    for (uint32_t b = hi; b-- > hi - kPer;) {
+      if (acc + hist[b] >= need) {
+        s[0] = b;
+        s[1] = acc;
+        break;
+      }
+      acc += hist[b];
+    }
+  }
+  __syncthreads();
+  if (above != nullptr) *above = s[1];
+  return s[0];
 }
 
 __device__ __forceinline__ uint32_t BlockBase(const DevList& l, uint32_t b) {

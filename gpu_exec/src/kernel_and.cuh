@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <cub/block/block_scan.cuh>
 
 #include "engine_device.cuh"
 
@@ -40,42 +39,6 @@ __device__ __forceinline__ uint32_t LeadBin(float v, float scale) {
   const float x = v * scale;
   if (!(x < static_cast<float>(kLeadBins - 1))) return kLeadBins - 1;  // also NaN
   return x > 0.0f ? static_cast<uint32_t>(x) : 0u;
-}
-
-// One CTA: the highest bin B of hist[0, bins) with count(bins >= B) >= want, and in *above the count
-// of the bins above B; kNone when all bins together hold fewer. All threads call; the answer is
-// returned to every thread.
-template <uint32_t kBins>
-__device__ uint32_t HighestBinReaching(const uint32_t* hist, uint32_t want, uint32_t* above) {
-  using Scan = cub::BlockScan<uint32_t, kThreads>;
-  __shared__ typename Scan::TempStorage scan_tmp;
-  __shared__ uint32_t s_bin, s_above;
-  constexpr uint32_t kPer = kBins / kThreads;
-  static_assert(kPer * kThreads == kBins);
-  const uint32_t hi = kBins - kPer * threadIdx.x;  // this thread's bins: [hi - kPer, hi), top first
-  uint32_t sum = 0;
-  for (uint32_t b = hi - kPer; b < hi; ++b) sum += hist[b];
-  uint32_t before = 0, total = 0;
-  Scan(scan_tmp).ExclusiveSum(sum, before, total);
-  if (threadIdx.x == 0) {
-    s_bin = kNone;
-    s_above = 0;
-  }
-  __syncthreads();
-  if (total >= want && before < want && before + sum >= want) {
-    uint32_t acc = before;
-    for (uint32_t b = hi; b-- > hi - kPer;) {
-      if (acc + hist[b] >= want) {
-        s_bin = b;
-        s_above = acc;
-        break;
-      }
-      acc += hist[b];
-    }
-  }
-  __syncthreads();
-  *above = s_above;
-  return s_bin;
 }
 
 __global__ void __launch_bounds__(kThreads) AndLeadKernel(const AndDesc* descs, const DevList* lists, ShardDev shard) {
@@ -134,10 +97,11 @@ __global__ void __launch_bounds__(kThreads) AndLeadKernel(const AndDesc* descs, 
 
 // One CTA per query: the lowest lead bin the sample takes (at least sample_want postings above it).
 __global__ void __launch_bounds__(kThreads) AndSampleBinKernel(const AndDesc* descs) {
+  __shared__ BinScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin[2];
   const AndDesc& q = descs[blockIdx.y];
   if (q.lead_doc == nullptr) return;
-  uint32_t above = 0;
-  const uint32_t bin = HighestBinReaching<kLeadBins>(q.lead_hist, q.sample_want, &above);
+  const uint32_t bin = BinOfRank<kLeadBins>(q.lead_hist, q.sample_want, scan_tmp, s_bin);
   if (threadIdx.x == 0) *q.sample_bin = bin == kNone ? 0u : bin;
 }
 
@@ -305,6 +269,8 @@ __global__ void __launch_bounds__(kThreads) AndScoreKernel(const AndDesc* descs,
 // main desc; 0 (no pruning) when the sample matched fewer than k documents.
 __global__ void __launch_bounds__(kThreads) AndThetaKernel(const AndDesc* samples, const AndDesc* mains) {
   __shared__ uint32_t hist[kHistBins];
+  __shared__ BinScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin[2];
   const AndDesc& a = samples[blockIdx.y];
   if (a.n == 0) return;
   const uint32_t c = AndCount(a, a.n - 1);
@@ -321,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) AndThetaKernel(const AndDesc* sample
     }
     __syncthreads();
     uint32_t above = 0;
-    const uint32_t bin = HighestBinReaching<kHistBins>(hist, want, &above);
+    const uint32_t bin = BinOfRank(hist, want, scan_tmp, s_bin, &above);
     if (bin == kNone) return;  // cannot happen: the sample holds >= k scores
     prefix |= bin << shift;
     want -= above;

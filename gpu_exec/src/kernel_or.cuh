@@ -190,41 +190,13 @@ __global__ void __launch_bounds__(kThreads) ThetaHistKernel(const ThetaDesc* des
     if (hist[i] != 0) atomicAdd(&q.hist[i], hist[i]);
 }
 
-using ThetaScan = cub::BlockScan<uint32_t, kThreads>;
-
-// One CTA: the highest bin B of `hist` (kHistBins) with count(bins >= B) >= need, or kNone when the
-// bins hold fewer (every thread gets it). Ends with a barrier, so `tmp` may be reused at once.
-__device__ __forceinline__ uint32_t BinOfRank(const uint32_t* hist, uint32_t need, ThetaScan::TempStorage& tmp,
-                                              uint32_t* s_result) {
-  constexpr uint32_t kPer = kHistBins / kThreads;
-  const uint32_t hi = kHistBins - kPer * threadIdx.x;  // this thread's bins: [hi - kPer, hi), top first
-  uint32_t sum = 0;
-  for (uint32_t b = hi - kPer; b < hi; ++b) sum += hist[b];
-  uint32_t before = 0, total = 0;
-  ThetaScan(tmp).ExclusiveSum(sum, before, total);
-  if (threadIdx.x == 0) *s_result = kNone;
-  __syncthreads();
-  if (need > 0 && before < need && before + sum >= need) {  // exactly one thread
-    uint32_t acc = before;
-    for (uint32_t b = hi; b-- > hi - kPer;) {
-      acc += hist[b];
-      if (acc >= need) {
-        *s_result = b;
-        break;
-      }
-    }
-  }
-  __syncthreads();
-  return *s_result;
-}
-
 // One CTA per query: *block_bin = the bin holding the blocks-th highest block max (0, every
 // block, when the list has fewer blocks).
 __global__ void __launch_bounds__(kThreads) ThetaBlockSelectKernel(const ThetaDesc* descs) {
-  __shared__ ThetaScan::TempStorage scan_tmp;
-  __shared__ uint32_t s_bin;
+  __shared__ BinScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin[2];
   const ThetaDesc& q = descs[blockIdx.y];
-  const uint32_t b = BinOfRank(q.block_hist, q.blocks, scan_tmp, &s_bin);
+  const uint32_t b = BinOfRank(q.block_hist, q.blocks, scan_tmp, s_bin);
   if (threadIdx.x == 0) *q.block_bin = b == kNone ? 0u : b;
 }
 
@@ -232,12 +204,12 @@ __global__ void __launch_bounds__(kThreads) ThetaBlockSelectKernel(const ThetaDe
 // the list turned out to hold fewer than k scorable postings); *sample_bin = the bin holding the
 // sample-th best (0, every bin, when there are fewer).
 __global__ void __launch_bounds__(kThreads) ThetaSelectKernel(const ThetaDesc* descs) {
-  __shared__ ThetaScan::TempStorage scan_tmp;
-  __shared__ uint32_t s_bin;
+  __shared__ BinScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin[2];
   const ThetaDesc& q = descs[blockIdx.y];
-  const uint32_t b = BinOfRank(q.hist, q.k, scan_tmp, &s_bin);
+  const uint32_t b = BinOfRank(q.hist, q.k, scan_tmp, s_bin);
   if (threadIdx.x == 0) q.out->theta = b == kNone || q.contrib_bound == 0 ? 0.0f : ThetaBinFloor(b);
-  const uint32_t sb = BinOfRank(q.hist, q.sample, scan_tmp, &s_bin);
+  const uint32_t sb = BinOfRank(q.hist, q.sample, scan_tmp, s_bin);
   if (threadIdx.x == 0) *q.sample_bin = sb == kNone ? 0u : sb;
 }
 
@@ -306,8 +278,8 @@ __global__ void __launch_bounds__(kThreads)
 // bin holding the sample's k-th best exact score) when the sample holds k documents.
 __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* tdescs, const OrPDesc* sdescs) {
   __shared__ uint32_t hist[kHistBins];
-  __shared__ ThetaScan::TempStorage scan_tmp;
-  __shared__ uint32_t s_bin;
+  __shared__ BinScan::TempStorage scan_tmp;
+  __shared__ uint32_t s_bin[2];
   const ThetaDesc& t = tdescs[blockIdx.y];
   const OrPDesc& q = sdescs[blockIdx.y];
   for (uint32_t i = threadIdx.x; i < kHistBins; i += kThreads) hist[i] = 0;
@@ -315,7 +287,7 @@ __global__ void __launch_bounds__(kThreads) SampleThetaKernel(const ThetaDesc* t
   const uint32_t c = CandCount(q);
   for (uint32_t i = threadIdx.x; i < c; i += kThreads) atomicAdd(&hist[ThetaBin(q.scores[i])], 1u);
   __syncthreads();
-  const uint32_t b = BinOfRank(hist, t.k, scan_tmp, &s_bin);
+  const uint32_t b = BinOfRank(hist, t.k, scan_tmp, s_bin);
   if (threadIdx.x == 0 && b != kNone) t.out->theta = fmaxf(t.out->theta, ThetaBinFloor(b));
 }
 

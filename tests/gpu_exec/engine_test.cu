@@ -520,7 +520,7 @@ TEST(GpuEngine, PrunedOrMatchesCpu) {
 }
 
 // Runs `items` as one batch on ctx and checks every answer against the CPU engine; adds the
-// postings the GPU decoded to *decoded.
+// postings the GPU decoded to *decoded and, when given, the documents it scored to *scored.
 void RunAgainstCpu(const ZipfShard& z, const BatchInputs& in, const std::vector<BatchItem>& items, GpuContext& ctx,
                    uint64_t* decoded, uint64_t* scored = nullptr) {
   std::vector<Result<SearchResult>> out;
