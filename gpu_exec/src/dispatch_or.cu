@@ -217,7 +217,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
       pl.exclude = (s.excl_mask >> i) & 1u;
       pl.require = s.required_or && i == s.req_slot ? 1u : 0u;
       pl.rest = s.rest[i];
-      pl.omit = s.omit.empty() ? 0u : s.omit[i];
+      pl.omit = s.omit[i];
       // With theta the candidates are few next to the bound on them: only needed blocks decoded.
       pl.dense = s.theta <= 0.0f && ProbeDense(s.cap, s.present[i]) ? 1u : 0u;
       if (pl.essential) {
@@ -230,6 +230,7 @@ Status EnqueueOrPruned(GpuContext::Impl& ctx, const ShardDev& shard, const std::
           step_nb, pl.dense ? s.present[i].num_blocks : std::min<uint64_t>(s.present[i].num_blocks, s.cap));
     }
     d.bounded = s.bounded ? 1u : 0u;
+    d.probe_bound = ctx.options.or_probe_block_bound && s.theta > 0.0f ? 1u : 0u;
     sum_nb += step_nb;
     sum_ess_nb += d.ess_blocks;
     PlanSteps(s, d, plists.data() + d.list_off, s.theta > 0.0f);

@@ -193,10 +193,12 @@ struct OrPDesc {
   uint32_t cap = 0;         // the candidate buffer (past it: kErrOverflow)
   float theta = 0.0f;
   float slack = 1.0f;
-  // 1: the essential lists hold more postings than the buffer (an overflow is likely): the gather
-  // bounds the other lists' contributions by their block maxima over each block's documents, then
-  // over each document's block, not by their max_scores (kernel_or.cuh).
+  // 1 (with theta): the gather bounds the other lists' contributions by their block maxima over
+  // each block's documents, then over each document's block, not by their max_scores (kernel_or.cuh).
   uint32_t bounded = 0;
+  // 1: progressive probing drops a candidate at the block it is located in (OrLocateKernel) when
+  // its partial score plus that block's max plus the later lists' bound cannot reach theta.
+  uint32_t probe_bound = 0;
   uint32_t* bitmap = nullptr;    // a bit per shard document (zeroed)
   uint32_t* counters = nullptr;  // [0]: candidates, [1 + s]: needed blocks of list s (zeroed)
   uint32_t* cand = nullptr;      // cap docIDs

@@ -375,11 +375,10 @@ void PlanOr(QState& s, uint32_t num_docs, const GpuContextOptions& o) {
   }
   const uint64_t ess = s.cap;
   if (s.theta > 0.0f) s.cap = std::min<uint64_t>(s.cap, o.or_candidate_cap);
-  // Bounded by the other lists' blocks: a query of two lists (one other list: its block maxima are
-  // far tighter than its max_score, and cheap to look up), or one whose essential postings outnumber
-  // its buffer. Longer queries bound by max_scores (WindowBound's search of every other list costs
-  // more there than the bound saves).
-  s.bounded = o.or_bounded_gather && s.theta > 0.0f && (m == 2 || ess > s.cap);
+  // Bounded by the other lists' blocks (WindowBound, DocBound) whenever there is a theta: at 25.2M
+  // documents it ran 0.5-4% more or-queries a second than bounding queries of three or more lists
+  // by the max_scores, on each of five logs (5-6 terms the most; BENCHMARKS.md).
+  s.bounded = o.or_bounded_gather && s.theta > 0.0f;
   if ((s.theta > 0.0f || ess <= uint64_t{num_docs} / divisor) && s.cap < (uint64_t{1} << 30))
     s.or_path = PhaseKind::kOrPruned;
 }

@@ -62,9 +62,8 @@ struct QState {
   // Per essential list: the essential lists gathered before it (PlanOr), whose bounds rest leaves out.
   std::vector<uint32_t> omit;
   uint64_t cap = 0;
-  // Theta only, and two lists or essential lists that hold more postings than cap: the gather bounds
-  // the other lists by their block maxima over each essential block, not by their max_scores
-  // (kernel_or.cuh).
+  // With theta: the gather bounds the other lists by their block maxima over each essential block,
+  // not by their max_scores (kernel_or.cuh).
   bool bounded = false;
   bool overflow = false;  // the pruned attempt overflowed: rerun dense
   // The tree path (a tree or a count): the program the next tree phase runs (engine_desc.hpp's

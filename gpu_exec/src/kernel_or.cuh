@@ -22,7 +22,7 @@
 //           cannot reach theta (but the essential lists of fewer postings, OrPList::omit: a
 //           document they hold is gathered from them), keeps a document when its own
 //           contribution plus that bound can
-//           (a bounded query, of two lists or whose essential postings outnumber its buffer:
+//           (a bounded query, any with theta:
 //           the other lists' bound is the highest block max of their blocks over the block's
 //           documents, then per document the block max of their block that can hold it:
 //           WindowBound, DocBound),
@@ -41,6 +41,10 @@
 //           is dropped (src = kDeadSrc): later steps neither locate, decode nor probe for it, and
 //           OrScoreKernel gives it the no-document score (-0.0f), which top-k skips. A dropped
 //           document's score is below theta <= the k-th best, so it is not in the top k.
+//           OrLocateKernel drops one earlier, with the block max of its block in the step's list
+//           in place of the contribution (OrPDesc::probe_bound; block-max MaxScore): that block is
+//           then not decoded for it. The bound is >= the probe's in float too (rounding is
+//           monotonic), so every candidate it drops the probe would have dropped.
 //           The sample's round probes every list in one step (step == kNone, blockIdx.z = slot).
 //           RequiredOr queries: a must_not list (OrPList::exclude) is probed like the others, but
 //           a candidate found there is dropped, and it adds nothing (its bounds are 0); a candidate
@@ -510,7 +514,7 @@ __device__ __forceinline__ void ForEachProbe(const OrPDesc* descs, uint32_t nq, 
 
 __global__ void __launch_bounds__(kThreads)
     OrLocateKernel(const OrPDesc* descs, uint32_t nq, const DevList* lists, const OrPList* plists, uint32_t step) {
-  ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t) {
+  ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t src) {
     const DevList l = lists[q.list_off + s];
     const uint32_t doc = q.cand[i];
     const uint32_t lo = FirstBlockReaching(l, 0, l.num_blocks, doc);
@@ -518,6 +522,17 @@ __global__ void __launch_bounds__(kThreads)
     if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
     q.pos[static_cast<size_t>(s) * q.cap + i] = b;
     const OrPList& pl = plists[q.list_off + s];
+    // Progressively, block-max MaxScore: the block can add at most its max, so a candidate whose
+    // partial score plus that (0 where no block can hold it) plus the later lists' bound cannot
+    // reach theta is dropped here, and its block is not decoded for it. Strict, as the probe's
+    // filter; a must_not list adds nothing and bounds nothing.
+    if (step != kNone && q.probe_bound != 0 && pl.exclude == 0) {
+      const float here = b == kNone ? 0.0f : SanitizeBoundHD(l.meta[b].max_score);
+      if ((q.scores[i] + here + plists[q.list_off + src].after[step]) * q.slack < q.theta) {
+        q.src[i] = kDeadSrc;
+        return;
+      }
+    }
     if (pl.dense == 0 && b != kNone) MarkNeeded(q, pl, s, b);
   });
 }

@@ -12,10 +12,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -539,6 +541,31 @@ void RunAgainstCpu(const ZipfShard& z, const BatchInputs& in, const std::vector<
   }
 }
 
+// The or-queries of `terms` at k 1, 10 and 100 as one batch, on a pruned context with set(opt, true)
+// and again with set(opt, false), each answer checked against the CPU engine: the postings the GPU
+// decoded, {true, false}.
+std::array<uint64_t, 2> OrDecodedOnAndOff(const ZipfShard& z, const std::vector<std::vector<uint32_t>>& terms,
+                                          const std::function<void(gpu::GpuContextOptions&, bool)>& set) {
+  std::vector<BatchItem> items;
+  for (uint32_t k : {1u, 10u, 100u})
+    for (const std::vector<uint32_t>& t : terms) items.push_back({TestQuery{t}, QueryMode::kOr, k});
+  for (BatchItem& it : items)  // canonical order
+    std::sort(it.q.terms.begin(), it.q.terms.end(),
+              [&](uint32_t a, uint32_t b) { return QueryTermName(z.c, a) < QueryTermName(z.c, b); });
+  const BatchInputs in(z.c, z.s, z.d, items);
+  std::array<uint64_t, 2> decoded = {0, 0};
+  for (bool on : {true, false}) {
+    SCOPED_TRACE(on ? "on" : "off");
+    gpu::GpuContextOptions opt = PrunedOptions();
+    set(opt, on);
+    const std::unique_ptr<GpuContext> ctx = MakeContext(opt);
+    EXPECT_NE(ctx, nullptr);
+    if (ctx == nullptr) break;
+    RunAgainstCpu(z, in, items, *ctx, &decoded[on ? 0 : 1]);
+  }
+  return decoded;
+}
+
 // Frequent terms whose lists outnumber the candidate buffer: the gather bounds the other lists by
 // their blocks (or_bounded_gather), and the answers stay exact while fewer postings are decoded
 // than with their max_scores as the bound (blocks skipped, fewer candidates to probe for, fewer
@@ -547,26 +574,29 @@ TEST(GpuEngine, BoundedGatherIsExactAndDecodesLess) {
   SKIP_WITHOUT_GPU();
   const ZipfShard z(60000, 5000, 50, 1234);
   ASSERT_GT(z.c.df(5), 4096u);
-  std::vector<BatchItem> items;
-  for (uint32_t k : {1u, 10u, 100u})
-    for (const std::vector<uint32_t>& t : std::vector<std::vector<uint32_t>>{
-             {0, 1}, {0, 1, 2}, {1, 3, 5}, {0, 1, 2, 3, 4, 5}, {2, 4, 30}, {0, 40, 60}})
-      items.push_back({TestQuery{t}, QueryMode::kOr, k});
-  for (BatchItem& it : items)  // canonical order
-    std::sort(it.q.terms.begin(), it.q.terms.end(),
-              [&](uint32_t a, uint32_t b) { return QueryTermName(z.c, a) < QueryTermName(z.c, b); });
-  const BatchInputs in(z.c, z.s, z.d, items);
-  uint64_t decoded[2] = {0, 0};
-  for (bool bounded : {true, false}) {
-    SCOPED_TRACE(bounded ? "bounded" : "unbounded");
-    gpu::GpuContextOptions opt = PrunedOptions();
-    opt.or_candidate_cap = 4096;
-    opt.or_bounded_gather = bounded;
-    const std::unique_ptr<GpuContext> ctx = MakeContext(opt);
-    ASSERT_NE(ctx, nullptr);
-    RunAgainstCpu(z, in, items, *ctx, &decoded[bounded ? 0 : 1]);
-  }
+  const std::array<uint64_t, 2> decoded =
+      OrDecodedOnAndOff(z, {{0, 1}, {0, 1, 2}, {1, 3, 5}, {0, 1, 2, 3, 4, 5}, {2, 4, 30}, {0, 40, 60}},
+                        [](gpu::GpuContextOptions& o, bool on) {
+                          o.or_candidate_cap = 4096;
+                          o.or_bounded_gather = on;
+                        });
   EXPECT_LT(decoded[0], decoded[1]) << "the block bounds pruned nothing more than the max_scores";
+}
+
+// Progressive probing bounds a candidate by the block max of the block it is located in (block-max
+// MaxScore): candidates whose partial score plus that block's max plus the later lists' max_scores
+// cannot reach theta are dropped before the block is decoded for them. The CPU engine's answers,
+// every k, with fewer postings decoded than with the probe's own filter alone.
+TEST(GpuEngine, ProbeBlockBoundIsExactAndDecodesLess) {
+  SKIP_WITHOUT_GPU();
+  const ZipfShard z(60000, 5000, 50, 77);
+  ASSERT_GT(z.c.df(5), 4096u);
+  const std::array<uint64_t, 2> decoded = OrDecodedOnAndOff(
+      z, {{0, 1, 2}, {1, 3, 5}, {0, 1, 2, 3, 4, 5}, {2, 4, 30}, {0, 40, 60}, {10, 20, 30, 40}, {3, 7, 60, 90}},
+      [](gpu::GpuContextOptions& o, bool on) { o.or_probe_block_bound = on; });
+  std::printf("probe block bound: %llu decoded; list bound: %llu decoded\n",
+              static_cast<unsigned long long>(decoded[0]), static_cast<unsigned long long>(decoded[1]));
+  EXPECT_LT(decoded[0], decoded[1]) << "the block maxima dropped no candidate before its block was decoded";
 }
 
 // Bounded and-queries (theta from a sample of the lead's best contributions, then candidates
@@ -699,10 +729,10 @@ TEST(GpuEnginePlan, TopBlocksAnswerIsExactOnlyWhenTheKthBestClearsTheFloorBySlac
   EXPECT_EQ(gpu::engine_internal::TopBlocksCap(shortl), 10u);
 }
 
-// PlanOr's choice of the gather's bound for the other lists: their blocks (bounded) for a query of
-// two lists with theta, or one whose essential postings outnumber the buffer; their max_scores for
-// longer queries that fit it, and for any query without theta (or with the option off).
-TEST(GpuEnginePlan, OrGatherBoundsTwoListsAndOverfullQueriesByTheirBlocks) {
+// PlanOr's choice of the gather's bound for the other lists: their blocks (bounded) for any query
+// with theta, however many lists; their max_scores for a query without theta (or with the option
+// off).
+TEST(GpuEnginePlan, OrGatherBoundsEveryQueryWithThetaByTheirBlocks) {
   using gpu::engine_internal::PhaseKind;
   using gpu::engine_internal::QState;
   gpu::GpuContextOptions o;
@@ -722,10 +752,12 @@ TEST(GpuEnginePlan, OrGatherBoundsTwoListsAndOverfullQueriesByTheirBlocks) {
     EXPECT_EQ(s.or_path, PhaseKind::kOrPruned);
     return s.bounded;
   };
-  EXPECT_TRUE(plan({500, 400}, 1.0f, o));           // two lists
-  EXPECT_FALSE(plan({300, 300, 300}, 1.0f, o));     // three that fit the buffer
-  EXPECT_TRUE(plan({400, 400, 400}, 1.0f, o));      // three past it (1,200 > 1,000)
-  EXPECT_FALSE(plan({500, 400}, 0.0f, o));          // no theta: max_scores
+  EXPECT_TRUE(plan({500, 400}, 1.0f, o));                 // two lists
+  EXPECT_TRUE(plan({300, 300, 300}, 1.0f, o));            // three that fit the buffer
+  EXPECT_TRUE(plan({400, 400, 400}, 1.0f, o));            // three past it (1,200 > 1,000)
+  EXPECT_TRUE(plan({50, 60, 70, 80, 90, 100}, 1.0f, o));  // six
+  EXPECT_FALSE(plan({500, 400}, 0.0f, o));                // no theta: max_scores
+  EXPECT_FALSE(plan({300, 300, 300}, 0.0f, o));
   gpu::GpuContextOptions off = o;
   off.or_bounded_gather = false;
   EXPECT_FALSE(plan({500, 400}, 1.0f, off));

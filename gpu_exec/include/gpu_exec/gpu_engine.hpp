@@ -39,8 +39,8 @@
 //            non-essential: a document only they hold cannot reach the top k. A candidate is a document of an
 //            essential list whose own contribution plus the other lists' max_scores can reach
 //            theta (whole blocks skipped by their block max), less the essential lists of fewer
-//            postings: a document one of those holds is gathered from it. Where the essential lists hold
-//            more postings than or_candidate_cap, the other lists' bound is tighter: per block
+//            postings: a document one of those holds is gathered from it. The other lists' bound is
+//            tighter than their max_scores: per block
 //            the highest block max of their blocks over its documents, per document the block max
 //            of the block that can hold it (as block-max MaxScore bounds a document on the CPU).
 //          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
@@ -49,7 +49,10 @@
 //            block), one list per step by decreasing max_score; with theta, after each step a
 //            candidate whose contributions found so far plus the max_scores of the lists still
 //            to probe cannot reach theta is dropped (MaxScore's probing of its non-essential
-//            lists), so later lists are searched for the survivors only.
+//            lists), so later lists are searched for the survivors only; a candidate is dropped
+//            already at the block it is located in when that block's max stands in for the
+//            contribution and the bound still falls short (block-max MaxScore), before the block
+//            is decoded for it.
 //            Contributions are summed in canonical order. More than or_candidate_cap candidates
 //            rerun the query dense.
 //          dense fallback for queries without theta whose essential lists hold more than
@@ -204,14 +207,19 @@ struct GpuContextOptions {
   // dense (a round later). 2^22: at 25.2M documents 2^20 left ~1.8% of or-queries to rerun dense
   // and 2^24 sized buffers past need (both slower on the three logs measured, BENCHMARKS.md);
   uint32_t or_candidate_cap = uint32_t{1} << 22;
-  // a pruned query of two lists, or one whose essential lists hold more postings than its
-  // candidate buffer, bounds the other lists by their blocks over each document (false: by their
-  // max_scores, as longer queries do, for tests; at 2^20 candidates it ran 5-14% more or-queries a
-  // second than false on three logs at 25.2M documents, the GOV2 shape +4%, 5-6 terms -2%; for
-  // every 2-list query: 2-term logs +8-11%, while for every query 5-6 terms lost 5%: BENCHMARKS.md).
+  // a pruned query with theta bounds the other lists by their blocks over each document (false: by
+  // their max_scores, for tests; at 25.2M documents it ran 5-14% more or-queries a second than
+  // false, and bounding queries of 3-6 lists too (not only 2 and overfull ones) 0.5-4% more on each
+  // of five logs: BENCHMARKS.md).
   bool or_bounded_gather = true;
+  // progressive probing drops a candidate at its block of the step's list, before that block is
+  // decoded, when its partial score plus that block's max plus the later lists' max_scores cannot
+  // reach theta (false: only after the probe, by the list's found contribution, for tests; at
+  // 25.2M documents true decoded 5-6% fewer postings and ran 1-2% more or-queries a second on
+  // each of five logs: BENCHMARKS.md).
+  bool or_probe_block_bound = true;
   // documents of the theta list (its best contributions) scored exactly in the theta round to
-  // raise theta (1 .. 2^24).
+  // raise theta (1 .. 2^24; 256 and 4096 were 1-18% slower on five logs at 25.2M documents).
   uint32_t or_theta_sample = 1024;
   // and-queries whose shortest list holds at least this many postings (and that expect enough
   // matches) are bounded: theta from a sample of their best lead postings, then a candidate is
