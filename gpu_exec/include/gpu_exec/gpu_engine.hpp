@@ -219,7 +219,7 @@ struct GpuContextOptions {
   // each of five logs: BENCHMARKS.md).
   bool or_probe_block_bound = true;
   // documents of the theta list (its best contributions) scored exactly in the theta round to
-  // raise theta (1 .. 2^24; 256 and 4096 were 1-18% slower on five logs at 25.2M documents).
+  // raise theta (1 .. 2^24; 256 and 4096 were 2-21% slower on five logs at 25.2M documents).
   uint32_t or_theta_sample = 1024;
   // and-queries whose shortest list holds at least this many postings (and that expect enough
   // matches) are bounded: theta from a sample of their best lead postings, then a candidate is
