@@ -362,10 +362,10 @@ __device__ __forceinline__ float WindowBound(const OrPDesc& q, const DevList* li
   const uint32_t omit = plists[q.list_off + s].omit;
   if (t < q.m && t != s && !plists[q.list_off + t].exclude && !((omit >> t) & 1u)) {
     const DevList lt = lists[q.list_off + t];
-    const uint32_t x = FirstBlockReaching(lt, 0, lt.num_blocks, first);
+    const uint32_t x = LocateBlock(lt, first);
     if (x < lt.num_blocks) {
       *lo = x;
-      *hi = min(FirstBlockReaching(lt, x, lt.num_blocks, last), lt.num_blocks - 1);
+      *hi = min(GallopFrom(lt, x, last), lt.num_blocks - 1);
     }
   }
   float bound = 0.0f;
@@ -517,7 +517,7 @@ __global__ void __launch_bounds__(kThreads)
   ForEachProbe(descs, nq, step, [&](const OrPDesc& q, uint32_t i, uint32_t s, uint32_t src) {
     const DevList l = lists[q.list_off + s];
     const uint32_t doc = q.cand[i];
-    const uint32_t lo = FirstBlockReaching(l, 0, l.num_blocks, doc);
+    const uint32_t lo = LocateBlock(l, doc);
     uint32_t b = lo < l.num_blocks ? lo : kNone;
     if (b != kNone && doc < BlockBase(l, b)) b = kNone;  // between blocks (or before the list)
     q.pos[static_cast<size_t>(s) * q.cap + i] = b;

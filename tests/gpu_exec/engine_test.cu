@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "core/score_slack.hpp"
+#include "engine_device.cuh"
 #include "engine_plan.hpp"
 #include "exec_fixture.hpp"
 #include "gpu_exec/cuda_util.hpp"
@@ -727,6 +728,78 @@ TEST(GpuEnginePlan, TopBlocksAnswerIsExactOnlyWhenTheKthBestClearsTheFloorBySlac
   QState shortl = s;
   shortl.present[0].count = 10;
   EXPECT_EQ(gpu::engine_internal::TopBlocksCap(shortl), 10u);
+}
+
+// The searches of a skip array for each of docs: out[3i] LocateBlock's block, out[3i + 1]
+// FirstBlockReaching's over the whole list, out[3i + 2] GallopFrom's from block 0.
+__global__ void LocateAllKernel(gpu::engine_internal::DevList l, const uint32_t* docs, uint32_t n, uint32_t* out) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  out[3 * i] = gpu::engine_internal::LocateBlock(l, docs[i]);
+  out[3 * i + 1] = gpu::engine_internal::FirstBlockReaching(l, 0, l.num_blocks, docs[i]);
+  out[3 * i + 2] = gpu::engine_internal::GallopFrom(l, 0, docs[i]);
+}
+
+// LocateBlock (a guess from an even spread of the documents, then steps to a bracket) and GallopFrom
+// find the block that binary search over the whole skip array finds, for every document: each block's last,
+// its neighbours, below the list, past it and at random, on lists of 1 to 100,000 blocks spread
+// evenly, crowded at the front or the back, and at random.
+TEST(GpuEngine, LocateBlockFindsWhatBinarySearchFinds) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937 rng(5);
+  for (uint32_t nb : {1u, 2u, 3u, 1000u, 100000u})
+    for (int shape = 0; shape < 4; ++shape) {
+      SCOPED_TRACE("blocks " + std::to_string(nb) + " shape " + std::to_string(shape));
+      std::vector<BlockMeta> meta(nb);
+      const uint32_t base = 1000;
+      uint32_t doc = base;
+      for (uint32_t b = 0; b < nb; ++b) {
+        const uint32_t gap = shape == 0   ? 200u
+                             : shape == 1 ? (b < nb / 10 ? 1u : 5000u)  // most documents in the last 90% of the range
+                             : shape == 2 ? (b < nb * 9 / 10 ? 1u : 5000u)
+                                          : 1u + static_cast<uint32_t>(rng() % 1000);
+        doc += gap;
+        meta[b] = BlockMeta{};
+        meta[b].last_doc = doc;
+        meta[b].count = 128;
+      }
+      std::vector<uint32_t> docs = {0, base - 1, base, base + 1, doc, doc + 1, 0xffffffffu};
+      for (uint32_t b = 0; b < nb; ++b)
+        for (uint32_t d : {meta[b].last_doc - 1, meta[b].last_doc, meta[b].last_doc + 1}) docs.push_back(d);
+      for (int i = 0; i < 1000; ++i) docs.push_back(base + static_cast<uint32_t>(rng() % (doc - base + 2)));
+      BlockMeta* d_meta = nullptr;
+      uint32_t *d_docs = nullptr, *d_out = nullptr;
+      CUDA_OK(cudaMalloc(&d_meta, nb * sizeof(BlockMeta)));
+      CUDA_OK(cudaMalloc(&d_docs, docs.size() * sizeof(uint32_t)));
+      CUDA_OK(cudaMalloc(&d_out, 3 * docs.size() * sizeof(uint32_t)));
+      CUDA_OK(cudaMemcpy(d_meta, meta.data(), nb * sizeof(BlockMeta), cudaMemcpyHostToDevice));
+      CUDA_OK(cudaMemcpy(d_docs, docs.data(), docs.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+      gpu::engine_internal::DevList l;
+      l.meta = d_meta;
+      l.num_blocks = nb;
+      l.count = nb * 128;
+      l.base_doc = base;
+      const uint32_t n = static_cast<uint32_t>(docs.size());
+      LocateAllKernel<<<(n + 255) / 256, 256>>>(l, d_docs, n, d_out);
+      CUDA_OK(cudaGetLastError());
+      std::vector<uint32_t> out(3 * docs.size());
+      CUDA_OK(cudaMemcpy(out.data(), d_out, out.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost));
+      CUDA_OK(cudaFree(d_meta));
+      CUDA_OK(cudaFree(d_docs));
+      CUDA_OK(cudaFree(d_out));
+      size_t wrong = 0;
+      for (size_t i = 0; i < docs.size(); ++i) {
+        // The host's answer too: the first block whose last document reaches doc.
+        const size_t want = static_cast<size_t>(
+            std::partition_point(meta.begin(), meta.end(), [&](const BlockMeta& m) { return m.last_doc < docs[i]; }) -
+            meta.begin());
+        EXPECT_EQ(out[3 * i + 1], want) << "doc " << docs[i];
+        if ((out[3 * i] != want || out[3 * i + 2] != want) && ++wrong <= 5)
+          ADD_FAILURE() << "doc " << docs[i] << ": located " << out[3 * i] << ", galloped " << out[3 * i + 2]
+                        << ", not " << want;
+      }
+      EXPECT_EQ(wrong, 0u);
+    }
 }
 
 // PlanOr's choice of the gather's bound for the other lists: their blocks (bounded) for any query
