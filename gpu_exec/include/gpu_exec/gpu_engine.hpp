@@ -44,9 +44,10 @@
 //            the highest block max of their blocks over its documents, per document the block max
 //            of the block that can hold it (as block-max MaxScore bounds a document on the CPU).
 //          pruned: the candidates (deduped by a bitmap over the shard; each keeps its position
-//            in the list it came from) are found in the other lists as and does (skip-array
-//            binary search, only the blocks holding candidates decoded, binary search in the
-//            block), one list per step by decreasing max_score; with theta, after each step a
+//            in the list it came from) are found in the other lists as and does (only the
+//            blocks holding candidates decoded, binary search in the block), but each located in
+//            the skip array from a guess at the list's even spread, then galloping (LocateBlock),
+//            one list per step by decreasing max_score; with theta, after each step a
 //            candidate whose contributions found so far plus the max_scores of the lists still
 //            to probe cannot reach theta is dropped (MaxScore's probing of its non-essential
 //            lists), so later lists are searched for the survivors only; a candidate is dropped
