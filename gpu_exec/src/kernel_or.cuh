@@ -29,8 +29,9 @@
 //           and appends each kept document once with its position in that list and that
 //           contribution as its partial score (a bitmap over the shard dedupes; past the buffer:
 //           kErrOverflow, and OrDropOverflowKernel empties the buffer for the later steps); then
-//           per other list OrLocateKernel (LocateBlock per candidate: a guess from the list's even spread, then galloping; the first
-//           candidate to need a block appends it to the list's need_list),
+//           per other list OrLocateKernel (LocateBlock per candidate: a guess from the list's even
+//           spread, then galloping; the first candidate to need a block appends it to the list's
+//           need_list),
 //           OrDecodeKernel (only the needed blocks, or the whole list when most blocks are),
 //           OrProbeKernel (binary search in the decoded block: the posting's position or kNone);
 //           OrScoreKernel sums the contributions in canonical order.
